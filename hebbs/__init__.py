@@ -1,0 +1,45 @@
+"""hebbs: a local-first memory engine for AI agents.
+
+    from hebbs import Engine, ScoringWeights
+    with Engine.open("~/.hebbs") as eng:
+        eng.remember("Acme uses Salesforce", importance=0.7, entity_id="acme_corp")
+        for r in eng.recall("what CRM do they use"):
+            print(r.score, r.memory.content)
+
+Names load lazily: `hebbs.cli` and `hebbs.client` import this package, and a CLI call must not pay
+for numpy, onnxruntime and hnswlib when only the daemon needs them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "Engine": "engine",
+    "Client": "client", "AsyncClient": "client",
+    "ScoringWeights": "schema", "Memory": "schema", "MemoryKind": "schema", "Edge": "schema", "EdgeType": "schema",
+    "Source": "schema", "RecallResult": "schema", "RecallResults": "schema", "ScoreComponents": "schema",
+    "PendingContradiction": "schema",
+    "HebbsError": "errors", "InvalidInput": "errors", "NotFound": "errors", "VaultBusy": "errors",
+    "VaultNotInitialized": "errors", "ModelMismatch": "errors", "CorruptVault": "errors",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hebbs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from .client import AsyncClient, Client
+    from .engine import Engine
+    from .errors import (CorruptVault, HebbsError, InvalidInput, ModelMismatch, NotFound, VaultBusy,
+                         VaultNotInitialized)
+    from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, RecallResult, RecallResults,
+                         ScoreComponents, ScoringWeights, Source)

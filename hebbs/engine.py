@@ -1,0 +1,721 @@
+"""The engine: one open vault, its embedding model, its indexes, and the memory operations.
+
+A vault directory holds:
+    db/          the RocksDB database (storage.py)
+    index/       the HNSW snapshot written at clean close (index.py)
+    lexical/     the BM25 index (lexical.py)
+    config.toml  optional settings (config.py)
+
+RocksDB is the source of truth. The HNSW and lexical indexes are derived: each records the vault's
+write sequence number (meta "write_seq", bumped in the same batch as every content change) and is
+rebuilt from RocksDB when its number does not match, so a crash can never leave them silently stale.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from ulid import ULID
+
+from . import recall as rc
+from . import scoring, validate
+from .config import VaultConfig, load_config
+from .embed import Embedder, get_embedder
+from .errors import InvalidInput, ModelMismatch, NotFound
+from .index import VectorIndex
+from .lexical import LexicalIndex
+from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResult,
+                     RecallResults,
+                     ScoringWeights, Source)
+from .storage import (Store, WriteSet, decode, edge_keys, edge_value, encode, id_bytes, id_str, memory_key,
+                      temporal_key, temporal_prefix, vector_key)
+
+SCHEMA_VERSION = 1
+DEFAULT_WEIGHTS = ScoringWeights()
+REMEMBER_CHUNK = 256
+_FOLLOWED_BY_CONFIDENCE = 1.0
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+class _Entry:
+    """What recall filters need about a memory, kept in memory so filters never touch disk."""
+
+    __slots__ = ("entity_id", "created_at", "superseded_by", "kind")
+
+    def __init__(self, memory: Memory) -> None:
+        self.entity_id = memory.entity_id
+        self.created_at = memory.created_at
+        self.superseded_by = memory.superseded_by
+        self.kind = memory.kind
+
+
+class Engine:
+    """An open vault. Thread-safe: writes are serialized, reads run concurrently."""
+
+    def __init__(self, path: Path, store: Store, embedder: Embedder, config: VaultConfig) -> None:
+        self.path = path
+        self.config = config
+        self.embedder = embedder
+        self._store = store
+        self._write_lock = threading.RLock()
+        self._catalog: dict[str, _Entry] = {}
+        self._write_seq = int(store.get_meta("write_seq", 0))
+        self._index: VectorIndex
+        self._lexical: LexicalIndex
+        self._closed = False
+
+    # Opening and closing ---------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: os.PathLike | str, *, model: str | os.PathLike | None = None,
+             embedder: Embedder | None = None) -> "Engine":
+        """Open the vault at path, creating it if missing."""
+        path = Path(path).expanduser().resolve()
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        config = load_config(path)
+        store = Store.open(path / "db")
+        try:
+            embedder = embedder or get_embedder(model or config.model or store.get_meta("model_spec"))
+            _check_model(store, path, embedder)
+            engine = cls(path, store, embedder, config)
+            engine._load()
+        except BaseException:
+            store.close()
+            raise
+        return engine
+
+    def _load(self) -> None:
+        for memory in self._store.memories():
+            self._catalog[memory.id] = _Entry(memory)
+        snapshot_dir = self.path / "index"
+        index = VectorIndex.load(snapshot_dir, self._write_seq, self.embedder.dim, self.config.index)
+        if index is None:
+            index = self._rebuild_vector_index()
+        self._index = index
+        self._lexical = LexicalIndex.open(self.path / "lexical")
+        if self._lexical.applied_seq != self._write_seq:
+            self.rebuild_lexical()
+
+    def _rebuild_vector_index(self) -> VectorIndex:
+        index = VectorIndex(self.embedder.dim, self.config.index, capacity=len(self._catalog) + 1024)
+        ids: list[str] = []
+        rows: list[np.ndarray] = []
+        for memory_id, raw in self._store.vectors():
+            ids.append(memory_id)
+            rows.append(np.frombuffer(raw, dtype="<f4"))
+            if len(ids) == 10_000:
+                index.add(ids, np.vstack(rows))
+                ids, rows = [], []
+        if ids:
+            index.add(ids, np.vstack(rows))
+        return index
+
+    def rebuild_lexical(self) -> None:
+        """Re-tokenize every memory from the `default` family (after a crash, or if the index was deleted)."""
+        with self._write_lock:
+            items = ((id_bytes(m.id), lexical_text(m)) for m in self._store.memories()
+                     if m.kind != MemoryKind.REVISION)
+            self._lexical.rebuild(items, self._write_seq)
+
+    def close(self) -> None:
+        with self._write_lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                self._index.save(self.path / "index", self._write_seq)
+            finally:
+                self._lexical.close()
+                self._store.close()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # Remember --------------------------------------------------------------------------------
+
+    def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
+                 entity_id: str | None = None, created_at: Any = None, kind: MemoryKind | str = MemoryKind.EPISODE,
+                 source: Source | None = None, supersedes: Sequence[str] = (),
+                 edges: Sequence[tuple[str, str, float]] = ()) -> Memory:
+        """Store one memory. `edges` are (target_id, edge type name, confidence) from the new memory."""
+        return self.remember_many([{
+            "content": content, "importance": importance, "context": context, "entity_id": entity_id,
+            "created_at": created_at, "kind": kind, "source": source, "supersedes": supersedes, "edges": edges,
+        }])[0]
+
+    def remember_many(self, items: Iterable[dict[str, Any]]) -> list[Memory]:
+        """Store many memories: embedded in batches, written one RocksDB batch per chunk of 256."""
+        prepared = [self._prepare(item, n) for n, item in enumerate(items)]
+        if not prepared:
+            return []
+        out: list[Memory] = []
+        for start in range(0, len(prepared), REMEMBER_CHUNK):
+            chunk = prepared[start:start + REMEMBER_CHUNK]
+            vectors = self.embedder.embed([p.memory.content for p in chunk])
+            with self._write_lock:
+                self._check_open()
+                self._check_refs(chunk)
+                self._write_new(chunk, vectors)
+            out.extend(p.memory for p in chunk)
+        return out
+
+    def _prepare(self, item: dict[str, Any], n: int) -> "_Prepared":
+        if not isinstance(item, dict):
+            raise InvalidInput(f"item {n} must be a dict with at least 'content'")
+        unknown = set(item) - {"content", "importance", "context", "entity_id", "created_at", "kind", "source",
+                               "supersedes", "edges"}
+        if unknown:
+            raise InvalidInput(f"item {n} has unknown fields: {sorted(unknown)}")
+        stamp = now_us()
+        created = validate.timestamp_us(item.get("created_at"), "created_at")
+        kind = _kind(item.get("kind", MemoryKind.EPISODE))
+        importance = validate.unit_float(item.get("importance", 0.5), "importance")
+        source = item.get("source")
+        if source is not None and not isinstance(source, Source):
+            raise InvalidInput("source must be a hebbs.Source")
+        memory = Memory(
+            id=str(ULID()), content=validate.content(item.get("content")), importance=importance,
+            context=validate.context(item.get("context")), entity_id=validate.entity(item.get("entity_id")),
+            created_at=stamp if created is None else created, updated_at=stamp, last_accessed_at=stamp,
+            kind=kind, source=source, decay_score=importance,
+        )
+        supersedes = [validate.memory_id(s, "supersedes") for s in item.get("supersedes") or ()]
+        edges = [_edge_spec(e) for e in item.get("edges") or ()]
+        return _Prepared(memory, supersedes, edges)
+
+    def _check_refs(self, chunk: list["_Prepared"]) -> None:
+        known = set(self._catalog) | {p.memory.id for p in chunk}
+        for p in chunk:
+            for ref in p.supersedes + [target for target, _, _ in p.edges]:
+                if ref not in known:
+                    raise NotFound(f"memory {ref} does not exist")
+
+    def _write_new(self, chunk: list["_Prepared"], vectors: np.ndarray) -> None:
+        writes = WriteSet()
+        stamp = now_us()
+        latest_by_entity: dict[str | None, tuple[int, str]] = {}
+        superseded: list[Memory] = []
+        for p, vector in zip(chunk, vectors):
+            m = p.memory
+            writes.put_memory(m)
+            writes.put("temporal", temporal_key(m.entity_id, m.created_at, m.id), id_bytes(m.id))
+            writes.put("vectors", vector_key(m.id), vector.astype("<f4").tobytes())
+            previous = latest_by_entity.get(m.entity_id) or self._latest_before(m.entity_id, m.created_at)
+            if previous is not None and previous[0] <= m.created_at:
+                self._put_edge(writes, previous[1], EdgeType.FOLLOWED_BY, m.id, _FOLLOWED_BY_CONFIDENCE, stamp)
+            if previous is None or previous[0] <= m.created_at:
+                latest_by_entity[m.entity_id] = (m.created_at, m.id)
+            for target, edge_type, confidence in p.edges:
+                self._put_edge(writes, m.id, edge_type, target, confidence, stamp)
+            superseded += [self._mark_superseded(writes, old_id, m.id, stamp) for old_id in p.supersedes]
+        self._bump_seq(writes)
+        self._store.commit(writes)
+        for memory in [p.memory for p in chunk] + superseded:
+            self._catalog[memory.id] = _Entry(memory)
+        self._index.add([p.memory.id for p in chunk], vectors)
+        self._lexical.upsert((id_bytes(p.memory.id), lexical_text(p.memory)) for p in chunk)
+        self._lexical.commit(self._write_seq)
+
+    def _latest_before(self, entity_id: str | None, created_at: int) -> tuple[int, str] | None:
+        """The entity's newest memory at or before created_at, for the automatic FOLLOWED_BY edge."""
+        prefix = temporal_prefix(entity_id)
+        start = prefix + created_at.to_bytes(8, "big") + b"\xff" * 16
+        for key, raw in self._store.scan("temporal", prefix, reverse=True, start=start):
+            ts = int.from_bytes(key[len(prefix):len(prefix) + 8], "big")
+            return ts, id_str(raw)
+        return None
+
+    def _mark_superseded(self, writes: WriteSet, old_id: str, new_id: str, stamp: int) -> Memory:
+        old = self._store.get_memory(old_id) if old_id in self._catalog else None
+        if old is None:
+            raise NotFound(f"memory {old_id} does not exist")
+        old.superseded_by = new_id
+        old.updated_at = stamp
+        writes.put_memory(old)
+        self._put_edge(writes, new_id, EdgeType.REVISED_FROM, old_id, 1.0, stamp)
+        return old
+
+    def _put_edge(self, writes: WriteSet, source: str, edge_type: EdgeType, target: str,
+                  confidence: float, stamp: int) -> None:
+        forward, reverse = edge_keys(source, edge_type, target)
+        value = edge_value(confidence, stamp)
+        writes.put("graph", forward, value)
+        writes.put("graph", reverse, value)
+
+    def _bump_seq(self, writes: WriteSet) -> None:
+        self._write_seq += 1
+        writes.put_meta("write_seq", self._write_seq)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidInput(f"vault {self.path} is closed")
+
+    # Get, revise, forget ---------------------------------------------------------------------
+
+    def get(self, memory_id: str) -> Memory:
+        memory = self._store.get_memory(validate.memory_id(memory_id))
+        if memory is None:
+            raise NotFound(f"memory {memory_id} does not exist")
+        return memory
+
+    def revise(self, memory_id: str, *, content: str | None = None, importance: float | None = None,
+               context: dict[str, Any] | None = None, entity_id: Any = ..., source: Source | None = None) -> Memory:
+        """Change a memory in place; its earlier text is kept as a REVISION record (REVISED_FROM edge)."""
+        return self.revise_many([{"id": memory_id, "content": content, "importance": importance, "context": context,
+                                  "entity_id": entity_id, "source": source}])[0]
+
+    def revise_many(self, items: Iterable[dict[str, Any]]) -> list[Memory]:
+        """Revise many memories, embedding the changed texts in batches. Each item: id plus the fields to change."""
+        changes = [self._prepare_revision(item, n) for n, item in enumerate(items)]
+        texts = [c["content"] for c in changes if c["content"] is not None]
+        vectors = iter(self.embedder.embed(texts)) if texts else iter(())
+        for c in changes:
+            c["vector"] = next(vectors) if c["content"] is not None else None
+        with self._write_lock:
+            self._check_open()
+            return [self._revise_locked(**c) for c in changes]
+
+    def _prepare_revision(self, item: dict[str, Any], n: int) -> dict[str, Any]:
+        if not isinstance(item, dict) or "id" not in item:
+            raise InvalidInput(f"revision {n} must be a dict with an 'id'")
+        unknown = set(item) - {"id", "content", "importance", "context", "entity_id", "source"}
+        if unknown:
+            raise InvalidInput(f"revision {n} has unknown fields: {sorted(unknown)}")
+        source = item.get("source")
+        if source is not None and not isinstance(source, Source):
+            raise InvalidInput("source must be a hebbs.Source")
+        entity = item.get("entity_id", ...)
+        return {
+            "memory_id": validate.memory_id(item["id"]),
+            "content": None if item.get("content") is None else validate.content(item["content"]),
+            "importance": None if item.get("importance") is None else validate.unit_float(item["importance"], "importance"),
+            "context": None if item.get("context") is None else validate.context(item["context"]),
+            "entity_id": entity if entity is ... else validate.entity(entity),
+            "source": source,
+        }
+
+    def _revise_locked(self, memory_id: str, content: str | None, importance: float | None,
+                       context: dict[str, Any] | None, entity_id: Any, source: Source | None,
+                       vector: np.ndarray | None) -> Memory:
+        memory = self.get(memory_id)
+        if memory.kind == MemoryKind.REVISION:
+            raise InvalidInput(f"memory {memory_id} is a revision record; revise the memory it belongs to")
+        stamp = now_us()
+        writes = WriteSet()
+        text_changed = content is not None and content != memory.content
+        if text_changed:
+            revision = Memory(
+                id=str(ULID()), content=memory.content, importance=memory.importance, context=memory.context,
+                entity_id=memory.entity_id, created_at=memory.updated_at or memory.created_at,
+                updated_at=stamp, last_accessed_at=stamp, kind=MemoryKind.REVISION, source=memory.source,
+                superseded_by=memory.id, revision_of=memory.id,
+            )
+            writes.put_memory(revision)
+            self._put_edge(writes, memory.id, EdgeType.REVISED_FROM, revision.id, 1.0, stamp)
+            memory.content = content
+            writes.put("vectors", vector_key(memory.id), vector.astype("<f4").tobytes())
+        if importance is not None:
+            memory.importance = importance
+        if context is not None:
+            memory.context = context
+        if source is not None:
+            memory.source = source
+        if entity_id is not ... and entity_id != memory.entity_id:
+            writes.delete("temporal", temporal_key(memory.entity_id, memory.created_at, memory.id))
+            writes.put("temporal", temporal_key(entity_id, memory.created_at, memory.id), id_bytes(memory.id))
+            memory.entity_id = entity_id
+        memory.updated_at = stamp
+        writes.put_memory(memory)
+        self._bump_seq(writes)
+        self._store.commit(writes)
+        self._catalog[memory.id] = _Entry(memory)
+        if text_changed:
+            self._index.add([memory.id], vector.reshape(1, -1))
+        self._lexical.upsert([(id_bytes(memory.id), lexical_text(memory))])
+        self._lexical.commit(self._write_seq)
+        return memory
+
+    def history(self, memory_id: str) -> list[Memory]:
+        """Earlier versions of a memory, newest first."""
+        revisions = [self._store.get_memory(target) for edge_type, target, _, _ in self._store.edges_from(memory_id)
+                     if edge_type == EdgeType.REVISED_FROM]
+        return sorted((r for r in revisions if r is not None and r.kind == MemoryKind.REVISION),
+                      key=lambda r: r.updated_at, reverse=True)
+
+    def forget(self, ids: Sequence[str] | None = None, *, entity_id: str | None = None) -> int:
+        """Remove memories and every trace of them (vectors, temporal and graph entries, revisions)."""
+        if ids is None and entity_id is None:
+            raise InvalidInput("forget needs ids or entity_id")
+        if isinstance(ids, str):
+            ids = [ids]
+        wanted = [validate.memory_id(i) for i in ids or ()]
+        with self._write_lock:
+            self._check_open()
+            if entity_id is not None:
+                entity_id = validate.entity(entity_id)
+                wanted += [mid for mid, e in self._catalog.items() if e.entity_id == entity_id]
+            targets = [mid for mid in dict.fromkeys(wanted) if mid in self._catalog]
+            if not targets:
+                return 0
+            writes = WriteSet()
+            doomed = set(targets)
+            # Revision records go with the memory they belong to.
+            for mid in targets:
+                doomed.update(r.id for r in self.history(mid))
+            stamp = now_us()
+            restored: list[Memory] = []
+            for mid in doomed:
+                memory = self._store.get_memory(mid)
+                writes.delete("default", memory_key(mid))
+                writes.delete("vectors", vector_key(mid))
+                writes.delete("vectors_associative", vector_key(mid))
+                if memory is not None and memory.kind != MemoryKind.REVISION:
+                    writes.delete("temporal", temporal_key(memory.entity_id, memory.created_at, mid))
+                for edge_type, other, _, _ in list(self._store.edges_from(mid)):
+                    forward, reverse = edge_keys(mid, edge_type, other)
+                    writes.delete("graph", forward)
+                    writes.delete("graph", reverse)
+                    if edge_type == EdgeType.REVISED_FROM and other not in doomed:
+                        # What this memory superseded comes back once its successor is gone.
+                        older = self._store.get_memory(other)
+                        if older is not None and older.superseded_by == mid:
+                            older.superseded_by = None
+                            older.updated_at = stamp
+                            writes.put_memory(older)
+                            restored.append(older)
+                for edge_type, other, _, _ in list(self._store.edges_to(mid)):
+                    forward, reverse = edge_keys(other, edge_type, mid)
+                    writes.delete("graph", forward)
+                    writes.delete("graph", reverse)
+            self._bump_seq(writes)
+            self._store.commit(writes)
+            for mid in doomed:
+                self._catalog.pop(mid, None)
+            for older in restored:
+                self._catalog[older.id] = _Entry(older)
+            self._index.remove(list(doomed))
+            self._lexical.remove(id_bytes(mid) for mid in doomed)
+            self._lexical.commit(self._write_seq)
+            return len(targets)
+
+    # Edges -----------------------------------------------------------------------------------
+
+    def add_edge(self, source: str, edge_type: str | EdgeType, target: str, confidence: float = 1.0) -> Edge:
+        source, target = validate.memory_id(source, "source"), validate.memory_id(target, "target")
+        kind = _edge_type(edge_type)
+        confidence = validate.unit_float(confidence, "confidence")
+        with self._write_lock:
+            self._check_open()
+            for mid in (source, target):
+                if mid not in self._catalog:
+                    raise NotFound(f"memory {mid} does not exist")
+            stamp = now_us()
+            writes = WriteSet()
+            self._put_edge(writes, source, kind, target, confidence, stamp)
+            self._store.commit(writes)
+            return Edge(source=source, target=target, edge_type=kind.name, confidence=confidence, created_at=stamp)
+
+    def edges(self, memory_id: str, direction: str = "both") -> list[Edge]:
+        memory_id = validate.memory_id(memory_id)
+        out: list[Edge] = []
+        if direction in ("out", "both"):
+            out += [Edge(source=memory_id, target=t, edge_type=k.name, confidence=c, created_at=ts)
+                    for k, t, c, ts in self._store.edges_from(memory_id)]
+        if direction in ("in", "both"):
+            out += [Edge(source=s, target=memory_id, edge_type=k.name, confidence=c, created_at=ts)
+                    for k, s, c, ts in self._store.edges_to(memory_id)]
+        return out
+
+    def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
+        """The k memories nearest to this one's stored vector (itself, revisions and superseded ones excluded)."""
+        memory_id = validate.memory_id(memory_id)
+        raw = self._store.get_vector(memory_id)
+        if raw is None:
+            raise NotFound(f"memory {memory_id} has no vector")
+
+        def allowed(mid: str) -> bool:
+            entry = self._catalog.get(mid)
+            return mid != memory_id and entry is not None and entry.superseded_by is None
+
+        return self._similarity_hits(np.frombuffer(raw, dtype="<f4"), k, allowed)
+
+    # Contradiction candidates (the `pending` family) -----------------------------------------
+
+    def add_pending(self, items: Sequence[PendingContradiction]) -> None:
+        """Queue contradiction candidates for review; a pair already queued is not queued twice."""
+        with self._write_lock:
+            self._check_open()
+            queued = {frozenset((p.memory_a, p.memory_b)) for p in self.pending()}
+            writes = WriteSet()
+            for item in items:
+                pair = frozenset((item.memory_a, item.memory_b))
+                if pair in queued:
+                    continue
+                queued.add(pair)
+                writes.put("pending", id_bytes(item.id), encode(item))
+            self._store.commit(writes)
+
+    def pending(self) -> list[PendingContradiction]:
+        return [decode(raw, PendingContradiction) for _, raw in self._store.scan("pending")]
+
+    # Recall ----------------------------------------------------------------------------------
+
+    def recall(self, cue: str | None = None, *, strategies: Sequence[str] | None = None, top_k: int = 10,
+               entity_id: str | None = None, time_range: Any = None, weights: ScoringWeights | None = None,
+               include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+               ) -> RecallResults:
+        started = time.perf_counter()
+        top_k = validate.top_k(top_k)
+        weights = scoring.check_weights(weights or DEFAULT_WEIGHTS)
+        entity_id = validate.entity(entity_id)
+        window = validate.time_range(time_range)
+        if cue is not None:
+            cue = validate.content(cue, "cue")
+        names = self._strategy_names(cue, strategies)
+        lam = self.config.recall.mmr_lambda if mmr_lambda is None else validate.unit_float(mmr_lambda, "mmr_lambda")
+
+        def allowed(mid: str) -> bool:
+            entry = self._catalog.get(mid)
+            if entry is None or entry.kind == MemoryKind.REVISION:
+                return False
+            if entry.superseded_by is not None and not include_superseded:
+                return False
+            if entity_id is not None and entry.entity_id != entity_id:
+                return False
+            return window is None or window[0] <= entry.created_at <= window[1]
+
+        depth = top_k * self.config.recall.fusion.candidate_factor
+        candidates: rc.Candidates = {}
+        notes: list[str] = []
+        cue_vector = self.embedder.embed_one(cue) if cue is not None and names & {"similarity", "fused"} else None
+        if "fused" in names:
+            sim_hits = self._similarity_hits(cue_vector, depth, allowed)
+            lex_hits = self._lexical_hits(cue, depth, allowed)
+            rc.merge(candidates, rc.fuse(sim_hits, lex_hits, self.config.recall.fusion))
+        if "similarity" in names:
+            rc.merge(candidates, rc.similarity_candidates(self._similarity_hits(cue_vector, depth, allowed)))
+        if "lexical" in names:
+            rc.merge(candidates, rc.lexical_candidates(self._lexical_hits(cue, depth, allowed)))
+        if "temporal" in names:
+            rc.merge(candidates, self._temporal_candidates(entity_id, window, depth, allowed))
+
+        results = self._score(candidates, weights, top_k, lam, include_superseded)
+        self._after_recall(results, cue, sorted(names), weights, entity_id, reinforce, started)
+        return RecallResults(results=results, notes=notes)
+
+    def _strategy_names(self, cue: str | None, strategies: Sequence[str] | None) -> set[str]:
+        if strategies is None or len(strategies) == 0:
+            return {"fused"} if cue is not None else {"temporal"}
+        if isinstance(strategies, str):
+            strategies = [strategies]
+        names = set()
+        for name in strategies:
+            if name not in rc.STRATEGIES:
+                raise InvalidInput(f"unknown strategy {name!r}; known: {', '.join(rc.STRATEGIES)}")
+            names.add(name)
+        unsupported = names - {"similarity", "lexical", "temporal"}
+        if unsupported:
+            raise InvalidInput(f"strategy {sorted(unsupported)[0]!r} is not available in this build")
+        if names & {"similarity", "lexical"} and cue is None:
+            raise InvalidInput("similarity and lexical recall need a cue")
+        return names
+
+    def _similarity_hits(self, vector: np.ndarray, k: int, allowed: rc.Filter) -> list[tuple[str, float]]:
+        # Oversample, then widen until enough memories pass the filter or the index is exhausted.
+        want = k
+        while True:
+            hits = self._index.search(vector, want * 4 if want < len(self._index) else want,
+                                      ef=max(self.config.index.ef_search, want * 4))
+            kept = [(mid, sim) for mid, sim in hits if allowed(mid)]
+            if len(kept) >= k or len(hits) >= len(self._index) or want >= len(self._index):
+                return kept[:k]
+            want *= 4
+
+    def _lexical_hits(self, cue: str, k: int, allowed: rc.Filter) -> list[tuple[str, float]]:
+        hits = self._lexical.search(cue, k, allowed=lambda raw: allowed(id_str(raw)))
+        return [(id_str(raw), score) for raw, score in hits]
+
+    def _temporal_candidates(self, entity_id: str | None, window: tuple[int, int] | None, k: int,
+                             allowed: rc.Filter) -> rc.Candidates:
+        """Newest first within the entity and time range; relevance falls with rank."""
+        start, end = window or (0, 2**63 - 1)
+        ids: list[str] = []
+        if entity_id is not None:
+            prefix = temporal_prefix(entity_id)
+            seek = prefix + min(end, 2**64 - 1).to_bytes(8, "big") + b"\xff" * 16
+            for key, raw in self._store.scan("temporal", prefix, reverse=True, start=seek):
+                ts = int.from_bytes(key[len(prefix):len(prefix) + 8], "big")
+                if ts < start or len(ids) >= k:
+                    break
+                mid = id_str(raw)
+                if allowed(mid):
+                    ids.append(mid)
+        else:
+            ranked = sorted(((e.created_at, mid) for mid, e in self._catalog.items() if allowed(mid)), reverse=True)
+            ids = [mid for _, mid in ranked[:k]]
+        n = max(1, len(ids))
+        return {mid: rc.Candidate(1.0 - rank / n, ["temporal"], {"temporal_rank": rank + 1})
+                for rank, mid in enumerate(ids)}
+
+    def _score(self, candidates: rc.Candidates, weights: ScoringWeights, top_k: int, lam: float,
+               include_superseded: bool) -> list[RecallResult]:
+        stamp = now_us()
+        scored: list[RecallResult] = []
+        for mid, cand in candidates.items():
+            memory = self._store.get_memory(mid)
+            if memory is None:
+                continue
+            parts = scoring.components(memory, cand.relevance, stamp)
+            scored.append(RecallResult(memory=memory, score=scoring.composite(parts, weights), components=parts,
+                                       strategies=cand.strategies, details=cand.details))
+        scored.sort(key=lambda r: r.score, reverse=True)
+        if include_superseded:
+            scored = _below_successors(scored)
+        if lam > 0 and len(scored) > 1:
+            pool = scored[:max(top_k * 3, top_k)]
+            vectors = np.vstack([self._vector(r.memory.id) for r in pool])
+            order = rc.mmr_order([r.memory.id for r in pool], [r.score for r in pool], vectors, lam, top_k)
+            return [pool[i] for i in order]
+        return scored[:top_k]
+
+    def _vector(self, memory_id: str) -> np.ndarray:
+        raw = self._store.get_vector(memory_id)
+        return np.zeros(self.embedder.dim, dtype=np.float32) if raw is None else np.frombuffer(raw, dtype="<f4")
+
+    def _after_recall(self, results: list[RecallResult], cue: str | None, names: list[str],
+                      weights: ScoringWeights, entity_id: str | None, reinforce: bool, started: float) -> None:
+        """Reinforce what was returned and log the query, in one batch."""
+        with self._write_lock:
+            if self._closed:
+                return
+            stamp = now_us()
+            writes = WriteSet()
+            if reinforce:
+                for result in results:
+                    current = self._store.get_memory(result.memory.id)
+                    if current is None:
+                        continue
+                    current.access_count += 1
+                    current.last_accessed_at = stamp
+                    writes.put_memory(current)
+            entry = QueryLogEntry(at=stamp, cue=cue, strategies=names, weights=weights, result_count=len(results),
+                                  latency_ms=round((time.perf_counter() - started) * 1000, 3), entity_id=entity_id)
+            writes.put("query_log", stamp.to_bytes(8, "big") + os.urandom(4), encode(entry))
+            self._store.commit(writes)
+
+    def queries(self, limit: int = 50) -> list[QueryLogEntry]:
+        """The most recent recalls, newest first."""
+        out = []
+        for _, raw in self._store.scan("query_log", b"", reverse=True):
+            out.append(decode(raw, QueryLogEntry))
+            if len(out) >= limit:
+                break
+        return out
+
+    # Whole-vault views -----------------------------------------------------------------------
+
+    def memories(self, *, include_revisions: bool = False) -> Iterator[Memory]:
+        for memory in self._store.memories():
+            if include_revisions or memory.kind != MemoryKind.REVISION:
+                yield memory
+
+    def count(self) -> int:
+        return sum(1 for e in self._catalog.values() if e.kind != MemoryKind.REVISION)
+
+    def stats(self) -> dict[str, Any]:
+        kinds: dict[str, int] = {}
+        for entry in self._catalog.values():
+            kinds[entry.kind.value] = kinds.get(entry.kind.value, 0) + 1
+        return {
+            "path": str(self.path), "memories": self.count(), "by_kind": kinds,
+            "model": self.embedder.model_id, "dimension": self.embedder.dim, "write_seq": self._write_seq,
+            "superseded": sum(1 for e in self._catalog.values() if e.superseded_by),
+        }
+
+
+class _Prepared:
+    __slots__ = ("memory", "supersedes", "edges")
+
+    def __init__(self, memory: Memory, supersedes: list[str], edges: list[tuple[str, EdgeType, float]]) -> None:
+        self.memory = memory
+        self.supersedes = supersedes
+        self.edges = edges
+
+
+def lexical_text(memory: Memory) -> str:
+    """What BM25 sees: the content, and for vault sections their heading path and tags."""
+    parts = [memory.content]
+    if memory.source is not None:
+        parts.extend(memory.source.heading_path)
+    tags = memory.context.get("tags")
+    if isinstance(tags, list):
+        parts.extend(str(t) for t in tags)
+    return "\n".join(parts)
+
+
+def _below_successors(results: list[RecallResult]) -> list[RecallResult]:
+    """A superseded memory never ranks above the memory that replaced it."""
+    position = {r.memory.id: i for i, r in enumerate(results)}
+    ordered = [r for r in results if r.memory.superseded_by is None or r.memory.superseded_by not in position]
+    for r in results:
+        if r.memory.superseded_by is not None and r.memory.superseded_by in position:
+            successor = next(i for i, o in enumerate(ordered) if o.memory.id == r.memory.superseded_by)
+            ordered.insert(successor + 1, r)
+    return ordered
+
+
+def _kind(value: Any) -> MemoryKind:
+    try:
+        return MemoryKind(value.value if isinstance(value, MemoryKind) else value)
+    except ValueError:
+        raise InvalidInput(f"kind must be one of {[k.value for k in MemoryKind]}, got {value!r}") from None
+
+
+def _edge_type(value: Any) -> EdgeType:
+    if isinstance(value, EdgeType):
+        return value
+    if isinstance(value, str) and value.upper() in EdgeType.__members__:
+        return EdgeType[value.upper()]
+    raise InvalidInput(f"edge type must be one of {list(EdgeType.__members__)}, got {value!r}")
+
+
+def _edge_spec(value: Any) -> tuple[str, EdgeType, float]:
+    if not isinstance(value, (tuple, list)) or len(value) not in (2, 3):
+        raise InvalidInput(f"an edge is (target_id, edge_type[, confidence]), got {value!r}")
+    target = validate.memory_id(value[0], "edge target")
+    confidence = validate.unit_float(value[2], "edge confidence") if len(value) == 3 else 1.0
+    return target, _edge_type(value[1]), confidence
+
+
+def _check_model(store: Store, path: Path, embedder: Embedder) -> None:
+    recorded = store.get_meta("model_id")
+    if recorded is None:
+        writes = WriteSet()
+        writes.put_meta("schema_version", SCHEMA_VERSION)
+        writes.put_meta("model_id", embedder.model_id)
+        writes.put_meta("model_dim", embedder.dim)
+        writes.put_meta("model_spec", getattr(embedder, "spec", None) or embedder.model_id)
+        store.commit(writes)
+        return
+    if recorded != embedder.model_id or store.get_meta("model_dim") != embedder.dim:
+        raise ModelMismatch(
+            f"vault {path} was built with model {recorded} ({store.get_meta('model_dim')}-d) but was opened with "
+            f"{embedder.model_id} ({embedder.dim}-d). Open it with model={recorded!r}, or rebuild: "
+            f"`hebbs export > memories.jsonl`, create a new vault with the new model, then `hebbs import memories.jsonl`.")

@@ -1,0 +1,58 @@
+"""Every error hebbs raises on purpose derives from HebbsError and carries a status code.
+
+The status code is the protocol's name for the failure, so the daemon can turn any of these into an
+error frame without a lookup table, and the SDK can turn an error frame back into the same class.
+"""
+
+from __future__ import annotations
+
+
+class HebbsError(Exception):
+    """Base of every error hebbs raises on purpose."""
+
+    status_code = "INTERNAL"
+
+
+class InvalidInput(HebbsError, ValueError):
+    """The call's arguments are wrong: nothing was changed."""
+
+    status_code = "INVALID_REQUEST"
+
+
+class NotFound(HebbsError, KeyError):
+    """A memory, session or candidate that does not exist."""
+
+    status_code = "NOT_FOUND"
+
+    def __str__(self) -> str:  # KeyError quotes its message; we want it plain
+        return str(self.args[0]) if self.args else "not found"
+
+
+class VaultBusy(HebbsError):
+    """Another process holds the vault's RocksDB lock."""
+
+    status_code = "VAULT_BUSY"
+
+
+class VaultNotInitialized(HebbsError):
+    """No vault where one was expected."""
+
+    status_code = "VAULT_NOT_INITIALIZED"
+
+
+class ModelMismatch(HebbsError):
+    """The vault was built with another embedding model than the one asked for."""
+
+    status_code = "MODEL_MISMATCH"
+
+
+class CorruptVault(HebbsError):
+    """The vault's files cannot be read as a hebbs vault."""
+
+    status_code = "CORRUPT_VAULT"
+
+
+ERRORS_BY_CODE: dict[str, type[HebbsError]] = {
+    cls.status_code: cls
+    for cls in (HebbsError, InvalidInput, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch, CorruptVault)
+}
