@@ -1,0 +1,34 @@
+"""Shared test set-up: nothing a test does may touch the real ~/.hebbs.
+
+The embedding model's ONNX graph is built once per test session into a shared cache directory
+(HEBBS_MODEL_CACHE), so every test loads the real model without rebuilding it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_SESSION_DIR = Path(tempfile.mkdtemp(prefix="hebbs-tests-"))
+os.environ.setdefault("HEBBS_MODEL_CACHE", str(_SESSION_DIR / "models"))
+os.environ["HEBBS_HOME"] = str(_SESSION_DIR / "home")
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    from hebbs.embed import get_embedder
+
+    return get_embedder()
+
+
+@pytest.fixture
+def vault(tmp_path: Path, embedder):
+    """A fresh vault with the shared, already warm embedder."""
+    from hebbs import Engine
+
+    engine = Engine.open(tmp_path / "vault", embedder=embedder)
+    yield engine
+    engine.close()
