@@ -34,6 +34,7 @@ __all__ = ["BertConfig", "build_bert_onnx", "save_bert_onnx"]
 OPSET = 17  # first opset with LayerNormalization, needed by the unfused flavour
 MS_DOMAIN = "com.microsoft"
 OUTPUT_NAME = "sentence_embedding"
+HIDDEN_NAME = "last_hidden_state"
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
 
@@ -156,16 +157,24 @@ def _fused_layer(g: _GraphBuilder, cfg: BertConfig, p: str, x: str, mask_index: 
     # Attention wants one packed [hidden, 3*hidden] projection for Q, K and V.
     qkv_w = np.concatenate([W[f"{p}.attention.self.{n}.weight"].T for n in ("query", "key", "value")], axis=1)
     qkv_b = np.concatenate([W[f"{p}.attention.self.{n}.bias"] for n in ("query", "key", "value")])
+    qkv_w_name = g.init(f"{p}.attention.qkv.weight", qkv_w.astype(np.float32))
+    qkv_b_name = g.init(f"{p}.attention.qkv.bias", qkv_b.astype(np.float32))
     ctx = g.op1(
         "Attention",
-        [x, g.init(f"{p}.attention.qkv.weight", qkv_w.astype(np.float32)), g.init(f"{p}.attention.qkv.bias", qkv_b.astype(np.float32)), mask_index],
+        [x, qkv_w_name, qkv_b_name, mask_index],
         domain=MS_DOMAIN,
         num_heads=cfg.num_heads,
     )
     proj = g.op1("MatMul", [ctx, g.w(f"{p}.attention.output.dense.weight", transpose=True)])
     x = g.op(
         "SkipLayerNormalization",
-        [proj, x, g.w(f"{p}.attention.output.LayerNorm.weight"), g.w(f"{p}.attention.output.LayerNorm.bias"), g.w(f"{p}.attention.output.dense.bias")],
+        [
+            proj,
+            x,
+            g.w(f"{p}.attention.output.LayerNorm.weight"),
+            g.w(f"{p}.attention.output.LayerNorm.bias"),
+            g.w(f"{p}.attention.output.dense.bias"),
+        ],
         domain=MS_DOMAIN,
         epsilon=cfg.layer_norm_eps,
     )[0]
@@ -188,7 +197,8 @@ def _fused_layer(g: _GraphBuilder, cfg: BertConfig, p: str, x: str, mask_index: 
 def _plain_encoder(g: _GraphBuilder, cfg: BertConfig) -> str:
     # Position embeddings are the first seq_len rows of the table (absolute positions 0..seq-1).
     seq_len = g.op1("Shape", ["input_ids"], start=1, end=2)
-    positions = g.op1("Slice", [g.w("embeddings.position_embeddings.weight"), g.const("zero_1d", [0]), seq_len, g.const("axes_0", [0])])
+    table = g.w("embeddings.position_embeddings.weight")
+    positions = g.op1("Slice", [table, g.const("zero_1d", [0]), seq_len, g.const("axes_0", [0])])
     emb = g.op1("Gather", [g.w("embeddings.word_embeddings.weight"), "input_ids"])
     emb = g.op1("Add", [emb, positions])
     emb = g.op1("Add", [emb, g.op1("Gather", [g.w("embeddings.token_type_embeddings.weight"), "token_type_ids"])])
@@ -255,12 +265,14 @@ def build_bert_onnx(
     config_path: str | os.PathLike | None = None,
     *,
     fused: bool = True,
+    pool: bool = True,
     num_heads: int = 12,
 ) -> onnx.ModelProto:
     """Return the sentence-embedding graph for the BERT checkpoint at ``weights_path``.
 
     ``config_path`` defaults to ``config.json`` next to the weights; without one the dimensions
-    are read off the tensors and ``num_heads`` must be right.
+    are read off the tensors and ``num_heads`` must be right. ``pool=False`` outputs the token
+    states (``last_hidden_state`` [batch, seq, hidden]) instead of the pooled, normalized vector.
     """
     from safetensors.numpy import load_file  # local: only needed when (re)building
 
@@ -274,12 +286,16 @@ def build_bert_onnx(
     g = _GraphBuilder(weights)
     g.const("axes_1", [1])  # shared constant referenced by name below
     hidden = _fused_encoder(g, cfg) if fused else _plain_encoder(g, cfg)
-    hidden = g.op1("Identity", [hidden])  # stable node for "last_hidden_state" debugging
-    g.nodes.append(helper.make_node("Identity", [_mean_pool_normalize(g, hidden)], [OUTPUT_NAME], name="output"))
+    if pool:
+        result, shape = _mean_pool_normalize(g, hidden), ["batch", cfg.hidden_size]
+    else:
+        result, shape = hidden, ["batch", "seq", cfg.hidden_size]
+    out_name = OUTPUT_NAME if pool else HIDDEN_NAME
+    g.nodes.append(helper.make_node("Identity", [result], [out_name], name="output"))
 
     dims = ["batch", "seq"]
     inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, dims) for n in INPUT_NAMES]
-    outputs = [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", cfg.hidden_size])]
+    outputs = [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, shape)]
     graph = helper.make_graph(g.nodes, "sentence_bert", inputs, outputs, initializer=_dedupe(g.inits))
     opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid(MS_DOMAIN, 1)] if fused else [])
     model = helper.make_model(graph, opset_imports=opsets, producer_name="hebbs.onnx_bert")
@@ -300,9 +316,10 @@ def save_bert_onnx(
     config_path: str | os.PathLike | None = None,
     *,
     fused: bool = True,
+    pool: bool = True,
 ) -> Path:
     """Build and write the graph to ``out_path`` (not atomically: callers own temp+rename)."""
-    model = build_bert_onnx(weights_path, config_path, fused=fused)
+    model = build_bert_onnx(weights_path, config_path, fused=fused, pool=pool)
     out_path = Path(out_path)
     with open(out_path, "wb") as f:
         f.write(model.SerializeToString())

