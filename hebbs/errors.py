@@ -52,7 +52,26 @@ class CorruptVault(HebbsError):
     status_code = "CORRUPT_VAULT"
 
 
+class LLMNotConfigured(HebbsError):
+    """A command needs an LLM and none is configured; the message names the agent-driven way instead."""
+
+    status_code = "LLM_NOT_CONFIGURED"
+
+
+class LLMError(HebbsError):
+    """The configured LLM server failed (after retries) or refused the request."""
+
+    status_code = "LLM_ERROR"
+
+
+class ModelError(HebbsError):
+    """An embedding model is missing, corrupt or unusable."""
+
+    status_code = "MODEL_ERROR"
+
+
 ERRORS_BY_CODE: dict[str, type[HebbsError]] = {
     cls.status_code: cls
-    for cls in (HebbsError, InvalidInput, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch, CorruptVault)
+    for cls in (HebbsError, InvalidInput, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch, CorruptVault,
+                LLMNotConfigured, LLMError, ModelError)
 }
