@@ -6,6 +6,7 @@ in the config never silently falls back to a default.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import msgspec
@@ -17,25 +18,33 @@ CONFIG_FILE = "config.toml"
 
 
 class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """How the lexical and similarity channels combine into one relevance (see recall.py).
+    """How the lexical and similarity channels combine into one relevance (see recall.fuse).
 
-    Each channel's scores are normalized against its own best hit in this query; a channel whose
-    best hit is weak, or whose scores do not stand out from the rest, gets less say.
+    Defaults chosen on LoCoMo (docs/recall.md has the table): there, min-max normalized scores
+    weighted 0.6 lexical / 0.4 dense beat either channel alone in every question category,
+    where plain reciprocal rank fusion fell between them.
     """
 
     lexical_weight: float = 0.6
-    similarity_weight: float = 0.4
-    # Extra relevance when both channels rank a memory in their top `agreement_depth`.
-    agreement_bonus: float = 0.1
-    agreement_depth: int = 20
-    # How many candidates each channel contributes, as a multiple of top_k.
+    # Used instead of lexical_weight when the cue contains an identifier (ERR_CONN_RESET, v2.3.1,
+    # --top-k, file.md, camelCase): an exact token match is then the strongest evidence there is.
+    identifier_lexical_weight: float = 0.8
+    # Each channel's scores are min-max normalized over its top `normalization_depth` hits, so the
+    # weights compare like with like: a channel's best hit scores 1, its depth-th hit 0.
+    normalization_depth: int = 50
+    # How many candidates each channel contributes: max(normalization_depth, top_k * candidate_factor).
     candidate_factor: int = 5
 
 
 class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     fusion: FusionParams = FusionParams()
     # Maximal marginal relevance trade-off: 1.0 = pure relevance, lower = more diverse, 0 = off.
-    mmr_lambda: float = 0.0
+    # 0.9 was the best setting on LoCoMo (docs/recall.md): a little diversity surfaces the other
+    # evidence turns a question needs; 0.7 and below pushed relevant turns out.
+    mmr_lambda: float = 0.9
+    # With MMR on, a candidate this similar (cosine) to one already picked is a restatement of it,
+    # and comes after every result that is not.
+    duplicate_similarity: float = 0.95
     # Analogical recall: weight of embedding similarity against structural similarity.
     analogical_alpha: float = 0.5
 
@@ -56,12 +65,65 @@ class DecayConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     forget_threshold: float = 0.01
     auto_forget: bool = False
 
+    def __post_init__(self) -> None:
+        # A zero or negative half-life would divide by zero (or make memories grow) in every sweep.
+        lives = {"default_half_life_days": self.default_half_life_days,
+                 **{f"half_life_days.{k}": v for k, v in self.half_life_days.items()}}
+        for name, value in lives.items():
+            if not value > 0:
+                raise ValueError(f"decay.{name} must be above 0, got {value}")
+        if not self.sweep_interval_seconds > 0 or self.sweep_batch < 1 or self.forget_threshold < 0:
+            raise ValueError("decay.sweep_interval_seconds and decay.sweep_batch must be above 0, "
+                             "decay.forget_threshold at least 0")
+
+
+class ContradictionsConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """Contradiction candidates found at remember time (hebbs/contradictions.py, docs/reflect.md)."""
+
+    # Compare each remembered memory with its nearest neighbours and queue likely conflicts for review.
+    check_on_remember: bool = True
+    # Few neighbours keep the check cheap: a conflicting claim is nearly always among the closest.
+    neighbors: int = 5
+    min_similarity: float = 0.5
+    threshold: float = 0.35
+
+
+class LLMConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """An optional OpenAI-compatible chat-completions server (hebbs/llm.py, docs/reflect.md).
+
+    Read from $HEBBS_HOME/config.toml, then <vault>/config.toml, whose keys win.
+    """
+
+    base_url: str | None = None
+    model: str | None = None
+    # The NAME of the environment variable that holds the API key: a key never goes in a file.
+    api_key_env: str | None = None
+    concurrency: int = 4
+    timeout_seconds: float = 60.0
+    max_attempts: int = 4
+    backoff_seconds: float = 1.0
+    max_answer_tokens: int = 1024
+    # Ask for response_format {"type": "json_object"}; turn off for servers that reject it.
+    json_mode: bool = True
+    temperature: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
+            raise ValueError("llm.api_key_env is the name of an environment variable (like OPENAI_API_KEY), "
+                             "not the key itself")
+        if self.concurrency < 1 or self.max_attempts < 1 or self.max_answer_tokens < 1:
+            raise ValueError("llm.concurrency, llm.max_attempts and llm.max_answer_tokens must be at least 1")
+        if not self.timeout_seconds > 0 or self.backoff_seconds < 0:
+            raise ValueError("llm.timeout_seconds must be above 0, llm.backoff_seconds at least 0")
+
 
 class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     model: str | None = None
     index: IndexParams = IndexParams()
     recall: RecallConfig = RecallConfig()
     decay: DecayConfig = DecayConfig()
+    contradictions: ContradictionsConfig = ContradictionsConfig()
+    llm: LLMConfig = LLMConfig()
 
 
 def load_config(vault_dir: Path) -> VaultConfig:
@@ -86,14 +148,14 @@ ef_construction = 200
 ef_search = 50
 
 [recall]
-mmr_lambda = 0.0
+mmr_lambda = 0.9
+duplicate_similarity = 0.95
 analogical_alpha = 0.5
 
 [recall.fusion]
 lexical_weight = 0.6
-similarity_weight = 0.4
-agreement_bonus = 0.1
-agreement_depth = 20
+identifier_lexical_weight = 0.8
+normalization_depth = 50
 candidate_factor = 5
 
 [decay]
@@ -109,4 +171,14 @@ preference = 180.0
 fact = 180.0
 task = 7.0
 status = 3.0
+
+[contradictions]
+check_on_remember = true
+neighbors = 5
+
+# An OpenAI-compatible server for `hebbs reflect` (optional; keys here override $HEBBS_HOME/config.toml).
+# [llm]
+# base_url = "http://localhost:11434/v1"
+# model = "llama3.1"
+# api_key_env = "OPENAI_API_KEY"   # the variable's name; never the key itself
 """

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from ulid import ULID
 
+from . import analogical, causal, decay
 from . import recall as rc
 from . import scoring, validate
 from .config import VaultConfig, load_config
@@ -31,11 +32,12 @@ from .embed import Embedder, get_embedder
 from .errors import InvalidInput, ModelMismatch, NotFound
 from .index import VectorIndex
 from .lexical import LexicalIndex
+from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Insight, ReflectAutoResult,
+                     ReflectCommitted, ReflectPrepared)
 from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResult,
-                     RecallResults,
-                     ScoringWeights, Source)
+                     RecallResults, ScoreComponents, ScoringWeights, Source)
 from .storage import (Store, WriteSet, decode, edge_keys, edge_value, encode, id_bytes, id_str, memory_key,
-                      temporal_key, temporal_prefix, vector_key)
+                      temporal_key, temporal_keys, temporal_prefix, vector_key, TIMELINE_ENTITY)
 
 SCHEMA_VERSION = 1
 DEFAULT_WEIGHTS = ScoringWeights()
@@ -48,15 +50,18 @@ def now_us() -> int:
 
 
 class _Entry:
-    """What recall filters need about a memory, kept in memory so filters never touch disk."""
+    """What recall filters and the composite score need about a memory, kept in memory so that
+    ranking a few hundred candidates never touches disk: only the final top_k records are read."""
 
-    __slots__ = ("entity_id", "created_at", "superseded_by", "kind")
+    __slots__ = ("entity_id", "created_at", "superseded_by", "kind", "importance", "access_count")
 
     def __init__(self, memory: Memory) -> None:
         self.entity_id = memory.entity_id
         self.created_at = memory.created_at
         self.superseded_by = memory.superseded_by
         self.kind = memory.kind
+        self.importance = memory.importance
+        self.access_count = memory.access_count
 
 
 class Engine:
@@ -160,8 +165,13 @@ class Engine:
             "created_at": created_at, "kind": kind, "source": source, "supersedes": supersedes, "edges": edges,
         }])[0]
 
-    def remember_many(self, items: Iterable[dict[str, Any]]) -> list[Memory]:
-        """Store many memories: embedded in batches, written one RocksDB batch per chunk of 256."""
+    def remember_many(self, items: Iterable[dict[str, Any]], *,
+                      check_contradictions: bool | None = None) -> list[Memory]:
+        """Store many memories: embedded in batches, written one RocksDB batch per chunk of 256.
+
+        Then, unless `check_contradictions` (default: config contradictions.check_on_remember) is off,
+        each new memory is compared with its nearest neighbours and likely conflicts are queued in
+        `pending`, in a batch of their own (hebbs/contradictions.py)."""
         prepared = [self._prepare(item, n) for n, item in enumerate(items)]
         if not prepared:
             return []
@@ -174,6 +184,9 @@ class Engine:
                 self._check_refs(chunk)
                 self._write_new(chunk, vectors)
             out.extend(p.memory for p in chunk)
+        if self.config.contradictions.check_on_remember if check_contradictions is None else check_contradictions:
+            from . import contradictions
+            contradictions.queue_for_new(self, out)
         return out
 
     def _prepare(self, item: dict[str, Any], n: int) -> "_Prepared":
@@ -215,16 +228,20 @@ class Engine:
         for p, vector in zip(chunk, vectors):
             m = p.memory
             writes.put_memory(m)
-            writes.put("temporal", temporal_key(m.entity_id, m.created_at, m.id), id_bytes(m.id))
+            for key in temporal_keys(m.entity_id, m.created_at, m.id):
+                writes.put("temporal", key, id_bytes(m.id))
             writes.put("vectors", vector_key(m.id), vector.astype("<f4").tobytes())
-            previous = latest_by_entity.get(m.entity_id) or self._latest_before(m.entity_id, m.created_at)
+            # The FOLLOWED_BY chain orders what happened: insights are conclusions, not events.
+            previous = None if m.kind != MemoryKind.EPISODE else (
+                latest_by_entity.get(m.entity_id) or self._latest_before(m.entity_id, m.created_at))
             if previous is not None and previous[0] <= m.created_at:
                 self._put_edge(writes, previous[1], EdgeType.FOLLOWED_BY, m.id, _FOLLOWED_BY_CONFIDENCE, stamp)
-            if previous is None or previous[0] <= m.created_at:
+            if m.kind == MemoryKind.EPISODE and (previous is None or previous[0] <= m.created_at):
                 latest_by_entity[m.entity_id] = (m.created_at, m.id)
             for target, edge_type, confidence in p.edges:
                 self._put_edge(writes, m.id, edge_type, target, confidence, stamp)
             superseded += [self._mark_superseded(writes, old_id, m.id, stamp) for old_id in p.supersedes]
+        analogical.refresh_structure(self._store, writes)
         self._bump_seq(writes)
         self._store.commit(writes)
         for memory in [p.memory for p in chunk] + superseded:
@@ -234,10 +251,13 @@ class Engine:
         self._lexical.commit(self._write_seq)
 
     def _latest_before(self, entity_id: str | None, created_at: int) -> tuple[int, str] | None:
-        """The entity's newest memory at or before created_at, for the automatic FOLLOWED_BY edge."""
+        """The entity's newest episode at or before created_at, for the automatic FOLLOWED_BY edge."""
         prefix = temporal_prefix(entity_id)
         start = prefix + created_at.to_bytes(8, "big") + b"\xff" * 16
         for key, raw in self._store.scan("temporal", prefix, reverse=True, start=start):
+            entry = self._catalog.get(id_str(raw))
+            if entry is not None and entry.kind != MemoryKind.EPISODE:
+                continue
             ts = int.from_bytes(key[len(prefix):len(prefix) + 8], "big")
             return ts, id_str(raw)
         return None
@@ -343,6 +363,7 @@ class Engine:
             memory.entity_id = entity_id
         memory.updated_at = stamp
         writes.put_memory(memory)
+        analogical.refresh_structure(self._store, writes)
         self._bump_seq(writes)
         self._store.commit(writes)
         self._catalog[memory.id] = _Entry(memory)
@@ -387,7 +408,8 @@ class Engine:
                 writes.delete("vectors", vector_key(mid))
                 writes.delete("vectors_associative", vector_key(mid))
                 if memory is not None and memory.kind != MemoryKind.REVISION:
-                    writes.delete("temporal", temporal_key(memory.entity_id, memory.created_at, mid))
+                    for key in temporal_keys(memory.entity_id, memory.created_at, mid):
+                        writes.delete("temporal", key)
                 for edge_type, other, _, _ in list(self._store.edges_from(mid)):
                     forward, reverse = edge_keys(mid, edge_type, other)
                     writes.delete("graph", forward)
@@ -404,6 +426,8 @@ class Engine:
                     forward, reverse = edge_keys(other, edge_type, mid)
                     writes.delete("graph", forward)
                     writes.delete("graph", reverse)
+            # The forgotten memories' neighbours lose edges: their shapes change.
+            analogical.refresh_structure(self._store, writes)
             self._bump_seq(writes)
             self._store.commit(writes)
             for mid in doomed:
@@ -429,6 +453,7 @@ class Engine:
             stamp = now_us()
             writes = WriteSet()
             self._put_edge(writes, source, kind, target, confidence, stamp)
+            analogical.refresh_structure(self._store, writes)
             self._store.commit(writes)
             return Edge(source=source, target=target, edge_type=kind.name, confidence=confidence, created_at=stamp)
 
@@ -475,12 +500,58 @@ class Engine:
     def pending(self) -> list[PendingContradiction]:
         return [decode(raw, PendingContradiction) for _, raw in self._store.scan("pending")]
 
+    # Reflection and contradiction review: hebbs/reflect.py, contradictions.py, llm.py; docs/reflect.md
+
+    def reflect_prepare(self, entity_id: str | None = None, since: Any = None,
+                        max_memories: int = 500) -> ReflectPrepared:
+        """Cluster the scope's memories; each cluster comes with a prompt. Answer it, then reflect_commit."""
+        from . import reflect
+        return reflect.prepare(self, entity_id=entity_id, since=since, max_memories=max_memories)
+
+    def reflect_commit(self, session_id: str, insights: Sequence[Any]) -> ReflectCommitted:
+        """Store insights ({content, confidence, source_memory_ids, tags}) drawn from a prepared session."""
+        from . import reflect
+        return reflect.commit(self, session_id, insights)
+
+    def insights(self, entity_id: str | None = None, min_confidence: float = 0.0,
+                 max_results: int = 100) -> list[Insight]:
+        from . import reflect
+        return reflect.list_insights(self, entity_id=entity_id, min_confidence=min_confidence,
+                                     max_results=max_results)
+
+    def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
+        """The queued contradiction candidates, both sides in full, most likely first."""
+        from . import contradictions
+        return contradictions.prepare(self, max_results=max_results)
+
+    def contradiction_commit(self, verdicts: Sequence[Any]) -> ContradictionCommitted:
+        """Apply [{pending_id, verdict: contradiction | revision | neutral}] in one batch."""
+        from . import contradictions
+        return contradictions.commit(self, verdicts)
+
+    def reflect_auto(self, entity_id: str | None = None, since: Any = None,
+                     max_memories: int = 500) -> ReflectAutoResult:
+        """reflect_prepare, then the configured LLM proposes and validates insights; raises LLMNotConfigured."""
+        from . import llm
+        return llm.reflect_auto(self, entity_id=entity_id, since=since, max_memories=max_memories)
+
+    def contradiction_auto(self, max_results: int = 100, min_confidence: float = 0.7) -> ContradictionAutoResult:
+        """The configured LLM classifies the queued candidates; unsure ones stay queued."""
+        from . import llm
+        return llm.contradiction_auto(self, max_results=max_results, min_confidence=min_confidence)
+
     # Recall ----------------------------------------------------------------------------------
 
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None, weights: ScoringWeights | None = None,
                include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+               seed: str | None = None, direction: str = "forward", max_depth: int = 5,
+               edge_types: Sequence[str] | None = None, alpha: float | None = None,
+               analogy: Sequence[str] | None = None,
                ) -> RecallResults:
+        """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
+        `direction` up to `max_depth`; analogical recall re-ranks by shape with weight 1 - `alpha`, and
+        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md)."""
         started = time.perf_counter()
         top_k = validate.top_k(top_k)
         weights = scoring.check_weights(weights or DEFAULT_WEIGHTS)
@@ -488,7 +559,11 @@ class Engine:
         window = validate.time_range(time_range)
         if cue is not None:
             cue = validate.content(cue, "cue")
-        names = self._strategy_names(cue, strategies)
+        if seed is not None:
+            seed = validate.memory_id(seed, "seed")
+            if seed not in self._catalog:
+                raise NotFound(f"memory {seed} does not exist")
+        names = self._strategy_names(cue, strategies, seed=seed, analogy=analogy)
         lam = self.config.recall.mmr_lambda if mmr_lambda is None else validate.unit_float(mmr_lambda, "mmr_lambda")
 
         def allowed(mid: str) -> bool:
@@ -501,27 +576,46 @@ class Engine:
                 return False
             return window is None or window[0] <= entry.created_at <= window[1]
 
-        depth = top_k * self.config.recall.fusion.candidate_factor
+        fusion = self.config.recall.fusion
+        depth = max(fusion.normalization_depth, top_k * fusion.candidate_factor)
         candidates: rc.Candidates = {}
         notes: list[str] = []
-        cue_vector = self.embedder.embed_one(cue) if cue is not None and names & {"similarity", "fused"} else None
+        wants_vector = (names & {"similarity", "fused"} or ("causal" in names and seed is None)
+                        or ("analogical" in names and analogy is None))
+        cue_vector = self.embedder.embed_one(cue) if cue is not None and wants_vector else None
         if "fused" in names:
             sim_hits = self._similarity_hits(cue_vector, depth, allowed)
             lex_hits = self._lexical_hits(cue, depth, allowed)
-            rc.merge(candidates, rc.fuse(sim_hits, lex_hits, self.config.recall.fusion))
+            rc.merge(candidates, rc.fuse(cue, sim_hits, lex_hits, fusion))
         if "similarity" in names:
             rc.merge(candidates, rc.similarity_candidates(self._similarity_hits(cue_vector, depth, allowed)))
         if "lexical" in names:
             rc.merge(candidates, rc.lexical_candidates(self._lexical_hits(cue, depth, allowed)))
         if "temporal" in names:
             rc.merge(candidates, self._temporal_candidates(entity_id, window, depth, allowed))
+        if "causal" in names:
+            found, said = causal.engine_recall(self, cue_vector, seed, direction=direction, max_depth=max_depth,
+                                               edge_types=edge_types, allowed=allowed, limit=depth)
+            rc.merge(candidates, found)
+            notes += said
+        if "analogical" in names:
+            a = self.config.recall.analogical_alpha if alpha is None else validate.unit_float(alpha, "alpha")
+            found, said = analogical.recall(self, cue_vector=cue_vector, seed=seed, analogy=analogy, alpha=a,
+                                            allowed=allowed, limit=depth)
+            rc.merge(candidates, found)
+            notes += said
 
         results = self._score(candidates, weights, top_k, lam, include_superseded)
         self._after_recall(results, cue, sorted(names), weights, entity_id, reinforce, started)
         return RecallResults(results=results, notes=notes)
 
-    def _strategy_names(self, cue: str | None, strategies: Sequence[str] | None) -> set[str]:
+    def _strategy_names(self, cue: str | None, strategies: Sequence[str] | None, *, seed: str | None = None,
+                        analogy: Sequence[str] | None = None) -> set[str]:
         if strategies is None or len(strategies) == 0:
+            if analogy is not None:
+                return {"analogical"}
+            if seed is not None:
+                return {"causal"} if cue is None else {"fused", "causal"}
             return {"fused"} if cue is not None else {"temporal"}
         if isinstance(strategies, str):
             strategies = [strategies]
@@ -530,11 +624,16 @@ class Engine:
             if name not in rc.STRATEGIES:
                 raise InvalidInput(f"unknown strategy {name!r}; known: {', '.join(rc.STRATEGIES)}")
             names.add(name)
-        unsupported = names - {"similarity", "lexical", "temporal"}
-        if unsupported:
-            raise InvalidInput(f"strategy {sorted(unsupported)[0]!r} is not available in this build")
         if names & {"similarity", "lexical"} and cue is None:
             raise InvalidInput("similarity and lexical recall need a cue")
+        if "causal" in names and cue is None and seed is None:
+            raise InvalidInput("causal recall needs a seed memory id, or a cue to find one")
+        if "analogical" in names and cue is None and seed is None and analogy is None:
+            raise InvalidInput("analogical recall needs a cue, a seed memory or an analogy (a, b, c)")
+        if analogy is not None and "analogical" not in names:
+            raise InvalidInput("analogy is used by the analogical strategy only; add it to strategies")
+        if seed is not None and not names & {"causal", "analogical"}:
+            raise InvalidInput("seed is used by the causal and analogical strategies only; add one to strategies")
         return names
 
     def _similarity_hits(self, vector: np.ndarray, k: int, allowed: rc.Filter) -> list[tuple[str, float]]:
@@ -557,19 +656,15 @@ class Engine:
         """Newest first within the entity and time range; relevance falls with rank."""
         start, end = window or (0, 2**63 - 1)
         ids: list[str] = []
-        if entity_id is not None:
-            prefix = temporal_prefix(entity_id)
-            seek = prefix + min(end, 2**64 - 1).to_bytes(8, "big") + b"\xff" * 16
-            for key, raw in self._store.scan("temporal", prefix, reverse=True, start=seek):
-                ts = int.from_bytes(key[len(prefix):len(prefix) + 8], "big")
-                if ts < start or len(ids) >= k:
-                    break
-                mid = id_str(raw)
-                if allowed(mid):
-                    ids.append(mid)
-        else:
-            ranked = sorted(((e.created_at, mid) for mid, e in self._catalog.items() if allowed(mid)), reverse=True)
-            ids = [mid for _, mid in ranked[:k]]
+        prefix = temporal_prefix(TIMELINE_ENTITY if entity_id is None else entity_id)
+        seek = prefix + min(end, 2**64 - 1).to_bytes(8, "big") + b"\xff" * 16
+        for key, raw in self._store.scan("temporal", prefix, reverse=True, start=seek):
+            ts = int.from_bytes(key[len(prefix):len(prefix) + 8], "big")
+            if ts < start or len(ids) >= k:
+                break
+            mid = id_str(raw)
+            if allowed(mid):
+                ids.append(mid)
         n = max(1, len(ids))
         return {mid: rc.Candidate(1.0 - rank / n, ["temporal"], {"temporal_rank": rank + 1})
                 for rank, mid in enumerate(ids)}
@@ -577,23 +672,33 @@ class Engine:
     def _score(self, candidates: rc.Candidates, weights: ScoringWeights, top_k: int, lam: float,
                include_superseded: bool) -> list[RecallResult]:
         stamp = now_us()
-        scored: list[RecallResult] = []
+        ranked: list[tuple[float, str, ScoreComponents]] = []
         for mid, cand in candidates.items():
-            memory = self._store.get_memory(mid)
-            if memory is None:
+            entry = self._catalog.get(mid)
+            if entry is None:
                 continue
-            parts = scoring.components(memory, cand.relevance, stamp)
-            scored.append(RecallResult(memory=memory, score=scoring.composite(parts, weights), components=parts,
-                                       strategies=cand.strategies, details=cand.details))
-        scored.sort(key=lambda r: r.score, reverse=True)
+            parts = scoring.components(entry, cand.relevance, stamp)
+            ranked.append((scoring.composite(parts, weights), mid, parts))
+        ranked.sort(key=lambda item: item[0], reverse=True)
+        if lam > 0 and len(ranked) > 1:
+            pool = ranked[:top_k * 3]
+            vectors = np.vstack([self._vector(mid) for _, mid, _ in pool])
+            order = rc.mmr_order([score for score, _, _ in pool], vectors, lam, top_k,
+                                 self.config.recall.duplicate_similarity)
+            ranked = [pool[i] for i in order]
+        else:
+            # Room for superseded memories that will be moved below their successors.
+            ranked = ranked[:top_k * 3 if include_superseded else top_k]
+        results = []
+        for score, mid, parts in ranked:
+            memory = self._store.get_memory(mid)
+            if memory is not None:
+                cand = candidates[mid]
+                results.append(RecallResult(memory=memory, score=score, components=parts,
+                                            strategies=cand.strategies, details=cand.details))
         if include_superseded:
-            scored = _below_successors(scored)
-        if lam > 0 and len(scored) > 1:
-            pool = scored[:max(top_k * 3, top_k)]
-            vectors = np.vstack([self._vector(r.memory.id) for r in pool])
-            order = rc.mmr_order([r.memory.id for r in pool], [r.score for r in pool], vectors, lam, top_k)
-            return [pool[i] for i in order]
-        return scored[:top_k]
+            results = _below_successors(results)
+        return results[:top_k]
 
     def _vector(self, memory_id: str) -> np.ndarray:
         raw = self._store.get_vector(memory_id)
@@ -614,11 +719,18 @@ class Engine:
                         continue
                     current.access_count += 1
                     current.last_accessed_at = stamp
+                    self._catalog[current.id] = _Entry(current)
+                    current.decay_score = decay.decay_value(current, stamp, self.config.decay)
                     writes.put_memory(current)
             entry = QueryLogEntry(at=stamp, cue=cue, strategies=names, weights=weights, result_count=len(results),
                                   latency_ms=round((time.perf_counter() - started) * 1000, 3), entity_id=entity_id)
             writes.put("query_log", stamp.to_bytes(8, "big") + os.urandom(4), encode(entry))
             self._store.commit(writes)
+
+    def forget_candidates(self, now: int | None = None) -> list[Memory]:
+        """Memories decayed below config.decay.forget_threshold (pinned ones never), least alive first.
+        Listing deletes nothing: pass their ids to forget(), or set decay.auto_forget."""
+        return decay.forget_candidates(self, now)
 
     def queries(self, limit: int = 50) -> list[QueryLogEntry]:
         """The most recent recalls, newest first."""

@@ -17,6 +17,7 @@ import numpy as np
 
 _SNAPSHOT_INDEX = "hnsw.bin"
 _SNAPSHOT_META = "hnsw.meta"
+_PARALLEL_ADD = 1000
 
 
 class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
@@ -35,13 +36,16 @@ class _SnapshotMeta(msgspec.Struct):
 class VectorIndex:
     """Thread-safe: hnswlib does not allow a query to run beside an add or resize, so one lock serializes them."""
 
-    def __init__(self, dim: int, params: IndexParams, capacity: int = 1024) -> None:
+    def __init__(self, dim: int, params: IndexParams, capacity: int = 1024,
+                 loaded: hnswlib.Index | None = None) -> None:
         self.dim = dim
         self.params = params
         self._lock = threading.Lock()
-        self._index = hnswlib.Index(space="cosine", dim=dim)
-        self._index.init_index(max_elements=max(capacity, 16), ef_construction=params.ef_construction,
-                               M=params.m, allow_replace_deleted=False)
+        if loaded is None:
+            loaded = hnswlib.Index(space="cosine", dim=dim)
+            loaded.init_index(max_elements=max(capacity, 16), ef_construction=params.ef_construction,
+                              M=params.m, allow_replace_deleted=False)
+        self._index = loaded
         self._index.set_ef(params.ef_search)
         self._index.set_num_threads(1)
         self._label_of: dict[str, int] = {}
@@ -68,7 +72,11 @@ class VectorIndex:
             if needed > self._index.get_max_elements():
                 self._index.resize_index(max(needed, self._index.get_max_elements() * 2))
             labels = np.arange(len(self._id_of), len(self._id_of) + len(fresh_ids), dtype=np.int64)
-            self._index.add_items(np.ascontiguousarray(vectors[fresh_rows], dtype=np.float32), labels)
+            # Bulk loads (opening a vault, a big remember_many) use every core; single adds stay on one
+            # thread so they never compete with the embedding model for the CPU.
+            threads = -1 if len(fresh_ids) >= _PARALLEL_ADD else 1
+            self._index.add_items(np.ascontiguousarray(vectors[fresh_rows], dtype=np.float32), labels,
+                                  num_threads=threads)
             for memory_id, label in zip(fresh_ids, labels.tolist()):
                 self._label_of[memory_id] = label
                 self._id_of.append(memory_id)
@@ -131,23 +139,14 @@ class VectorIndex:
             return None
         if meta.write_seq != write_seq or meta.dim != dim or meta.params != params:
             return None
-        index = cls(dim, params, capacity=len(meta.ids))
+        raw = hnswlib.Index(space="cosine", dim=dim)
         try:
-            index._index.load_index(str(directory / _SNAPSHOT_INDEX), max_elements=max(len(meta.ids), 16))
+            raw.load_index(str(directory / _SNAPSHOT_INDEX), max_elements=max(len(meta.ids), 16))
         except (RuntimeError, OSError):
             return None
-        if index._index.get_current_count() != len(meta.ids):
+        if raw.get_current_count() != len(meta.ids):
             return None
-        index._index.set_ef(params.ef_search)
-        index._index.set_num_threads(1)
+        index = cls(dim, params, loaded=raw)
         index._id_of = meta.ids
         index._label_of = {memory_id: label for label, memory_id in enumerate(meta.ids) if memory_id is not None}
         return index
-
-    @staticmethod
-    def discard_snapshot(directory: Path) -> None:
-        """Called once a vault is open for writing: a crash from here on must force a rebuild."""
-        try:
-            (directory / _SNAPSHOT_META).unlink()
-        except FileNotFoundError:
-            pass

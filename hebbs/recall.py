@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+import re
+
 import numpy as np
 
 from .config import FusionParams
@@ -52,48 +54,58 @@ def lexical_candidates(hits: list[tuple[str, float]]) -> Candidates:
             for rank, (mid, score) in enumerate(hits)}
 
 
-def fuse(sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, float]], params: FusionParams) -> Candidates:
-    """Score fusion of the dense and lexical channels.
+def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, float]],
+         params: FusionParams) -> Candidates:
+    """Score fusion of the dense and lexical channels into one relevance in 0..1.
 
-    Each channel is normalized against its own best hit in this query, so a channel is trusted
-    for how strongly its hits stand out, not for its rank list alone (plain rank fusion treats a
-    weak 10th-ranked lexical hit the same as a strong one). Memories both channels rank high
-    get a bonus: agreement between two unlike signals is the best evidence there is.
+    Each channel's scores are min-max normalized over its own top hits for this query: the best
+    hit gets 1, the normalization_depth-th gets 0. So a channel counts for how far a memory stands
+    out from that channel's background, not for its rank alone (plain RRF gives a weak second
+    place the same credit as a strong one) nor for its raw scale (BM25 has none; cosines bunch up).
+    The two are then weighted, lexical more when the cue contains an identifier.
     """
-    sim = _normalized(sim_hits)
-    lex = _normalized(lex_hits)
+    wl = params.identifier_lexical_weight if has_identifier(cue) else params.lexical_weight
+    sim = _min_max(sim_hits[:params.normalization_depth])
+    lex = _min_max(lex_hits[:params.normalization_depth])
     sim_rank = {mid: r for r, (mid, _) in enumerate(sim_hits)}
     lex_rank = {mid: r for r, (mid, _) in enumerate(lex_hits)}
-    total = params.similarity_weight + params.lexical_weight
     out: Candidates = {}
-    for mid in sim.keys() | lex.keys():
-        s, l = sim.get(mid, 0.0), lex.get(mid, 0.0)
-        relevance = (params.similarity_weight * s + params.lexical_weight * l) / total
-        if sim_rank.get(mid, 1 << 30) < params.agreement_depth and lex_rank.get(mid, 1 << 30) < params.agreement_depth:
-            relevance += params.agreement_bonus
-        found = [name for name, channel in (("similarity", sim), ("lexical", lex)) if mid in channel]
-        out[mid] = Candidate(min(1.0, relevance), found, _fusion_details(mid, sim_hits, lex_hits, sim_rank, lex_rank))
+    for mid in sim_rank.keys() | lex_rank.keys():
+        relevance = wl * lex.get(mid, 0.0) + (1.0 - wl) * sim.get(mid, 0.0)
+        found = [name for name, ranks in (("similarity", sim_rank), ("lexical", lex_rank)) if mid in ranks]
+        details: dict = {"lexical_weight": wl}
+        if mid in sim_rank:
+            details["similarity"] = round(sim_hits[sim_rank[mid]][1], 6)
+            details["similarity_rank"] = sim_rank[mid] + 1
+        if mid in lex_rank:
+            details["bm25"] = round(lex_hits[lex_rank[mid]][1], 4)
+            details["lexical_rank"] = lex_rank[mid] + 1
+        out[mid] = Candidate(min(1.0, max(0.0, relevance)), found, details)
     return out
 
 
-def _fusion_details(mid: str, sim_hits, lex_hits, sim_rank: dict, lex_rank: dict) -> dict:
-    details: dict = {}
-    if mid in sim_rank:
-        details["similarity"] = round(sim_hits[sim_rank[mid]][1], 6)
-        details["similarity_rank"] = sim_rank[mid] + 1
-    if mid in lex_rank:
-        details["bm25"] = round(lex_hits[lex_rank[mid]][1], 4)
-        details["lexical_rank"] = lex_rank[mid] + 1
-    return details
+_IDENTIFIER = re.compile(
+    r"""(?x)
+    \w+[_.]\w+           # snake_case, file.md, v2.3.1, ERR_CONN_RESET
+    | (?<![\w-])--?[a-z][\w-]*   # --top-k, -v
+    | \b[a-z]+[A-Z]\w*   # camelCase
+    | \b[A-Za-z]+\d\w*   # letters then digits: sha256, e2e, v2
+    | `[^`]+`            # anything quoted as code
+    """)
 
 
-def _normalized(hits: list[tuple[str, float]]) -> dict[str, float]:
+def has_identifier(cue: str) -> bool:
+    return _IDENTIFIER.search(cue) is not None
+
+
+def _min_max(hits: list[tuple[str, float]]) -> dict[str, float]:
     if not hits:
         return {}
-    best = max(score for _, score in hits)
-    if best <= 0:
-        return {mid: 0.0 for mid, _ in hits}
-    return {mid: max(0.0, score) / best for mid, score in hits}
+    scores = [score for _, score in hits]
+    hi, lo = max(scores), min(scores)
+    if hi <= lo:
+        return {mid: 1.0 for mid, _ in hits}
+    return {mid: (score - lo) / (hi - lo) for mid, score in hits}
 
 
 def rrf(rankings: Iterable[list[str]], k: int = 60) -> dict[str, float]:
@@ -105,20 +117,27 @@ def rrf(rankings: Iterable[list[str]], k: int = 60) -> dict[str, float]:
     return scores
 
 
-def mmr_order(ids: list[str], scores: list[float], vectors: np.ndarray, lam: float, k: int) -> list[int]:
+def mmr_order(scores: list[float], vectors: np.ndarray, lam: float, k: int,
+              duplicate_similarity: float = 1.0) -> list[int]:
     """Maximal marginal relevance: pick, one at a time, the candidate best balancing its score
-    against its similarity to what is already picked. Returns indexes into ids, at most k."""
-    n = len(ids)
+    against its similarity to what is already picked. A candidate at least duplicate_similarity
+    to a picked one is a restatement: it comes only after every non-duplicate. Returns indexes, at most k."""
+    n = len(scores)
     if n == 0:
         return []
     rel = np.asarray(scores, dtype=np.float64)
+    # Scores are weighted sums whose scale depends on the caller's weights; on a 0..1 scale lambda
+    # means the same trade-off whatever the weights are.
+    top = rel.max()
+    if top > 0:
+        rel = rel / top
     sims = vectors @ vectors.T
     picked: list[int] = []
-    max_sim = np.full(n, -np.inf)
+    max_sim = np.full(n, 0.0)
     available = np.ones(n, dtype=bool)
     for _ in range(min(k, n)):
-        penalty = np.where(np.isfinite(max_sim), max_sim, 0.0)
-        value = lam * rel - (1.0 - lam) * penalty
+        value = lam * rel - (1.0 - lam) * max_sim
+        value[max_sim >= duplicate_similarity] -= 2.0  # below any non-duplicate, order kept among duplicates
         value[~available] = -np.inf
         best = int(np.argmax(value))
         picked.append(best)

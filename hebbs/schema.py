@@ -128,3 +128,140 @@ class PendingContradiction(msgspec.Struct, kw_only=True):
     confidence: float
     reasons: list[str]
     created_at: int
+
+
+# Reflection (hebbs/reflect.py) and contradiction review (hebbs/contradictions.py); docs/reflect.md ------
+
+class ClusterMember(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A memory as reflection shows it: what an agent needs to reason about it, and its id to cite."""
+
+    id: str
+    content: str
+    created_at: int
+    importance: float
+    entity_id: str | None = None
+    # Cosine similarity to the cluster's centroid: the higher, the more typical of its cluster.
+    centrality: float = 0.0
+
+
+class ReflectCluster(msgspec.Struct, kw_only=True):
+    index: int
+    # Most recent first.
+    memories: list[ClusterMember]
+    # The member nearest the centroid.
+    representative_id: str
+    # Characteristic terms (c-TF-IDF against the other clusters), strongest first.
+    terms: list[str]
+    # Ready to hand to an agent or an LLM; its answer is the `insights` of reflect_commit.
+    prompt: str
+    prompt_tokens: int
+    # Members left out of the prompt to keep it within its token budget (the least typical go first).
+    omitted: int = 0
+
+
+class ReflectPrepared(msgspec.Struct, kw_only=True):
+    session_id: str
+    expires_at: int
+    clusters: list[ReflectCluster]
+    # Memories in clusters too small to say anything about (fewer than 3 members).
+    unclustered: list[ClusterMember] = []
+    memory_count: int = 0
+    silhouette: float | None = None
+
+
+class InsightInput(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One insight for reflect_commit, as an agent or an LLM writes it."""
+
+    content: str
+    confidence: float
+    source_memory_ids: list[str]
+    tags: list[str] = []
+
+
+class ReflectCommitted(msgspec.Struct, kw_only=True):
+    session_id: str
+    insights: list[Memory]
+    # Markdown written back to ROOT/insights/ (markdown vaults only).
+    files: list[str] = []
+    warnings: list[str] = []
+
+
+class Insight(msgspec.Struct, kw_only=True):
+    memory: Memory
+    # None for an INSIGHT remembered by hand, without a stated confidence.
+    confidence: float | None = None
+    tags: list[str] = []
+    source_ids: list[str] = []
+
+
+class ReflectSession(msgspec.Struct, kw_only=True):
+    """A reflect_prepare awaiting its commit; stored in the `meta` family under reflect_session:<id>."""
+
+    id: str
+    created_at: int
+    expires_at: int
+    memory_ids: list[str]
+    entity_id: str | None = None
+    committed_at: int | None = None
+
+
+class ContradictionCandidate(msgspec.Struct, kw_only=True):
+    pending_id: str
+    memory_a: Memory
+    memory_b: Memory
+    similarity: float
+    confidence: float
+    reasons: list[str]
+    created_at: int
+
+
+class ContradictionPrepared(msgspec.Struct, kw_only=True):
+    candidates: list[ContradictionCandidate]
+    # Queued candidates dropped because a side was forgotten or superseded since.
+    dropped: int = 0
+
+
+class ContradictionVerdict(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One decision for contradiction_commit."""
+
+    pending_id: str
+    # "contradiction" | "revision" | "neutral"
+    verdict: str
+    # Of the CONTRADICTS edges a contradiction creates.
+    confidence: float = 1.0
+    # Why; written into the contradiction report.
+    note: str = ""
+
+
+class ContradictionCommitted(msgspec.Struct, kw_only=True):
+    contradictions: list[str] = []
+    revisions: list[str] = []
+    dismissed: list[str] = []
+    edges: list[Edge] = []
+    # Memories a revision verdict marked superseded.
+    superseded: list[str] = []
+    # Reports written to ROOT/contradictions/ (markdown vaults only).
+    files: list[str] = []
+    warnings: list[str] = []
+
+
+class ReflectAutoResult(msgspec.Struct, kw_only=True):
+    """What `reflect` through the configured LLM did."""
+
+    session_id: str
+    clusters: int
+    proposed: int
+    accepted: int
+    committed: ReflectCommitted | None = None
+    # Proposals the validating call turned down, with its reason.
+    rejected: list[str] = []
+    # Answers that could not be used (not JSON, unknown memory ids, ...): reported, never fatal.
+    problems: list[str] = []
+
+
+class ContradictionAutoResult(msgspec.Struct, kw_only=True):
+    reviewed: int
+    committed: ContradictionCommitted | None = None
+    # Candidates left for a person or an agent: the LLM was unsure, or its answer was unusable.
+    left_pending: list[str] = []
+    problems: list[str] = []

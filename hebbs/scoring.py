@@ -9,9 +9,10 @@ Every factor lies in 0..1 so the weights mean what they say. Relevance comes fro
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 from .errors import InvalidInput
-from .schema import Memory, ScoreComponents, ScoringWeights
+from .schema import ScoreComponents, ScoringWeights
 
 US_PER_DAY = 86_400 * 1_000_000
 RECENCY_WINDOW_DAYS = 30.0
@@ -37,7 +38,15 @@ def reinforcement(access_count: int, cap: int = REINFORCEMENT_CAP) -> float:
     return min(1.0, math.log2(1 + max(0, access_count)) / math.log2(1 + cap))
 
 
-def components(memory: Memory, relevance: float, now_us: int) -> ScoreComponents:
+class Scorable(Protocol):
+    """A Memory, or the engine's in-memory summary of one."""
+
+    created_at: int
+    importance: float
+    access_count: int
+
+
+def components(memory: Scorable, relevance: float, now_us: int) -> ScoreComponents:
     return ScoreComponents(
         relevance=min(1.0, max(0.0, relevance)),
         recency=recency(memory.created_at, now_us),

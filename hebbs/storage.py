@@ -4,7 +4,8 @@ Key layouts (the on-disk format; tests read them back raw):
 - default:   0x01 + memory_id(16)                              -> Memory, msgpack
 - temporal:  entity_id UTF-8 + 0xFF + created_at_us (u64 BE) + memory_id(16) -> memory_id(16)
              (the trailing id keeps two memories of one entity at the same microsecond apart;
-             UTF-8 never contains 0xFF, so the separator is unambiguous)
+             UTF-8 never contains 0xFF, so the separator is unambiguous). Memories without an
+             entity are under "__global__"; every memory is also under "__all__", the timeline.
 - vectors:   0x00 + memory_id(16)                              -> float32 LE array
 - graph:     0xF0 + source(16) + edge_type(1) + target(16)     -> confidence f32 LE + created_at_us u64 LE
              0xF1 + target(16) + edge_type(1) + source(16)     -> same value (the reverse index)
@@ -35,6 +36,9 @@ COLUMN_FAMILIES = (
     "default", "temporal", "vectors", "graph", "meta", "vectors_associative", "query_log", "pending",
 )
 GLOBAL_ENTITY = "__global__"
+# Every memory is also indexed under this entity: the whole vault's timeline, newest first in one scan.
+TIMELINE_ENTITY = "__all__"
+RESERVED_ENTITIES = (GLOBAL_ENTITY, TIMELINE_ENTITY)
 MEMORY_PREFIX = b"\x01"
 VECTOR_PREFIX = b"\x00"
 GRAPH_FORWARD = b"\xf0"
@@ -70,6 +74,12 @@ def temporal_prefix(entity_id: str | None) -> bytes:
 
 def temporal_key(entity_id: str | None, created_at_us: int, memory_id: str) -> bytes:
     return temporal_prefix(entity_id) + created_at_us.to_bytes(8, "big") + id_bytes(memory_id)
+
+
+def temporal_keys(entity_id: str | None, created_at_us: int, memory_id: str) -> tuple[bytes, bytes]:
+    """The memory's key under its entity and under the vault-wide timeline."""
+    return (temporal_key(entity_id, created_at_us, memory_id),
+            temporal_key(TIMELINE_ENTITY, created_at_us, memory_id))
 
 
 def edge_keys(source: str, edge_type: EdgeType, target: str) -> tuple[bytes, bytes]:

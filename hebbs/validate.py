@@ -51,6 +51,8 @@ def entity(value: Any) -> str | None:
         raise InvalidInput(f"entity_id must be a non-empty string or None, got {value!r}")
     if len(value.encode()) > 512:
         raise InvalidInput("entity_id is longer than 512 bytes")
+    if value in ("__global__", "__all__"):
+        raise InvalidInput(f"entity_id {value!r} is reserved")
     return value
 
 
