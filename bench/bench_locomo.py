@@ -101,14 +101,14 @@ def evaluate(name: str, conversations: list[dict], dia_of: dict[str, str],
     return table
 
 
-def configurations(engine: Engine) -> dict[str, Callable[[str, str, int], list[str]]]:
+def configurations(engine: Engine, mmr_lambdas: list[float]) -> dict[str, Callable[[str, str, int], list[str]]]:
     def recall_with(**kw) -> Callable[[str, str, int], list[str]]:
         def run(cue: str, entity: str, k: int) -> list[str]:
             return engine.recall(cue, entity_id=entity, top_k=k, reinforce=False, **kw).ids()
         return run
 
     def plain_rrf(cue: str, entity: str, k: int) -> list[str]:
-        depth = k * engine.config.recall.fusion.candidate_factor
+        depth = max(engine.config.recall.fusion.normalization_depth, k * engine.config.recall.fusion.candidate_factor)
         sim = engine.recall(cue, entity_id=entity, top_k=depth, strategies=["similarity"], reinforce=False,
                             weights=RELEVANCE_ONLY, mmr_lambda=0.0).ids()
         lex = engine.recall(cue, entity_id=entity, top_k=depth, strategies=["lexical"], reinforce=False,
@@ -122,7 +122,7 @@ def configurations(engine: Engine) -> dict[str, Callable[[str, str, int], list[s
         "lexical only": recall_with(strategies=["lexical"]),
         "plain RRF k=60": plain_rrf,
         "fusion, no MMR": recall_with(mmr_lambda=0.0),
-    }
+    } | {f"fusion, MMR {lam}": recall_with(mmr_lambda=lam) for lam in mmr_lambdas}
 
 
 def print_table(tables: list[dict]) -> None:
@@ -143,6 +143,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/locomo-dev")
     parser.add_argument("--json", type=Path, help="also write the tables here")
     parser.add_argument("--only", action="append", help="run only these configurations")
+    parser.add_argument("--mmr", type=float, action="append", default=[],
+                        help="also evaluate fusion with this MMR lambda (repeatable)")
     args = parser.parse_args()
     conversations = load(args.data)
     print(f"{sum(len(c['turns']) for c in conversations)} turns, "
@@ -152,7 +154,8 @@ def main() -> None:
         dia_of = build(engine, conversations)
         print(f"remembered in {time.perf_counter() - started:.1f} s")
         tables = [evaluate(name, conversations, dia_of, search)
-                  for name, search in configurations(engine).items() if not args.only or name in args.only]
+                  for name, search in configurations(engine, args.mmr).items()
+                  if not args.only or name in args.only or name.startswith("fusion, MMR")]
     print_table(tables)
     if args.json:
         args.json.write_text(json.dumps(tables, indent=2))

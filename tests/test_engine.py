@@ -73,6 +73,9 @@ def test_key_layouts_read_back_raw(tmp_path, embedder):
     assert raw["temporal"][b"e1\xff" + ts.to_bytes(8, "big") + ida] == ida
     assert raw["temporal"][b"e1\xff" + (ts + 1_000_000).to_bytes(8, "big") + idb] == idb
     assert any(k.startswith(b"__global__\xff") and v == idc for k, v in raw["temporal"].items())
+    # The vault-wide timeline holds every memory, so recall without an entity is one reverse scan.
+    assert raw["temporal"][b"__all__\xff" + ts.to_bytes(8, "big") + ida] == ida
+    assert sorted(v for k, v in raw["temporal"].items() if k.startswith(b"__all__\xff")) == sorted([ida, idb, idc])
     vec = np.frombuffer(raw["vectors"][b"\x00" + ida], dtype="<f4")
     assert vec.shape == (embedder.dim,) and abs(np.linalg.norm(vec) - 1) < 1e-5
     conf, stamp = np.frombuffer(raw["graph"][b"\xf0" + ida + bytes([1]) + idc][:4], dtype="<f4")[0], None
@@ -132,6 +135,8 @@ def test_temporal_recall_is_newest_first_within_entity_and_range(vault):
     window = (base + dt.timedelta(days=1), base + dt.timedelta(days=3))
     res = vault.recall(strategies=["temporal"], entity_id="proj", time_range=window, weights=w, reinforce=False)
     assert res.ids() == [made[3].id, made[2].id, made[1].id]
+    everywhere = vault.recall(strategies=["temporal"], top_k=2, weights=w, reinforce=False)
+    assert everywhere.ids() == [made[5].id, made[4].id]
     sim = vault.recall("event", strategies=["similarity"], entity_id="else", reinforce=False)
     assert [r.memory.entity_id for r in sim] == ["else"]
 
@@ -189,6 +194,7 @@ def test_forget_by_entity(vault):
     (lambda e: e.remember("x", context=["not", "a", "dict"]), "JSON object"),
     (lambda e: e.remember("x", created_at=dt.datetime(2024, 1, 1)), "timezone-aware"),
     (lambda e: e.remember("x", supersedes=["not-an-id"]), "valid memory id"),
+    (lambda e: e.remember("x", entity_id="__all__"), "reserved"),
     (lambda e: e.remember_many([{"content": "ok"}, {"content": ""}]), "must not be empty"),
     (lambda e: e.remember_many([{"content": "ok", "bogus": 1}]), "unknown fields"),
     (lambda e: e.recall("x", strategies=["telepathy"]), "unknown strategy"),
