@@ -1,0 +1,224 @@
+"""`hebbs index`, `hebbs watch` and `hebbs list`: markdown notes folders and their PATH/.hebbs vaults.
+
+Parsing and embedding happen in the daemon; the CLI sends requests and draws progress. `watch`
+runs the file watcher here and turns its two phases into index requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from hebbs.client import Client
+from hebbs.errors import InvalidInput
+from hebbs.paths import VAULT_DIR, hebbs_home, init_vault
+from hebbs.protocol import IndexingInProgress
+
+from . import output
+
+STAGES = {"parse": ("parsing", "files"), "embed": ("embedding", "sections"), "check": ("checking", "pairs")}
+BAR_WIDTH = 24
+REDRAW_SECONDS = 0.1
+BUSY_RETRY_SECONDS = 0.5
+STOP_TIMEOUT = 30.0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.global_ or args.vault:
+        raise InvalidInput(f"hebbs {args.command} works on PATH/.hebbs: give the notes folder as PATH "
+                           "instead of --global or --vault")
+    root = Path(args.path).expanduser().absolute()
+    if not root.is_dir():
+        raise InvalidInput(f"{root} is not a directory")
+    return {"index": cmd_index, "watch": cmd_watch, "list": cmd_list}[args.command](args, root)
+
+
+def _client(args: argparse.Namespace, root: Path) -> Client:
+    return Client(vault=root / VAULT_DIR, home=args.home)
+
+
+def _ensure_vault(args: argparse.Namespace, root: Path) -> bool:
+    """Create ROOT/.hebbs when missing: indexing a folder for the first time should just work."""
+    vault, created = init_vault(root, hebbs_home(args.home))
+    if created and args.format != "json":
+        print(f"initialized a new vault in {vault}", file=sys.stderr)
+    return created
+
+
+class ProgressBar:
+    """One line per stage on a terminal, redrawn in place: done/total, rate and time left."""
+
+    def __init__(self, stream: TextIO, enabled: bool) -> None:
+        self.stream = stream
+        self.enabled = enabled
+        self._stage: str | None = None
+        self._started = 0.0
+        self._drawn = 0.0
+
+    def __call__(self, report: Any) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if report.stage != self._stage:
+            self.close()
+            self._stage, self._started = report.stage, now
+        elif now - self._drawn < REDRAW_SECONDS and report.done < report.total:
+            return
+        self._drawn = now
+        label, unit = STAGES.get(report.stage, (report.stage, "items"))
+        total = max(report.total, 1)
+        filled = int(BAR_WIDTH * min(report.done, total) / total)
+        elapsed = max(now - self._started, 1e-6)
+        rate = report.done / elapsed
+        left = (report.total - report.done) / rate if rate > 0 else None
+        eta = "-" if left is None else f"{left:.0f}s"
+        self.stream.write(f"\r{label:<10}[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {report.done}/{report.total} "
+                          f"{unit}  {rate:.0f}/s  ETA {eta}   ")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self._stage is not None:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._stage = None
+
+
+def cmd_index(args: argparse.Namespace, root: Path) -> int:
+    created = _ensure_vault(args, root)
+    bar = ProgressBar(sys.stderr, enabled=args.format != "json" and sys.stderr.isatty())
+    with _client(args, root) as client:
+        try:
+            summary = client.index(root, progress=bar)
+        finally:
+            bar.close()
+    if args.format == "json":
+        output.emit_json({"vault": str(root / VAULT_DIR), "initialized": created, **_builtins(summary)})
+    else:
+        print_summary(root, summary)
+    return 0
+
+
+def print_summary(root: Path, s: Any, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    out.write(f"indexed {root} in {s.seconds:.1f}s\n")
+    out.write(f"  files     {s.files_scanned} scanned: {s.files_changed} new or changed, {s.files_unchanged} "
+              f"unchanged, {s.files_removed} removed\n")
+    out.write(f"  sections  {s.sections_added} added, {s.sections_revised} revised, {s.sections_updated} updated, "
+              f"{s.sections_removed} removed; {s.embedded} embedded, {s.sections_total} in the vault\n")
+    out.write(f"  links     {s.edges_added} edges added, {s.edges_removed} removed, {s.unresolved_links} unresolved\n")
+    if s.contradiction_candidates:
+        out.write(f"  {s.contradiction_candidates} possible contradictions queued for review\n")
+    if s.reconciled:
+        out.write(f"  {s.reconciled} memories repaired after an interrupted run\n")
+    for warning in s.warnings:
+        out.write(f"  warning: {warning}\n")
+
+
+def cmd_list(args: argparse.Namespace, root: Path) -> int:
+    with _client(args, root) as client:
+        files = client.list(root, sections=args.sections)
+    if args.format == "json":
+        output.emit_json(files)
+        return 0
+    if not files:
+        print(f"no notes in {root}")
+        return 0
+    rows = [[f.state, str(f.sections), str(f.pending), f.entity_id or "-", f.path] for f in files]
+    output.table(["state", "sections", "pending", "entity", "path"], rows, right=(1, 2))
+    if args.sections:
+        for f in files:
+            for s in f.section_list or []:
+                heading = " > ".join(s.heading_path) or "(top)"
+                memory = output.short_id(s.memory_id) if s.memory_id else "-"
+                print(f"  {f.path}  {s.state:<7} {memory:<8}  {heading}")
+    return 0
+
+
+class _Watch:
+    """The watcher's callbacks: each phase becomes an index request to the daemon (which embeds)."""
+
+    def __init__(self, args: argparse.Namespace, root: Path) -> None:
+        self.args = args
+        self.root = root
+        self.client = _client(args, root)
+        # The watcher may call back from its own threads: one request at a time on our connection.
+        self._lock = threading.Lock()
+
+    def _request(self, phase: int, paths: list[str] | None) -> Any:
+        while True:
+            try:
+                with self._lock:
+                    return self.client.index(self.root, phase=phase, paths=paths)
+            except IndexingInProgress:
+                time.sleep(BUSY_RETRY_SECONDS)  # an `hebbs index` of the same folder is running
+
+    def phase1(self, paths: set[Path]) -> Any:
+        result = self._request(1, sorted(str(p) for p in paths))
+        self._report("scanned", result)
+        return result
+
+    def phase2(self) -> Any:
+        result = self._request(2, None)
+        self._report("indexed", result)
+        return result
+
+    def error(self, exc: BaseException) -> None:
+        # The watcher keeps running; say what went wrong and carry on with the next change.
+        status_code = getattr(exc, "status_code", "INTERNAL")
+        output.print_error(f"watch: {exc}", status_code, self.args.format == "json")
+
+    def _report(self, what: str, result: Any) -> None:
+        if self.args.format == "json":
+            output.emit_json({"event": what, **_builtins(result)})
+        elif what == "indexed":
+            print(f"{time.strftime('%H:%M:%S')} indexed: {result.sections_added} added, {result.sections_revised} "
+                  f"revised, {result.sections_removed} removed ({result.seconds:.1f}s)", flush=True)
+        elif result.files_changed or result.files_removed:
+            print(f"{time.strftime('%H:%M:%S')} {result.files_changed} changed, {result.files_removed} removed",
+                  flush=True)
+
+
+def cmd_watch(args: argparse.Namespace, root: Path) -> int:
+    from hebbs.vault import VaultWatcher  # watchdog, only for this command
+
+    _ensure_vault(args, root)
+    watch = _Watch(args, root)
+    bar = ProgressBar(sys.stderr, enabled=args.format != "json" and sys.stderr.isatty())
+    # Catch up first, so the watcher only has to follow changes from now on.
+    with watch.client as client:
+        try:
+            summary = client.index(root, progress=bar)
+        finally:
+            bar.close()
+        if args.format == "json":
+            output.emit_json({"event": "indexed", **_builtins(summary)})
+        else:
+            print_summary(root, summary)
+        watcher = VaultWatcher(root, on_phase1=watch.phase1, on_phase2=watch.phase2, on_error=watch.error)
+        watcher.start()
+        # Said only now that the watches are in place: an edit from here on will be seen.
+        if args.format == "json":
+            output.emit_json({"event": "watching", "path": str(root)})
+        else:
+            print(f"watching {root} (Ctrl-C stops)", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            watcher.stop(timeout=STOP_TIMEOUT)
+    if args.format != "json":
+        print("stopped watching")
+    return 0
+
+
+def _builtins(value: Any) -> dict[str, Any]:
+    import msgspec
+
+    return msgspec.to_builtins(value)
+

@@ -1,0 +1,712 @@
+"""The Python SDK: the engine's methods, served by the hebbs daemon over its Unix socket.
+
+    from hebbs import Client
+    with Client(global_=True) as hb:
+        hb.remember("Acme uses Salesforce", importance=0.7, entity_id="acme_corp")
+        for r in hb.recall("what CRM do they use"):
+            print(r.score, r.memory.content)
+
+Results are the engine's own Structs (hebbs.schema); an error frame raises the hebbs.errors class
+its status code names. The first call starts the daemon if none answers, and a call made after
+the daemon restarted reconnects by itself. `AsyncClient` has the same methods as coroutines.
+
+Like the CLI, this module must not import numpy, the model or the engine.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import itertools
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from .errors import HebbsError, InvalidInput, VaultNotInitialized
+from .paths import ensure_home, hebbs_home, log_path, resolve_vault, socket_path, spawn_lock_path
+from .protocol import (ERROR, HEADER, PROGRESS, Close, DaemonStatus, DaemonUnavailable, Export, ExportChunk, Feed,
+                       Forget, Get, Index, Inspect, Inspection, List, Ping, Pong, Prime, ProtocolError, Queries,
+                       Recall, Remember, RememberItem, Revise, Shutdown, Status, Stopping, Subscribe, Subscribed,
+                       SubscriptionPush, _Command, decode_data, decode_response, error_from_frame,
+                       frame_length, progress_type, recv_frame, request_frame, result_type)
+from .schema import Memory, QueryLogEntry, RecallResult, RecallResults, ScoringWeights, Source
+
+if TYPE_CHECKING:
+    import asyncio
+
+# asyncio and subprocess are imported where they are used: a CLI call needs neither, and together
+# they are a good part of its start-up time.
+
+__all__ = ["Client", "AsyncClient", "Subscription", "AsyncSubscription", "start_daemon", "connect"]
+
+START_TIMEOUT = 60.0
+# Commands that may be sent again when the daemon vanished before answering: they change nothing.
+_RETRYABLE = frozenset({"ping", "status", "get", "recall", "prime", "queries", "inspect", "list"})
+ProgressCallback = Callable[[Any], None]
+
+
+# Finding (and starting) the daemon ------------------------------------------------------------
+
+def _open_socket(path: Path, timeout: float | None) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(5.0)
+        sock.connect(str(path))
+        sock.settimeout(timeout)
+        return sock
+    except BaseException:
+        sock.close()
+        raise
+
+
+def _answers(path: Path) -> bool:
+    try:
+        _open_socket(path, 1.0).close()
+        return True
+    except OSError:
+        return False
+
+
+def _log_tail(home: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(log_path(home).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def start_daemon(home: Path | str | None = None, *, idle_timeout: float | None = None,
+                 vault_idle_timeout: float | None = None) -> bool:
+    """Start a daemon for home unless one answers. Returns whether this call started it.
+
+    Clients that race here queue on a flock, and each checks again once it holds it, so one
+    daemon is spawned; the daemon's own lock makes sure of it even if something else starts one.
+    """
+    import subprocess
+
+    home = ensure_home(hebbs_home(home))
+    path = socket_path(home)
+    if len(str(path).encode()) > 100:
+        raise DaemonUnavailable(f"socket path {path} is too long for a Unix socket; use a shorter HEBBS_HOME")
+    lock_fd = os.open(spawn_lock_path(home), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        if _answers(path):
+            return False
+        command = [sys.executable, "-m", "hebbs.daemon", "--detach", "--home", str(home)]
+        if idle_timeout is not None:
+            command += ["--idle-timeout", str(idle_timeout)]
+        if vault_idle_timeout is not None:
+            command += ["--vault-idle-timeout", str(vault_idle_timeout)]
+        log_fd = os.open(log_path(home), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+                                  timeout=START_TIMEOUT, check=False)
+        except subprocess.TimeoutExpired:
+            raise DaemonUnavailable(f"the daemon did not answer within {START_TIMEOUT:.0f}s; "
+                                    f"see {log_path(home)}:\n{_log_tail(home)}") from None
+        finally:
+            os.close(log_fd)
+        if done.returncode != 0 or not _answers(path):
+            raise DaemonUnavailable(f"the daemon failed to start (exit {done.returncode}); "
+                                    f"see {log_path(home)}:\n{_log_tail(home)}")
+        return True
+    finally:
+        os.close(lock_fd)
+
+
+def connect(home: Path, *, autostart: bool = True, timeout: float | None = None) -> socket.socket:
+    """A connected socket to home's daemon, starting the daemon first if none answers."""
+    path = socket_path(home)
+    try:
+        return _open_socket(path, timeout)
+    except (FileNotFoundError, ConnectionRefusedError):
+        # No socket, or one a crashed daemon left behind: either way nobody is listening.
+        if not autostart:
+            raise DaemonUnavailable(f"no hebbs daemon answers on {path}; start one with `hebbs daemon start`") from None
+    start_daemon(home)
+    try:
+        return _open_socket(path, timeout)
+    except OSError as exc:
+        raise DaemonUnavailable(f"cannot connect to the daemon on {path}: {exc}") from None
+
+
+# Arguments ------------------------------------------------------------------------------------
+
+def to_micros(value: Any, field: str) -> int | None:
+    """A tz-aware datetime, an ISO 8601 text or microseconds since the epoch, as microseconds."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(f"{field} {value!r} is not an ISO 8601 time") from None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise InvalidInput(f"{field} must be timezone-aware (naive datetimes are ambiguous)")
+        return int(round(value.timestamp() * 1_000_000))
+    raise InvalidInput(f"{field} must be a datetime, an ISO 8601 text or microseconds, got {value!r}")
+
+
+def _time_range(value: Any) -> tuple[int | None, int | None] | None:
+    if value is None:
+        return None
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise InvalidInput("time_range must be a pair (start, end); either may be None")
+    return to_micros(value[0], "time_range start"), to_micros(value[1], "time_range end")
+
+
+def _weights(value: Any) -> ScoringWeights | None:
+    if value is None or isinstance(value, ScoringWeights):
+        return value
+    if isinstance(value, dict):
+        return ScoringWeights(**value)
+    if isinstance(value, (tuple, list)) and len(value) == 4:
+        r, t, i, f = value
+        return ScoringWeights(relevance=r, recency=t, importance=i, reinforcement=f)
+    raise InvalidInput("weights must be a ScoringWeights, a dict, or (relevance, recency, importance, reinforcement)")
+
+
+def _remember_item(item: Any) -> RememberItem:
+    if isinstance(item, RememberItem):
+        return item
+    if isinstance(item, Memory):
+        item = {"content": item.content, "importance": item.importance, "context": item.context,
+                "entity_id": item.entity_id, "created_at": item.created_at, "kind": item.kind.value,
+                "source": item.source}
+    if isinstance(item, str):
+        item = {"content": item}
+    if not isinstance(item, dict):
+        raise InvalidInput(f"a batch item must be a dict with at least 'content', got {type(item).__name__}")
+    item = dict(item)
+    item["created_at"] = to_micros(item.get("created_at"), "created_at")
+    try:
+        return msgspec.convert(item, RememberItem, from_attributes=True)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput(f"invalid batch item: {exc}") from None
+
+
+def _resolve(vault: os.PathLike | str | None, global_: bool, home: Path,
+             cwd: os.PathLike | str | None) -> tuple[Path | None, HebbsError | None]:
+    """The client's vault. A vault asked for by name must exist now; a project vault looked for from
+    the current directory may be missing: ping, status and daemon control need none."""
+    if vault is not None or global_:
+        return resolve_vault(vault, global_, home), None
+    try:
+        return resolve_vault(None, False, home, Path(cwd) if cwd is not None else None), None
+    except VaultNotInitialized as exc:
+        return None, exc
+
+
+def _abs(path: os.PathLike | str | None) -> str | None:
+    return None if path is None else str(Path(path).expanduser().absolute())
+
+
+def _index_command(path: os.PathLike | str | None, phase: int | None,
+                   paths: Sequence[os.PathLike | str] | None) -> Index:
+    return Index(path=_abs(path), phase=phase, paths=None if paths is None else [str(p) for p in paths])
+
+
+def _kind(kind: Any) -> str:
+    return kind.value if hasattr(kind, "value") else str(kind)
+
+
+# The synchronous client -----------------------------------------------------------------------
+
+class Client:
+    """Talks to the daemon of `home` about one vault: `vault` (a notes folder or its .hebbs dir),
+    the global brain (`global_=True`), or else the nearest project vault above the current directory.
+
+    One connection, one request at a time: give each thread its own Client (they are cheap), or use
+    AsyncClient. `timeout` bounds each socket operation (None: wait as long as the daemon works).
+    """
+
+    def __init__(self, vault: os.PathLike | str | None = None, global_: bool = False,
+                 home: os.PathLike | str | None = None, *, autostart: bool = True, timeout: float | None = None,
+                 cwd: os.PathLike | str | None = None) -> None:
+        self.home = hebbs_home(home)
+        self.autostart = autostart
+        self.timeout = timeout
+        self.vault_path, self._vault_error = _resolve(vault, global_, self.home, cwd)
+        self._sock: socket.socket | None = None
+        self._ids = itertools.count(1)
+
+    # Plumbing ---------------------------------------------------------------------------------
+
+    def _vault(self) -> str:
+        if self.vault_path is None:
+            assert self._vault_error is not None
+            raise self._vault_error
+        return str(self.vault_path)
+
+    def _connection(self) -> socket.socket:
+        if self._sock is None:
+            self._sock = connect(self.home, autostart=self.autostart, timeout=self.timeout)
+        return self._sock
+
+    def _drop(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def request(self, command: _Command, *, vault: bool = True, progress: ProgressCallback | None = None) -> Any:
+        """Send one command and return its reply's data, decoded to the command's result type."""
+        vault_path = self._vault() if vault else None
+        request_id = next(self._ids)
+        frame = request_frame(request_id, command, vault_path)
+        tag = command.__struct_config__.tag
+        for attempt in range(2):
+            sock = self._connection()
+            try:
+                try:
+                    sock.sendall(frame)
+                except OSError as exc:
+                    raise _Vanished(str(exc), sent=False) from None
+                return _read_reply(sock, request_id, command, progress)
+            except _Vanished as exc:
+                self._drop()
+                # Sending failed: nothing reached the daemon. Reading failed: it may have acted,
+                # so only commands that change nothing are sent again.
+                if attempt == 0 and (not exc.sent or tag in _RETRYABLE):
+                    continue
+                raise DaemonUnavailable(f"the daemon went away during {tag}: {exc}") from None
+            except BaseException:
+                self._drop()  # a half-read reply would poison the next call
+                raise
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self._drop()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # Daemon -----------------------------------------------------------------------------------
+
+    def ping(self) -> Pong:
+        return self.request(Ping(), vault=False)
+
+    def status(self, *, vault: bool = True) -> DaemonStatus:
+        """The daemon's state, with this client's vault statistics when it has a vault (and vault=True)."""
+        if vault and self.vault_path is not None:
+            return self.request(Status())
+        return self.request(Status(), vault=False)
+
+    def shutdown(self) -> Stopping:
+        return self.request(Shutdown(), vault=False)
+
+    # Memories ---------------------------------------------------------------------------------
+
+    def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
+                 entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
+                 source: Source | None = None) -> Memory:
+        return self.request(Remember(content=content, importance=importance, context=context, entity_id=entity_id,
+                                     created_at=to_micros(created_at, "created_at"), kind=_kind(kind), source=source))
+
+    def remember_many(self, items: Iterable[Any]) -> list[Memory]:
+        """Store many memories in one request (dicts with the fields of remember, or RememberItems)."""
+        return self.request(Remember(items=[_remember_item(i) for i in items]))
+
+    def get(self, memory_id: str) -> Memory:
+        return self.request(Get(id=memory_id))
+
+    def revise(self, memory_id: str, *, content: str | None = None, importance: float | None = None,
+               context: dict[str, Any] | None = None, entity_id: Any = msgspec.UNSET) -> Memory:
+        return self.request(Revise(id=memory_id, content=content, importance=importance, context=context,
+                                   entity_id=entity_id))
+
+    def forget(self, ids: Sequence[str] | str | None = None, *, entity_id: str | None = None) -> int:
+        ids = [ids] if isinstance(ids, str) else None if ids is None else list(ids)
+        return self.request(Forget(ids=ids, entity_id=entity_id)).forgotten
+
+    def inspect(self, memory_id: str) -> Inspection:
+        return self.request(Inspect(id=memory_id))
+
+    def queries(self, limit: int = 50) -> list[QueryLogEntry]:
+        return self.request(Queries(limit=limit))
+
+    def export(self, *, include_revisions: bool = False) -> Iterator[Memory]:
+        """Every memory of the vault, streamed (on a connection of its own, so a half-read export is harmless)."""
+        side = Client(self._vault(), home=self.home, autostart=self.autostart, timeout=self.timeout)
+        command = Export(include_revisions=include_revisions)
+        # The reply is read frame by frame: yield each chunk as it arrives.
+        sock = side._connection()
+        request_id = next(side._ids)
+        try:
+            sock.sendall(request_frame(request_id, command, side._vault()))
+            while True:
+                reply = _next_frame(sock, request_id)
+                if reply.status == PROGRESS:
+                    yield from decode_data(reply.data, ExportChunk).memories
+                    continue
+                _check(reply)
+                return
+        except _Vanished as exc:
+            raise DaemonUnavailable(f"the daemon went away during export: {exc}") from None
+        finally:
+            side.close()
+
+    # Recall -----------------------------------------------------------------------------------
+
+    def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
+               entity_id: str | None = None, time_range: Any = None, weights: Any = None,
+               include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+               ) -> RecallResults:
+        return self.request(Recall(
+            cue=cue, strategies=[strategies] if isinstance(strategies, str) else strategies, top_k=top_k,
+            entity_id=entity_id, time_range=_time_range(time_range), weights=_weights(weights),
+            include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda))
+
+    def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
+              max_memories: int = 20) -> RecallResults:
+        return self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories))
+
+    def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "Subscription":
+        """A stream of memories matching what you feed it (on a connection of its own)."""
+        return Subscription(Client(self._vault(), home=self.home, autostart=self.autostart, timeout=self.timeout),
+                            entity_id, confidence_threshold)
+
+    # Markdown vaults --------------------------------------------------------------------------
+
+    def index(self, path: os.PathLike | str | None = None, *, progress: ProgressCallback | None = None,
+              phase: int | None = None, paths: Sequence[os.PathLike | str] | None = None) -> Any:
+        """Index a notes folder into PATH/.hebbs (default: the folder holding this client's vault).
+
+        Returns an IndexSummary (a ScanSummary for phase=1); `progress` gets each Progress report.
+        """
+        return self.request(_index_command(path, phase, paths), vault=path is None, progress=progress)
+
+    def list(self, path: os.PathLike | str | None = None, *, sections: bool = False) -> Any:
+        """The notes of a folder with their index state: a list of hebbs.vault FileStatus."""
+        return self.request(List(path=_abs(path), sections=sections), vault=path is None)
+
+
+class Subscription:
+    """An open subscription: feed() sends text and returns the new matches it pushed.
+
+    If the daemon restarts, the next feed subscribes again; matches already delivered are
+    remembered here too, so none is delivered twice.
+    """
+
+    def __init__(self, client: Client, entity_id: str | None, confidence_threshold: float) -> None:
+        self._client = client
+        self.entity_id = entity_id
+        self.confidence_threshold = confidence_threshold
+        self.delivered: set[str] = set()
+        self.info = self._open()
+
+    def _open(self) -> Subscribed:
+        return self._client.request(Subscribe(entity_id=self.entity_id, confidence_threshold=self.confidence_threshold))
+
+    @property
+    def id(self) -> str:
+        return self.info.subscription_id
+
+    def feed(self, text: str) -> list[RecallResult]:
+        pushed: list[RecallResult] = []
+
+        def collect(push: SubscriptionPush) -> None:
+            pushed.extend(push.matches)
+
+        for attempt in range(2):
+            try:
+                self._client.request(Feed(text=text, subscription_id=self.id), progress=collect)
+                break
+            except DaemonUnavailable:
+                if attempt:
+                    raise
+                self.info = self._open()
+        fresh = [r for r in pushed if r.memory.id not in self.delivered]
+        self.delivered.update(r.memory.id for r in fresh)
+        return fresh
+
+    def close(self) -> None:
+        try:
+            self._client.request(Close(subscription_id=self.id), vault=False)
+        except HebbsError:
+            pass
+        finally:
+            self._client.close()
+
+    def __enter__(self) -> "Subscription":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Vanished(Exception):
+    """The daemon's end of the connection is gone (sent: whether the request may have reached it)."""
+
+    def __init__(self, message: str, sent: bool) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
+def _next_frame(sock: socket.socket, request_id: Any) -> Any:
+    try:
+        body = recv_frame(sock)
+    except (ConnectionError, ProtocolError) as exc:
+        raise _Vanished(str(exc), sent=True) from None
+    if body is None:
+        raise _Vanished("connection closed before the reply", sent=True)
+    return decode_response(body)
+
+
+def _check(reply: Any) -> None:
+    if reply.status == ERROR:
+        raise error_from_frame(reply.status_code, reply.error or reply.status_code)
+
+
+def _read_reply(sock: socket.socket, request_id: Any, command: _Command, progress: ProgressCallback | None) -> Any:
+    while True:
+        reply = _next_frame(sock, request_id)
+        if reply.status == PROGRESS:
+            if progress is not None:
+                progress(decode_data(reply.data, progress_type(command)))
+            continue
+        if reply.id != request_id and reply.status != ERROR:
+            continue  # a reply to an earlier request whose reader gave up: not ours
+        _check(reply)
+        return decode_data(reply.data, result_type(command))
+
+
+# The asynchronous client ----------------------------------------------------------------------
+
+class AsyncClient:
+    """The same methods as Client, as coroutines. Concurrent calls use a small pool of connections."""
+
+    def __init__(self, vault: os.PathLike | str | None = None, global_: bool = False,
+                 home: os.PathLike | str | None = None, *, autostart: bool = True,
+                 cwd: os.PathLike | str | None = None) -> None:
+        self.home = hebbs_home(home)
+        self.autostart = autostart
+        self.vault_path, self._vault_error = _resolve(vault, global_, self.home, cwd)
+        self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        self._ids = itertools.count(1)
+
+    def _vault(self) -> str:
+        if self.vault_path is None:
+            assert self._vault_error is not None
+            raise self._vault_error
+        return str(self.vault_path)
+
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        import asyncio
+
+        path = str(socket_path(self.home))
+        try:
+            return await asyncio.open_unix_connection(path)
+        except (FileNotFoundError, ConnectionRefusedError):
+            if not self.autostart:
+                raise DaemonUnavailable(
+                    f"no hebbs daemon answers on {path}; start one with `hebbs daemon start`") from None
+        await asyncio.to_thread(start_daemon, self.home)
+        return await asyncio.open_unix_connection(path)
+
+    async def request(self, command: _Command, *, vault: bool = True, progress: ProgressCallback | None = None) -> Any:
+        vault_path = self._vault() if vault else None
+        request_id = next(self._ids)
+        frame = request_frame(request_id, command, vault_path)
+        tag = command.__struct_config__.tag
+        for attempt in range(2):
+            conn = self._idle.pop() if self._idle else await self._open()
+            reader, writer = conn
+            try:
+                try:
+                    writer.write(frame)
+                    await writer.drain()
+                except (ConnectionError, OSError) as exc:
+                    raise _Vanished(str(exc), sent=False) from None
+                result = await _aread_reply(reader, request_id, command, progress)
+            except _Vanished as exc:
+                writer.close()
+                if attempt == 0 and (not exc.sent or tag in _RETRYABLE):
+                    continue
+                raise DaemonUnavailable(f"the daemon went away during {tag}: {exc}") from None
+            except BaseException:
+                writer.close()
+                raise
+            self._idle.append(conn)
+            return result
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        while self._idle:
+            _, writer = self._idle.pop()
+            writer.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def ping(self) -> Pong:
+        return await self.request(Ping(), vault=False)
+
+    async def status(self, *, vault: bool = True) -> DaemonStatus:
+        return await self.request(Status(), vault=vault and self.vault_path is not None)
+
+    async def shutdown(self) -> Stopping:
+        return await self.request(Shutdown(), vault=False)
+
+    async def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
+                       entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
+                       source: Source | None = None) -> Memory:
+        return await self.request(Remember(content=content, importance=importance, context=context,
+                                           entity_id=entity_id, created_at=to_micros(created_at, "created_at"),
+                                           kind=_kind(kind), source=source))
+
+    async def remember_many(self, items: Iterable[Any]) -> list[Memory]:
+        return await self.request(Remember(items=[_remember_item(i) for i in items]))
+
+    async def get(self, memory_id: str) -> Memory:
+        return await self.request(Get(id=memory_id))
+
+    async def revise(self, memory_id: str, *, content: str | None = None, importance: float | None = None,
+                     context: dict[str, Any] | None = None, entity_id: Any = msgspec.UNSET) -> Memory:
+        return await self.request(Revise(id=memory_id, content=content, importance=importance, context=context,
+                                         entity_id=entity_id))
+
+    async def forget(self, ids: Sequence[str] | str | None = None, *, entity_id: str | None = None) -> int:
+        ids = [ids] if isinstance(ids, str) else None if ids is None else list(ids)
+        return (await self.request(Forget(ids=ids, entity_id=entity_id))).forgotten
+
+    async def inspect(self, memory_id: str) -> Inspection:
+        return await self.request(Inspect(id=memory_id))
+
+    async def queries(self, limit: int = 50) -> list[QueryLogEntry]:
+        return await self.request(Queries(limit=limit))
+
+    async def export(self, *, include_revisions: bool = False) -> AsyncIterator[Memory]:
+        reader, writer = await self._open()
+        request_id = next(self._ids)
+        try:
+            writer.write(request_frame(request_id, Export(include_revisions=include_revisions), self._vault()))
+            await writer.drain()
+            while True:
+                reply = await _anext_frame(reader)
+                if reply.status == PROGRESS:
+                    for memory in decode_data(reply.data, ExportChunk).memories:
+                        yield memory
+                    continue
+                _check(reply)
+                return
+        except _Vanished as exc:
+            raise DaemonUnavailable(f"the daemon went away during export: {exc}") from None
+        finally:
+            writer.close()
+
+    async def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
+                     entity_id: str | None = None, time_range: Any = None, weights: Any = None,
+                     include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+                     ) -> RecallResults:
+        return await self.request(Recall(
+            cue=cue, strategies=[strategies] if isinstance(strategies, str) else strategies, top_k=top_k,
+            entity_id=entity_id, time_range=_time_range(time_range), weights=_weights(weights),
+            include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda))
+
+    async def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
+                    max_memories: int = 20) -> RecallResults:
+        return await self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories))
+
+    async def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "AsyncSubscription":
+        subscription = AsyncSubscription(AsyncClient(self._vault(), home=self.home, autostart=self.autostart),
+                                         entity_id, confidence_threshold)
+        await subscription._subscribe()
+        return subscription
+
+    async def index(self, path: os.PathLike | str | None = None, *, progress: ProgressCallback | None = None,
+                    phase: int | None = None, paths: Sequence[os.PathLike | str] | None = None) -> Any:
+        return await self.request(_index_command(path, phase, paths), vault=path is None, progress=progress)
+
+    async def list(self, path: os.PathLike | str | None = None, *, sections: bool = False) -> Any:
+        return await self.request(List(path=_abs(path), sections=sections), vault=path is None)
+
+
+class AsyncSubscription:
+    """Subscription for AsyncClient: `await sub.feed(text)` returns the new matches."""
+
+    def __init__(self, client: AsyncClient, entity_id: str | None, confidence_threshold: float) -> None:
+        self._client = client
+        self.entity_id = entity_id
+        self.confidence_threshold = confidence_threshold
+        self.delivered: set[str] = set()
+        self.info: Subscribed | None = None
+
+    async def _subscribe(self) -> None:
+        # The subscription lives on one connection: drop any pooled others so the feed reuses it.
+        await self._client.close()
+        self.info = await self._client.request(
+            Subscribe(entity_id=self.entity_id, confidence_threshold=self.confidence_threshold))
+
+    @property
+    def id(self) -> str:
+        assert self.info is not None
+        return self.info.subscription_id
+
+    async def feed(self, text: str) -> list[RecallResult]:
+        pushed: list[RecallResult] = []
+        for attempt in range(2):
+            try:
+                await self._client.request(Feed(text=text, subscription_id=self.id),
+                                           progress=lambda push: pushed.extend(push.matches))
+                break
+            except (DaemonUnavailable, HebbsError) as exc:
+                # NOT_FOUND: the connection that held the subscription was replaced; subscribe again.
+                if attempt or not (isinstance(exc, DaemonUnavailable) or exc.status_code == "NOT_FOUND"):
+                    raise
+                await self._subscribe()
+        fresh = [r for r in pushed if r.memory.id not in self.delivered]
+        self.delivered.update(r.memory.id for r in fresh)
+        return fresh
+
+    async def close(self) -> None:
+        try:
+            await self._client.request(Close(subscription_id=self.id), vault=False)
+        except HebbsError:
+            pass
+        finally:
+            await self._client.close()
+
+    async def __aenter__(self) -> "AsyncSubscription":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+async def _anext_frame(reader: asyncio.StreamReader) -> Any:
+    import asyncio
+
+    try:
+        header = await reader.readexactly(HEADER.size)
+        body = await reader.readexactly(frame_length(header))
+    except (asyncio.IncompleteReadError, ConnectionError) as exc:
+        raise _Vanished(f"connection closed: {exc}", sent=True) from None
+    return decode_response(body)
+
+
+async def _aread_reply(reader: asyncio.StreamReader, request_id: Any, command: _Command,
+                       progress: ProgressCallback | None) -> Any:
+    while True:
+        reply = await _anext_frame(reader)
+        if reply.status == PROGRESS:
+            if progress is not None:
+                progress(decode_data(reply.data, progress_type(command)))
+            continue
+        if reply.id != request_id and reply.status != ERROR:
+            continue
+        _check(reply)
+        return decode_data(reply.data, result_type(command))

@@ -1,0 +1,128 @@
+"""Where things live: HEBBS_HOME, the daemon's files in it, and which vault a call means.
+
+Two brains: the global vault is HEBBS_HOME itself (default ~/.hebbs); a project vault is a notes
+folder's `.hebbs/` directory. Everything here is plain path arithmetic so the CLI can use it
+without loading the engine.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import InvalidInput, VaultNotInitialized
+
+VAULT_DIR = ".hebbs"
+CONFIG_FILE = "config.toml"
+SOCKET_NAME = "daemon.sock"
+PID_NAME = "daemon.pid"
+LOCK_NAME = "daemon.lock"
+SPAWN_LOCK_NAME = "spawn.lock"
+LOG_NAME = "daemon.log"
+
+
+def hebbs_home(home: os.PathLike | str | None = None) -> Path:
+    """The explicit home, else $HEBBS_HOME, else ~/.hebbs; absolute, not necessarily existing."""
+    raw = home if home is not None else os.environ.get("HEBBS_HOME") or "~/.hebbs"
+    return Path(raw).expanduser().absolute()
+
+
+def ensure_home(home: Path) -> Path:
+    """Create the home directory, private to its user (it holds the socket and every memory)."""
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if home.stat().st_mode & 0o777 != 0o700:
+        os.chmod(home, 0o700)
+    return home
+
+
+def socket_path(home: Path) -> Path:
+    return home / SOCKET_NAME
+
+
+def pid_path(home: Path) -> Path:
+    return home / PID_NAME
+
+
+def lock_path(home: Path) -> Path:
+    return home / LOCK_NAME
+
+
+def spawn_lock_path(home: Path) -> Path:
+    return home / SPAWN_LOCK_NAME
+
+
+def log_path(home: Path) -> Path:
+    return home / LOG_NAME
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def find_project_vault(start: Path, home: Path) -> Path | None:
+    """The nearest `.hebbs/` directory from start upwards, never HEBBS_HOME itself."""
+    here = start.absolute()
+    for folder in (here, *here.parents):
+        candidate = folder / VAULT_DIR
+        if candidate.is_dir() and not _same(candidate, home):
+            return candidate
+    return None
+
+
+def is_vault_dir(path: Path, home: Path) -> bool:
+    """HEBBS_HOME is always a vault; any other directory is one once `hebbs init` (or an engine) wrote to it."""
+    if _same(path, home):
+        return True
+    return path.is_dir() and ((path / CONFIG_FILE).is_file() or (path / "db").is_dir())
+
+
+def vault_for_path(path: os.PathLike | str, home: Path) -> Path:
+    """`--vault PATH`: PATH may be the notes folder (holding .hebbs/) or the vault directory itself."""
+    path = Path(path).expanduser().absolute()
+    if (path / VAULT_DIR).is_dir() and not _same(path / VAULT_DIR, home):
+        return path / VAULT_DIR
+    if is_vault_dir(path, home):
+        return path
+    raise VaultNotInitialized(f"no hebbs vault at {path}; run `hebbs init {path}` to create one")
+
+
+def resolve_vault(vault: os.PathLike | str | None = None, global_: bool = False, home: Path | None = None,
+                  cwd: Path | None = None) -> Path:
+    """The vault directory a call means: --global, --vault PATH, or the nearest project vault."""
+    home = hebbs_home(home)
+    if global_:
+        if vault is not None:
+            raise ValueError("pass either a vault path or global_, not both")
+        return home
+    if vault is not None:
+        return vault_for_path(vault, home)
+    cwd = Path.cwd() if cwd is None else cwd
+    found = find_project_vault(cwd, home)
+    if found is None:
+        raise VaultNotInitialized(
+            f"no hebbs vault in {cwd} or any folder above it; run `hebbs init` here to create a project "
+            "vault, or pass --global to use the global brain")
+    return found
+
+
+def init_vault(root: os.PathLike | str, home: Path | None = None) -> tuple[Path, bool]:
+    """Create ROOT/.hebbs with a default config.toml. Returns (vault dir, whether it was created now)."""
+    from .config import DEFAULT_CONFIG_TEXT  # only here: hebbs.config pulls in the index module
+
+    home = hebbs_home(home)
+    root = Path(root).expanduser().absolute()
+    if not root.is_dir():
+        raise InvalidInput(f"{root} is not a directory")
+    vault = root / VAULT_DIR
+    if _same(vault, home):
+        return home, False
+    created = not vault.is_dir()
+    vault.mkdir(mode=0o700, exist_ok=True)
+    config = vault / CONFIG_FILE
+    if not config.exists():
+        config.write_text(DEFAULT_CONFIG_TEXT)
+        created = True
+    return vault, created

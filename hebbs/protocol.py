@@ -1,0 +1,458 @@
+"""The daemon's wire protocol: framing, and the one schema of every command and response.
+
+A frame is a 4-byte big-endian length, then that many bytes of one JSON object. A request is
+`{"id": <any>, "command": {"type": "<name>", ...}, "vault_path": "..."}`; every reply is
+`{"id": ..., "status": "ok" | "error" | "progress", "status_code": "...", "data": ..., "error": ...}`.
+Commands are a msgspec tagged union on "type", so decoding a request also validates it; the data
+of each reply reuses the storage schema (hebbs.schema), so the SDK returns the same Structs the
+engine does. docs/protocol.md shows each command with a real exchange.
+
+This module must stay light: the CLI imports it, and a CLI call must not load numpy or the model.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from .errors import ERRORS_BY_CODE, HebbsError, InvalidInput
+from .schema import Edge, Memory, QueryLogEntry, RecallResult, RecallResults, ScoringWeights, Source
+
+PROTOCOL_VERSION = 1
+MAX_FRAME = 16 * 1024 * 1024
+HEADER = struct.Struct(">I")
+
+OK, ERROR, PROGRESS = "ok", "error", "progress"
+
+
+# Errors that exist only on the wire (the engine never raises them) -------------------------------
+
+class MessageTooLarge(HebbsError):
+    """A frame over 16 MiB: the daemon refuses it and closes the connection."""
+
+    status_code = "MESSAGE_TOO_LARGE"
+
+
+class IndexingInProgress(HebbsError):
+    """An index run on this vault is already going; try again when it ends."""
+
+    status_code = "INDEXING_IN_PROGRESS"
+
+
+class DaemonUnavailable(HebbsError):
+    """No daemon answers and none could be started (see $HEBBS_HOME/daemon.log)."""
+
+    status_code = "DAEMON_UNAVAILABLE"
+
+
+class ProtocolError(HebbsError):
+    """The other side sent something that is not a valid frame or reply."""
+
+    status_code = "PROTOCOL_ERROR"
+
+
+WIRE_ERRORS: dict[str, type[HebbsError]] = {
+    **ERRORS_BY_CODE,
+    **{cls.status_code: cls for cls in (MessageTooLarge, IndexingInProgress, DaemonUnavailable, ProtocolError)},
+}
+
+
+def error_from_frame(status_code: str, message: str) -> HebbsError:
+    """The typed exception an error frame stands for (HebbsError itself for a code we do not know)."""
+    cls = WIRE_ERRORS.get(status_code, HebbsError)
+    error = cls(message)
+    if cls is HebbsError:
+        error.status_code = status_code
+    return error
+
+
+# Commands -------------------------------------------------------------------------------------
+
+class _Command(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, tag_field="type", omit_defaults=True):
+    pass
+
+
+class Ping(_Command, tag="ping"):
+    """Is a daemon there? Answers Pong without touching any vault."""
+
+
+class Status(_Command, tag="status"):
+    """The daemon's state, and the request's vault statistics when vault_path is given."""
+
+
+class Shutdown(_Command, tag="shutdown"):
+    """Stop the daemon after replying: vaults close cleanly, the socket and PID file go."""
+
+
+class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    content: str
+    importance: float = 0.5
+    context: dict[str, Any] | None = None
+    entity_id: str | None = None
+    # Microseconds since the epoch; the daemon's clock when absent.
+    created_at: int | None = None
+    kind: str = "EPISODE"
+    source: Source | None = None
+
+
+class Remember(_Command, tag="remember"):
+    """One memory (content and its fields) or a batch (items); data is a Memory or a list of them."""
+
+    content: str | None = None
+    importance: float = 0.5
+    context: dict[str, Any] | None = None
+    entity_id: str | None = None
+    created_at: int | None = None
+    kind: str = "EPISODE"
+    source: Source | None = None
+    items: list[RememberItem] | None = None
+
+
+class Get(_Command, tag="get"):
+    """One memory by id (a full ULID, or a unique suffix of at least 6 characters)."""
+
+    id: str
+
+
+class Revise(_Command, tag="revise"):
+    """Change a memory in place; the earlier text is kept as its history. Absent fields stay as they are."""
+
+    id: str
+    content: str | None = None
+    importance: float | None = None
+    context: dict[str, Any] | None = None
+    # Absent: unchanged; null: no entity any more.
+    entity_id: str | None | UnsetType = UNSET
+
+
+class Forget(_Command, tag="forget"):
+    """Remove memories by id, or every memory of an entity; data is Forgotten."""
+
+    ids: list[str] | None = None
+    entity_id: str | None = None
+
+
+class Recall(_Command, tag="recall"):
+    cue: str | None = None
+    strategies: list[str] | None = None
+    top_k: int = 10
+    entity_id: str | None = None
+    # [start, end] in microseconds since the epoch; either may be null (open).
+    time_range: tuple[int | None, int | None] | None = None
+    weights: ScoringWeights | None = None
+    include_superseded: bool = False
+    reinforce: bool = True
+    mmr_lambda: float | None = None
+
+
+class Prime(_Command, tag="prime"):
+    """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call."""
+
+    entity_id: str | None = None
+    similarity_cue: str | None = None
+    max_memories: int = 20
+
+
+class Subscribe(_Command, tag="subscribe"):
+    """Open a subscription on this connection; feeds on the same connection push matches to it."""
+
+    entity_id: str | None = None
+    confidence_threshold: float = 0.5
+
+
+class Feed(_Command, tag="feed"):
+    """Text seen by the agent: matches go out as progress frames under the subscribe request's id."""
+
+    text: str
+    # Feed only this subscription; every subscription of the connection when absent.
+    subscription_id: str | None = None
+
+
+class Close(_Command, tag="close"):
+    """End one subscription of this connection, or all of them when subscription_id is absent."""
+
+    subscription_id: str | None = None
+
+
+class Index(_Command, tag="index"):
+    """Index a markdown notes folder into PATH/.hebbs, streaming progress frames, then a summary.
+
+    `path` is the notes folder (default: the folder holding the request's vault directory). Without
+    `phase` both phases run (data: IndexSummary). A watcher asks for them apart: phase 1 parses and
+    diffs (only `paths`, when given; data: ScanSummary), phase 2 embeds and writes what phase 1
+    planned (data: IndexSummary).
+    """
+
+    path: str | None = None
+    phase: Literal[1, 2] | None = None
+    paths: list[str] | None = None
+
+
+class List(_Command, tag="list"):
+    """The notes folder's indexed files (and their sections when asked)."""
+
+    path: str | None = None
+    sections: bool = False
+
+
+class Queries(_Command, tag="queries"):
+    """The most recent recalls from the query log, newest first."""
+
+    limit: int = 50
+
+
+class Inspect(_Command, tag="inspect"):
+    """One memory with its edges and its earlier versions."""
+
+    id: str
+
+
+class ScanSummary(msgspec.Struct, kw_only=True):
+    """What an index phase 1 found; `pending` counts the sections phase 2 will add, revise, update, forget."""
+
+    files_scanned: int = 0
+    files_unchanged: int = 0
+    files_changed: int = 0
+    files_removed: int = 0
+    pending: dict[str, int] = {}
+    warnings: list[str] = []
+    seconds: float = 0.0
+
+
+class Export(_Command, tag="export"):
+    """Every memory, streamed as progress frames of ExportChunk, then ExportDone."""
+
+    include_revisions: bool = False
+
+
+Command = (Ping | Status | Shutdown | Remember | Get | Revise | Forget | Recall | Prime | Subscribe | Feed | Close
+           | Index | List | Queries | Inspect | Export)
+
+COMMAND_TYPES: dict[str, type[_Command]] = {
+    cls.__struct_config__.tag: cls for cls in Command.__args__  # type: ignore[attr-defined]
+}
+# Commands that change a vault: the daemon runs them one at a time per vault.
+WRITE_COMMANDS = frozenset({"remember", "revise", "forget"})
+# Commands that need no vault at all.
+DAEMON_COMMANDS = frozenset({"ping", "status", "shutdown", "close"})
+
+
+class Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    id: Any = None
+    command: Command
+    vault_path: str | None = None
+
+
+class Response(msgspec.Struct, kw_only=True):
+    id: Any = None
+    status: str = OK
+    status_code: str = "OK"
+    data: Any = None
+    error: str | None = None
+
+
+class RawResponse(msgspec.Struct, kw_only=True):
+    """A reply as the client first reads it: data stays raw until we know which type it has."""
+
+    id: Any = None
+    status: str
+    status_code: str = "OK"
+    data: msgspec.Raw = msgspec.Raw(b"null")
+    error: str | None = None
+
+
+# Reply data ---------------------------------------------------------------------------------
+
+class Pong(msgspec.Struct, kw_only=True):
+    pong: bool = True
+    version: str
+    protocol: int = PROTOCOL_VERSION
+    pid: int
+
+
+class VaultStats(msgspec.Struct, kw_only=True):
+    path: str
+    memories: int
+    by_kind: dict[str, int] = {}
+    model: str | None = None
+    dimension: int | None = None
+    write_seq: int = 0
+    superseded: int = 0
+
+
+class OpenVault(msgspec.Struct, kw_only=True):
+    path: str
+    idle_s: float
+    in_use: int
+    indexing: bool = False
+
+
+class DaemonStatus(msgspec.Struct, kw_only=True):
+    version: str
+    protocol: int = PROTOCOL_VERSION
+    pid: int
+    home: str
+    socket: str
+    started_at: int
+    uptime_s: float
+    idle_timeout_s: float
+    vault_idle_timeout_s: float
+    # The embedding model's id once loaded (it loads in the background at start).
+    model: str | None = None
+    connections: int = 0
+    subscriptions: int = 0
+    requests: int = 0
+    open_vaults: list[OpenVault] = []
+    vault: VaultStats | None = None
+
+
+class Stopping(msgspec.Struct, kw_only=True):
+    stopping: bool = True
+    pid: int
+
+
+class Forgotten(msgspec.Struct, kw_only=True):
+    forgotten: int
+
+
+class Subscribed(msgspec.Struct, kw_only=True):
+    subscription_id: str
+    entity_id: str | None = None
+    confidence_threshold: float
+
+
+class SubscriptionPush(msgspec.Struct, kw_only=True):
+    """A progress frame under the subscribe request's id: matches not pushed to it before."""
+
+    subscription_id: str
+    matches: list[RecallResult]
+
+
+class Fed(msgspec.Struct, kw_only=True):
+    pushed: int
+
+
+class Closed(msgspec.Struct, kw_only=True):
+    closed: int
+
+
+class Inspection(msgspec.Struct, kw_only=True):
+    memory: Memory
+    edges: list[Edge] = []
+    history: list[Memory] = []
+
+
+class ExportChunk(msgspec.Struct, kw_only=True):
+    memories: list[Memory]
+
+
+class ExportDone(msgspec.Struct, kw_only=True):
+    count: int
+
+
+RESULT_TYPES: dict[str, Any] = {
+    "ping": Pong, "status": DaemonStatus, "shutdown": Stopping, "get": Memory, "revise": Memory,
+    "forget": Forgotten, "recall": RecallResults, "prime": RecallResults, "subscribe": Subscribed, "feed": Fed,
+    "close": Closed, "queries": list[QueryLogEntry], "inspect": Inspection,
+    "export": ExportDone,
+}
+
+
+def result_type(command: _Command) -> Any:
+    if isinstance(command, Remember):
+        return list[Memory] if command.items is not None else Memory
+    # The markdown-vault Structs live with the indexer; imported only when those commands are used.
+    if isinstance(command, Index):
+        if command.phase == 1:
+            return ScanSummary
+        from .vault.indexer import IndexSummary
+
+        return IndexSummary
+    if isinstance(command, List):
+        from .vault.status import FileStatus
+
+        return list[FileStatus]
+    return RESULT_TYPES[command.__struct_config__.tag]
+
+
+def progress_type(command: _Command) -> Any:
+    if isinstance(command, (Subscribe, Feed)):
+        return SubscriptionPush
+    if isinstance(command, Export):
+        return ExportChunk
+    if isinstance(command, Index):
+        from .vault.indexer import Progress
+
+        return Progress
+    return dict[str, Any]
+
+
+# Framing ------------------------------------------------------------------------------------
+
+_encoder = msgspec.json.Encoder()
+
+
+def encode_frame(message: Any) -> bytes:
+    """Length prefix plus JSON; a body over MAX_FRAME raises MessageTooLarge before anything is sent."""
+    body = _encoder.encode(message)
+    if len(body) > MAX_FRAME:
+        raise MessageTooLarge(f"message is {len(body)} bytes; the limit is {MAX_FRAME}")
+    return HEADER.pack(len(body)) + body
+
+
+def frame_length(header: bytes) -> int:
+    """The body length a header announces; MessageTooLarge when over the limit."""
+    (length,) = HEADER.unpack(header)
+    if length > MAX_FRAME:
+        raise MessageTooLarge(f"frame of {length} bytes refused; the limit is {MAX_FRAME}")
+    return length
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
+    chunks: list[bytes] = []
+    remaining = n
+    while remaining:
+        chunk = sock.recv(min(remaining, 1 << 20))
+        if not chunk:
+            if remaining == n:
+                return None
+            raise ProtocolError(f"connection closed {n - remaining} bytes into a {n}-byte read")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv_frame(sock: socket.socket) -> bytes | None:
+    """One frame body from a blocking socket; None when the peer closed between frames."""
+    header = _recv_exactly(sock, HEADER.size)
+    if header is None:
+        return None
+    body = _recv_exactly(sock, frame_length(header))
+    if body is None:
+        raise ProtocolError("connection closed after a frame header")
+    return body
+
+
+def decode_response(body: bytes) -> RawResponse:
+    try:
+        return msgspec.json.decode(body, type=RawResponse)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ProtocolError(f"invalid reply from the daemon: {exc}") from None
+
+
+def decode_data(raw: msgspec.Raw, type_: Any) -> Any:
+    try:
+        return msgspec.json.decode(raw, type=type_)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ProtocolError(f"unexpected reply data from the daemon: {exc}") from None
+
+
+def request_frame(request_id: Any, command: _Command, vault_path: str | None) -> bytes:
+    try:
+        return encode_frame(Request(id=request_id, command=command, vault_path=vault_path))
+    except (TypeError, msgspec.EncodeError) as exc:  # e.g. a context holding something JSON cannot carry
+        raise InvalidInput(f"this {command.__struct_config__.tag} cannot be sent: {exc}") from None

@@ -1,0 +1,220 @@
+"""The `hebbs` command line, run as a real subprocess against a real daemon."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+
+if TYPE_CHECKING:
+    from daemon_fixtures import DaemonHome
+
+pytest_plugins = ["daemon_fixtures"]
+
+HEAVY = ("numpy", "onnxruntime", "hnswlib", "rocksdict", "tokenizers", "hebbs.engine", "hebbs.embed")
+
+
+def _json(done: subprocess.CompletedProcess[str]) -> Any:
+    return json.loads(done.stdout)
+
+
+def test_cli_imports_nothing_heavy() -> None:
+    """Tried: import hebbs.cli.main (and everything a recall through the CLI loads) in a fresh
+    interpreter; none of numpy, onnxruntime, hnswlib, rocksdict or the engine may be loaded."""
+    code = ("import sys, hebbs.cli.main, hebbs.cli.commands, hebbs.cli.output, hebbs.client; "
+            f"print([m for m in {HEAVY!r} if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_memory_commands_text_and_json(shared_daemon: "DaemonHome", project: Path) -> None:
+    """Tried, in a project folder: remember (with importance, entity, context), get by short id,
+    revise, inspect, recall (flags: strategy, top-k, entity, weights, time-range), prime, queries,
+    forget; each in json mode (one parseable document on stdout) and the main ones in text mode."""
+    run = shared_daemon.hebbs
+    made = _json(run("remember", "Dana", "prefers", "tea", "over", "coffee", "--importance", "0.9", "--entity",
+                     "dana", "--context", '{"type": "preference"}', "--format", "json", cwd=project))
+    assert made["content"] == "Dana prefers tea over coffee" and made["importance"] == 0.9
+    assert made["entity_id"] == "dana" and made["context"] == {"type": "preference"}
+    text = run("remember", "Dana's team ships on Thursdays", "--entity", "dana", cwd=project).stdout
+    assert text.startswith("remembered ") and "entity dana" in text
+    second_id = text.split()[1]
+
+    short = made["id"][-8:]
+    assert _json(run("get", short, "--format", "json", cwd=project))["id"] == made["id"]
+    shown = run("get", short, cwd=project).stdout
+    assert made["id"] in shown and "Dana prefers tea over coffee" in shown and "preference" in shown
+
+    revised = _json(run("revise", made["id"], "--content", "Dana prefers green tea", "--importance", "0.95",
+                        "--format", "json", cwd=project))
+    assert revised["content"] == "Dana prefers green tea" and revised["importance"] == 0.95
+    inspected = _json(run("inspect", short, "--format", "json", cwd=project))
+    assert [h["content"] for h in inspected["history"]] == ["Dana prefers tea over coffee"]
+    assert {e["edge_type"] for e in inspected["edges"]} >= {"REVISED_FROM"}
+    assert "history (1 earlier versions)" in run("inspect", short, cwd=project).stdout
+
+    found = _json(run("recall", "what", "does", "Dana", "drink", "--format", "json", cwd=project))
+    assert found["results"][0]["memory"]["id"] == made["id"] and "score" in found["results"][0]
+    table = run("recall", "what does Dana drink", "--top-k", "1", cwd=project).stdout.splitlines()
+    assert table[0].split() == ["#", "score", "id", "entity", "found", "by", "content"]
+    assert table[1].split()[2] == short and len(table) == 2
+    narrowed = _json(run("recall", "Dana", "--strategy", "similarity", "--strategy", "lexical", "--entity", "dana",
+                         "--weights", "1:0:0:0", "--time-range", "2020-01-01..", "--no-reinforce",
+                         "--format", "json", cwd=project))
+    assert {r["memory"]["entity_id"] for r in narrowed["results"]} == {"dana"}
+    assert all(set(r["strategies"]) <= {"similarity", "lexical"} for r in narrowed["results"])
+    primed = _json(run("prime", "--entity", "dana", "--cue", "drinks", "--max", "5", "--format", "json", cwd=project))
+    assert {r["memory"]["id"] for r in primed["results"]} == {made["id"], second_id}
+
+    log = _json(run("queries", "--limit", "3", "--format", "json", cwd=project))
+    assert log[0]["cue"] == "drinks"  # prime's own recall, the newest entry
+    assert set(log[0]) >= {"at", "cue", "strategies", "result_count", "latency_ms"}
+    assert "what does Dana drink" in run("queries", cwd=project).stdout
+
+    assert _json(run("forget", second_id, "--format", "json", cwd=project)) == {"forgotten": 1}
+    assert run("forget", "--entity", "dana", cwd=project).stdout.strip() == "forgot 1 memory"
+
+
+def test_export_then_import_round_trips(shared_daemon: "DaemonHome", project: Path) -> None:
+    """Tried: export a vault to JSONL (stdout and -o FILE), import it into another vault, and compare:
+    same contents, entities, importances, contexts and creation times (ids are new)."""
+    run = shared_daemon.hebbs
+    for n in range(3):
+        run("remember", f"exported memory {n}", "--entity", "exp", "--importance", f"0.{n + 3}",
+            "--context", f'{{"n": {n}}}', "--created-at", f"2024-05-0{n + 1}T10:00:00Z", cwd=project)
+    lines = run("export", cwd=project).stdout.splitlines()
+    assert len(lines) == 3 and all(json.loads(line)["entity_id"] == "exp" for line in lines)
+    dump = project / "dump.jsonl"
+    assert _json(run("export", "-o", str(dump), "--format", "json", cwd=project)) == {"exported": 3,
+                                                                                      "file": str(dump)}
+    other = shared_daemon.project()
+    assert _json(run("import", str(dump), "--format", "json", cwd=other)) == {"imported": 3, "skipped_revisions": 0}
+    assert run("import", "-", cwd=other, stdin=lines[0] + "\n").stdout.strip() == "imported 1 memory"
+
+    def key(m: dict[str, Any]) -> tuple[Any, ...]:
+        return m["content"], m["entity_id"], m["importance"], json.dumps(m["context"]), m["created_at"]
+
+    copied = [json.loads(line) for line in run("export", cwd=other).stdout.splitlines()]
+    assert sorted(map(key, copied)) == sorted(map(key, [json.loads(line) for line in lines + lines[:1]]))
+
+
+def test_init_status_and_global_brain(shared_daemon: "DaemonHome") -> None:
+    """Tried: status and recall outside any project (clear error naming `hebbs init`, JSON on stderr,
+    exit 1), `hebbs init`, then status showing both brains, and --global reaching HEBBS_HOME."""
+    from daemon_fixtures import short_tmp
+
+    folder = short_tmp("hbi")
+    run = shared_daemon.hebbs
+    failed = run("recall", "anything", "--format", "json", cwd=folder, check=False)
+    assert failed.returncode == 1 and failed.stdout == ""
+    error = json.loads(failed.stderr)
+    assert error["status_code"] == "VAULT_NOT_INITIALIZED" and "hebbs init" in error["error"]
+    failed = run("recall", "anything", cwd=folder, check=False)
+    assert failed.returncode == 1 and "hebbs init" in failed.stderr
+    status = _json(run("status", "--format", "json", cwd=folder))
+    assert status["project"] is None and status["global"]["path"] == str(shared_daemon.home)
+    assert status["daemon"]["pid"] > 0
+
+    assert _json(run("init", "--format", "json", cwd=folder)) == {"vault": str(folder / ".hebbs"), "created": True}
+    assert "already exists" in run("init", str(folder)).stdout
+    assert (folder / ".hebbs" / "config.toml").read_text().startswith("# hebbs vault configuration")
+    status = _json(run("status", "--format", "json", cwd=folder))
+    assert status["project"]["path"] == str(folder / ".hebbs") and status["project"]["memories"] == 0
+    text = run("status", cwd=folder).stdout
+    assert text.startswith("daemon ") and "global " in text and "project " in text
+
+    brain = _json(run("remember", "global fact for the cli test", "--global", "--format", "json", cwd=folder))
+    assert _json(run("--global", "get", brain["id"], "--format", "json"))["id"] == brain["id"]
+    assert run("get", brain["id"], cwd=folder, check=False).returncode == 1  # not in the project brain
+    assert _json(run("get", brain["id"], "--vault", str(shared_daemon.home), "--format", "json"))["id"] == brain["id"]
+
+    usage = run("recall", "--top-k", "many", "--format", "json", cwd=folder, check=False)
+    assert usage.returncode == 2 and json.loads(usage.stderr)["status_code"] == "INVALID_REQUEST"
+    bad = run("remember", "x", "--context", "[1]", "--format", "json", cwd=folder, check=False)
+    assert bad.returncode == 1 and "JSON object" in json.loads(bad.stderr)["error"]
+
+
+def test_subscribe_reads_stdin(shared_daemon: "DaemonHome", project: Path) -> None:
+    """Tried: `hebbs subscribe --format json` fed three lines on stdin: one JSON line per fed line,
+    the planted memory in the first only, nothing for unrelated text."""
+    run = shared_daemon.hebbs
+    planted = _json(run("remember", "The VPN certificate expires on the first of June", "--format", "json",
+                        cwd=project))
+    run("remember", "Lunch is served at noon", cwd=project)
+    feed = "when does the VPN certificate expire\nwhen does the VPN certificate expire\nrecipes for soup\n"
+    lines = [json.loads(line) for line in
+             run("subscribe", "--threshold", "0.5", "--format", "json", cwd=project, stdin=feed).stdout.splitlines()]
+    assert [line["text"] for line in lines] == feed.splitlines()
+    assert [[m["memory"]["id"] for m in line["matches"]] for line in lines] == [[planted["id"]], [], []]
+
+
+def _notes(root: Path) -> None:
+    (root / "acme.md").write_text("---\ntags: [crm]\n---\n# Acme\n\n## CRM\nAcme runs its sales on Salesforce.\n\n"
+                                  "## Team\nBob leads the Acme account. See [[people]].\n")
+    (root / "people.md").write_text("# People\n\n## Bob\nBob likes short meetings.\n")
+
+
+@pytest.mark.timeout(180)  # the watcher is read line by line: a missed event must fail, not hang
+def test_index_list_and_watch(shared_daemon: "DaemonHome") -> None:
+    """Tried: `hebbs index` on a notes folder with no vault (it initializes one and says so), the
+    JSON summary, `hebbs list` with sections, a recall finding a note, then `hebbs watch`: a new
+    note is indexed without another command, and Ctrl-C (SIGINT) stops it with exit code 0."""
+    from daemon_fixtures import short_tmp
+
+    root = short_tmp("hbn")
+    _notes(root)
+    run = shared_daemon.hebbs
+    first = run("index", str(root))
+    assert "initialized a new vault" in first.stderr and "3 added" in first.stdout
+    again = _json(run("index", str(root), "--format", "json"))
+    assert again["initialized"] is False and again["files_unchanged"] == 2 and again["sections_total"] == 3
+    listed = _json(run("list", str(root), "--sections", "--format", "json"))
+    assert [f["path"] for f in listed] == ["acme.md", "people.md"] and listed[0]["state"] == "synced"
+    assert [s["heading_path"] for s in listed[0]["section_list"]] == [["Acme", "CRM"], ["Acme", "Team"]]
+    assert "synced" in run("list", cwd=root).stdout
+    hit = _json(run("recall", "which CRM does Acme use", "--top-k", "1", "--format", "json", cwd=root))
+    assert hit["results"][0]["memory"]["source"]["file_path"] == "acme.md"
+
+    watcher = subprocess.Popen([str(Path(sys.executable).with_name("hebbs")), "watch", str(root), "--format", "json"],
+                               env=shared_daemon.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(watcher.stdout.readline())["event"] == "indexed"  # the catch-up run
+        assert json.loads(watcher.stdout.readline()) == {"event": "watching", "path": str(root)}
+        (root / "carol.md").write_text("# Carol\n\n## Role\nCarol runs the finance team.\n")
+        while True:
+            event = json.loads(watcher.stdout.readline())
+            if event["event"] == "indexed" and event["sections_added"]:
+                break
+        assert event["sections_added"] == 1 and event["sections_total"] == 4
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        assert watcher.wait(timeout=60) == 0
+    hit = _json(run("recall", "who runs finance", "--top-k", "1", "--format", "json", cwd=root))
+    assert hit["results"][0]["memory"]["source"]["file_path"] == "carol.md"
+    refused = run("index", str(root), "--global", check=False)
+    assert refused.returncode == 1 and "PATH/.hebbs" in refused.stderr
+
+
+def test_daemon_command(own_home: "DaemonHome") -> None:
+    """Tried: `hebbs daemon status` with no daemon (exit 3), `start` (and start again: already
+    running), `status` in both formats, `logs`, `stop`, and status again."""
+    run = own_home.hebbs
+    assert _json(run("daemon", "status", "--format", "json", check=False)) == {"running": False}
+    started = _json(run("daemon", "start", "--idle-timeout", "0", "--format", "json"))
+    own_home.pids.add(started["pid"])
+    assert started["started"] is True
+    assert run("daemon", "start").stdout.strip() == f"already running: pid {started['pid']}"
+    status = _json(run("daemon", "status", "--format", "json"))
+    assert status["running"] is True and status["pid"] == started["pid"] and status["idle_timeout_s"] == 0
+    assert run("daemon", "status").stdout.startswith(f"running: pid {started['pid']}")
+    logs = _json(run("daemon", "logs", "-n", "5", "--format", "json"))
+    assert any("listening on" in line for line in logs["lines"])
+    assert _json(run("daemon", "stop", "--format", "json")) == {"stopped": True, "pid": started["pid"]}
+    done = run("daemon", "status", check=False)
+    assert done.returncode == 3 and "no daemon running" in done.stdout
