@@ -53,9 +53,7 @@ def queue_for_new(engine: "Engine", memories: Sequence[Memory]) -> int:
         skip=lambda a, b: MemoryKind.INSIGHT in (a.kind, b.kind))
     if not found:
         return 0
-    before = engine._store.count("pending")
-    engine.add_pending(found)
-    return engine._store.count("pending") - before
+    return engine.add_pending(found)
 
 
 # Prepare -------------------------------------------------------------------------------------

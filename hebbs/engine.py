@@ -74,6 +74,7 @@ class Engine:
         self._store = store
         self._write_lock = threading.RLock()
         self._catalog: dict[str, _Entry] = {}
+        self._pending_pairs: set[frozenset[str]] | None = None
         self._write_seq = int(store.get_meta("write_seq", 0))
         self._index: VectorIndex
         self._lexical: LexicalIndex
@@ -483,19 +484,23 @@ class Engine:
 
     # Contradiction candidates (the `pending` family) -----------------------------------------
 
-    def add_pending(self, items: Sequence[PendingContradiction]) -> None:
-        """Queue contradiction candidates for review; a pair already queued is not queued twice."""
+    def add_pending(self, items: Sequence[PendingContradiction]) -> int:
+        """Queue contradiction candidates for review; a pair already queued (or already reviewed since
+        the vault opened) is not queued twice. Returns how many were queued."""
         with self._write_lock:
             self._check_open()
-            queued = {frozenset((p.memory_a, p.memory_b)) for p in self.pending()}
+            if self._pending_pairs is None:
+                # Loaded once: remember checks every new memory, and a scan per call grows with the queue.
+                self._pending_pairs = {frozenset((p.memory_a, p.memory_b)) for p in self.pending()}
             writes = WriteSet()
             for item in items:
                 pair = frozenset((item.memory_a, item.memory_b))
-                if pair in queued:
+                if pair in self._pending_pairs:
                     continue
-                queued.add(pair)
+                self._pending_pairs.add(pair)
                 writes.put("pending", id_bytes(item.id), encode(item))
             self._store.commit(writes)
+            return len(writes)
 
     def pending(self) -> list[PendingContradiction]:
         return [decode(raw, PendingContradiction) for _, raw in self._store.scan("pending")]
