@@ -165,7 +165,9 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...]) -> Verdict:
 def _cues(x: _Sentence, y: _Sentence) -> tuple[float, list[str]]:
     score = 0.0
     reasons: list[str] = []
-    antonyms = sorted((p, q) for p in x.tokens - y.tokens for q in ANTONYMS.get(p, ()) if q in y.tokens - x.tokens)
+    # Each pair is named in alphabetical order, whichever side holds which word.
+    antonyms = sorted({tuple(sorted((p, q))) for p in x.tokens - y.tokens for q in ANTONYMS.get(p, ())
+                       if q in y.tokens - x.tokens})
     if antonyms:
         score += W_ANTONYM
         reasons.append("antonyms: " + ", ".join(f"{p} / {q}" for p, q in antonyms[:3]))

@@ -1,7 +1,7 @@
 """Prime: load what an agent should know about an entity at the start of a conversation, in one call.
 
 Two engine recalls: the entity's most recent memories (temporal) and, when there is a cue, the most
-relevant to it (similarity). They are interleaved, relevant first, so neither side can crowd the
+relevant to it (the default fused recall). They are interleaved, relevant first, so neither side can crowd the
 other out of the budget, and a memory both found appears once with both strategies named.
 Priming does not reinforce: loading context is not evidence that a memory was useful.
 """
@@ -28,8 +28,8 @@ def prime(engine: "Engine", entity_id: str | None, similarity_cue: str | None = 
                            reinforce=False).results
     relevant: list[RecallResult] = []
     if similarity_cue is not None:
-        relevant = engine.recall(similarity_cue, strategies=["similarity"], top_k=max_memories,
-                                 entity_id=entity_id, reinforce=False).results
+        # The default (lexical + dense fused) recall: a cue naming an identifier must find it here too.
+        relevant = engine.recall(similarity_cue, top_k=max_memories, entity_id=entity_id, reinforce=False).results
     picked: dict[str, RecallResult] = {}
     for pair in _interleave(relevant, recent):
         have = picked.get(pair.memory.id)

@@ -1,0 +1,88 @@
+"""The heuristic contradiction classifier, alone and over a real engine's neighbours."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from hebbs import Engine
+from hebbs.contradict import MAX_CONFIDENCE, THRESHOLD, classify, find_candidates
+
+
+@pytest.fixture(scope="session")
+def shared_embedder(tmp_path_factory):
+    os.environ.setdefault("HEBBS_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
+    from hebbs.embed import get_embedder
+
+    return get_embedder()
+
+
+@pytest.mark.parametrize("a, b, cue", [
+    ("The deploy pipeline is reliable.", "The deploy pipeline is unreliable.", "antonyms: reliable / unreliable"),
+    ("The nightly backup job succeeded on Monday.", "The nightly backup job failed on Monday.", "antonyms"),
+    ("Feature flags are enabled in production.", "Feature flags are disabled in production.", "antonyms"),
+    ("Acme renews the Salesforce contract in March.", "Acme does not renew the Salesforce contract in March.",
+     "negation: only b negates"),
+    ("The API timeout is 30 seconds.", "The API timeout is 60 seconds.", "numbers differ: 30 vs 60"),
+])
+def test_planted_contradictions_score_above_the_threshold(a, b, cue):
+    verdict = classify(a, b)
+    assert THRESHOLD < verdict.confidence <= MAX_CONFIDENCE
+    assert any(r.startswith(cue) for r in verdict.reasons)
+    assert verdict.reasons[-2].startswith("a: ") and verdict.reasons[-1].startswith("b: ")
+    assert classify(b, a).confidence == verdict.confidence  # symmetric
+
+
+@pytest.mark.parametrize("a, b", [
+    ("The deploy pipeline is reliable and fast.", "Our deploy pipeline is reliable; builds finish fast."),
+    ("Acme uses Salesforce for their CRM.", "Bob likes green tea in the morning."),
+    ("The pipeline is reliable.", "Lunch was unreliable."),  # an antonym, but not the same statement
+    ("Carol prefers email.", "Carol prefers email."),
+])
+def test_consistent_or_unrelated_pairs_score_nothing(a, b):
+    assert classify(a, b).confidence <= THRESHOLD
+
+
+def test_revision_markers_strengthen_but_never_stand_alone():
+    alone = classify("Acme uses Salesforce for the CRM.", "Acme now uses Salesforce for the CRM.")
+    assert alone.confidence == 0.0
+    both = classify("Acme uses Salesforce for the CRM.", "Acme no longer uses Salesforce for the CRM, instead HubSpot.")
+    negation_only = classify("Acme uses Salesforce for the CRM.", "Acme does not use Salesforce for the CRM.")
+    assert both.confidence > negation_only.confidence > THRESHOLD
+    assert any(r.startswith("revision marker") for r in both.reasons)
+
+
+def test_confidence_is_capped():
+    a = "The service is reliable, fast and enabled with 3 replicas."
+    b = "The service is not reliable, it is unreliable, slow and disabled with 5 replicas now."
+    assert classify(a, b).confidence == MAX_CONFIDENCE
+
+
+def test_sections_are_judged_sentence_by_sentence():
+    a = "## Ops\n\nWe moved to a new office. The deploy pipeline is reliable since March. Coffee is good."
+    b = "## Retro\n\nThe team grew to eight people.\nThe deploy pipeline is unreliable since March."
+    verdict = classify(a, b)
+    assert verdict.confidence > THRESHOLD
+    assert verdict.reasons[-2] == 'a: "The deploy pipeline is reliable since March."'
+
+
+def test_find_candidates_over_engine_neighbours(tmp_path, shared_embedder):
+    with Engine.open(tmp_path / "v", embedder=shared_embedder) as eng:
+        yes, no, other, also = eng.remember_many([
+            {"content": "The staging database is healthy after the upgrade."},
+            {"content": "The staging database is unhealthy after the upgrade."},
+            {"content": "Quarterly revenue grew in the Nordics."},
+            {"content": "The staging database is healthy and backed up after the upgrade."},
+        ])
+        found = find_candidates(eng, [no.id])
+        assert [(p.memory_a, p.memory_b) for p in found] == [(no.id, yes.id)] or \
+            {frozenset((p.memory_a, p.memory_b)) for p in found} == {frozenset((no.id, yes.id)),
+                                                                      frozenset((no.id, also.id))}
+        pair = next(p for p in found if yes.id in (p.memory_a, p.memory_b))
+        assert pair.similarity >= 0.5 and THRESHOLD < pair.confidence <= MAX_CONFIDENCE
+        assert find_candidates(eng, [no.id], skip=lambda a, b: True) == []
+        assert find_candidates(eng, [other.id]) == []
+        eng.add_pending(found)
+        eng.add_pending(found)  # queued once
+        assert len(eng.pending()) == len(found)
