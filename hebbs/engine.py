@@ -42,6 +42,7 @@ from .storage import (Store, WriteSet, decode, edge_keys, edge_value, encode, id
 SCHEMA_VERSION = 1
 DEFAULT_WEIGHTS = ScoringWeights()
 REMEMBER_CHUNK = 256
+EMBED_SPAN = 4096
 _FOLLOWED_BY_CONFIDENCE = 1.0
 
 
@@ -177,14 +178,18 @@ class Engine:
         if not prepared:
             return []
         out: list[Memory] = []
-        for start in range(0, len(prepared), REMEMBER_CHUNK):
-            chunk = prepared[start:start + REMEMBER_CHUNK]
-            vectors = self.embedder.embed([p.memory.content for p in chunk])
-            with self._write_lock:
-                self._check_open()
-                self._check_refs(chunk)
-                self._write_new(chunk, vectors)
-            out.extend(p.memory for p in chunk)
+        for start in range(0, len(prepared), EMBED_SPAN):
+            span = prepared[start:start + EMBED_SPAN]
+            # One embed call per span: the embedder sorts the whole span by length, so padding stays
+            # small; writing stays one batch per chunk of 256, in the caller's order.
+            span_vectors = self.embedder.embed([p.memory.content for p in span])
+            for offset in range(0, len(span), REMEMBER_CHUNK):
+                chunk = span[offset:offset + REMEMBER_CHUNK]
+                with self._write_lock:
+                    self._check_open()
+                    self._check_refs(chunk)
+                    self._write_new(chunk, span_vectors[offset:offset + REMEMBER_CHUNK])
+                out.extend(p.memory for p in chunk)
         if self.config.contradictions.check_on_remember if check_contradictions is None else check_contradictions:
             from . import contradictions
             contradictions.queue_for_new(self, out)
@@ -305,6 +310,10 @@ class Engine:
     def revise_many(self, items: Iterable[dict[str, Any]]) -> list[Memory]:
         """Revise many memories, embedding the changed texts in batches. Each item: id plus the fields to change."""
         changes = [self._prepare_revision(item, n) for n, item in enumerate(items)]
+        for c in changes:
+            current = self._store.get_memory(c["memory_id"])
+            if current is not None and current.content == c["content"]:
+                c["content"] = None  # unchanged text: nothing to embed, no revision record
         texts = [c["content"] for c in changes if c["content"] is not None]
         vectors = iter(self.embedder.embed(texts)) if texts else iter(())
         for c in changes:
@@ -427,6 +436,11 @@ class Engine:
                     forward, reverse = edge_keys(other, edge_type, mid)
                     writes.delete("graph", forward)
                     writes.delete("graph", reverse)
+            # Contradiction candidates about a forgotten memory have nothing left to review.
+            for key, raw in self._store.scan("pending"):
+                candidate = decode(raw, PendingContradiction)
+                if candidate.memory_a in doomed or candidate.memory_b in doomed:
+                    writes.delete("pending", key)
             # The forgotten memories' neighbours lose edges: their shapes change.
             analogical.refresh_structure(self._store, writes)
             self._bump_seq(writes)
@@ -457,6 +471,21 @@ class Engine:
             analogical.refresh_structure(self._store, writes)
             self._store.commit(writes)
             return Edge(source=source, target=target, edge_type=kind.name, confidence=confidence, created_at=stamp)
+
+    def remove_edge(self, source: str, edge_type: str | EdgeType, target: str) -> None:
+        """Delete one edge (both its graph keys, in one batch); NotFound if there is no such edge."""
+        source, target = validate.memory_id(source, "source"), validate.memory_id(target, "target")
+        kind = _edge_type(edge_type)
+        with self._write_lock:
+            self._check_open()
+            forward, reverse = edge_keys(source, kind, target)
+            if self._store.get("graph", forward) is None:
+                raise NotFound(f"no {kind.name} edge from {source} to {target}")
+            writes = WriteSet()
+            writes.delete("graph", forward)
+            writes.delete("graph", reverse)
+            analogical.refresh_structure(self._store, writes)
+            self._store.commit(writes)
 
     def edges(self, memory_id: str, direction: str = "both") -> list[Edge]:
         memory_id = validate.memory_id(memory_id)

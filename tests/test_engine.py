@@ -158,6 +158,8 @@ def test_forget_leaves_no_trace_in_any_family(tmp_path, embedder):
     with Engine.open(tmp_path / "v", embedder=embedder) as eng:
         keep = eng.remember("keep me", entity_id="e")
         gone = eng.remember("forget me please", entity_id="e")
+        eng.remember("do not forget me please", entity_id="e")  # a planted contradiction candidate
+        assert eng.pending(), "the negation pair should have been queued"
         eng.revise(gone.id, content="forget me now")
         eng.add_edge(keep.id, "RELATED_TO", gone.id)
         revision_ids = [h.id for h in eng.history(gone.id)]
@@ -168,6 +170,7 @@ def test_forget_leaves_no_trace_in_any_family(tmp_path, embedder):
             gone.id not in eng.recall("forget me", reinforce=False).ids()
     raw = raw_families(tmp_path / "v" / "db")
     needles = [id_bytes(gone.id)] + [id_bytes(r) for r in revision_ids]
+    assert raw["pending"] == {}, "a contradiction candidate about the forgotten memory was left behind"
     for family, items in raw.items():
         if family in ("meta", "query_log"):
             continue
@@ -311,3 +314,19 @@ def test_batched_remember_matches_single(vault):
     assert [m.content for m in batch] == texts
     for m in batch:
         assert vault.recall(m.content, strategies=["similarity"], top_k=1, reinforce=False).ids() == [m.id]
+
+
+def test_remove_edge_deletes_both_keys_and_says_when_there_is_none(vault):
+    a, b = vault.remember("cause"), vault.remember("effect")
+    vault.add_edge(b.id, "CAUSED_BY", a.id, 0.9)
+    vault.remove_edge(b.id, "CAUSED_BY", a.id)
+    assert [e for e in vault.edges(b.id) if e.edge_type == "CAUSED_BY"] == []
+    assert [e for e in vault.edges(a.id, "in") if e.edge_type == "CAUSED_BY"] == []
+    with pytest.raises(NotFound):
+        vault.remove_edge(b.id, "CAUSED_BY", a.id)
+
+
+def test_revise_with_unchanged_text_keeps_no_revision(vault):
+    m = vault.remember("The build takes four minutes")
+    vault.revise(m.id, content="The build takes four minutes", importance=0.9)
+    assert vault.history(m.id) == [] and vault.get(m.id).importance == 0.9

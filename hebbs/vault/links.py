@@ -70,33 +70,12 @@ def resolve_links(manifest: Manifest) -> tuple[set[tuple[str, str]], list[tuple[
 
 
 def remove_edges(engine: Any, pairs: list[tuple[str, str]]) -> int:
-    """Remove RELATED_TO edges whose wiki-link is gone.
-
-    The engine has no public way to delete one edge yet; until it does (Engine.remove_edge), this
-    writes the two graph keys itself, under the engine's write lock, in one batch.
-    """
-    remover = getattr(engine, "remove_edge", None)
-    if remover is not None:
-        removed = 0
-        for source, target in pairs:
-            try:
-                remover(source, "RELATED_TO", target)
-                removed += 1
-            except NotFound:
-                continue
-        return removed
-    from ..schema import EdgeType
-    from ..storage import WriteSet, edge_keys
-
-    writes = WriteSet()
-    store = engine._store
-    with engine._write_lock:
-        removed = 0
-        for source, target in pairs:
-            forward, reverse = edge_keys(source, EdgeType.RELATED_TO, target)
-            if store.get("graph", forward) is not None:
-                removed += 1
-            writes.delete("graph", forward)
-            writes.delete("graph", reverse)
-        store.commit(writes)
+    """Remove RELATED_TO edges whose wiki-link is gone; how many existed."""
+    removed = 0
+    for source, target in pairs:
+        try:
+            engine.remove_edge(source, "RELATED_TO", target)
+            removed += 1
+        except NotFound:
+            continue
     return removed
