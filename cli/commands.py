@@ -19,6 +19,8 @@ from . import output
 
 IMPORT_BATCH_ITEMS = 256
 IMPORT_BATCH_BYTES = MAX_FRAME // 4
+# Served by cli/reflectcmds.py (with `forget --candidates`).
+REFLECT_COMMANDS = frozenset({"reflect-prepare", "reflect-commit", "reflect", "insights", "contradictions"})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,6 +32,12 @@ def run(args: argparse.Namespace) -> int:
         from . import daemoncmds
 
         return daemoncmds.run(args)
+    if args.command in REFLECT_COMMANDS or (args.command == "forget" and args.candidates):
+        from . import reflectcmds
+
+        if args.command == "forget":
+            return reflectcmds.cmd_forget_candidates(args)
+        return reflectcmds.COMMANDS[args.command](args)
     handler: Callable[[argparse.Namespace], int] = COMMANDS[args.command]
     return handler(args)
 
@@ -142,7 +150,7 @@ def cmd_revise(args: argparse.Namespace) -> int:
 
 def cmd_forget(args: argparse.Namespace) -> int:
     if not args.ids and args.entity is None:
-        raise InvalidInput("forget needs memory ids or --entity")
+        raise InvalidInput("forget needs memory ids or --entity (--candidates lists what has decayed)")
     with client_for(args) as client:
         count = client.forget(args.ids or None, entity_id=args.entity)
     if _json(args):

@@ -84,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("forget", "remove memories by id, or every memory of an entity")
     p.add_argument("ids", nargs="*", metavar="ID")
     p.add_argument("--entity", help="forget every memory of this entity")
+    p.add_argument("--candidates", action="store_true",
+                   help="only list the memories decayed below the forget threshold; deletes nothing")
 
     p = command("recall", "find memories for a cue")
     p.add_argument("cue", nargs="*", help="what to look for (none: the most recent memories)")
@@ -114,6 +116,28 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("inspect", "one memory with its edges and history")
     p.add_argument("id")
 
+    p = command("reflect-prepare", "cluster memories into a reflection session, one prompt per cluster")
+    _reflect_scope(p)
+
+    p = command("reflect-commit", "store the insights written from a reflect-prepare session")
+    p.add_argument("--file", required=True, help='{"session_id": ..., "insights": [...]} (- reads stdin)')
+
+    p = command("reflect", "reflect-prepare and reflect-commit in one, through the configured LLM")
+    _reflect_scope(p)
+
+    p = command("insights", "the insights reflection stored, newest first")
+    p.add_argument("--entity", help="only this entity's insights")
+    p.add_argument("--min-confidence", type=float, default=0.0, help="0..1 (default 0)")
+    p.add_argument("--limit", type=int, default=100)
+
+    p = command("contradictions", "list pending contradiction candidates; `commit --file` applies verdicts, "
+                                  "`auto` asks the configured LLM")
+    p.add_argument("action", nargs="?", choices=["list", "commit", "auto"], default="list")
+    p.add_argument("--file", help='commit: {"verdicts": [{"pending_id", "verdict"}]} (- reads stdin)')
+    p.add_argument("--limit", type=int, default=100, help="how many candidates (default 100)")
+    p.add_argument("--min-confidence", type=float, default=0.7,
+                   help="auto: commit only verdicts at least this sure (default 0.7)")
+
     p = command("export", "write every memory as JSON lines")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     p.add_argument("--include-revisions", action="store_true",
@@ -130,6 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vault-idle-timeout", type=float, help="start: close vaults unused for this many seconds")
     p.add_argument("-n", "--lines", type=int, default=40, help="logs: how many lines")
     return parser
+
+
+def _reflect_scope(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--entity", help="only this entity's memories")
+    p.add_argument("--since", metavar="TIME", help="only memories created since (ISO 8601 or microseconds)")
+    p.add_argument("--max-memories", type=int, default=500, help="newest first, 5..500 (default 500)")
 
 
 def _memory_fields(p: argparse.ArgumentParser, defaults: bool = True) -> None:

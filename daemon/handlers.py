@@ -19,10 +19,11 @@ import msgspec
 from hebbs import validate
 from hebbs.errors import InvalidInput, NotFound
 from hebbs.paths import VAULT_DIR
-from hebbs.protocol import (Close, Closed, Export, ExportChunk, ExportDone, Feed, Fed, Forget, Forgotten, Get, Index,
-                            IndexingInProgress, Inspect, Inspection, List, Pong, Prime, Queries, Recall, Remember,
-                            RememberItem, Request, Revise, ScanSummary, Status, Stopping, Subscribe, Subscribed,
-                            SubscriptionPush, VaultStats)
+from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare, Export,
+                            ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates, Forgotten, Get, Index,
+                            IndexingInProgress, Insights, Inspect, Inspection, List, Pong, Prime, Queries, Recall,
+                            Reflect, ReflectCommit, ReflectPrepare, Remember, RememberItem, Request, Revise,
+                            ScanSummary, Status, Stopping, Subscribe, Subscribed, SubscriptionPush, VaultStats)
 from hebbs.schema import Memory, RecallResult
 
 from .vaults import VaultSlot
@@ -146,6 +147,39 @@ class Handlers:
                 await conn.progress(request.id, ExportChunk(memories=chunk))
                 count += len(chunk)
         return ExportDone(count=count)
+
+    # Reflection, contradictions, decay -------------------------------------------------------
+    # Prepares and commits write (a session, a dropped candidate, insights, edges): one at a time per
+    # vault. reflect and contradiction_auto wait minutes on an LLM: they run on the concurrent path so
+    # they never hold the vault's write slot; the engine takes its own lock for the commit inside.
+
+    async def _reflect_prepare(self, conn: "Connection", request: Request, command: ReflectPrepare) -> Any:
+        return await self._write(request, lambda engine: engine.reflect_prepare(
+            entity_id=command.entity_id, since=command.since, max_memories=command.max_memories))
+
+    async def _reflect_commit(self, conn: "Connection", request: Request, command: ReflectCommit) -> Any:
+        return await self._write(request, lambda engine: engine.reflect_commit(command.session_id, command.insights))
+
+    async def _insights(self, conn: "Connection", request: Request, command: Insights) -> Any:
+        return await self._call(request, lambda engine: engine.insights(
+            entity_id=command.entity_id, min_confidence=command.min_confidence, max_results=command.max_results))
+
+    async def _contradiction_prepare(self, conn: "Connection", request: Request, command: ContradictionPrepare) -> Any:
+        return await self._write(request, lambda engine: engine.contradiction_prepare(command.max_results))
+
+    async def _contradiction_commit(self, conn: "Connection", request: Request, command: ContradictionCommit) -> Any:
+        return await self._write(request, lambda engine: engine.contradiction_commit(command.verdicts))
+
+    async def _reflect(self, conn: "Connection", request: Request, command: Reflect) -> Any:
+        return await self._call(request, lambda engine: engine.reflect_auto(
+            entity_id=command.entity_id, since=command.since, max_memories=command.max_memories))
+
+    async def _contradiction_auto(self, conn: "Connection", request: Request, command: ContradictionAuto) -> Any:
+        return await self._call(request, lambda engine: engine.contradiction_auto(
+            max_results=command.max_results, min_confidence=command.min_confidence))
+
+    async def _forget_candidates(self, conn: "Connection", request: Request, command: ForgetCandidates) -> Any:
+        return await self._call(request, lambda engine: engine.forget_candidates())
 
     # Recall ---------------------------------------------------------------------------------
 

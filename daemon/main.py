@@ -152,6 +152,18 @@ def _report(fd: int | None, message: bytes) -> None:
         os.close(fd)
 
 
+def _limit_blas_threads() -> None:
+    """One BLAS thread for the daemon's life: recalls embed a query (onnxruntime's threads) and then
+    score it with numpy, and on 2 cores BLAS threads spinning beside onnxruntime's made a query 2-4x
+    slower than one BLAS thread (figures in hebbs.embed.limit_blas_threads)."""
+    from hebbs.embed import limit_blas_threads
+
+    try:
+        limit_blas_threads(1)
+    except Exception:  # threadpoolctl missing or no BLAS found: slower, never wrong
+        log.exception("could not limit BLAS threads")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     home = ensure_home(hebbs_home(args.home))
@@ -164,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         _report(ready_fd, b"busy")
         return 0
     from .server import Daemon  # after the lock: a losing racer exits without importing anything heavy
+
+    # Engine code finds the home through $HEBBS_HOME (the [llm] settings in its config.toml, telling
+    # the global vault from a notes folder's): it must be this daemon's home, not the caller's default.
+    os.environ["HEBBS_HOME"] = str(home)
+    _limit_blas_threads()
 
     for stale in (socket_path(home), pid_path(home)):
         if stale.exists():

@@ -22,6 +22,7 @@ from hebbs.paths import VAULT_DIR, is_vault_dir
 from hebbs.protocol import OpenVault
 
 if TYPE_CHECKING:
+    from hebbs.decay import DecaySweeper
     from hebbs.engine import Engine
 
 log = logging.getLogger("hebbs.daemon")
@@ -34,6 +35,8 @@ class VaultSlot:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.engine: "Engine | None" = None
+        # Keeps decay scores current while the vault is open; stopped before the engine closes.
+        self.sweeper: "DecaySweeper | None" = None
         # Guards opening and closing, so two first requests open the vault once.
         self.open_lock = asyncio.Lock()
         # Writes are serialized here, before a worker thread is taken: a burst of writers waits
@@ -55,6 +58,14 @@ def open_engine(path: Path) -> "Engine":
     except ModelMismatch:
         # Built with another model than its config names: let the engine pick the recorded one.
         return Engine.open(path)
+
+
+def start_sweeper(engine: "Engine") -> "DecaySweeper":
+    """The vault's background decay sweep, on the interval and batch its config.toml sets."""
+    from hebbs.decay import DecaySweeper
+
+    decay = engine.config.decay
+    return DecaySweeper(engine, decay.sweep_interval_seconds, decay.sweep_batch).start()
 
 
 class VaultPool:
@@ -95,6 +106,7 @@ class VaultPool:
                 if slot.engine is None:
                     log.info("opening vault %s", slot.path)
                     slot.engine = await self.run(self._opener, slot.path)
+                    slot.sweeper = start_sweeper(slot.engine)
                 engine = slot.engine
             yield engine
         finally:
@@ -114,6 +126,10 @@ class VaultPool:
                 return
             log.info("closing vault %s (%s)", slot.path, reason)
             try:
+                if slot.sweeper is not None:
+                    # A sweep mid-batch must finish its RocksDB commit before the database goes away.
+                    sweeper, slot.sweeper = slot.sweeper, None
+                    await self.run(sweeper.stop)
                 await self.run(slot.engine.close)
             finally:
                 # Only now: until the close is done the vault counts as open (its lock is still held).

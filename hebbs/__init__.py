@@ -20,9 +20,10 @@ _EXPORTS = {
     "Client": "client", "AsyncClient": "client",
     "ScoringWeights": "schema", "Memory": "schema", "MemoryKind": "schema", "Edge": "schema", "EdgeType": "schema",
     "Source": "schema", "RecallResult": "schema", "RecallResults": "schema", "ScoreComponents": "schema",
-    "PendingContradiction": "schema",
+    "PendingContradiction": "schema", "InsightInput": "schema", "ContradictionVerdict": "schema",
     "HebbsError": "errors", "InvalidInput": "errors", "NotFound": "errors", "VaultBusy": "errors",
     "VaultNotInitialized": "errors", "ModelMismatch": "errors", "CorruptVault": "errors",
+    "LLMNotConfigured": "errors", "LLMError": "errors",
 }
 __all__ = list(_EXPORTS)
 
@@ -39,7 +40,7 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from .client import AsyncClient, Client
     from .engine import Engine
-    from .errors import (CorruptVault, HebbsError, InvalidInput, ModelMismatch, NotFound, VaultBusy,
-                         VaultNotInitialized)
-    from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, RecallResult, RecallResults,
-                         ScoreComponents, ScoringWeights, Source)
+    from .errors import (CorruptVault, HebbsError, InvalidInput, LLMError, LLMNotConfigured, ModelMismatch, NotFound,
+                         VaultBusy, VaultNotInitialized)
+    from .schema import (ContradictionVerdict, Edge, EdgeType, InsightInput, Memory, MemoryKind, PendingContradiction,
+                         RecallResult, RecallResults, ScoreComponents, ScoringWeights, Source)

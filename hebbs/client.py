@@ -29,12 +29,15 @@ import msgspec
 
 from .errors import HebbsError, InvalidInput, VaultNotInitialized
 from .paths import ensure_home, hebbs_home, log_path, resolve_vault, socket_path, spawn_lock_path
-from .protocol import (ERROR, HEADER, PROGRESS, Close, DaemonStatus, DaemonUnavailable, Export, ExportChunk, Feed,
-                       Forget, Get, Index, Inspect, Inspection, List, Ping, Pong, Prime, ProtocolError, Queries,
-                       Recall, Remember, RememberItem, Revise, Shutdown, Status, Stopping, Subscribe, Subscribed,
-                       SubscriptionPush, _Command, decode_data, decode_response, error_from_frame,
-                       frame_length, progress_type, recv_frame, request_frame, result_type)
-from .schema import Memory, QueryLogEntry, RecallResult, RecallResults, ScoringWeights, Source
+from .protocol import (ERROR, HEADER, PROGRESS, Close, ContradictionAuto, ContradictionCommit, ContradictionPrepare,
+                       DaemonStatus, DaemonUnavailable, Export, ExportChunk, Feed, Forget, ForgetCandidates, Get,
+                       Index, Insights, Inspect, Inspection, List, Ping, Pong, Prime, ProtocolError, Queries, Recall,
+                       Reflect, ReflectCommit, ReflectPrepare, Remember, RememberItem, Revise, Shutdown, Status,
+                       Stopping, Subscribe, Subscribed, SubscriptionPush, _Command, decode_data, decode_response,
+                       error_from_frame, frame_length, progress_type, recv_frame, request_frame, result_type)
+from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
+                     Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
+                     ReflectCommitted, ReflectPrepared, ScoringWeights, Source)
 
 if TYPE_CHECKING:
     import asyncio
@@ -46,7 +49,8 @@ __all__ = ["Client", "AsyncClient", "Subscription", "AsyncSubscription", "start_
 
 START_TIMEOUT = 60.0
 # Commands that may be sent again when the daemon vanished before answering: they change nothing.
-_RETRYABLE = frozenset({"ping", "status", "get", "recall", "prime", "queries", "inspect", "list"})
+_RETRYABLE = frozenset({"ping", "status", "get", "recall", "prime", "queries", "inspect", "list", "insights",
+                        "forget_candidates"})
 ProgressCallback = Callable[[Any], None]
 
 
@@ -218,6 +222,32 @@ def _kind(kind: Any) -> str:
     return kind.value if hasattr(kind, "value") else str(kind)
 
 
+def _structs(items: Iterable[Any], type_: type, what: str) -> list[Any]:
+    """Dicts (or the Structs themselves) as the protocol's Structs; the daemon checks the values."""
+    if isinstance(items, (str, bytes, dict)):
+        raise InvalidInput(f"{what} must be a list")
+    try:
+        return [i if isinstance(i, type_) else msgspec.convert(i, type_) for i in items]
+    except msgspec.ValidationError as exc:
+        raise InvalidInput(f"invalid {what}: {exc}") from None
+
+
+def _reflect_prepare(entity_id: str | None, since: Any, max_memories: int) -> ReflectPrepare:
+    return ReflectPrepare(entity_id=entity_id, since=to_micros(since, "since"), max_memories=max_memories)
+
+
+def _reflect_commit(session_id: str, insights: Iterable[Any]) -> ReflectCommit:
+    return ReflectCommit(session_id=session_id, insights=_structs(insights, InsightInput, "insights"))
+
+
+def _contradiction_commit(verdicts: Iterable[Any]) -> ContradictionCommit:
+    return ContradictionCommit(verdicts=_structs(verdicts, ContradictionVerdict, "verdicts"))
+
+
+def _reflect(entity_id: str | None, since: Any, max_memories: int) -> Reflect:
+    return Reflect(entity_id=entity_id, since=to_micros(since, "since"), max_memories=max_memories)
+
+
 # The synchronous client -----------------------------------------------------------------------
 
 class Client:
@@ -375,6 +405,39 @@ class Client:
         """A stream of memories matching what you feed it (on a connection of its own)."""
         return Subscription(Client(self._vault(), home=self.home, autostart=self.autostart, timeout=self.timeout),
                             entity_id, confidence_threshold)
+
+    # Reflection, contradictions, decay (docs/reflect.md, docs/decay.md) ----------------------
+
+    def reflect_prepare(self, entity_id: str | None = None, since: Any = None,
+                        max_memories: int = 500) -> ReflectPrepared:
+        """Cluster the memories (of one entity, since a time) into a session with a prompt per cluster."""
+        return self.request(_reflect_prepare(entity_id, since, max_memories))
+
+    def reflect_commit(self, session_id: str, insights: Iterable[Any]) -> ReflectCommitted:
+        """Store insights ({content, confidence, source_memory_ids, tags}) drawn from a prepared session."""
+        return self.request(_reflect_commit(session_id, insights))
+
+    def insights(self, entity_id: str | None = None, min_confidence: float = 0.0,
+                 max_results: int = 100) -> list[Insight]:
+        return self.request(Insights(entity_id=entity_id, min_confidence=min_confidence, max_results=max_results))
+
+    def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
+        return self.request(ContradictionPrepare(max_results=max_results))
+
+    def contradiction_commit(self, verdicts: Iterable[Any]) -> ContradictionCommitted:
+        """Apply [{pending_id, verdict: contradiction | revision | neutral}] in one batch."""
+        return self.request(_contradiction_commit(verdicts))
+
+    def reflect(self, entity_id: str | None = None, since: Any = None, max_memories: int = 500) -> ReflectAutoResult:
+        """Both reflection steps through the configured LLM (LLMNotConfigured without one); may take minutes."""
+        return self.request(_reflect(entity_id, since, max_memories))
+
+    def contradiction_auto(self, max_results: int = 100, min_confidence: float = 0.7) -> ContradictionAutoResult:
+        return self.request(ContradictionAuto(max_results=max_results, min_confidence=min_confidence))
+
+    def forget_candidates(self) -> list[Memory]:
+        """Memories decayed below the forget threshold; nothing is deleted."""
+        return self.request(ForgetCandidates())
 
     # Markdown vaults --------------------------------------------------------------------------
 
@@ -626,6 +689,34 @@ class AsyncClient:
                                          entity_id, confidence_threshold)
         await subscription._subscribe()
         return subscription
+
+    async def reflect_prepare(self, entity_id: str | None = None, since: Any = None,
+                              max_memories: int = 500) -> ReflectPrepared:
+        return await self.request(_reflect_prepare(entity_id, since, max_memories))
+
+    async def reflect_commit(self, session_id: str, insights: Iterable[Any]) -> ReflectCommitted:
+        return await self.request(_reflect_commit(session_id, insights))
+
+    async def insights(self, entity_id: str | None = None, min_confidence: float = 0.0,
+                       max_results: int = 100) -> list[Insight]:
+        return await self.request(Insights(entity_id=entity_id, min_confidence=min_confidence,
+                                           max_results=max_results))
+
+    async def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
+        return await self.request(ContradictionPrepare(max_results=max_results))
+
+    async def contradiction_commit(self, verdicts: Iterable[Any]) -> ContradictionCommitted:
+        return await self.request(_contradiction_commit(verdicts))
+
+    async def reflect(self, entity_id: str | None = None, since: Any = None,
+                      max_memories: int = 500) -> ReflectAutoResult:
+        return await self.request(_reflect(entity_id, since, max_memories))
+
+    async def contradiction_auto(self, max_results: int = 100, min_confidence: float = 0.7) -> ContradictionAutoResult:
+        return await self.request(ContradictionAuto(max_results=max_results, min_confidence=min_confidence))
+
+    async def forget_candidates(self) -> list[Memory]:
+        return await self.request(ForgetCandidates())
 
     async def index(self, path: os.PathLike | str | None = None, *, progress: ProgressCallback | None = None,
                     phase: int | None = None, paths: Sequence[os.PathLike | str] | None = None) -> Any:

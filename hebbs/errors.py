@@ -70,8 +70,35 @@ class ModelError(HebbsError):
     status_code = "MODEL_ERROR"
 
 
+# Errors that only the daemon protocol raises (the engine never does); hebbs.protocol re-exports them.
+
+class MessageTooLarge(HebbsError):
+    """A frame over 16 MiB: the daemon refuses it and closes the connection."""
+
+    status_code = "MESSAGE_TOO_LARGE"
+
+
+class IndexingInProgress(HebbsError):
+    """An index run on this vault is already going; try again when it ends."""
+
+    status_code = "INDEXING_IN_PROGRESS"
+
+
+class DaemonUnavailable(HebbsError):
+    """No daemon answers and none could be started (see $HEBBS_HOME/daemon.log)."""
+
+    status_code = "DAEMON_UNAVAILABLE"
+
+
+class ProtocolError(HebbsError):
+    """The other side sent something that is not a valid frame or reply."""
+
+    status_code = "PROTOCOL_ERROR"
+
+
 ERRORS_BY_CODE: dict[str, type[HebbsError]] = {
     cls.status_code: cls
     for cls in (HebbsError, InvalidInput, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch, CorruptVault,
-                LLMNotConfigured, LLMError, ModelError)
+                LLMNotConfigured, LLMError, ModelError, MessageTooLarge, IndexingInProgress, DaemonUnavailable,
+                ProtocolError)
 }

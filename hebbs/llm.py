@@ -1,7 +1,7 @@
 """The optional LLM: an OpenAI-compatible chat-completions server that does reflection's reasoning itself.
 
 Nothing needs it. Without one, reflection and contradiction review run in two steps, the agent doing
-the reasoning (reflect-prepare / reflect-commit, contradiction-prepare / contradiction-commit); a
+the reasoning (reflect-prepare / reflect-commit, contradictions / contradictions commit); a
 command that would need an LLM raises LLMNotConfigured, whose message says exactly that.
 
 Configured by an `[llm]` table in $HEBBS_HOME/config.toml, overridden key by key by the vault's own
@@ -57,7 +57,8 @@ SYSTEM = ("You help an AI agent keep its long-term memory in order. "
 AGENT_PATH = (
     "Without an LLM, let your agent do the reasoning in two steps: `hebbs reflect-prepare` returns clusters of "
     "memories, each with a ready prompt; the agent answers them and `hebbs reflect-commit --file insights.json` "
-    "stores the insights (likewise `hebbs contradiction-prepare` / `hebbs contradiction-commit`). See docs/reflect.md.")
+    "stores the insights (likewise `hebbs contradictions` / `hebbs contradictions commit --file verdicts.json`). "
+    "See docs/reflect.md.")
 
 
 class BadAnswer(Exception):

@@ -19,8 +19,11 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from .errors import ERRORS_BY_CODE, HebbsError, InvalidInput
-from .schema import Edge, Memory, QueryLogEntry, RecallResult, RecallResults, ScoringWeights, Source
+from .errors import (ERRORS_BY_CODE, DaemonUnavailable, HebbsError, IndexingInProgress, InvalidInput,  # noqa: F401
+                     MessageTooLarge, ProtocolError)
+from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
+                     Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
+                     ReflectCommitted, ReflectPrepared, ScoringWeights, Source)
 
 PROTOCOL_VERSION = 1
 MAX_FRAME = 16 * 1024 * 1024
@@ -29,36 +32,9 @@ HEADER = struct.Struct(">I")
 OK, ERROR, PROGRESS = "ok", "error", "progress"
 
 
-# Errors that exist only on the wire (the engine never raises them) -------------------------------
-
-class MessageTooLarge(HebbsError):
-    """A frame over 16 MiB: the daemon refuses it and closes the connection."""
-
-    status_code = "MESSAGE_TOO_LARGE"
-
-
-class IndexingInProgress(HebbsError):
-    """An index run on this vault is already going; try again when it ends."""
-
-    status_code = "INDEXING_IN_PROGRESS"
-
-
-class DaemonUnavailable(HebbsError):
-    """No daemon answers and none could be started (see $HEBBS_HOME/daemon.log)."""
-
-    status_code = "DAEMON_UNAVAILABLE"
-
-
-class ProtocolError(HebbsError):
-    """The other side sent something that is not a valid frame or reply."""
-
-    status_code = "PROTOCOL_ERROR"
-
-
-WIRE_ERRORS: dict[str, type[HebbsError]] = {
-    **ERRORS_BY_CODE,
-    **{cls.status_code: cls for cls in (MessageTooLarge, IndexingInProgress, DaemonUnavailable, ProtocolError)},
-}
+# The wire-only errors live in hebbs.errors with the rest; imported here so existing
+# `from hebbs.protocol import MessageTooLarge` (and the other three) keep working.
+WIRE_ERRORS: dict[str, type[HebbsError]] = ERRORS_BY_CODE
 
 
 def error_from_frame(status_code: str, message: str) -> HebbsError:
@@ -229,14 +205,76 @@ class Export(_Command, tag="export"):
     include_revisions: bool = False
 
 
+# Reflection, contradiction review and decay (docs/reflect.md, docs/decay.md) ---------------------
+
+class ReflectPrepare(_Command, tag="reflect_prepare"):
+    """Cluster the scope's memories into a session, one ready prompt per cluster; data is ReflectPrepared."""
+
+    entity_id: str | None = None
+    # Only memories created at or after this time (microseconds since the epoch).
+    since: int | None = None
+    max_memories: int = 500
+
+
+class ReflectCommit(_Command, tag="reflect_commit"):
+    """Store the insights an agent drew from a prepared session, all or none; data is ReflectCommitted."""
+
+    session_id: str
+    insights: list[InsightInput]
+
+
+class Insights(_Command, tag="insights"):
+    """The vault's insights, newest first; data is a list of Insight."""
+
+    entity_id: str | None = None
+    min_confidence: float = 0.0
+    max_results: int = 100
+
+
+class ContradictionPrepare(_Command, tag="contradiction_prepare"):
+    """The queued contradiction candidates, both sides in full; data is ContradictionPrepared."""
+
+    max_results: int = 100
+
+
+class ContradictionCommit(_Command, tag="contradiction_commit"):
+    """Apply verdicts on queued candidates in one batch; data is ContradictionCommitted."""
+
+    verdicts: list[ContradictionVerdict]
+
+
+class Reflect(_Command, tag="reflect"):
+    """reflect_prepare then reflect_commit, the configured LLM doing the reasoning; data is ReflectAutoResult.
+
+    Fails with LLM_NOT_CONFIGURED when the vault has no [llm], and LLM_ERROR when the server fails.
+    """
+
+    entity_id: str | None = None
+    since: int | None = None
+    max_memories: int = 500
+
+
+class ContradictionAuto(_Command, tag="contradiction_auto"):
+    """The configured LLM gives verdicts on the queued candidates; data is ContradictionAutoResult."""
+
+    max_results: int = 100
+    min_confidence: float = 0.7
+
+
+class ForgetCandidates(_Command, tag="forget_candidates"):
+    """Memories decayed below the forget threshold, least alive first; lists, deletes nothing."""
+
+
 Command = (Ping | Status | Shutdown | Remember | Get | Revise | Forget | Recall | Prime | Subscribe | Feed | Close
-           | Index | List | Queries | Inspect | Export)
+           | Index | List | Queries | Inspect | Export | ReflectPrepare | ReflectCommit | Insights
+           | ContradictionPrepare | ContradictionCommit | Reflect | ContradictionAuto | ForgetCandidates)
 
 COMMAND_TYPES: dict[str, type[_Command]] = {
     cls.__struct_config__.tag: cls for cls in Command.__args__  # type: ignore[attr-defined]
 }
 # Commands that change a vault: the daemon runs them one at a time per vault.
-WRITE_COMMANDS = frozenset({"remember", "revise", "forget"})
+WRITE_COMMANDS = frozenset({"remember", "revise", "forget", "reflect_prepare", "reflect_commit",
+                            "contradiction_prepare", "contradiction_commit"})
 # Commands that need no vault at all.
 DAEMON_COMMANDS = frozenset({"ping", "status", "shutdown", "close"})
 
@@ -358,7 +396,10 @@ RESULT_TYPES: dict[str, Any] = {
     "ping": Pong, "status": DaemonStatus, "shutdown": Stopping, "get": Memory, "revise": Memory,
     "forget": Forgotten, "recall": RecallResults, "prime": RecallResults, "subscribe": Subscribed, "feed": Fed,
     "close": Closed, "queries": list[QueryLogEntry], "inspect": Inspection,
-    "export": ExportDone,
+    "export": ExportDone, "reflect_prepare": ReflectPrepared, "reflect_commit": ReflectCommitted,
+    "insights": list[Insight], "contradiction_prepare": ContradictionPrepared,
+    "contradiction_commit": ContradictionCommitted, "reflect": ReflectAutoResult,
+    "contradiction_auto": ContradictionAutoResult, "forget_candidates": list[Memory],
 }
 
 

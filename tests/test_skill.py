@@ -20,6 +20,13 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 SEED_GLOBAL = ("The user prefers pytest over unittest and wants tests to use real components, not mocks",
                "user", 0.8, {"type": "preference"})
 SEED_PROJECT = ("Uploads go through the upload client, which retries nothing yet", None, 0.6, {"type": "fact"})
+# Enough more project memories for the skill's reflection (5 at least), and a pair it flags as a contradiction.
+SEED_NOTES = ("Upload retries were removed in the March rewrite of the client",
+              "Most failed uploads happen on flaky hotel and train networks",
+              "Large uploads are split into 8 MB chunks by the upload client",
+              "The upload client logs every failed chunk with its offset",
+              "Users reported losing uploads when their laptop went to sleep",
+              "The upload client is reliable.", "The upload client is unreliable.")
 
 
 def skill_commands(text: str) -> list[tuple[str, Any]]:
@@ -81,8 +88,23 @@ def run_skill(daemon: "DaemonHome", project: Path) -> list[tuple[str, Any, Any]]
             else done.stdout
         if argv[1] == "remember":
             last_id = real["id"]
+        _answer(argv, real, project)
         ran.append((line, real, example))
     return ran
+
+
+def _answer(argv: list[str], real: Any, project: Path) -> None:
+    """Play the agent between the skill's steps: the files its reflect-commit and contradictions
+    commit read, written from what reflect-prepare and contradictions just returned."""
+    if argv[1] == "reflect-prepare":
+        members = [m for c in real["clusters"] for m in c["memories"]] + real["unclustered"]
+        insight = {"content": "Uploads fail mostly on flaky networks, and nothing retries them yet.",
+                   "confidence": 0.8, "source_memory_ids": [m["id"] for m in members[:2]], "tags": ["uploads"]}
+        (project / "insights.json").write_text(json.dumps({"session_id": real["session_id"], "insights": [insight]}))
+    elif argv[1:3] == ["contradictions", "--format"]:
+        assert real["candidates"], "the skill's contradiction review found no candidate"
+        verdicts = [{"pending_id": real["candidates"][0]["pending_id"], "verdict": "neutral"}]
+        (project / "verdicts.json").write_text(json.dumps({"verdicts": verdicts}))
 
 
 def test_skill_front_matter() -> None:
@@ -111,6 +133,8 @@ def test_every_skill_command_runs_and_has_the_documented_shape(make_daemon) -> N
     for (content, entity, importance, context), where in ((SEED_GLOBAL, ["--global"]), (SEED_PROJECT, [])):
         argv = ["remember", content, "--importance", str(importance), "--context", json.dumps(context), *where]
         daemon.hebbs(*argv, *(["--entity", entity] if entity else []), cwd=project)
+    for content in SEED_NOTES:
+        daemon.hebbs("remember", content, cwd=project)
     ran = run_skill(daemon, project)
     assert len(ran) >= 8
     documented = [(line, real, example) for line, real, example in ran if example is not None]
