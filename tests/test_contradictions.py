@@ -98,7 +98,7 @@ def test_remember_queues_planted_contradictions_and_nothing_for_consistent_memor
     [candidate] = eng.pending()
     assert (candidate.memory_a, candidate.memory_b) == (unreliable.id, reliable.id)
     assert 0.35 < candidate.confidence <= 0.75 and candidate.similarity >= 0.5
-    assert candidate.reasons[0] == "antonyms: unreliable / reliable"
+    assert candidate.reasons[0] == "antonyms: reliable / unreliable"
     assert consistent.id not in (candidate.memory_a, candidate.memory_b)
     # A memory that explicitly replaces the other is a revision already, not a candidate.
     eng.remember("The API timeout is 30 seconds.")
@@ -154,7 +154,8 @@ def test_prepare_drops_candidates_whose_side_is_gone_or_replaced(eng):
     eng.forget([first.memory_a.id])
     eng.remember("Something else entirely about llamas.", supersedes=[second.memory_b.id])
     prepared = eng.contradiction_prepare()
-    assert [c.pending_id for c in prepared.candidates] == [third.pending_id] and prepared.dropped == 1 + 1
+    # forget removes its own candidates; prepare drops the one whose side was superseded.
+    assert [c.pending_id for c in prepared.candidates] == [third.pending_id] and prepared.dropped == 1
     assert [p.id for p in eng.pending()] == [third.pending_id]
 
 
@@ -244,13 +245,13 @@ def test_bad_verdicts_change_nothing(eng, verdicts, error, message):
     assert state() == before
 
 
-def test_a_forgotten_side_can_only_be_dismissed(eng):
+def test_forgetting_a_side_takes_its_candidate_with_it(eng):
     plant(eng)
     candidate = eng.contradiction_prepare().candidates[0]
     eng.forget([candidate.memory_b.id])
-    with pytest.raises(NotFound, match="dismiss it as neutral"):
+    assert candidate.pending_id not in [p.id for p in eng.pending()]
+    with pytest.raises(NotFound):
         eng.contradiction_commit([{"pending_id": candidate.pending_id, "verdict": "contradiction"}])
-    assert eng.contradiction_commit([{"pending_id": candidate.pending_id, "verdict": "neutral"}]).dismissed
 
 
 def test_a_markdown_vault_gets_a_report_for_each_confirmed_contradiction(tmp_path, shared_embedder):
@@ -272,7 +273,7 @@ def test_a_markdown_vault_gets_a_report_for_each_confirmed_contradiction(tmp_pat
     assert "> The deploy pipeline is reliable." in text and "> The deploy pipeline is unreliable." in text
     assert "Source: `ops/ci.md` › CI › Status" in text and "Source: remembered directly" in text
     assert "[[ops/ci#Status]]" in text and "Note: Both were said in the same week." in text
-    assert "antonyms: unreliable / reliable" in text
+    assert "antonyms: reliable / unreliable" in text
     assert {a.id, b.id} == {candidate.memory_a.id, candidate.memory_b.id}
 
 
