@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

@@ -13,7 +13,6 @@ rebuilt from RocksDB when its number does not match, so a crash can never leave 
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time

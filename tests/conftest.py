@@ -32,3 +32,8 @@ def vault(tmp_path: Path, embedder):
     engine = Engine.open(tmp_path / "vault", embedder=embedder)
     yield engine
     engine.close()
+
+
+@pytest.fixture
+def eng(vault):
+    return vault

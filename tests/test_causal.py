@@ -2,48 +2,13 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from hebbs import Engine, InvalidInput, NotFound, ScoringWeights
 from hebbs.causal import relevance
-from hebbs.embed import Embedder
 
 # Relevance alone, so the order checked is the walk's order and not recency or importance.
 BY_RELEVANCE = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """HEBBS_MODEL_CACHE -> a session tmp dir (shared by the strategy test files), never ~/.hebbs.
-
-    Module-scoped so the variable is restored for the test files that run after this one.
-    """
-    path = tmp_path_factory.getbasetemp() / "strategies-model-cache"
-    old = os.environ.get("HEBBS_MODEL_CACHE")
-    os.environ["HEBBS_MODEL_CACHE"] = str(path)
-    yield path
-    if old is None:
-        os.environ.pop("HEBBS_MODEL_CACHE", None)
-    else:
-        os.environ["HEBBS_MODEL_CACHE"] = old
-
-
-@pytest.fixture(scope="module")
-def embedder(model_cache: Path) -> Embedder:
-    """The real model, loaded for this file; not the process-wide get_embedder() instance, which other
-    test files expect to create themselves."""
-    return Embedder.load(cache_dir=model_cache)
-
-
-@pytest.fixture
-def eng(tmp_path: Path, embedder) -> Iterator[Engine]:
-    engine = Engine.open(tmp_path / "vault", embedder=embedder)
-    yield engine
-    engine.close()
 
 
 @pytest.fixture

@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from hebbs import Engine
 from hebbs.contradict import MAX_CONFIDENCE, THRESHOLD, classify, find_candidates
-
-
-@pytest.fixture(scope="session")
-def shared_embedder(tmp_path_factory):
-    os.environ.setdefault("HEBBS_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
-    from hebbs.embed import get_embedder
-
-    return get_embedder()
 
 
 @pytest.mark.parametrize("a, b, cue", [
@@ -67,8 +57,8 @@ def test_sections_are_judged_sentence_by_sentence():
     assert verdict.reasons[-2] == 'a: "The deploy pipeline is reliable since March."'
 
 
-def test_find_candidates_over_engine_neighbours(tmp_path, shared_embedder):
-    with Engine.open(tmp_path / "v", embedder=shared_embedder) as eng:
+def test_find_candidates_over_engine_neighbours(tmp_path, embedder):
+    with Engine.open(tmp_path / "v", embedder=embedder) as eng:
         yes, no, other, also = eng.remember_many([
             {"content": "The staging database is healthy after the upgrade."},
             {"content": "The staging database is unhealthy after the upgrade."},

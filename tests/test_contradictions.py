@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -21,25 +20,10 @@ BACKGROUND = ["Acme uses Salesforce for their CRM.", "Bob likes green tea in the
               "Carol bakes sourdough every weekend."]
 
 
-@pytest.fixture(scope="session")
-def shared_embedder(tmp_path_factory):
-    os.environ.setdefault("HEBBS_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
-    from hebbs.embed import get_embedder
-
-    return get_embedder()
-
-
 @pytest.fixture(autouse=True)
 def home(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("HEBBS_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
-
-
-@pytest.fixture
-def eng(tmp_path, shared_embedder):
-    engine = Engine.open(tmp_path / "vault", embedder=shared_embedder)
-    yield engine
-    engine.close()
 
 
 def plant(engine: Engine, **fields) -> dict[frozenset[str], str]:
@@ -107,15 +91,15 @@ def test_remember_queues_planted_contradictions_and_nothing_for_consistent_memor
     assert len(eng.pending()) == 1
 
 
-def test_the_check_can_be_turned_off_per_call_or_per_vault(tmp_path, shared_embedder):
-    with Engine.open(tmp_path / "a", embedder=shared_embedder) as eng:
+def test_the_check_can_be_turned_off_per_call_or_per_vault(tmp_path, embedder):
+    with Engine.open(tmp_path / "a", embedder=embedder) as eng:
         eng.remember_many([{"content": a} for a, _ in CONTRADICTING])
         eng.remember_many([{"content": b} for _, b in CONTRADICTING], check_contradictions=False)
         assert eng.pending() == []
     vault = tmp_path / "b"
     vault.mkdir()
     (vault / "config.toml").write_text("[contradictions]\ncheck_on_remember = false\n")
-    with Engine.open(vault, embedder=shared_embedder) as eng:
+    with Engine.open(vault, embedder=embedder) as eng:
         plant(eng)
         assert eng.pending() == []
         eng.remember_many([{"content": "The deploy pipeline is reliable again."}], check_contradictions=True)
@@ -254,10 +238,10 @@ def test_forgetting_a_side_takes_its_candidate_with_it(eng):
         eng.contradiction_commit([{"pending_id": candidate.pending_id, "verdict": "contradiction"}])
 
 
-def test_a_markdown_vault_gets_a_report_for_each_confirmed_contradiction(tmp_path, shared_embedder):
+def test_a_markdown_vault_gets_a_report_for_each_confirmed_contradiction(tmp_path, embedder):
     root = tmp_path / "notes"
     root.mkdir()
-    with Engine.open(root / ".hebbs", embedder=shared_embedder) as eng:
+    with Engine.open(root / ".hebbs", embedder=embedder) as eng:
         a = eng.remember("The deploy pipeline is reliable.",
                          source=Source(file_path="ops/ci.md", heading_path=["CI", "Status"]))
         b = eng.remember("The deploy pipeline is unreliable.")

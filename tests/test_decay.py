@@ -9,47 +9,15 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hebbs import Engine, decay
 from hebbs.config import DecayConfig
-from hebbs.embed import Embedder
 
 DAY_US = 86_400 * 1_000_000
 LOG_CAP = math.log2(1 + 100)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """HEBBS_MODEL_CACHE -> a session tmp dir (shared by the strategy test files), never ~/.hebbs.
-
-    Module-scoped so the variable is restored for the test files that run after this one.
-    """
-    path = tmp_path_factory.getbasetemp() / "strategies-model-cache"
-    old = os.environ.get("HEBBS_MODEL_CACHE")
-    os.environ["HEBBS_MODEL_CACHE"] = str(path)
-    yield path
-    if old is None:
-        os.environ.pop("HEBBS_MODEL_CACHE", None)
-    else:
-        os.environ["HEBBS_MODEL_CACHE"] = old
-
-
-@pytest.fixture(scope="module")
-def embedder(model_cache: Path) -> Embedder:
-    """The real model, loaded for this file; not the process-wide get_embedder() instance, which other
-    test files expect to create themselves."""
-    return Embedder.load(cache_dir=model_cache)
-
-
-@pytest.fixture
-def eng(tmp_path: Path, embedder) -> Iterator[Engine]:
-    engine = Engine.open(tmp_path / "vault", embedder=embedder)
-    yield engine
-    engine.close()
 
 
 def expected(importance: float, age_days: float, half_life: float, access_count: int = 0) -> float:

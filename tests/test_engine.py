@@ -17,7 +17,7 @@ import pytest
 import rocksdict
 from ulid import ULID
 
-from hebbs import Engine, InvalidInput, MemoryKind, ModelMismatch, NotFound, ScoringWeights, VaultBusy
+from hebbs import Engine, InvalidInput, MemoryKind, ModelMismatch, NotFound, ScoringWeights
 from hebbs.storage import COLUMN_FAMILIES, Store, id_bytes
 
 UTC = dt.timezone.utc
@@ -78,7 +78,7 @@ def test_key_layouts_read_back_raw(tmp_path, embedder):
     assert sorted(v for k, v in raw["temporal"].items() if k.startswith(b"__all__\xff")) == sorted([ida, idb, idc])
     vec = np.frombuffer(raw["vectors"][b"\x00" + ida], dtype="<f4")
     assert vec.shape == (embedder.dim,) and abs(np.linalg.norm(vec) - 1) < 1e-5
-    conf, stamp = np.frombuffer(raw["graph"][b"\xf0" + ida + bytes([1]) + idc][:4], dtype="<f4")[0], None
+    conf = np.frombuffer(raw["graph"][b"\xf0" + ida + bytes([1]) + idc][:4], dtype="<f4")[0]
     assert conf == pytest.approx(0.75)
     assert b"\xf1" + idc + bytes([1]) + ida in raw["graph"]
     # The automatic FOLLOWED_BY edge (type 3) between consecutive memories of one entity.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 from collections import deque
@@ -23,14 +22,6 @@ from test_reflect import ASTRONOMY, BAKING, DEPLOY
 
 KEY_ENV = "HEBBS_TEST_LLM_KEY"
 _ID = re.compile(r"\[([0-9A-HJKMNP-TV-Z]{26})\]")
-
-
-@pytest.fixture(scope="session")
-def shared_embedder(tmp_path_factory):
-    os.environ.setdefault("HEBBS_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
-    from hebbs.embed import get_embedder
-
-    return get_embedder()
 
 
 @pytest.fixture(autouse=True)
@@ -149,8 +140,8 @@ def plant(engine: Engine) -> None:
 
 # Reflect ---------------------------------------------------------------------------------------
 
-def test_reflect_through_the_llm_proposes_validates_and_commits(tmp_path, shared_embedder, server):
-    with open_vault(tmp_path / "v", shared_embedder, llm_table(server)) as eng:
+def test_reflect_through_the_llm_proposes_validates_and_commits(tmp_path, embedder, server):
+    with open_vault(tmp_path / "v", embedder, llm_table(server)) as eng:
         plant(eng)
         result = eng.reflect_auto()
         assert result.clusters == 3 and result.proposed == 3 and result.accepted == 3
@@ -175,11 +166,11 @@ def test_reflect_through_the_llm_proposes_validates_and_commits(tmp_path, shared
     for requests, budget in ((propose, llm.PROPOSE_BUDGET), (validate, llm.VALIDATE_BUDGET)):
         for request in requests:
             texts = [m["content"] for m in request["body"]["messages"]]
-            assert sum(shared_embedder.count_tokens(texts)) <= budget
+            assert sum(embedder.count_tokens(texts)) <= budget
     assert all("Many memories revolve around" in r["body"]["messages"][-1]["content"] for r in validate)
 
 
-def test_a_malformed_or_unsupported_answer_is_reported_not_fatal(tmp_path, shared_embedder, server):
+def test_a_malformed_or_unsupported_answer_is_reported_not_fatal(tmp_path, embedder, server):
     answers = iter(["Sure! Here are some insights: none, really.",  # not JSON at all
                     "```json\n" + json.dumps({"insights": [{"content": "A", "confidence": 0.9,
                                                             "source_memory_ids": ["01J00000000000000000000000"]}]})
@@ -194,7 +185,7 @@ def test_a_malformed_or_unsupported_answer_is_reported_not_fatal(tmp_path, share
         return smart_answer(body)
 
     server.answer = answer
-    with open_vault(tmp_path / "v", shared_embedder, llm_table(server, concurrency=1)) as eng:
+    with open_vault(tmp_path / "v", embedder, llm_table(server, concurrency=1)) as eng:
         plant(eng)
         result = eng.reflect_auto()
         assert result.accepted == 0 and result.committed is None and eng.insights() == []
@@ -245,9 +236,9 @@ def test_a_timeout_is_retried_and_then_reported(server):
     assert len(server.requests) == 4
 
 
-def test_an_llm_failure_commits_nothing(tmp_path, shared_embedder, server):
+def test_an_llm_failure_commits_nothing(tmp_path, embedder, server):
     server.answer = lambda body: Reply(status=500, body="boom")
-    with open_vault(tmp_path / "v", shared_embedder, llm_table(server, max_attempts=2)) as eng:
+    with open_vault(tmp_path / "v", embedder, llm_table(server, max_attempts=2)) as eng:
         plant(eng)
         with pytest.raises(LLMError, match="HTTP 500"):
             eng.reflect_auto()
@@ -267,7 +258,7 @@ def test_parse_json_answer_is_defensive():
 
 # Contradictions --------------------------------------------------------------------------------
 
-def test_contradiction_candidates_classified_by_the_llm(tmp_path, shared_embedder, server):
+def test_contradiction_candidates_classified_by_the_llm(tmp_path, embedder, server):
     def answer(body: dict) -> Reply:
         prompt = body["messages"][-1]["content"]
         if "timeout" in prompt:
@@ -277,7 +268,7 @@ def test_contradiction_candidates_classified_by_the_llm(tmp_path, shared_embedde
         return chat('{"verdict": "contradiction", "confidence": 0.9, "reason": "They disagree."}')
 
     server.answer = answer
-    with open_vault(tmp_path / "v", shared_embedder, llm_table(server)) as eng:
+    with open_vault(tmp_path / "v", embedder, llm_table(server)) as eng:
         for text in ("The deploy pipeline is reliable.", "The deploy pipeline is unreliable.",
                      "The API timeout is 30 seconds.", "The API timeout is 60 seconds.",
                      "Feature flags are enabled in production.", "Feature flags are disabled in production."):
@@ -292,17 +283,17 @@ def test_contradiction_candidates_classified_by_the_llm(tmp_path, shared_embedde
     assert len(server.requests) == 3
     for request in server.requests:
         texts = [m["content"] for m in request["body"]["messages"]]
-        assert sum(shared_embedder.count_tokens(texts)) <= llm.CLASSIFY_BUDGET
+        assert sum(embedder.count_tokens(texts)) <= llm.CLASSIFY_BUDGET
         prompt = texts[-1]
         assert prompt.index("A (recorded") < prompt.index("B (recorded") and "heuristic flagged" in prompt
 
 
 # Configuration ---------------------------------------------------------------------------------
 
-def test_without_an_llm_every_llm_command_says_so_and_points_to_the_two_steps(tmp_path, shared_embedder):
+def test_without_an_llm_every_llm_command_says_so_and_points_to_the_two_steps(tmp_path, embedder):
     assert ERRORS_BY_CODE["LLM_NOT_CONFIGURED"] is LLMNotConfigured
     assert LLMNotConfigured.status_code == "LLM_NOT_CONFIGURED"
-    with open_vault(tmp_path / "v", shared_embedder) as eng:
+    with open_vault(tmp_path / "v", embedder) as eng:
         for call in (eng.reflect_auto, eng.contradiction_auto):
             with pytest.raises(LLMNotConfigured) as caught:
                 call()
@@ -312,18 +303,18 @@ def test_without_an_llm_every_llm_command_says_so_and_points_to_the_two_steps(tm
         assert eng.insights() == [] and eng.count() == 0  # failed before doing anything
 
 
-def test_a_missing_key_variable_is_named(tmp_path, shared_embedder, server, monkeypatch):
+def test_a_missing_key_variable_is_named(tmp_path, embedder, server, monkeypatch):
     monkeypatch.delenv(KEY_ENV)
-    with open_vault(tmp_path / "v", shared_embedder, llm_table(server)) as eng:
+    with open_vault(tmp_path / "v", embedder, llm_table(server)) as eng:
         with pytest.raises(LLMNotConfigured, match=f"environment variable {KEY_ENV} .* not set.*reflect-prepare"):
             eng.reflect_auto()
     assert server.requests == []
 
 
-def test_the_vault_config_wins_key_by_key_over_the_user_config(tmp_path, shared_embedder, server, home):
+def test_the_vault_config_wins_key_by_key_over_the_user_config(tmp_path, embedder, server, home):
     home.mkdir(parents=True)
     (home / "config.toml").write_text(llm_table(server, model="user-model", max_answer_tokens=111))
-    with open_vault(tmp_path / "v", shared_embedder, '[llm]\nmodel = "vault-model"\n') as eng:
+    with open_vault(tmp_path / "v", embedder, '[llm]\nmodel = "vault-model"\n') as eng:
         settings = llm.settings(eng.path)
         assert (settings.base_url, settings.model, settings.max_answer_tokens) == (server.url, "vault-model", 111)
         eng.remember("The deploy pipeline is reliable.")
@@ -333,11 +324,11 @@ def test_the_vault_config_wins_key_by_key_over_the_user_config(tmp_path, shared_
     assert server.requests[0]["body"]["max_tokens"] == 111
 
 
-def test_a_key_is_never_accepted_in_a_config_file(tmp_path, shared_embedder, home):
+def test_a_key_is_never_accepted_in_a_config_file(tmp_path, embedder, home):
     home.mkdir(parents=True)
     (home / "config.toml").write_text('[llm]\nbase_url = "http://127.0.0.1:1/v1"\nmodel = "m"\napi_key = "sk-1"\n')
-    with open_vault(tmp_path / "v", shared_embedder) as eng:
+    with open_vault(tmp_path / "v", embedder) as eng:
         with pytest.raises(InvalidInput, match="unknown field `api_key`"):
             eng.reflect_auto()
     with pytest.raises(InvalidInput, match="name of an environment variable"):
-        open_vault(tmp_path / "w", shared_embedder, '[llm]\napi_key_env = "sk-live-123"\n')
+        open_vault(tmp_path / "w", embedder, '[llm]\napi_key_env = "sk-live-123"\n')

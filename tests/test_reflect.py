@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -48,25 +47,10 @@ TOPICS = {"deploy": DEPLOY, "baking": BAKING, "astronomy": ASTRONOMY}
 UTC = dt.timezone.utc
 
 
-@pytest.fixture(scope="session")
-def shared_embedder(tmp_path_factory):
-    os.environ.setdefault("HEBBS_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
-    from hebbs.embed import get_embedder
-
-    return get_embedder()
-
-
 @pytest.fixture(autouse=True)
 def home(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("HEBBS_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
-
-
-@pytest.fixture
-def eng(tmp_path, shared_embedder):
-    engine = Engine.open(tmp_path / "vault", embedder=shared_embedder)
-    yield engine
-    engine.close()
 
 
 def plant(engine: Engine, **fields) -> dict[str, str]:
@@ -104,7 +88,7 @@ def test_three_planted_topics_make_three_clusters_the_same_every_time(eng):
     assert first.silhouette == second.silhouette and first.silhouette > reflect.MIN_SILHOUETTE
 
 
-def test_each_cluster_has_members_a_representative_terms_and_a_prompt_within_budget(eng, shared_embedder):
+def test_each_cluster_has_members_a_representative_terms_and_a_prompt_within_budget(eng, embedder):
     topic_of = plant(eng)
     prepared = eng.reflect_prepare()
     for cluster in prepared.clusters:
@@ -122,7 +106,7 @@ def test_each_cluster_has_members_a_representative_terms_and_a_prompt_within_bud
             assert f"[{m.id}]" in cluster.prompt and m.content in cluster.prompt
         assert '"insights"' in cluster.prompt and "source_memory_ids" in cluster.prompt
         assert cluster.omitted == 0
-        actual = shared_embedder.count_tokens([cluster.prompt])[0]
+        actual = embedder.count_tokens([cluster.prompt])[0]
         assert actual <= cluster.prompt_tokens <= reflect.PROMPT_BUDGET
 
 
@@ -193,14 +177,14 @@ def test_a_session_expires_after_ten_minutes(eng):
     assert len(done.insights) == 1
 
 
-def test_expired_sessions_are_cleared_when_a_new_one_starts_and_sessions_survive_a_reopen(tmp_path, shared_embedder):
+def test_expired_sessions_are_cleared_when_a_new_one_starts_and_sessions_survive_a_reopen(tmp_path, embedder):
     path = tmp_path / "v"
-    with Engine.open(path, embedder=shared_embedder) as eng:
+    with Engine.open(path, embedder=embedder) as eng:
         plant(eng)
         stale = reflect.prepare(eng, now=1_000_000)
         live = eng.reflect_prepare()
         assert eng._store.get("meta", f"reflect_session:{stale.session_id}".encode()) is None
-    with Engine.open(path, embedder=shared_embedder) as eng:
+    with Engine.open(path, embedder=embedder) as eng:
         done = eng.reflect_commit(live.session_id, [one_insight(live)])
         assert done.insights[0].kind == MemoryKind.INSIGHT
         with pytest.raises(NotFound, match="no reflect session"):
@@ -291,10 +275,10 @@ def test_committed_insights_link_to_their_sources_and_come_back_in_recall(eng):
     assert insight.id not in {m.id for c in again.clusters for m in c.memories}
 
 
-def test_a_markdown_vault_gets_each_insight_as_a_note(tmp_path, shared_embedder):
+def test_a_markdown_vault_gets_each_insight_as_a_note(tmp_path, embedder):
     root = tmp_path / "notes"
     root.mkdir()
-    with Engine.open(root / ".hebbs", embedder=shared_embedder) as eng:
+    with Engine.open(root / ".hebbs", embedder=embedder) as eng:
         topic_of = plant(eng)
         section = Source(file_path="ops/deploys.md", heading_path=["Deploys", "Rollbacks"])
         sourced = eng.remember("Rollbacks use helm rollback and take two minutes.", source=section)
@@ -320,10 +304,10 @@ def test_a_markdown_vault_gets_each_insight_as_a_note(tmp_path, shared_embedder)
     assert not list(root.glob("*.md")) and not (root / "contradictions").exists()
 
 
-def test_the_global_vault_never_writes_notes_next_to_itself(tmp_path, shared_embedder, monkeypatch):
+def test_the_global_vault_never_writes_notes_next_to_itself(tmp_path, embedder, monkeypatch):
     home = tmp_path / "user" / ".hebbs"
     monkeypatch.setenv("HEBBS_HOME", str(home))
-    with Engine.open(home, embedder=shared_embedder) as eng:
+    with Engine.open(home, embedder=embedder) as eng:
         plant(eng)
         prepared = eng.reflect_prepare()
         done = eng.reflect_commit(prepared.session_id, [one_insight(prepared)])
@@ -341,13 +325,13 @@ def test_the_commit_file_format(tmp_path):
             reflect.load_commit_file(raw)
 
 
-def test_clustering_alone_is_deterministic_and_does_not_split_noise(shared_embedder):
+def test_clustering_alone_is_deterministic_and_does_not_split_noise(embedder):
     import numpy as np
 
-    vectors = shared_embedder.embed(DEPLOY + BAKING + ASTRONOMY).astype(np.float64)
+    vectors = embedder.embed(DEPLOY + BAKING + ASTRONOMY).astype(np.float64)
     labels, score = reflect.cluster_vectors(vectors)
     assert len(set(labels.tolist())) == 3 and (labels == reflect.cluster_vectors(vectors)[0]).all()
     assert reflect.cluster_vectors(vectors[:5])[1] is None  # too few for two clusters of three
-    noise = np.random.default_rng(7).standard_normal((40, shared_embedder.dim))
+    noise = np.random.default_rng(7).standard_normal((40, embedder.dim))
     labels, score = reflect.cluster_vectors(noise)
     assert set(labels.tolist()) == {0} and score < reflect.MIN_SILHOUETTE

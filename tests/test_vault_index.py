@@ -18,14 +18,6 @@ from hebbs.vault import apply_plan, index_vault, list_vault, scan_vault
 from hebbs.vault.manifest import SYNCED, load_manifest, manifest_path
 
 
-@pytest.fixture(scope="session")
-def shared_embedder(tmp_path_factory):
-    os.environ.setdefault("HEBBS_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
-    from hebbs.embed import get_embedder
-
-    return get_embedder()
-
-
 class CountingEmbedder:
     """Wraps the real embedder and counts the texts sent to the model."""
 
@@ -50,9 +42,9 @@ def root(tmp_path) -> Path:
 
 
 @pytest.fixture
-def engine(root, shared_embedder):
-    eng = Engine.open(root / ".hebbs", embedder=shared_embedder)
-    eng.embedder = CountingEmbedder(shared_embedder)
+def engine(root, embedder):
+    eng = Engine.open(root / ".hebbs", embedder=embedder)
+    eng.embedder = CountingEmbedder(embedder)
     yield eng
     eng.close()
 
@@ -427,10 +419,10 @@ def memory_set(engine) -> list[tuple]:
 
 
 @pytest.mark.timeout(900)
-def test_kill_9_while_indexing_then_reindex_converges(tmp_path, shared_embedder):
+def test_kill_9_while_indexing_then_reindex_converges(tmp_path, embedder):
     clean = tmp_path / "clean"
     make_vault(clean, 48)
-    with Engine.open(clean / ".hebbs", embedder=shared_embedder) as eng:
+    with Engine.open(clean / ".hebbs", embedder=embedder) as eng:
         index_vault(eng, clean)
         expected = memory_set(eng)
         expected_edges = sum(1 for m in vault_memories(eng) for e in eng.edges(m.id, "out")
@@ -443,7 +435,7 @@ def test_kill_9_while_indexing_then_reindex_converges(tmp_path, shared_embedder)
         if name == "mid":
             # A second crash on top of the first: kill the next run early in its embedding too.
             run_and_kill(root, "embed", 0.2)
-        with Engine.open(root / ".hebbs", embedder=shared_embedder) as eng:
+        with Engine.open(root / ".hebbs", embedder=embedder) as eng:
             index_vault(eng, root)
             got = memory_set(eng)
             assert got == expected, name  # same memories, no duplicates, no orphans

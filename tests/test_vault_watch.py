@@ -16,14 +16,6 @@ from hebbs.vault.manifest import SYNCED, load_manifest
 DEADLINE = 60.0  # generous: the machine may be busy; polls return as soon as the condition holds
 
 
-@pytest.fixture(scope="session")
-def shared_embedder(tmp_path_factory):
-    os.environ.setdefault("HEBBS_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
-    from hebbs.embed import get_embedder
-
-    return get_embedder()
-
-
 def wait_for(condition, what: str, deadline: float = DEADLINE):
     end = time.monotonic() + deadline
     while time.monotonic() < end:
@@ -155,11 +147,11 @@ def section(engine, rel: str, heading: list[str]):
 
 
 @pytest.fixture
-def watched(tmp_path, shared_embedder):
+def watched(tmp_path, embedder):
     root = tmp_path / "notes"
     write(root, "acme.md", "# Acme\n\nAcme uses Salesforce.\n\n## Team\n\nCarol leads procurement.\n")
     write(root, "bob.md", "# Bob\n\nBob is the CTO.\n")
-    engine = Engine.open(root / ".hebbs", embedder=shared_embedder)
+    engine = Engine.open(root / ".hebbs", embedder=embedder)
     index_vault(engine, root)
     summaries = []
     errors = []
