@@ -7,6 +7,7 @@ clean close carries the same write sequence number as the database (then it is p
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from pathlib import Path
@@ -28,6 +29,8 @@ class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
 
 class _SnapshotMeta(msgspec.Struct):
     write_seq: int
+    # hnswlib trusts the bytes it loads (a damaged file can crash the process), so they are checked first.
+    sha256: str
     dim: int
     params: IndexParams
     ids: list[str | None]  # position = hnswlib label; None for a deleted label
@@ -120,7 +123,8 @@ class VectorIndex:
         with self._lock:
             tmp_index = directory / f".{_SNAPSHOT_INDEX}.tmp"
             self._index.save_index(str(tmp_index))
-            meta = msgspec.msgpack.encode(_SnapshotMeta(write_seq, self.dim, self.params, list(self._id_of)))
+            meta = msgspec.msgpack.encode(_SnapshotMeta(write_seq, _sha256(tmp_index), self.dim, self.params,
+                                                        list(self._id_of)))
         tmp_meta = directory / f".{_SNAPSHOT_META}.tmp"
         tmp_meta.write_bytes(meta)
         for tmp in (tmp_index, tmp_meta):
@@ -139,6 +143,11 @@ class VectorIndex:
             return None
         if meta.write_seq != write_seq or meta.dim != dim or meta.params != params:
             return None
+        try:
+            if _sha256(directory / _SNAPSHOT_INDEX) != meta.sha256:
+                return None
+        except OSError:
+            return None
         raw = hnswlib.Index(space="cosine", dim=dim)
         try:
             raw.load_index(str(directory / _SNAPSHOT_INDEX), max_elements=max(len(meta.ids), 16))
@@ -150,3 +159,11 @@ class VectorIndex:
         index._id_of = meta.ids
         index._label_of = {memory_id: label for label, memory_id in enumerate(meta.ids) if memory_id is not None}
         return index
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

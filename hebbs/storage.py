@@ -18,6 +18,7 @@ Key layouts (the on-disk format; tests read them back raw):
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import struct
@@ -45,6 +46,7 @@ GRAPH_FORWARD = b"\xf0"
 GRAPH_REVERSE = b"\xf1"
 ENTITY_SEPARATOR = b"\xff"
 _EDGE_VALUE = struct.Struct("<fQ")
+log = logging.getLogger("hebbs.storage")
 _HOLDER_FILE = "holder.json"
 
 _encode = msgspec.msgpack.Encoder().encode
@@ -210,7 +212,12 @@ class Store:
 
     def get_memory(self, memory_id: str) -> Memory | None:
         raw = self._views["default"].get(memory_key(memory_id))
-        return None if raw is None else _decode_memory(raw)
+        if raw is None:
+            return None
+        try:
+            return _decode_memory(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise CorruptVault(f"memory {memory_id} in {self.path} cannot be decoded: {exc}") from None
 
     def get_meta(self, name: str, default: Any = None) -> Any:
         raw = self._views["meta"].get(name.encode())
@@ -232,8 +239,13 @@ class Store:
             yield key, value
 
     def memories(self) -> Iterator[Memory]:
-        for _, raw in self.scan("default", MEMORY_PREFIX):
-            yield _decode_memory(raw)
+        """Every decodable record. An undecodable one is logged and skipped, never deleted: one bad
+        record must not make the rest of the vault unreadable."""
+        for key, raw in self.scan("default", MEMORY_PREFIX):
+            try:
+                yield _decode_memory(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                log.warning("skipping undecodable memory %s in %s: %s", id_str(key[1:]), self.path, exc)
 
     def get_vector(self, memory_id: str) -> bytes | None:
         return self._views["vectors"].get(vector_key(memory_id))

@@ -18,7 +18,7 @@ import rocksdict
 from ulid import ULID
 
 from hebbs import Engine, InvalidInput, MemoryKind, ModelMismatch, NotFound, ScoringWeights
-from hebbs.storage import COLUMN_FAMILIES, Store, id_bytes
+from hebbs.storage import COLUMN_FAMILIES, Store, WriteSet, id_bytes
 
 UTC = dt.timezone.utc
 
@@ -248,7 +248,6 @@ except VaultBusy as e:
 def test_opening_with_another_model_says_how_to_rebuild(tmp_path, embedder):
     Engine.open(tmp_path / "v", embedder=embedder).close()
     store = Store.open(tmp_path / "v" / "db")
-    from hebbs.storage import WriteSet
     w = WriteSet()
     w.put_meta("model_id", "some-other-model")
     store.commit(w)
@@ -330,3 +329,29 @@ def test_revise_with_unchanged_text_keeps_no_revision(vault):
     m = vault.remember("The build takes four minutes")
     vault.revise(m.id, content="The build takes four minutes", importance=0.9)
     assert vault.history(m.id) == [] and vault.get(m.id).importance == 0.9
+
+
+def test_corrupt_files_give_clear_errors_or_a_rebuild_and_lose_nothing(tmp_path, embedder):
+    """Tried: garbage in the HNSW snapshot (rebuilt from RocksDB), one undecodable memory record
+    (skipped when opening, a CorruptVault error when asked for, never deleted), and a garbage
+    RocksDB CURRENT file (CorruptVault naming the vault, not a RocksDB trace)."""
+    from hebbs import CorruptVault
+
+    path = tmp_path / "v"
+    with Engine.open(path, embedder=embedder) as eng:
+        good = eng.remember("The release train leaves every second Tuesday")
+        bad = eng.remember("This record will be damaged on disk")
+    (path / "index" / "hnsw.bin").write_bytes(b"\x00garbage" * 1000)
+    with Engine.open(path, embedder=embedder) as eng:
+        assert eng.recall("release train", strategies=["similarity"], top_k=1).ids() == [good.id]
+        w = WriteSet()
+        w.put("default", b"\x01" + id_bytes(bad.id), b"\xc1 not msgpack")
+        eng._store.commit(w)
+    with Engine.open(path, embedder=embedder) as eng:
+        assert [m.id for m in eng.memories()] == [good.id]
+        with pytest.raises(CorruptVault, match=bad.id):
+            eng.get(bad.id)
+    assert b"\xc1 not msgpack" in raw_families(path / "db")["default"].values()
+    (path / "db" / "CURRENT").write_text("garbage\n")
+    with pytest.raises(CorruptVault, match="cannot be opened"):
+        Engine.open(path, embedder=embedder)
