@@ -110,7 +110,11 @@ class Engine:
         self._index = index
         self._lexical = LexicalIndex.open(self.path / "lexical")
         if self._lexical.applied_seq != self._write_seq:
-            self.rebuild_lexical()
+            try:
+                self.rebuild_lexical()
+            except BaseException:
+                self._lexical.close()  # its writer lock must not outlive a failed open
+                raise
 
     def _rebuild_vector_index(self) -> VectorIndex:
         index = VectorIndex(self.embedder.dim, self.config.index, capacity=len(self._catalog) + 1024)
