@@ -27,7 +27,6 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from hebbs.errors import ModelError
+from hebbs.fsutil import atomic_write
 
 __all__ = ["Embedder", "ModelError", "get_embedder", "limit_blas_threads", "default_cache_dir"]
 
@@ -78,21 +78,6 @@ def _ensure_private_dir(path: Path) -> Path:
     return path
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same directory + rename, so readers never see a partial file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -123,7 +108,7 @@ def _sha256_cached(path: Path, cache_dir: Path) -> str:
         index[key] = {"stamp": stamp, "sha256": digest}
         with contextlib.suppress(OSError):  # a read-only cache only costs re-hashing next time
             _ensure_private_dir(cache_dir)
-            _atomic_write(index_path, json.dumps(index, indent=1, sort_keys=True).encode())
+            atomic_write(index_path, json.dumps(index, indent=1, sort_keys=True).encode())
         return digest
 
 
@@ -242,7 +227,7 @@ def _build_bert_graph(model_dir: Path, onnx_path: Path) -> None:
     meta = model.metadata_props.add()
     meta.key, meta.value = _GRAPH_VERSION_KEY, GRAPH_VERSION
     _ensure_private_dir(onnx_path.parent)
-    _atomic_write(onnx_path, model.SerializeToString())
+    atomic_write(onnx_path, model.SerializeToString())
 
 
 def _open_registry_model(entry: dict[str, Any], model_dir: Path, cache_dir: Path, threads: int | None) -> tuple[Any, Path]:

@@ -16,6 +16,8 @@ import hnswlib
 import msgspec
 import numpy as np
 
+from .fsutil import atomic_write
+
 _SNAPSHOT_INDEX = "hnsw.bin"
 _SNAPSHOT_META = "hnsw.meta"
 _PARALLEL_ADD = 1000
@@ -125,14 +127,12 @@ class VectorIndex:
             self._index.save_index(str(tmp_index))
             meta = msgspec.msgpack.encode(_SnapshotMeta(write_seq, _sha256(tmp_index), self.dim, self.params,
                                                         list(self._id_of)))
-        tmp_meta = directory / f".{_SNAPSHOT_META}.tmp"
-        tmp_meta.write_bytes(meta)
-        for tmp in (tmp_index, tmp_meta):
-            with open(tmp, "rb") as f:
-                os.fsync(f.fileno())
-        # The meta file names the write sequence; it is replaced last, and load checks both agree.
+        with open(tmp_index, "rb") as f:
+            os.fsync(f.fileno())
         os.replace(tmp_index, directory / _SNAPSHOT_INDEX)
-        os.replace(tmp_meta, directory / _SNAPSHOT_META)
+        # The meta names the write sequence and the index's checksum; written last, so a crash
+        # between the two renames leaves a meta that does not match and the index is rebuilt.
+        atomic_write(directory / _SNAPSHOT_META, meta)
 
     @classmethod
     def load(cls, directory: Path, write_seq: int, dim: int, params: IndexParams) -> "VectorIndex | None":

@@ -32,6 +32,8 @@ from types import TracebackType
 
 import tantivy
 
+from .fsutil import atomic_write
+
 try:
     import fcntl
 except ImportError:  # Windows: tantivy's own lock still protects the writer, just not our wipe
@@ -230,14 +232,6 @@ def _is_fatal(exc: BaseException) -> bool:
     return isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit))
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _read_state(path: Path) -> int:
     """The durably applied seq from the sidecar, or -1 if missing, unreadable or another format."""
     try:
@@ -254,16 +248,10 @@ def _read_state(path: Path) -> int:
 
 
 def _write_state(path: Path, seq: int) -> None:
-    """Atomic replace + fsync so a crash leaves either the old or the new seq, never a torn file."""
-    tmp = path / (STATE_FILE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        # The tantivy version is recorded because it pins the stemmer: a different stemmer would
-        # make new query terms miss old index terms, so an upgrade must trigger a rebuild.
-        json.dump({"format": FORMAT_VERSION, "tantivy": tantivy.__version__, "seq": seq}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path / STATE_FILE)
-    _fsync_dir(path)
+    # The tantivy version is recorded because it pins the stemmer: a different stemmer would make
+    # new query terms miss old index terms, so an upgrade must trigger a rebuild.
+    state = {"format": FORMAT_VERSION, "tantivy": tantivy.__version__, "seq": seq}
+    atomic_write(path / STATE_FILE, json.dumps(state).encode())
 
 
 def _raise_if_locked(path: Path) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import os
 import re
 import time
 from collections import Counter
@@ -33,6 +32,7 @@ from ulid import ULID
 
 from . import validate
 from .errors import InvalidInput, NotFound
+from .fsutil import atomic_write
 from .paths import hebbs_home
 from .schema import (ClusterMember, EdgeType, Insight, InsightInput, Memory, MemoryKind, ReflectCluster,
                      ReflectCommitted, ReflectPrepared, ReflectSession)
@@ -530,9 +530,7 @@ def wiki_link(memory: Memory) -> str:
 def write_note(path: Path, text: str) -> Path:
     """Write atomically, so a watcher or an editor never sees half a note."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, text.encode("utf-8"), mode=0o644)
     return path
 
 

@@ -31,6 +31,7 @@ import rocksdict
 from ulid import ULID
 
 from .errors import CorruptVault, VaultBusy
+from .fsutil import atomic_write
 from .schema import EdgeType, Memory
 
 COLUMN_FAMILIES = (
@@ -287,10 +288,7 @@ def decode(raw: bytes, type_: Any = None) -> Any:
 def _write_holder(path: Path) -> None:
     """Record who holds the vault so that a second opener can name them."""
     holder = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(_cmdline())}
-    tmp = path / f".{_HOLDER_FILE}.tmp"
-    tmp.write_text(json.dumps(holder))
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path / _HOLDER_FILE)
+    atomic_write(path / _HOLDER_FILE, json.dumps(holder).encode())
 
 
 def _describe_holder(path: Path) -> str:

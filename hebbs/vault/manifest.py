@@ -9,14 +9,12 @@ kill -9 the file on disk is either the old manifest or the new one.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from ..fsutil import atomic_write
 from .parse import PARSER_VERSION, Link
 
 __all__ = ["Manifest", "FileEntry", "SectionEntry", "Orphan", "load_manifest", "save_manifest", "manifest_path",
@@ -134,22 +132,4 @@ def save_manifest(root: Path, manifest: Manifest) -> None:
     path = manifest_path(root)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     manifest.fresh = False
-    data = _encoder.encode(manifest)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{MANIFEST_NAME}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    # The rename is durable only once the folder itself is synced.
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    atomic_write(path, _encoder.encode(manifest))
