@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    from hebbs import Engine, contradictions
+    from hebbs import Engine, contradiction_review
     from hebbs.embed import get_embedder
 
     embedder = get_embedder()
@@ -95,7 +95,7 @@ def main() -> None:
             plain = time.perf_counter() - started
             # What remember_many runs after its batches when the check is on, timed alone.
             started = time.perf_counter()
-            queued = contradictions.queue_for_new(eng, memories)
+            queued = contradiction_review.queue_for_new(eng, memories)
             check = time.perf_counter() - started
             print(f"remember_many of {args.n} memories: {plain:.2f} s; the contradiction check on them: {check:.2f} s "
                   f"({check / args.n * 1000:.2f} ms per memory, {queued} candidates queued)")

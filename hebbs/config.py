@@ -78,7 +78,7 @@ class DecayConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
 
 
 class ContradictionsConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """Contradiction candidates found at remember time (hebbs/contradictions.py, docs/reflect.md)."""
+    """Contradiction candidates found at remember time (hebbs/contradiction_review.py, docs/reflect.md)."""
 
     # Compare each remembered memory with its nearest neighbours and queue likely conflicts for review.
     check_on_remember: bool = True

@@ -176,7 +176,7 @@ class Engine:
 
         Then, unless `check_contradictions` (default: config contradictions.check_on_remember) is off,
         each new memory is compared with its nearest neighbours and likely conflicts are queued in
-        `pending`, in a batch of their own (hebbs/contradictions.py)."""
+        `pending`, in a batch of their own (hebbs/contradiction_review.py)."""
         prepared = [self._prepare(item, n) for n, item in enumerate(items)]
         if not prepared:
             return []
@@ -194,8 +194,8 @@ class Engine:
                     self._write_new(chunk, span_vectors[offset:offset + REMEMBER_CHUNK])
                 out.extend(p.memory for p in chunk)
         if self.config.contradictions.check_on_remember if check_contradictions is None else check_contradictions:
-            from . import contradictions
-            contradictions.queue_for_new(self, out)
+            from . import contradiction_review
+            contradiction_review.queue_for_new(self, out)
         return out
 
     def _prepare(self, item: dict[str, Any], n: int) -> "_Prepared":
@@ -558,13 +558,13 @@ class Engine:
 
     def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
         """The queued contradiction candidates, both sides in full, most likely first."""
-        from . import contradictions
-        return contradictions.prepare(self, max_results=max_results)
+        from . import contradiction_review
+        return contradiction_review.prepare(self, max_results=max_results)
 
     def contradiction_commit(self, verdicts: Sequence[Any]) -> ContradictionCommitted:
         """Apply [{pending_id, verdict: contradiction | revision | neutral}] in one batch."""
-        from . import contradictions
-        return contradictions.commit(self, verdicts)
+        from . import contradiction_review
+        return contradiction_review.commit(self, verdicts)
 
     def reflect_auto(self, entity_id: str | None = None, since: Any = None,
                      max_memories: int = 500) -> ReflectAutoResult:

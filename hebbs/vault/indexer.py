@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 from ulid import ULID
 
-from .. import contradict
+from .. import contradiction_check
 from ..errors import NotFound
 from ..schema import Memory, MemoryKind, Source
 from .links import link_text, remove_edges, resolve_links
@@ -665,7 +665,7 @@ class _Phase2:
             return (a.source is not None and b.source is not None and a.source.file_path == b.source.file_path
                     and a.source.heading_path == b.source.heading_path)
 
-        found = contradict.find_candidates(
+        found = contradiction_check.find_candidates(
             self.engine, ids, skip=same_section,
             progress=lambda done, total: self._report("check", done, total))
         if found:

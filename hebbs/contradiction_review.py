@@ -1,6 +1,6 @@
 """Contradiction review: candidates come in (vault indexing, remember), verdicts go out as edges or supersession.
 
-Candidates are found by the heuristic classifier of hebbs/contradict.py and queued in the `pending`
+Candidates are found by the heuristic classifier of hebbs/contradiction_check.py and queued in the `pending`
 family. `prepare` shows them with both memories in full; `commit` applies verdicts:
 
     contradiction  CONTRADICTS edges both ways (and, for a markdown vault, a report in ROOT/contradictions/)
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from . import analogical, contradict
+from . import analogical, contradiction_check
 from .errors import InvalidInput, NotFound
 from .reflect import _iso, _now, notes_root, slug, wiki_link, write_note
 from .schema import (ContradictionCandidate, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
@@ -48,7 +48,7 @@ def queue_for_new(engine: "Engine", memories: Sequence[Memory]) -> int:
     ids = [m.id for m in memories if m.source is None and m.kind == MemoryKind.EPISODE]
     if not ids:
         return 0
-    found = contradict.find_candidates(
+    found = contradiction_check.find_candidates(
         engine, ids, k=settings.neighbors, min_similarity=settings.min_similarity, threshold=settings.threshold,
         skip=lambda a, b: MemoryKind.INSIGHT in (a.kind, b.kind))
     if not found:
