@@ -35,7 +35,8 @@ class _SnapshotMeta(msgspec.Struct):
     sha256: str
     dim: int
     params: IndexParams
-    ids: list[str | None]  # position = hnswlib label; None for a deleted label
+    ids: dict[int, str]  # hnswlib label -> memory id, live labels only
+    next_label: int
 
 
 class VectorIndex:
@@ -48,13 +49,17 @@ class VectorIndex:
         self._lock = threading.Lock()
         if loaded is None:
             loaded = hnswlib.Index(space="cosine", dim=dim)
+            # Forgotten memories leave deleted slots; new memories reuse them instead of growing the index.
             loaded.init_index(max_elements=max(capacity, 16), ef_construction=params.ef_construction,
-                              M=params.m, allow_replace_deleted=False)
+                              M=params.m, allow_replace_deleted=True)
         self._index = loaded
         self._index.set_ef(params.ef_search)
         self._index.set_num_threads(1)
         self._label_of: dict[str, int] = {}
-        self._id_of: list[str | None] = []
+        self._id_of: dict[int, str] = {}
+        # Labels are never reused: hnswlib keeps a deleted element's label mapped until its slot is
+        # taken, so handing that label to another element would corrupt its lookup table.
+        self._next_label = 0
 
     def __len__(self) -> int:
         return len(self._label_of)
@@ -63,28 +68,31 @@ class VectorIndex:
         return memory_id in self._label_of
 
     def add(self, ids: list[str], vectors: np.ndarray) -> None:
+        """Add memories, or update the vectors of ones already indexed (in place: same label, no leak)."""
         if not ids:
             return
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         with self._lock:
-            fresh_ids, fresh_rows = [], []
-            for row, memory_id in enumerate(ids):
-                if memory_id in self._label_of:
-                    # A changed vector: retire the old label; hnswlib cannot update a vector in place safely.
-                    self._retire(memory_id)
-                fresh_ids.append(memory_id)
-                fresh_rows.append(row)
-            needed = len(self._id_of) + len(fresh_ids)
-            if needed > self._index.get_max_elements():
-                self._index.resize_index(max(needed, self._index.get_max_elements() * 2))
-            labels = np.arange(len(self._id_of), len(self._id_of) + len(fresh_ids), dtype=np.int64)
-            # Bulk loads (opening a vault, a big remember_many) use every core; single adds stay on one
-            # thread so they never compete with the embedding model for the CPU.
-            threads = -1 if len(fresh_ids) >= _PARALLEL_ADD else 1
-            self._index.add_items(np.ascontiguousarray(vectors[fresh_rows], dtype=np.float32), labels,
-                                  num_threads=threads)
-            for memory_id, label in zip(fresh_ids, labels.tolist()):
-                self._label_of[memory_id] = label
-                self._id_of.append(memory_id)
+            updated = [row for row, memory_id in enumerate(ids) if memory_id in self._label_of]
+            fresh = [row for row, memory_id in enumerate(ids) if memory_id not in self._label_of]
+            if updated:
+                # replace_deleted=True would put an existing label into a vacant slot and leave its old
+                # element live under the same label: updates must go through the plain path.
+                self._index.add_items(vectors[updated], np.asarray([self._label_of[ids[r]] for r in updated]),
+                                      num_threads=1, replace_deleted=False)
+            if fresh:
+                labels = np.arange(self._next_label, self._next_label + len(fresh), dtype=np.int64)
+                self._next_label += len(fresh)
+                needed = self._index.get_current_count() + len(fresh)
+                if needed > self._index.get_max_elements():
+                    self._index.resize_index(max(needed, self._index.get_max_elements() * 2))
+                # Bulk loads (opening a vault, a big remember_many) use every core; single adds stay on
+                # one thread so they never compete with the embedding model for the CPU.
+                threads = -1 if len(fresh) >= _PARALLEL_ADD else 1
+                self._index.add_items(vectors[fresh], labels, num_threads=threads, replace_deleted=True)
+                for row, label in zip(fresh, labels.tolist()):
+                    self._label_of[ids[row]] = label
+                    self._id_of[label] = ids[row]
 
     def remove(self, ids: list[str]) -> None:
         with self._lock:
@@ -94,7 +102,7 @@ class VectorIndex:
 
     def _retire(self, memory_id: str) -> None:
         label = self._label_of.pop(memory_id)
-        self._id_of[label] = None
+        del self._id_of[label]
         self._index.mark_deleted(label)
 
     def search(self, vector: np.ndarray, k: int, *, ef: int | None = None) -> list[tuple[str, float]]:
@@ -115,8 +123,7 @@ class VectorIndex:
             finally:
                 self._index.set_ef(self.params.ef_search)
             return [(self._id_of[label], 1.0 - float(dist))
-                    for label, dist in zip(labels[0].tolist(), distances[0].tolist())
-                    if self._id_of[label] is not None]
+                    for label, dist in zip(labels[0].tolist(), distances[0].tolist()) if label in self._id_of]
 
     # Snapshots -------------------------------------------------------------------------------
 
@@ -126,7 +133,7 @@ class VectorIndex:
             tmp_index = directory / f".{_SNAPSHOT_INDEX}.tmp"
             self._index.save_index(str(tmp_index))
             meta = msgspec.msgpack.encode(_SnapshotMeta(write_seq, _sha256(tmp_index), self.dim, self.params,
-                                                        list(self._id_of)))
+                                                        dict(self._id_of), self._next_label))
         with open(tmp_index, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp_index, directory / _SNAPSHOT_INDEX)
@@ -150,14 +157,14 @@ class VectorIndex:
             return None
         raw = hnswlib.Index(space="cosine", dim=dim)
         try:
-            raw.load_index(str(directory / _SNAPSHOT_INDEX), max_elements=max(len(meta.ids), 16))
+            raw.load_index(str(directory / _SNAPSHOT_INDEX), max_elements=max(len(meta.ids), 16),
+                           allow_replace_deleted=True)
         except (RuntimeError, OSError):
-            return None
-        if raw.get_current_count() != len(meta.ids):
             return None
         index = cls(dim, params, loaded=raw)
         index._id_of = meta.ids
-        index._label_of = {memory_id: label for label, memory_id in enumerate(meta.ids) if memory_id is not None}
+        index._label_of = {memory_id: label for label, memory_id in meta.ids.items()}
+        index._next_label = meta.next_label
         return index
 
 

@@ -355,3 +355,36 @@ def test_corrupt_files_give_clear_errors_or_a_rebuild_and_lose_nothing(tmp_path,
     (path / "db" / "CURRENT").write_text("garbage\n")
     with pytest.raises(CorruptVault, match="cannot be opened"):
         Engine.open(path, embedder=embedder)
+
+
+def test_the_vector_index_does_not_grow_with_revisions_and_reuses_forgotten_slots(vault):
+    """Tried: 30 revisions of one memory, then forgetting 10 memories and remembering 10 new ones;
+    the HNSW index keeps one element per live memory and every memory stays findable."""
+    m = vault.remember("Version 0 of the release checklist")
+    for i in range(1, 31):
+        vault.revise(m.id, content=f"Version {i} of the release checklist")
+    raw = vault._index._index
+    assert raw.get_current_count() == 1
+    assert vault.recall("release checklist", strategies=["similarity"], top_k=5).ids() == [m.id]
+    old = vault.remember_many([{"content": f"temporary note number {i}"} for i in range(10)])
+    vault.forget(ids=[x.id for x in old])
+    new = vault.remember_many([{"content": f"lasting note about topic {i}"} for i in range(10)])
+    assert raw.get_current_count() == 11
+    for x in new:
+        assert vault.recall(x.content, strategies=["similarity"], top_k=1, reinforce=False).ids() == [x.id]
+
+
+def test_a_snapshot_keeps_deleted_slots_reusable(tmp_path, embedder):
+    path = tmp_path / "v"
+    with Engine.open(path, embedder=embedder) as eng:
+        made = eng.remember_many([{"content": f"snapshot note {i} on subject {w}"}
+                                  for i, w in enumerate(["tea", "rain", "maps", "jazz", "bread"])])
+        eng.forget(ids=[made[0].id, made[1].id])
+    with Engine.open(path, embedder=embedder) as eng:
+        assert eng._index._index.get_current_count() == 5  # loaded from the snapshot, two slots deleted
+        added = eng.remember_many([{"content": "snapshot note about chess"}, {"content": "snapshot note on kites"}])
+        assert eng._index._index.get_current_count() == 5
+        for m in made[2:] + added:
+            assert eng.recall(m.content, strategies=["similarity"], top_k=1, reinforce=False).ids() == [m.id]
+        assert not {made[0].id, made[1].id} & set(eng.recall("snapshot note", strategies=["similarity"],
+                                                              top_k=10, reinforce=False).ids())
