@@ -74,7 +74,7 @@ def bench_size(n: int, queries: int) -> None:
             for label, kwargs in (("similarity only", {"strategies": ["similarity"]}), ("default (fused)", {})):
                 samples = timed(lambda i: engine.recall(CUES[i % len(CUES)], top_k=10, reinforce=False, **kwargs),
                                 queries)
-                print(f"recall {label:<14}{percentiles(samples)}")
+                print(f"recall {label:<15} {percentiles(samples)}")
             samples = timed(lambda i: engine.remember(f"benchmark note {i}: {CUES[i % len(CUES)]}"), 100)
             print(f"remember single      {percentiles(samples)}")
             batch = [{"content": f"batched note {i}: {CUES[i % len(CUES)]}"} for i in range(256)]
