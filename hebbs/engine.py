@@ -223,10 +223,10 @@ class Engine:
         return _Prepared(memory, supersedes, edges)
 
     def _check_refs(self, chunk: list["_Prepared"]) -> None:
-        known = set(self._catalog) | {p.memory.id for p in chunk}
+        in_chunk = {p.memory.id for p in chunk}
         for p in chunk:
             for ref in p.supersedes + [target for target, _, _ in p.edges]:
-                if ref not in known:
+                if ref not in self._catalog and ref not in in_chunk:
                     raise NotFound(f"memory {ref} does not exist")
 
     def _write_new(self, chunk: list["_Prepared"], vectors: np.ndarray) -> None:
