@@ -111,10 +111,7 @@ def _print_committed_insights(committed: ReflectCommitted) -> None:
     print(f"stored {_count(len(committed.insights), 'insight')} from session {committed.session_id}")
     for memory in committed.insights:
         print(f"  {output.short_id(memory.id)}  {output.one_line(memory.content, output.width() - 12)}")
-    for path in committed.files:
-        print(f"note: wrote {path}")
-    for warning in committed.warnings:
-        print(f"warning: {warning}")
+    _print_files_and_warnings(committed)
 
 
 def cmd_reflect(args: argparse.Namespace) -> int:
@@ -195,15 +192,19 @@ def _commit_contradictions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_files_and_warnings(committed: ReflectCommitted | ContradictionCommitted) -> None:
+    for path in committed.files:
+        print(f"note: wrote {path}")
+    for warning in committed.warnings:
+        print(f"warning: {warning}")
+
+
 def _print_verdicts(committed: ContradictionCommitted) -> None:
     print(f"{_count(len(committed.contradictions), 'contradiction')} confirmed, "
           f"{_count(len(committed.revisions), 'revision')}, {len(committed.dismissed)} dismissed")
     for memory_id in committed.superseded:
         print(f"  superseded {memory_id}")
-    for path in committed.files:
-        print(f"note: wrote {path}")
-    for warning in committed.warnings:
-        print(f"warning: {warning}")
+    _print_files_and_warnings(committed)
 
 
 def _auto_contradictions(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommi
                             ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates, Forgotten, Get, Index,
                             IndexingInProgress, Insights, Inspect, Inspection, List, Pong, Prime, Queries, Recall,
                             Reflect, ReflectCommit, ReflectPrepare, Remember, RememberItem, Request, Revise,
-                            ScanSummary, Status, Stopping, Subscribe, Subscribed, SubscriptionPush, VaultStats)
+                            ScanSummary, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
 from hebbs.schema import Memory, RecallResult
 
 from .vaults import VaultSlot
@@ -83,8 +83,7 @@ class Handlers:
     async def _status(self, conn: "Connection", request: Request, command: Status) -> Any:
         status = self.daemon.status()
         if request.vault_path:
-            stats = await self._call(request, lambda engine: engine.stats())
-            status.vault = msgspec.convert(stats, VaultStats)
+            status.vault = await self._call(request, lambda engine: engine.stats())
         return status
 
     async def _shutdown(self, conn: "Connection", request: Request, command: Any) -> Any:

@@ -34,7 +34,7 @@ from .lexical import LexicalIndex
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Insight, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared)
 from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResult,
-                     RecallResults, ScoreComponents, ScoringWeights, Source)
+                     RecallResults, ScoreComponents, ScoringWeights, Source, VaultStats)
 from .storage import (Store, WriteSet, decode, edge_keys, edge_value, encode, id_bytes, id_str, memory_key,
                       temporal_key, temporal_keys, temporal_prefix, vector_key, TIMELINE_ENTITY)
 
@@ -788,15 +788,13 @@ class Engine:
     def count(self) -> int:
         return sum(1 for e in self._catalog.values() if e.kind != MemoryKind.REVISION)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> VaultStats:
         kinds: dict[str, int] = {}
         for entry in self._catalog.values():
             kinds[entry.kind.value] = kinds.get(entry.kind.value, 0) + 1
-        return {
-            "path": str(self.path), "memories": self.count(), "by_kind": kinds,
-            "model": self.embedder.model_id, "dimension": self.embedder.dim, "write_seq": self._write_seq,
-            "superseded": sum(1 for e in self._catalog.values() if e.superseded_by),
-        }
+        return VaultStats(path=str(self.path), memories=self.count(), by_kind=kinds, model=self.embedder.model_id,
+                          dimension=self.embedder.dim, write_seq=self._write_seq,
+                          superseded=sum(1 for e in self._catalog.values() if e.superseded_by))
 
 
 class _Prepared:

@@ -23,7 +23,7 @@ from .errors import (ERRORS_BY_CODE, DaemonUnavailable, HebbsError, IndexingInPr
                      MessageTooLarge, ProtocolError)
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
-                     ReflectCommitted, ReflectPrepared, ScoringWeights, Source)
+                     ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
 
 PROTOCOL_VERSION = 1
 MAX_FRAME = 16 * 1024 * 1024
@@ -310,16 +310,6 @@ class Pong(msgspec.Struct, kw_only=True):
     version: str
     protocol: int = PROTOCOL_VERSION
     pid: int
-
-
-class VaultStats(msgspec.Struct, kw_only=True):
-    path: str
-    memories: int
-    by_kind: dict[str, int] = {}
-    model: str | None = None
-    dimension: int | None = None
-    write_seq: int = 0
-    superseded: int = 0
 
 
 class OpenVault(msgspec.Struct, kw_only=True):

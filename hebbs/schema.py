@@ -110,6 +110,18 @@ class RecallResults(msgspec.Struct, kw_only=True):
         return [r.memory.id for r in self.results]
 
 
+class VaultStats(msgspec.Struct, kw_only=True):
+    """What a vault holds: Engine.stats(), and the vault part of the daemon's status."""
+
+    path: str
+    memories: int
+    by_kind: dict[str, int] = {}
+    model: str | None = None
+    dimension: int | None = None
+    write_seq: int = 0
+    superseded: int = 0
+
+
 class QueryLogEntry(msgspec.Struct, kw_only=True):
     at: int
     cue: str | None

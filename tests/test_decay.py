@@ -129,9 +129,9 @@ def test_half_life_table_is_configurable_and_merged_over_defaults(tmp_path: Path
 
 def test_sweep_is_not_a_content_change(eng: Engine):
     eng.remember_many([{"content": f"note {n}"} for n in range(5)])
-    seq = eng.stats()["write_seq"]
+    seq = eng.stats().write_seq
     decay.sweep(eng, now=decay._now() + 40 * DAY_US)
-    assert eng.stats()["write_seq"] == seq
+    assert eng.stats().write_seq == seq
     assert eng._store.get_meta("write_seq") == seq
 
 

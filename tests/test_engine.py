@@ -210,10 +210,10 @@ def test_forget_by_entity(vault):
 def test_bad_input_is_a_clear_error_and_changes_nothing(vault, call, message):
     """Each bad call raises InvalidInput naming the problem; memory count and write sequence stay the same."""
     vault.remember("already here")
-    before = (vault.count(), vault.stats()["write_seq"])
+    before = (vault.count(), vault.stats().write_seq)
     with pytest.raises(InvalidInput, match=message):
         call(vault)
-    assert (vault.count(), vault.stats()["write_seq"]) == before
+    assert (vault.count(), vault.stats().write_seq) == before
 
 
 def test_unknown_ids_are_not_found(vault):

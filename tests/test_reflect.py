@@ -66,7 +66,7 @@ def plant(engine: Engine, **fields) -> dict[str, str]:
 
 def snapshot(engine: Engine) -> tuple:
     """What a failed commit must leave as it was."""
-    return (engine.count(), engine.stats()["write_seq"], sorted(m.id for m in engine.memories()),
+    return (engine.count(), engine.stats().write_seq, sorted(m.id for m in engine.memories()),
             len(engine.insights()))
 
 
