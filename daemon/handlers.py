@@ -21,7 +21,7 @@ from hebbs.errors import InvalidInput, NotFound
 from hebbs.paths import VAULT_DIR
 from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare, Export,
                             ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates, Forgotten, Get, Index,
-                            IndexingInProgress, Insights, Inspect, Inspection, List, Pong, Prime, Queries, Recall,
+                            IndexingInProgress, Insights, Inspect, Inspection, List, Panel, PanelState, Pong, Prime, Queries, Recall,
                             Reflect, ReflectCommit, ReflectPrepare, Remember, RememberItem, Request, Revise,
                             ScanSummary, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
 from hebbs.schema import Memory, RecallResult
@@ -62,7 +62,9 @@ class Handlers:
     async def dispatch(self, conn: "Connection", request: Request) -> Any:
         command = request.command
         handler: Callable[..., Any] = getattr(self, "_" + command.__struct_config__.tag)
-        return await handler(conn, request, command)
+        data = await handler(conn, request, command)
+        self.daemon.notify_change(request)
+        return data
 
     async def _call(self, request: Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run fn(engine, ...) on the request's vault, off the event loop."""
@@ -86,6 +88,9 @@ class Handlers:
             status.vault = await self._call(request, lambda engine: engine.stats())
         return status
 
+    async def _panel(self, conn: "Connection", request: Request, command: Panel) -> PanelState:
+        return await self.daemon.ensure_panel(command.port)
+
     async def _shutdown(self, conn: "Connection", request: Request, command: Any) -> Any:
         # Stop once this reply is on its way, not before.
         asyncio.get_running_loop().call_later(0.05, self.daemon.stop)
@@ -102,7 +107,12 @@ class Handlers:
             raise InvalidInput("remember needs content (or items for a batch)")
         else:
             items = [_item(command)]
-        memories = await self._write(request, lambda engine: engine.remember_many(items))
+        def remember(engine: "Engine") -> list[Memory]:
+            for item in items:  # short ids, as text output shows them, name what a memory supersedes
+                item["supersedes"] = [resolve_id(engine, old) for old in item["supersedes"]]
+            return engine.remember_many(items)
+
+        memories = await self._write(request, remember)
         return memories if command.items is not None else memories[0]
 
     async def _get(self, conn: "Connection", request: Request, command: Get) -> Memory:
@@ -247,17 +257,18 @@ class Handlers:
             async with self.pool.use(slot) as engine:
                 if command.phase == 1:
                     plan = await self._stream(conn, request.id, lambda progress: vault.scan_vault(
-                        engine, root, paths=command.paths, progress=progress))
+                        engine, root, paths=command.paths, progress=progress), slot)
                     return ScanSummary(files_scanned=plan.files_scanned, files_unchanged=plan.files_unchanged,
                                        files_changed=plan.files_changed, files_removed=plan.files_removed,
                                        pending=plan.pending(), warnings=plan.warnings, seconds=plan.seconds)
                 if command.phase == 2:
                     return await self._stream(conn, request.id, lambda progress: vault.apply_plan(
-                        engine, root, progress=progress))
+                        engine, root, progress=progress), slot)
                 return await self._stream(conn, request.id, lambda progress: vault.index_vault(
-                    engine, root, progress=progress))
+                    engine, root, progress=progress), slot)
         finally:
             slot.indexing = False
+            slot.progress = None
 
     async def _list(self, conn: "Connection", request: Request, command: List) -> Any:
         from hebbs.vault.status import list_vault
@@ -277,7 +288,8 @@ class Handlers:
         slot = self.pool.slot(request.vault_path)
         return slot, slot.path.parent
 
-    async def _stream(self, conn: "Connection", request_id: Any, run: Callable[[Callable[[Any], None]], Any]) -> Any:
+    async def _stream(self, conn: "Connection", request_id: Any, run: Callable[[Callable[[Any], None]], Any],
+                      slot: VaultSlot | None = None) -> Any:
         """Run a blocking job that reports progress, sending each report as a progress frame.
 
         Reports arrive from a worker thread; when they come faster than the client reads, only the
@@ -291,6 +303,8 @@ class Handlers:
         def report(progress: Any) -> None:
             def put() -> None:
                 latest[:] = [progress]
+                if slot is not None:
+                    slot.progress = progress  # what the panel's overview shows of a run in progress
                 wake.set()
             loop.call_soon_threadsafe(put)
 
@@ -318,7 +332,7 @@ class Handlers:
 def _item(source: Remember | RememberItem) -> dict[str, Any]:
     return {"content": source.content, "importance": source.importance, "context": source.context,
             "entity_id": source.entity_id, "created_at": source.created_at, "kind": source.kind,
-            "source": source.source}
+            "source": source.source, "supersedes": source.supersedes or ()}
 
 
 def confidence(result: RecallResult) -> float:

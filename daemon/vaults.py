@@ -44,6 +44,8 @@ class VaultSlot:
         self.write_lock = asyncio.Lock()
         self.users = 0
         self.indexing = False
+        # The newest progress report of the index run in progress (hebbs.vault.indexer.Progress).
+        self.progress: Any = None
         self.last_used = time.monotonic()
 
 
@@ -141,6 +143,10 @@ class VaultPool:
                 await self._close(slot, reason="shutdown")
             except Exception:
                 log.exception("closing vault %s failed", slot.path)
+
+    def known(self) -> list[VaultSlot]:
+        """Every vault a request has named since the daemon started, open or not."""
+        return list(self._slots.values())
 
     def describe(self) -> list[OpenVault]:
         now = time.monotonic()

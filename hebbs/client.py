@@ -31,7 +31,7 @@ from .errors import HebbsError, InvalidInput, VaultNotInitialized
 from .paths import ensure_home, hebbs_home, log_path, resolve_vault, socket_path, spawn_lock_path
 from .protocol import (ERROR, HEADER, PROGRESS, Close, ContradictionAuto, ContradictionCommit, ContradictionPrepare,
                        DaemonStatus, DaemonUnavailable, Export, ExportChunk, Feed, Forget, ForgetCandidates, Get,
-                       Index, Insights, Inspect, Inspection, List, Ping, Pong, Prime, ProtocolError, Queries, Recall,
+                       Index, Insights, Inspect, Inspection, List, Panel, PanelState, Ping, Pong, Prime, ProtocolError, Queries, Recall,
                        Reflect, ReflectCommit, ReflectPrepare, Remember, RememberItem, Revise, Shutdown, Status,
                        Stopping, Subscribe, Subscribed, SubscriptionPush, _Command, decode_data, decode_response,
                        error_from_frame, frame_length, progress_type, recv_frame, request_frame, result_type)
@@ -335,13 +335,19 @@ class Client:
     def shutdown(self) -> Stopping:
         return self.request(Shutdown(), vault=False)
 
+    def panel(self, port: int | None = None) -> PanelState:
+        """Make sure the daemon serves the Memory Palace (on `port`, else the configured one); its URL and token."""
+        return self.request(Panel(port=port), vault=False)
+
     # Memories ---------------------------------------------------------------------------------
 
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                  entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
-                 source: Source | None = None) -> Memory:
+                 source: Source | None = None, supersedes: Sequence[str] | None = None) -> Memory:
+        """Store one memory; `supersedes` names memories it replaces (they leave recall)."""
         return self.request(Remember(content=content, importance=importance, context=context, entity_id=entity_id,
-                                     created_at=to_micros(created_at, "created_at"), kind=_kind(kind), source=source))
+                                     created_at=to_micros(created_at, "created_at"), kind=_kind(kind), source=source,
+                                     supersedes=list(supersedes) if supersedes else None))
 
     def remember_many(self, items: Iterable[Any]) -> list[Memory]:
         """Store many memories in one request (dicts with the fields of remember, or RememberItems)."""
@@ -624,12 +630,16 @@ class AsyncClient:
     async def shutdown(self) -> Stopping:
         return await self.request(Shutdown(), vault=False)
 
+    async def panel(self, port: int | None = None) -> PanelState:
+        return await self.request(Panel(port=port), vault=False)
+
     async def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                        entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
-                       source: Source | None = None) -> Memory:
+                       source: Source | None = None, supersedes: Sequence[str] | None = None) -> Memory:
         return await self.request(Remember(content=content, importance=importance, context=context,
                                            entity_id=entity_id, created_at=to_micros(created_at, "created_at"),
-                                           kind=_kind(kind), source=source))
+                                           kind=_kind(kind), source=source,
+                                           supersedes=list(supersedes) if supersedes else None))
 
     async def remember_many(self, items: Iterable[Any]) -> list[Memory]:
         return await self.request(Remember(items=[_remember_item(i) for i in items]))
