@@ -6,6 +6,7 @@ import asyncio
 import datetime as dt
 import json
 from pathlib import Path
+from urllib.parse import parse_qsl
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
 
 STATIC = Path(__file__).parent / "static"
 KEEPALIVE_SECONDS = 15.0
-RECALL_EXTRAS = ("seed", "direction", "max_depth")
+# The panel's forms are small and urlencoded (parsed here: no multipart parser needed).
+MAX_FORM_BYTES = 1024 * 1024
 
 
 def build_app(service: "PanelService") -> Any:
@@ -80,7 +82,9 @@ class Routes:
 
     async def _form(self, request: Request) -> dict[str, str]:
         """The posted form, once its token is checked (the cookie alone never authorizes a change)."""
-        form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
+        if len(await request.body()) > MAX_FORM_BYTES:
+            raise PermissionError
+        form = dict(parse_qsl((await request.body()).decode("utf-8", errors="replace"), keep_blank_values=True))
         if not (token_matches(form.get(FORM_FIELD), self.service.token)
                 or request.scope.get("state", {}).get("token_in_header")):
             raise PermissionError

@@ -175,18 +175,20 @@ class PanelService:
         async with self._lock:
             if self._task is not None and not self._task.done() and port in (None, self.port):
                 return self.state()
+            # Bind first: a taken port leaves the panel served where it was.
+            wanted = port if port is not None else configured_port(self.home)
+            sock = bind_local(wanted)
             await self._stop_server()
-            await self._serve(port if port is not None else configured_port(self.home))
+            await self._serve(sock, wanted)
             return self.state()
 
     async def serve(self, port: int) -> None:
         async with self._lock:
-            await self._serve(port)
+            await self._serve(bind_local(port), port)
 
-    async def _serve(self, port: int) -> None:
+    async def _serve(self, sock: Any, port: int) -> None:
         from .app import build_app
 
-        sock = bind_local(port)
         self.port = port
         self._server = _Server.make(build_app(self))
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
