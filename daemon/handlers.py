@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import msgspec
 
 from hebbs import validate
-from hebbs.errors import InvalidInput, NotFound
+from hebbs.errors import IndexCancelled, InvalidInput, NotFound
 from hebbs.paths import VAULT_DIR
 from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare, Export,
                             ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates, Forgotten, Get, Index,
@@ -253,6 +253,7 @@ class Handlers:
         if slot.indexing:
             raise IndexingInProgress(f"{root} is being indexed already; try again when that run ends")
         slot.indexing = True
+        slot.cancel_index = False
         try:
             async with self.pool.use(slot) as engine:
                 if command.phase == 1:
@@ -269,6 +270,7 @@ class Handlers:
         finally:
             slot.indexing = False
             slot.progress = None
+            slot.cancel_index = False
 
     async def _list(self, conn: "Connection", request: Request, command: List) -> Any:
         from hebbs.vault.status import list_vault
@@ -301,6 +303,11 @@ class Handlers:
         wake = asyncio.Event()
 
         def report(progress: Any) -> None:
+            if slot is not None and slot.cancel_index:
+                # Like a crash between two batches, which the indexer is built to recover from: the
+                # manifest stays dirty and the next run reconciles and carries on where this one stopped.
+                raise IndexCancelled(f"indexing {slot.path.parent} was cancelled; the next index run resumes it")
+
             def put() -> None:
                 latest[:] = [progress]
                 if slot is not None:

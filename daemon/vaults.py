@@ -46,6 +46,8 @@ class VaultSlot:
         self.indexing = False
         # The newest progress report of the index run in progress (hebbs.vault.indexer.Progress).
         self.progress: Any = None
+        # Set to stop the index run in progress at its next progress report (see Handlers._stream).
+        self.cancel_index = False
         self.last_used = time.monotonic()
 
 

@@ -374,3 +374,36 @@ def test_a_taken_port_is_a_clear_error_naming_its_holder(palace: Palace) -> None
     # The panel keeps being served where it was.
     again = json.loads(palace.daemon.hebbs("palace", "--no-browser", "--format", "json").stdout)
     assert again["port"] == palace.port
+
+
+def test_an_index_run_shows_its_progress_on_the_overview_and_can_be_cancelled(page: Any, palace: Palace) -> None:
+    import subprocess
+    import sys
+
+    from daemon_fixtures import short_tmp
+
+    big = short_tmp("hbbig")
+    for n in range(600):
+        (big / f"note-{n:04d}.md").write_text(f"# Note {n}\n\nFact number {n} about project {n % 17}.\n\n"
+                                             f"## Detail\n\nMore about item {n}, owned by team {n % 5}.\n")
+    hebbs = str(Path(sys.executable).with_name("hebbs"))
+    run = subprocess.Popen([hebbs, "index", str(big)], env=palace.daemon.env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not page.locator("[data-indexing]").count():
+            assert run.poll() is None and time.monotonic() < deadline, "the run ended before the page saw it"
+            page.goto(palace.page_url("/"))
+        assert "indexing:" in page.locator("[data-indexing]").inner_text()
+        page.locator("[data-indexing] button:has-text('Cancel')").click()
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 1 and "cancelled" in stderr and "Traceback" not in stderr
+    # The next run picks up where the cancelled one stopped, and ends with every section indexed.
+    palace.daemon.hebbs("index", str(big))
+    listed = json.loads(palace.daemon.hebbs("list", str(big), "--format", "json").stdout)
+    assert len(listed) == 600 and {f["state"] for f in listed} == {"synced"}
+    with palace.daemon.client(vault=big) as client:
+        assert client.status().vault.memories == 1200

@@ -45,6 +45,7 @@ def build_app(service: "PanelService") -> Any:
         Route("/memory/supersede", routes.supersede, methods=["POST"]),
         Route("/memory/forget", routes.forget, methods=["POST"]),
         Route("/contradictions/verdict", routes.verdict, methods=["POST"]),
+        Route("/index/cancel", routes.cancel_index, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC, follow_symlink=False), name="static"),
     ])
     return Guard(app, service.token, lambda: service.port or 0)
@@ -112,7 +113,7 @@ class Routes:
         async def render(_: str) -> str:
             status = await self.data.command(Status(), None)
             cards = await asyncio.gather(*(self._card(v) for v in self.service.vaults.paths()))
-            return pages.overview(status, list(cards), self.home)
+            return pages.overview(status, list(cards), self.home, self.service.token)
 
         return await self._guarded(request, "Overview", render)
 
@@ -297,6 +298,16 @@ class Routes:
             message = (f"{verdict.verdict} recorded" if said.get(verdict.verdict) else
                        "; ".join(done.warnings) or "nothing was recorded")
             return _back("/contradictions", vault=form["vault"], done=message)
+
+        return await self._act(request, act)
+
+
+    async def cancel_index(self, request: Request) -> Response:
+        async def act(form: dict[str, str]) -> Response:
+            slot = self.data.slot_state(form["vault"])
+            if slot is not None and slot.indexing:
+                slot.cancel_index = True  # the run stops at its next progress report
+            return _back("/", vault=form["vault"])
 
         return await self._act(request, act)
 

@@ -57,16 +57,16 @@ def notice(message: str) -> str:
 
 # Overview -----------------------------------------------------------------------------------------
 
-def overview(status: Any, cards: list[dict[str, Any]], home: Path) -> str:
+def overview(status: Any, cards: list[dict[str, Any]], home: Path, token: str) -> str:
     daemon = f"""<section class="card daemon"><h2>Daemon</h2><dl class="facts">
 <dt>version</dt><dd>{e(status.version)}</dd><dt>pid</dt><dd>{status.pid}</dd>
 <dt>uptime</dt><dd id="uptime">{ago(status.uptime_s)}</dd><dt>model</dt><dd>{e(status.model or "loading…")}</dd>
 <dt>requests</dt><dd>{status.requests}</dd><dt>open vaults</dt><dd>{len(status.open_vaults)}</dd>
 <dt>home</dt><dd><code>{e(status.home)}</code></dd></dl></section>"""
-    return daemon + "".join(_vault_card(card, home) for card in cards)
+    return daemon + "".join(_vault_card(card, home, token) for card in cards)
 
 
-def _vault_card(card: dict[str, Any], home: Path) -> str:
+def _vault_card(card: dict[str, Any], home: Path, token: str) -> str:
     vault = card["vault"]
     head = f'<h2><a href="{url("/timeline", vault=vault)}">{e(vault_label(vault, home))}</a></h2>'
     if card.get("error"):
@@ -87,7 +87,7 @@ def _vault_card(card: dict[str, Any], home: Path) -> str:
     sweep = card.get("sweep") or "no sweep yet since the vault opened"
     pending = summary.pending_contradictions
     pending_html = (f'<a class="{"warn" if pending else ""}" href="{url("/contradictions", vault=vault)}">{pending} pending</a>')
-    notes = _notes_state(card)
+    notes = _notes_state(card, token)
     return f"""<section class="card vault" data-vault-card="{e(vault)}">{head}
 <p class="path"><code>{e(vault)}</code></p>
 <div class="big"><span class="count" data-memories="{stats.memories}">{stats.memories}</span> memories {kinds}
@@ -99,7 +99,7 @@ def _vault_card(card: dict[str, Any], home: Path) -> str:
 {notes}</div></div></section>"""
 
 
-def _notes_state(card: dict[str, Any]) -> str:
+def _notes_state(card: dict[str, Any], token: str) -> str:
     if card.get("notes") is None:
         return '<p class="muted">no notes folder (memories come from agents and the CLI)</p>'
     counts: dict[str, int] = card["notes"]
@@ -109,11 +109,10 @@ def _notes_state(card: dict[str, Any]) -> str:
     progress = ""
     if card.get("indexing"):
         p = card.get("progress")
-        if p is not None:
-            progress = (f'<div class="indexing" data-indexing="1">indexing: {e(p.stage)} {p.done}/{p.total} '
-                        f'<progress max="{max(p.total, 1)}" value="{p.done}"></progress></div>')
-        else:
-            progress = '<div class="indexing" data-indexing="1">indexing: starting…</div>'
+        where = (f'{e(p.stage)} {p.done}/{p.total} <progress max="{max(p.total, 1)}" value="{p.done}"></progress>'
+                 if p is not None else "starting…")
+        cancel = button_form("/index/cancel", "Cancel", token, "danger", vault=card["vault"])
+        progress = f'<div class="indexing" data-indexing="1">indexing: {where} {cancel}</div>'
     return f'<h3>Notes folder <code>{e(card["root"])}</code></h3><div class="chips">{chips}</div>{progress}'
 
 
@@ -234,7 +233,10 @@ def memory_page(vault: str, token: str, inspection: Any, others: dict[str, Memor
             ("created", when(m.created_at)), ("updated", when(m.updated_at))]
     meta_html = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in meta)
     context = {k: v for k, v in m.context.items()}
-    context_html = (f'<pre class="context">{e(_json(context))}</pre>' if context else '<p class="muted">no context</p>')
+    context_html = f'<pre class="context">{e(_json(context))}</pre>' if context else '<p class="muted">no context</p>'
+    if len(context) > 4:  # an indexed section's bookkeeping: there on demand, out of the way
+        context_html = (f'<details class="context"><summary>{len(context)} keys: {e(", ".join(list(context)[:6]))}…'
+                        f'</summary>{context_html}</details>')
     access = (f'<dl class="facts"><dt>accessed</dt><dd>{m.access_count} times</dd>'
               f'<dt>last access</dt><dd>{when(m.last_accessed_at)}</dd></dl>')
     source = '<p class="muted">not indexed from a notes file</p>'
