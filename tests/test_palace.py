@@ -407,3 +407,46 @@ def test_an_index_run_shows_its_progress_on_the_overview_and_can_be_cancelled(pa
     assert len(listed) == 600 and {f["state"] for f in listed} == {"synced"}
     with palace.daemon.client(vault=big) as client:
         assert client.status().vault.memories == 1200
+
+
+def test_the_daemon_serves_the_panel_from_its_start_as_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    from daemon_fixtures import DaemonHome, wait_until
+
+    port = free_port()
+    monkeypatch.setenv("HEBBS_PANEL", "on")
+    monkeypatch.setenv("HEBBS_PANEL_PORT", str(port))
+    daemon = DaemonHome(idle_timeout=0)
+    try:
+        daemon.start()
+        token = Path(daemon.home) / "panel.token"
+
+        def answers() -> bool:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return True
+            except OSError:
+                return False
+
+        wait_until(answers, what="the panel to listen")
+        assert token.stat().st_mode & 0o777 == 0o600
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/")
+        assert conn.getresponse().status == 403  # no token, no page
+        conn.close()
+        daemon.stop()
+        assert not token.exists() and not answers()  # the token dies with its daemon
+    finally:
+        daemon.cleanup()
+
+    # [panel] enabled = false: the daemon leaves the port alone until `hebbs palace` asks.
+    off = DaemonHome(idle_timeout=0)
+    try:
+        (Path(off.home) / "config.toml").write_text("[panel]\nenabled = false\n")
+        off.start()
+        time.sleep(1.0)
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0
+        served = json.loads(off.hebbs("palace", "--port", str(port), "--no-browser", "--format", "json").stdout)
+        assert served["port"] == port
+    finally:
+        off.cleanup()

@@ -170,7 +170,7 @@ class Routes:
         async def render(vault: str) -> str:
             inspection = await self.data.command(Inspect(id=_required(request, "id")), vault)
             section = await asyncio.to_thread(data.read_source, vault, self.home, inspection.memory)
-            return pages.source_page(section)
+            return pages.source_page(vault, inspection.memory.id, section)
 
         return await self._guarded(request, "Source", render, live=False)
 

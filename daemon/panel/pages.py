@@ -20,7 +20,7 @@ WEIGHTS = [("relevance", 0.5), ("recency", 0.2), ("importance", 0.2), ("reinforc
 def vault_label(vault: str, home: Path) -> str:
     path = Path(vault)
     if path.resolve() == home.resolve():
-        return f"global brain ({vault})"
+        return "global brain"
     return f"{path.parent.name} ({path.parent})"
 
 
@@ -28,8 +28,8 @@ def layout(title: str, path: str, vault: str, vaults: list[str], home: Path, bod
            scripts: tuple[str, ...] = ()) -> str:
     nav = "".join(f'<a href="{url(href, vault=vault)}" class="{"active" if href == path else ""}">{e(name)}</a>'
                   for href, name in NAV)
-    options = "".join(f'<option value="{e(v)}"{" selected" if v == vault else ""}>{e(vault_label(v, home))}</option>'
-                      for v in vaults)
+    options = "".join(f'<option value="{e(v)}" title="{e(v)}"{" selected" if v == vault else ""}>'
+                      f'{e(vault_label(v, home))}</option>' for v in vaults)
     extra = "".join(f'<script src="/static/{e(s)}" defer></script>' for s in scripts)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -80,7 +80,8 @@ def _vault_card(card: dict[str, Any], home: Path, token: str) -> str:
         for name, n in summary.entities)
     more = summary.entity_count - len(summary.entities)
     entity_html = (f'<ul class="entities">{entities}</ul>' + (f'<p class="muted">and {more} more entities</p>' if more > 0 else "")
-                   + (f'<p class="muted">{summary.no_entity} memories without an entity</p>' if summary.no_entity else ""))
+                   + (f'<p class="muted">{_count(summary.no_entity, "memory", "memories")} without an entity</p>'
+                      if summary.no_entity else ""))
     candidates = card["candidates"]
     decay = (f'<a href="{url("/timeline", vault=vault)}">{len(candidates)}</a> below the forget threshold'
              if candidates else "none below the forget threshold")
@@ -301,9 +302,10 @@ def forget_confirm(vault: str, token: str, memory: Memory) -> str:
 <a class="button" href="{url("/memory", vault=vault, id=memory.id)}">Keep it</a></div></section>"""
 
 
-def source_page(section: Any) -> str:
+def source_page(vault: str, memory_id: str, section: Any) -> str:
     before, middle, after = section.text[:section.start], section.text[section.start:section.end], section.text[section.end:]
-    return (f'<p><code>{e(section.file)}</code>, lines {section.line_start}–{section.line_end}</p>'
+    return (f'<p><code>{e(section.file)}</code>, lines {section.line_start}–{section.line_end} · '
+            f'<a href="{url("/memory", vault=vault, id=memory_id)}">back to the memory</a></p>'
             f'<pre class="source">{e(before)}<mark id="section">{e(middle)}</mark>{e(after)}</pre>')
 
 
@@ -388,6 +390,10 @@ def queries_page(entries: list[Any]) -> str:
     rows = [[when(q.at), e(q.cue if q.cue is not None else "(no cue)"), e(", ".join(q.strategies)), e(q.entity_id or ""),
              str(q.result_count), f"{q.latency_ms:.1f} ms"] for q in entries]
     return table(["at", "cue", "strategies", "entity", "results", "latency"], rows, "queries")
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def _json(value: Any) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 import logging
 import os
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hebbs.fsutil import atomic_write
-from hebbs.paths import is_vault_dir
+from hebbs.paths import VAULT_DIR, is_vault_dir
 from hebbs.protocol import PanelState, Request
 
 from .ports import bind_local
@@ -71,8 +72,14 @@ class ChangeFeed:
 
     def on_request(self, request: Request) -> None:
         kind = request.command.__struct_config__.tag
-        if kind in CHANGE_COMMANDS:
-            self.publish({"vault": request.vault_path, "command": kind})
+        if kind not in CHANGE_COMMANDS:
+            return
+        vault = request.vault_path
+        notes = getattr(request.command, "path", None)  # index names its notes folder instead
+        if notes:
+            vault = str(Path(notes) / VAULT_DIR)
+        # Pages name vaults by resolved path, as the daemon's pool does.
+        self.publish({"vault": str(Path(vault).resolve()) if vault else None, "command": kind})
 
     def publish(self, event: dict[str, Any]) -> None:
         for queue in self._queues:
@@ -187,6 +194,8 @@ class PanelService:
             await self._serve(bind_local(port), port)
 
     async def _serve(self, sock: Any, port: int) -> None:
+        # Starlette and uvicorn take a few hundred ms to import: not on the loop that answers the socket.
+        await asyncio.to_thread(importlib.import_module, f"{__package__}.app")
         from .app import build_app
 
         self.port = port

@@ -17,7 +17,7 @@
     if (refreshing) { pending = true; return; }
     refreshing = true;
     try {
-      const response = await fetch(location.href, { credentials: "same-origin", headers: { "X-Partial": "1" } });
+      const response = await fetch(location.href, { credentials: "same-origin" });
       if (!response.ok) return;
       const doc = new DOMParser().parseFromString(await response.text(), "text/html");
       const fresh = doc.getElementById("main");
@@ -39,7 +39,6 @@
     source.addEventListener("change", (event) => {
       let change = {};
       try { change = JSON.parse(event.data); } catch (e) { return; }
-      const main = document.getElementById("main");
       // The overview shows every vault; other pages show one.
       if (location.pathname === "/" || !change.vault || change.vault === vault) refresh();
     });
