@@ -54,7 +54,7 @@ def build_app(service: "PanelService") -> Any:
 class Routes:
     def __init__(self, service: "PanelService") -> None:
         self.service = service
-        self.data = data.PanelData(service.daemon)
+        self.data = service.data
         self.home = service.home
 
     # Plumbing -----------------------------------------------------------------------------------
@@ -122,8 +122,9 @@ class Routes:
         try:
             status = await self.data.command(Status(), vault)
             card["stats"] = status.vault
-            card["summary"] = await self.data.view(vault, data.summary)
-            card["candidates"] = await self.data.command(ForgetCandidates(), vault)
+            card["summary"] = await self.data.cached_view(vault, data.summary)
+            card["candidates"] = await self.data.cached(vault, ("forget_candidates",), lambda: self.data.command(
+                ForgetCandidates(), vault), ttl=data.CANDIDATES_TTL_SECONDS)
             root = data.notes_root(vault, self.home)
             if root is not None:
                 card["root"] = str(root)
@@ -143,7 +144,7 @@ class Routes:
     async def recall(self, request: Request) -> HTMLResponse:
         async def render(vault: str) -> str:
             form = recall_form(request)
-            entities = await self.data.view(vault, data.entity_names)
+            entities = await self.data.cached_view(vault, data.entity_names)
             body = pages.recall_form(vault, form, entities)
             if request.query_params.get("run"):
                 command, ignored = recall_command(form)
@@ -183,7 +184,7 @@ class Routes:
     async def graph_json(self, request: Request) -> Response:
         try:
             vault = self._vault(request)
-            view = await self.data.view(vault, data.graph)
+            view = await self.data.cached_view(vault, data.graph)
         except HebbsError as exc:
             return Response(json.dumps({"error": str(exc)}), 400, media_type="application/json")
         return Response(msgspec.json.encode(view), media_type="application/json")
@@ -194,7 +195,7 @@ class Routes:
             kind = request.query_params.get("kind") or None
             if kind not in (None, "EPISODE", "INSIGHT"):
                 raise InvalidInput(f"kind must be EPISODE or INSIGHT, got {kind!r}")
-            entities = await self.data.view(vault, data.entity_names)
+            entities = await self.data.cached_view(vault, data.entity_names)
             memories, total = await self.data.view(vault, data.timeline, entity, kind)
             return pages.timeline_page(vault, entity, kind, entities, memories, total)
 
@@ -217,7 +218,7 @@ class Routes:
 
     async def queries(self, request: Request) -> HTMLResponse:
         async def render(vault: str) -> str:
-            return pages.queries_page(await self.data.command(Queries(limit=200), vault))
+            return pages.queries_page(vault, await self.data.command(Queries(limit=200), vault))
 
         return await self._guarded(request, "Query log", render)
 

@@ -9,6 +9,8 @@ every other read. They are kept here, small, and read-only.
 
 from __future__ import annotations
 
+import math
+import time
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +28,13 @@ if TYPE_CHECKING:
     from ..server import Daemon
 
 GRAPH_LIMIT = 5000
+PRESET_LAYOUT_ABOVE = 1500
+NODE_SPACING = 14.0
+GOLDEN_ANGLE = math.pi * (3 - math.sqrt(5))
+# A cached view is rebuilt at least this often, whatever the change notifications said.
+VIEW_TTL_SECONDS = 300.0
+# Decay candidates change with time, not only with writes; slowly (half-lives are days): a minute is fresh.
+CANDIDATES_TTL_SECONDS = 60.0
 TIMELINE_LIMIT = 1000
 SOURCE_MAX_BYTES = 2 * 1024 * 1024
 
@@ -48,6 +57,10 @@ class PanelData:
         self.daemon = daemon
         self.handlers = daemon.handlers
         self._conn = _PanelConnection()
+        # Whole-vault views (entity counts, the graph) cost a pass over every memory: kept until the
+        # vault changes. Every change goes through the handlers, which tell us (Daemon.change_listeners).
+        self._views: dict[str, dict[tuple[Any, ...], tuple[float, Any]]] = {}
+        daemon.change_listeners.append(self._on_change)
 
     async def command(self, command: _Command, vault: str | None) -> Any:
         """Run one protocol command, exactly as the socket would."""
@@ -57,6 +70,25 @@ class PanelData:
         from hebbs.protocol import Ping
 
         return await self.handlers._call(Request(id="panel", command=Ping(), vault_path=vault), fn, *args)
+
+    async def cached_view(self, vault: str, fn: Any, *args: Any) -> Any:
+        return await self.cached(vault, (fn.__name__, *args), lambda: self.view(vault, fn, *args))
+
+    async def cached(self, vault: str, key: tuple[Any, ...], make: Any, ttl: float = VIEW_TTL_SECONDS) -> Any:
+        entries = self._views.setdefault(vault, {})
+        hit = entries.get(key)
+        if hit is not None and time.monotonic() - hit[0] < ttl:
+            return hit[1]
+        value = await make()
+        entries[key] = (time.monotonic(), value)
+        return value
+
+    def _on_change(self, request: Request) -> None:
+        from .service import CHANGE_COMMANDS
+
+        if request.command.__struct_config__.tag in CHANGE_COMMANDS | {"contradiction_prepare"}:
+            # Which vault an index request changed is not always in vault_path: forget them all.
+            self._views.clear()
 
     def slot_state(self, vault: str) -> Any:
         """The vault's slot in the daemon's pool (indexing flag, progress, sweeper), or None if never used."""
@@ -101,6 +133,9 @@ class GraphNode(msgspec.Struct, kw_only=True, array_like=True):
     kind: str
     entity: str
     superseded: bool
+    # Set for large graphs (PRESET_LAYOUT_ABOVE nodes): a force layout in the browser would take seconds.
+    x: float | None = None
+    y: float | None = None
 
 
 class GraphView(msgspec.Struct, kw_only=True):
@@ -110,6 +145,7 @@ class GraphView(msgspec.Struct, kw_only=True):
     total_nodes: int
     total_edges: int
     sampled: bool
+    followed_by_hidden: bool = False
 
 
 def graph(engine: "Engine", limit: int = GRAPH_LIMIT) -> GraphView:
@@ -129,9 +165,40 @@ def graph(engine: "Engine", limit: int = GRAPH_LIMIT) -> GraphView:
     index = {m.id: n for n, m in enumerate(memories)}
     nodes = [GraphNode(id=m.id, label=_snippet(m.content, 60), kind=m.kind.value, entity=m.entity_id or "",
                        superseded=m.superseded_by is not None) for m in memories]
+    large = len(nodes) > PRESET_LAYOUT_ABOVE
+    # In a large graph the layout already orders each entity's memories in time (its spiral), so the
+    # FOLLOWED_BY chain, most of the edges, is left out: it halves what the browser has to build.
     kept = [(index[e.source], index[e.target], e.edge_type) for e in edges
-            if e.source in index and e.target in index]
-    return GraphView(nodes=nodes, edges=kept, total_nodes=total, total_edges=len(edges), sampled=total > limit)
+            if e.source in index and e.target in index and not (large and e.edge_type == "FOLLOWED_BY")]
+    if large:
+        for node, (x, y) in zip(nodes, cluster_layout(memories)):
+            node.x, node.y = x, y
+    return GraphView(nodes=nodes, edges=kept, total_nodes=total, total_edges=len(edges), sampled=total > limit,
+                     followed_by_hidden=large)
+
+
+def cluster_layout(memories: list[Memory]) -> list[tuple[float, float]]:
+    """Positions for a large graph, in one pass: each entity a disc (its memories on a sunflower
+    spiral, oldest in the middle), discs packed in rows, largest first. Episodes of one entity are
+    chained by FOLLOWED_BY, so most edges stay inside their disc."""
+    groups: dict[str, list[int]] = {}
+    for i, m in enumerate(memories):
+        groups.setdefault(m.entity_id or "", []).append(i)
+    positions: list[tuple[float, float]] = [(0.0, 0.0)] * len(memories)
+    row_width = NODE_SPACING * math.sqrt(len(memories)) * 2.6  # about the shape of a wide screen
+    x = y = row_height = 0.0
+    for members in sorted(groups.values(), key=len, reverse=True):
+        members.sort(key=lambda i: memories[i].created_at)
+        radius = NODE_SPACING * (0.6 * math.sqrt(len(members)) + 1)
+        if x > 0 and x + 2 * radius > row_width:
+            x, y, row_height = 0.0, y + row_height + 2 * NODE_SPACING, 0.0
+        cx, cy = x + radius, y + radius
+        for k, i in enumerate(members):
+            r, angle = NODE_SPACING * 0.6 * math.sqrt(k), k * GOLDEN_ANGLE
+            positions[i] = (round(cx + r * math.cos(angle), 1), round(cy + r * math.sin(angle), 1))
+        x += 2 * radius + 2 * NODE_SPACING
+        row_height = max(row_height, 2 * radius)
+    return positions
 
 
 def timeline(engine: "Engine", entity: str | None, kind: str | None, limit: int = TIMELINE_LIMIT

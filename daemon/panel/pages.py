@@ -341,7 +341,7 @@ def timeline_page(vault: str, entity: str | None, kind: str | None, entities: li
         items.append(f'<li class="event{" superseded" if m.superseded_by else ""}"><time>{when(m.created_at)[11:19]}</time>'
                      f'{kind_badge(m.kind)}{f"<span class=chip>{e(m.entity_id)}</span>" if m.entity_id and not entity else ""}'
                      f'{memory_link(vault, m, 220)}</li>')
-    return form + shown + f'<ol class="timeline">{"".join(items)}</ol>'
+    return form + shown + f'<section class="card"><ol class="timeline">{"".join(items)}</ol></section>'
 
 
 # Contradictions, insights, query log -----------------------------------------------------------------
@@ -384,12 +384,18 @@ def insights_page(vault: str, insights: list[Any], sources: dict[str, Memory]) -
     return "".join(out)
 
 
-def queries_page(entries: list[Any]) -> str:
+def queries_page(vault: str, entries: list[Any]) -> str:
     if not entries:
         return '<p class="muted">No recalls logged yet.</p>'
-    rows = [[when(q.at), e(q.cue if q.cue is not None else "(no cue)"), e(", ".join(q.strategies)), e(q.entity_id or ""),
-             str(q.result_count), f"{q.latency_ms:.1f} ms"] for q in entries]
-    return table(["at", "cue", "strategies", "entity", "results", "latency"], rows, "queries")
+    rows = []
+    for q in entries:
+        again = url("/recall", vault=vault, cue=q.cue or "", entity=q.entity_id or "",
+                    strategy=[s for s in q.strategies if s in STRATEGIES], top_k=max(q.result_count, 1), run="1")
+        cue = e(q.cue) if q.cue is not None else '<span class="muted">(no cue)</span>'
+        rows.append([when(q.at), f'<a href="{again}" title="open in the playground">{cue}</a>', e(", ".join(q.strategies)),
+                     e(q.entity_id or ""), f'<span class="num">{q.result_count}</span>',
+                     f'<span class="num">{q.latency_ms:.1f} ms</span>'])
+    return f'<section class="card">{table(["at", "cue", "strategies", "entity", "results", "latency"], rows, "queries")}</section>'
 
 
 def _count(n: int, one: str, many: str) -> str:

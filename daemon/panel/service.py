@@ -16,6 +16,7 @@ from hebbs.fsutil import atomic_write
 from hebbs.paths import VAULT_DIR, is_vault_dir
 from hebbs.protocol import PanelState, Request
 
+from .data import PanelData
 from .ports import bind_local
 from .security import new_token, remove_token
 
@@ -165,6 +166,8 @@ class PanelService:
         self.port: int | None = None
         self.feed = ChangeFeed()
         self.vaults = KnownVaults(daemon.home, daemon)
+        # One for the daemon's life, whichever port the pages are served on: its cache follows changes.
+        self.data = PanelData(daemon)
         self.inflight = 0
         self._server: Any = None
         self._task: asyncio.Task[None] | None = None

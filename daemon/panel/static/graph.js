@@ -24,16 +24,22 @@
     }));
   }
 
+  const t0 = performance.now();
   fetch(box.dataset.src, { credentials: "same-origin" }).then((r) => r.json()).then((view) => {
+    box.dataset.fetchMs = String(Math.round(performance.now() - t0));
     if (view.error) { status.textContent = view.error; return; }
     const elements = [];
+    const t1 = performance.now();
     const mode = document.getElementById("graph-color").value;
-    view.nodes.forEach(([id, label, kind, entity, superseded]) =>
-      elements.push({ group: "nodes", data: { id, label, kind, entity, superseded: superseded ? 1 : 0,
-        colour: mode === "entity" ? entityColour(entity) : (kindColour[kind] || "#999") } }));
+    let preset = false;
+    view.nodes.forEach(([id, label, kind, entity, superseded, x, y]) => {
+      const node = { group: "nodes", data: { id, label, kind, entity, superseded: superseded ? 1 : 0,
+        colour: mode === "entity" ? entityColour(entity) : (kindColour[kind] || "#999") } };
+      if (x !== null && x !== undefined) { node.position = { x, y }; preset = true; }
+      elements.push(node);
+    });
     view.edges.forEach(([s, t, type], i) =>
-      elements.push({ group: "edges", data: { id: "e" + i, source: view.nodes[s][0], target: view.nodes[t][0], type,
-                                               colour: edgeColour[type] || "#999" } }));
+      elements.push({ group: "edges", data: { id: "e" + i, source: view.nodes[s][0], target: view.nodes[t][0], type } }));
     const big = view.nodes.length > 1500;
     cy = cytoscape({
       container: box, elements, wheelSensitivity: 0.3, minZoom: 0.02, maxZoom: 4,
@@ -43,27 +49,32 @@
           "font-size": 5, color: "#334", "text-valign": "bottom", "text-margin-y": 2, "text-max-width": 90, "text-wrap": "ellipsis",
           "min-zoomed-font-size": 6 } },
         { selector: "node[superseded = 1]", style: { opacity: 0.45, "border-width": 1, "border-style": "dashed", "border-color": "#777" } },
-        { selector: "edge", style: { width: 1, "line-color": "data(colour)", "curve-style": big ? "haystack" : "bezier", opacity: 0.7,
-          "target-arrow-shape": big ? "none" : "triangle", "target-arrow-color": "data(colour)", "arrow-scale": 0.5 } },
+        { selector: "edge", style: { width: 1, "line-color": "#999", "curve-style": big ? "haystack" : "bezier", opacity: 0.7,
+          "target-arrow-shape": big ? "none" : "triangle", "target-arrow-color": "#999", "arrow-scale": 0.5 } },
+        // One selector per edge type rather than a per-edge data mapping: cheaper to build at thousands of edges.
+        ...Object.entries(edgeColour).map(([type, colour]) => ({ selector: `edge[type = '${type}']`,
+          style: { "line-color": colour, "target-arrow-color": colour } })),
         { selector: "edge[type = 'CONTRADICTS']", style: { width: 2, "line-style": "dashed", opacity: 1 } },
         { selector: ".focus", style: { "border-width": 3, "border-color": "#111", width: 18, height: 18, "z-index": 10, label: "data(label)", "font-size": 8 } },
         { selector: ".faded", style: { opacity: 0.12 } },
       ],
       layout: { name: "preset" },
     });
+    box.dataset.initMs = String(Math.round(performance.now() - t1));
     // Contradicting memories are drawn apart: their edge pushes instead of pulling.
-    const layout = big
-      ? { name: "concentric", concentric: (n) => n.degree(), levelWidth: () => 4, animate: false, minNodeSpacing: 4 }
+    // Large graphs come laid out by the server (each entity a disc), small ones get a force layout here.
+    const layout = preset
+      ? { name: "preset", fit: true, padding: 20 }
       : { name: "cose", animate: false, randomize: true, numIter: 600, nodeRepulsion: () => 8000,
           idealEdgeLength: (e) => (e.data("type") === "CONTRADICTS" ? 260 : 60),
           edgeElasticity: (e) => (e.data("type") === "CONTRADICTS" ? 20 : 100) };
     const started = performance.now();
     cy.layout(layout).run();
     if (cy.zoom() > 1.6) { cy.zoom(1.6); cy.center(); }
-    const shown = `${view.nodes.length} memories, ${view.edges.length} edges`;
-    status.textContent = view.sampled
-      ? `${shown} shown: the ${view.nodes.length} most connected of ${view.total_nodes} memories (sampled to stay responsive)`
-      : shown;
+    let shown = `${view.nodes.length} memories, ${view.edges.length} edges`;
+    if (view.sampled) shown += ` shown: the ${view.nodes.length} most connected of ${view.total_nodes} memories (sampled to stay responsive)`;
+    if (view.followed_by_hidden) shown += "; each entity is a disc, oldest memory in the middle; FOLLOWED_BY edges left out (the spiral is the time order)";
+    status.textContent = shown;
     box.dataset.ready = "1";
     box.dataset.layoutMs = String(Math.round(performance.now() - started));
     cy.on("tap", "node", (evt) => {
