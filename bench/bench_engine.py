@@ -29,7 +29,7 @@ from bench_embed import embedding_throughput  # noqa: E402
 from bench_strategies import build_vault  # noqa: E402
 
 from hebbs import Engine  # noqa: E402
-from hebbs.embed import get_embedder  # noqa: E402
+from hebbs.store.embed import get_embedder  # noqa: E402
 
 CUES = [
     "what did we decide about the database migration", "who owns the deploy pipeline",

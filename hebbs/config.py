@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 
 from .errors import InvalidInput
-from .index import IndexParams
+from .store.vector_index import IndexParams
 
 CONFIG_FILE = "config.toml"
 
@@ -78,7 +78,7 @@ class DecayConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
 
 
 class ContradictionsConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """Contradiction candidates found at remember time (hebbs/contradiction_review.py, docs/reflect.md)."""
+    """Contradiction candidates found at remember time (hebbs/workflows/contradiction_review.py, docs/reflect.md)."""
 
     # Compare each remembered memory with its nearest neighbours and queue likely conflicts for review.
     check_on_remember: bool = True

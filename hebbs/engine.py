@@ -23,19 +23,21 @@ from typing import Any
 import numpy as np
 from ulid import ULID
 
-from . import analogical, causal, decay
-from . import recall as rc
-from . import scoring, validate
+from .recall import analogical, causal
+from .workflows import decay
+from .recall import fusion as rc
+from .recall import scoring
+from . import validate
 from .config import VaultConfig, load_config
-from .embed import Embedder, get_embedder
+from .store.embed import Embedder, get_embedder
 from .errors import InvalidInput, ModelMismatch, NotFound
-from .index import VectorIndex
-from .lexical import LexicalIndex
+from .store.vector_index import VectorIndex
+from .store.lexical_index import LexicalIndex
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Insight, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared)
 from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResult,
                      RecallResults, ScoreComponents, ScoringWeights, Source, VaultStats)
-from .storage import (Store, WriteSet, decode, edge_keys, edge_value, encode, id_bytes, id_str, memory_key,
+from .store.storage import (Store, WriteSet, decode, edge_keys, edge_value, encode, id_bytes, id_str, memory_key,
                       temporal_key, temporal_keys, temporal_prefix, vector_key, TIMELINE_ENTITY)
 
 SCHEMA_VERSION = 1
@@ -176,7 +178,7 @@ class Engine:
 
         Then, unless `check_contradictions` (default: config contradictions.check_on_remember) is off,
         each new memory is compared with its nearest neighbours and likely conflicts are queued in
-        `pending`, in a batch of their own (hebbs/contradiction_review.py)."""
+        `pending`, in a batch of their own (hebbs/workflows/contradiction_review.py)."""
         prepared = [self._prepare(item, n) for n, item in enumerate(items)]
         if not prepared:
             return []
@@ -194,7 +196,7 @@ class Engine:
                     self._write_new(chunk, span_vectors[offset:offset + REMEMBER_CHUNK])
                 out.extend(p.memory for p in chunk)
         if self.config.contradictions.check_on_remember if check_contradictions is None else check_contradictions:
-            from . import contradiction_review
+            from .workflows import contradiction_review
             contradiction_review.queue_for_new(self, out)
         return out
 
@@ -537,33 +539,33 @@ class Engine:
     def pending(self) -> list[PendingContradiction]:
         return [decode(raw, PendingContradiction) for _, raw in self._store.scan("pending")]
 
-    # Reflection and contradiction review: hebbs/reflect.py, contradictions.py, llm.py; docs/reflect.md
+    # Reflection and contradiction review: hebbs/workflows/reflect.py, contradictions.py, llm.py; docs/reflect.md
 
     def reflect_prepare(self, entity_id: str | None = None, since: Any = None,
                         max_memories: int = 500) -> ReflectPrepared:
         """Cluster the scope's memories; each cluster comes with a prompt. Answer it, then reflect_commit."""
-        from . import reflect
+        from .workflows import reflect
         return reflect.prepare(self, entity_id=entity_id, since=since, max_memories=max_memories)
 
     def reflect_commit(self, session_id: str, insights: Sequence[Any]) -> ReflectCommitted:
         """Store insights ({content, confidence, source_memory_ids, tags}) drawn from a prepared session."""
-        from . import reflect
+        from .workflows import reflect
         return reflect.commit(self, session_id, insights)
 
     def insights(self, entity_id: str | None = None, min_confidence: float = 0.0,
                  max_results: int = 100) -> list[Insight]:
-        from . import reflect
+        from .workflows import reflect
         return reflect.list_insights(self, entity_id=entity_id, min_confidence=min_confidence,
                                      max_results=max_results)
 
     def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
         """The queued contradiction candidates, both sides in full, most likely first."""
-        from . import contradiction_review
+        from .workflows import contradiction_review
         return contradiction_review.prepare(self, max_results=max_results)
 
     def contradiction_commit(self, verdicts: Sequence[Any]) -> ContradictionCommitted:
         """Apply [{pending_id, verdict: contradiction | revision | neutral}] in one batch."""
-        from . import contradiction_review
+        from .workflows import contradiction_review
         return contradiction_review.commit(self, verdicts)
 
     def reflect_auto(self, entity_id: str | None = None, since: Any = None,

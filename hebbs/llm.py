@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from . import reflect, validate
+from .workflows import reflect
+from . import validate
 from .config import CONFIG_FILE, LLMConfig
 from .errors import InvalidInput, LLMError, LLMNotConfigured
 from .paths import hebbs_home

@@ -30,16 +30,16 @@ import msgspec
 import numpy as np
 from ulid import ULID
 
-from . import validate
-from .errors import InvalidInput, NotFound
-from .fsutil import atomic_write
-from .paths import hebbs_home
-from .schema import (ClusterMember, EdgeType, Insight, InsightInput, Memory, MemoryKind, ReflectCluster,
+from .. import validate
+from ..errors import InvalidInput, NotFound
+from ..fsutil import atomic_write
+from ..paths import hebbs_home
+from ..schema import (ClusterMember, EdgeType, Insight, InsightInput, Memory, MemoryKind, ReflectCluster,
                      ReflectCommitted, ReflectPrepared, ReflectSession)
-from .storage import WriteSet, decode
+from ..store.storage import WriteSet, decode
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from ..engine import Engine
 
 MIN_MEMORIES = 5
 MAX_MEMORIES = 500

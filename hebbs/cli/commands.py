@@ -19,7 +19,7 @@ from . import output
 
 IMPORT_BATCH_ITEMS = 256
 IMPORT_BATCH_BYTES = MAX_FRAME // 4
-# Served by cli/reflectcmds.py (with `forget --candidates`).
+# Served by hebbs/cli/reflectcmds.py (with `forget --candidates`).
 REFLECT_COMMANDS = frozenset({"reflect-prepare", "reflect-commit", "reflect", "insights", "contradictions"})
 
 

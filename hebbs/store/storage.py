@@ -30,9 +30,9 @@ import msgspec
 import rocksdict
 from ulid import ULID
 
-from .errors import CorruptVault, VaultBusy
-from .fsutil import atomic_write
-from .schema import EdgeType, Memory
+from ..errors import CorruptVault, VaultBusy
+from ..fsutil import atomic_write
+from ..schema import EdgeType, Memory
 
 COLUMN_FAMILIES = (
     "default", "temporal", "vectors", "graph", "meta", "vectors_associative", "query_log", "pending",

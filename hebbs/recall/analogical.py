@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import validate
-from .errors import InvalidInput, NotFound
-from .recall import Candidate, Candidates, Filter
-from .schema import EdgeType, Memory, MemoryKind
-from .storage import GRAPH_FORWARD, GRAPH_REVERSE, MEMORY_PREFIX, Store, WriteSet, decode_memory, id_bytes, id_str
+from .. import validate
+from ..errors import InvalidInput, NotFound
+from .fusion import Candidate, Candidates, Filter
+from ..schema import EdgeType, Memory, MemoryKind
+from ..store.storage import GRAPH_FORWARD, GRAPH_REVERSE, MEMORY_PREFIX, Store, WriteSet, decode_memory, id_bytes, id_str
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from ..engine import Engine
 
 FAMILY = "vectors_associative"
 KEY_PREFIX = b"\x00"

@@ -16,7 +16,7 @@ import hnswlib
 import msgspec
 import numpy as np
 
-from .fsutil import atomic_write
+from ..fsutil import atomic_write
 
 _SNAPSHOT_INDEX = "hnsw.bin"
 _SNAPSHOT_META = "hnsw.meta"

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import InvalidInput
-from .schema import RecallResult, RecallResults
+from ..errors import InvalidInput
+from ..schema import RecallResult, RecallResults
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from ..engine import Engine
 
 MAX_PRIME = 1000
 

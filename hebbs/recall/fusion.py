@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-from .config import FusionParams
+from ..config import FusionParams
 
 STRATEGIES = ("similarity", "temporal", "lexical", "causal", "analogical")
 

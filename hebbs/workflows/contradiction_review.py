@@ -1,6 +1,6 @@
 """Contradiction review: candidates come in (vault indexing, remember), verdicts go out as edges or supersession.
 
-Candidates are found by the heuristic classifier of hebbs/contradiction_check.py and queued in the `pending`
+Candidates are found by the heuristic classifier of hebbs/workflows/contradiction_check.py and queued in the `pending`
 family. `prepare` shows them with both memories in full; `commit` applies verdicts:
 
     contradiction  CONTRADICTS edges both ways (and, for a markdown vault, a report in ROOT/contradictions/)
@@ -21,15 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from . import analogical, contradiction_check
-from .errors import InvalidInput, NotFound
+from ..recall import analogical
+from . import contradiction_check
+from ..errors import InvalidInput, NotFound
 from .reflect import _iso, _now, notes_root, slug, wiki_link, write_note
-from .schema import (ContradictionCandidate, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
+from ..schema import (ContradictionCandidate, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
                      Edge, EdgeType, Memory, MemoryKind, PendingContradiction)
-from .storage import WriteSet, decode, id_bytes
+from ..store.storage import WriteSet, decode, id_bytes
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from ..engine import Engine
 
 VERDICTS = ("contradiction", "revision", "neutral")
 REPORTS_DIR = "contradictions"
@@ -126,7 +127,7 @@ def load_verdicts_file(raw: bytes | str) -> list[ContradictionVerdict]:
 
 def commit(engine: "Engine", verdicts: Any) -> ContradictionCommitted:
     parsed = parse_verdicts(verdicts)
-    from .engine import _Entry  # the engine's in-memory catalog must learn what was superseded
+    from ..engine import _Entry  # the engine's in-memory catalog must learn what was superseded
 
     result = ContradictionCommitted()
     reports: list[tuple[PendingContradiction, Memory, Memory, ContradictionVerdict]] = []

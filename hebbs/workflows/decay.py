@@ -22,21 +22,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import scoring
-from .config import DEFAULT_HALF_LIVES, DecayConfig
-from .errors import InvalidInput
-from .schema import Memory, MemoryKind
-from .storage import MEMORY_PREFIX, WriteSet, decode_memory
+from ..recall import scoring
+from ..config import DEFAULT_HALF_LIVES, DecayConfig
+from ..errors import InvalidInput
+from ..schema import Memory, MemoryKind
+from ..store.storage import MEMORY_PREFIX, WriteSet, decode_memory
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from ..engine import Engine
 
 CURSOR_META = "decay_cursor"
 LAST_SWEEP_META = "decay_last_sweep"
 # Scores written per RocksDB batch: the write lock is held for one commit at a time, never a whole sweep.
 COMMIT_EVERY = 1_000
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("hebbs.decay")  # the name users filter on
 
 
 def is_pinned(memory: Memory) -> bool:

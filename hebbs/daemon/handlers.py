@@ -189,7 +189,7 @@ class Handlers:
             reinforce=command.reinforce, mmr_lambda=command.mmr_lambda))
 
     async def _prime(self, conn: "Connection", request: Request, command: Prime) -> Any:
-        from hebbs.prime import prime
+        from hebbs.recall.prime import prime
 
         return await self._call(request, prime, command.entity_id, command.similarity_cue, command.max_memories)
 

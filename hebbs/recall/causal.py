@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import InvalidInput
-from .recall import Candidate, Candidates, Filter
-from .schema import EdgeType, MemoryKind
-from .storage import Store
+from ..errors import InvalidInput
+from .fusion import Candidate, Candidates, Filter
+from ..schema import EdgeType, MemoryKind
+from ..store.storage import Store
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from ..engine import Engine
 
 DIRECTIONS = ("forward", "backward", "both")
 MAX_DEPTH_LIMIT = 20
