@@ -68,7 +68,7 @@ def bench_size(n: int, queries: int) -> None:
         try:
             vectors = [embedder.embed_one(c) for c in CUES]
             print(f"embed query          {percentiles(timed(lambda i: embedder.embed_one(CUES[i % len(CUES)]), queries))}")
-            raw = engine._index._index
+            raw = engine.vault.vector_index._index  # the raw hnswlib index: the floor
             print(f"raw hnswlib k=10     {percentiles(timed(lambda i: raw.knn_query(vectors[i % len(CUES)], k=10), queries))}")
             print(f"raw hnswlib k=50     {percentiles(timed(lambda i: raw.knn_query(vectors[i % len(CUES)], k=50), queries))}")
             for label, kwargs in (("similarity only", {"strategies": ["similarity"]}), ("default (fused)", {})):

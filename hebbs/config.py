@@ -12,9 +12,15 @@ from pathlib import Path
 import msgspec
 
 from .errors import InvalidInput
-from .store.vector_index import IndexParams
 
 CONFIG_FILE = "config.toml"
+
+
+class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
+    """HNSW settings ([index] in config.toml)."""
+    m: int = 16
+    ef_construction: int = 200
+    ef_search: int = 50
 
 
 class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):

@@ -134,6 +134,13 @@ class WriteSet:
     def put_meta(self, name: str, value: Any) -> None:
         self.put("meta", name.encode(), _encode(value))
 
+    def put_edge(self, source: str, edge_type: EdgeType, target: str, confidence: float, stamp: int) -> None:
+        """Both keys of one edge (forward and reverse), so either end can find it."""
+        forward, reverse = edge_keys(source, edge_type, target)
+        value = edge_value(confidence, stamp)
+        self.put("graph", forward, value)
+        self.put("graph", reverse, value)
+
     def __len__(self) -> int:
         return len(self.ops)
 
