@@ -15,7 +15,7 @@ import numpy as np
 from ulid import ULID
 
 from . import validate
-from .config import VaultConfig, load_config
+from .config import load_config
 from .errors import InvalidInput, NotFound
 from .recall import analogical, scoring
 from .recall import fusion as rc

@@ -13,18 +13,16 @@ returned. REVISION records are never entered: they are old text, not events.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import Any
 
 from ..errors import InvalidInput
+from ..schema import EdgeType, MemoryKind
 from ..store.open_vault import Filter, OpenVault
+from ..store.storage import Store
 from .fusion import Candidate, Candidates
 from .query import Found, Query
-from ..schema import EdgeType, MemoryKind
-from ..store.storage import Store
 
 
 DIRECTIONS = ("forward", "backward", "both")

@@ -7,7 +7,7 @@ merges them, applies the composite score (scoring.py), and orders the result.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Iterable
 
 import re
 

@@ -202,7 +202,8 @@ class DecaySweeper:
     def __init__(self, engine: Forgetter, interval_seconds: float | None = None, batch: int | None = None,
                  clock: Callable[[], int] | None = None) -> None:
         self.engine = engine
-        self.interval = engine.vault.config.decay.sweep_interval_seconds if interval_seconds is None else interval_seconds
+        configured = engine.vault.config.decay.sweep_interval_seconds
+        self.interval = configured if interval_seconds is None else interval_seconds
         self.batch = batch
         self.clock = clock or _now
         self.last_report: SweepReport | None = None

@@ -270,8 +270,8 @@ def _cluster(engine: OpenVault | HasVault, index: int, total: int, members: list
         prompt_tokens=tokens, omitted=len(members) - shown)
 
 
-def cluster_prompt(engine: OpenVault | HasVault, members: Sequence[ClusterMember], index: int, total: int, terms: list[str],
-                   entity_id: str | None, budget: int) -> tuple[str, int, int]:
+def cluster_prompt(engine: OpenVault | HasVault, members: Sequence[ClusterMember], index: int, total: int,
+                   terms: list[str], entity_id: str | None, budget: int) -> tuple[str, int, int]:
     """The prompt asking for a cluster's insights: (prompt, tokens, members shown). The most typical
     members come first, so those a tight budget leaves out are the outliers."""
     typical = sorted(members, key=lambda m: (-m.centrality, m.id))
@@ -465,7 +465,8 @@ def list_insights(engine: OpenVault | HasVault, *, entity_id: str | None = None,
         if (min_confidence > 0 and confidence is None) or (confidence is not None and confidence < min_confidence):
             continue
         tags = memory.context.get("tags")
-        sources = [target for kind, target, _, _ in vault_of(engine).store.edges_from(mid) if kind == EdgeType.INSIGHT_FROM]
+        edges = vault_of(engine).store.edges_from(mid)
+        sources = [target for kind, target, _, _ in edges if kind == EdgeType.INSIGHT_FROM]
         out.append(Insight(memory=memory, confidence=confidence, source_ids=sources,
                            tags=[str(t) for t in tags] if isinstance(tags, list) else []))
         if len(out) >= max_results:
