@@ -210,7 +210,10 @@ class Engine:
     # Get, revise, forget ---------------------------------------------------------------------
 
     def get(self, memory_id: str) -> Memory:
-        return self.vault.get(validate.memory_id(memory_id))
+        memory = self.vault.memory(validate.memory_id(memory_id))
+        if memory is None:
+            raise NotFound(f"memory {memory_id} does not exist")
+        return memory
 
     def revise(self, memory_id: str, *, content: str | None = None, importance: float | None = None,
                context: dict[str, Any] | None = None, entity_id: Any = ..., source: Source | None = None) -> Memory:
