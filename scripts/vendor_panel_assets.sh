@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Reproduce the panel's vendored front-end files from the npm registry, at pinned versions.
 # The panel never loads anything from the network: these files are committed as package data and
-# tests/test_panel_assets.py checks their sha256 against daemon/panel/static/vendor/SHA256SUMS.
+# tests/test_panel_assets.py checks their sha256 against hebbs/daemon/panel/static/vendor/SHA256SUMS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CYTOSCAPE_VERSION=3.34.4
-dest=daemon/panel/static/vendor
+dest=hebbs/daemon/panel/static/vendor
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$work" && npm pack --silent "cytoscape@${CYTOSCAPE_VERSION}" >/dev/null && tar xzf "cytoscape-${CYTOSCAPE_VERSION}.tgz")

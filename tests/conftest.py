@@ -22,7 +22,7 @@ os.environ["HEBBS_PANEL"] = "off"
 
 @pytest.fixture(scope="session")
 def embedder():
-    from hebbs.embed import get_embedder
+    from hebbs.store.embed import get_embedder
 
     return get_embedder()
 
