@@ -84,10 +84,10 @@ class IndexingInProgress(HebbsError):
     status_code = "INDEXING_IN_PROGRESS"
 
 
-class IndexCancelled(HebbsError):
-    """An index run was stopped on request (the Memory Palace's cancel button); the next run picks up from there."""
+class Cancelled(HebbsError):
+    """The run was cancelled (the Memory Palace's cancel button); what it committed stays, the next run resumes."""
 
-    status_code = "INDEX_CANCELLED"
+    status_code = "CANCELLED"
 
 
 class DaemonUnavailable(HebbsError):
@@ -105,6 +105,6 @@ class ProtocolError(HebbsError):
 ERRORS_BY_CODE: dict[str, type[HebbsError]] = {
     cls.status_code: cls
     for cls in (HebbsError, InvalidInput, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch, CorruptVault,
-                LLMNotConfigured, LLMError, ModelError, MessageTooLarge, IndexingInProgress, IndexCancelled, DaemonUnavailable,
+                LLMNotConfigured, LLMError, ModelError, MessageTooLarge, IndexingInProgress, Cancelled, DaemonUnavailable,
                 ProtocolError)
 }

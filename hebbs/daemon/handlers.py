@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import msgspec
 
 from hebbs import validate
-from hebbs.errors import IndexCancelled, InvalidInput, NotFound
+from hebbs.errors import Cancelled, InvalidInput, NotFound
 from hebbs.paths import VAULT_DIR
 from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare, DaemonStatus,
                             Export, ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates, Forgotten, Get, Index,
@@ -324,7 +324,7 @@ class Handlers:
             if slot is not None and slot.cancel_index:
                 # Like a crash between two batches, which the indexer is built to recover from: the
                 # manifest stays dirty and the next run reconciles and carries on where this one stopped.
-                raise IndexCancelled(f"indexing {slot.path.parent} was cancelled; the next index run resumes it")
+                raise Cancelled(f"indexing {slot.path.parent} was cancelled; the next index run resumes it")
 
             def put() -> None:
                 latest[:] = [progress]

@@ -305,7 +305,7 @@ class Routes:
         async def act(form: dict[str, str]) -> Response:
             slot = self.data.slot_state(form["vault"])
             if slot is not None and slot.indexing:
-                slot.cancel_index = True  # the run stops at its next progress report
+                slot.cancel_index = True  # the run stops at its next progress report (Handlers._stream)
             return _back("/", vault=form["vault"])
 
         return await self._act(request, act)

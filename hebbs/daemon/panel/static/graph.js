@@ -18,10 +18,33 @@
     return palette[h % palette.length];
   }
 
+  // Colours come from selectors (by kind) or one data mapping (by entity, set only when asked for):
+  // per-element mappings are what makes building thousands of elements slow.
+  function styles(big, mode) {
+    const label = big ? {} : { label: "data(label)", "font-size": 5, color: "#334", "text-valign": "bottom",
+      "text-margin-y": 2, "text-max-width": 90, "text-wrap": "ellipsis", "min-zoomed-font-size": 6 };
+    const colours = mode === "entity"
+      ? [{ selector: "node[colour]", style: { "background-color": "data(colour)" } }]
+      : Object.entries(kindColour).map(([kind, colour]) => ({ selector: `node[kind = '${kind}']`,
+          style: { "background-color": colour } }));
+    return [
+      { selector: "node", style: { "background-color": "#999", width: 10, height: 10, ...label } },
+      ...colours,
+      { selector: "node[superseded = 1]", style: { opacity: 0.45, "border-width": 1, "border-style": "dashed", "border-color": "#777" } },
+      { selector: "edge", style: { width: 1, "line-color": "#999", "curve-style": big ? "haystack" : "bezier", opacity: 0.7,
+        "target-arrow-shape": big ? "none" : "triangle", "target-arrow-color": "#999", "arrow-scale": 0.5 } },
+      ...Object.entries(edgeColour).map(([type, colour]) => ({ selector: `edge[type = '${type}']`,
+        style: { "line-color": colour, "target-arrow-color": colour } })),
+      { selector: "edge[type = 'CONTRADICTS']", style: { width: 2, "line-style": "dashed", opacity: 1 } },
+      { selector: ".focus", style: { "border-width": 3, "border-color": "#111", width: 18, height: 18, "z-index": 10,
+        label: "data(label)", "font-size": 8 } },
+      { selector: ".faded", style: { opacity: 0.12 } },
+    ];
+  }
+
   function colourBy(mode) {
-    cy.batch(() => cy.nodes().forEach((n) => {
-      n.data("colour", mode === "entity" ? entityColour(n.data("entity")) : (kindColour[n.data("kind")] || "#999"));
-    }));
+    if (mode === "entity") cy.batch(() => cy.nodes().forEach((n) => n.data("colour", entityColour(n.data("entity")))));
+    cy.style(styles(cy.nodes().length > 1500, mode));
   }
 
   const t0 = performance.now();
@@ -33,8 +56,9 @@
     const mode = document.getElementById("graph-color").value;
     let preset = false;
     view.nodes.forEach(([id, label, kind, entity, superseded, x, y]) => {
-      const node = { group: "nodes", data: { id, label, kind, entity, superseded: superseded ? 1 : 0,
-        colour: mode === "entity" ? entityColour(entity) : (kindColour[kind] || "#999") } };
+      const data = { id, label, kind, entity, superseded: superseded ? 1 : 0 };
+      if (mode === "entity") data.colour = entityColour(entity);
+      const node = { group: "nodes", data };
       if (x !== null && x !== undefined) { node.position = { x, y }; preset = true; }
       elements.push(node);
     });
@@ -42,23 +66,9 @@
       elements.push({ group: "edges", data: { id: "e" + i, source: view.nodes[s][0], target: view.nodes[t][0], type } }));
     const big = view.nodes.length > 1500;
     cy = cytoscape({
-      container: box, elements, wheelSensitivity: 0.3, minZoom: 0.02, maxZoom: 4,
+      container: box, elements, minZoom: 0.02, maxZoom: 4,
       textureOnViewport: big, hideEdgesOnViewport: big, pixelRatio: big ? 1 : "auto",
-      style: [
-        { selector: "node", style: { "background-color": "data(colour)", width: 10, height: 10, label: big ? "" : "data(label)",
-          "font-size": 5, color: "#334", "text-valign": "bottom", "text-margin-y": 2, "text-max-width": 90, "text-wrap": "ellipsis",
-          "min-zoomed-font-size": 6 } },
-        { selector: "node[superseded = 1]", style: { opacity: 0.45, "border-width": 1, "border-style": "dashed", "border-color": "#777" } },
-        { selector: "edge", style: { width: 1, "line-color": "#999", "curve-style": big ? "haystack" : "bezier", opacity: 0.7,
-          "target-arrow-shape": big ? "none" : "triangle", "target-arrow-color": "#999", "arrow-scale": 0.5 } },
-        // One selector per edge type rather than a per-edge data mapping: cheaper to build at thousands of edges.
-        ...Object.entries(edgeColour).map(([type, colour]) => ({ selector: `edge[type = '${type}']`,
-          style: { "line-color": colour, "target-arrow-color": colour } })),
-        { selector: "edge[type = 'CONTRADICTS']", style: { width: 2, "line-style": "dashed", opacity: 1 } },
-        { selector: ".focus", style: { "border-width": 3, "border-color": "#111", width: 18, height: 18, "z-index": 10, label: "data(label)", "font-size": 8 } },
-        { selector: ".faded", style: { opacity: 0.12 } },
-      ],
-      layout: { name: "preset" },
+      style: styles(big, mode), layout: { name: "preset" },
     });
     box.dataset.initMs = String(Math.round(performance.now() - t1));
     // Contradicting memories are drawn apart: their edge pushes instead of pulling.
