@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import webbrowser
 
 from hebbs.client import Client
@@ -17,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
     with Client(global_=True, home=args.home) as client:  # starts the daemon when none is running
         state = client.panel(args.port)
     opened = False
-    if not args.no_browser:
+    if not args.no_browser and _has_desktop():
         try:
             opened = webbrowser.open(state.url)
         except webbrowser.Error:
@@ -30,3 +32,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_browser and not opened:
         print("no browser could be opened here: open the address above yourself")
     return 0
+
+
+def _has_desktop() -> bool:
+    """Whether a graphical browser can open: without a display, webbrowser would start a text browser
+    (lynx, w3m) in this terminal and wait for it."""
+    return (sys.platform == "darwin" or bool(os.environ.get("BROWSER")) or bool(os.environ.get("DISPLAY"))
+            or bool(os.environ.get("WAYLAND_DISPLAY")))

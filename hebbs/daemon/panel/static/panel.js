@@ -61,9 +61,26 @@
     root.querySelectorAll("form.auto-submit select").forEach((select) => {
       select.addEventListener("change", () => select.form.submit());
     });
+    // The playground recalls in place: the same GET (so the address still names the request), its
+    // results swapped in without reloading the page and its scripts.
+    root.querySelectorAll("form#recall-form").forEach((form) => {
+      form.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        const target = form.action + "?" + new URLSearchParams(new FormData(form)).toString();
+        const response = await fetch(target, { credentials: "same-origin" });
+        const doc = new DOMParser().parseFromString(await response.text(), "text/html");
+        const fresh = doc.getElementById("main");
+        const main = document.getElementById("main");
+        if (!fresh || !main) { location.href = target; return; }
+        history.pushState(null, "", target);
+        main.replaceChildren(...fresh.childNodes);
+        hook(main);
+      });
+    });
     // An index run in progress: poll its progress once a second until it ends.
     if (root.querySelector("[data-indexing]")) setTimeout(refresh, 1000);
   }
+  window.addEventListener("popstate", () => location.reload());
   const picker = document.getElementById("vault-select");
   if (picker) picker.addEventListener("change", () => picker.form.submit());
   hook(document);
