@@ -12,6 +12,7 @@ from pathlib import Path
 import msgspec
 
 from .errors import InvalidInput
+from .confidence import DEFAULT_THRESHOLD as DEFAULT_ABSTAIN_THRESHOLD
 from .index import IndexParams
 
 CONFIG_FILE = "config.toml"
@@ -47,6 +48,9 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     duplicate_similarity: float = 0.95
     # Analogical recall: weight of embedding similarity against structural similarity.
     analogical_alpha: float = 0.5
+    # A recall whose best result's confidence is below this abstains: "nothing relevant known"
+    # (hebbs/confidence.py; the default was chosen on data, docs/honesty.md).
+    abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
 
 
 DEFAULT_HALF_LIVES = {
@@ -151,6 +155,7 @@ ef_search = 50
 mmr_lambda = 0.9
 duplicate_similarity = 0.95
 analogical_alpha = 0.5
+abstain_threshold = %ABSTAIN%
 
 [recall.fusion]
 lexical_weight = 0.6
@@ -181,4 +186,4 @@ neighbors = 5
 # base_url = "http://localhost:11434/v1"
 # model = "llama3.1"
 # api_key_env = "OPENAI_API_KEY"   # the variable's name; never the key itself
-"""
+""".replace("%ABSTAIN%", str(DEFAULT_ABSTAIN_THRESHOLD))
