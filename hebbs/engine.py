@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from ulid import ULID
 
-from . import analogical, causal, decay
+from . import analogical, causal, confidence, decay
 from . import recall as rc
 from . import scoring, validate
 from .config import VaultConfig, load_config
@@ -581,14 +581,19 @@ class Engine:
 
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None, weights: ScoringWeights | None = None,
-               include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+               include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                edge_types: Sequence[str] | None = None, alpha: float | None = None,
                analogy: Sequence[str] | None = None,
                ) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall re-ranks by shape with weight 1 - `alpha`, and
-        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md)."""
+        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md).
+
+        Recall changes nothing that ranking reads: the same call twice gives the same answer. Call
+        reinforce(ids) for the memories actually used, or pass reinforce=True to count every returned
+        memory as an access (the old behaviour). With a cue, every result carries a confidence and
+        the answer says whether it abstained (docs/honesty.md)."""
         started = time.perf_counter()
         top_k = validate.top_k(top_k)
         weights = scoring.check_weights(weights or DEFAULT_WEIGHTS)
@@ -617,15 +622,17 @@ class Engine:
         depth = max(fusion.normalization_depth, top_k * fusion.candidate_factor)
         candidates: rc.Candidates = {}
         notes: list[str] = []
-        wants_vector = (names & {"similarity", "fused"} or ("causal" in names and seed is None)
-                        or ("analogical" in names and analogy is None))
-        cue_vector = self.embedder.embed_one(cue) if cue is not None and wants_vector else None
-        if "fused" in names:
+        # Confidence needs the cue's vector whatever the strategies (causal and analogical ignore it
+        # when they have a seed or an analogy).
+        cue_vector = self.embedder.embed_one(cue) if cue is not None else None
+        sim_hits: list[tuple[str, float]] | None = None
+        if names & {"fused", "similarity"}:
             sim_hits = self._similarity_hits(cue_vector, depth, allowed)
+        if "fused" in names:
             lex_hits = self._lexical_hits(cue, depth, allowed)
             rc.merge(candidates, rc.fuse(cue, sim_hits, lex_hits, fusion))
         if "similarity" in names:
-            rc.merge(candidates, rc.similarity_candidates(self._similarity_hits(cue_vector, depth, allowed)))
+            rc.merge(candidates, rc.similarity_candidates(sim_hits))
         if "lexical" in names:
             rc.merge(candidates, rc.lexical_candidates(self._lexical_hits(cue, depth, allowed)))
         if "temporal" in names:
@@ -643,8 +650,29 @@ class Engine:
             notes += said
 
         results = self._score(candidates, weights, top_k, lam, include_superseded)
+        answer = RecallResults(results=results, notes=notes)
+        if cue is not None:
+            if sim_hits is None:
+                sim_hits = self._similarity_hits(cue_vector, depth, allowed)
+            self._judge_confidence(answer, cue, cue_vector, [sim for _, sim in sim_hits])
         self._after_recall(results, cue, sorted(names), weights, entity_id, reinforce, started)
-        return RecallResults(results=results, notes=notes)
+        return answer
+
+    def _judge_confidence(self, answer: RecallResults, cue: str, cue_vector: np.ndarray,
+                          similarities: list[float]) -> None:
+        """Each result's confidence, and whether the answer abstains (hebbs/confidence.py)."""
+        judged = confidence.assess(cue, cue_vector, [self._vector(r.memory.id) for r in answer.results],
+                                   [lexical_text(r.memory) for r in answer.results], similarities,
+                                   self._lexical.doc_freqs, max(1, self._lexical.count()))
+        for result, (value, values) in zip(answer.results, judged):
+            result.confidence = value
+            result.details["confidence_features"] = values
+        answer.threshold = self.config.recall.abstain_threshold
+        answer.confidence = max((value for value, _ in judged), default=0.0)
+        answer.abstained = confidence.abstains([value for value, _ in judged], answer.threshold)
+        if answer.abstained:
+            answer.notes.append(f"{confidence.NOTE} (best confidence {answer.confidence:.2f} "
+                                f"< {answer.threshold:.2f}); the weak candidates follow")
 
     def _strategy_names(self, cue: str | None, strategies: Sequence[str] | None, *, seed: str | None = None,
                         analogy: Sequence[str] | None = None) -> set[str]:
@@ -743,26 +771,54 @@ class Engine:
 
     def _after_recall(self, results: list[RecallResult], cue: str | None, names: list[str],
                       weights: ScoringWeights, entity_id: str | None, reinforce: bool, started: float) -> None:
-        """Reinforce what was returned and log the query, in one batch."""
+        """Log the query and, only when asked (reinforce=True), count what was returned as used: one batch."""
         with self._write_lock:
             if self._closed:
                 return
             stamp = now_us()
             writes = WriteSet()
             if reinforce:
-                for result in results:
-                    current = self._store.get_memory(result.memory.id)
-                    if current is None:
-                        continue
-                    current.access_count += 1
-                    current.last_accessed_at = stamp
-                    self._catalog[current.id] = _Entry(current)
-                    current.decay_score = decay.decay_value(current, stamp, self.config.decay)
-                    writes.put_memory(current)
+                self._reinforce_locked(writes, [r.memory.id for r in results], stamp)
             entry = QueryLogEntry(at=stamp, cue=cue, strategies=names, weights=weights, result_count=len(results),
                                   latency_ms=round((time.perf_counter() - started) * 1000, 3), entity_id=entity_id)
             writes.put("query_log", stamp.to_bytes(8, "big") + os.urandom(4), encode(entry))
             self._store.commit(writes)
+
+    def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
+        """Count these memories as used: access_count + 1 and last access now, which raises their
+        reinforcement score and slows their decay. Call it for the memories an answer actually relied
+        on; recall itself never does unless asked (docs/honesty.md). NotFound if an id does not exist;
+        an id named twice counts once."""
+        if isinstance(ids, str):
+            ids = [ids]
+        wanted = list(dict.fromkeys(validate.memory_id(i) for i in ids))
+        if not wanted:
+            raise InvalidInput("reinforce needs at least one memory id")
+        with self._write_lock:
+            self._check_open()
+            for mid in wanted:
+                entry = self._catalog.get(mid)
+                if entry is None or entry.kind == MemoryKind.REVISION:
+                    raise NotFound(f"memory {mid} does not exist" if entry is None
+                                   else f"memory {mid} is a revision record; reinforce the memory it belongs to")
+            writes = WriteSet()
+            used = self._reinforce_locked(writes, wanted, now_us())
+            self._store.commit(writes)
+            return used
+
+    def _reinforce_locked(self, writes: WriteSet, ids: Sequence[str], stamp: int) -> list[Memory]:
+        used = []
+        for mid in ids:
+            current = self._store.get_memory(mid)
+            if current is None:
+                continue
+            current.access_count += 1
+            current.last_accessed_at = stamp
+            self._catalog[current.id] = _Entry(current)
+            current.decay_score = decay.decay_value(current, stamp, self.config.decay)
+            writes.put_memory(current)
+            used.append(current)
+        return used
 
     def forget_candidates(self, now: int | None = None) -> list[Memory]:
         """Memories decayed below config.decay.forget_threshold (pinned ones never), least alive first.
