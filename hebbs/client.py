@@ -32,7 +32,7 @@ from .paths import ensure_home, hebbs_home, log_path, resolve_vault, socket_path
 from .protocol import (ERROR, HEADER, PROGRESS, Close, ContradictionAuto, ContradictionCommit, ContradictionPrepare,
                        DaemonStatus, DaemonUnavailable, Export, ExportChunk, Feed, Forget, ForgetCandidates, Get,
                        Index, Insights, Inspect, Inspection, List, Ping, Pong, Prime, ProtocolError, Queries, Recall,
-                       Reflect, ReflectCommit, ReflectPrepare, Remember, RememberItem, Revise, Shutdown, Status,
+                       Reflect, ReflectCommit, Reinforce, ReflectPrepare, Remember, RememberItem, Revise, Shutdown, Status,
                        Stopping, Subscribe, Subscribed, SubscriptionPush, _Command, decode_data, decode_response,
                        error_from_frame, frame_length, progress_type, recv_frame, request_frame, result_type)
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
@@ -390,12 +390,17 @@ class Client:
 
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None, weights: Any = None,
-               include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+               include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                ) -> RecallResults:
+        """Results carry `confidence`; `.abstained` says nothing relevant is known (docs/honesty.md)."""
         return self.request(Recall(
             cue=cue, strategies=[strategies] if isinstance(strategies, str) else strategies, top_k=top_k,
             entity_id=entity_id, time_range=_time_range(time_range), weights=_weights(weights),
             include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda))
+
+    def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
+        """Count these memories as used: what an answer relied on (ids or unique 6+ character suffixes)."""
+        return self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
               max_memories: int = 20) -> RecallResults:
@@ -673,12 +678,15 @@ class AsyncClient:
 
     async def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                      entity_id: str | None = None, time_range: Any = None, weights: Any = None,
-                     include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+                     include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                      ) -> RecallResults:
         return await self.request(Recall(
             cue=cue, strategies=[strategies] if isinstance(strategies, str) else strategies, top_k=top_k,
             entity_id=entity_id, time_range=_time_range(time_range), weights=_weights(weights),
             include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda))
+
+    async def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
+        return await self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     async def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
                     max_memories: int = 20) -> RecallResults:
