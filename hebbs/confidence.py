@@ -34,13 +34,17 @@ from .lexical import tokenize
 
 FEATURES = ("cosine", "cosine_gap", "term_coverage", "known_terms", "missing_key")
 # Fitted by bench/bench_abstention.py --fit (docs/honesty.md); in the order of FEATURES.
-COEFFICIENTS = (2.256, 0.662, 2.0078, 1.6278, -1.3888)
-INTERCEPT = -2.0365
+COEFFICIENTS = (2.232, 0.6672, 2.0947, 1.6878, -1.3377)
+INTERCEPT = -2.1758
 # Chosen on the fit part: the highest threshold that abstains on at most 5% of its answerable cues.
-DEFAULT_THRESHOLD = 0.23
+DEFAULT_THRESHOLD = 0.25
 NOTE = "no good match: nothing relevant known for this cue"
 # Below this rank the cue's similarity hits are its background, not its candidates.
 BACKGROUND_FROM_RANK = 10
+# Term weights are computed as if the vault held at least this many memories: in a vault of a
+# handful, every word it lacks would otherwise outweigh every word it has ("what does Dana drink"
+# against "Dana prefers green tea" would abstain for want of the word "drink").
+REFERENCE_DOCS = 1000
 
 
 def cue_terms(cue: str) -> list[str]:
@@ -48,7 +52,8 @@ def cue_terms(cue: str) -> list[str]:
 
 
 def idf(doc_freq: int, docs: int) -> float:
-    """BM25's idf; a term no document holds weighs the most."""
+    """BM25's idf over at least REFERENCE_DOCS documents; a term no document holds weighs the most."""
+    docs = max(docs, REFERENCE_DOCS, doc_freq)
     return math.log(1.0 + (docs - doc_freq + 0.5) / (doc_freq + 0.5))
 
 
