@@ -13,7 +13,7 @@ Two kinds of memory, each its own vault:
 
 Fit part: conversations 26, 30, 41 and the even-numbered notes cues; report part: 42, 43 and the
 odd ones. `--fit` fits the logistic calibration on the fit part (coefficients to paste into
-hebbs/confidence.py) and picks the threshold there; every run reports the report part with the
+hebbs/recall/confidence.py) and picks the threshold there; every run reports the report part with the
 coefficients in code (what recall returns) and, with --fit, the freshly fitted ones.
 
     .venv/bin/python bench/bench_abstention.py [--fit] [--workdir DIR] [--json out.json]
@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_locomo import load  # noqa: E402
 
 from hebbs import Engine  # noqa: E402
-from hebbs import confidence as conf  # noqa: E402
+from hebbs.recall import confidence as conf  # noqa: E402
 from hebbs.vault import index_vault  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -263,7 +263,7 @@ def main() -> None:
         results["report part, fitted"] = report("report part (held out), fitted calibration", test_rows,
                                                 [best(r, coefficients, intercept) for r in test_rows], threshold)
     results["report part, in code"] = report(
-        "report part (held out), the calibration in hebbs/confidence.py as recall returns it", test_rows,
+        "report part (held out), the calibration in hebbs/recall/confidence.py as recall returns it", test_rows,
         [r["engine_confidence"] or 0.0 for r in test_rows], conf.DEFAULT_THRESHOLD)
     agree = sum(((r["engine_confidence"] or 0.0) < conf.DEFAULT_THRESHOLD) == r["engine_abstained"]
                 for r in test_rows)

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_locomo import load  # noqa: E402
 
-from hebbs import contradiction_check as cc  # noqa: E402
-from hebbs.contradiction_check import subject_of  # noqa: E402
+from hebbs.workflows import contradiction_check as cc  # noqa: E402
+from hebbs.workflows.contradiction_check import subject_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = ROOT / "bench/data/contradiction_pairs.jsonl"

@@ -12,10 +12,19 @@ from pathlib import Path
 import msgspec
 
 from .errors import InvalidInput
-from .confidence import DEFAULT_THRESHOLD as DEFAULT_ABSTAIN_THRESHOLD
-from .index import IndexParams
 
 CONFIG_FILE = "config.toml"
+# Below this best confidence a recall abstains (hebbs/recall/confidence.py): chosen on data by
+# bench/bench_abstention.py --fit, the highest threshold at which at most 5% of the fit part's
+# answerable cues abstain (docs/honesty.md).
+DEFAULT_ABSTAIN_THRESHOLD = 0.25
+
+
+class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
+    """HNSW settings ([index] in config.toml)."""
+    m: int = 16
+    ef_construction: int = 200
+    ef_search: int = 50
 
 
 class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -49,7 +58,7 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # Analogical recall: weight of embedding similarity against structural similarity.
     analogical_alpha: float = 0.5
     # A recall whose best result's confidence is below this abstains: "nothing relevant known"
-    # (hebbs/confidence.py; the default was chosen on data, docs/honesty.md).
+    # (hebbs/recall/confidence.py; the default was chosen on data, docs/honesty.md).
     abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
 
 
@@ -82,7 +91,7 @@ class DecayConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
 
 
 class ContradictionsConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """Contradiction candidates found at remember time (hebbs/contradiction_review.py, docs/reflect.md)."""
+    """Contradiction candidates found at remember time (hebbs/workflows/contradiction_review.py, docs/reflect.md)."""
 
     # Compare each remembered memory with its nearest neighbours and queue likely conflicts for review.
     check_on_remember: bool = True

@@ -50,8 +50,8 @@ from typing import Any
 import msgspec
 from ulid import ULID
 
-from .errors import NotFound
-from .schema import Memory, PendingContradiction
+from ..errors import NotFound
+from ..schema import Memory, PendingContradiction
 
 __all__ = ["Verdict", "classify", "find_candidates", "subject_of", "ANTONYMS", "MAX_CONFIDENCE", "THRESHOLD"]
 

@@ -30,14 +30,15 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from .lexical import tokenize
+from ..config import DEFAULT_ABSTAIN_THRESHOLD
+from ..store.lexical_index import tokenize
 
 FEATURES = ("cosine", "cosine_gap", "term_coverage", "known_terms", "missing_key")
 # Fitted by bench/bench_abstention.py --fit (docs/honesty.md); in the order of FEATURES.
 COEFFICIENTS = (2.232, 0.6672, 2.0947, 1.6878, -1.3377)
 INTERCEPT = -2.1758
 # Chosen on the fit part: the highest threshold that abstains on at most 5% of its answerable cues.
-DEFAULT_THRESHOLD = 0.25
+DEFAULT_THRESHOLD = DEFAULT_ABSTAIN_THRESHOLD
 NOTE = "no good match: nothing relevant known for this cue"
 # Below this rank the cue's similarity hits are its background, not its candidates.
 BACKGROUND_FROM_RANK = 10
