@@ -68,7 +68,7 @@ def collect(workdir: Path, data: Path, out: Path) -> None:
                         else:
                             row = {"source": "docs", "a": m.content, "b": b.content,
                                    "subjects": [subject_of(m), subject_of(b)],
-                                   "where": [m.source.file_path if m.source else "", b.source.file_path if b.source else ""]}
+                                   "where": [x.source.file_path if x.source else "" for x in (m, b)]}
                         row |= {"similarity": round(sim, 3), "old_confidence": verdict.confidence,
                                 "reasons": verdict.reasons, "contradiction": None, "why": ""}
                         f.write(json.dumps(row) + "\n")

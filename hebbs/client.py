@@ -32,8 +32,8 @@ from .paths import ensure_home, hebbs_home, log_path, resolve_vault, socket_path
 from .protocol import (ERROR, HEADER, PROGRESS, Close, ContradictionAuto, ContradictionCommit, ContradictionPrepare,
                        DaemonStatus, DaemonUnavailable, Export, ExportChunk, Feed, Forget, ForgetCandidates, Get,
                        Index, Insights, Inspect, Inspection, List, Ping, Pong, Prime, ProtocolError, Queries, Recall,
-                       Reflect, ReflectCommit, Reinforce, ReflectPrepare, Remember, RememberItem, Revise, Shutdown, Status,
-                       Stopping, Subscribe, Subscribed, SubscriptionPush, _Command, decode_data, decode_response,
+                       Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, Revise, Shutdown,
+                       Status, Stopping, Subscribe, Subscribed, SubscriptionPush, _Command, decode_data, decode_response,
                        error_from_frame, frame_length, progress_type, recv_frame, request_frame, result_type)
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,

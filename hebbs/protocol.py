@@ -275,8 +275,8 @@ class ForgetCandidates(_Command, tag="forget_candidates"):
     """Memories decayed below the forget threshold, least alive first; lists, deletes nothing."""
 
 
-Command = (Ping | Status | Shutdown | Remember | Get | Revise | Forget | Recall | Reinforce | Prime | Subscribe | Feed | Close
-           | Index | List | Queries | Inspect | Export | ReflectPrepare | ReflectCommit | Insights
+Command = (Ping | Status | Shutdown | Remember | Get | Revise | Forget | Recall | Reinforce | Prime | Subscribe | Feed
+           | Close | Index | List | Queries | Inspect | Export | ReflectPrepare | ReflectCommit | Insights
            | ContradictionPrepare | ContradictionCommit | Reflect | ContradictionAuto | ForgetCandidates)
 
 COMMAND_TYPES: dict[str, type[_Command]] = {
@@ -394,7 +394,8 @@ class ExportDone(msgspec.Struct, kw_only=True):
 
 RESULT_TYPES: dict[str, Any] = {
     "ping": Pong, "status": DaemonStatus, "shutdown": Stopping, "get": Memory, "revise": Memory,
-    "forget": Forgotten, "recall": RecallResults, "reinforce": list[Memory], "prime": RecallResults, "subscribe": Subscribed, "feed": Fed,
+    "forget": Forgotten, "recall": RecallResults, "reinforce": list[Memory], "prime": RecallResults,
+    "subscribe": Subscribed, "feed": Fed,
     "close": Closed, "queries": list[QueryLogEntry], "inspect": Inspection,
     "export": ExportDone, "reflect_prepare": ReflectPrepared, "reflect_commit": ReflectCommitted,
     "insights": list[Insight], "contradiction_prepare": ContradictionPrepared,

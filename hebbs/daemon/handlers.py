@@ -22,7 +22,7 @@ from hebbs.paths import VAULT_DIR
 from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare, DaemonStatus,
                             Export, ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates, Forgotten, Get, Index,
                             IndexingInProgress, Insights, Inspect, Inspection, List, Pong, Prime, Queries, Recall,
-                            Reflect, ReflectCommit, Reinforce, ReflectPrepare, Remember, RememberItem, Request, Revise,
+                            Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, Request, Revise,
                             ScanSummary, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
 from hebbs.schema import Memory
 
