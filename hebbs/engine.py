@@ -524,7 +524,9 @@ class Engine:
         answer.threshold = self.config.recall.abstain_threshold
         answer.confidence = max((value for value, _ in judged), default=0.0)
         answer.abstained = confidence.abstains([value for value, _ in judged], answer.threshold)
-        if answer.abstained:
+        if answer.abstained and not answer.results:
+            answer.notes.append(f"{confidence.NOTE} (no memory in this scope)")
+        elif answer.abstained:
             answer.notes.append(f"{confidence.NOTE} (best confidence {answer.confidence:.2f} "
                                 f"< {answer.threshold:.2f}); the weak candidates follow")
 

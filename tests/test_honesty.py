@@ -75,6 +75,13 @@ def test_confidence_is_in_unit_range_for_every_strategy_and_absent_without_a_cue
     assert not recent.abstained and recent.confidence is None and all(r.confidence is None for r in recent)
 
 
+def test_an_empty_scope_abstains_without_candidates(team: Engine) -> None:
+    """Tried: a cue restricted to an entity no memory has: nothing to list, and the answer says so."""
+    found = team.recall("which CRM does Acme use", entity_id="nobody")
+    assert found.abstained and not found.results and found.confidence == 0.0
+    assert found.notes == ["no good match: nothing relevant known for this cue (no memory in this scope)"]
+
+
 def test_abstain_threshold_is_configurable(tmp_path: Path, embedder) -> None:
     """Tried: a vault whose config sets recall.abstain_threshold to 1.0: every recall abstains."""
     (tmp_path / "v").mkdir()
