@@ -211,7 +211,7 @@ def test_a_recall_through_the_playground_shows_scores_strategies_and_the_command
     assert results.first.locator(".chip.strategy").count() >= 1
     command = page.locator("#command-line").inner_text()
     assert command == (f"hebbs --vault {palace.notes.resolve()} recall 'who manages the CRM' --strategy similarity "
-                       "--strategy lexical --top-k 3 --no-reinforce")
+                       "--strategy lexical --top-k 3")
 
 
 # Changing memories ----------------------------------------------------------------------------------

@@ -178,8 +178,8 @@ def command_line(vault: str, home: Path, form: dict[str, Any]) -> str:
         words += ["--time-range", f'{form["since"] and form["since"] + "Z"}..{form["until"] and form["until"] + "Z"}']
     if form["include_superseded"]:
         words.append("--include-superseded")
-    if not form["reinforce"]:
-        words.append("--no-reinforce")
+    if form["reinforce"]:
+        words.append("--reinforce")  # recall changes no score unless asked
     return shlex.join(words)
 
 
