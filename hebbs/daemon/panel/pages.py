@@ -153,7 +153,7 @@ def recall_form(vault: str, form: dict[str, Any], entities: list[tuple[str, int]
 <label>from <input type="datetime-local" name="since" value="{e(form["since"])}"></label>
 <label>to <input type="datetime-local" name="until" value="{e(form["until"])}"> <span class="muted">UTC</span></label>
 <label class="check"><input type="checkbox" name="include_superseded" value="1"{" checked" if form["include_superseded"] else ""}> include superseded</label>
-<label class="check"><input type="checkbox" name="reinforce" value="1"{" checked" if form["reinforce"] else ""}> count as an access</label>
+<label class="check"><input type="checkbox" name="reinforce" value="1"{" checked" if form["reinforce"] else ""}> count as used (reinforce)</label>
 </fieldset>
 <button type="submit" class="primary">Recall</button></form>"""
 
@@ -208,7 +208,7 @@ def recall_results(vault: str, results: Any, form: dict[str, Any], command: str,
         strategies = "".join(f'<span class="chip strategy">{e(s)}</span>' for s in r.strategies)
         conf = getattr(r, "confidence", None)
         conf_html = f'<span class="chip">confidence {float(conf):.2f}</span>' if conf is not None else ""
-        details = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in (r.details or {}).items())
+        details = _details(r.details or {})
         m = r.memory
         out.append(f"""<article class="card result" data-memory-id="{e(m.id)}">
 <div class="result-head"><span class="rank">#{rank}</span><span class="score" title="composite score">{r.score:.3f}</span>
@@ -396,6 +396,18 @@ def queries_page(vault: str, entries: list[Any]) -> str:
                      e(q.entity_id or ""), f'<span class="num">{q.result_count}</span>',
                      f'<span class="num">{q.latency_ms:.1f} ms</span>'])
     return f'<section class="card">{table(["at", "cue", "strategies", "entity", "results", "latency"], rows, "queries")}</section>'
+
+
+def _details(details: dict[str, Any]) -> str:
+    """A result's strategy facts on one line: numbers to 3 places, nested facts (confidence features) inline."""
+    def show(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:.3f}"
+        if isinstance(value, dict):
+            return "(" + ", ".join(f"{k} {show(v)}" for k, v in value.items()) + ")"
+        return str(value)
+
+    return ", ".join(f"{k.replace('_', ' ')} {show(v)}" for k, v in details.items())
 
 
 def _count(n: int, one: str, many: str) -> str:
