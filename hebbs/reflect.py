@@ -16,7 +16,6 @@ and a vault that the daemon closed and reopened in between.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 import re
@@ -37,6 +36,7 @@ from .paths import hebbs_home
 from .schema import (ClusterMember, EdgeType, Insight, InsightInput, Memory, MemoryKind, ReflectCluster,
                      ReflectCommitted, ReflectPrepared, ReflectSession)
 from .storage import WriteSet, decode
+from .timefmt import utc_text
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -282,7 +282,7 @@ def member_line(member: ClusterMember | Memory, *, with_entity: bool = True) -> 
     text = " ".join(member.content.split())
     if len(text) > MEMBER_CHARS:
         text = text[:MEMBER_CHARS - 1] + "…"
-    when = dt.datetime.fromtimestamp(member.created_at / 1e6, dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    when = utc_text(member.created_at)
     who = f", {member.entity_id}" if with_entity and member.entity_id else ""
     return f"- [{member.id}] ({when} UTC{who}, importance {member.importance:.2f}) {text}"
 
@@ -545,4 +545,4 @@ def _title(text: str, limit: int = 80) -> str:
 
 
 def _iso(us: int) -> str:
-    return dt.datetime.fromtimestamp(us / 1e6, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_text(us, "%Y-%m-%dT%H:%M:%SZ")
