@@ -13,10 +13,12 @@ rebuilt from RocksDB when its number does not match, so a crash can never leave 
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +42,25 @@ from .storage import (Store, WriteSet, decode, edge_keys, edge_value, encode, id
 
 SCHEMA_VERSION = 1
 DEFAULT_WEIGHTS = ScoringWeights()
-REMEMBER_CHUNK = 256
 EMBED_SPAN = 4096
 _FOLLOWED_BY_CONFIDENCE = 1.0
+# What a client may write; REVISION records are made by revise only.
+CLIENT_KINDS = (MemoryKind.EPISODE, MemoryKind.INSIGHT)
+log = logging.getLogger("hebbs.engine")
 
 
 def now_us() -> int:
     return time.time_ns() // 1000
+
+
+def _acknowledged_when_durable(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The call returns once its writes are durable (config storage.durability). The wait comes after
+    the method has released the engine's lock, so concurrent writers share one WAL sync."""
+    @functools.wraps(method)
+    def wrapper(self: "Engine", *args: Any, **kwargs: Any) -> Any:
+        with self._store.deferred_sync():
+            return method(self, *args, **kwargs)
+    return wrapper
 
 
 class _Entry:
@@ -89,7 +103,7 @@ class Engine:
         path = Path(path).expanduser().resolve()
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         config = load_config(path)
-        store = Store.open(path / "db")
+        store = Store.open(path / "db", durability=config.storage.durability)
         try:
             embedder = embedder or get_embedder(model or config.model or store.get_meta("model_spec"))
             _check_model(store, path, embedder)
@@ -144,6 +158,9 @@ class Engine:
             self._closed = True
             try:
                 self._index.save(self.path / "index", self._write_seq)
+            except OSError as exc:
+                # The snapshot is derived: without it the next open rebuilds the index from RocksDB.
+                log.warning("could not save the vector index snapshot of %s (%s); it will be rebuilt", self.path, exc)
             finally:
                 self._lexical.close()
                 self._store.close()
@@ -158,6 +175,14 @@ class Engine:
     def closed(self) -> bool:
         return self._closed
 
+    def deferred_sync(self, *, wait: bool = True) -> Any:
+        """Calls inside wait for durability once, at the end; wait=False leaves it to the caller:
+        `engine.wait_durable(d.seq)` after releasing its own locks (the daemon's per-vault write slot)."""
+        return self._store.deferred_sync(wait=wait)
+
+    def wait_durable(self, seq: int) -> None:
+        self._store.group.wait(seq)
+
     # Remember --------------------------------------------------------------------------------
 
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
@@ -170,9 +195,11 @@ class Engine:
             "created_at": created_at, "kind": kind, "source": source, "supersedes": supersedes, "edges": edges,
         }])[0]
 
+    @_acknowledged_when_durable
     def remember_many(self, items: Iterable[dict[str, Any]], *,
                       check_contradictions: bool | None = None) -> list[Memory]:
-        """Store many memories: embedded in batches, written one RocksDB batch per chunk of 256.
+        """Store many memories, all or none: embedded in spans, then written as one RocksDB batch, so
+        a crash at any point leaves every item of the call stored or none of them.
 
         Then, unless `check_contradictions` (default: config contradictions.check_on_remember) is off,
         each new memory is compared with its nearest neighbours and likely conflicts are queued in
@@ -180,19 +207,14 @@ class Engine:
         prepared = [self._prepare(item, n) for n, item in enumerate(items)]
         if not prepared:
             return []
-        out: list[Memory] = []
-        for start in range(0, len(prepared), EMBED_SPAN):
-            span = prepared[start:start + EMBED_SPAN]
-            # One embed call per span: the embedder sorts the whole span by length, so padding stays
-            # small; writing stays one batch per chunk of 256, in the caller's order.
-            span_vectors = self.embedder.embed([p.memory.content for p in span])
-            for offset in range(0, len(span), REMEMBER_CHUNK):
-                chunk = span[offset:offset + REMEMBER_CHUNK]
-                with self._write_lock:
-                    self._check_open()
-                    self._check_refs(chunk)
-                    self._write_new(chunk, span_vectors[offset:offset + REMEMBER_CHUNK])
-                out.extend(p.memory for p in chunk)
+        # One embed call per span: the embedder sorts the whole span by length, so padding stays small.
+        vectors = np.vstack([self.embedder.embed([p.memory.content for p in prepared[start:start + EMBED_SPAN]])
+                             for start in range(0, len(prepared), EMBED_SPAN)])
+        with self._write_lock:
+            self._check_open()
+            self._check_refs(prepared)
+            self._write_new(prepared, vectors)
+        out = [p.memory for p in prepared]
         if self.config.contradictions.check_on_remember if check_contradictions is None else check_contradictions:
             from . import contradiction_review
             contradiction_review.queue_for_new(self, out)
@@ -208,6 +230,9 @@ class Engine:
         stamp = now_us()
         created = validate.timestamp_us(item.get("created_at"), "created_at")
         kind = _kind(item.get("kind", MemoryKind.EPISODE))
+        if kind not in CLIENT_KINDS:
+            raise InvalidInput(f"item {n}: kind {kind.value} is made by revise only; "
+                               f"remember takes {' or '.join(k.value for k in CLIENT_KINDS)}")
         importance = validate.unit_float(item.get("importance", 0.5), "importance")
         source = item.get("source")
         if source is not None and not isinstance(source, Source):
@@ -310,6 +335,7 @@ class Engine:
         return self.revise_many([{"id": memory_id, "content": content, "importance": importance, "context": context,
                                   "entity_id": entity_id, "source": source}])[0]
 
+    @_acknowledged_when_durable
     def revise_many(self, items: Iterable[dict[str, Any]]) -> list[Memory]:
         """Revise many memories, embedding the changed texts in batches. Each item: id plus the fields to change."""
         changes = [self._prepare_revision(item, n) for n, item in enumerate(items)]
@@ -352,6 +378,7 @@ class Engine:
             raise InvalidInput(f"memory {memory_id} is a revision record; revise the memory it belongs to")
         stamp = now_us()
         writes = WriteSet()
+        revisions: list[Memory] = []
         text_changed = content is not None and content != memory.content
         if text_changed:
             revision = Memory(
@@ -361,6 +388,7 @@ class Engine:
                 superseded_by=memory.id, revision_of=memory.id,
             )
             writes.put_memory(revision)
+            revisions.append(revision)
             self._put_edge(writes, memory.id, EdgeType.REVISED_FROM, revision.id, 1.0, stamp)
             memory.content = content
             writes.put("vectors", vector_key(memory.id), vector.astype("<f4").tobytes())
@@ -380,6 +408,8 @@ class Engine:
         self._bump_seq(writes)
         self._store.commit(writes)
         self._catalog[memory.id] = _Entry(memory)
+        for revision in revisions:
+            self._catalog[revision.id] = _Entry(revision)
         if text_changed:
             self._index.add([memory.id], vector.reshape(1, -1))
         self._lexical.upsert([(id_bytes(memory.id), lexical_text(memory))])
@@ -393,6 +423,7 @@ class Engine:
         return sorted((r for r in revisions if r is not None and r.kind == MemoryKind.REVISION),
                       key=lambda r: r.updated_at, reverse=True)
 
+    @_acknowledged_when_durable
     def forget(self, ids: Sequence[str] | None = None, *, entity_id: str | None = None) -> int:
         """Remove memories and every trace of them (vectors, temporal and graph entries, revisions)."""
         if ids is None and entity_id is None:
@@ -459,6 +490,7 @@ class Engine:
 
     # Edges -----------------------------------------------------------------------------------
 
+    @_acknowledged_when_durable
     def add_edge(self, source: str, edge_type: str | EdgeType, target: str, confidence: float = 1.0) -> Edge:
         source, target = validate.memory_id(source, "source"), validate.memory_id(target, "target")
         kind = _edge_type(edge_type)
@@ -475,6 +507,7 @@ class Engine:
             self._store.commit(writes)
             return Edge(source=source, target=target, edge_type=kind.name, confidence=confidence, created_at=stamp)
 
+    @_acknowledged_when_durable
     def remove_edge(self, source: str, edge_type: str | EdgeType, target: str) -> None:
         """Delete one edge (both its graph keys, in one batch); NotFound if there is no such edge."""
         source, target = validate.memory_id(source, "source"), validate.memory_id(target, "target")
@@ -516,6 +549,7 @@ class Engine:
 
     # Contradiction candidates (the `pending` family) -----------------------------------------
 
+    @_acknowledged_when_durable
     def add_pending(self, items: Sequence[PendingContradiction]) -> int:
         """Queue contradiction candidates for review; a pair already queued (or already reviewed since
         the vault opened) is not queued twice. Returns how many were queued."""
@@ -545,6 +579,7 @@ class Engine:
         from . import reflect
         return reflect.prepare(self, entity_id=entity_id, since=since, max_memories=max_memories)
 
+    @_acknowledged_when_durable
     def reflect_commit(self, session_id: str, insights: Sequence[Any]) -> ReflectCommitted:
         """Store insights ({content, confidence, source_memory_ids, tags}) drawn from a prepared session."""
         from . import reflect
@@ -561,6 +596,7 @@ class Engine:
         from . import contradiction_review
         return contradiction_review.prepare(self, max_results=max_results)
 
+    @_acknowledged_when_durable
     def contradiction_commit(self, verdicts: Sequence[Any]) -> ContradictionCommitted:
         """Apply [{pending_id, verdict: contradiction | revision | neutral}] in one batch."""
         from . import contradiction_review
@@ -762,7 +798,8 @@ class Engine:
             entry = QueryLogEntry(at=stamp, cue=cue, strategies=names, weights=weights, result_count=len(results),
                                   latency_ms=round((time.perf_counter() - started) * 1000, 3), entity_id=entity_id)
             writes.put("query_log", stamp.to_bytes(8, "big") + os.urandom(4), encode(entry))
-            self._store.commit(writes)
+            # Nobody is told these were kept: no reason to make a recall wait for a disk sync.
+            self._store.commit(writes, durable=False)
 
     def forget_candidates(self, now: int | None = None) -> list[Memory]:
         """Memories decayed below config.decay.forget_threshold (pinned ones never), least alive first.
