@@ -157,3 +157,6 @@ def test_reindexing_over_a_corrupt_vault_fails_classified_and_leaves_the_manifes
     assert "'default'" in error["error"] and "hebbs doctor" in error["error"]
     assert manifest.read_bytes() == before
     assert b'"dirty":true' not in before
+    # Isolation: the same daemon still serves its other vaults.
+    own_home.hebbs("remember", "another vault is unaffected", "--global")
+    assert "another vault is unaffected" in own_home.hebbs("recall", "unaffected", "--global").stdout
