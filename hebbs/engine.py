@@ -435,7 +435,9 @@ class Engine:
             self._check_open()
             if entity_id is not None:
                 entity_id = validate.entity(entity_id)
-                wanted += [mid for mid, e in self._catalog.items() if e.entity_id == entity_id]
+                # Revision records go with the memory they belong to (below), never on their own.
+                wanted += [mid for mid, e in self._catalog.items()
+                           if e.entity_id == entity_id and e.kind != MemoryKind.REVISION]
             targets = [mid for mid in dict.fromkeys(wanted) if mid in self._catalog]
             if not targets:
                 return 0
@@ -831,7 +833,8 @@ class Engine:
             kinds[entry.kind.value] = kinds.get(entry.kind.value, 0) + 1
         return VaultStats(path=str(self.path), memories=self.count(), by_kind=kinds, model=self.embedder.model_id,
                           dimension=self.embedder.dim, write_seq=self._write_seq,
-                          superseded=sum(1 for e in self._catalog.values() if e.superseded_by))
+                          superseded=sum(1 for e in self._catalog.values()
+                                         if e.superseded_by and e.kind != MemoryKind.REVISION))
 
 
 class _Prepared:

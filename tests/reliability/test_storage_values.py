@@ -81,8 +81,13 @@ def test_a_stored_out_of_range_time_breaks_no_command(tmp_path, embedder, shared
 def test_stats_count_revisions_while_the_vault_is_open(vault):
     m = vault.remember("The deploy runs at noon")
     vault.revise(m.id, content="The deploy runs at one")
+    m2 = vault.remember("The office opens at nine", entity_id="office")
+    vault.revise(m2.id, content="The office opens at ten")
+    assert vault.stats().by_kind == {"EPISODE": 2, "REVISION": 2}
+    assert vault.count() == 2 and vault.stats().superseded == 0
+    # The revision record goes with its memory, and is not counted as a memory forgotten.
+    assert vault.forget(entity_id="office") == 1
     assert vault.stats().by_kind == {"EPISODE": 1, "REVISION": 1}
-    assert vault.count() == 1
 
 
 def test_a_lost_database_is_not_a_new_empty_vault(tmp_path, embedder):
