@@ -31,7 +31,7 @@ import rocksdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hebbs.storage import MEMORY_PREFIX, Store, WriteSet  # noqa: E402
+from hebbs.store.storage import MEMORY_PREFIX, Store, WriteSet  # noqa: E402
 
 
 def _loop(view: rocksdict.Rdict, read_opt: rocksdict.ReadOptions | None) -> int:

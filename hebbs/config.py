@@ -11,11 +11,16 @@ from pathlib import Path
 
 import msgspec
 
-from .durability import DURABILITY_MODES
 from .errors import InvalidInput
-from .index import IndexParams
 
 CONFIG_FILE = "config.toml"
+
+
+class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
+    """HNSW settings ([index] in config.toml)."""
+    m: int = 16
+    ef_construction: int = 200
+    ef_search: int = 50
 
 
 class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -79,7 +84,7 @@ class DecayConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
 
 
 class ContradictionsConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """Contradiction candidates found at remember time (hebbs/contradiction_review.py, docs/reflect.md)."""
+    """Contradiction candidates found at remember time (hebbs/workflows/contradiction_review.py, docs/reflect.md)."""
 
     # Compare each remembered memory with its nearest neighbours and queue likely conflicts for review.
     check_on_remember: bool = True
@@ -116,6 +121,10 @@ class LLMConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields
             raise ValueError("llm.concurrency, llm.max_attempts and llm.max_answer_tokens must be at least 1")
         if not self.timeout_seconds > 0 or self.backoff_seconds < 0:
             raise ValueError("llm.timeout_seconds must be above 0, llm.backoff_seconds at least 0")
+
+
+# When a write is acknowledged: hebbs/store/durability.py, docs/reliability.md.
+DURABILITY_MODES = ("sync", "buffered")
 
 
 class StorageConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):

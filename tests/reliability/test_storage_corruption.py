@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from hebbs import CorruptVault, Engine, InvalidInput
-from hebbs.health import doctor
+from hebbs import doctor
 from hebbs.vault import indexer
 
 sys.path.insert(0, str(Path(__file__).parent))

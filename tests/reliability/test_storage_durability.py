@@ -9,7 +9,7 @@ import time
 import pytest
 
 from hebbs import Engine, InvalidInput
-from hebbs.durability import GroupCommit
+from hebbs.store.durability import GroupCommit
 
 
 def _slow_syncs(engine: Engine, delay: float) -> list[int]:

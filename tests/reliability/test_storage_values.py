@@ -11,9 +11,9 @@ import msgspec
 import pytest
 
 from hebbs import CorruptVault, Engine, InvalidInput
-from hebbs.health import doctor
+from hebbs import doctor
 from hebbs.schema import Memory, MemoryKind
-from hebbs.storage import WriteSet, temporal_keys, id_bytes
+from hebbs.store.storage import WriteSet, temporal_keys, id_bytes
 from hebbs.validate import MAX_TIMESTAMP_US
 
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent.parent)]
