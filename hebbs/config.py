@@ -128,7 +128,7 @@ DURABILITY_MODES = ("sync", "buffered")
 
 
 class StorageConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """When a write is acknowledged (hebbs/durability.py, docs/reliability.md)."""
+    """When a write is acknowledged (hebbs/store/durability.py, docs/reliability.md)."""
 
     # "sync": after its write-ahead log is fsynced (survives a power cut); concurrent writers share
     # one fsync. "buffered": after the OS has the log (survives a crash of hebbs, not of the machine).

@@ -248,7 +248,7 @@ class Store:
             self.group.written(self.db.latest_sequence_number())
 
     def deferred_sync(self, *, wait: bool = True) -> contextlib.AbstractContextManager:
-        """Writes inside wait for their WAL sync once, at the end (see hebbs/durability.py)."""
+        """Writes inside wait for their WAL sync once, at the end (see hebbs/store/durability.py)."""
         return self.group.deferred(wait=wait)
 
     # Reads -----------------------------------------------------------------------------------
