@@ -41,13 +41,27 @@ def _kill_during_batches(path: Path, rounds: int, seed: int) -> set[int]:
     rng = random.Random(seed)
     acked: set[int] = set()
     next_batch = 0
-    for _ in range(rounds):
+    for round_ in range(rounds):
         proc = subprocess.Popen([sys.executable, "-c", writer, str(next_batch)], stdout=subprocess.PIPE, text=True)
         assert proc.stdout.readline().strip() == "open"
         lines: list[str] = []
-        reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+        first_ack = threading.Event()
+
+        def read() -> None:
+            for line in proc.stdout:
+                lines.append(line)
+                first_ack.set()
+
+        reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        time.sleep(rng.uniform(0.5, 4.0))
+        started = time.monotonic()
+        if round_ % 2:
+            # Odd rounds kill after a batch was acknowledged, somewhere inside the next one (however
+            # slow the machine embeds), so acknowledged writes are at stake.
+            first_ack.wait(300)
+            time.sleep(rng.uniform(0, time.monotonic() - started))
+        else:
+            time.sleep(rng.uniform(0.5, 4.0))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         reader.join(5)
