@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import socket
 import time
 from collections.abc import Iterator
@@ -67,6 +68,8 @@ class Palace:
         self.url = url
         self.token = url.split("token=", 1)[1]
         self.base = f"http://127.0.0.1:{port}"
+        # Folders a test made for this daemon's vaults: removed once the daemon has closed them.
+        self.scratch: list[Path] = []
 
     def page_url(self, path: str) -> str:
         return self.base + path
@@ -78,6 +81,7 @@ def palace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Palace]:
 
     daemon = DaemonHome(idle_timeout=0)
     notes = short_tmp("hbnotes")
+    scratch = [notes]
     for name, text in NOTES.items():
         (notes / name).write_text(text)
     try:
@@ -95,9 +99,13 @@ def palace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Palace]:
         port = free_port()
         out = json.loads(daemon.hebbs("palace", "--port", str(port), "--no-browser", "--format", "json").stdout)
         assert out["port"] == port and out["url"].startswith(f"http://127.0.0.1:{port}/?token=")
-        yield Palace(daemon, notes, port, out["url"])
+        palace = Palace(daemon, notes, port, out["url"])
+        palace.scratch = scratch
+        yield palace
     finally:
         daemon.cleanup()
+        for folder in scratch:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -383,6 +391,7 @@ def test_an_index_run_shows_its_progress_on_the_overview_and_can_be_cancelled(pa
     from daemon_fixtures import short_tmp
 
     big = short_tmp("hbbig")
+    palace.scratch.append(big)
     for n in range(600):
         (big / f"note-{n:04d}.md").write_text(f"# Note {n}\n\nFact number {n} about project {n % 17}.\n\n"
                                              f"## Detail\n\nMore about item {n}, owned by team {n % 5}.\n")
@@ -400,6 +409,7 @@ def test_an_index_run_shows_its_progress_on_the_overview_and_can_be_cancelled(pa
     finally:
         if run.poll() is None:
             run.kill()
+            run.wait()
     assert run.returncode == 1 and "cancelled" in stderr and "Traceback" not in stderr
     # The next run picks up where the cancelled one stopped, and ends with every section indexed.
     palace.daemon.hebbs("index", str(big))
