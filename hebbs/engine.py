@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from ulid import ULID
 
-from . import analogical, causal, decay
+from . import analogical, causal, decay, idempotency
 from . import recall as rc
 from . import scoring, validate
 from .config import VaultConfig, load_config
@@ -163,11 +163,13 @@ class Engine:
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                  entity_id: str | None = None, created_at: Any = None, kind: MemoryKind | str = MemoryKind.EPISODE,
                  source: Source | None = None, supersedes: Sequence[str] = (),
-                 edges: Sequence[tuple[str, str, float]] = ()) -> Memory:
-        """Store one memory. `edges` are (target_id, edge type name, confidence) from the new memory."""
+                 edges: Sequence[tuple[str, str, float]] = (), key: str | None = None) -> Memory:
+        """Store one memory. `edges` are (target_id, edge type name, confidence) from the new memory.
+        With `key`, a memory already stored under that key in this vault is returned instead (idempotent)."""
         return self.remember_many([{
             "content": content, "importance": importance, "context": context, "entity_id": entity_id,
             "created_at": created_at, "kind": kind, "source": source, "supersedes": supersedes, "edges": edges,
+            "key": key,
         }])[0]
 
     def remember_many(self, items: Iterable[dict[str, Any]], *,
@@ -176,10 +178,12 @@ class Engine:
 
         Then, unless `check_contradictions` (default: config contradictions.check_on_remember) is off,
         each new memory is compared with its nearest neighbours and likely conflicts are queued in
-        `pending`, in a batch of their own (hebbs/contradiction_review.py)."""
-        prepared = [self._prepare(item, n) for n, item in enumerate(items)]
-        if not prepared:
+        `pending`, in a batch of their own (hebbs/contradiction_review.py). An item whose `key` is
+        already stored (or appears earlier in the batch) returns that memory and stores nothing."""
+        everything = [self._prepare(item, n) for n, item in enumerate(items)]
+        if not everything:
             return []
+        prepared = self._unkeyed(everything)
         out: list[Memory] = []
         for start in range(0, len(prepared), EMBED_SPAN):
             span = prepared[start:start + EMBED_SPAN]
@@ -188,21 +192,54 @@ class Engine:
             span_vectors = self.embedder.embed([p.memory.content for p in span])
             for offset in range(0, len(span), REMEMBER_CHUNK):
                 chunk = span[offset:offset + REMEMBER_CHUNK]
+                vectors = span_vectors[offset:offset + REMEMBER_CHUNK]
                 with self._write_lock:
                     self._check_open()
+                    # Another writer may have stored one of these keys while we embedded.
+                    keep = [n for n, p in enumerate(chunk) if not self._claimed_meanwhile(p)]
+                    chunk, vectors = [chunk[n] for n in keep], vectors[keep]
                     self._check_refs(chunk)
-                    self._write_new(chunk, span_vectors[offset:offset + REMEMBER_CHUNK])
+                    if chunk:
+                        self._write_new(chunk, vectors)
                 out.extend(p.memory for p in chunk)
         if self.config.contradictions.check_on_remember if check_contradictions is None else check_contradictions:
             from . import contradiction_review
             contradiction_review.queue_for_new(self, out)
-        return out
+        return [_result(p) for p in everything]
+
+    def _unkeyed(self, prepared: list["_Prepared"]) -> list["_Prepared"]:
+        """The items to store: a key already in the vault, or earlier in the batch, points its item at
+        that memory instead (checked before embedding, so a re-run import embeds nothing)."""
+        first: dict[str, _Prepared] = {}
+        todo = []
+        for p in prepared:
+            if p.key is not None:
+                if p.key in first:
+                    p.stored = first[p.key]
+                    continue
+                existing = idempotency.lookup(self._store, p.key)
+                memory = None if existing is None else self._store.get_memory(existing)
+                if memory is not None:
+                    p.stored = _Prepared(memory, [], [])
+                    continue
+                first[p.key] = p
+            todo.append(p)
+        return todo
+
+    def _claimed_meanwhile(self, p: "_Prepared") -> bool:
+        if p.key is None:
+            return False
+        existing = idempotency.lookup(self._store, p.key)
+        memory = None if existing is None else self._store.get_memory(existing)
+        if memory is not None:
+            p.stored = _Prepared(memory, [], [])
+        return memory is not None
 
     def _prepare(self, item: dict[str, Any], n: int) -> "_Prepared":
         if not isinstance(item, dict):
             raise InvalidInput(f"item {n} must be a dict with at least 'content'")
         unknown = set(item) - {"content", "importance", "context", "entity_id", "created_at", "kind", "source",
-                               "supersedes", "edges"}
+                               "supersedes", "edges", "key"}
         if unknown:
             raise InvalidInput(f"item {n} has unknown fields: {sorted(unknown)}")
         stamp = now_us()
@@ -220,7 +257,7 @@ class Engine:
         )
         supersedes = [validate.memory_id(s, "supersedes") for s in item.get("supersedes") or ()]
         edges = [_edge_spec(e) for e in item.get("edges") or ()]
-        return _Prepared(memory, supersedes, edges)
+        return _Prepared(memory, supersedes, edges, idempotency.check(item.get("key")))
 
     def _check_refs(self, chunk: list["_Prepared"]) -> None:
         in_chunk = {p.memory.id for p in chunk}
@@ -237,6 +274,8 @@ class Engine:
         for p, vector in zip(chunk, vectors):
             m = p.memory
             writes.put_memory(m)
+            if p.key is not None:
+                idempotency.put(writes, p.key, m.id)
             for key in temporal_keys(m.entity_id, m.created_at, m.id):
                 writes.put("temporal", key, id_bytes(m.id))
             writes.put("vectors", vector_key(m.id), vector.astype("<f4").tobytes())
@@ -420,6 +459,7 @@ class Engine:
                 writes.delete("default", memory_key(mid))
                 writes.delete("vectors", vector_key(mid))
                 writes.delete("vectors_associative", vector_key(mid))
+                idempotency.drop(self._store, writes, mid)
                 if memory is not None and memory.kind != MemoryKind.REVISION:
                     for key in temporal_keys(memory.entity_id, memory.created_at, mid):
                         writes.delete("temporal", key)
@@ -566,8 +606,8 @@ class Engine:
         from . import contradiction_review
         return contradiction_review.commit(self, verdicts)
 
-    def reflect_auto(self, entity_id: str | None = None, since: Any = None,
-                     max_memories: int = 500) -> ReflectAutoResult:
+    def reflect(self, entity_id: str | None = None, since: Any = None,
+                max_memories: int = 500) -> ReflectAutoResult:
         """reflect_prepare, then the configured LLM proposes and validates insights; raises LLMNotConfigured."""
         from . import llm
         return llm.reflect_auto(self, entity_id=entity_id, since=since, max_memories=max_memories)
@@ -764,6 +804,13 @@ class Engine:
             writes.put("query_log", stamp.to_bytes(8, "big") + os.urandom(4), encode(entry))
             self._store.commit(writes)
 
+    def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
+              max_memories: int = 20) -> RecallResults:
+        """An entity's most recent memories plus those most relevant to the cue, deduplicated, in one
+        call (hebbs/prime.py); it does not reinforce."""
+        from .prime import prime
+        return prime(self, entity_id, similarity_cue, max_memories)
+
     def forget_candidates(self, now: int | None = None) -> list[Memory]:
         """Memories decayed below config.decay.forget_threshold (pinned ones never), least alive first.
         Listing deletes nothing: pass their ids to forget(), or set decay.auto_forget."""
@@ -798,12 +845,22 @@ class Engine:
 
 
 class _Prepared:
-    __slots__ = ("memory", "supersedes", "edges")
+    __slots__ = ("memory", "supersedes", "edges", "key", "stored")
 
-    def __init__(self, memory: Memory, supersedes: list[str], edges: list[tuple[str, EdgeType, float]]) -> None:
+    def __init__(self, memory: Memory, supersedes: list[str], edges: list[tuple[str, EdgeType, float]],
+                 key: str | None = None) -> None:
         self.memory = memory
         self.supersedes = supersedes
         self.edges = edges
+        self.key = key
+        # Set when the key names a memory stored before (or earlier in the batch): that one is returned.
+        self.stored: _Prepared | None = None
+
+
+def _result(p: _Prepared) -> Memory:
+    while p.stored is not None:
+        p = p.stored
+    return p.memory
 
 
 def lexical_text(memory: Memory) -> str:
