@@ -454,7 +454,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         output.emit_json({"imported": imported, "stored": stored, "already_there": imported - stored,
                           "skipped_revisions": skipped})
     else:
-        again = f"; {imported - stored} were imported before and not stored again" if imported > stored else ""
+        before_n = imported - stored
+        again = (f"; {before_n} {'was' if before_n == 1 else 'were'} imported before and not stored again"
+                 if before_n > 0 else "")
         print(f"imported {_count(imported, 'memory')}{again}"
               + (f" (skipped {skipped} revision records)" if skipped else ""))
     return 0

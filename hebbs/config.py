@@ -13,6 +13,7 @@ import msgspec
 
 from .errors import InvalidInput
 from .index import IndexParams
+from .writeback import NotesConfig
 
 CONFIG_FILE = "config.toml"
 
@@ -124,6 +125,7 @@ class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     decay: DecayConfig = DecayConfig()
     contradictions: ContradictionsConfig = ContradictionsConfig()
     llm: LLMConfig = LLMConfig()
+    notes: NotesConfig = NotesConfig()
 
 
 def load_config(vault_dir: Path) -> VaultConfig:
@@ -175,6 +177,12 @@ status = 3.0
 [contradictions]
 check_on_remember = true
 neighbors = 5
+
+# Where reflect-commit and contradiction reviews write notes, inside the notes folder (markdown vaults).
+[notes]
+write = true
+insights_dir = "insights"
+contradictions_dir = "contradictions"
 
 # An OpenAI-compatible server for `hebbs reflect` (optional; keys here override $HEBBS_HOME/config.toml).
 # [llm]

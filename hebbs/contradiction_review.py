@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 VERDICTS = ("contradiction", "revision", "neutral")
-REPORTS_DIR = "contradictions"
 
 
 # Finding candidates at remember time ---------------------------------------------------------
@@ -175,10 +174,11 @@ def commit(engine: "Engine", verdicts: Any) -> ContradictionCommitted:
         for m in changed.values():
             engine._catalog[m.id] = _Entry(m)
     root = notes_root(engine)
-    if root is not None:
+    if root is not None and engine.config.notes.write:
         for item, a, b, v in reports:
             try:
-                result.files.append(str(write_report(root, item, a, b, v, stamp)))
+                result.files.append(str(write_report(root / engine.config.notes.contradictions_dir, item, a, b, v,
+                                                     stamp)))
             except OSError as exc:
                 result.warnings.append(f"contradiction {item.id} is recorded, but its report could not be "
                                        f"written: {exc}")
@@ -198,7 +198,7 @@ def _pending_raw(engine: "Engine", pending_id: str) -> bytes:
 
 # The markdown report -------------------------------------------------------------------------
 
-def write_report(root: Path, item: PendingContradiction, a: Memory, b: Memory, verdict: ContradictionVerdict,
+def write_report(folder: Path, item: PendingContradiction, a: Memory, b: Memory, verdict: ContradictionVerdict,
                  stamp: int) -> Path:
     lines = [
         "---",
@@ -229,7 +229,7 @@ def write_report(root: Path, item: PendingContradiction, a: Memory, b: Memory, v
         lines += [f"## {label}", "", f"Source: {where}", f"Memory: `{m.id}`, recorded {_iso(m.created_at)}", "",
                   *[f"> {line}" for line in m.content.strip().splitlines()], ""]
     name = f"{_iso(stamp)[:10]}-{slug(a.content, 4)}-{item.id[-6:].lower()}.md"
-    return write_note(root / REPORTS_DIR / name, "\n".join(lines))
+    return write_note(folder / name, "\n".join(lines))
 
 
 def _short(text: str, limit: int = 50) -> str:

@@ -454,8 +454,11 @@ class Engine:
                 doomed.update(r.id for r in self.history(mid))
             stamp = now_us()
             restored: list[Memory] = []
+            insights: list[str] = []
             for mid in doomed:
                 memory = self._store.get_memory(mid)
+                if memory is not None and memory.kind == MemoryKind.INSIGHT:
+                    insights.append(mid)
                 writes.delete("default", memory_key(mid))
                 writes.delete("vectors", vector_key(mid))
                 writes.delete("vectors_associative", vector_key(mid))
@@ -495,7 +498,10 @@ class Engine:
             self._index.remove(list(doomed))
             self._lexical.remove(id_bytes(mid) for mid in doomed)
             self._lexical.commit(self._write_seq)
-            return len(targets)
+        if insights:
+            from . import reflect
+            reflect.remove_insight_notes(self, insights)  # the note written at reflect-commit goes with it
+        return len(targets)
 
     # Edges -----------------------------------------------------------------------------------
 

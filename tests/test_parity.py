@@ -107,7 +107,7 @@ def test_new_capabilities_over_the_daemon(shared_daemon, project: Path) -> None:
         again = hb.remember("The deploy failed because the disk was full", key="incident-1")
         assert again.id == cause.id and hb.count() == 1
         fix = hb.remember("We cleaned the disk and redeployed", edges=[(cause.id, "CAUSED_BY", 0.9)])
-        later = hb.remember("Disk usage is now monitored", supersedes=[cause.id[-8:]] and [cause.id])
+        later = hb.remember("Disk usage is now monitored", supersedes=[cause.id])
         assert hb.get(cause.id).superseded_by == later.id
         assert any(e.edge_type == "CAUSED_BY" and e.target == cause.id for e in hb.edges(fix.id, "out"))
 
@@ -129,7 +129,8 @@ def test_new_capabilities_over_the_daemon(shared_daemon, project: Path) -> None:
 
         causal = hb.recall(seed=fix.id, strategies=["causal"], direction="forward", max_depth=2,
                            edge_types=["CAUSED_BY"], include_superseded=True, reinforce=False)
-        assert [r.memory.id for r in causal.results] == [cause.id]
+        reached = [r.memory.id for r in causal.results]
+        assert cause.id in reached and later.id not in reached  # later is linked by FOLLOWED_BY only
         analog = hb.recall(strategies=["analogical"], analogy=(cause.id, fix.id, "the build broke"), alpha=0.3,
                            reinforce=False)
         assert analog.results and cause.id not in [r.memory.id for r in analog.results]

@@ -15,18 +15,21 @@ import pathspec
 __all__ = ["VaultFilter", "walk_notes", "IGNORE_FILE", "DEFAULT_IGNORES"]
 
 IGNORE_FILE = ".hebbsignore"
-# gitignore syntax. The tool folders are skipped at any depth; `contradictions/` and `insights/`
-# are the folders hebbs itself writes at the vault root, so only those are skipped.
-DEFAULT_IGNORES = (".hebbs/", ".git/", ".obsidian/", "node_modules/", "/contradictions/", "/insights/")
+# gitignore syntax. The tool folders are skipped at any depth; the folders hebbs itself writes
+# (insights/ and contradictions/ at the vault root by default, hebbs/writeback.py) are added per vault.
+DEFAULT_IGNORES = (".hebbs/", ".git/", ".obsidian/", "node_modules/")
 
 
 class VaultFilter:
     """Decides whether a relative path is a note to index. Reads `.hebbsignore` once, at construction."""
 
     def __init__(self, root: Path) -> None:
+        from ..writeback import ignore_rules
+
         self.root = root
         self.warnings: list[str] = []
-        lines = list(DEFAULT_IGNORES)
+        # The folders hebbs writes into (insights, contradiction reports) wherever config.toml puts them.
+        lines = list(DEFAULT_IGNORES) + ignore_rules(root / ".hebbs")
         try:
             lines += (root / IGNORE_FILE).read_text(encoding="utf-8", errors="replace").splitlines()
         except FileNotFoundError:
