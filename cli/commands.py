@@ -138,6 +138,9 @@ def _time(raw: str, field: str) -> int | None:
 # Commands --------------------------------------------------------------------------------------
 
 def cmd_init(args: argparse.Namespace) -> int:
+    if args.global_ or args.vault:
+        raise InvalidInput("hebbs init takes the notes folder as PATH; --global and --vault do not apply (the "
+                           "global brain needs no init)")
     vault, created = init_vault(args.path, hebbs_home(args.home), nested=args.nested)
     if _json(args):
         output.emit_json({"vault": str(vault), "created": created})
