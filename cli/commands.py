@@ -47,7 +47,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def client_for(args: argparse.Namespace) -> Client:
-    return Client(vault=args.vault, global_=args.global_, home=args.home)
+    # Resolved here, not by the Client: a missing vault is then worded for the shell (--global), not Python.
+    home = hebbs_home(args.home)
+    return Client(vault=resolve_vault(args.vault, args.global_, home), home=home)
 
 
 def _json(args: argparse.Namespace) -> bool:
