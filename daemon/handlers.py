@@ -365,8 +365,8 @@ class Handlers:
 
         def report(progress: Any) -> None:
             if cancel is not None and cancel.is_set():
-                raise Cancelled("the index run was cancelled; what it committed stays, and the next "
-                                "`hebbs index` does the rest")
+                raise Cancelled(f"the index run was cancelled; what it committed stays, and "
+                                f"`hebbs index {_quote(slot.path.parent)}` does the rest")
 
             def put() -> None:
                 latest[:] = [progress]
