@@ -271,6 +271,10 @@ def cmd_watch(args: argparse.Namespace, root: Path) -> int:
     with watch.client as client:
         try:
             summary = client.index(root, progress=bar)
+        except KeyboardInterrupt:
+            bar.close()
+            _cancel_after_interrupt(args, root)
+            raise
         finally:
             bar.close()
         if args.format == "json":

@@ -328,6 +328,9 @@ class Handlers:
             await asyncio.wait({run})
         finally:
             slot.followers.remove(follower)
+        if isinstance(run.exception(), ConnectionError):
+            # Its own client left (Ctrl-C), which cancels it; a ConnectionError here would drop our client.
+            raise Cancelled("the index run was cancelled: the client that started it went away")
         return run.result()
 
     async def _list(self, conn: "Connection", request: Request, command: List) -> Any:

@@ -548,7 +548,9 @@ class Engine:
         return out
 
     def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
-        """The k memories nearest to this one's stored vector (itself, revisions and superseded ones excluded)."""
+        """Similar memories, by embedding alone: the k memories whose stored vectors are nearest to this
+        memory's own, nearest first, as (id, cosine similarity). No cue is embedded and nothing is
+        reinforced; the memory itself, revision records and superseded memories are left out."""
         memory_id = validate.memory_id(memory_id)
         raw = self._store.get_vector(memory_id)
         if raw is None:
