@@ -189,6 +189,9 @@ def _commit_contradictions(args: argparse.Namespace) -> int:
 def _print_files_and_warnings(committed: ReflectCommitted | ContradictionCommitted) -> None:
     for path in committed.files:
         print(f"note: wrote {path}")
+    if committed.files:
+        print("note: hebbs writes these notes into your notes folder; [notes] in .hebbs/config.toml moves the "
+              "folder or turns them off")
     for warning in committed.warnings:
         print(f"warning: {warning}")
 
