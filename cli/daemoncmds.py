@@ -17,6 +17,7 @@ from hebbs.paths import hebbs_home, log_path
 from hebbs.protocol import DaemonUnavailable
 
 from . import output
+from .main import EXIT_NO_DAEMON
 
 STOP_WAIT = 15.0
 
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
                 output.emit_json({"running": False})
             else:
                 print(f"no daemon running for {home}")
-            return 3
+            return EXIT_NO_DAEMON
         if json_mode:
             output.emit_json({"running": True, **_builtins(status)})
         else:
