@@ -7,15 +7,20 @@ in the config never silently falls back to a default.
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import msgspec
 
 from .errors import InvalidInput
-from .index import IndexParams
-from .writeback import NotesConfig
 
 CONFIG_FILE = "config.toml"
+
+
+class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
+    """HNSW settings ([index] in config.toml)."""
+    m: int = 16
+    ef_construction: int = 200
+    ef_search: int = 50
 
 
 class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -79,7 +84,7 @@ class DecayConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
 
 
 class ContradictionsConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """Contradiction candidates found at remember time (hebbs/contradiction_review.py, docs/reflect.md)."""
+    """Contradiction candidates found at remember time (hebbs/workflows/contradiction_review.py, docs/reflect.md)."""
 
     # Compare each remembered memory with its nearest neighbours and queue likely conflicts for review.
     check_on_remember: bool = True
@@ -116,6 +121,36 @@ class LLMConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields
             raise ValueError("llm.concurrency, llm.max_attempts and llm.max_answer_tokens must be at least 1")
         if not self.timeout_seconds > 0 or self.backoff_seconds < 0:
             raise ValueError("llm.timeout_seconds must be above 0, llm.backoff_seconds at least 0")
+
+
+class NotesConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """Where reflect-commit and contradiction reviews write notes into a markdown vault's notes folder
+    ([notes]; hebbs/workflows/reflect.py): folders relative to the notes folder, kept out of the index."""
+
+    write: bool = True
+    insights_dir: str = "insights"
+    contradictions_dir: str = "contradictions"
+
+    def __post_init__(self) -> None:
+        for name, value in (("insights_dir", self.insights_dir), ("contradictions_dir", self.contradictions_dir)):
+            parts = PurePosixPath(value).parts
+            if not value.strip() or PurePosixPath(value).is_absolute() or ".." in parts or any(
+                    p.startswith(".") for p in parts):
+                raise ValueError(f"notes.{name} must be a folder inside the notes folder, like \"insights\" or "
+                                 f"\"hebbs/insights\" (no .., no leading dot), got {value!r}")
+
+
+class _NotesOnly(msgspec.Struct, kw_only=True):
+    notes: NotesConfig = NotesConfig()
+
+
+def notes_config(vault_dir: Path) -> NotesConfig:
+    """The [notes] section alone, for the file walker (defaults when the file is absent or unreadable: the
+    whole config is checked, with a clear error, when the vault opens)."""
+    try:
+        return msgspec.toml.decode((vault_dir / CONFIG_FILE).read_bytes(), type=_NotesOnly).notes
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return NotesConfig()
 
 
 class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pathspec
 
+from ..config import notes_config
+
 __all__ = ["VaultFilter", "walk_notes", "IGNORE_FILE", "DEFAULT_IGNORES"]
 
 IGNORE_FILE = ".hebbsignore"
@@ -24,12 +26,10 @@ class VaultFilter:
     """Decides whether a relative path is a note to index. Reads `.hebbsignore` once, at construction."""
 
     def __init__(self, root: Path) -> None:
-        from ..writeback import ignore_rules
-
         self.root = root
         self.warnings: list[str] = []
         # The folders hebbs writes into (insights, contradiction reports) wherever config.toml puts them.
-        lines = list(DEFAULT_IGNORES) + ignore_rules(root / ".hebbs")
+        lines = list(DEFAULT_IGNORES) + _written_folders(root / ".hebbs")
         try:
             lines += (root / IGNORE_FILE).read_text(encoding="utf-8", errors="replace").splitlines()
         except FileNotFoundError:
@@ -53,6 +53,12 @@ class VaultFilter:
             if self.ignored("/".join(parts[:i]), is_dir=True):
                 return False
         return not self.ignored(rel)
+
+
+def _written_folders(vault_dir: Path) -> list[str]:
+    """gitignore lines for the folders hebbs writes notes into ([notes] in config.toml)."""
+    notes = notes_config(vault_dir)
+    return [f"/{notes.insights_dir.strip('/')}/", f"/{notes.contradictions_dir.strip('/')}/"]
 
 
 def walk_notes(root: Path, vault_filter: VaultFilter, under: Iterable[str] = ("",)) -> dict[str, Path]:

@@ -1,0 +1,249 @@
+"""The daemon's event loop: one Unix socket, many connections, frames in and out.
+
+Each connection is read by its own task and its requests are answered in order; engine calls run
+on a worker pool, so a slow or dead client only ever stalls its own task. Bad input is answered
+with an error frame (or, when the framing itself is broken, by closing that one connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from hebbs.errors import HebbsError, InvalidInput
+from hebbs.paths import socket_path
+from hebbs.protocol import (COMMAND_TYPES, ERROR, HEADER, OK, PROGRESS, DaemonStatus, MessageTooLarge, Request,
+                            Response, encode_frame, frame_length)
+
+from .handlers import Handlers, Subscription
+from .vaults import VaultPool
+
+log = logging.getLogger("hebbs.daemon")
+WORKERS = 16
+DRAIN_SECONDS = 30.0
+
+
+class Connection:
+    """One client: its stream, its subscriptions, and a lock so frames never interleave."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.subscriptions: dict[str, Subscription] = {}
+        self._send_lock = asyncio.Lock()
+
+    async def send(self, response: Response) -> None:
+        try:
+            frame = encode_frame(response)
+        except MessageTooLarge as exc:
+            frame = encode_frame(Response(id=response.id, status=ERROR, status_code=MessageTooLarge.status_code,
+                                          error=f"the reply is too large to send ({exc}); ask for less"))
+        async with self._send_lock:
+            self.writer.write(frame)
+            await self.writer.drain()
+
+    async def progress(self, request_id: Any, data: Any) -> None:
+        await self.send(Response(id=request_id, status=PROGRESS, data=data))
+
+    async def read_frame(self) -> bytes | None:
+        """The next frame's body; None at a clean end of stream between frames."""
+        try:
+            header = await self.reader.readexactly(HEADER.size)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:
+                raise
+            return None
+        return await self.reader.readexactly(frame_length(header))
+
+
+class Daemon:
+    def __init__(self, home: Path, *, idle_timeout: float, vault_idle_timeout: float, version: str) -> None:
+        self.home = home
+        self.socket_path = socket_path(home)
+        self.idle_timeout = idle_timeout
+        self.version = version
+        self.started_at = time.time()
+        self._executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="hebbs-engine")
+        self.pool = VaultPool(home, vault_idle_timeout, self._executor)
+        self.handlers = Handlers(self)
+        self.connections: set[Connection] = set()
+        self.requests = 0
+        self.model_id: str | None = None
+        self._inflight = 0
+        self._last_activity = time.monotonic()
+        self._stop = asyncio.Event()
+
+    # Running -------------------------------------------------------------------------------
+
+    async def serve(self, on_listening: Callable[[], None] | None = None) -> None:
+        server = await asyncio.start_unix_server(self._on_connect, path=str(self.socket_path))
+        os.chmod(self.socket_path, 0o600)
+        log.info("listening on %s (pid %d, idle timeout %ss, vault idle timeout %ss)", self.socket_path,
+                 os.getpid(), self.idle_timeout, self.pool.idle_timeout)
+        if on_listening is not None:
+            on_listening()
+        background = [asyncio.create_task(self._load_model()), asyncio.create_task(self._housekeeping())]
+        try:
+            await self._stop.wait()
+        finally:
+            log.info("shutting down")
+            server.close()
+            for task in background:
+                task.cancel()
+            # Let requests already running finish: closing a vault under a running engine call
+            # would pull RocksDB out from under it.
+            deadline = time.monotonic() + DRAIN_SECONDS
+            while self._inflight and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            for conn in list(self.connections):
+                conn.writer.close()
+            await asyncio.gather(*background, return_exceptions=True)
+            await self.pool.close_all()
+            self._executor.shutdown(wait=True)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def _load_model(self) -> None:
+        """Load and warm the default model at start, so the first recall does not pay for it."""
+        def load() -> str:
+            from hebbs.store.embed import get_embedder
+
+            embedder = get_embedder(None)
+            embedder.embed(["warm up"])
+            return embedder.model_id
+
+        started = time.monotonic()
+        try:
+            self.model_id = await self.pool.run(load)
+            log.info("model %s loaded in %.1fs", self.model_id, time.monotonic() - started)
+        except Exception:
+            log.exception("loading the default model failed; vaults will report the error when opened")
+
+    async def _housekeeping(self) -> None:
+        # Often enough that neither timeout is overshot by much, never a busy loop.
+        timeouts = [t / 4 for t in (self.pool.idle_timeout, self.idle_timeout) if t > 0]
+        tick = max(0.05, min([5.0, *timeouts]))
+        while True:
+            await asyncio.sleep(tick)
+            try:
+                await self.pool.close_idle()
+            except Exception:
+                log.exception("closing idle vaults failed")
+            if self.idle_timeout > 0 and self._idle_for() >= self.idle_timeout:
+                log.info("no requests for %.0fs: stopping", self.idle_timeout)
+                self.stop()
+                return
+
+    def _idle_for(self) -> float:
+        # An open subscription is a client waiting on us: the daemon is not idle while one exists.
+        if self._inflight or any(c.subscriptions for c in self.connections):
+            return 0.0
+        return time.monotonic() - self._last_activity
+
+    # Connections ---------------------------------------------------------------------------
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = Connection(reader, writer)
+        self.connections.add(conn)
+        try:
+            while not self._stop.is_set():
+                try:
+                    body = await conn.read_frame()
+                except MessageTooLarge as exc:
+                    await conn.send(Response(status=ERROR, status_code=exc.status_code, error=str(exc)))
+                    break
+                except asyncio.IncompleteReadError as exc:
+                    log.info("connection closed mid-frame (%d bytes of %s)", len(exc.partial), exc.expected)
+                    break
+                if body is None:
+                    break
+                self.requests += 1
+                self._inflight += 1
+                self._last_activity = time.monotonic()
+                try:
+                    await self._answer(conn, body)
+                finally:
+                    self._inflight -= 1
+                    self._last_activity = time.monotonic()
+        except (ConnectionError, OSError):
+            pass  # the client went away; nothing to tell it
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("connection handler failed")
+        finally:
+            conn.subscriptions.clear()
+            self.connections.discard(conn)
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except (ConnectionError, OSError):
+                pass
+
+    async def _answer(self, conn: Connection, body: bytes) -> None:
+        request_id: Any = None
+        try:
+            request = _parse(body)
+            request_id = request.id
+            data = await self.handlers.dispatch(conn, request)
+            response = Response(id=request_id, status=OK, data=data)
+        except _BadRequest as exc:
+            response = Response(id=exc.request_id, status=ERROR, status_code=InvalidInput.status_code,
+                                error=str(exc))
+        except HebbsError as exc:
+            response = Response(id=request_id, status=ERROR, status_code=exc.status_code, error=str(exc))
+        except ConnectionError:
+            raise  # this client is gone (a progress frame could not be sent): no reply to give
+        except Exception as exc:
+            log.exception("request %r failed", request_id)
+            response = Response(id=request_id, status=ERROR, status_code="INTERNAL",
+                                error=f"{type(exc).__name__}: {exc}")
+        await conn.send(response)
+
+    def status(self) -> DaemonStatus:
+        return DaemonStatus(
+            version=self.version, pid=os.getpid(), home=str(self.home), socket=str(self.socket_path),
+            started_at=int(self.started_at * 1_000_000), uptime_s=round(time.time() - self.started_at, 3),
+            idle_timeout_s=self.idle_timeout, vault_idle_timeout_s=self.pool.idle_timeout, model=self.model_id,
+            connections=len(self.connections), subscriptions=sum(len(c.subscriptions) for c in self.connections),
+            requests=self.requests, open_vaults=self.pool.describe(),
+        )
+
+
+class _BadRequest(Exception):
+    def __init__(self, message: str, request_id: Any = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+_decode_any = msgspec.json.Decoder().decode
+
+
+def _parse(body: bytes) -> Request:
+    """Decode and validate one request, naming what is wrong (and keeping its id when there is one)."""
+    try:
+        raw = _decode_any(body)
+    except msgspec.DecodeError as exc:
+        raise _BadRequest(f"invalid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise _BadRequest(f"a request must be a JSON object, got {type(raw).__name__}")
+    request_id = raw.get("id")
+    command = raw.get("command")
+    if not isinstance(command, dict) or not isinstance(command.get("type"), str):
+        raise _BadRequest('a request needs "command": {"type": "<name>", ...}', request_id)
+    if command["type"] not in COMMAND_TYPES:
+        raise _BadRequest(f"unknown command {command['type']!r}; known: {', '.join(sorted(COMMAND_TYPES))}",
+                          request_id)
+    try:
+        return msgspec.convert(raw, Request)
+    except msgspec.ValidationError as exc:
+        raise _BadRequest(f"invalid {command['type']} request: {exc}", request_id) from None
