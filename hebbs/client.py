@@ -33,10 +33,10 @@ from .protocol import (ERROR, HEADER, PROGRESS, AddEdge, Close, ContradictionAut
                        ContradictionPrepare, DaemonStatus, DaemonUnavailable, Edges, Export, ExportChunk, Feed, Forget,
                        ForgetCandidates, Get, History, Index, IndexCancel, IndexCancelled, IndexFollow, Insights,
                        Inspect, Inspection, List, Neighbors, Ping, Pong, Prime, ProtocolError, Queries, Recall,
-                       Reflect, ReflectCommit, ReflectPrepare, Remember, RememberItem, RemoveEdge, Revise, ReviseItem,
-                       ReviseMany, Shutdown, Status, Stopping, Subscribe, Subscribed, SubscriptionPush, _Command,
-                       decode_data, decode_response, error_from_frame, frame_length, progress_type, recv_frame,
-                       request_frame, result_type)
+                       Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, RemoveEdge, Revise,
+                       ReviseItem, ReviseMany, Shutdown, Status, Stopping, Subscribe, Subscribed, SubscriptionPush,
+                       _Command, decode_data, decode_response, error_from_frame, frame_length, progress_type,
+                       recv_frame, request_frame, result_type)
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
@@ -535,15 +535,20 @@ class Client(_BaseClient):
 
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None, weights: Any = None,
-               include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+               include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                edge_types: Sequence[Any] | None = None, alpha: float | None = None,
                analogy: Sequence[str] | None = None) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall weighs plain similarity by `alpha`, and
-        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md)."""
+        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md). Results carry `confidence`; `.abstained` says
+        nothing relevant is known (docs/honesty.md)."""
         return self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded,
                                     reinforce, mmr_lambda, seed, direction, max_depth, edge_types, alpha, analogy))
+
+    def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
+        """Count these memories as used: what an answer relied on (ids or unique 6+ character suffixes)."""
+        return self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
               max_memories: int = 20) -> RecallResults:
@@ -837,13 +842,16 @@ class AsyncClient(_BaseClient):
 
     async def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                      entity_id: str | None = None, time_range: Any = None, weights: Any = None,
-                     include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+                     include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                      seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                      edge_types: Sequence[Any] | None = None, alpha: float | None = None,
                      analogy: Sequence[str] | None = None) -> RecallResults:
         return await self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded,
                                           reinforce, mmr_lambda, seed, direction, max_depth, edge_types, alpha,
                                           analogy))
+
+    async def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
+        return await self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     async def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
                     max_memories: int = 20) -> RecallResults:

@@ -178,6 +178,8 @@ class Forget(_Command, tag="forget"):
 
 
 class Recall(_Command, tag="recall"):
+    """Data is RecallResults: each result with its confidence, and whether the answer abstained."""
+
     cue: str | None = None
     strategies: list[str] | None = None
     top_k: int = 10
@@ -186,7 +188,9 @@ class Recall(_Command, tag="recall"):
     time_range: tuple[int | None, int | None] | None = None
     weights: ScoringWeights | None = None
     include_superseded: bool = False
-    reinforce: bool = True
+    # True counts every returned memory as used (the old behaviour); the default changes nothing
+    # ranking reads, so the same recall twice gives the same answer. See `reinforce`.
+    reinforce: bool = False
     mmr_lambda: float | None = None
     # Causal: walk the graph from seed (a memory id; default the cue's best match).
     seed: str | None = None
@@ -197,6 +201,12 @@ class Recall(_Command, tag="recall"):
     # and a:b::c:? as three memory ids or cues.
     alpha: float | None = None
     analogy: list[str] | None = None
+
+
+class Reinforce(_Command, tag="reinforce"):
+    """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
+
+    ids: list[str]
 
 
 class Prime(_Command, tag="prime"):
@@ -356,8 +366,8 @@ class ForgetCandidates(_Command, tag="forget_candidates"):
     now: int | None = None
 
 
-Command = (Ping | Status | Shutdown | Remember | Get | Revise | Forget | Recall | Prime | Subscribe | Feed | Close
-           | Index | List | Queries | Inspect | Export | ReflectPrepare | ReflectCommit | Insights
+Command = (Ping | Status | Shutdown | Remember | Get | Revise | Forget | Recall | Reinforce | Prime | Subscribe | Feed
+           | Close | Index | List | Queries | Inspect | Export | ReflectPrepare | ReflectCommit | Insights
            | ContradictionPrepare | ContradictionCommit | Reflect | ContradictionAuto | ForgetCandidates
            | ReviseMany | History | AddEdge | RemoveEdge | Edges | Neighbors | IndexCancel | IndexFollow)
 
@@ -365,7 +375,7 @@ COMMAND_TYPES: dict[str, type[_Command]] = {
     cls.__struct_config__.tag: cls for cls in Command.__args__  # type: ignore[attr-defined]
 }
 # Commands that change a vault: the daemon runs them one at a time per vault.
-WRITE_COMMANDS = frozenset({"remember", "revise", "forget", "reflect_prepare", "reflect_commit",
+WRITE_COMMANDS = frozenset({"remember", "revise", "forget", "reinforce", "reflect_prepare", "reflect_commit",
                             "contradiction_prepare", "contradiction_commit", "revise_many", "add_edge",
                             "remove_edge"})
 # Commands that need no vault at all.
@@ -487,7 +497,8 @@ class ExportDone(msgspec.Struct, kw_only=True):
 
 RESULT_TYPES: dict[str, Any] = {
     "ping": Pong, "status": DaemonStatus, "shutdown": Stopping, "get": Memory, "revise": Memory,
-    "forget": Forgotten, "recall": RecallResults, "prime": RecallResults, "subscribe": Subscribed, "feed": Fed,
+    "forget": Forgotten, "recall": RecallResults, "reinforce": list[Memory], "prime": RecallResults,
+    "subscribe": Subscribed, "feed": Fed,
     "close": Closed, "queries": list[QueryLogEntry], "inspect": Inspection,
     "export": ExportDone, "reflect_prepare": ReflectPrepared, "reflect_commit": ReflectCommitted,
     "insights": list[Insight], "contradiction_prepare": ContradictionPrepared,

@@ -24,10 +24,10 @@ from hebbs.protocol import (AddEdge, Close, Closed, ContradictionAuto, Contradic
                             DaemonStatus, Edges, Export, ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates,
                             Forgotten, Get, History, Index, IndexCancel, IndexCancelled, IndexFollow,
                             IndexingInProgress, Insights, Inspect, Inspection, List, Neighbors, Pong, Prime, Queries,
-                            Recall, Reflect, ReflectCommit, ReflectPrepare, Remember, RememberItem, RemoveEdge, Removed,
-                            Request, Revise, ReviseItem, ReviseMany, ScanSummary, Status, Stopping, Subscribe,
-                            Subscribed, SubscriptionPush)
-from hebbs.schema import Memory, RecallResult
+                            Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem,
+                            RemoveEdge, Removed, Request, Revise, ReviseItem, ReviseMany, ScanSummary, Status, Stopping,
+                            Subscribe, Subscribed, SubscriptionPush)
+from hebbs.schema import Memory
 
 from .vaults import VaultPool, VaultSlot
 
@@ -240,6 +240,10 @@ class Handlers:
             max_depth=command.max_depth, edge_types=command.edge_types, alpha=command.alpha,
             analogy=command.analogy))
 
+    async def _reinforce(self, conn: Connection, request: Request, command: Reinforce) -> list[Memory]:
+        return await self._write(request, lambda engine: engine.reinforce(
+            [resolve_id(engine, i) for i in command.ids]))
+
     async def _prime(self, conn: Connection, request: Request, command: Prime) -> Any:
         return await self._call(request, lambda engine: engine.prime(
             command.entity_id, command.similarity_cue, command.max_memories))
@@ -269,7 +273,8 @@ class Handlers:
             async with self.pool.use(sub.slot) as engine:
                 found = await self.pool.run(engine.recall, text, strategies=["similarity"], top_k=FEED_TOP_K,
                                             entity_id=sub.entity_id, reinforce=False)
-            fresh = [r for r in found.results if confidence(r) >= sub.threshold and r.memory.id not in sub.pushed]
+            fresh = [r for r in found.results
+                     if (r.confidence or 0.0) >= sub.threshold and r.memory.id not in sub.pushed]
             if fresh:
                 sub.pushed.update(r.memory.id for r in fresh)
                 await conn.progress(sub.request_id, SubscriptionPush(subscription_id=sub.id, matches=fresh))
@@ -446,11 +451,6 @@ def _quote(path: Path) -> str:
     import shlex
 
     return shlex.quote(str(path))
-
-
-def confidence(result: RecallResult) -> float:
-    """A subscription match's confidence: the cosine similarity between the fed text and the memory."""
-    return float(result.details.get("similarity", result.components.relevance))
 
 
 def resolve_id(engine: "Engine", text: str) -> str:
