@@ -40,7 +40,8 @@ BASE: dict[str, list[str]] = {
     "remember": ["a memory"], "get": [NO_SUCH_ID], "revise": [NO_SUCH_ID, "--importance", "0.3"],
     "revise-many": ["{P}"], "history": [NO_SUCH_ID], "forget": [NO_SUCH_ID],
     "add-edge": [NO_SUCH_ID, "CAUSED_BY", OTHER_ID], "remove-edge": [NO_SUCH_ID, "CAUSED_BY", OTHER_ID],
-    "edges": [NO_SUCH_ID], "neighbors": [NO_SUCH_ID], "recall": ["a cue"], "prime": [], "subscribe": [],
+    "edges": [NO_SUCH_ID], "neighbors": [NO_SUCH_ID], "recall": ["a cue"], "used": [NO_SUCH_ID], "prime": [],
+    "subscribe": [],
     "queries": [], "inspect": [NO_SUCH_ID], "reflect-prepare": [], "reflect-commit": ["--file", "{P}"],
     "reflect": [], "insights": [], "contradictions": ["commit", "--file", "{P}"], "export": ["-o", "{P}"],
     "import": ["{P}"], "status": [], "daemon": ["status"],
@@ -355,17 +356,17 @@ def test_sdk_errors_speak_python(shared_daemon: "DaemonHome", tmp_path: Path) ->
 
 
 def test_recall_table_shows_rank_and_uses_the_width(shared_daemon: "DaemonHome", project: Path) -> None:
-    """Tried: a 200-character memory recalled in a 100-column terminal: the table's first column is the
+    """Tried: a 176-character memory recalled in a 110-column terminal: the table's first column is the
     rank, no line is wider than the terminal, and the whole text is shown (wrapped), not 40 characters."""
     text = ("The quarterly planning meeting moved from Tuesday to Thursday because the finance team needs "
             "Monday and Tuesday to close the books, and the product leads asked for the extra days.")
     shared_daemon.hebbs("remember", text, cwd=project)
     done = subprocess.run([str(Path(sys.executable).with_name("hebbs")), "recall", "planning meeting moved"],
-                          cwd=project, env=shared_daemon.env(COLUMNS="100"), capture_output=True, text=True,
+                          cwd=project, env=shared_daemon.env(COLUMNS="110"), capture_output=True, text=True,
                           check=True)
     lines = done.stdout.splitlines()
     assert lines[0].split()[0] == "rank" and lines[1].split()[0] == "1"
-    assert max(map(len, lines)) <= 100
+    assert max(map(len, lines)) <= 110
     body = [line for line in lines if not line.startswith("note:")]
     assert " ".join(" ".join(body).split()).endswith(text)
 
