@@ -26,6 +26,8 @@ ENGINE_ONLY = {
     "rebuild_lexical": "maintenance the engine runs itself when the BM25 index is stale",
     "add_pending": "the contradiction queue's internals: remember fills it, contradiction_prepare reads it",
     "pending": "the same queue, raw; contradiction_prepare is its door",
+    "deferred_sync": "group commit for the daemon's write slot; every client write is durable when answered",
+    "wait_durable": "the other half of deferred_sync",
 }
 # Client only: the daemon, subscriptions, markdown indexing and the wire itself.
 CLIENT_ONLY = {

@@ -44,7 +44,7 @@ BASE: dict[str, list[str]] = {
     "subscribe": [],
     "queries": [], "inspect": [NO_SUCH_ID], "reflect-prepare": [], "reflect-commit": ["--file", "{P}"],
     "reflect": [], "insights": [], "contradictions": ["commit", "--file", "{P}"], "export": ["-o", "{P}"],
-    "import": ["{P}"], "status": [], "daemon": ["status"],
+    "import": ["{P}"], "status": [], "daemon": ["status"], "doctor": ["--export", "{P}"],
 }
 FOLDER_ARGS = {"init", "index", "watch", "list"}
 
@@ -67,7 +67,7 @@ def _cases(bad: dict[str, Path]) -> list[tuple[str, list[str], int]]:
         if "{P}" in base:
             if name in FOLDER_ARGS:
                 kinds = [bad["missing"], bad["file"]]
-            elif name == "export":
+            elif name in ("export", "doctor"):
                 kinds = [bad["missing_folder"], bad["dir"]]
             else:
                 kinds = [bad["missing"], bad["dir"], bad["not_utf8"], bad["not_json"]]

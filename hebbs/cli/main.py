@@ -256,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("status", "the daemon and the brains it serves")
 
+    p = command("doctor", "check every file of a vault (read-only), say what is readable, and save it")
+    p.add_argument("--export", metavar="FILE", help="write every readable memory here as JSON lines")
+
     # The daemon serves every vault: --global and --vault mean nothing to it.
     p = command("daemon", "control the background daemon", parents=(shared,))
     p.add_argument("action", choices=["status", "start", "stop", "logs"], help="what to do")
