@@ -256,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("status", "the daemon and the brains it serves")
 
-    p = command("palace", "open the Memory Palace: the daemon's web panel on 127.0.0.1")
+    # The panel shows every vault the daemon knows: --global and --vault mean nothing to it.
+    p = command("palace", "open the Memory Palace: the daemon's web panel on 127.0.0.1", parents=(shared,))
     p.add_argument("--port", type=int, help="serve it on this port (default: [panel] port, 6381)")
     p.add_argument("--no-browser", action="store_true", help="only print the address")
 
