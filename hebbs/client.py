@@ -250,10 +250,11 @@ def _forget(ids: Sequence[str] | str | None, entity_id: str | None) -> Forget:
 
 def _recall(cue: str | None, strategies: Sequence[str] | str | None, top_k: int, entity_id: str | None,
             time_range: Any, weights: Any, include_superseded: bool, reinforce: bool,
-            mmr_lambda: float | None) -> Recall:
+            mmr_lambda: float | None, now: Any) -> Recall:
     return Recall(cue=cue, strategies=[strategies] if isinstance(strategies, str) else strategies, top_k=top_k,
                   entity_id=entity_id, time_range=_time_range(time_range), weights=_weights(weights),
-                  include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda)
+                  include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda,
+                  now=to_micros(now, "now"))
 
 
 def _reflect_prepare(entity_id: str | None, since: Any, max_memories: int) -> ReflectPrepare:
@@ -452,13 +453,15 @@ class Client(_BaseClient):
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None, weights: Any = None,
                include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
-               ) -> RecallResults:
+               now: Any = None) -> RecallResults:
+        """`now` (datetime, ISO 8601 text or microseconds): recall as of that time (time words, recency)."""
         return self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded,
-                                    reinforce, mmr_lambda))
+                                    reinforce, mmr_lambda, now))
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
-              max_memories: int = 20) -> RecallResults:
-        return self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories))
+              max_memories: int = 20, now: Any = None) -> RecallResults:
+        return self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
+                                  now=to_micros(now, "now")))
 
     def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "Subscription":
         """A stream of memories matching what you feed it (on a connection of its own)."""
@@ -706,13 +709,14 @@ class AsyncClient(_BaseClient):
     async def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                      entity_id: str | None = None, time_range: Any = None, weights: Any = None,
                      include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
-                     ) -> RecallResults:
+                     now: Any = None) -> RecallResults:
         return await self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights,
-                                          include_superseded, reinforce, mmr_lambda))
+                                          include_superseded, reinforce, mmr_lambda, now))
 
     async def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
-                    max_memories: int = 20) -> RecallResults:
-        return await self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories))
+                    max_memories: int = 20, now: Any = None) -> RecallResults:
+        return await self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
+                                        now=to_micros(now, "now")))
 
     async def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "AsyncSubscription":
         subscription = AsyncSubscription(AsyncClient(self._vault(), home=self.home, autostart=self.autostart),

@@ -5,6 +5,7 @@ memory operations composed from the layers below it: recall strategies (recall/)
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -17,14 +18,14 @@ from ulid import ULID
 from . import validate
 from .config import load_config
 from .errors import InvalidInput, NotFound
-from .recall import analogical, scoring
+from .recall import analogical, scoring, timewords
 from .recall import fusion as rc
 from .recall.query import Query
 from .recall.registry import REGISTRY, STRATEGIES
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Insight, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared)
 from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResult,
-                     RecallResults, ScoreComponents, ScoringWeights, Source, VaultStats)
+                     RecallResults, ScoreComponents, ScoringWeights, Source, TimeUnderstood, VaultStats)
 from .store.embed import Embedder, get_embedder
 from .store.lexical_index import LexicalIndex
 from .store.open_vault import OpenVault, now_us
@@ -130,7 +131,7 @@ class Engine:
             span = prepared[start:start + EMBED_SPAN]
             # One embed call per span: the embedder sorts the whole span by length, so padding stays
             # small; writing stays one batch per chunk of 256, in the caller's order.
-            span_vectors = self.embedder.embed([p.memory.content for p in span])
+            span_vectors = self.embedder.embed_documents([p.memory.content for p in span])
             for offset in range(0, len(span), REMEMBER_CHUNK):
                 chunk = span[offset:offset + REMEMBER_CHUNK]
                 with self.vault.writing():
@@ -229,7 +230,7 @@ class Engine:
             if current is not None and current.content == c["content"]:
                 c["content"] = None  # unchanged text: nothing to embed, no revision record
         texts = [c["content"] for c in changes if c["content"] is not None]
-        vectors = iter(self.embedder.embed(texts)) if texts else iter(())
+        vectors = iter(self.embedder.embed_documents(texts)) if texts else iter(())
         for c in changes:
             c["vector"] = next(vectors) if c["content"] is not None else None
         with self.vault.writing():
@@ -453,18 +454,22 @@ class Engine:
                include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
                seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                edge_types: Sequence[str] | None = None, alpha: float | None = None,
-               analogy: Sequence[str] | None = None,
+               analogy: Sequence[str] | None = None, now: Any = None,
                ) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall re-ranks by shape with weight 1 - `alpha`, and
-        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md)."""
+        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md). `now` (default: the current time) is the
+        reference for time words in the cue and for recency: recall "as of" that time."""
         started = time.perf_counter()
         top_k = validate.top_k(top_k)
         weights = scoring.check_weights(weights or DEFAULT_WEIGHTS)
         entity_id = validate.entity(entity_id)
         window = validate.time_range(time_range)
+        reference = validate.timestamp_us(now, "now") if now is not None else now_us()
         if cue is not None:
             cue = validate.content(cue, "cue")
+        understood = (timewords.understand(cue, reference)
+                      if cue is not None and window is None and self.config.recall.time_words.enabled else None)
         if seed is not None:
             seed = validate.memory_id(seed, "seed")
             if seed not in self.vault:
@@ -484,11 +489,30 @@ class Engine:
 
         fusion = self.config.recall.fusion
         query = Query(
-            cue=cue, embed=self.embedder.embed_one, allowed=allowed, settings=self.config.recall,
+            cue=cue, embed=self.embedder.embed_query, allowed=allowed, settings=self.config.recall,
             limit=max(fusion.normalization_depth, top_k * fusion.candidate_factor),
             entity_id=entity_id, window=window, seed=seed, direction=direction, max_depth=max_depth,
             edge_types=edge_types, analogy=analogy,
             alpha=validate.unit_float(alpha, "alpha") if alpha is not None and "analogical" in names else None)
+        candidates, notes = self._run_strategies(names, query)
+        if understood is not None:
+            # A second pass of the same strategies inside the understood range: memories from then that
+            # the whole-vault pass ranked too low to return still become candidates (docs/recall.md).
+            start, end = understood.start, understood.end
+            inside = dataclasses.replace(
+                query, embed=lambda _cue: query.cue_vector,  # embedded once, and only if a strategy asks
+                allowed=lambda mid: allowed(mid) and start <= self.vault.entry(mid).created_at <= end)
+            rc.merge(candidates, self._run_strategies(names, inside)[0])
+            notes.append(f"{understood.text()} (UTC): memories from then are preferred; "
+                         f"pass time_range to choose the range yourself")
+
+        preferred = None if understood is None else (understood.start, understood.end)
+        results = self._score(candidates, weights, top_k, lam, include_superseded, reference, preferred)
+        self._after_recall(results, cue, sorted(names), weights, entity_id, reinforce, started)
+        return RecallResults(results=results, notes=notes, time_understood=None if understood is None else TimeUnderstood(
+            phrase=understood.phrase, start=understood.start, end=understood.end, text=understood.text()))
+
+    def _run_strategies(self, names: set[str], query: Query) -> tuple[rc.Candidates, list[str]]:
         candidates: rc.Candidates = {}
         notes: list[str] = []
         for name, strategy in REGISTRY.items():
@@ -496,10 +520,7 @@ class Engine:
                 found, said = strategy(self.vault, query)
                 rc.merge(candidates, found)
                 notes += said
-
-        results = self._score(candidates, weights, top_k, lam, include_superseded)
-        self._after_recall(results, cue, sorted(names), weights, entity_id, reinforce, started)
-        return RecallResults(results=results, notes=notes)
+        return candidates, notes
 
     def _strategy_names(self, cue: str | None, strategies: Sequence[str] | None, *, seed: str | None = None,
                         analogy: Sequence[str] | None = None) -> set[str]:
@@ -529,15 +550,19 @@ class Engine:
         return names
 
     def _score(self, candidates: rc.Candidates, weights: ScoringWeights, top_k: int, lam: float,
-               include_superseded: bool) -> list[RecallResult]:
-        stamp = now_us()
+               include_superseded: bool, stamp: int, preferred: tuple[int, int] | None) -> list[RecallResult]:
+        recall_cfg = self.config.recall
         ranked: list[tuple[float, str, ScoreComponents]] = []
         for mid, cand in candidates.items():
             entry = self.vault.entry(mid)
             if entry is None:
                 continue
-            parts = scoring.components(entry, cand.relevance, stamp)
-            ranked.append((scoring.composite(parts, weights), mid, parts))
+            window = scoring.recency_window_days(entry.context_type, recall_cfg.recency_window, self.config.decay)
+            parts = scoring.components(entry, cand.relevance, stamp, window)
+            score = scoring.composite(parts, weights)
+            if preferred is not None and preferred[0] <= entry.created_at <= preferred[1]:
+                score += recall_cfg.time_words.boost
+            ranked.append((score, mid, parts))
         ranked.sort(key=lambda item: item[0], reverse=True)
         if lam > 0 and len(ranked) > 1:
             pool = ranked[:top_k * 3]

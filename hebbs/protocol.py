@@ -123,6 +123,8 @@ class Recall(_Command, tag="recall"):
     include_superseded: bool = False
     reinforce: bool = True
     mmr_lambda: float | None = None
+    # The reference time for time words in the cue and for recency, microseconds; null: the current time.
+    now: int | None = None
 
 
 class Prime(_Command, tag="prime"):
@@ -131,6 +133,7 @@ class Prime(_Command, tag="prime"):
     entity_id: str | None = None
     similarity_cue: str | None = None
     max_memories: int = 20
+    now: int | None = None
 
 
 class Subscribe(_Command, tag="subscribe"):

@@ -143,7 +143,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         found = client.recall(cue, strategies=args.strategy, top_k=args.top_k, entity_id=args.entity,
                               time_range=parse_time_range(args.time_range), weights=parse_weights(args.weights),
                               include_superseded=args.include_superseded, reinforce=not args.no_reinforce,
-                              mmr_lambda=args.mmr)
+                              mmr_lambda=args.mmr, now=_time(args.now, "--now") if args.now else None)
     if _json(args):
         output.emit_json(found)
     else:
@@ -153,7 +153,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 def cmd_prime(args: argparse.Namespace) -> int:
     with client_for(args) as client:
-        found = client.prime(args.entity, args.cue, args.max_memories)
+        found = client.prime(args.entity, args.cue, args.max_memories,
+                             now=_time(args.now, "--now") if args.now else None)
     if _json(args):
         output.emit_json(found)
     else:

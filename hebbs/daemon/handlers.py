@@ -203,12 +203,13 @@ class Handlers:
         return await self._call(request, lambda engine: engine.recall(
             command.cue, strategies=command.strategies, top_k=command.top_k, entity_id=command.entity_id,
             time_range=command.time_range, weights=command.weights, include_superseded=command.include_superseded,
-            reinforce=command.reinforce, mmr_lambda=command.mmr_lambda))
+            reinforce=command.reinforce, mmr_lambda=command.mmr_lambda, now=command.now))
 
     async def _prime(self, conn: Connection, request: Request, command: Prime) -> Any:
         from hebbs.recall.prime import prime
 
-        return await self._call(request, prime, command.entity_id, command.similarity_cue, command.max_memories)
+        return await self._call(request, prime, command.entity_id, command.similarity_cue, command.max_memories,
+                                command.now)
 
     # Subscriptions --------------------------------------------------------------------------
 

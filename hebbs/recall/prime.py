@@ -23,16 +23,19 @@ MAX_PRIME = 1000
 
 
 def prime(engine: Recaller, entity_id: str | None, similarity_cue: str | None = None,
-          max_memories: int = 20) -> RecallResults:
-    """The entity's most recent memories plus the most relevant to the cue (None: across every entity)."""
+          max_memories: int = 20, now: Any = None) -> RecallResults:
+    """The entity's most recent memories plus the most relevant to the cue (None: across every entity);
+    `now` is the reference time for the cue's time words and for recency."""
     if isinstance(max_memories, bool) or not isinstance(max_memories, int) or not 1 <= max_memories <= MAX_PRIME:
         raise InvalidInput(f"max_memories must be an integer from 1 to {MAX_PRIME}, got {max_memories!r}")
     recent = engine.recall(None, strategies=["temporal"], top_k=max_memories, entity_id=entity_id,
-                           reinforce=False).results
+                           reinforce=False, now=now).results
     relevant: list[RecallResult] = []
+    understood = None
     if similarity_cue is not None:
         # The default (lexical + dense fused) recall: a cue naming an identifier must find it here too.
-        relevant = engine.recall(similarity_cue, top_k=max_memories, entity_id=entity_id, reinforce=False).results
+        answer = engine.recall(similarity_cue, top_k=max_memories, entity_id=entity_id, reinforce=False, now=now)
+        relevant, understood = answer.results, answer.time_understood
     picked: dict[str, RecallResult] = {}
     for pair in _interleave(relevant, recent):
         have = picked.get(pair.memory.id)
@@ -44,8 +47,9 @@ def prime(engine: Recaller, entity_id: str | None, similarity_cue: str | None = 
         if len(picked) < max_memories:
             picked[pair.memory.id] = pair
     found = f"{len(recent)} recent" + (f", {len(relevant)} relevant to the cue" if similarity_cue is not None else "")
-    notes = [f"{found}, {len(picked)} after deduplication"]
-    return RecallResults(results=sorted(picked.values(), key=lambda r: r.score, reverse=True), notes=notes)
+    notes = [f"{found}, {len(picked)} after deduplication"] + ([understood.text] if understood else [])
+    return RecallResults(results=sorted(picked.values(), key=lambda r: r.score, reverse=True), notes=notes,
+                         time_understood=understood)
 
 
 def _interleave(first: list[RecallResult], second: list[RecallResult]) -> list[RecallResult]:
