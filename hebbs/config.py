@@ -49,7 +49,7 @@ class TimeWordsParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_
     # Added to the composite score of a memory created in the understood range. The measurement that
     # chose it is in docs/retrieval.md ("Time words"): enough to lift the memory from then over a
     # similar one from another time, small against a clearly better match from outside the range.
-    boost: float = 0.15
+    boost: float = 0.25
 
     def __post_init__(self) -> None:
         if not 0 <= self.boost <= 1:
@@ -201,7 +201,7 @@ analogical_alpha = 0.5
 
 [recall.time_words]
 enabled = true
-boost = 0.15
+boost = 0.25
 
 [recall.fusion]
 lexical_weight = 0.6

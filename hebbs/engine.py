@@ -561,7 +561,9 @@ class Engine:
             parts = scoring.components(entry, cand.relevance, stamp, window)
             score = scoring.composite(parts, weights)
             if preferred is not None and preferred[0] <= entry.created_at <= preferred[1]:
+                # Added on top of the weighted factors (so a score can pass 1), and said in details.
                 score += recall_cfg.time_words.boost
+                cand.details["time_boost"] = recall_cfg.time_words.boost
             ranked.append((score, mid, parts))
         ranked.sort(key=lambda item: item[0], reverse=True)
         if lam > 0 and len(ranked) > 1:
