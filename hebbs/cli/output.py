@@ -101,13 +101,17 @@ def print_memory(memory: Memory, out: TextIO | None = None) -> None:
     out.write("\n" + memory.content.rstrip() + "\n")
 
 
-def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), out: TextIO | None = None) -> None:
+def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), out: TextIO | None = None, *,
+                  abstained: bool = False) -> None:
+    """The ranked table; an abstaining answer says so first, in plain words, then lists the weak candidates."""
     out = out or sys.stdout
+    if abstained:
+        out.write("No good match: nothing relevant known for this cue. Weak candidates:\n")
     if not results:
         out.write("no memories found\n")
-    rows = [[str(n), f"{r.score:.3f}", short_id(r.memory.id), r.memory.entity_id or "-", ",".join(r.strategies),
-             r.memory.content] for n, r in enumerate(results, 1)]
-    table(["#", "score", "id", "entity", "found by", "content"], rows, right=(0,), out=out)
+    rows = [[str(n), f"{r.score:.3f}", "-" if r.confidence is None else f"{r.confidence:.2f}", short_id(r.memory.id),
+             r.memory.entity_id or "-", ",".join(r.strategies), r.memory.content] for n, r in enumerate(results, 1)]
+    table(["#", "score", "conf", "id", "entity", "found by", "content"], rows, right=(0,), out=out)
     for note in notes:
         out.write(f"note: {note}\n")
 
