@@ -20,6 +20,7 @@ _EXPORTS = {
     "Client": "client", "AsyncClient": "client",
     "ScoringWeights": "schema", "Memory": "schema", "MemoryKind": "schema", "Edge": "schema", "EdgeType": "schema",
     "Source": "schema", "RecallResult": "schema", "RecallResults": "schema", "ScoreComponents": "schema",
+    "TimeUnderstood": "schema",
     "PendingContradiction": "schema", "InsightInput": "schema", "ContradictionVerdict": "schema",
     "HebbsError": "errors", "InvalidInput": "errors", "NotFound": "errors", "VaultBusy": "errors",
     "VaultNotInitialized": "errors", "ModelMismatch": "errors", "CorruptVault": "errors",
@@ -43,4 +44,4 @@ if TYPE_CHECKING:
     from .errors import (CorruptVault, HebbsError, InvalidInput, LLMError, LLMNotConfigured, ModelMismatch, NotFound,
                          VaultBusy, VaultNotInitialized)
     from .schema import (ContradictionVerdict, Edge, EdgeType, InsightInput, Memory, MemoryKind, PendingContradiction,
-                         RecallResult, RecallResults, ScoreComponents, ScoringWeights, Source)
+                         RecallResult, RecallResults, ScoreComponents, ScoringWeights, Source, TimeUnderstood)
