@@ -201,6 +201,8 @@ class Recall(_Command, tag="recall"):
     # and a:b::c:? as three memory ids or cues.
     alpha: float | None = None
     analogy: list[str] | None = None
+    # The reference time for time words in the cue and for recency, microseconds; null: the current time.
+    now: int | None = None
 
 
 class Reinforce(_Command, tag="reinforce"):
@@ -215,6 +217,7 @@ class Prime(_Command, tag="prime"):
     entity_id: str | None = None
     similarity_cue: str | None = None
     max_memories: int = 20
+    now: int | None = None
 
 
 class Subscribe(_Command, tag="subscribe"):
