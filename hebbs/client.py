@@ -38,6 +38,8 @@ from .protocol import (ERROR, HEADER, PROGRESS, Close, ContradictionAuto, Contra
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source)
+from .protocol import ShowSource
+from .schema import SourceSection
 
 if TYPE_CHECKING:
     import asyncio
@@ -49,7 +51,7 @@ __all__ = ["Client", "AsyncClient", "Subscription", "AsyncSubscription", "start_
 
 START_TIMEOUT = 60.0
 # Commands that may be sent again when the daemon vanished before answering: they change nothing.
-_RETRYABLE = frozenset({"ping", "status", "get", "recall", "prime", "queries", "inspect", "list", "insights",
+_RETRYABLE = frozenset({"ping", "status", "get", "recall", "prime", "queries", "inspect", "source", "list", "insights",
                         "forget_candidates"})
 ProgressCallback = Callable[[Any], None]
 
@@ -429,6 +431,10 @@ class Client(_BaseClient):
     def inspect(self, memory_id: str) -> Inspection:
         return self.request(Inspect(id=memory_id))
 
+    def source(self, memory_id: str) -> SourceSection:
+        """The section a memory was indexed from, exactly as it was in that file version."""
+        return self.request(ShowSource(id=memory_id))
+
     def queries(self, limit: int = 50) -> list[QueryLogEntry]:
         return self.request(Queries(limit=limit))
 
@@ -690,6 +696,10 @@ class AsyncClient(_BaseClient):
 
     async def inspect(self, memory_id: str) -> Inspection:
         return await self.request(Inspect(id=memory_id))
+
+    async def source(self, memory_id: str) -> SourceSection:
+        """The section a memory was indexed from, exactly as it was in that file version."""
+        return await self.request(ShowSource(id=memory_id))
 
     async def queries(self, limit: int = 50) -> list[QueryLogEntry]:
         return await self.request(Queries(limit=limit))

@@ -222,6 +222,22 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_source(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        found = client.source(args.id)
+    if _json(args):
+        output.emit_json(found)
+        return 0
+    version = "the current version" if found.latest and found.file_removed_at is None else "an earlier version"
+    if found.file_removed_at is not None:
+        version += f"; the file was removed {output.when(found.file_removed_at)}"
+    print(f"{found.file}:{found.line_start}-{found.line_end}  {' > '.join(found.heading_path) or '(no heading)'}")
+    print(f"version {found.sha256[:12]}  indexed {output.when(found.indexed_at)}  ({version})")
+    print()
+    print(found.text)
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     with client_for(args) as client:
         out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
@@ -331,5 +347,5 @@ def _count(n: int, noun: str) -> str:
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "init": cmd_init, "remember": cmd_remember, "get": cmd_get, "revise": cmd_revise, "forget": cmd_forget,
     "recall": cmd_recall, "used": cmd_used, "prime": cmd_prime, "subscribe": cmd_subscribe, "queries": cmd_queries,
-    "inspect": cmd_inspect, "export": cmd_export, "import": cmd_import, "status": cmd_status,
+    "inspect": cmd_inspect, "source": cmd_source, "export": cmd_export, "import": cmd_import, "status": cmd_status,
 }

@@ -122,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("inspect", "one memory with its edges and history")
     p.add_argument("id")
 
+    p = command("source", "the section a note's memory came from, as it was in that file version")
+    p.add_argument("id")
+
     p = command("reflect-prepare", "cluster memories into a reflection session, one prompt per cluster")
     _reflect_scope(p)
 

@@ -24,7 +24,8 @@ from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommi
                             IndexingInProgress, Insights, Inspect, Inspection, List, Pong, Prime, Queries, Recall,
                             Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, Request, Revise,
                             ScanSummary, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
-from hebbs.schema import Memory
+from hebbs.protocol import ShowSource
+from hebbs.schema import Memory, SourceSection
 
 from .vaults import VaultPool, VaultSlot
 
@@ -148,6 +149,16 @@ class Handlers:
             return Inspection(memory=memory, edges=engine.edges(memory.id), history=engine.history(memory.id))
 
         return await self._call(request, inspect)
+
+    async def _source(self, conn: Connection, request: Request, command: ShowSource) -> SourceSection:
+        def source(engine: "Engine") -> SourceSection:
+            try:
+                memory_id = resolve_id(engine, command.id)
+            except NotFound:
+                memory_id = command.id  # a forgotten memory: its kept original may still name it
+            return engine.source(memory_id)
+
+        return await self._call(request, source)
 
     async def _queries(self, conn: Connection, request: Request, command: Queries) -> Any:
         if not 1 <= command.limit <= MAX_QUERIES:
