@@ -157,6 +157,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("status", "the daemon and the brains it serves")
 
+    p = command("proxy", "serve an OpenAI-compatible chat endpoint on 127.0.0.1 that adds recalled memories")
+    p.add_argument("--upstream", required=True, metavar="URL",
+                   help="the OpenAI-compatible server's base URL, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--port", type=int, default=6382, help="port on 127.0.0.1 (default 6382)")
+    p.add_argument("--api-key-env", metavar="NAME", help="environment variable holding the upstream's API key")
+    p.add_argument("--remember", action="store_true", help="remember each question and answer in the project vault")
+    p.add_argument("--top-k", type=int, default=5, help="at most this many memories per request (default 5)")
+
     p = command("daemon", "control the background daemon")
     p.add_argument("action", choices=["status", "start", "stop", "logs"])
     p.add_argument("--idle-timeout", type=float, help="start: stop after this many idle seconds (0 = never)")
