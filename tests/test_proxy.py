@@ -239,6 +239,12 @@ def test_remember_stores_the_exchange_and_the_key_stays_out_of_logs(proxy, share
     assert answered.content == f"You asked: {question} (1 system messages)"
     streamed = [m for m in exchange("streaming answers") if m.context["role"] == "assistant"][0]
     assert streamed.content == "You asked: And streaming answers are kept too? (1 system messages)"
+    # Later chats cite what the user said, never what a model answered.
+    with proxy.client() as client:
+        reply = client.post("/v1/chat/completions", json=chat("Is staging moving to Postgres 16 on Friday?"))
+    cited = reply.headers["x-hebbs-memories"].split(",")
+    assert asked.id in cited and answered.id not in cited
+    assert "asked by the user in an earlier chat" in proxy.upstream.received[-1]["body"]["messages"][1]["content"]
     proxy.stop()
     assert KEY not in proxy.log.read_text()
     assert "POST /v1/chat/completions" in proxy.log.read_text()

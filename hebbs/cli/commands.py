@@ -228,9 +228,10 @@ def cmd_source(args: argparse.Namespace) -> int:
     if _json(args):
         output.emit_json(found)
         return 0
-    version = "the current version" if found.latest and found.file_removed_at is None else "an earlier version"
+    version = "the current version" if found.latest else "an earlier version"
     if found.file_removed_at is not None:
-        version += f"; the file was removed {output.when(found.file_removed_at)}"
+        version = ("the last version" if found.latest else "an earlier version") + \
+            f"; the file was removed {output.when(found.file_removed_at)}"
     print(f"{found.file}:{found.line_start}-{found.line_end}  {' > '.join(found.heading_path) or '(no heading)'}")
     print(f"version {found.sha256[:12]}  indexed {output.when(found.indexed_at)}  ({version})")
     print()

@@ -27,6 +27,7 @@ class Found(msgspec.Struct, kw_only=True):
     content: str
     file: str | None = None
     heading: str | None = None
+    asked_before: bool = False  # a user message an earlier exchange through the proxy stored
 
 
 class Recalled(msgspec.Struct, kw_only=True):
@@ -49,7 +50,8 @@ class Brains:
     async def recall(self, cue: str, top_k: int) -> Recalled:
         cue = cue[:MAX_CUE_CHARS]
         brains = self.named()
-        answers = await asyncio.gather(*(c.recall(cue, top_k=top_k) for _, c in brains), return_exceptions=True)
+        # Over-fetched: what the proxy itself stored may be left out below.
+        answers = await asyncio.gather(*(c.recall(cue, top_k=2 * top_k) for _, c in brains), return_exceptions=True)
         found: list[Found] = []
         abstained = True
         for (name, _), answer in zip(brains, answers):
@@ -63,7 +65,7 @@ class Brains:
             abstained = False
             threshold = answer.threshold or 0.0
             found += [_found(name, r) for r in answer.results
-                      if r.confidence is not None and r.confidence >= threshold]
+                      if r.confidence is not None and r.confidence >= threshold and not _echo(r, cue)]
         found.sort(key=lambda f: f.confidence, reverse=True)
         return Recalled(found=found[:top_k], abstained=abstained or not found)
 
@@ -84,13 +86,24 @@ class Brains:
         return ids
 
 
+def _echo(r: RecallResult, cue: str) -> bool:
+    """What adds nothing to the conversation: the very message being answered, stored by an earlier
+    exchange, and an earlier answer of a model (what the user said is memory; what a model said is not
+    evidence, and citing it would feed a model its own guesses back)."""
+    memory = r.memory
+    if memory.content.strip() == cue.strip():
+        return True
+    return memory.context.get("origin") == ORIGIN and memory.context.get("role") == "assistant"
+
+
 def _found(brain: str, r: RecallResult) -> Found:
     source = r.memory.source
     ctx = r.memory.context
     file = source.file_path if source is not None else ctx.get("file")
     heading_path = (source.heading_path if source is not None else None) or ctx.get("heading_path") or []
     return Found(id=r.memory.id, brain=brain, confidence=round(float(r.confidence or 0.0), 4),
-                 content=r.memory.content, file=file, heading=" > ".join(heading_path) or None)
+                 content=r.memory.content, file=file, heading=" > ".join(heading_path) or None,
+                 asked_before=ctx.get("origin") == ORIGIN and ctx.get("role") == "user")
 
 
 def system_message(found: list[Found]) -> dict[str, str]:
@@ -100,6 +113,8 @@ def system_message(found: list[Found]) -> dict[str, str]:
         where = f"{f.brain} brain"
         if f.file:
             where += f", {f.file}" + (f" > {f.heading}" if f.heading else "")
+        if f.asked_before:
+            where += ", asked by the user in an earlier chat"
         lines.append(f"[{f.id}] ({where}; confidence {f.confidence:.2f}) {f.content}")
     return {"role": "system", "content": "\n".join(lines)}
 

@@ -5,8 +5,9 @@ Layout, in the vault directory (private: folders 0700, files 0600):
   (`z` zstd, `d` zlib) so a vault written with zstd stays readable where only zlib is at hand.
   Blobs are written without fsync: they are content-addressed and checked against their sha256 when
   read, so a blob torn by a crash reads as missing, never as wrong text.
-- `sources/index.msgpack` (atomic, fsynced): the versions of each file, newest last (sha256, size,
-  indexed_at, the sections it held), and for each memory the versions its text came from, newest last.
+- `sources/index.msgpack.z` (msgpack, compressed like a blob; atomic, fsynced): the versions of each
+  file, newest last (sha256, size, indexed_at), and for each memory the versions its text came from
+  (file, section hash and byte range), newest last.
 
 The markdown indexer keeps a version when it parses a changed file (`keep`) and records the version
 each memory was written from (`record`); `Engine.source` reads a memory's section back (`section`).
@@ -25,7 +26,7 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -41,14 +42,8 @@ except ImportError:  # pragma: no cover - zstandard is a dependency; this keeps 
     _zstd = None
 
 SOURCES_DIR = "sources"
-INDEX_FILE = "index.msgpack"
+INDEX_FILE = "index.msgpack.z"
 _ZSTD, _ZLIB = b"z", b"d"
-
-
-class SectionSpan(msgspec.Struct, array_like=True):
-    hash: str
-    byte_start: int
-    byte_end: int
 
 
 class Version(msgspec.Struct, kw_only=True):
@@ -56,7 +51,6 @@ class Version(msgspec.Struct, kw_only=True):
     size: int  # bytes of the file
     stored: int  # bytes of the blob
     indexed_at: int  # microseconds
-    sections: list[SectionSpan] = []
 
 
 class FileVersions(msgspec.Struct, kw_only=True):
@@ -107,11 +101,11 @@ class Originals:
 
     def _load(self) -> _Index:
         try:
-            raw = (self.dir / INDEX_FILE).read_bytes()
+            raw = _decompress((self.dir / INDEX_FILE).read_bytes())
         except FileNotFoundError:
             return _Index()
         try:
-            return msgspec.msgpack.decode(raw, type=_Index)
+            return msgspec.msgpack.decode(raw or b"", type=_Index)
         except (msgspec.DecodeError, msgspec.ValidationError):
             # A damaged index loses the map, not the vault: the next index run keeps versions anew.
             return _Index()
@@ -122,7 +116,7 @@ class Originals:
         fv = self._index.files.get(key)
         return fv is not None and any(v.sha256 == sha256 for v in fv.versions)
 
-    def keep(self, key: str, data: bytes, sha256: str, sections: Iterable[tuple[str, int, int]]) -> None:
+    def keep(self, key: str, data: bytes, sha256: str) -> None:
         """Keep this version of the file kept as `key` (idempotent) and mark it the file's newest."""
         if hashlib.sha256(data).hexdigest() != sha256:
             raise InvalidInput(f"{key}: the bytes do not match sha256 {sha256}")
@@ -130,8 +124,7 @@ class Originals:
         stored = path.stat().st_size if path.exists() else self._write_blob(path, data)
         fv = self._index.files.setdefault(key, FileVersions())
         fv.versions = [v for v in fv.versions if v.sha256 != sha256]
-        fv.versions.append(Version(sha256=sha256, size=len(data), stored=stored, indexed_at=_now_us(),
-                                   sections=[SectionSpan(h, s, e) for h, s, e in sections]))
+        fv.versions.append(Version(sha256=sha256, size=len(data), stored=stored, indexed_at=_now_us()))
         fv.removed_at = None
         self._dirty = True
 
@@ -159,7 +152,7 @@ class Originals:
             return
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         with _lock(self.dir):
-            atomic_write(self.dir / INDEX_FILE, msgspec.msgpack.encode(self._index))
+            atomic_write(self.dir / INDEX_FILE, _compress(msgspec.msgpack.encode(self._index)))
         self._dirty = False
 
     def prune(self, is_live: Callable[[str], bool]) -> PruneSummary:

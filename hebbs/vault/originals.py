@@ -24,8 +24,7 @@ def file_key(root: Path, rel: str) -> str:
 
 
 def keep_version(originals: Originals, root: Path, rel: str, data: bytes, entry: FileEntry) -> None:
-    originals.keep(file_key(root, rel), data, entry.sha256,
-                   [(s.hash, s.byte_start, s.byte_end) for s in entry.sections])
+    originals.keep(file_key(root, rel), data, entry.sha256)
 
 
 def record_sections(originals: Originals, root: Path, manifest: Manifest) -> None:
