@@ -165,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--remember", action="store_true", help="remember each question and answer in the project vault")
     p.add_argument("--top-k", type=int, default=5, help="at most this many memories per request (default 5)")
 
+    p = command("doctor", "check every file of a vault (read-only), say what is readable, and save it")
+    p.add_argument("--export", metavar="FILE", help="write every readable memory here as JSON lines")
+
     p = command("daemon", "control the background daemon")
     p.add_argument("action", choices=["status", "start", "stop", "logs"])
     p.add_argument("--idle-timeout", type=float, help="start: stop after this many idle seconds (0 = never)")
