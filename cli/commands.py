@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 
+from hebbs.brains import BRAINS, GLOBAL, PROJECT
 from hebbs.client import Client, to_micros
 from hebbs.errors import InvalidInput, VaultNotInitialized
 from hebbs.paths import hebbs_home, init_vault, resolve_vault
@@ -166,7 +167,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         found = client.recall(cue, strategies=args.strategy, top_k=args.top_k, entity_id=args.entity,
                               time_range=parse_time_range(args.time_range), weights=parse_weights(args.weights),
                               include_superseded=args.include_superseded, reinforce=not args.no_reinforce,
-                              mmr_lambda=args.mmr)
+                              mmr_lambda=args.mmr, brains=BRAINS if args.both else None)
     if _json(args):
         output.emit_json(found)
     else:
@@ -176,7 +177,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 def cmd_prime(args: argparse.Namespace) -> int:
     with client_for(args) as client:
-        found = client.prime(args.entity, args.cue, args.max_memories)
+        alone = ([GLOBAL] if args.global_ else [PROJECT]) if args.no_global else None
+        found = client.prime(args.entity, args.cue, args.max_memories, brains=alone)
     if _json(args):
         output.emit_json(found)
     else:

@@ -100,11 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-superseded", action="store_true", help="also return memories replaced by newer ones")
     p.add_argument("--no-reinforce", action="store_true", help="do not count this recall as an access")
     p.add_argument("--mmr", type=float, metavar="LAMBDA", help="diversify: 1 = pure relevance, lower = more diverse")
+    p.add_argument("--both", action="store_true",
+                   help="search the project vault and the global brain together: one list, each result labelled")
 
-    p = command("prime", "load an entity's recent memories plus those relevant to a cue")
+    p = command("prime", "load an entity's recent memories plus those relevant to a cue, from both brains")
     p.add_argument("--entity", help="the entity (default: every entity)")
     p.add_argument("--cue", help="what the conversation is about")
     p.add_argument("--max", type=int, default=20, dest="max_memories", help="how many memories (default 20)")
+    p.add_argument("--no-global", action="store_true",
+                   help="prime from the project vault alone (default: the project vault and the global brain)")
 
     p = command("subscribe", "read lines from stdin and print memories that match them, each once")
     p.add_argument("--entity", help="only this entity's memories")

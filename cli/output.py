@@ -107,7 +107,12 @@ def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), ou
         out.write("no memories found\n")
     rows = [[str(n), f"{r.score:.3f}", short_id(r.memory.id), r.memory.entity_id or "-", ",".join(r.strategies),
              r.memory.content] for n, r in enumerate(results, 1)]
-    table(["#", "score", "id", "entity", "found by", "content"], rows, right=(0,), out=out)
+    headers = ["#", "score", "id", "entity", "found by", "content"]
+    if any(isinstance(r.vault, str) for r in results):  # a merged recall over both brains
+        headers.insert(2, "brain")
+        for row, r in zip(rows, results):
+            row.insert(2, r.vault if isinstance(r.vault, str) else "-")
+    table(headers, rows, right=(0,), out=out)
     for note in notes:
         out.write(f"note: {note}\n")
 

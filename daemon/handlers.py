@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
-from hebbs import validate
+from hebbs import brains, scoring, validate
 from hebbs.errors import InvalidInput, NotFound
 from hebbs.paths import VAULT_DIR
 from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare, Export,
@@ -24,7 +24,7 @@ from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommi
                             IndexingInProgress, Insights, Inspect, Inspection, List, Pong, Prime, Queries, Recall,
                             Reflect, ReflectCommit, ReflectPrepare, Remember, RememberItem, Request, Revise,
                             ScanSummary, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
-from hebbs.schema import Memory, RecallResult
+from hebbs.schema import Memory, RecallResult, RecallResults, ScoringWeights
 
 from .vaults import VaultSlot
 
@@ -66,7 +66,10 @@ class Handlers:
 
     async def _call(self, request: Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run fn(engine, ...) on the request's vault, off the event loop."""
-        slot = self.pool.slot(request.vault_path)
+        return await self._call_at(request.vault_path, fn, *args, **kwargs)
+
+    async def _call_at(self, vault_path: str | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        slot = self.pool.slot(vault_path)
         async with self.pool.use(slot) as engine:
             return await self.pool.run(fn, engine, *args, **kwargs)
 
@@ -183,15 +186,47 @@ class Handlers:
     # Recall ---------------------------------------------------------------------------------
 
     async def _recall(self, conn: "Connection", request: Request, command: Recall) -> Any:
-        return await self._call(request, lambda engine: engine.recall(
-            command.cue, strategies=command.strategies, top_k=command.top_k, entity_id=command.entity_id,
-            time_range=command.time_range, weights=command.weights, include_superseded=command.include_superseded,
-            reinforce=command.reinforce, mmr_lambda=command.mmr_lambda))
+        def recall(engine: "Engine") -> RecallResults:
+            return engine.recall(
+                command.cue, strategies=command.strategies, top_k=command.top_k, entity_id=command.entity_id,
+                time_range=command.time_range, weights=command.weights,
+                include_superseded=command.include_superseded, reinforce=command.reinforce,
+                mmr_lambda=command.mmr_lambda)
+
+        if command.vaults is None:
+            return await self._call(request, recall)
+        answers = await self._each_vault(request, command.vaults, recall, command.cue)
+        return brains.merge_recall(answers, scoring.check_weights(command.weights or ScoringWeights()),
+                                   validate.top_k(command.top_k))
 
     async def _prime(self, conn: "Connection", request: Request, command: Prime) -> Any:
         from hebbs.prime import prime
 
-        return await self._call(request, prime, command.entity_id, command.similarity_cue, command.max_memories)
+        if command.vaults is None:
+            return await self._call(request, prime, command.entity_id, command.similarity_cue, command.max_memories)
+        answers = await self._each_vault(request, command.vaults, lambda engine: prime(
+            engine, command.entity_id, command.similarity_cue, command.max_memories), command.similarity_cue)
+        return brains.merge_prime(answers, ScoringWeights(), command.max_memories)
+
+    async def _each_vault(self, request: Request, extra: list[str], fn: Callable[["Engine"], RecallResults],
+                          cue: str | None) -> list[brains.VaultRecall]:
+        """fn on the request's vault and each extra one, concurrently; labelled for hebbs.brains."""
+        paths: list[str] = []
+        for path in [request.vault_path, *extra]:
+            slot = self.pool.slot(path)
+            if str(slot.path) not in paths:
+                paths.append(str(slot.path))
+        home = self.daemon.home.resolve()
+
+        def run(engine: "Engine") -> RecallResults:
+            found = fn(engine)
+            if cue is not None:
+                brains.fill_similarity(found, cue, engine.embedder.embed)
+            return found
+
+        found = await asyncio.gather(*(self._call_at(path, run) for path in paths))
+        return [brains.VaultRecall(label=brains.GLOBAL if Path(path) == home else brains.PROJECT, path=path,
+                                   found=answer) for path, answer in zip(paths, found)]
 
     # Subscriptions --------------------------------------------------------------------------
 

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .errors import HebbsError, InvalidInput, VaultNotInitialized
-from .paths import ensure_home, hebbs_home, log_path, resolve_vault, socket_path, spawn_lock_path
+from .paths import (ensure_home, find_project_vault, hebbs_home, log_path, resolve_vault, socket_path,
+                    spawn_lock_path)
 from .protocol import (ERROR, HEADER, PROGRESS, Close, ContradictionAuto, ContradictionCommit, ContradictionPrepare,
                        DaemonStatus, DaemonUnavailable, Export, ExportChunk, Feed, Forget, ForgetCandidates, Get,
                        Index, Insights, Inspect, Inspection, List, Ping, Pong, Prime, ProtocolError, Queries, Recall,
@@ -209,6 +210,55 @@ def _resolve(vault: os.PathLike | str | None, global_: bool, home: Path,
         return None, exc
 
 
+def _brain_vaults(brains: Sequence[str] | str, vault_path: Path | None, home: Path,
+                  cwd: os.PathLike | str | None) -> tuple[str, list[str] | None, list[str]]:
+    """The vaults of `brains` ("project", "global") as (the request's vault, the others or None, notes).
+
+    "project" is the client's own vault when that is a project vault, else the nearest one above
+    cwd; when there is none, the others are searched and a note says so (an agent asking for both
+    brains in a folder without a project brain still gets the global one).
+    """
+    from .brains import BRAINS, GLOBAL
+
+    wanted = [brains] if isinstance(brains, str) else list(brains)
+    unknown = [b for b in wanted if b not in BRAINS]
+    if unknown or not wanted:
+        raise InvalidInput(f"brains must name some of {', '.join(BRAINS)}, got {brains!r}")
+    paths: list[str] = []
+    notes: list[str] = []
+    for brain in dict.fromkeys(wanted):
+        if brain == GLOBAL:
+            paths.append(str(home))
+        elif vault_path is not None and vault_path.resolve() != home.resolve():
+            paths.append(str(vault_path))
+        else:
+            start = Path(cwd) if cwd is not None else Path.cwd()
+            found = find_project_vault(start, home)
+            if found is None:
+                notes.append(f"no project vault in {start.absolute()} or above it: the project brain was skipped")
+            else:
+                paths.append(str(found))
+    if not paths:
+        raise VaultNotInitialized(f"no project vault in {Path(cwd or Path.cwd()).absolute()} or any folder above it; "
+                                  "create one with `hebbs init`, or ask for the global brain")
+    # One vault: its plain recall, unlabelled; several: one merged, labelled list.
+    return paths[0], paths[1:] or None, notes
+
+
+def _prime_brains(brains: Sequence[str] | str | None, vault_path: Path | None, home: Path) -> Sequence[str] | str:
+    """prime's default: the client's vault with the global brain, or the global brain alone for a global client."""
+    if brains is not None:
+        return brains
+    from .brains import BRAINS, GLOBAL
+
+    return [GLOBAL] if vault_path is not None and vault_path.resolve() == home.resolve() else BRAINS
+
+
+def _with_notes(found: RecallResults, notes: list[str]) -> RecallResults:
+    found.notes[:0] = notes
+    return found
+
+
 def _abs(path: os.PathLike | str | None) -> str | None:
     return None if path is None else str(Path(path).expanduser().absolute())
 
@@ -264,6 +314,7 @@ class Client:
         self.home = hebbs_home(home)
         self.autostart = autostart
         self.timeout = timeout
+        self.cwd = cwd
         self.vault_path, self._vault_error = _resolve(vault, global_, self.home, cwd)
         self._sock: socket.socket | None = None
         self._ids = itertools.count(1)
@@ -286,9 +337,11 @@ class Client:
             self._sock.close()
             self._sock = None
 
-    def request(self, command: _Command, *, vault: bool = True, progress: ProgressCallback | None = None) -> Any:
-        """Send one command and return its reply's data, decoded to the command's result type."""
-        vault_path = self._vault() if vault else None
+    def request(self, command: _Command, *, vault: bool | str = True, progress: ProgressCallback | None = None) -> Any:
+        """Send one command and return its reply's data, decoded to the command's result type.
+
+        `vault`: this client's vault (True), none (False), or the vault directory given."""
+        vault_path = vault if isinstance(vault, str) else self._vault() if vault else None
         request_id = next(self._ids)
         frame = request_frame(request_id, command, vault_path)
         tag = command.__struct_config__.tag
@@ -391,15 +444,24 @@ class Client:
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None, weights: Any = None,
                include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
-               ) -> RecallResults:
-        return self.request(Recall(
+               brains: Sequence[str] | str | None = None) -> RecallResults:
+        """`brains=["project", "global"]` searches both in one merged list, each result labelled (docs/recall.md)."""
+        command = Recall(
             cue=cue, strategies=[strategies] if isinstance(strategies, str) else strategies, top_k=top_k,
             entity_id=entity_id, time_range=_time_range(time_range), weights=_weights(weights),
-            include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda))
+            include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda)
+        if brains is None:
+            return self.request(command)
+        vault, command.vaults, notes = _brain_vaults(brains, self.vault_path, self.home, self.cwd)
+        return _with_notes(self.request(command, vault=vault), notes)
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
-              max_memories: int = 20) -> RecallResults:
-        return self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories))
+              max_memories: int = 20, *, brains: Sequence[str] | str | None = None) -> RecallResults:
+        """By default this client's vault and the global brain together; `brains=["project"]` for one."""
+        command = Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories)
+        vault, command.vaults, notes = _brain_vaults(_prime_brains(brains, self.vault_path, self.home),
+                                                     self.vault_path, self.home, self.cwd)
+        return _with_notes(self.request(command, vault=vault), notes)
 
     def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "Subscription":
         """A stream of memories matching what you feed it (on a connection of its own)."""
@@ -554,6 +616,7 @@ class AsyncClient:
                  cwd: os.PathLike | str | None = None) -> None:
         self.home = hebbs_home(home)
         self.autostart = autostart
+        self.cwd = cwd
         self.vault_path, self._vault_error = _resolve(vault, global_, self.home, cwd)
         self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
         self._ids = itertools.count(1)
@@ -577,8 +640,9 @@ class AsyncClient:
         await asyncio.to_thread(start_daemon, self.home)
         return await asyncio.open_unix_connection(path)
 
-    async def request(self, command: _Command, *, vault: bool = True, progress: ProgressCallback | None = None) -> Any:
-        vault_path = self._vault() if vault else None
+    async def request(self, command: _Command, *, vault: bool | str = True,
+                      progress: ProgressCallback | None = None) -> Any:
+        vault_path = vault if isinstance(vault, str) else self._vault() if vault else None
         request_id = next(self._ids)
         frame = request_frame(request_id, command, vault_path)
         tag = command.__struct_config__.tag
@@ -674,15 +738,22 @@ class AsyncClient:
     async def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                      entity_id: str | None = None, time_range: Any = None, weights: Any = None,
                      include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
-                     ) -> RecallResults:
-        return await self.request(Recall(
+                     brains: Sequence[str] | str | None = None) -> RecallResults:
+        command = Recall(
             cue=cue, strategies=[strategies] if isinstance(strategies, str) else strategies, top_k=top_k,
             entity_id=entity_id, time_range=_time_range(time_range), weights=_weights(weights),
-            include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda))
+            include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda)
+        if brains is None:
+            return await self.request(command)
+        vault, command.vaults, notes = _brain_vaults(brains, self.vault_path, self.home, self.cwd)
+        return _with_notes(await self.request(command, vault=vault), notes)
 
     async def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
-                    max_memories: int = 20) -> RecallResults:
-        return await self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories))
+                    max_memories: int = 20, *, brains: Sequence[str] | str | None = None) -> RecallResults:
+        command = Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories)
+        vault, command.vaults, notes = _brain_vaults(_prime_brains(brains, self.vault_path, self.home),
+                                                     self.vault_path, self.home, self.cwd)
+        return _with_notes(await self.request(command, vault=vault), notes)
 
     async def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "AsyncSubscription":
         subscription = AsyncSubscription(AsyncClient(self._vault(), home=self.home, autostart=self.autostart),

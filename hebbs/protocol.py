@@ -123,6 +123,8 @@ class Recall(_Command, tag="recall"):
     include_superseded: bool = False
     reinforce: bool = True
     mmr_lambda: float | None = None
+    # More vault directories to search with the request's: one merged list, each result labelled (hebbs/brains.py).
+    vaults: list[str] | None = None
 
 
 class Prime(_Command, tag="prime"):
@@ -131,6 +133,8 @@ class Prime(_Command, tag="prime"):
     entity_id: str | None = None
     similarity_cue: str | None = None
     max_memories: int = 20
+    # More vault directories to prime from with the request's (the global brain, usually); merged.
+    vaults: list[str] | None = None
 
 
 class Subscribe(_Command, tag="subscribe"):

@@ -89,6 +89,9 @@ class RecallResult(msgspec.Struct, kw_only=True):
     strategies: list[str] = []
     # Strategy-specific facts behind the relevance (rank in each channel, causal depth, ...).
     details: dict[str, Any] = {}
+    # Set only by a recall over several vaults (hebbs/brains.py): "project" or "global", and the vault directory.
+    vault: str | msgspec.UnsetType = msgspec.UNSET
+    vault_path: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class RecallResults(msgspec.Struct, kw_only=True):
