@@ -33,6 +33,11 @@ def run(args: argparse.Namespace) -> int:
         from . import daemoncmds
 
         return daemoncmds.run(args)
+    if args.command == "mcp":
+        from hebbs.mcp_server import serve
+
+        serve(home=args.home, vault=args.vault, global_=args.global_)
+        return 0
     if args.command in REFLECT_COMMANDS or (args.command == "forget" and args.candidates):
         from . import reflectcmds
 

@@ -152,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("status", "the daemon and the brains it serves")
 
+    command("mcp", "serve hebbs to an MCP-speaking agent over stdio (docs/mcp.md); --vault/--global pick "
+                   "the default brain")
+
     p = command("daemon", "control the background daemon")
     p.add_argument("action", choices=["status", "start", "stop", "logs"])
     p.add_argument("--idle-timeout", type=float, help="start: stop after this many idle seconds (0 = never)")
