@@ -98,19 +98,27 @@ class HebbsTools:
             return [PROJECT, GLOBAL]
         return [brain]
 
-    async def on_brain_holding(self, brain: str | None, call: Callable[[AsyncClient], Awaitable[Any]]) -> Any:
-        """call() on the named brain, or else on the first brain (default first) that knows the id."""
+    async def on_brain_holding(self, brain: str | None, call: Callable[[AsyncClient], Awaitable[Any]],
+                               found: Callable[[Any], bool] = lambda result: True) -> Any:
+        """call() on the named brain, or else on the first brain (default first) that knows the id:
+        where it does not raise NotFound and its result is `found`."""
         if brain is not None:
             return await call(self.client(brain))
         order = [self.default, *(b for b in BRAINS if b != self.default)]
         missing: HebbsError | None = None
+        answers: list[Any] = []
         for name in order:
             try:
-                return await call(self.client(name))
+                answers.append(await call(self.client(name)))
             except (NotFound, VaultNotInitialized) as exc:
                 # "No such memory" says more than "no such brain": keep it when any brain said it.
                 if missing is None or (isinstance(exc, NotFound) and not isinstance(missing, NotFound)):
                     missing = exc
+                continue
+            if found(answers[-1]):
+                return answers[-1]
+        if answers:
+            return answers[0]
         assert missing is not None
         raise missing
 
@@ -285,7 +293,9 @@ def build_server(tools: HebbsTools) -> MCPServer:
     ) -> str:
         total = 0
         for memory_id in ids:
-            total += await tools.on_brain_holding(brain, lambda client: client.forget([memory_id]))
+            # A full id that a vault does not hold forgets nothing there: try the next brain.
+            total += await tools.on_brain_holding(brain, lambda client: client.forget([memory_id]),
+                                                  found=lambda forgotten: forgotten > 0)
         return dump({"forgotten": total})
 
     if hasattr(AsyncClient, "reinforce"):

@@ -110,6 +110,8 @@ def test_remember_recall_prime_revise_forget(daemon: Any, project: Path) -> None
         out["revised"] = await call(session, "revise", id=out["pref"]["id"][-8:],
                                     content="The user wants answers in American English")
         out["forgotten"] = await call(session, "forget", ids=[out["fact"]["id"]])
+        extra = await call(session, "remember", content="The user owns a cat", brain="global")
+        out["forgotten_global"] = await call(session, "forget", ids=[extra["id"]])
         out["after"] = await call(session, "recall", cue="billing service language", brain="project")
         return out
 
@@ -125,7 +127,7 @@ def test_remember_recall_prime_revise_forget(daemon: Any, project: Path) -> None
     assert {r["id"] for r in out["primed"]["results"]} == {out["pref"]["id"], out["fact"]["id"]}
     assert out["revised"]["id"] == out["pref"]["id"] and out["revised"]["brain"] == "global"
     assert out["revised"]["content"] == "The user wants answers in American English"
-    assert out["forgotten"] == {"forgotten": 1}
+    assert out["forgotten"] == out["forgotten_global"] == {"forgotten": 1}
     assert out["after"]["results"] == []
 
 
