@@ -15,6 +15,7 @@ both by default; a write goes to the default brain (the project's, or the global
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -25,12 +26,13 @@ from typing_extensions import NotRequired, TypedDict
 import msgspec
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from .brains import BRAINS, GLOBAL, PROJECT
 from .client import AsyncClient
 from .errors import HebbsError, NotFound, VaultNotInitialized
-from .paths import hebbs_home
+from .paths import hebbs_home, resolve_vault
 from .schema import Memory, RecallResult, RecallResults
 
 Brain = Literal["project", "global"]
@@ -200,11 +202,7 @@ def build_server(tools: HebbsTools) -> MCPServer:
 
     def tool(description: str, **hints: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register an async tool whose HebbsErrors come back as tool errors the agent can read."""
-        from mcp.types import ToolAnnotations
-
         def register(fn: Callable[..., Awaitable[str]]) -> Callable[..., Any]:
-            import functools
-
             @functools.wraps(fn)
             async def call(*args: Any, **kwargs: Any) -> str:
                 try:
@@ -308,8 +306,10 @@ def build_server(tools: HebbsTools) -> MCPServer:
         ) -> str:
             done: list[Any] = []
             for memory_id in ids:
+                # Like forget: an id a vault does not hold may reinforce nothing there rather than fail.
                 done.append(await tools.on_brain_holding(
-                    brain, lambda client: client.reinforce([memory_id])))  # type: ignore[attr-defined]
+                    brain, lambda client: client.reinforce([memory_id]),  # type: ignore[attr-defined]
+                    found=bool))
             return dump({"reinforced": msgspec.to_builtins(done)})
 
     @tool("First step of reflection: group a brain's memories into clusters, each with a ready prompt. Call "
@@ -410,6 +410,9 @@ def serve(home: os.PathLike | str | None = None, vault: os.PathLike | str | None
     import anyio
 
     tools = HebbsTools(home=home, vault=vault, global_=global_)
+    if vault is not None:
+        # A wrong --vault in an agent's config should fail at start, where its log shows it.
+        resolve_vault(vault, False, tools.home)
     server = build_server(tools)
 
     async def run() -> None:

@@ -263,3 +263,11 @@ def test_nothing_else_imports_mcp() -> None:
             "hebbs.Client; print([m for m in ('mcp', 'pydantic', 'hebbs.mcp_server') if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_wrong_vault_fails_at_start(daemon: Any, tmp_path: Path) -> None:
+    """Tried: `hebbs mcp --vault` on a folder without a vault: a one-line error and exit 1 before
+    serving (an agent's config mistake shows in its log), no traceback."""
+    done = daemon.hebbs("mcp", "--vault", str(tmp_path), cwd=tmp_path, stdin="", check=False)
+    assert done.returncode == 1
+    assert "VAULT_NOT_INITIALIZED" in done.stderr and "Traceback" not in done.stderr
