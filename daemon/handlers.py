@@ -195,7 +195,7 @@ class Handlers:
 
         if command.vaults is None:
             return await self._call(request, recall)
-        answers = await self._each_vault(request, command.vaults, recall, command.cue)
+        answers = await self._each_vault(request, command.vaults, recall)
         return brains.merge_recall(answers, scoring.check_weights(command.weights or ScoringWeights()),
                                    validate.top_k(command.top_k))
 
@@ -205,11 +205,11 @@ class Handlers:
         if command.vaults is None:
             return await self._call(request, prime, command.entity_id, command.similarity_cue, command.max_memories)
         answers = await self._each_vault(request, command.vaults, lambda engine: prime(
-            engine, command.entity_id, command.similarity_cue, command.max_memories), command.similarity_cue)
+            engine, command.entity_id, command.similarity_cue, command.max_memories))
         return brains.merge_prime(answers, ScoringWeights(), command.max_memories)
 
-    async def _each_vault(self, request: Request, extra: list[str], fn: Callable[["Engine"], RecallResults],
-                          cue: str | None) -> list[brains.VaultRecall]:
+    async def _each_vault(self, request: Request, extra: list[str],
+                          fn: Callable[["Engine"], RecallResults]) -> list[brains.VaultRecall]:
         """fn on the request's vault and each extra one, concurrently; labelled for hebbs.brains."""
         paths: list[str] = []
         for path in [request.vault_path, *extra]:
@@ -217,14 +217,7 @@ class Handlers:
             if str(slot.path) not in paths:
                 paths.append(str(slot.path))
         home = self.daemon.home.resolve()
-
-        def run(engine: "Engine") -> RecallResults:
-            found = fn(engine)
-            if cue is not None:
-                brains.fill_similarity(found, cue, engine.embedder.embed)
-            return found
-
-        found = await asyncio.gather(*(self._call_at(path, run) for path in paths))
+        found = await asyncio.gather(*(self._call_at(path, fn) for path in paths))
         return [brains.VaultRecall(label=brains.GLOBAL if Path(path) == home else brains.PROJECT, path=path,
                                    found=answer) for path, answer in zip(paths, found)]
 

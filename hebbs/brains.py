@@ -8,9 +8,11 @@ of one that does. The merge therefore rescales relevance by a key that means the
 
 - With a cue, a vault's relevances are multiplied by (its best match / the best match of all the
   vaults), where a match is the result's `confidence` when recall gives one (issue 11), else the
-  cosine similarity between cue and memory (the same model embeds both vaults; the daemon fills it
-  in for results that lexical search alone found). The vault with the best match keeps its
-  scores exactly; a vault whose best match is half as close counts half as relevant.
+  cosine similarity between cue and memory (`details["similarity"]`: the same model embeds both
+  vaults). The vault with the best match keeps its scores exactly; a vault whose best match is half
+  as close counts half as relevant. A vault none of whose results has a match (lexical or temporal
+  recall alone) is not rescaled. Results that lexical search alone found have no similarity; computing
+  it for them cost ~350 ms a recall and changed nothing measurable (bench/bench_brains.py).
 - A result found only as a recent memory (no cue, or prime's recent half) gets its relevance
   recomputed on the merged timeline, newest first, as one vault holding both would compute it.
 
@@ -44,19 +46,6 @@ class VaultRecall:
     label: str  # PROJECT or GLOBAL
     path: str
     found: RecallResults
-
-
-def fill_similarity(found: RecallResults, cue: str, embed: Callable[[list[str]], Any]) -> None:
-    """Give every result a cue similarity: lexical-only hits have none, and the merge needs it.
-
-    `embed` maps texts to L2-normalized rows (Embedder.embed); the cue is its first row.
-    """
-    missing = [r for r in found.results if "similarity" not in r.details]
-    if not missing:
-        return
-    rows = embed([cue] + [r.memory.content for r in missing])
-    for result, row in zip(missing, rows[1:]):
-        result.details["similarity"] = round(float(row @ rows[0]), 6)
 
 
 def merge_recall(answers: Sequence[VaultRecall], weights: ScoringWeights, top_k: int) -> RecallResults:

@@ -66,8 +66,8 @@ def test_recall_over_both_brains_is_one_labelled_list(brains) -> None:
     assert scores == sorted(scores, reverse=True)
     assert "recall over 2 vaults" in merged.notes[0]
 
-    best = {"project": max(r.details["similarity"] for r in own_project),
-            "global": max(r.details["similarity"] for r in own_global)}
+    best = {"project": max(r.details.get("similarity", 0.0) for r in own_project),
+            "global": max(r.details.get("similarity", 0.0) for r in own_global)}
     winner = max(best, key=best.get)
     own = {r.memory.id: r for r in (own_project if winner == "project" else own_global)}
     for r in merged:
