@@ -7,7 +7,7 @@ relevant). Both directions are run: the evidence in the brain asked first ("proj
 one asked second ("global"). Printed, all measured in this run on the same vaults:
 
 - `one vault`: recall on the vault that holds the answer alone (the ceiling: the caller knew where to look);
-- `hebbs merge`: hebbs/brains.py, as the daemon runs it for `recall --both`;
+- `hebbs merge`: hebbs/recall/brains.py, as the daemon runs it for `recall --both`;
 - `raw scores`: the union ordered by each vault's own score (what merging without making scores comparable gives);
 - `interleave`: one from each vault in turn (rank fusion across vaults);
 
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_locomo import load  # noqa: E402
 
 from hebbs import Engine, ScoringWeights  # noqa: E402
-from hebbs.brains import GLOBAL, PROJECT, VaultRecall, merge_recall  # noqa: E402
+from hebbs.recall.brains import GLOBAL, PROJECT, VaultRecall, merge_recall  # noqa: E402
 from hebbs.schema import RecallResult, RecallResults  # noqa: E402
 
 K = 10

@@ -12,9 +12,15 @@ from pathlib import Path
 import msgspec
 
 from .errors import InvalidInput
-from .index import IndexParams
 
 CONFIG_FILE = "config.toml"
+
+
+class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
+    """HNSW settings ([index] in config.toml)."""
+    m: int = 16
+    ef_construction: int = 200
+    ef_search: int = 50
 
 
 class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -78,7 +84,7 @@ class DecayConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
 
 
 class ContradictionsConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """Contradiction candidates found at remember time (hebbs/contradiction_review.py, docs/reflect.md)."""
+    """Contradiction candidates found at remember time (hebbs/workflows/contradiction_review.py, docs/reflect.md)."""
 
     # Compare each remembered memory with its nearest neighbours and queue likely conflicts for review.
     check_on_remember: bool = True

@@ -29,7 +29,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from .brains import BRAINS, GLOBAL, PROJECT
+from .recall.brains import BRAINS, GLOBAL, PROJECT
 from .client import AsyncClient
 from .errors import HebbsError, NotFound, VaultNotInitialized
 from .paths import hebbs_home, resolve_vault

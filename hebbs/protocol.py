@@ -123,7 +123,7 @@ class Recall(_Command, tag="recall"):
     include_superseded: bool = False
     reinforce: bool = True
     mmr_lambda: float | None = None
-    # More vault directories to search with the request's: one merged list, each result labelled (hebbs/brains.py).
+    # More vault directories to search with the request's: one merged list, each result labelled (hebbs/recall/brains.py).
     vaults: list[str] | None = None
 
 

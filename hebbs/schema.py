@@ -89,7 +89,7 @@ class RecallResult(msgspec.Struct, kw_only=True):
     strategies: list[str] = []
     # Strategy-specific facts behind the relevance (rank in each channel, causal depth, ...).
     details: dict[str, Any] = {}
-    # Set only by a recall over several vaults (hebbs/brains.py): "project" or "global", and the vault directory.
+    # Set only by a recall over several vaults (hebbs/recall/brains.py): "project" or "global", and the vault directory.
     vault: str | msgspec.UnsetType = msgspec.UNSET
     vault_path: str | msgspec.UnsetType = msgspec.UNSET
 
@@ -145,7 +145,7 @@ class PendingContradiction(msgspec.Struct, kw_only=True):
     created_at: int
 
 
-# Reflection (hebbs/reflect.py) and contradiction review (hebbs/contradiction_review.py); docs/reflect.md ------
+# Reflection (hebbs/workflows/reflect.py) and contradiction review (hebbs/workflows/contradiction_review.py); docs/reflect.md ------
 
 class ClusterMember(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A memory as reflection shows it: what an agent needs to reason about it, and its id to cite."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hebbs.brains import VaultRecall, merge_recall
+from hebbs.recall.brains import VaultRecall, merge_recall
 from hebbs.errors import InvalidInput, VaultNotInitialized
 from hebbs.protocol import Recall
 from hebbs.schema import Memory, RecallResult, RecallResults, ScoreComponents, ScoringWeights

@@ -259,7 +259,7 @@ def test_nothing_else_imports_mcp() -> None:
     neither the MCP SDK nor pydantic is loaded; only `hebbs mcp` pays for them."""
     import subprocess
 
-    code = ("import sys, hebbs, hebbs.client, hebbs.brains, hebbs.cli.main, hebbs.cli.commands; "
+    code = ("import sys, hebbs, hebbs.client, hebbs.recall.brains, hebbs.cli.main, hebbs.cli.commands; "
             "hebbs.Client; print([m for m in ('mcp', 'pydantic', 'hebbs.mcp_server') if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .schema import RecallResult, RecallResults, ScoreComponents, ScoringWeights
+from ..schema import RecallResult, RecallResults, ScoreComponents, ScoringWeights
 from .scoring import composite
 
 PROJECT, GLOBAL = "project", "global"
