@@ -33,8 +33,8 @@ from .paths import (ensure_home, find_project_vault, hebbs_home, log_path, resol
 from .protocol import (ERROR, HEADER, PROGRESS, Close, ContradictionAuto, ContradictionCommit, ContradictionPrepare,
                        DaemonStatus, DaemonUnavailable, Export, ExportChunk, Feed, Forget, ForgetCandidates, Get,
                        Index, Insights, Inspect, Inspection, List, Ping, Pong, Prime, ProtocolError, Queries, Recall,
-                       Reflect, ReflectCommit, ReflectPrepare, Remember, RememberItem, Revise, Shutdown, Status,
-                       Stopping, Subscribe, Subscribed, SubscriptionPush, _Command, decode_data, decode_response,
+                       Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, Revise, Shutdown,
+                       Status, Stopping, Subscribe, Subscribed, SubscriptionPush, _Command, decode_data, decode_response,
                        error_from_frame, frame_length, progress_type, recv_frame, request_frame, result_type)
 from .recall.brains import BRAINS, GLOBAL
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
@@ -507,15 +507,20 @@ class Client(_BaseClient):
 
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None, weights: Any = None,
-               include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+               include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                brains: Sequence[str] | str | None = None) -> RecallResults:
-        """`brains=["project", "global"]` searches both in one merged list, each result labelled (docs/recall.md)."""
+        """Results carry `confidence`; `.abstained` says nothing relevant is known (docs/honesty.md).
+        `brains=["project", "global"]` searches both in one merged list, each result labelled (docs/recall.md)."""
         command = _recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded, reinforce,
                           mmr_lambda)
         if brains is None:
             return self.request(command)
         vault, notes = self._over_brains(command, brains)
         return _with_notes(self.request(command, vault=vault), notes)
+
+    def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
+        """Count these memories as used: what an answer relied on (ids or unique 6+ character suffixes)."""
+        return self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
               max_memories: int = 20, *, brains: Sequence[str] | str | None = None) -> RecallResults:
@@ -770,7 +775,7 @@ class AsyncClient(_BaseClient):
 
     async def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                      entity_id: str | None = None, time_range: Any = None, weights: Any = None,
-                     include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+                     include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                      brains: Sequence[str] | str | None = None) -> RecallResults:
         command = _recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded, reinforce,
                           mmr_lambda)
@@ -778,6 +783,9 @@ class AsyncClient(_BaseClient):
             return await self.request(command)
         vault, notes = self._over_brains(command, brains)
         return _with_notes(await self.request(command, vault=vault), notes)
+
+    async def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
+        return await self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     async def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
                     max_memories: int = 20, *, brains: Sequence[str] | str | None = None) -> RecallResults:

@@ -14,6 +14,10 @@ import msgspec
 from .errors import InvalidInput
 
 CONFIG_FILE = "config.toml"
+# Below this best confidence a recall abstains (hebbs/recall/confidence.py): chosen on data by
+# bench/bench_abstention.py --fit, the highest threshold at which at most 5% of the fit part's
+# answerable cues abstain (docs/honesty.md).
+DEFAULT_ABSTAIN_THRESHOLD = 0.25
 
 
 class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
@@ -53,6 +57,9 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     duplicate_similarity: float = 0.95
     # Analogical recall: weight of embedding similarity against structural similarity.
     analogical_alpha: float = 0.5
+    # A recall whose best result's confidence is below this abstains: "nothing relevant known"
+    # (hebbs/recall/confidence.py; the default was chosen on data, docs/honesty.md).
+    abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
 
 
 DEFAULT_HALF_LIVES = {
@@ -157,6 +164,7 @@ ef_search = 50
 mmr_lambda = 0.9
 duplicate_similarity = 0.95
 analogical_alpha = 0.5
+abstain_threshold = %ABSTAIN%
 
 [recall.fusion]
 lexical_weight = 0.6
@@ -187,4 +195,4 @@ neighbors = 5
 # base_url = "http://localhost:11434/v1"
 # model = "llama3.1"
 # api_key_env = "OPENAI_API_KEY"   # the variable's name; never the key itself
-"""
+""".replace("%ABSTAIN%", str(DEFAULT_ABSTAIN_THRESHOLD))

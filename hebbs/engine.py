@@ -17,7 +17,7 @@ from ulid import ULID
 from . import validate
 from .config import load_config
 from .errors import InvalidInput, NotFound
-from .recall import analogical, scoring
+from .recall import analogical, confidence, scoring
 from .recall import fusion as rc
 from .recall.query import Query
 from .recall.registry import REGISTRY, STRATEGIES
@@ -27,7 +27,7 @@ from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, Q
                      RecallResults, ScoreComponents, ScoringWeights, Source, VaultStats)
 from .store.embed import Embedder, get_embedder
 from .store.lexical_index import LexicalIndex
-from .store.open_vault import OpenVault, now_us
+from .store.open_vault import OpenVault, lexical_text, now_us
 from .store.storage import (Store, WriteSet, decode, edge_keys, encode, id_bytes, memory_key, temporal_key,
                             temporal_keys, vector_key)
 from .store.vector_index import VectorIndex
@@ -450,14 +450,19 @@ class Engine:
 
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None, weights: ScoringWeights | None = None,
-               include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+               include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                edge_types: Sequence[str] | None = None, alpha: float | None = None,
                analogy: Sequence[str] | None = None,
                ) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall re-ranks by shape with weight 1 - `alpha`, and
-        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md)."""
+        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md).
+
+        Recall changes nothing that ranking reads: the same call twice gives the same answer. Call
+        reinforce(ids) for the memories actually used, or pass reinforce=True to count every returned
+        memory as an access (the old behaviour). With a cue, every result carries a confidence and
+        the answer says whether it abstained (docs/honesty.md)."""
         started = time.perf_counter()
         top_k = validate.top_k(top_k)
         weights = scoring.check_weights(weights or DEFAULT_WEIGHTS)
@@ -498,8 +503,32 @@ class Engine:
                 notes += said
 
         results = self._score(candidates, weights, top_k, lam, include_superseded)
+        answer = RecallResults(results=results, notes=notes)
+        if cue is not None:
+            # The cue's similarity over the whole scope is the background its results stand out from.
+            background = self.vault.similar(query.cue_vector, query.limit, allowed)
+            self._judge_confidence(answer, cue, query.cue_vector, [sim for _, sim in background])
         self._after_recall(results, cue, sorted(names), weights, entity_id, reinforce, started)
-        return RecallResults(results=results, notes=notes)
+        return answer
+
+    def _judge_confidence(self, answer: RecallResults, cue: str, cue_vector: np.ndarray,
+                          similarities: list[float]) -> None:
+        """Each result's confidence, and whether the answer abstains (hebbs/recall/confidence.py)."""
+        lexical = self.vault.lexical_index
+        judged = confidence.assess(cue, cue_vector, [self.vault.vector_or_zeros(r.memory.id) for r in answer.results],
+                                   [lexical_text(r.memory) for r in answer.results], similarities,
+                                   lexical.doc_freqs, max(1, lexical.count()))
+        for result, (value, values) in zip(answer.results, judged):
+            result.confidence = value
+            result.details["confidence_features"] = values
+        answer.threshold = self.config.recall.abstain_threshold
+        answer.confidence = max((value for value, _ in judged), default=0.0)
+        answer.abstained = confidence.abstains([value for value, _ in judged], answer.threshold)
+        if answer.abstained and not answer.results:
+            answer.notes.append(f"{confidence.NOTE} (no memory in this scope)")
+        elif answer.abstained:
+            answer.notes.append(f"{confidence.NOTE} (best confidence {answer.confidence:.2f} "
+                                f"< {answer.threshold:.2f}); the weak candidates follow")
 
     def _strategy_names(self, cue: str | None, strategies: Sequence[str] | None, *, seed: str | None = None,
                         analogy: Sequence[str] | None = None) -> set[str]:
@@ -561,7 +590,7 @@ class Engine:
 
     def _after_recall(self, results: list[RecallResult], cue: str | None, names: list[str],
                       weights: ScoringWeights, entity_id: str | None, reinforce: bool, started: float) -> None:
-        """Reinforce what was returned and log the query, in one batch."""
+        """Log the query and, only when asked (reinforce=True), count what was returned as used: one batch."""
         with self.vault.write_lock:
             if self.vault.closed:
                 return
@@ -569,19 +598,45 @@ class Engine:
             writes = WriteSet()
             reinforced: list[Memory] = []
             if reinforce:
-                for result in results:
-                    current = self.vault.memory(result.memory.id)
-                    if current is None:
-                        continue
-                    current.access_count += 1
-                    current.last_accessed_at = stamp
-                    reinforced.append(current)
-                    current.decay_score = decay.decay_value(current, stamp, self.config.decay)
-                    writes.put_memory(current)
+                reinforced = self._reinforce_locked(writes, [r.memory.id for r in results], stamp)
             entry = QueryLogEntry(at=stamp, cue=cue, strategies=names, weights=weights, result_count=len(results),
                                   latency_ms=round((time.perf_counter() - started) * 1000, 3), entity_id=entity_id)
             writes.put("query_log", stamp.to_bytes(8, "big") + os.urandom(4), encode(entry))
             self.vault.apply(writes, saved=reinforced)
+
+    def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
+        """Count these memories as used: access_count + 1 and last access now, which raises their
+        reinforcement score and slows their decay. Call it for the memories an answer actually relied
+        on; recall itself never does unless asked (docs/honesty.md). NotFound if an id does not exist;
+        an id named twice counts once."""
+        if isinstance(ids, str):
+            ids = [ids]
+        wanted = list(dict.fromkeys(validate.memory_id(i) for i in ids))
+        if not wanted:
+            raise InvalidInput("reinforce needs at least one memory id")
+        with self.vault.writing():
+            for mid in wanted:
+                entry = self.vault.entry(mid)
+                if entry is None or entry.kind == MemoryKind.REVISION:
+                    raise NotFound(f"memory {mid} does not exist" if entry is None
+                                   else f"memory {mid} is a revision record; reinforce the memory it belongs to")
+            writes = WriteSet()
+            used = self._reinforce_locked(writes, wanted, now_us())
+            self.vault.apply(writes, saved=used)
+            return used
+
+    def _reinforce_locked(self, writes: WriteSet, ids: Sequence[str], stamp: int) -> list[Memory]:
+        used = []
+        for mid in ids:
+            current = self.vault.memory(mid)
+            if current is None:
+                continue
+            current.access_count += 1
+            current.last_accessed_at = stamp
+            current.decay_score = decay.decay_value(current, stamp, self.config.decay)
+            writes.put_memory(current)
+            used.append(current)
+        return used
 
     def forget_candidates(self, now: int | None = None) -> list[Memory]:
         """Memories decayed below config.decay.forget_threshold (pinned ones never), least alive first.

@@ -48,6 +48,7 @@ notes folder: architecture, decisions, conventions).
   If it says `abstained`, or nothing relevant comes back, say you do not know rather than guess.
 - When the user states a preference, corrects you, makes a decision or tells you a new fact, call
   `remember` (one self-contained fact per call). A preference of the user goes to the global brain.
+- After answering from recalled memories, call `used` with the ids your answer relied on (only those).
 - When a memory is wrong, `revise` it; when the user asks you to forget, `forget` it.
 - Never store secrets (passwords, API keys, tokens, private keys) or guesses.
 """
@@ -155,19 +156,16 @@ def result_view(result: RecallResult, brain: str | None) -> dict[str, Any]:
     label = result.vault if isinstance(result.vault, str) else brain
     view = memory_view(result.memory, label)
     view["score"] = round(result.score, 3)
-    # Issue 11 adds a calibrated confidence to each result; show it whenever recall gives one.
-    confidence = getattr(result, "confidence", None)
-    if isinstance(confidence, (int, float)):
-        view["confidence"] = round(float(confidence), 3)
+    if result.confidence is not None:  # absent without a cue
+        view["confidence"] = round(result.confidence, 3)
     view["found_by"] = result.strategies
     return view
 
 
 def results_view(found: RecallResults, brain: str | None) -> dict[str, Any]:
     view: dict[str, Any] = {"results": [result_view(r, brain) for r in found.results]}
-    abstained = getattr(found, "abstained", None)
-    if isinstance(abstained, bool):
-        view["abstained"] = abstained
+    if found.confidence is not None:
+        view["abstained"] = found.abstained
     if found.notes:
         view["notes"] = found.notes
     return view
@@ -296,21 +294,22 @@ def build_server(tools: HebbsTools) -> MCPServer:
                                                   found=lambda forgotten: forgotten > 0)
         return dump({"forgotten": total})
 
-    if hasattr(AsyncClient, "reinforce"):
-        @tool("Tell hebbs which recalled memories you actually used in your answer: they count as useful and "
-              "rank higher next time. Call it after answering from recalled memories; do not call it for "
-              "memories you only saw.", read_only=False, destructive=False)
-        async def used(
-            ids: Annotated[list[str], Field(min_length=1, description="ids of the memories you used")],
-            brain: IdBrainArg = None,
-        ) -> str:
-            done: list[Any] = []
-            for memory_id in ids:
-                # Like forget: an id a vault does not hold may reinforce nothing there rather than fail.
-                done.append(await tools.on_brain_holding(
-                    brain, lambda client: client.reinforce([memory_id]),  # type: ignore[attr-defined]
-                    found=bool))
-            return dump({"reinforced": msgspec.to_builtins(done)})
+    @tool("Tell hebbs which recalled memories you actually used in your answer: they count as useful and "
+          "rank higher next time. Call it after answering from recalled memories; do not call it for "
+          "memories you only saw.", read_only=False, destructive=False)
+    async def used(
+        ids: Annotated[list[str], Field(min_length=1, description="ids of the memories you used")],
+        brain: IdBrainArg = None,
+    ) -> str:
+        done: list[dict[str, Any]] = []
+        for memory_id in ids:
+            async def reinforce_in(client: AsyncClient) -> list[dict[str, Any]]:
+                return [{"id": m.id, "content": m.content, "used": m.access_count, "brain": _brain_of(tools, client)}
+                        for m in await client.reinforce([memory_id])]
+
+            # Like forget: an id a vault does not hold may reinforce nothing there rather than fail.
+            done += await tools.on_brain_holding(brain, reinforce_in, found=bool)
+        return dump({"used": done})
 
     @tool("First step of reflection: group a brain's memories into clusters, each with a ready prompt. Call "
           "it when the user asks you to reflect or consolidate, or a brain has gathered many memories since "

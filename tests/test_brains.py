@@ -48,8 +48,8 @@ def brains() -> Iterator[tuple[object, Path]]:
 
 def test_recall_over_both_brains_is_one_labelled_list(brains) -> None:
     """Tried: recall(brains=["project", "global"]) from a project client: results of both vaults in one
-    list, ordered by score, each naming its brain and vault directory; the vault whose best match is
-    best keeps its own scores exactly, the other is scaled down by its weaker best match."""
+    list, ordered by score, each naming its brain and vault directory; the vault whose best match
+    (confidence) is best keeps its own scores exactly, the other is scaled down by its weaker best match."""
     daemon, root = brains
     cue = "how should the tests be written"
     with daemon.client(root) as hb:
@@ -66,8 +66,8 @@ def test_recall_over_both_brains_is_one_labelled_list(brains) -> None:
     assert scores == sorted(scores, reverse=True)
     assert "recall over 2 vaults" in merged.notes[0]
 
-    best = {"project": max(r.details.get("similarity", 0.0) for r in own_project),
-            "global": max(r.details.get("similarity", 0.0) for r in own_global)}
+    # The cross-vault key: each result's confidence (cosine similarity when recall gives none).
+    best = {"project": max(r.confidence for r in own_project), "global": max(r.confidence for r in own_global)}
     winner = max(best, key=best.get)
     own = {r.memory.id: r for r in (own_project if winner == "project" else own_global)}
     for r in merged:
@@ -157,12 +157,12 @@ def test_protocol_recall_with_vaults(brains) -> None:
 def test_cli_both_and_prime_flags(brains) -> None:
     """Tried: `hebbs recall --both` (json and text), `hebbs prime` (both by default) and `--no-global`."""
     daemon, root = brains
-    out = json.loads(daemon.hebbs("recall", "--both", "exponential backoff", "--no-reinforce", "--format", "json",
+    out = json.loads(daemon.hebbs("recall", "--both", "exponential backoff", "--format", "json",
                                   cwd=root).stdout)
     assert out["results"][0]["vault"] == "project" and {r["vault"] for r in out["results"]} == {"project", "global"}
-    text = daemon.hebbs("recall", "--both", "coffee", "--no-reinforce", cwd=root).stdout
-    assert text.splitlines()[0].split()[:3] == ["#", "score", "brain"]
-    assert text.splitlines()[1].split()[2] == "global"
+    text = daemon.hebbs("recall", "--both", "coffee", cwd=root).stdout
+    assert text.splitlines()[0].split()[:4] == ["#", "score", "conf", "brain"]
+    assert text.splitlines()[1].split()[3] == "global"
 
     primed = json.loads(daemon.hebbs("prime", "--format", "json", cwd=root).stdout)
     assert {r["vault"] for r in primed["results"]} == {"project", "global"}

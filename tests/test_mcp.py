@@ -19,12 +19,10 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from hebbs import AsyncClient
-
 pytest_plugins = ["daemon_fixtures"]
 
-TOOLS = {"remember", "recall", "prime", "revise", "forget", "reflect_prepare", "reflect_commit", "contradictions",
-         "contradictions_commit"}
+TOOLS = {"remember", "recall", "prime", "revise", "forget", "used", "reflect_prepare", "reflect_commit",
+         "contradictions", "contradictions_commit"}
 DEPLOYS = ["The deploy failed because the container image build timed out.",
            "A canary release caught the broken migration before full rollout.",
            "Rollback of the payment service took four minutes last Friday.",
@@ -80,14 +78,13 @@ async def call(session: ClientSession, tool: str, **arguments: Any) -> Any:
 
 def test_tools_and_instructions_teach_the_agent(daemon: Any, project: Path) -> None:
     """Tried: initialize and list_tools: every tool is there with a description that says when to call
-    it, reads are marked read-only, forget destructive; `used` appears once the SDK can reinforce."""
+    it, reads are marked read-only, forget destructive."""
     async def scenario(session: ClientSession) -> Any:
         return await session.list_tools(), session.initialize_result
 
     listed, init = run(daemon.home, project, scenario)
     tools = {t.name: t for t in listed.tools}
-    expected = TOOLS | ({"used"} if hasattr(AsyncClient, "reinforce") else set())
-    assert set(tools) == expected
+    assert set(tools) == TOOLS
     assert all(len(t.description) > 120 for t in tools.values())
     assert "Call it" in tools["recall"].description and "Never store secrets" in tools["remember"].description
     assert tools["recall"].annotations.read_only_hint and tools["forget"].annotations.destructive_hint
@@ -96,16 +93,19 @@ def test_tools_and_instructions_teach_the_agent(daemon: Any, project: Path) -> N
 
 
 def test_remember_recall_prime_revise_forget(daemon: Any, project: Path) -> None:
-    """Tried: remember into each brain, recall over both (labelled, ordered by score), recall one
-    brain, prime, revise by short id without naming the brain, forget, and recall again."""
+    """Tried: remember into each brain, recall over both (labelled, ordered by score, with confidence),
+    recall one brain, a cue nothing answers (abstained), used, prime, revise by short id without
+    naming the brain, forget, and recall again."""
     async def scenario(session: ClientSession) -> dict[str, Any]:
         out: dict[str, Any] = {}
         out["pref"] = await call(session, "remember", content="The user wants answers in British English",
                                  brain="global", entity_id="user", importance=0.8,
                                  context={"type": "preference"})
         out["fact"] = await call(session, "remember", content="The billing service is written in Go")
-        out["both"] = await call(session, "recall", cue="which spelling should answers use")
+        out["both"] = await call(session, "recall", cue="does the user want answers in British English")
         out["project"] = await call(session, "recall", cue="billing service language", brain="project")
+        out["unknown"] = await call(session, "recall", cue="quantum chromodynamics lattice gauge theory")
+        out["used"] = await call(session, "used", ids=[out["pref"]["id"]])
         out["primed"] = await call(session, "prime", cue="billing")
         out["revised"] = await call(session, "revise", id=out["pref"]["id"][-8:],
                                     content="The user wants answers in American English")
@@ -124,6 +124,10 @@ def test_remember_recall_prime_revise_forget(daemon: Any, project: Path) -> None
     assert [r["score"] for r in both] == sorted((r["score"] for r in both), reverse=True)
     assert all(r["created_at"].endswith("+00:00") for r in both)
     assert [r["brain"] for r in out["project"]["results"]] == ["project"]
+    assert out["both"]["abstained"] is False and 0 < both[0]["confidence"] <= 1
+    assert out["unknown"]["abstained"] is True
+    assert out["used"] == {"used": [{"id": out["pref"]["id"], "content": out["pref"]["content"], "used": 1,
+                                     "brain": "global"}]}
     assert {r["id"] for r in out["primed"]["results"]} == {out["pref"]["id"], out["fact"]["id"]}
     assert out["revised"]["id"] == out["pref"]["id"] and out["revised"]["brain"] == "global"
     assert out["revised"]["content"] == "The user wants answers in American English"

@@ -143,12 +143,24 @@ def cmd_recall(args: argparse.Namespace) -> int:
     with client_for(args) as client:
         found = client.recall(cue, strategies=args.strategy, top_k=args.top_k, entity_id=args.entity,
                               time_range=parse_time_range(args.time_range), weights=parse_weights(args.weights),
-                              include_superseded=args.include_superseded, reinforce=not args.no_reinforce,
+                              include_superseded=args.include_superseded, reinforce=args.reinforce,
                               mmr_lambda=args.mmr, brains=BRAINS if args.both else None)
     if _json(args):
         output.emit_json(found)
     else:
-        output.print_results(found.results, found.notes)
+        output.print_results(found.results, found.notes, abstained=found.abstained)
+    return 0
+
+
+def cmd_used(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        used = client.reinforce(args.ids)
+    if _json(args):
+        output.emit_json(used)
+    else:
+        for memory in used:
+            print(f"{output.short_id(memory.id)}  used {memory.access_count}x  "
+                  f"{output.one_line(memory.content, output.width() - 30)}")
     return 0
 
 
@@ -176,7 +188,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                 output.emit_json({"text": text, "matches": matches})
             else:
                 for r in matches:
-                    print(f"{r.details.get('similarity', r.score):.3f}  {output.short_id(r.memory.id)}  "
+                    print(f"{r.confidence or 0.0:.3f}  {output.short_id(r.memory.id)}  "
                           f"{output.one_line(r.memory.content, output.width() - 20)}", flush=True)
     return 0
 
@@ -320,6 +332,6 @@ def _count(n: int, noun: str) -> str:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "init": cmd_init, "remember": cmd_remember, "get": cmd_get, "revise": cmd_revise, "forget": cmd_forget,
-    "recall": cmd_recall, "prime": cmd_prime, "subscribe": cmd_subscribe, "queries": cmd_queries,
+    "recall": cmd_recall, "used": cmd_used, "prime": cmd_prime, "subscribe": cmd_subscribe, "queries": cmd_queries,
     "inspect": cmd_inspect, "export": cmd_export, "import": cmd_import, "status": cmd_status,
 }

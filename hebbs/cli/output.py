@@ -101,17 +101,21 @@ def print_memory(memory: Memory, out: TextIO | None = None) -> None:
     out.write("\n" + memory.content.rstrip() + "\n")
 
 
-def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), out: TextIO | None = None) -> None:
+def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), out: TextIO | None = None, *,
+                  abstained: bool = False) -> None:
+    """The ranked table; an abstaining answer says so first, in plain words, then lists the weak candidates."""
     out = out or sys.stdout
+    if abstained:
+        out.write("No good match: nothing relevant known for this cue. Weak candidates:\n")
     if not results:
         out.write("no memories found\n")
-    rows = [[str(n), f"{r.score:.3f}", short_id(r.memory.id), r.memory.entity_id or "-", ",".join(r.strategies),
-             r.memory.content] for n, r in enumerate(results, 1)]
-    headers = ["#", "score", "id", "entity", "found by", "content"]
+    rows = [[str(n), f"{r.score:.3f}", "-" if r.confidence is None else f"{r.confidence:.2f}", short_id(r.memory.id),
+             r.memory.entity_id or "-", ",".join(r.strategies), r.memory.content] for n, r in enumerate(results, 1)]
+    headers = ["#", "score", "conf", "id", "entity", "found by", "content"]
     if any(isinstance(r.vault, str) for r in results):  # a merged recall over both brains
-        headers.insert(2, "brain")
+        headers.insert(3, "brain")
         for row, r in zip(rows, results):
-            row.insert(2, r.vault if isinstance(r.vault, str) else "-")
+            row.insert(3, r.vault if isinstance(r.vault, str) else "-")
     table(headers, rows, right=(0,), out=out)
     for note in notes:
         out.write(f"note: {note}\n")

@@ -23,9 +23,9 @@ from hebbs.recall import brains, scoring
 from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare, DaemonStatus,
                             Export, ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates, Forgotten, Get, Index,
                             IndexingInProgress, Insights, Inspect, Inspection, List, Pong, Prime, Queries, Recall,
-                            Reflect, ReflectCommit, ReflectPrepare, Remember, RememberItem, Request, Revise,
+                            Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, Request, Revise,
                             ScanSummary, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
-from hebbs.schema import Memory, RecallResult, RecallResults, ScoringWeights
+from hebbs.schema import Memory, RecallResults, ScoringWeights
 
 from .vaults import VaultPool, VaultSlot
 
@@ -217,6 +217,10 @@ class Handlers:
         return brains.merge_recall(answers, scoring.check_weights(command.weights or ScoringWeights()),
                                    validate.top_k(command.top_k))
 
+    async def _reinforce(self, conn: Connection, request: Request, command: Reinforce) -> list[Memory]:
+        return await self._write(request, lambda engine: engine.reinforce(
+            [resolve_id(engine, i) for i in command.ids]))
+
     async def _prime(self, conn: Connection, request: Request, command: Prime) -> Any:
         from hebbs.recall.prime import prime
 
@@ -264,7 +268,8 @@ class Handlers:
             async with self.pool.use(sub.slot) as engine:
                 found = await self.pool.run(engine.recall, text, strategies=["similarity"], top_k=FEED_TOP_K,
                                             entity_id=sub.entity_id, reinforce=False)
-            fresh = [r for r in found.results if confidence(r) >= sub.threshold and r.memory.id not in sub.pushed]
+            fresh = [r for r in found.results
+                     if (r.confidence or 0.0) >= sub.threshold and r.memory.id not in sub.pushed]
             if fresh:
                 sub.pushed.update(r.memory.id for r in fresh)
                 await conn.progress(sub.request_id, SubscriptionPush(subscription_id=sub.id, matches=fresh))
@@ -365,11 +370,6 @@ def _item(source: Remember | RememberItem) -> dict[str, Any]:
     return {"content": source.content, "importance": source.importance, "context": source.context,
             "entity_id": source.entity_id, "created_at": source.created_at, "kind": source.kind,
             "source": source.source}
-
-
-def confidence(result: RecallResult) -> float:
-    """A subscription match's confidence: the cosine similarity between the fed text and the memory."""
-    return float(result.details.get("similarity", result.components.relevance))
 
 
 def resolve_id(engine: "Engine", text: str) -> str:

@@ -71,9 +71,8 @@ def merge_prime(answers: Sequence[VaultRecall], weights: ScoringWeights, max_mem
 
 def _match(result: RecallResult) -> float | None:
     """How well a result matches the cue, on a scale every vault shares."""
-    confidence = getattr(result, "confidence", None)
-    if isinstance(confidence, (int, float)):
-        return float(confidence)
+    if result.confidence is not None:
+        return result.confidence
     similarity = result.details.get("similarity")
     return float(similarity) if isinstance(similarity, (int, float)) else None
 
@@ -106,7 +105,7 @@ def _comparable(answers: Sequence[VaultRecall], weights: ScoringWeights) -> list
 
 
 def _carry(result: RecallResult) -> dict[str, Any]:
-    """Fields other work adds to RecallResult (confidence, ...) pass through unchanged."""
+    """The fields the merge does not change (confidence, and any added later) pass through."""
     own = {"memory", "score", "components", "strategies", "details", "vault", "vault_path"}
     return {name: getattr(result, name) for name in result.__struct_fields__ if name not in own}
 
@@ -145,8 +144,10 @@ def _merged(answers: Sequence[VaultRecall], results: list[RecallResult], what: s
                        for a in answers)
     notes = [f"{what} over {len(answers)} vaults ({counts}); scores made comparable across them"]
     notes += [f"{a.label}: {note}" for a in answers for note in a.found.notes]
-    merged = RecallResults(results=results, notes=notes)
-    if "abstained" in RecallResults.__struct_fields__:
-        # Nothing relevant is known only when no brain knows anything relevant.
-        setattr(merged, "abstained", all(getattr(a.found, "abstained", False) for a in answers))
-    return merged
+    # Nothing relevant is known only when no brain knows anything relevant; the best confidence is
+    # the best of any brain, held against that brain's threshold.
+    sure = max((a.found for a in answers if a.found.confidence is not None), key=lambda f: f.confidence or 0.0,
+               default=None)
+    return RecallResults(results=results, notes=notes, abstained=all(a.found.abstained for a in answers),
+                         confidence=None if sure is None else sure.confidence,
+                         threshold=None if sure is None else sure.threshold)
