@@ -161,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     command("mcp", "serve hebbs to an MCP-speaking agent over stdio (docs/mcp.md); --vault/--global pick "
                    "the default brain")
 
+    p = command("doctor", "check every file of a vault (read-only), say what is readable, and save it")
+    p.add_argument("--export", metavar="FILE", help="write every readable memory here as JSON lines")
+
     p = command("daemon", "control the background daemon")
     p.add_argument("action", choices=["status", "start", "stop", "logs"])
     p.add_argument("--idle-timeout", type=float, help="start: stop after this many idle seconds (0 = never)")
