@@ -25,6 +25,10 @@ def run(args: argparse.Namespace) -> int:
 
         serve(home=args.home, vault=args.vault, global_=args.global_)
         return 0
+    if args.command == "palace":
+        from . import palacecmd
+
+        return palacecmd.run(args)
     if args.command in REFLECT_COMMANDS or (args.command == "forget" and args.candidates):
         from . import reflectcmds
 
