@@ -31,7 +31,7 @@ from pydantic import Field
 
 from .recall.brains import BRAINS, GLOBAL, PROJECT
 from .client import AsyncClient
-from .errors import HebbsError, NotFound, VaultNotInitialized
+from .errors import HebbsError, InvalidInput, NotFound, VaultNotInitialized
 from .paths import hebbs_home, resolve_vault
 from .schema import Memory, RecallResult, RecallResults
 
@@ -409,6 +409,9 @@ def serve(home: os.PathLike | str | None = None, vault: os.PathLike | str | None
     import anyio
 
     tools = HebbsTools(home=home, vault=vault, global_=global_)
+    if tools.home.exists() and not tools.home.is_dir():
+        # Checked here, not at the first tool call: a wrong --home in an agent's config fails at start.
+        raise InvalidInput(f"HEBBS_HOME {tools.home} is not a directory")
     if vault is not None:
         # A wrong --vault in an agent's config should fail at start, where its log shows it.
         resolve_vault(vault, False, tools.home)

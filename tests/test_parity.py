@@ -141,7 +141,7 @@ def test_new_capabilities_over_the_daemon(shared_daemon, project: Path) -> None:
                            reinforce=False)
         assert analog.results and cause.id not in [r.memory.id for r in analog.results]
 
-        primed = hb.prime(None, "disk", 5)
+        primed = hb.prime(None, "disk", 5, brains=["project"])  # the shared global brain is not this test's
         assert {r.memory.id for r in primed.results} == {fix.id, later.id}
         assert hb.stats().memories == hb.count() == 3
         assert {m.id for m in hb.memories()} == {cause.id, fix.id, later.id}
