@@ -204,6 +204,8 @@ class Recall(_Command, tag="recall"):
     analogy: list[str] | None = None
     # The reference time for time words in the cue and for recency, microseconds; null: the current time.
     now: int | None = None
+    # More vault directories to search with the request's: one merged list, each result labelled (hebbs/recall/brains.py).
+    vaults: list[str] | None = None
 
 
 class Reinforce(_Command, tag="reinforce"):
@@ -219,6 +221,8 @@ class Prime(_Command, tag="prime"):
     similarity_cue: str | None = None
     max_memories: int = 20
     now: int | None = None
+    # More vault directories to prime from with the request's (the global brain, usually); merged.
+    vaults: list[str] | None = None
 
 
 class Subscribe(_Command, tag="subscribe"):
