@@ -32,8 +32,20 @@ class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # Each channel's scores are min-max normalized over its top `normalization_depth` hits, so the
     # weights compare like with like: a channel's best hit scores 1, its depth-th hit 0.
     normalization_depth: int = 50
+    # Long memories lean on the dense channel (recall.lexical_weight_for): lexical_weight applies
+    # while the median memory in play has at most short_words words, long_lexical_weight from
+    # long_words on, log-linear in between.
+    long_lexical_weight: float = 0.4
+    short_words: int = 30
+    long_words: int = 100
+    # Sections of one note support each other (recall.sibling_support): a section gains
+    # sibling_weight times the fused relevance of its sibling_count best sibling sections.
+    sibling_weight: float = 0.2
+    sibling_count: int = 2
     # How many candidates each channel contributes: max(normalization_depth, top_k * candidate_factor).
-    candidate_factor: int = 5
+    # 1 is enough: past normalization_depth a channel gives nothing to relevance, so deeper hits
+    # only fill a long result list; 5 made a top_k=100 recall fetch and fuse 500 hits per channel.
+    candidate_factor: int = 1
 
 
 class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -156,7 +168,12 @@ analogical_alpha = 0.5
 lexical_weight = 0.6
 identifier_lexical_weight = 0.8
 normalization_depth = 50
-candidate_factor = 5
+candidate_factor = 1
+long_lexical_weight = 0.4
+short_words = 30
+long_words = 100
+sibling_weight = 0.2
+sibling_count = 2
 
 [decay]
 default_half_life_days = 30.0

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 from ulid import ULID
 
@@ -31,6 +32,7 @@ from .embed import Embedder, get_embedder
 from .errors import InvalidInput, ModelMismatch, NotFound
 from .index import VectorIndex
 from .lexical import LexicalIndex
+from .memory_text import embedding_text, lexical_text
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Insight, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared)
 from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResult,
@@ -42,6 +44,7 @@ SCHEMA_VERSION = 1
 DEFAULT_WEIGHTS = ScoringWeights()
 REMEMBER_CHUNK = 256
 EMBED_SPAN = 4096
+MMR_POOL_EXTRA = 30
 _FOLLOWED_BY_CONFIDENCE = 1.0
 
 
@@ -53,7 +56,7 @@ class _Entry:
     """What recall filters and the composite score need about a memory, kept in memory so that
     ranking a few hundred candidates never touches disk: only the final top_k records are read."""
 
-    __slots__ = ("entity_id", "created_at", "superseded_by", "kind", "importance", "access_count")
+    __slots__ = ("entity_id", "created_at", "superseded_by", "kind", "importance", "access_count", "file", "words")
 
     def __init__(self, memory: Memory) -> None:
         self.entity_id = memory.entity_id
@@ -62,6 +65,8 @@ class _Entry:
         self.kind = memory.kind
         self.importance = memory.importance
         self.access_count = memory.access_count
+        self.file = memory.source.file_path if memory.source is not None else None
+        self.words = len(memory.content.split())  # fusion weighs long memories differently (recall.lexical_weight_for)
 
 
 class Engine:
@@ -185,7 +190,7 @@ class Engine:
             span = prepared[start:start + EMBED_SPAN]
             # One embed call per span: the embedder sorts the whole span by length, so padding stays
             # small; writing stays one batch per chunk of 256, in the caller's order.
-            span_vectors = self.embedder.embed([p.memory.content for p in span])
+            span_vectors = self.embedder.embed([embedding_text(p.memory) for p in span])
             for offset in range(0, len(span), REMEMBER_CHUNK):
                 chunk = span[offset:offset + REMEMBER_CHUNK]
                 with self._write_lock:
@@ -317,13 +322,23 @@ class Engine:
             current = self._store.get_memory(c["memory_id"])
             if current is not None and current.content == c["content"]:
                 c["content"] = None  # unchanged text: nothing to embed, no revision record
-        texts = [c["content"] for c in changes if c["content"] is not None]
+        texts = [embedding_text(self._revised_view(c)) for c in changes if c["content"] is not None]
         vectors = iter(self.embedder.embed(texts)) if texts else iter(())
         for c in changes:
             c["vector"] = next(vectors) if c["content"] is not None else None
         with self._write_lock:
             self._check_open()
             return [self._revise_locked(**c) for c in changes]
+
+    def _revised_view(self, change: dict[str, Any]) -> Memory:
+        """The memory as a revision will leave it, for its embedding text (title and headings may change too)."""
+        current = self._store.get_memory(change["memory_id"])
+        if current is None:
+            return Memory(id=change["memory_id"], content=change["content"], context=change["context"] or {},
+                          source=change["source"])
+        return msgspec.structs.replace(current, content=change["content"],
+                                       context=current.context if change["context"] is None else change["context"],
+                                       source=current.source if change["source"] is None else change["source"])
 
     def _prepare_revision(self, item: dict[str, Any], n: int) -> dict[str, Any]:
         if not isinstance(item, dict) or "id" not in item:
@@ -613,6 +628,7 @@ class Engine:
                 return False
             return window is None or window[0] <= entry.created_at <= window[1]
 
+        filtered = entity_id is not None or window is not None
         fusion = self.config.recall.fusion
         depth = max(fusion.normalization_depth, top_k * fusion.candidate_factor)
         candidates: rc.Candidates = {}
@@ -621,11 +637,16 @@ class Engine:
                         or ("analogical" in names and analogy is None))
         cue_vector = self.embedder.embed_one(cue) if cue is not None and wants_vector else None
         if "fused" in names:
-            sim_hits = self._similarity_hits(cue_vector, depth, allowed)
+            sim_hits = self._similarity_hits(cue_vector, depth, allowed, narrow=filtered)
             lex_hits = self._lexical_hits(cue, depth, allowed)
-            rc.merge(candidates, rc.fuse(cue, sim_hits, lex_hits, fusion))
+            fused = rc.fuse(cue, sim_hits, lex_hits, fusion,
+                            words_of=lambda mid: getattr(self._catalog.get(mid), "words", 1))
+            rc.sibling_support(fused, lambda mid: getattr(self._catalog.get(mid), "file", None),
+                               fusion.sibling_weight, fusion.sibling_count)
+            rc.merge(candidates, fused)
         if "similarity" in names:
-            rc.merge(candidates, rc.similarity_candidates(self._similarity_hits(cue_vector, depth, allowed)))
+            rc.merge(candidates, rc.similarity_candidates(self._similarity_hits(cue_vector, depth, allowed,
+                                                                                narrow=filtered)))
         if "lexical" in names:
             rc.merge(candidates, rc.lexical_candidates(self._lexical_hits(cue, depth, allowed)))
         if "temporal" in names:
@@ -673,12 +694,17 @@ class Engine:
             raise InvalidInput("seed is used by the causal and analogical strategies only; add one to strategies")
         return names
 
-    def _similarity_hits(self, vector: np.ndarray, k: int, allowed: rc.Filter) -> list[tuple[str, float]]:
+    def _similarity_hits(self, vector: np.ndarray, k: int, allowed: rc.Filter,
+                         narrow: bool = True) -> list[tuple[str, float]]:
         # Oversample, then widen until enough memories pass the filter or the index is exhausted.
+        # Without an entity or time filter nearly every hit passes: a small margin is enough, and
+        # a 4x oversample (ef and k of 4x) made the graph search grow fastest with top_k.
         want = k
+        factor = 4.0 if narrow else 1.25
         while True:
-            hits = self._index.search(vector, want * 4 if want < len(self._index) else want,
-                                      ef=max(self.config.index.ef_search, want * 4))
+            ask = int(want * factor) + 8
+            hits = self._index.search(vector, ask if want < len(self._index) else want,
+                                      ef=max(self.config.index.ef_search, ask))
             kept = [(mid, sim) for mid, sim in hits if allowed(mid)]
             if len(kept) >= k or len(hits) >= len(self._index) or want >= len(self._index):
                 return kept[:k]
@@ -718,8 +744,10 @@ class Engine:
             ranked.append((scoring.composite(parts, weights), mid, parts))
         ranked.sort(key=lambda item: item[0], reverse=True)
         if lam > 0 and len(ranked) > 1:
-            pool = ranked[:top_k * 3]
-            vectors = np.vstack([self._vector(mid) for _, mid, _ in pool])
+            # The pool MMR picks from: with lambda near 1 a candidate far below the top_k never gets
+            # picked, and a pool of 3 * top_k made every recall's cost grow with top_k.
+            pool = ranked[:min(top_k * 3, top_k + MMR_POOL_EXTRA)]
+            vectors = self._index.vectors([mid for _, mid, _ in pool])
             order = rc.mmr_order([score for score, _, _ in pool], vectors, lam, top_k,
                                  self.config.recall.duplicate_similarity)
             ranked = [pool[i] for i in order]
@@ -736,10 +764,6 @@ class Engine:
         if include_superseded:
             results = _below_successors(results)
         return results[:top_k]
-
-    def _vector(self, memory_id: str) -> np.ndarray:
-        raw = self._store.get_vector(memory_id)
-        return np.zeros(self.embedder.dim, dtype=np.float32) if raw is None else np.frombuffer(raw, dtype="<f4")
 
     def _after_recall(self, results: list[RecallResult], cue: str | None, names: list[str],
                       weights: ScoringWeights, entity_id: str | None, reinforce: bool, started: float) -> None:
@@ -804,17 +828,6 @@ class _Prepared:
         self.memory = memory
         self.supersedes = supersedes
         self.edges = edges
-
-
-def lexical_text(memory: Memory) -> str:
-    """What BM25 sees: the content, and for vault sections their heading path and tags."""
-    parts = [memory.content]
-    if memory.source is not None:
-        parts.extend(memory.source.heading_path)
-    tags = memory.context.get("tags")
-    if isinstance(tags, list):
-        parts.extend(str(t) for t in tags)
-    return "\n".join(parts)
 
 
 def _below_successors(results: list[RecallResult]) -> list[RecallResult]:
