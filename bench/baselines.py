@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
-from hebbs.lexical import tokenize
+from hebbs.store.lexical_index import tokenize
 
 CACHE = Path(os.environ.get("HEBBS_BENCH_CACHE", "/work/cache/emb"))
 RRF_K = 60

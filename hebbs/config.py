@@ -12,9 +12,15 @@ from pathlib import Path
 import msgspec
 
 from .errors import InvalidInput
-from .index import IndexParams
 
 CONFIG_FILE = "config.toml"
+
+
+class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
+    """HNSW settings ([index] in config.toml)."""
+    m: int = 16
+    ef_construction: int = 200
+    ef_search: int = 50
 
 
 class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -32,13 +38,13 @@ class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # Each channel's scores are min-max normalized over its top `normalization_depth` hits, so the
     # weights compare like with like: a channel's best hit scores 1, its depth-th hit 0.
     normalization_depth: int = 50
-    # Long memories lean on the dense channel (recall.lexical_weight_for): lexical_weight applies
+    # Long memories lean on the dense channel (recall.fusion.lexical_weight_for): lexical_weight applies
     # while the median memory in play has at most short_words words, long_lexical_weight from
     # long_words on, log-linear in between.
     long_lexical_weight: float = 0.4
     short_words: int = 30
     long_words: int = 100
-    # Sections of one note support each other (recall.sibling_support): a section gains
+    # Sections of one note support each other (recall.fusion.sibling_support): a section gains
     # sibling_weight times the fused relevance of its sibling_count best sibling sections.
     sibling_weight: float = 0.2
     sibling_count: int = 2
@@ -90,7 +96,7 @@ class DecayConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
 
 
 class ContradictionsConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """Contradiction candidates found at remember time (hebbs/contradiction_review.py, docs/reflect.md)."""
+    """Contradiction candidates found at remember time (hebbs/workflows/contradiction_review.py, docs/reflect.md)."""
 
     # Compare each remembered memory with its nearest neighbours and queue likely conflicts for review.
     check_on_remember: bool = True

@@ -142,7 +142,7 @@ class PendingContradiction(msgspec.Struct, kw_only=True):
     created_at: int
 
 
-# Reflection (hebbs/reflect.py) and contradiction review (hebbs/contradiction_review.py); docs/reflect.md ------
+# Reflection (hebbs/workflows/reflect.py) and contradiction review (hebbs/workflows/contradiction_review.py); docs/reflect.md ------
 
 class ClusterMember(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A memory as reflection shows it: what an agent needs to reason about it, and its id to cite."""

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hebbs import Engine, decay
+from hebbs import Engine
+from hebbs.workflows import decay
 from hebbs.config import DecayConfig
 
 DAY_US = 86_400 * 1_000_000
@@ -178,8 +179,9 @@ def test_exception_between_batches_then_resume(eng: Engine, monkeypatch: pytest.
 
 CHILD = textwrap.dedent("""
     import sys, time
-    from hebbs import Engine, decay
-    from hebbs.embed import get_embedder
+    from hebbs import Engine
+    from hebbs.workflows import decay
+    from hebbs.store.embed import get_embedder
     vault, now = sys.argv[1], int(sys.argv[2])
     decay.COMMIT_EVERY = 10
     eng = Engine.open(vault, embedder=get_embedder())

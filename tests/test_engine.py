@@ -18,7 +18,7 @@ import rocksdict
 from ulid import ULID
 
 from hebbs import Engine, InvalidInput, MemoryKind, ModelMismatch, NotFound, ScoringWeights
-from hebbs.storage import COLUMN_FAMILIES, Store, WriteSet, id_bytes
+from hebbs.store.storage import COLUMN_FAMILIES, Store, WriteSet, id_bytes
 
 UTC = dt.timezone.utc
 
@@ -231,7 +231,7 @@ def test_unknown_ids_are_not_found(vault):
 def test_second_process_gets_vault_busy_naming_the_holder(tmp_path, embedder):
     with Engine.open(tmp_path / "v", embedder=embedder):
         code = f"""
-from hebbs.storage import Store
+from hebbs.store.storage import Store
 from hebbs.errors import VaultBusy
 try:
     Store.open({str(tmp_path / 'v' / 'db')!r})

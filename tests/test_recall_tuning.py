@@ -8,11 +8,11 @@ from pathlib import Path
 
 from ulid import ULID
 
-from hebbs import recall as rc
+from hebbs.recall import fusion as rc
 from hebbs.config import FusionParams
-from hebbs.memory_text import embedding_text, lexical_text, note_title
+from hebbs.store.memory_text import embedding_text, lexical_text, note_title
 from hebbs.schema import Memory, Source
-from hebbs.storage import id_bytes, id_str
+from hebbs.store.storage import id_bytes, id_str
 from hebbs.vault import index_vault
 
 

@@ -32,7 +32,7 @@ from types import TracebackType
 
 import tantivy
 
-from .fsutil import atomic_write
+from ..fsutil import atomic_write
 
 try:
     import fcntl
@@ -41,7 +41,7 @@ except ImportError:  # Windows: tantivy's own lock still protects the writer, ju
 
 __all__ = ["tokenize", "LexicalIndex", "LexicalIndexBusy", "FORMAT_VERSION"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("hebbs.lexical")  # the name users and tests filter on
 
 # Bump whenever `tokenize` or the schema changes: a mismatch makes `open` discard the old index
 # (applied_seq -1) so the engine rebuilds it with the new rules instead of mixing two token sets.

@@ -24,22 +24,27 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 import numpy as np
 from ulid import ULID
 
-from . import validate
-from .errors import InvalidInput, NotFound
-from .fsutil import atomic_write
-from .paths import hebbs_home
-from .schema import (ClusterMember, EdgeType, Insight, InsightInput, Memory, MemoryKind, ReflectCluster,
+from .. import validate
+from ..errors import InvalidInput, NotFound
+from ..fsutil import atomic_write
+from ..paths import hebbs_home
+from ..schema import (ClusterMember, EdgeType, Insight, InsightInput, Memory, MemoryKind, ReflectCluster,
                      ReflectCommitted, ReflectPrepared, ReflectSession)
-from .storage import WriteSet, decode
+from ..store.open_vault import HasVault, OpenVault, vault_of
+from ..store.storage import WriteSet, decode
 
-if TYPE_CHECKING:
-    from .engine import Engine
+
+
+class Rememberer(HasVault, Protocol):
+    """What commit drives: the open vault, and remember_many() to store the insights (the Engine)."""
+
+    def remember_many(self, items: Any, *, check_contradictions: bool | None = None) -> list[Memory]: ...
 
 MIN_MEMORIES = 5
 MAX_MEMORIES = 500
@@ -68,7 +73,7 @@ def _now() -> int:
 
 # Prepare -------------------------------------------------------------------------------------
 
-def prepare(engine: "Engine", *, entity_id: str | None = None, since: Any = None,
+def prepare(engine: OpenVault | HasVault, *, entity_id: str | None = None, since: Any = None,
             max_memories: int = MAX_MEMORIES, now: int | None = None) -> ReflectPrepared:
     entity_id = validate.entity(entity_id)
     since_us = validate.timestamp_us(since, "since")
@@ -105,26 +110,26 @@ def prepare(engine: "Engine", *, entity_id: str | None = None, since: Any = None
         silhouette=None if silhouette is None else round(silhouette, 4))
 
 
-def _collect(engine: "Engine", entity_id: str | None, since: int | None,
+def _collect(engine: OpenVault | HasVault, entity_id: str | None, since: int | None,
              limit: int) -> tuple[list[Memory], np.ndarray]:
     """The scope's newest memories with their stored vectors (a memory without one is skipped)."""
     # A copy: a concurrent remember may grow the catalog while this runs.
-    ranked = sorted(((e.created_at, mid) for mid, e in list(engine._catalog.items())
+    ranked = sorted(((e.created_at, mid) for mid, e in vault_of(engine).entries()
                      if e.kind == MemoryKind.EPISODE and e.superseded_by is None
                      and (entity_id is None or e.entity_id == entity_id)
                      and (since is None or e.created_at >= since)), reverse=True)
     memories: list[Memory] = []
     rows: list[np.ndarray] = []
     for _, mid in ranked:
-        memory = engine._store.get_memory(mid)
-        raw = engine._store.get_vector(mid)
+        memory = vault_of(engine).store.get_memory(mid)
+        raw = vault_of(engine).store.get_vector(mid)
         if memory is None or raw is None:
             continue
         memories.append(memory)
         rows.append(np.frombuffer(raw, dtype="<f4"))
         if len(memories) == limit:
             break
-    dim = engine.embedder.dim
+    dim = vault_of(engine).embedder.dim
     return memories, (np.vstack(rows).astype(np.float64) if rows else np.zeros((0, dim)))
 
 
@@ -256,7 +261,7 @@ at least two where you can, and only ids listed above.
 - If these memories show nothing beyond themselves, answer {"insights": []}."""
 
 
-def _cluster(engine: "Engine", index: int, total: int, members: list[ClusterMember], terms: list[str],
+def _cluster(engine: OpenVault | HasVault, index: int, total: int, members: list[ClusterMember], terms: list[str],
              entity_id: str | None) -> ReflectCluster:
     prompt, tokens, shown = cluster_prompt(engine, members, index, total, terms, entity_id, PROMPT_BUDGET)
     return ReflectCluster(
@@ -265,8 +270,8 @@ def _cluster(engine: "Engine", index: int, total: int, members: list[ClusterMemb
         prompt_tokens=tokens, omitted=len(members) - shown)
 
 
-def cluster_prompt(engine: "Engine", members: Sequence[ClusterMember], index: int, total: int, terms: list[str],
-                   entity_id: str | None, budget: int) -> tuple[str, int, int]:
+def cluster_prompt(engine: OpenVault | HasVault, members: Sequence[ClusterMember], index: int, total: int,
+                   terms: list[str], entity_id: str | None, budget: int) -> tuple[str, int, int]:
     """The prompt asking for a cluster's insights: (prompt, tokens, members shown). The most typical
     members come first, so those a tight budget leaves out are the outliers."""
     typical = sorted(members, key=lambda m: (-m.centrality, m.id))
@@ -287,7 +292,7 @@ def member_line(member: ClusterMember | Memory, *, with_entity: bool = True) -> 
     return f"- [{member.id}] ({when} UTC{who}, importance {member.importance:.2f}) {text}"
 
 
-def render_prompt(engine: "Engine", intro: str, lines: Sequence[str], outro: str,
+def render_prompt(engine: OpenVault | HasVault, intro: str, lines: Sequence[str], outro: str,
                   budget: int) -> tuple[str, int, int]:
     """intro, as many lines as fit, outro: (prompt, its tokens, lines shown). Lines are added in order
     until the next would pass the budget; a note says how many were left out.
@@ -313,9 +318,9 @@ def render_prompt(engine: "Engine", intro: str, lines: Sequence[str], outro: str
     return "\n".join(parts) + "\n\n" + outro, used, len(shown)
 
 
-def count_tokens(engine: "Engine", texts: Sequence[str]) -> list[int]:
+def count_tokens(engine: OpenVault | HasVault, texts: Sequence[str]) -> list[int]:
     """Tokens per text with the vault's own tokenizer (close to an LLM's), else words x 1.3."""
-    counter = getattr(engine.embedder, "count_tokens", None)
+    counter = getattr(vault_of(engine).embedder, "count_tokens", None)
     if counter is not None:
         try:
             return list(counter(list(texts)))
@@ -330,22 +335,21 @@ def _session_key(session_id: str) -> bytes:
     return (SESSION_PREFIX + session_id).encode()
 
 
-def _save_session(engine: "Engine", session: ReflectSession, now: int) -> None:
-    with engine._write_lock:
-        engine._check_open()
+def _save_session(engine: OpenVault | HasVault, session: ReflectSession, now: int) -> None:
+    with vault_of(engine).writing():
         writes = WriteSet()
         # Sessions nobody committed would pile up: drop the expired ones whenever a new one starts.
-        for key, raw in engine._store.scan("meta", SESSION_PREFIX.encode()):
+        for key, raw in vault_of(engine).store.scan("meta", SESSION_PREFIX.encode()):
             if decode(raw, ReflectSession).expires_at < now:
                 writes.delete("meta", key)
         writes.put_meta(SESSION_PREFIX + session.id, session)
-        engine._store.commit(writes)
+        vault_of(engine).store.commit(writes)
 
 
-def load_session(engine: "Engine", session_id: Any, now: int) -> ReflectSession:
+def load_session(engine: OpenVault | HasVault, session_id: Any, now: int) -> ReflectSession:
     if not isinstance(session_id, str) or not session_id.strip():
         raise InvalidInput(f"session_id must be the id reflect_prepare returned, got {session_id!r}")
-    raw = engine._store.get("meta", _session_key(session_id.strip().upper()))
+    raw = vault_of(engine).store.get("meta", _session_key(session_id.strip().upper()))
     if raw is None:
         raise NotFound(f"no reflect session {session_id}: sessions expire {SESSION_TTL_US // 60_000_000} "
                        "minutes after reflect-prepare; run it again")
@@ -384,26 +388,25 @@ def parse_insights(insights: Any) -> list[InsightInput]:
     return out
 
 
-def commit(engine: "Engine", session_id: str, insights: Any, *, now: int | None = None) -> ReflectCommitted:
+def commit(engine: Rememberer, session_id: str, insights: Any, *, now: int | None = None) -> ReflectCommitted:
     now = _now() if now is None else now
     parsed = parse_insights(insights)
-    with engine._write_lock:
-        engine._check_open()
+    with vault_of(engine).writing():
         session = load_session(engine, session_id, now)
         members = set(session.memory_ids)
         for n, insight in enumerate(parsed):
             for source in insight.source_memory_ids:
                 if source not in members:
                     raise InvalidInput(f"insight {n} cites {source}, which is not one of this session's memories")
-                if source not in engine._catalog:
+                if source not in vault_of(engine):
                     raise NotFound(f"insight {n} cites {source}, which was forgotten after reflect-prepare")
-        sources = {mid: engine.get(mid) for insight in parsed for mid in insight.source_memory_ids}
+        sources = {mid: vault_of(engine).get(mid) for insight in parsed for mid in insight.source_memory_ids}
         items = [_insight_item(insight, [sources[s] for s in insight.source_memory_ids], session)
                  for insight in parsed]
         stored = engine.remember_many(items, check_contradictions=False)
         writes = WriteSet()
         writes.put_meta(SESSION_PREFIX + session.id, msgspec.structs.replace(session, committed_at=now))
-        engine._store.commit(writes)
+        vault_of(engine).store.commit(writes)
     files: list[str] = []
     warnings: list[str] = []
     root = notes_root(engine)
@@ -443,18 +446,18 @@ def load_commit_file(raw: bytes | str) -> tuple[str, list[InsightInput]]:
 
 # Listing -------------------------------------------------------------------------------------
 
-def list_insights(engine: "Engine", *, entity_id: str | None = None, min_confidence: float = 0.0,
+def list_insights(engine: OpenVault | HasVault, *, entity_id: str | None = None, min_confidence: float = 0.0,
                   max_results: int = 100) -> list[Insight]:
     entity_id = validate.entity(entity_id)
     min_confidence = validate.unit_float(min_confidence, "min_confidence")
     if isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1:
         raise InvalidInput(f"max_results must be a positive integer, got {max_results!r}")
-    ranked = sorted(((e.created_at, mid) for mid, e in list(engine._catalog.items())
+    ranked = sorted(((e.created_at, mid) for mid, e in vault_of(engine).entries()
                      if e.kind == MemoryKind.INSIGHT and e.superseded_by is None
                      and (entity_id is None or e.entity_id == entity_id)), reverse=True)
     out: list[Insight] = []
     for _, mid in ranked:
-        memory = engine._store.get_memory(mid)
+        memory = vault_of(engine).store.get_memory(mid)
         if memory is None:
             continue
         raw = memory.context.get("confidence")
@@ -462,7 +465,8 @@ def list_insights(engine: "Engine", *, entity_id: str | None = None, min_confide
         if (min_confidence > 0 and confidence is None) or (confidence is not None and confidence < min_confidence):
             continue
         tags = memory.context.get("tags")
-        sources = [target for kind, target, _, _ in engine._store.edges_from(mid) if kind == EdgeType.INSIGHT_FROM]
+        edges = vault_of(engine).store.edges_from(mid)
+        sources = [target for kind, target, _, _ in edges if kind == EdgeType.INSIGHT_FROM]
         out.append(Insight(memory=memory, confidence=confidence, source_ids=sources,
                            tags=[str(t) for t in tags] if isinstance(tags, list) else []))
         if len(out) >= max_results:
@@ -472,10 +476,10 @@ def list_insights(engine: "Engine", *, entity_id: str | None = None, min_confide
 
 # Markdown write-back -------------------------------------------------------------------------
 
-def notes_root(engine: "Engine") -> Path | None:
+def notes_root(engine: OpenVault | HasVault) -> Path | None:
     """The notes folder of a markdown vault (ROOT for ROOT/.hebbs), or None: the global vault
     (HEBBS_HOME, often ~/.hebbs too) and plain vault directories have no notes to write next to."""
-    path = Path(engine.path)
+    path = Path(vault_of(engine).path)
     if path.name != ".hebbs":
         return None
     try:

@@ -30,9 +30,9 @@ import msgspec
 import rocksdict
 from ulid import ULID
 
-from .errors import CorruptVault, VaultBusy
-from .fsutil import atomic_write
-from .schema import EdgeType, Memory
+from ..errors import CorruptVault, VaultBusy
+from ..fsutil import atomic_write
+from ..schema import EdgeType, Memory
 
 COLUMN_FAMILIES = (
     "default", "temporal", "vectors", "graph", "meta", "vectors_associative", "query_log", "pending",
@@ -152,6 +152,13 @@ class WriteSet:
 
     def put_meta(self, name: str, value: Any) -> None:
         self.put("meta", name.encode(), _encode(value))
+
+    def put_edge(self, source: str, edge_type: EdgeType, target: str, confidence: float, stamp: int) -> None:
+        """Both keys of one edge (forward and reverse), so either end can find it."""
+        forward, reverse = edge_keys(source, edge_type, target)
+        value = edge_value(confidence, stamp)
+        self.put("graph", forward, value)
+        self.put("graph", reverse, value)
 
     def __len__(self) -> int:
         return len(self.ops)

@@ -2,7 +2,7 @@
 `reflect`, `insights`, `contradictions [commit | auto]`, `forget --candidates` (docs/reflect.md).
 
 The commit files are read here with msgspec into the protocol's Structs, not with
-hebbs.reflect.load_commit_file / hebbs.contradiction_review.load_verdicts_file: those modules import
+hebbs.workflows.reflect.load_commit_file / hebbs.workflows.contradiction_review.load_verdicts_file: those modules import
 numpy, and a CLI call must not. The daemon checks the values (sessions, ids, confidences) itself.
 """
 

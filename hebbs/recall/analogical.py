@@ -24,18 +24,18 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from . import validate
-from .errors import InvalidInput, NotFound
-from .recall import Candidate, Candidates, Filter
-from .schema import EdgeType, Memory, MemoryKind
-from .storage import GRAPH_FORWARD, GRAPH_REVERSE, MEMORY_PREFIX, Store, WriteSet, decode_memory, id_bytes, id_str
+from .. import validate
+from ..errors import InvalidInput, NotFound
+from ..schema import EdgeType, Memory, MemoryKind
+from ..store.open_vault import Filter, HasVault, OpenVault, vault_of
+from ..store.storage import GRAPH_FORWARD, GRAPH_REVERSE, MEMORY_PREFIX, Store, WriteSet, decode_memory, id_bytes, id_str
+from .fusion import Candidate, Candidates
+from .query import Found, Query
 
-if TYPE_CHECKING:
-    from .engine import Engine
 
 FAMILY = "vectors_associative"
 KEY_PREFIX = b"\x00"
@@ -191,13 +191,14 @@ def structure_of(store: Store, memory_id: str) -> np.ndarray:
     return np.zeros(STRUCT_DIM, dtype=np.float32) if vector is None else vector
 
 
-def backfill(engine: "Engine", chunk: int = 2_000) -> int:
+def backfill(owner: OpenVault | HasVault, chunk: int = 2_000) -> int:
     """Write structural vectors for memories that lack them (vaults from before this feature). Returns how many."""
-    store = engine._store
+    vault = vault_of(owner)
+    store = vault.store
     missing = [m.id for m in store.memories()
                if m.kind != MemoryKind.REVISION and store.get(FAMILY, KEY_PREFIX + id_bytes(m.id)) is None]
     for start in range(0, len(missing), chunk):
-        with engine._write_lock:
+        with vault.write_lock:
             writes = WriteSet()
             for memory_id in missing[start:start + chunk]:
                 vector = compute(store, memory_id)
@@ -236,7 +237,7 @@ class _Term:
     vector: np.ndarray
 
 
-def resolve_terms(engine: "Engine", terms: Sequence[str]) -> list[_Term]:
+def resolve_terms(vault: OpenVault, terms: Sequence[str]) -> list[_Term]:
     """Each term is a memory id (its stored vector) or a cue (embedded). A string that is a valid id must exist."""
     if isinstance(terms, str) or not isinstance(terms, (tuple, list)) or len(terms) != 3:
         raise InvalidInput("analogy must be three memory ids or cues (a, b, c), read as a:b::c:?")
@@ -249,12 +250,12 @@ def resolve_terms(engine: "Engine", terms: Sequence[str]) -> list[_Term]:
             out.append(None)
             cues.append((n, term))
             continue
-        raw = engine._store.get_vector(memory_id)
-        if raw is None:
+        vector = vault.vector(memory_id)
+        if vector is None:
             raise NotFound(f"memory {memory_id} does not exist")
-        out.append(_Term(memory_id, np.frombuffer(raw, dtype="<f4")))
+        out.append(_Term(memory_id, vector))
     if cues:
-        vectors = engine.embedder.embed([text for _, text in cues])
+        vectors = vault.embedder.embed([text for _, text in cues])
         for (n, _), vector in zip(cues, vectors):
             out[n] = _Term(None, np.asarray(vector, dtype=np.float32))
     return [t for t in out if t is not None]
@@ -277,50 +278,52 @@ def _normalized(vector: np.ndarray) -> np.ndarray:
     return (vector / norm).astype(np.float32)
 
 
-def _wide_hits(engine: "Engine", vector: np.ndarray, allowed: Filter, excluded: set[str],
+def _wide_hits(vault: OpenVault, vector: np.ndarray, allowed: Filter, excluded: set[str],
                want: int) -> list[tuple[str, float]]:
     """Nearest memories with twice the usual HNSW search breadth, filtered; widened if the filter eats them."""
-    ef = 2 * engine.config.index.ef_search
+    ef = 2 * vault.config.index.ef_search
     k = max(ef, want)
-    hits = engine._index.search(vector, k, ef=max(ef, k))
+    hits = vault.similar_wide(vector, k, ef=max(ef, k))
     kept = [(mid, sim) for mid, sim in hits if mid not in excluded and allowed(mid)]
-    if len(kept) < want and len(hits) < len(engine._index):
-        kept = [(mid, sim) for mid, sim in engine._similarity_hits(vector, want + len(excluded), allowed)
+    if len(kept) < want and len(hits) < vault.indexed_count():
+        kept = [(mid, sim) for mid, sim in vault.similar(vector, want + len(excluded), allowed)
                 if mid not in excluded]
     return kept
 
 
-def recall(engine: "Engine", *, cue_vector: np.ndarray | None, seed: str | None,
-           analogy: Sequence[str] | None, alpha: float, allowed: Filter, limit: int) -> tuple[Candidates, list[str]]:
+def recall(vault: OpenVault, query: Query) -> Found:
     """The analogical strategy: (candidates, notes)."""
+    seed, analogy, allowed, limit = query.seed, query.analogy, query.allowed, query.limit
+    alpha = vault.config.recall.analogical_alpha if query.alpha is None else query.alpha
     notes: list[str] = []
     excluded: set[str] = set()
     reference_id: str | None = None
     if analogy is not None:
-        a, b, c = resolve_terms(engine, analogy)
+        a, b, c = resolve_terms(vault, analogy)
         target = _normalized(b.vector.astype(np.float64) - a.vector + c.vector)
         excluded = {t.memory_id for t in (a, b, c) if t.memory_id is not None}
         reference_id = b.memory_id
     elif seed is not None:
-        raw = engine._store.get_vector(seed)
-        if raw is None:
+        stored = vault.vector(seed)
+        if stored is None:
             raise NotFound(f"memory {seed} does not exist")
-        target = cue_vector if cue_vector is not None else np.frombuffer(raw, dtype="<f4")
+        cue_vector = query.cue_vector
+        target = cue_vector if cue_vector is not None else stored
         excluded = {seed}
         reference_id = seed
-    elif cue_vector is not None:
-        target = cue_vector
+    elif query.cue_vector is not None:
+        target = query.cue_vector
     else:
         raise InvalidInput("analogical recall needs a cue, a seed memory or an analogy")
 
-    hits = _wide_hits(engine, target, allowed, excluded, limit)
+    hits = _wide_hits(vault, target, allowed, excluded, limit)
     if not hits:
         return {}, notes
     if reference_id is None:
         # A cue has no shape of its own: take the shape of what it matches best.
         reference_id = hits[0][0]
         notes.append(f"analogical: no reference memory given; using the shape of the best match {reference_id}")
-    store = engine._store
+    store = vault.store
     reference = structure_of(store, reference_id)
     shapes = np.vstack([structure_of(store, mid) for mid, _ in hits])
     structural = structural_similarity(reference, shapes)

@@ -12,26 +12,24 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import msgspec
 
 from hebbs import validate
 from hebbs.errors import InvalidInput, NotFound
 from hebbs.paths import VAULT_DIR
-from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare, Export,
-                            ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates, Forgotten, Get, Index,
+from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare, DaemonStatus,
+                            Export, ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates, Forgotten, Get, Index,
                             IndexingInProgress, Insights, Inspect, Inspection, List, Pong, Prime, Queries, Recall,
                             Reflect, ReflectCommit, ReflectPrepare, Remember, RememberItem, Request, Revise,
                             ScanSummary, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
 from hebbs.schema import Memory, RecallResult
 
-from .vaults import VaultSlot
+from .vaults import VaultPool, VaultSlot
 
 if TYPE_CHECKING:
     from hebbs.engine import Engine
-
-    from .server import Connection, Daemon
 
 FEED_TOP_K = 20
 EXPORT_CHUNK_BYTES = 4 * 1024 * 1024
@@ -54,12 +52,31 @@ class Subscription:
         self.pushed: set[str] = set()
 
 
+class Connection(Protocol):
+    """The client a request came from (server.Connection): where progress frames and pushes go."""
+
+    subscriptions: dict[str, Subscription]
+
+    async def progress(self, request_id: Any, data: Any) -> None: ...
+
+
+class Daemon(Protocol):
+    """What the handlers need of the server that owns them (server.Daemon)."""
+
+    version: str
+    pool: VaultPool
+
+    def status(self) -> DaemonStatus: ...
+
+    def stop(self) -> None: ...
+
+
 class Handlers:
-    def __init__(self, daemon: "Daemon") -> None:
+    def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
         self.pool = daemon.pool
 
-    async def dispatch(self, conn: "Connection", request: Request) -> Any:
+    async def dispatch(self, conn: Connection, request: Request) -> Any:
         command = request.command
         handler: Callable[..., Any] = getattr(self, "_" + command.__struct_config__.tag)
         return await handler(conn, request, command)
@@ -77,23 +94,23 @@ class Handlers:
 
     # Daemon ---------------------------------------------------------------------------------
 
-    async def _ping(self, conn: "Connection", request: Request, command: Any) -> Any:
+    async def _ping(self, conn: Connection, request: Request, command: Any) -> Any:
         return Pong(version=self.daemon.version, pid=os.getpid())
 
-    async def _status(self, conn: "Connection", request: Request, command: Status) -> Any:
+    async def _status(self, conn: Connection, request: Request, command: Status) -> Any:
         status = self.daemon.status()
         if request.vault_path:
             status.vault = await self._call(request, lambda engine: engine.stats())
         return status
 
-    async def _shutdown(self, conn: "Connection", request: Request, command: Any) -> Any:
+    async def _shutdown(self, conn: Connection, request: Request, command: Any) -> Any:
         # Stop once this reply is on its way, not before.
         asyncio.get_running_loop().call_later(0.05, self.daemon.stop)
         return Stopping(pid=os.getpid())
 
     # Memories -------------------------------------------------------------------------------
 
-    async def _remember(self, conn: "Connection", request: Request, command: Remember) -> Any:
+    async def _remember(self, conn: Connection, request: Request, command: Remember) -> Any:
         if command.items is not None:
             if command.content is not None:
                 raise InvalidInput("remember takes content (one memory) or items (a batch), not both")
@@ -105,10 +122,10 @@ class Handlers:
         memories = await self._write(request, lambda engine: engine.remember_many(items))
         return memories if command.items is not None else memories[0]
 
-    async def _get(self, conn: "Connection", request: Request, command: Get) -> Memory:
+    async def _get(self, conn: Connection, request: Request, command: Get) -> Memory:
         return await self._call(request, lambda engine: engine.get(resolve_id(engine, command.id)))
 
-    async def _revise(self, conn: "Connection", request: Request, command: Revise) -> Memory:
+    async def _revise(self, conn: Connection, request: Request, command: Revise) -> Memory:
         def revise(engine: "Engine") -> Memory:
             entity = ... if command.entity_id is msgspec.UNSET else command.entity_id
             return engine.revise(resolve_id(engine, command.id), content=command.content,
@@ -116,7 +133,7 @@ class Handlers:
 
         return await self._write(request, revise)
 
-    async def _forget(self, conn: "Connection", request: Request, command: Forget) -> Forgotten:
+    async def _forget(self, conn: Connection, request: Request, command: Forget) -> Forgotten:
         def forget(engine: "Engine") -> int:
             ids = None if command.ids is None else [resolve_id(engine, i) for i in command.ids]
             if ids is not None and not ids and command.entity_id is None:
@@ -125,19 +142,19 @@ class Handlers:
 
         return Forgotten(forgotten=await self._write(request, forget))
 
-    async def _inspect(self, conn: "Connection", request: Request, command: Inspect) -> Inspection:
+    async def _inspect(self, conn: Connection, request: Request, command: Inspect) -> Inspection:
         def inspect(engine: "Engine") -> Inspection:
             memory = engine.get(resolve_id(engine, command.id))
             return Inspection(memory=memory, edges=engine.edges(memory.id), history=engine.history(memory.id))
 
         return await self._call(request, inspect)
 
-    async def _queries(self, conn: "Connection", request: Request, command: Queries) -> Any:
+    async def _queries(self, conn: Connection, request: Request, command: Queries) -> Any:
         if not 1 <= command.limit <= MAX_QUERIES:
             raise InvalidInput(f"limit must be from 1 to {MAX_QUERIES}, got {command.limit}")
         return await self._call(request, lambda engine: engine.queries(command.limit))
 
-    async def _export(self, conn: "Connection", request: Request, command: Export) -> ExportDone:
+    async def _export(self, conn: Connection, request: Request, command: Export) -> ExportDone:
         slot = self.pool.slot(request.vault_path)
         count = 0
         async with self.pool.use(slot) as engine:
@@ -152,50 +169,50 @@ class Handlers:
     # vault. reflect and contradiction_auto wait minutes on an LLM: they run on the concurrent path so
     # they never hold the vault's write slot; the engine takes its own lock for the commit inside.
 
-    async def _reflect_prepare(self, conn: "Connection", request: Request, command: ReflectPrepare) -> Any:
+    async def _reflect_prepare(self, conn: Connection, request: Request, command: ReflectPrepare) -> Any:
         return await self._write(request, lambda engine: engine.reflect_prepare(
             entity_id=command.entity_id, since=command.since, max_memories=command.max_memories))
 
-    async def _reflect_commit(self, conn: "Connection", request: Request, command: ReflectCommit) -> Any:
+    async def _reflect_commit(self, conn: Connection, request: Request, command: ReflectCommit) -> Any:
         return await self._write(request, lambda engine: engine.reflect_commit(command.session_id, command.insights))
 
-    async def _insights(self, conn: "Connection", request: Request, command: Insights) -> Any:
+    async def _insights(self, conn: Connection, request: Request, command: Insights) -> Any:
         return await self._call(request, lambda engine: engine.insights(
             entity_id=command.entity_id, min_confidence=command.min_confidence, max_results=command.max_results))
 
-    async def _contradiction_prepare(self, conn: "Connection", request: Request, command: ContradictionPrepare) -> Any:
+    async def _contradiction_prepare(self, conn: Connection, request: Request, command: ContradictionPrepare) -> Any:
         return await self._write(request, lambda engine: engine.contradiction_prepare(command.max_results))
 
-    async def _contradiction_commit(self, conn: "Connection", request: Request, command: ContradictionCommit) -> Any:
+    async def _contradiction_commit(self, conn: Connection, request: Request, command: ContradictionCommit) -> Any:
         return await self._write(request, lambda engine: engine.contradiction_commit(command.verdicts))
 
-    async def _reflect(self, conn: "Connection", request: Request, command: Reflect) -> Any:
+    async def _reflect(self, conn: Connection, request: Request, command: Reflect) -> Any:
         return await self._call(request, lambda engine: engine.reflect_auto(
             entity_id=command.entity_id, since=command.since, max_memories=command.max_memories))
 
-    async def _contradiction_auto(self, conn: "Connection", request: Request, command: ContradictionAuto) -> Any:
+    async def _contradiction_auto(self, conn: Connection, request: Request, command: ContradictionAuto) -> Any:
         return await self._call(request, lambda engine: engine.contradiction_auto(
             max_results=command.max_results, min_confidence=command.min_confidence))
 
-    async def _forget_candidates(self, conn: "Connection", request: Request, command: ForgetCandidates) -> Any:
+    async def _forget_candidates(self, conn: Connection, request: Request, command: ForgetCandidates) -> Any:
         return await self._call(request, lambda engine: engine.forget_candidates())
 
     # Recall ---------------------------------------------------------------------------------
 
-    async def _recall(self, conn: "Connection", request: Request, command: Recall) -> Any:
+    async def _recall(self, conn: Connection, request: Request, command: Recall) -> Any:
         return await self._call(request, lambda engine: engine.recall(
             command.cue, strategies=command.strategies, top_k=command.top_k, entity_id=command.entity_id,
             time_range=command.time_range, weights=command.weights, include_superseded=command.include_superseded,
             reinforce=command.reinforce, mmr_lambda=command.mmr_lambda))
 
-    async def _prime(self, conn: "Connection", request: Request, command: Prime) -> Any:
-        from hebbs.prime import prime
+    async def _prime(self, conn: Connection, request: Request, command: Prime) -> Any:
+        from hebbs.recall.prime import prime
 
         return await self._call(request, prime, command.entity_id, command.similarity_cue, command.max_memories)
 
     # Subscriptions --------------------------------------------------------------------------
 
-    async def _subscribe(self, conn: "Connection", request: Request, command: Subscribe) -> Subscribed:
+    async def _subscribe(self, conn: Connection, request: Request, command: Subscribe) -> Subscribed:
         slot = self.pool.slot(request.vault_path)
         threshold = validate.unit_float(command.confidence_threshold, "confidence_threshold")
         entity_id = validate.entity(command.entity_id)
@@ -203,7 +220,7 @@ class Handlers:
         conn.subscriptions[subscription.id] = subscription
         return Subscribed(subscription_id=subscription.id, entity_id=entity_id, confidence_threshold=threshold)
 
-    async def _feed(self, conn: "Connection", request: Request, command: Feed) -> Fed:
+    async def _feed(self, conn: Connection, request: Request, command: Feed) -> Fed:
         text = validate.content(command.text, "text")
         if command.subscription_id is not None:
             if command.subscription_id not in conn.subscriptions:
@@ -225,7 +242,7 @@ class Handlers:
                 pushed += len(fresh)
         return Fed(pushed=pushed)
 
-    async def _close(self, conn: "Connection", request: Request, command: Close) -> Closed:
+    async def _close(self, conn: Connection, request: Request, command: Close) -> Closed:
         if command.subscription_id is None:
             closed = len(conn.subscriptions)
             conn.subscriptions.clear()
@@ -236,7 +253,7 @@ class Handlers:
 
     # Markdown vaults ------------------------------------------------------------------------
 
-    async def _index(self, conn: "Connection", request: Request, command: Index) -> Any:
+    async def _index(self, conn: Connection, request: Request, command: Index) -> Any:
         from hebbs.vault import indexer as vault
 
         slot, root = self._notes_vault(request, command.path)
@@ -259,7 +276,7 @@ class Handlers:
         finally:
             slot.indexing = False
 
-    async def _list(self, conn: "Connection", request: Request, command: List) -> Any:
+    async def _list(self, conn: Connection, request: Request, command: List) -> Any:
         from hebbs.vault.status import list_vault
 
         _, root = self._notes_vault(request, command.path)
@@ -277,7 +294,7 @@ class Handlers:
         slot = self.pool.slot(request.vault_path)
         return slot, slot.path.parent
 
-    async def _stream(self, conn: "Connection", request_id: Any, run: Callable[[Callable[[Any], None]], Any]) -> Any:
+    async def _stream(self, conn: Connection, request_id: Any, run: Callable[[Callable[[Any], None]], Any]) -> Any:
         """Run a blocking job that reports progress, sending each report as a progress frame.
 
         Reports arrive from a worker thread; when they come faster than the client reads, only the

@@ -22,7 +22,7 @@ from hebbs.paths import VAULT_DIR, is_vault_dir
 from hebbs.protocol import OpenVault
 
 if TYPE_CHECKING:
-    from hebbs.decay import DecaySweeper
+    from hebbs.workflows.decay import DecaySweeper
     from hebbs.engine import Engine
 
 log = logging.getLogger("hebbs.daemon")
@@ -50,7 +50,7 @@ class VaultSlot:
 def open_engine(path: Path) -> "Engine":
     """Open a vault with the process-wide embedder for its configured model (loaded once per daemon)."""
     from hebbs.config import load_config
-    from hebbs.embed import get_embedder
+    from hebbs.store.embed import get_embedder
     from hebbs.engine import Engine
 
     try:
@@ -62,7 +62,7 @@ def open_engine(path: Path) -> "Engine":
 
 def start_sweeper(engine: "Engine") -> "DecaySweeper":
     """The vault's background decay sweep, on the interval and batch its config.toml sets."""
-    from hebbs.decay import DecaySweeper
+    from hebbs.workflows.decay import DecaySweeper
 
     decay = engine.config.decay
     return DecaySweeper(engine, decay.sweep_interval_seconds, decay.sweep_batch).start()

@@ -1,6 +1,6 @@
 """Contradiction review: candidates come in (vault indexing, remember), verdicts go out as edges or supersession.
 
-Candidates are found by the heuristic classifier of hebbs/contradiction_check.py and queued in the `pending`
+Candidates are found by the heuristic classifier of hebbs/workflows/contradiction_check.py and queued in the `pending`
 family. `prepare` shows them with both memories in full; `commit` applies verdicts:
 
     contradiction  CONTRADICTS edges both ways (and, for a markdown vault, a report in ROOT/contradictions/)
@@ -17,19 +17,19 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
-from . import analogical, contradiction_check
-from .errors import InvalidInput, NotFound
+from ..recall import analogical
+from . import contradiction_check
+from ..errors import InvalidInput, NotFound
 from .reflect import _iso, _now, notes_root, slug, wiki_link, write_note
-from .schema import (ContradictionCandidate, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
+from ..schema import (ContradictionCandidate, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
                      Edge, EdgeType, Memory, MemoryKind, PendingContradiction)
-from .storage import WriteSet, decode, id_bytes
+from ..store.open_vault import HasVault, OpenVault, vault_of
+from ..store.storage import WriteSet, decode, id_bytes
 
-if TYPE_CHECKING:
-    from .engine import Engine
 
 VERDICTS = ("contradiction", "revision", "neutral")
 REPORTS_DIR = "contradictions"
@@ -37,35 +37,37 @@ REPORTS_DIR = "contradictions"
 
 # Finding candidates at remember time ---------------------------------------------------------
 
-def queue_for_new(engine: "Engine", memories: Sequence[Memory]) -> int:
+def queue_for_new(engine: OpenVault | HasVault, memories: Sequence[Memory]) -> int:
     """Queue contradiction candidates between new memories and their nearest neighbours; how many were queued.
 
     Sections of a markdown vault (memories with a source) are left to the indexer, which checks them
     once the whole run is written and knows which chunks belong to one section. Insights restate
     their sources by design, so they are neither checked nor checked against.
     """
-    settings = engine.config.contradictions
+    vault = vault_of(engine)
+    settings = vault.config.contradictions
     ids = [m.id for m in memories if m.source is None and m.kind == MemoryKind.EPISODE]
     if not ids:
         return 0
     found = contradiction_check.find_candidates(
-        engine, ids, k=settings.neighbors, min_similarity=settings.min_similarity, threshold=settings.threshold,
+        vault, ids, k=settings.neighbors, min_similarity=settings.min_similarity, threshold=settings.threshold,
         skip=lambda a, b: MemoryKind.INSIGHT in (a.kind, b.kind))
     if not found:
         return 0
-    return engine.add_pending(found)
+    return vault.add_pending(found)
 
 
 # Prepare -------------------------------------------------------------------------------------
 
-def prepare(engine: "Engine", *, max_results: int = 100) -> ContradictionPrepared:
+def prepare(engine: OpenVault | HasVault, *, max_results: int = 100) -> ContradictionPrepared:
     if isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1:
         raise InvalidInput(f"max_results must be a positive integer, got {max_results!r}")
+    vault = vault_of(engine)
     candidates: list[ContradictionCandidate] = []
     stale: list[bytes] = []
-    for key, raw in engine._store.scan("pending"):
+    for key, raw in vault.store.scan("pending"):
         item = decode(raw, PendingContradiction)
-        a, b = engine._store.get_memory(item.memory_a), engine._store.get_memory(item.memory_b)
+        a, b = vault.store.get_memory(item.memory_a), vault.store.get_memory(item.memory_b)
         # A side that was forgotten or replaced since settles the question.
         if a is None or b is None or a.superseded_by is not None or b.superseded_by is not None:
             stale.append(key)
@@ -74,12 +76,11 @@ def prepare(engine: "Engine", *, max_results: int = 100) -> ContradictionPrepare
             pending_id=item.id, memory_a=a, memory_b=b, similarity=item.similarity, confidence=item.confidence,
             reasons=item.reasons, created_at=item.created_at))
     if stale:
-        with engine._write_lock:
-            engine._check_open()
+        with vault.writing():
             writes = WriteSet()
             for key in stale:
                 writes.delete("pending", key)
-            engine._store.commit(writes)
+            vault.store.commit(writes)
     candidates.sort(key=lambda c: (-c.confidence, -c.similarity, c.pending_id))
     return ContradictionPrepared(candidates=candidates[:max_results], dropped=len(stale))
 
@@ -124,20 +125,19 @@ def load_verdicts_file(raw: bytes | str) -> list[ContradictionVerdict]:
     return parse_verdicts(data)
 
 
-def commit(engine: "Engine", verdicts: Any) -> ContradictionCommitted:
+def commit(engine: OpenVault | HasVault, verdicts: Any) -> ContradictionCommitted:
     parsed = parse_verdicts(verdicts)
-    from .engine import _Entry  # the engine's in-memory catalog must learn what was superseded
+    vault = vault_of(engine)
 
     result = ContradictionCommitted()
     reports: list[tuple[PendingContradiction, Memory, Memory, ContradictionVerdict]] = []
-    with engine._write_lock:
-        engine._check_open()
+    with vault.writing():
         stamp = _now()
         writes = WriteSet()
         changed: dict[str, Memory] = {}  # memories this batch rewrites, so two verdicts see each other
 
         def memory(mid: str) -> Memory:
-            found = changed.get(mid) or engine._store.get_memory(mid)
+            found = changed.get(mid) or vault.store.get_memory(mid)
             if found is None:
                 raise NotFound(f"memory {mid} of a pending candidate was forgotten; dismiss it as neutral")
             return found
@@ -152,7 +152,7 @@ def commit(engine: "Engine", verdicts: Any) -> ContradictionCommitted:
             a, b = memory(item.memory_a), memory(item.memory_b)
             if v.verdict == "contradiction":
                 for source, target in ((a.id, b.id), (b.id, a.id)):
-                    engine._put_edge(writes, source, EdgeType.CONTRADICTS, target, v.confidence, stamp)
+                    writes.put_edge(source, EdgeType.CONTRADICTS, target, v.confidence, stamp)
                     result.edges.append(Edge(source=source, target=target, edge_type=EdgeType.CONTRADICTS.name,
                                              confidence=v.confidence, created_at=stamp))
                 result.contradictions.append(item.id)
@@ -165,16 +165,15 @@ def commit(engine: "Engine", verdicts: Any) -> ContradictionCommitted:
             older = msgspec.structs.replace(older, superseded_by=newer.id, updated_at=stamp)
             changed[older.id] = older
             writes.put_memory(older)
-            engine._put_edge(writes, newer.id, EdgeType.REVISED_FROM, older.id, 1.0, stamp)
+            writes.put_edge(newer.id, EdgeType.REVISED_FROM, older.id, 1.0, stamp)
             result.edges.append(Edge(source=newer.id, target=older.id, edge_type=EdgeType.REVISED_FROM.name,
                                      confidence=1.0, created_at=stamp))
             result.revisions.append(item.id)
             result.superseded.append(older.id)
-        analogical.refresh_structure(engine._store, writes)
-        engine._store.commit(writes)
-        for m in changed.values():
-            engine._catalog[m.id] = _Entry(m)
-    root = notes_root(engine)
+        analogical.refresh_structure(vault.store, writes)
+        # The catalog must learn what was superseded.
+        vault.apply(writes, saved=list(changed.values()))
+    root = notes_root(vault)
     if root is not None:
         for item, a, b, v in reports:
             try:
@@ -185,12 +184,12 @@ def commit(engine: "Engine", verdicts: Any) -> ContradictionCommitted:
     return result
 
 
-def _pending_raw(engine: "Engine", pending_id: str) -> bytes:
+def _pending_raw(engine: OpenVault | HasVault, pending_id: str) -> bytes:
     try:
         key = id_bytes(pending_id)
     except ValueError:
         raise InvalidInput(f"pending_id {pending_id!r} is not a valid id (a 26-character ULID)") from None
-    raw = engine._store.get("pending", key)
+    raw = vault_of(engine).store.get("pending", key)
     if raw is None:
         raise NotFound(f"no pending contradiction candidate {pending_id} (see contradiction-prepare)")
     return raw

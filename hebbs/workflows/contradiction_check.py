@@ -29,8 +29,8 @@ from typing import Any
 import msgspec
 from ulid import ULID
 
-from .errors import NotFound
-from .schema import Memory, PendingContradiction
+from ..errors import NotFound
+from ..schema import Memory, PendingContradiction
 
 __all__ = ["Verdict", "classify", "find_candidates", "ANTONYMS", "MAX_CONFIDENCE", "THRESHOLD"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
-from .errors import InvalidInput
-from .schema import ScoreComponents, ScoringWeights
+from ..errors import InvalidInput
+from ..schema import ScoreComponents, ScoringWeights
 
 US_PER_DAY = 86_400 * 1_000_000
 RECENCY_WINDOW_DAYS = 30.0

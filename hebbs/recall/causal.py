@@ -13,19 +13,17 @@ returned. REVISION records are never entered: they are old text, not events.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
+from ..errors import InvalidInput
+from ..schema import EdgeType, MemoryKind
+from ..store.open_vault import Filter, OpenVault
+from ..store.storage import Store
+from .fusion import Candidate, Candidates
+from .query import Found, Query
 
-from .errors import InvalidInput
-from .recall import Candidate, Candidates, Filter
-from .schema import EdgeType, MemoryKind
-from .storage import Store
-
-if TYPE_CHECKING:
-    from .engine import Engine
 
 DIRECTIONS = ("forward", "backward", "both")
 MAX_DEPTH_LIMIT = 20
@@ -194,32 +192,31 @@ def notes_for(result: Walk, found: Candidates, direction: str, edge_types: froze
     return notes
 
 
-def engine_recall(engine: "Engine", cue_vector: np.ndarray | None, seed: str | None, *, direction: str,
-                  max_depth: int, edge_types: Sequence[str | EdgeType] | None, allowed: Filter,
-                  limit: int) -> tuple[Candidates, list[str]]:
+def recall(vault: OpenVault, query: Query) -> Found:
     """The causal strategy: (candidates, notes). Without a seed id, the cue's best similarity hit is the seed."""
-    direction = check_direction(direction)
-    max_depth = check_depth(max_depth)
-    types = check_edge_types(edge_types)
+    direction = check_direction(query.direction)
+    max_depth = check_depth(query.max_depth)
+    types = check_edge_types(query.edge_types)
+    allowed, limit, seed = query.allowed, query.limit, query.seed
     notes: list[str] = []
     if seed is None:
+        cue_vector = query.cue_vector
         if cue_vector is None:
             raise InvalidInput("causal recall needs a seed memory id, or a cue to find one")
-        hits = engine._similarity_hits(cue_vector, 1, allowed)
+        hits = vault.similar(cue_vector, 1, allowed)
         if not hits:
             return {}, ["causal: no memory matches the cue, so there is no seed to walk from"]
         seed = hits[0][0]
         notes.append(f"causal: seed {seed} is the cue's best similarity match ({hits[0][1]:.3f})")
-    catalog = engine._catalog
 
     def enterable(mid: str) -> bool:
-        entry = catalog.get(mid)
+        entry = vault.entry(mid)
         return entry is not None and entry.kind != MemoryKind.REVISION
 
     def enough(reached: dict[str, Reached]) -> bool:
         return sum(1 for mid in reached if allowed(mid)) >= limit
 
-    result = walk(engine._store, seed, direction=direction, max_depth=max_depth, edge_types=types,
+    result = walk(vault.store, seed, direction=direction, max_depth=max_depth, edge_types=types,
                   enterable=enterable, enough=enough)
     found = candidates(result, allowed, max_depth, limit)
     return found, notes + notes_for(result, found, direction, types)

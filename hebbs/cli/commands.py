@@ -19,29 +19,6 @@ from . import output
 
 IMPORT_BATCH_ITEMS = 256
 IMPORT_BATCH_BYTES = MAX_FRAME // 4
-# Served by cli/reflectcmds.py (with `forget --candidates`).
-REFLECT_COMMANDS = frozenset({"reflect-prepare", "reflect-commit", "reflect", "insights", "contradictions"})
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.command in ("index", "watch", "list"):
-        from . import vaultcmds
-
-        return vaultcmds.run(args)
-    if args.command == "daemon":
-        from . import daemoncmds
-
-        return daemoncmds.run(args)
-    if args.command in REFLECT_COMMANDS or (args.command == "forget" and args.candidates):
-        from . import reflectcmds
-
-        if args.command == "forget":
-            return reflectcmds.cmd_forget_candidates(args)
-        return reflectcmds.COMMANDS[args.command](args)
-    handler: Callable[[argparse.Namespace], int] = COMMANDS[args.command]
-    return handler(args)
-
-
 def client_for(args: argparse.Namespace) -> Client:
     return Client(vault=args.vault, global_=args.global_, home=args.home)
 

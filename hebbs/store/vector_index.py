@@ -16,17 +16,12 @@ import hnswlib
 import msgspec
 import numpy as np
 
-from .fsutil import atomic_write
+from ..config import IndexParams
+from ..fsutil import atomic_write
 
 _SNAPSHOT_INDEX = "hnsw.bin"
 _SNAPSHOT_META = "hnsw.meta"
 _PARALLEL_ADD = 1000
-
-
-class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
-    m: int = 16
-    ef_construction: int = 200
-    ef_search: int = 50
 
 
 class _SnapshotMeta(msgspec.Struct):

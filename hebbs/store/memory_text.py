@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
-from .schema import Memory
+from ..schema import Memory
 
 __all__ = ["note_title", "embedding_text", "lexical_text"]
 

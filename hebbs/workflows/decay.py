@@ -18,25 +18,30 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from . import scoring
-from .config import DEFAULT_HALF_LIVES, DecayConfig
-from .errors import InvalidInput
-from .schema import Memory, MemoryKind
-from .storage import MEMORY_PREFIX, WriteSet, decode_memory
+from ..recall import scoring
+from ..config import DEFAULT_HALF_LIVES, DecayConfig
+from ..errors import InvalidInput
+from ..schema import Memory, MemoryKind
+from ..store.open_vault import HasVault, OpenVault, vault_of
+from ..store.storage import MEMORY_PREFIX, Store, WriteSet, decode_memory
 
-if TYPE_CHECKING:
-    from .engine import Engine
+
+
+class Forgetter(HasVault, Protocol):
+    """What a sweep drives: the open vault, and forget() for config.decay.auto_forget (the Engine)."""
+
+    def forget(self, ids: Sequence[str] | None = None) -> int: ...
 
 CURSOR_META = "decay_cursor"
 LAST_SWEEP_META = "decay_last_sweep"
 # Scores written per RocksDB batch: the write lock is held for one commit at a time, never a whole sweep.
 COMMIT_EVERY = 1_000
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("hebbs.decay")  # the name users filter on
 
 
 def is_pinned(memory: Memory) -> bool:
@@ -73,11 +78,12 @@ def is_candidate(memory: Memory, now_us: int, config: DecayConfig) -> bool:
             and decay_value(memory, now_us, config) < config.forget_threshold)
 
 
-def forget_candidates(engine: "Engine", now_us: int | None = None) -> list[Memory]:
+def forget_candidates(owner: OpenVault | HasVault, now_us: int | None = None) -> list[Memory]:
     """Memories that have decayed below config.decay.forget_threshold, least alive first. Nothing is deleted."""
+    vault = vault_of(owner)
     now_us = _now() if now_us is None else now_us
-    config = engine.config.decay
-    found = [(decay_value(m, now_us, config), m) for m in engine._store.memories() if is_candidate(m, now_us, config)]
+    config = vault.config.decay
+    found = [(decay_value(m, now_us, config), m) for m in vault.store.memories() if is_candidate(m, now_us, config)]
     found.sort(key=lambda pair: pair[0])
     for score, memory in found:
         memory.decay_score = score
@@ -98,37 +104,37 @@ class SweepReport:
     cursor: bytes | None = None  # where the next batch starts (None: the beginning)
 
 
-def _memories_after(engine: "Engine", cursor: bytes | None) -> Iterator[tuple[bytes, bytes]]:
-    store = engine._store
+def _memories_after(store: Store, cursor: bytes | None) -> Iterator[tuple[bytes, bytes]]:
     # The cursor is the last key already processed; step past it.
     start = MEMORY_PREFIX if cursor is None else cursor + b"\x00"
     return store.scan("default", MEMORY_PREFIX, start=start)
 
 
-def sweep(engine: "Engine", batch: int | None = None, now: int | None = None) -> SweepReport:
+def sweep(engine: Forgetter, batch: int | None = None, now: int | None = None) -> SweepReport:
     """Recompute decay for the next `batch` memories after the persisted cursor.
 
     Scores and the cursor are committed together every COMMIT_EVERY memories, under the write lock,
     with each record re-read inside the lock so a concurrent recall's reinforcement is never lost.
     """
-    config = engine.config.decay
+    vault = engine.vault
+    config = vault.config.decay
     batch = config.sweep_batch if batch is None else batch
     if batch < 1:
         raise InvalidInput(f"batch must be at least 1, got {batch}")
     now_us = _now() if now is None else now
-    store = engine._store
-    report = SweepReport(cursor=_load_cursor(engine))
+    store = vault.store
+    report = SweepReport(cursor=_load_cursor(store))
     keys: list[bytes] = []
     exhausted = True
-    for key, _ in _memories_after(engine, report.cursor):
+    for key, _ in _memories_after(store, report.cursor):
         if len(keys) >= batch:
             exhausted = False
             break
         keys.append(key)
     for start in range(0, len(keys), COMMIT_EVERY):
         chunk = keys[start:start + COMMIT_EVERY]
-        with engine._write_lock:
-            if engine.closed:
+        with vault.write_lock:
+            if vault.closed:
                 return report
             writes = WriteSet()
             for key in chunk:
@@ -152,8 +158,8 @@ def sweep(engine: "Engine", batch: int | None = None, now: int | None = None) ->
                 writes.put_meta(LAST_SWEEP_META, now_us)
             store.commit(writes)
     if not keys:
-        with engine._write_lock:
-            if not engine.closed:
+        with vault.write_lock:
+            if not vault.closed:
                 writes = WriteSet()
                 writes.put_meta(CURSOR_META, None)
                 writes.put_meta(LAST_SWEEP_META, now_us)
@@ -165,7 +171,7 @@ def sweep(engine: "Engine", batch: int | None = None, now: int | None = None) ->
     return report
 
 
-def sweep_all(engine: "Engine", batch: int | None = None, now: int | None = None,
+def sweep_all(engine: Forgetter, batch: int | None = None, now: int | None = None,
               stop: threading.Event | None = None) -> SweepReport:
     """Batches until the sweep reaches the end of the vault (resuming wherever the cursor stands)."""
     total = SweepReport()
@@ -176,14 +182,14 @@ def sweep_all(engine: "Engine", batch: int | None = None, now: int | None = None
         total.candidates += report.candidates
         total.forgotten += report.forgotten
         total.cursor = report.cursor
-        if report.finished or engine.closed:
+        if report.finished or engine.vault.closed:
             total.finished = report.finished
             break
     return total
 
 
-def _load_cursor(engine: "Engine") -> bytes | None:
-    value: Any = engine._store.get_meta(CURSOR_META)
+def _load_cursor(store: Store) -> bytes | None:
+    value: Any = store.get_meta(CURSOR_META)
     return value if isinstance(value, bytes) and value else None
 
 
@@ -193,10 +199,11 @@ class DecaySweeper:
     `clock` returns "now" in microseconds for each pass (tests inject one; the daemon uses the wall clock).
     """
 
-    def __init__(self, engine: "Engine", interval_seconds: float | None = None, batch: int | None = None,
+    def __init__(self, engine: Forgetter, interval_seconds: float | None = None, batch: int | None = None,
                  clock: Callable[[], int] | None = None) -> None:
         self.engine = engine
-        self.interval = engine.config.decay.sweep_interval_seconds if interval_seconds is None else interval_seconds
+        configured = engine.vault.config.decay.sweep_interval_seconds
+        self.interval = configured if interval_seconds is None else interval_seconds
         self.batch = batch
         self.clock = clock or _now
         self.last_report: SweepReport | None = None
@@ -234,7 +241,7 @@ class DecaySweeper:
         return self._thread is not None and self._thread.is_alive()
 
     def _run(self) -> None:
-        while not self._stop.is_set() and not self.engine.closed:
+        while not self._stop.is_set() and not self.engine.vault.closed:
             try:
                 report = sweep_all(self.engine, batch=self.batch, now=self.clock(), stop=self._stop)
                 with self._pass_done:

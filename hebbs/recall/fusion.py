@@ -1,22 +1,20 @@
-"""Recall: the strategies that find candidates, how their relevances fuse, and diversity.
+"""Candidates, how the strategies' relevances fuse, and diversity (MMR).
 
-Every strategy returns {memory_id: Candidate} with a relevance in 0..1. The engine merges them,
-applies the composite score (scoring.py), and orders the result.
+Every strategy (registry.py) returns {memory_id: Candidate} with a relevance in 0..1. The engine
+merges them, applies the composite score (scoring.py), and orders the result.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import math
 import re
 
 import numpy as np
 
-from .config import FusionParams
-
-STRATEGIES = ("similarity", "temporal", "lexical", "causal", "analogical")
+from ..config import FusionParams
 
 
 @dataclass
@@ -39,20 +37,6 @@ def merge(into: Candidates, found: Candidates) -> None:
         have.relevance = max(have.relevance, cand.relevance)
         have.strategies.extend(s for s in cand.strategies if s not in have.strategies)
         have.details.update(cand.details)
-
-
-def similarity_candidates(hits: list[tuple[str, float]]) -> Candidates:
-    return {mid: Candidate(max(0.0, sim), ["similarity"], {"similarity": round(sim, 6), "similarity_rank": rank + 1})
-            for rank, (mid, sim) in enumerate(hits)}
-
-
-def lexical_candidates(hits: list[tuple[str, float]]) -> Candidates:
-    """BM25 scores have no fixed scale: relevance is the score relative to this query's best hit."""
-    if not hits:
-        return {}
-    best = hits[0][1] or 1.0
-    return {mid: Candidate(score / best, ["lexical"], {"bm25": round(score, 4), "lexical_rank": rank + 1})
-            for rank, (mid, score) in enumerate(hits)}
 
 
 def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, float]],
@@ -199,5 +183,3 @@ def mmr_order(scores: list[float], vectors: np.ndarray, lam: float, k: int,
         max_sim = np.maximum(max_sim, sims[best])
     return picked
 
-
-Filter = Callable[[str], bool]

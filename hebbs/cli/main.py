@@ -181,10 +181,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     json_mode = args.format == "json"
-    from . import commands
+    from . import dispatch
 
     try:
-        return commands.run(args)
+        return dispatch.run(args)
     except HebbsError as exc:
         output.print_error(str(exc), exc.status_code, json_mode)
         return 1

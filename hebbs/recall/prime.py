@@ -8,18 +8,21 @@ Priming does not reinforce: loading context is not evidence that a memory was us
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from .errors import InvalidInput
-from .schema import RecallResult, RecallResults
+from ..errors import InvalidInput
+from ..schema import RecallResult, RecallResults
 
-if TYPE_CHECKING:
-    from .engine import Engine
+
+class Recaller(Protocol):
+    """What prime needs: the Engine's recall (prime composes two calls of it, like any caller would)."""
+
+    def recall(self, cue: str | None = None, **options: Any) -> RecallResults: ...
 
 MAX_PRIME = 1000
 
 
-def prime(engine: "Engine", entity_id: str | None, similarity_cue: str | None = None,
+def prime(engine: Recaller, entity_id: str | None, similarity_cue: str | None = None,
           max_memories: int = 20) -> RecallResults:
     """The entity's most recent memories plus the most relevant to the cue (None: across every entity)."""
     if isinstance(max_memories, bool) or not isinstance(max_memories, int) or not 1 <= max_memories <= MAX_PRIME:

@@ -1,0 +1,18 @@
+"""The default recall for a cue: the similarity and lexical channels fused into one relevance (fusion.fuse)."""
+
+from __future__ import annotations
+
+from ..store.open_vault import OpenVault
+from .fusion import fuse, sibling_support
+from .query import Found, Query
+
+
+def recall(vault: OpenVault, query: Query) -> Found:
+    sim_hits = vault.similar(query.cue_vector, query.limit, query.allowed, narrow=query.filtered)
+    lex_hits = vault.lexical_hits(query.cue, query.limit, query.allowed)
+    params = query.settings.fusion
+    fused = fuse(query.cue, sim_hits, lex_hits, params,
+                 words_of=lambda mid: getattr(vault.entry(mid), "words", 1))
+    sibling_support(fused, lambda mid: getattr(vault.entry(mid), "file", None),
+                    params.sibling_weight, params.sibling_count)
+    return fused, []
