@@ -26,9 +26,11 @@ class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
 class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """How the lexical and similarity channels combine into one relevance (see recall.fuse).
 
-    Defaults chosen on LoCoMo (docs/recall.md has the table): there, min-max normalized scores
-    weighted 0.6 lexical / 0.4 dense beat either channel alone in every question category,
-    where plain reciprocal rank fusion fell between them.
+    Defaults chosen on three benchmarks together (docs/retrieval.md has the tables): notes
+    (bench_notes), documents (CISI) and conversations (LoCoMo). On LoCoMo min-max normalized scores
+    weighted 0.6 lexical / 0.4 dense beat either channel alone in every question category, where
+    plain reciprocal rank fusion fell between them; long memories (note sections, abstracts) lean
+    on the dense channel instead.
     """
 
     lexical_weight: float = 0.6
