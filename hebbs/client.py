@@ -32,8 +32,8 @@ from .paths import ensure_home, hebbs_home, log_path, resolve_vault, socket_path
 from .protocol import (ERROR, HEADER, PROGRESS, Close, ContradictionAuto, ContradictionCommit, ContradictionPrepare,
                        DaemonStatus, DaemonUnavailable, Export, ExportChunk, Feed, Forget, ForgetCandidates, Get,
                        Index, Insights, Inspect, Inspection, List, Ping, Pong, Prime, ProtocolError, Queries, Recall,
-                       Reflect, ReflectCommit, ReflectPrepare, Remember, RememberItem, Revise, Shutdown, Status,
-                       Stopping, Subscribe, Subscribed, SubscriptionPush, _Command, decode_data, decode_response,
+                       Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, Revise, Shutdown,
+                       Status, Stopping, Subscribe, Subscribed, SubscriptionPush, _Command, decode_data, decode_response,
                        error_from_frame, frame_length, progress_type, recv_frame, request_frame, result_type)
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
@@ -451,10 +451,15 @@ class Client(_BaseClient):
 
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None, weights: Any = None,
-               include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+               include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                ) -> RecallResults:
+        """Results carry `confidence`; `.abstained` says nothing relevant is known (docs/honesty.md)."""
         return self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded,
                                     reinforce, mmr_lambda))
+
+    def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
+        """Count these memories as used: what an answer relied on (ids or unique 6+ character suffixes)."""
+        return self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
               max_memories: int = 20) -> RecallResults:
@@ -705,10 +710,13 @@ class AsyncClient(_BaseClient):
 
     async def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                      entity_id: str | None = None, time_range: Any = None, weights: Any = None,
-                     include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+                     include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                      ) -> RecallResults:
         return await self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights,
                                           include_superseded, reinforce, mmr_lambda))
+
+    async def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
+        return await self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     async def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
                     max_memories: int = 20) -> RecallResults:

@@ -14,6 +14,10 @@ import msgspec
 from .errors import InvalidInput
 
 CONFIG_FILE = "config.toml"
+# Below this best confidence a recall abstains (hebbs/recall/confidence.py): chosen on data by
+# bench/bench_abstention.py --fit, the highest threshold at which at most 5% of the fit part's
+# answerable cues abstain (docs/honesty.md).
+DEFAULT_ABSTAIN_THRESHOLD = 0.25
 
 
 class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
@@ -67,6 +71,9 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     duplicate_similarity: float = 0.95
     # Analogical recall: weight of embedding similarity against structural similarity.
     analogical_alpha: float = 0.5
+    # A recall whose best result's confidence is below this abstains: "nothing relevant known"
+    # (hebbs/recall/confidence.py; the default was chosen on data, docs/honesty.md).
+    abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
 
 
 DEFAULT_HALF_LIVES = {
@@ -137,8 +144,25 @@ class LLMConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields
             raise ValueError("llm.timeout_seconds must be above 0, llm.backoff_seconds at least 0")
 
 
+# When a write is acknowledged: hebbs/store/durability.py, docs/reliability.md.
+DURABILITY_MODES = ("sync", "buffered")
+
+
+class StorageConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """When a write is acknowledged (hebbs/store/durability.py, docs/reliability.md)."""
+
+    # "sync": after its write-ahead log is fsynced (survives a power cut); concurrent writers share
+    # one fsync. "buffered": after the OS has the log (survives a crash of hebbs, not of the machine).
+    durability: str = "sync"
+
+    def __post_init__(self) -> None:
+        if self.durability not in DURABILITY_MODES:
+            raise ValueError(f"storage.durability must be one of {list(DURABILITY_MODES)}, got {self.durability!r}")
+
+
 class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     model: str | None = None
+    storage: StorageConfig = StorageConfig()
     index: IndexParams = IndexParams()
     recall: RecallConfig = RecallConfig()
     decay: DecayConfig = DecayConfig()
@@ -154,13 +178,16 @@ def load_config(vault_dir: Path) -> VaultConfig:
         return VaultConfig()
     try:
         return msgspec.toml.decode(raw, type=VaultConfig)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"{path}: {exc}") from None
 
 
 DEFAULT_CONFIG_TEXT = """\
 # hebbs vault configuration. Every key is optional; these are the defaults.
 # model = "all-MiniLM-L6-v2"      # or a directory with an ONNX model and tokenizer.json
+
+[storage]
+durability = "sync"              # or "buffered": faster writes that survive a crash of hebbs, not a power cut
 
 [index]
 m = 16
@@ -171,6 +198,7 @@ ef_search = 50
 mmr_lambda = 0.9
 duplicate_similarity = 0.95
 analogical_alpha = 0.5
+abstain_threshold = %ABSTAIN%
 
 [recall.fusion]
 lexical_weight = 0.6
@@ -206,4 +234,4 @@ neighbors = 5
 # base_url = "http://localhost:11434/v1"
 # model = "llama3.1"
 # api_key_env = "OPENAI_API_KEY"   # the variable's name; never the key itself
-"""
+""".replace("%ABSTAIN%", str(DEFAULT_ABSTAIN_THRESHOLD))

@@ -5,9 +5,10 @@ memory operations composed from the layers below it: recall strategies (recall/)
 
 from __future__ import annotations
 
+import functools
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from ulid import ULID
 from . import validate
 from .config import load_config
 from .errors import InvalidInput, NotFound
-from .recall import analogical, scoring
+from .recall import analogical, confidence, scoring
 from .recall import fusion as rc
 from .recall.query import Query
 from .recall.registry import REGISTRY, STRATEGIES
@@ -28,7 +29,7 @@ from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, Q
                      RecallResults, ScoreComponents, ScoringWeights, Source, VaultStats)
 from .store.embed import Embedder, get_embedder
 from .store.lexical_index import LexicalIndex
-from .store.memory_text import embedding_text
+from .store.memory_text import embedding_text, lexical_text
 from .store.open_vault import OpenVault, now_us
 from .store.storage import (Store, WriteSet, decode, edge_keys, encode, id_bytes, memory_key, temporal_key,
                             temporal_keys, vector_key)
@@ -36,10 +37,21 @@ from .store.vector_index import VectorIndex
 from .workflows import contradiction_review, decay, reflect
 
 DEFAULT_WEIGHTS = ScoringWeights()
-REMEMBER_CHUNK = 256
 EMBED_SPAN = 4096
 MMR_POOL_EXTRA = 30
 _FOLLOWED_BY_CONFIDENCE = 1.0
+# What a client may write; REVISION records are made by revise only.
+CLIENT_KINDS = (MemoryKind.EPISODE, MemoryKind.INSIGHT)
+
+
+def _acknowledged_when_durable(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The call returns once its writes are durable (config storage.durability). The wait comes after
+    the method has released the engine's lock, so concurrent writers share one WAL sync."""
+    @functools.wraps(method)
+    def wrapper(self: "Engine", *args: Any, **kwargs: Any) -> Any:
+        with self._store.deferred_sync():
+            return method(self, *args, **kwargs)
+    return wrapper
 
 
 class Engine:
@@ -60,7 +72,7 @@ class Engine:
         path = Path(path).expanduser().resolve()
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         config = load_config(path)
-        store = Store.open(path / "db")
+        store = Store.open(path / "db", durability=config.storage.durability)
         try:
             embedder = embedder or get_embedder(model or config.model or store.get_meta("model_spec"))
             return cls(OpenVault.open(path, store, embedder, config))
@@ -106,6 +118,14 @@ class Engine:
     def _closed(self, value: bool) -> None:
         self.vault.closed = value
 
+    def deferred_sync(self, *, wait: bool = True) -> Any:
+        """Calls inside wait for durability once, at the end; wait=False leaves it to the caller:
+        `engine.wait_durable(d.seq)` after releasing its own locks (the daemon's per-vault write slot)."""
+        return self._store.deferred_sync(wait=wait)
+
+    def wait_durable(self, seq: int) -> None:
+        self._store.group.wait(seq)
+
     # Remember --------------------------------------------------------------------------------
 
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
@@ -118,9 +138,11 @@ class Engine:
             "created_at": created_at, "kind": kind, "source": source, "supersedes": supersedes, "edges": edges,
         }])[0]
 
+    @_acknowledged_when_durable
     def remember_many(self, items: Iterable[dict[str, Any]], *,
                       check_contradictions: bool | None = None) -> list[Memory]:
-        """Store many memories: embedded in batches, written one RocksDB batch per chunk of 256.
+        """Store many memories, all or none: embedded in spans, then written as one RocksDB batch, so
+        a crash at any point leaves every item of the call stored or none of them.
 
         Then, unless `check_contradictions` (default: config contradictions.check_on_remember) is off,
         each new memory is compared with its nearest neighbours and likely conflicts are queued in
@@ -128,18 +150,14 @@ class Engine:
         prepared = [self._prepare(item, n) for n, item in enumerate(items)]
         if not prepared:
             return []
-        out: list[Memory] = []
-        for start in range(0, len(prepared), EMBED_SPAN):
-            span = prepared[start:start + EMBED_SPAN]
-            # One embed call per span: the embedder sorts the whole span by length, so padding stays
-            # small; writing stays one batch per chunk of 256, in the caller's order.
-            span_vectors = self.embedder.embed([embedding_text(p.memory) for p in span])
-            for offset in range(0, len(span), REMEMBER_CHUNK):
-                chunk = span[offset:offset + REMEMBER_CHUNK]
-                with self.vault.writing():
-                    self._check_refs(chunk)
-                    self._write_new(chunk, span_vectors[offset:offset + REMEMBER_CHUNK])
-                out.extend(p.memory for p in chunk)
+        # One embed call per span: the embedder sorts the whole span by length, so padding stays small.
+        vectors = np.vstack([self.embedder.embed([embedding_text(p.memory) for p in
+                                                  prepared[start:start + EMBED_SPAN]])
+                             for start in range(0, len(prepared), EMBED_SPAN)])
+        with self.vault.writing():
+            self._check_refs(prepared)
+            self._write_new(prepared, vectors)
+        out = [p.memory for p in prepared]
         if self.config.contradictions.check_on_remember if check_contradictions is None else check_contradictions:
             contradiction_review.queue_for_new(self.vault, out)
         return out
@@ -154,6 +172,9 @@ class Engine:
         stamp = now_us()
         created = validate.timestamp_us(item.get("created_at"), "created_at")
         kind = _kind(item.get("kind", MemoryKind.EPISODE))
+        if kind not in CLIENT_KINDS:
+            raise InvalidInput(f"item {n}: kind {kind.value} is made by revise only; "
+                               f"remember takes {' or '.join(k.value for k in CLIENT_KINDS)}")
         importance = validate.unit_float(item.get("importance", 0.5), "importance")
         source = item.get("source")
         if source is not None and not isinstance(source, Source):
@@ -224,6 +245,7 @@ class Engine:
         return self.revise_many([{"id": memory_id, "content": content, "importance": importance, "context": context,
                                   "entity_id": entity_id, "source": source}])[0]
 
+    @_acknowledged_when_durable
     def revise_many(self, items: Iterable[dict[str, Any]]) -> list[Memory]:
         """Revise many memories, embedding the changed texts in batches. Each item: id plus the fields to change."""
         changes = [self._prepare_revision(item, n) for n, item in enumerate(items)]
@@ -275,6 +297,7 @@ class Engine:
             raise InvalidInput(f"memory {memory_id} is a revision record; revise the memory it belongs to")
         stamp = now_us()
         writes = WriteSet()
+        revisions: list[Memory] = []
         text_changed = content is not None and content != memory.content
         if text_changed:
             revision = Memory(
@@ -284,6 +307,7 @@ class Engine:
                 superseded_by=memory.id, revision_of=memory.id,
             )
             writes.put_memory(revision)
+            revisions.append(revision)
             writes.put_edge(memory.id, EdgeType.REVISED_FROM, revision.id, 1.0, stamp)
             memory.content = content
             writes.put("vectors", vector_key(memory.id), vector.astype("<f4").tobytes())
@@ -300,7 +324,8 @@ class Engine:
         memory.updated_at = stamp
         writes.put_memory(memory)
         analogical.refresh_structure(self.vault.store, writes)
-        self.vault.apply(writes, saved=[memory], vectors=([memory.id], vector.reshape(1, -1)) if text_changed else None,
+        self.vault.apply(writes, saved=[memory, *revisions],
+                         vectors=([memory.id], vector.reshape(1, -1)) if text_changed else None,
                          reindexed=[memory])
         return memory
 
@@ -312,6 +337,7 @@ class Engine:
         return sorted((r for r in revisions if r is not None and r.kind == MemoryKind.REVISION),
                       key=lambda r: r.updated_at, reverse=True)
 
+    @_acknowledged_when_durable
     def forget(self, ids: Sequence[str] | None = None, *, entity_id: str | None = None) -> int:
         """Remove memories and every trace of them (vectors, temporal and graph entries, revisions)."""
         if ids is None and entity_id is None:
@@ -323,7 +349,8 @@ class Engine:
         with vault.writing():
             if entity_id is not None:
                 entity_id = validate.entity(entity_id)
-                wanted += [mid for mid, e in vault.entries() if e.entity_id == entity_id]
+                # Revision records go with the memory they belong to (below), never on their own.
+                wanted += [mid for mid, e in vault.entries() if e.entity_id == entity_id and e.kind != MemoryKind.REVISION]
             targets = [mid for mid in dict.fromkeys(wanted) if mid in vault]
             if not targets:
                 return 0
@@ -370,6 +397,7 @@ class Engine:
 
     # Edges -----------------------------------------------------------------------------------
 
+    @_acknowledged_when_durable
     def add_edge(self, source: str, edge_type: str | EdgeType, target: str, confidence: float = 1.0) -> Edge:
         source, target = validate.memory_id(source, "source"), validate.memory_id(target, "target")
         kind = _edge_type(edge_type)
@@ -385,6 +413,7 @@ class Engine:
             self.vault.apply(writes)
             return Edge(source=source, target=target, edge_type=kind.name, confidence=confidence, created_at=stamp)
 
+    @_acknowledged_when_durable
     def remove_edge(self, source: str, edge_type: str | EdgeType, target: str) -> None:
         """Delete one edge (both its graph keys, in one batch); NotFound if there is no such edge."""
         source, target = validate.memory_id(source, "source"), validate.memory_id(target, "target")
@@ -416,6 +445,7 @@ class Engine:
 
     # Contradiction candidates (the `pending` family) -----------------------------------------
 
+    @_acknowledged_when_durable
     def add_pending(self, items: Sequence[PendingContradiction]) -> int:
         """Queue contradiction candidates for review; a pair already queued (or already reviewed since
         the vault opened) is not queued twice. Returns how many were queued."""
@@ -431,6 +461,7 @@ class Engine:
         """Cluster the scope's memories; each cluster comes with a prompt. Answer it, then reflect_commit."""
         return reflect.prepare(self.vault, entity_id=entity_id, since=since, max_memories=max_memories)
 
+    @_acknowledged_when_durable
     def reflect_commit(self, session_id: str, insights: Sequence[Any]) -> ReflectCommitted:
         """Store insights ({content, confidence, source_memory_ids, tags}) drawn from a prepared session."""
         return reflect.commit(self, session_id, insights)
@@ -444,6 +475,7 @@ class Engine:
         """The queued contradiction candidates, both sides in full, most likely first."""
         return contradiction_review.prepare(self.vault, max_results=max_results)
 
+    @_acknowledged_when_durable
     def contradiction_commit(self, verdicts: Sequence[Any]) -> ContradictionCommitted:
         """Apply [{pending_id, verdict: contradiction | revision | neutral}] in one batch."""
         return contradiction_review.commit(self.vault, verdicts)
@@ -463,14 +495,19 @@ class Engine:
 
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None, weights: ScoringWeights | None = None,
-               include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+               include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                edge_types: Sequence[str] | None = None, alpha: float | None = None,
                analogy: Sequence[str] | None = None,
                ) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall re-ranks by shape with weight 1 - `alpha`, and
-        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md)."""
+        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md).
+
+        Recall changes nothing that ranking reads: the same call twice gives the same answer. Call
+        reinforce(ids) for the memories actually used, or pass reinforce=True to count every returned
+        memory as an access (the old behaviour). With a cue, every result carries a confidence and
+        the answer says whether it abstained (docs/honesty.md)."""
         started = time.perf_counter()
         top_k = validate.top_k(top_k)
         weights = scoring.check_weights(weights or DEFAULT_WEIGHTS)
@@ -511,8 +548,32 @@ class Engine:
                 notes += said
 
         results = self._score(candidates, weights, top_k, lam, include_superseded)
+        answer = RecallResults(results=results, notes=notes)
+        if cue is not None:
+            # The cue's similarity over the whole scope is the background its results stand out from.
+            background = self.vault.similar(query.cue_vector, query.limit, allowed)
+            self._judge_confidence(answer, cue, query.cue_vector, [sim for _, sim in background])
         self._after_recall(results, cue, sorted(names), weights, entity_id, reinforce, started)
-        return RecallResults(results=results, notes=notes)
+        return answer
+
+    def _judge_confidence(self, answer: RecallResults, cue: str, cue_vector: np.ndarray,
+                          similarities: list[float]) -> None:
+        """Each result's confidence, and whether the answer abstains (hebbs/recall/confidence.py)."""
+        lexical = self.vault.lexical_index
+        judged = confidence.assess(cue, cue_vector, [self.vault.vector_or_zeros(r.memory.id) for r in answer.results],
+                                   [lexical_text(r.memory) for r in answer.results], similarities,
+                                   lexical.doc_freqs, max(1, lexical.count()))
+        for result, (value, values) in zip(answer.results, judged):
+            result.confidence = value
+            result.details["confidence_features"] = values
+        answer.threshold = self.config.recall.abstain_threshold
+        answer.confidence = max((value for value, _ in judged), default=0.0)
+        answer.abstained = confidence.abstains([value for value, _ in judged], answer.threshold)
+        if answer.abstained and not answer.results:
+            answer.notes.append(f"{confidence.NOTE} (no memory in this scope)")
+        elif answer.abstained:
+            answer.notes.append(f"{confidence.NOTE} (best confidence {answer.confidence:.2f} "
+                                f"< {answer.threshold:.2f}); the weak candidates follow")
 
     def _strategy_names(self, cue: str | None, strategies: Sequence[str] | None, *, seed: str | None = None,
                         analogy: Sequence[str] | None = None) -> set[str]:
@@ -576,7 +637,7 @@ class Engine:
 
     def _after_recall(self, results: list[RecallResult], cue: str | None, names: list[str],
                       weights: ScoringWeights, entity_id: str | None, reinforce: bool, started: float) -> None:
-        """Reinforce what was returned and log the query, in one batch."""
+        """Log the query and, only when asked (reinforce=True), count what was returned as used: one batch."""
         with self.vault.write_lock:
             if self.vault.closed:
                 return
@@ -584,19 +645,46 @@ class Engine:
             writes = WriteSet()
             reinforced: list[Memory] = []
             if reinforce:
-                for result in results:
-                    current = self.vault.memory(result.memory.id)
-                    if current is None:
-                        continue
-                    current.access_count += 1
-                    current.last_accessed_at = stamp
-                    reinforced.append(current)
-                    current.decay_score = decay.decay_value(current, stamp, self.config.decay)
-                    writes.put_memory(current)
+                reinforced = self._reinforce_locked(writes, [r.memory.id for r in results], stamp)
             entry = QueryLogEntry(at=stamp, cue=cue, strategies=names, weights=weights, result_count=len(results),
                                   latency_ms=round((time.perf_counter() - started) * 1000, 3), entity_id=entity_id)
             writes.put("query_log", stamp.to_bytes(8, "big") + os.urandom(4), encode(entry))
-            self.vault.apply(writes, saved=reinforced)
+            # Nobody is told these were kept: no reason to make a recall wait for a disk sync.
+            self.vault.apply(writes, saved=reinforced, durable=False)
+
+    def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
+        """Count these memories as used: access_count + 1 and last access now, which raises their
+        reinforcement score and slows their decay. Call it for the memories an answer actually relied
+        on; recall itself never does unless asked (docs/honesty.md). NotFound if an id does not exist;
+        an id named twice counts once."""
+        if isinstance(ids, str):
+            ids = [ids]
+        wanted = list(dict.fromkeys(validate.memory_id(i) for i in ids))
+        if not wanted:
+            raise InvalidInput("reinforce needs at least one memory id")
+        with self.vault.writing():
+            for mid in wanted:
+                entry = self.vault.entry(mid)
+                if entry is None or entry.kind == MemoryKind.REVISION:
+                    raise NotFound(f"memory {mid} does not exist" if entry is None
+                                   else f"memory {mid} is a revision record; reinforce the memory it belongs to")
+            writes = WriteSet()
+            used = self._reinforce_locked(writes, wanted, now_us())
+            self.vault.apply(writes, saved=used)
+            return used
+
+    def _reinforce_locked(self, writes: WriteSet, ids: Sequence[str], stamp: int) -> list[Memory]:
+        used = []
+        for mid in ids:
+            current = self.vault.memory(mid)
+            if current is None:
+                continue
+            current.access_count += 1
+            current.last_accessed_at = stamp
+            current.decay_score = decay.decay_value(current, stamp, self.config.decay)
+            writes.put_memory(current)
+            used.append(current)
+        return used
 
     def forget_candidates(self, now: int | None = None) -> list[Memory]:
         """Memories decayed below config.decay.forget_threshold (pinned ones never), least alive first.
@@ -629,7 +717,7 @@ class Engine:
             kinds[entry.kind.value] = kinds.get(entry.kind.value, 0) + 1
         return VaultStats(path=str(self.path), memories=self.count(), by_kind=kinds, model=self.embedder.model_id,
                           dimension=self.embedder.dim, write_seq=self.vault.write_seq,
-                          superseded=sum(1 for e in entries if e.superseded_by))
+                          superseded=sum(1 for e in entries if e.superseded_by and e.kind != MemoryKind.REVISION))
 
 
 class _Prepared:

@@ -55,7 +55,7 @@ def test_slow_types_outlive_fast_ones(eng: Engine):
 def test_reinforcement_raises_decay_and_recall_refreshes_it(eng: Engine):
     m = eng.remember("The staging database password rotates monthly", importance=0.6)
     for n in range(1, 4):
-        res = eng.recall("staging database password", strategies=["similarity"], top_k=1)
+        res = eng.recall("staging database password", strategies=["similarity"], top_k=1, reinforce=True)
         assert res[0].memory.id == m.id
         got = eng.get(m.id)
         assert got.access_count == n

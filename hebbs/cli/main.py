@@ -98,8 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-range", metavar="START..END",
                    help="ISO 8601 times (or microseconds); either side may be empty")
     p.add_argument("--include-superseded", action="store_true", help="also return memories replaced by newer ones")
-    p.add_argument("--no-reinforce", action="store_true", help="do not count this recall as an access")
+    reinforcing = p.add_mutually_exclusive_group()
+    reinforcing.add_argument("--reinforce", action="store_true",
+                             help="count every returned memory as used (old behaviour; prefer `hebbs used ID`)")
+    reinforcing.add_argument("--no-reinforce", action="store_true", help="the default: recall changes no score")
     p.add_argument("--mmr", type=float, metavar="LAMBDA", help="diversify: 1 = pure relevance, lower = more diverse")
+
+    p = command("used", "count memories as used (what an answer relied on): raises their reinforcement")
+    p.add_argument("ids", nargs="+", metavar="ID", help="full ids or their last 6+ characters")
 
     p = command("prime", "load an entity's recent memories plus those relevant to a cue")
     p.add_argument("--entity", help="the entity (default: every entity)")
@@ -108,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("subscribe", "read lines from stdin and print memories that match them, each once")
     p.add_argument("--entity", help="only this entity's memories")
-    p.add_argument("--threshold", type=float, default=0.5, help="minimum similarity, 0..1 (default 0.5)")
+    p.add_argument("--threshold", type=float, default=0.5, help="minimum confidence, 0..1 (default 0.5)")
 
     p = command("queries", "the most recent recalls (the query log)")
     p.add_argument("--limit", type=int, default=20)
@@ -147,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="a JSONL file, or - for stdin")
 
     command("status", "the daemon and the brains it serves")
+
+    p = command("doctor", "check every file of a vault (read-only), say what is readable, and save it")
+    p.add_argument("--export", metavar="FILE", help="write every readable memory here as JSON lines")
 
     p = command("daemon", "control the background daemon")
     p.add_argument("action", choices=["status", "start", "stop", "logs"])

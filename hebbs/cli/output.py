@@ -6,7 +6,6 @@ export); errors go to stderr, as JSON in json mode, and the exit code is non-zer
 
 from __future__ import annotations
 
-import datetime as dt
 import shutil
 import sys
 from collections.abc import Sequence
@@ -15,6 +14,7 @@ from typing import Any, TextIO
 import msgspec
 
 from hebbs.schema import Memory, RecallResult
+from hebbs.timefmt import local_text
 
 SHORT_ID = 8
 _encoder = msgspec.json.Encoder()
@@ -38,7 +38,7 @@ def emit_json(value: Any, out: TextIO | None = None) -> None:
 def when(micros: int | None) -> str:
     if not micros:
         return "-"
-    return dt.datetime.fromtimestamp(micros / 1_000_000).astimezone().strftime("%Y-%m-%d %H:%M")
+    return local_text(micros)
 
 
 def one_line(text: str, width: int) -> str:
@@ -101,13 +101,17 @@ def print_memory(memory: Memory, out: TextIO | None = None) -> None:
     out.write("\n" + memory.content.rstrip() + "\n")
 
 
-def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), out: TextIO | None = None) -> None:
+def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), out: TextIO | None = None, *,
+                  abstained: bool = False) -> None:
+    """The ranked table; an abstaining answer says so first, in plain words, then lists the weak candidates."""
     out = out or sys.stdout
+    if abstained:
+        out.write("No good match: nothing relevant known for this cue. Weak candidates:\n")
     if not results:
         out.write("no memories found\n")
-    rows = [[str(n), f"{r.score:.3f}", short_id(r.memory.id), r.memory.entity_id or "-", ",".join(r.strategies),
-             r.memory.content] for n, r in enumerate(results, 1)]
-    table(["#", "score", "id", "entity", "found by", "content"], rows, right=(0,), out=out)
+    rows = [[str(n), f"{r.score:.3f}", "-" if r.confidence is None else f"{r.confidence:.2f}", short_id(r.memory.id),
+             r.memory.entity_id or "-", ",".join(r.strategies), r.memory.content] for n, r in enumerate(results, 1)]
+    table(["#", "score", "conf", "id", "entity", "found by", "content"], rows, right=(0,), out=out)
     for note in notes:
         out.write(f"note: {note}\n")
 

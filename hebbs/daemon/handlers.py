@@ -22,9 +22,9 @@ from hebbs.paths import VAULT_DIR
 from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare, DaemonStatus,
                             Export, ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates, Forgotten, Get, Index,
                             IndexingInProgress, Insights, Inspect, Inspection, List, Pong, Prime, Queries, Recall,
-                            Reflect, ReflectCommit, ReflectPrepare, Remember, RememberItem, Request, Revise,
+                            Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, Request, Revise,
                             ScanSummary, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
-from hebbs.schema import Memory, RecallResult
+from hebbs.schema import Memory
 
 from .vaults import VaultPool, VaultSlot
 
@@ -89,8 +89,12 @@ class Handlers:
 
     async def _write(self, request: Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         slot = self.pool.slot(request.vault_path)
-        async with self.pool.use(slot) as engine, slot.write_lock:
-            return await self.pool.run(fn, engine, *args, **kwargs)
+        async with self.pool.use(slot) as engine:
+            async with slot.write_lock:
+                result, seq = await self.pool.run(_deferring_sync, fn, engine, *args, **kwargs)
+            # Outside the write slot: the next writer's batch joins this WAL sync (group commit).
+            await self.pool.run(engine.wait_durable, seq)
+            return result
 
     # Daemon ---------------------------------------------------------------------------------
 
@@ -205,6 +209,10 @@ class Handlers:
             time_range=command.time_range, weights=command.weights, include_superseded=command.include_superseded,
             reinforce=command.reinforce, mmr_lambda=command.mmr_lambda))
 
+    async def _reinforce(self, conn: Connection, request: Request, command: Reinforce) -> list[Memory]:
+        return await self._write(request, lambda engine: engine.reinforce(
+            [resolve_id(engine, i) for i in command.ids]))
+
     async def _prime(self, conn: Connection, request: Request, command: Prime) -> Any:
         from hebbs.recall.prime import prime
 
@@ -235,7 +243,8 @@ class Handlers:
             async with self.pool.use(sub.slot) as engine:
                 found = await self.pool.run(engine.recall, text, strategies=["similarity"], top_k=FEED_TOP_K,
                                             entity_id=sub.entity_id, reinforce=False)
-            fresh = [r for r in found.results if confidence(r) >= sub.threshold and r.memory.id not in sub.pushed]
+            fresh = [r for r in found.results
+                     if (r.confidence or 0.0) >= sub.threshold and r.memory.id not in sub.pushed]
             if fresh:
                 sub.pushed.update(r.memory.id for r in fresh)
                 await conn.progress(sub.request_id, SubscriptionPush(subscription_id=sub.id, matches=fresh))
@@ -332,15 +341,17 @@ class Handlers:
         return job.result()
 
 
+def _deferring_sync(fn: Callable[..., Any], engine: "Engine", *args: Any, **kwargs: Any) -> tuple[Any, int]:
+    """fn's result and the write sequence its reply must wait for before it is sent."""
+    with engine.deferred_sync(wait=False) as deferral:
+        result = fn(engine, *args, **kwargs)
+    return result, deferral.seq
+
+
 def _item(source: Remember | RememberItem) -> dict[str, Any]:
     return {"content": source.content, "importance": source.importance, "context": source.context,
             "entity_id": source.entity_id, "created_at": source.created_at, "kind": source.kind,
             "source": source.source}
-
-
-def confidence(result: RecallResult) -> float:
-    """A subscription match's confidence: the cosine similarity between the fed text and the memory."""
-    return float(result.details.get("similarity", result.components.relevance))
 
 
 def resolve_id(engine: "Engine", text: str) -> str:

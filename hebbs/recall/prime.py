@@ -30,9 +30,11 @@ def prime(engine: Recaller, entity_id: str | None, similarity_cue: str | None = 
     recent = engine.recall(None, strategies=["temporal"], top_k=max_memories, entity_id=entity_id,
                            reinforce=False).results
     relevant: list[RecallResult] = []
+    judged = RecallResults()
     if similarity_cue is not None:
         # The default (lexical + dense fused) recall: a cue naming an identifier must find it here too.
-        relevant = engine.recall(similarity_cue, top_k=max_memories, entity_id=entity_id, reinforce=False).results
+        judged = engine.recall(similarity_cue, top_k=max_memories, entity_id=entity_id, reinforce=False)
+        relevant = judged.results
     picked: dict[str, RecallResult] = {}
     for pair in _interleave(relevant, recent):
         have = picked.get(pair.memory.id)
@@ -40,12 +42,17 @@ def prime(engine: Recaller, entity_id: str | None, similarity_cue: str | None = 
             have.strategies.extend(s for s in pair.strategies if s not in have.strategies)
             have.details.update(pair.details)
             have.score = max(have.score, pair.score)
+            if pair.confidence is not None:
+                have.confidence = max(have.confidence or 0.0, pair.confidence)
             continue
         if len(picked) < max_memories:
             picked[pair.memory.id] = pair
     found = f"{len(recent)} recent" + (f", {len(relevant)} relevant to the cue" if similarity_cue is not None else "")
-    notes = [f"{found}, {len(picked)} after deduplication"]
-    return RecallResults(results=sorted(picked.values(), key=lambda r: r.score, reverse=True), notes=notes)
+    notes = [f"{found}, {len(picked)} after deduplication"] + judged.notes
+    # Whether the cue found anything relevant is the relevant recall's verdict; recent memories are
+    # loaded whatever it is.
+    return RecallResults(results=sorted(picked.values(), key=lambda r: r.score, reverse=True), notes=notes,
+                         abstained=judged.abstained, confidence=judged.confidence, threshold=judged.threshold)
 
 
 def _interleave(first: list[RecallResult], second: list[RecallResult]) -> list[RecallResult]:

@@ -478,6 +478,11 @@ class LexicalIndex:
             return self._page(searcher, q, k, 0)
         return self._filtered(searcher, q, k, allowed)
 
+    def doc_freqs(self, terms: Iterable[str]) -> dict[str, int]:
+        """How many live-or-not-yet-merged documents hold each (already tokenized) term."""
+        searcher = self._searcher()
+        return {t: int(searcher.doc_freq(_BODY, t)) for t in terms}
+
     # ---- internals -------------------------------------------------------------------------
 
     def _filtered(self, searcher: tantivy.Searcher, q: tantivy.Query, k: int,

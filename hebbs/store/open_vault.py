@@ -19,6 +19,7 @@ catalog and the indexes along.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -35,6 +36,8 @@ from .lexical_index import LexicalIndex
 from .memory_text import lexical_text
 from .storage import (TIMELINE_ENTITY, Store, WriteSet, decode, encode, id_bytes, id_str, temporal_prefix)
 from .vector_index import VectorIndex
+
+log = logging.getLogger("hebbs.store")
 
 SCHEMA_VERSION = 1
 
@@ -132,6 +135,9 @@ class OpenVault:
             self._closed = True
             try:
                 self._index.save(self.path / "index", self._write_seq)
+            except OSError as exc:
+                # The snapshot is derived: without it the next open rebuilds the index from RocksDB.
+                log.warning("could not save the vector index snapshot of %s (%s); it will be rebuilt", self.path, exc)
             finally:
                 self._lexical.close()
                 self.store.close()
@@ -181,6 +187,10 @@ class OpenVault:
     def vector(self, memory_id: str) -> np.ndarray | None:
         raw = self.store.get_vector(memory_id)
         return None if raw is None else np.frombuffer(raw, dtype="<f4")
+
+    def vector_or_zeros(self, memory_id: str) -> np.ndarray:
+        vector = self.vector(memory_id)
+        return np.zeros(self.embedder.dim, dtype=np.float32) if vector is None else vector
 
     def vectors(self, ids: list[str]) -> np.ndarray:
         """The indexed vectors of these memories, one row each (zeros for one not indexed), in one read
@@ -277,15 +287,17 @@ class OpenVault:
             yield
 
     def apply(self, writes: WriteSet, *, saved: Iterable[Memory] = (), removed: Sequence[str] = (),
-              vectors: tuple[list[str], np.ndarray] | None = None, reindexed: Sequence[Memory] = ()) -> None:
+              vectors: tuple[list[str], np.ndarray] | None = None, reindexed: Sequence[Memory] = (),
+              durable: bool = True) -> None:
         """Commit one batch (caller holds the write lock) and bring the derived state along: the catalog
         learns `saved` and forgets `removed`, HNSW takes `vectors`, BM25 re-reads `reindexed`. A batch that
-        touches either index also bumps the write sequence, in the same RocksDB batch."""
+        touches either index also bumps the write sequence, in the same RocksDB batch. durable=False: the
+        batch is not waited for (hebbs/store/durability.py), for what nobody is told was kept."""
         touches_indexes = bool(removed) or vectors is not None or bool(reindexed)
         if touches_indexes:
             self._write_seq += 1
             writes.put_meta("write_seq", self._write_seq)
-        self.store.commit(writes)
+        self.store.commit(writes, durable=durable)
         for memory_id in removed:
             self._catalog.pop(memory_id, None)
         for memory in saved:
