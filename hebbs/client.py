@@ -31,10 +31,10 @@ from .errors import HebbsError, InvalidInput, VaultNotInitialized
 from .paths import ensure_home, hebbs_home, log_path, resolve_vault, socket_path, spawn_lock_path
 from .protocol import (ERROR, HEADER, PROGRESS, Close, ContradictionAuto, ContradictionCommit, ContradictionPrepare,
                        DaemonStatus, DaemonUnavailable, Export, ExportChunk, Feed, Forget, ForgetCandidates, Get,
-                       Index, Insights, Inspect, Inspection, List, Ping, Pong, Prime, ProtocolError, Queries, Recall,
-                       Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, Revise, Shutdown,
-                       Status, Stopping, Subscribe, Subscribed, SubscriptionPush, _Command, decode_data, decode_response,
-                       error_from_frame, frame_length, progress_type, recv_frame, request_frame, result_type)
+                       Index, Insights, Inspect, Inspection, List, Panel, PanelState, Ping, Pong, Prime, ProtocolError,
+                       Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, Revise,
+                       Shutdown, Status, Stopping, Subscribe, Subscribed, SubscriptionPush, _Command, decode_data,
+                       decode_response, error_from_frame, frame_length, progress_type, recv_frame, request_frame, result_type)
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source)
@@ -235,9 +235,10 @@ def _structs(items: Iterable[Any], type_: type, what: str) -> list[Any]:
 # Commands: what both clients send, built once -------------------------------------------------
 
 def _remember(content: str, importance: float, context: dict[str, Any] | None, entity_id: str | None,
-              created_at: Any, kind: Any, source: Source | None) -> Remember:
+              created_at: Any, kind: Any, source: Source | None, supersedes: Sequence[str] | None = None) -> Remember:
     return Remember(content=content, importance=importance, context=context, entity_id=entity_id,
-                    created_at=to_micros(created_at, "created_at"), kind=_kind(kind), source=source)
+                    created_at=to_micros(created_at, "created_at"), kind=_kind(kind), source=source,
+                    supersedes=list(supersedes) if supersedes else None)
 
 
 def _remember_many(items: Iterable[Any]) -> Remember:
@@ -404,12 +405,17 @@ class Client(_BaseClient):
     def shutdown(self) -> Stopping:
         return self.request(Shutdown(), vault=False)
 
+    def panel(self, port: int | None = None) -> PanelState:
+        """Make sure the daemon serves the Memory Palace (on `port`, else the configured one); its URL and token."""
+        return self.request(Panel(port=port), vault=False)
+
     # Memories ---------------------------------------------------------------------------------
 
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                  entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
-                 source: Source | None = None) -> Memory:
-        return self.request(_remember(content, importance, context, entity_id, created_at, kind, source))
+                 source: Source | None = None, supersedes: Sequence[str] | None = None) -> Memory:
+        """Store one memory; `supersedes` names memories it replaces (they leave recall)."""
+        return self.request(_remember(content, importance, context, entity_id, created_at, kind, source, supersedes))
 
     def remember_many(self, items: Iterable[Any]) -> list[Memory]:
         """Store many memories in one request (dicts with the fields of remember, or RememberItems)."""
@@ -669,10 +675,14 @@ class AsyncClient(_BaseClient):
     async def shutdown(self) -> Stopping:
         return await self.request(Shutdown(), vault=False)
 
+    async def panel(self, port: int | None = None) -> PanelState:
+        return await self.request(Panel(port=port), vault=False)
+
     async def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                        entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
-                       source: Source | None = None) -> Memory:
-        return await self.request(_remember(content, importance, context, entity_id, created_at, kind, source))
+                       source: Source | None = None, supersedes: Sequence[str] | None = None) -> Memory:
+        return await self.request(_remember(content, importance, context, entity_id, created_at, kind, source,
+                                            supersedes))
 
     async def remember_many(self, items: Iterable[Any]) -> list[Memory]:
         return await self.request(_remember_many(items))

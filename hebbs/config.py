@@ -144,6 +144,18 @@ class LLMConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields
             raise ValueError("llm.timeout_seconds must be above 0, llm.backoff_seconds at least 0")
 
 
+class PanelConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """The Memory Palace web panel (docs/palace.md). Read from $HEBBS_HOME/config.toml only: it belongs
+    to the daemon, not to a vault. $HEBBS_PANEL=off and $HEBBS_PANEL_PORT override it."""
+
+    enabled: bool = True
+    port: int = 6381
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"panel.port must be from 1 to 65535, got {self.port}")
+
+
 # When a write is acknowledged: hebbs/store/durability.py, docs/reliability.md.
 DURABILITY_MODES = ("sync", "buffered")
 
@@ -168,6 +180,7 @@ class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     decay: DecayConfig = DecayConfig()
     contradictions: ContradictionsConfig = ContradictionsConfig()
     llm: LLMConfig = LLMConfig()
+    panel: PanelConfig = PanelConfig()
 
 
 def load_config(vault_dir: Path) -> VaultConfig:

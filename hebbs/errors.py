@@ -84,6 +84,12 @@ class IndexingInProgress(HebbsError):
     status_code = "INDEXING_IN_PROGRESS"
 
 
+class Cancelled(HebbsError):
+    """The run was cancelled (the Memory Palace's cancel button); what it committed stays, the next run resumes."""
+
+    status_code = "CANCELLED"
+
+
 class DaemonUnavailable(HebbsError):
     """No daemon answers and none could be started (see $HEBBS_HOME/daemon.log)."""
 
@@ -99,6 +105,6 @@ class ProtocolError(HebbsError):
 ERRORS_BY_CODE: dict[str, type[HebbsError]] = {
     cls.status_code: cls
     for cls in (HebbsError, InvalidInput, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch, CorruptVault,
-                LLMNotConfigured, LLMError, ModelError, MessageTooLarge, IndexingInProgress, DaemonUnavailable,
+                LLMNotConfigured, LLMError, ModelError, MessageTooLarge, IndexingInProgress, Cancelled, DaemonUnavailable,
                 ProtocolError)
 }

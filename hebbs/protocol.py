@@ -73,6 +73,8 @@ class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
     created_at: int | None = None
     kind: str = "EPISODE"
     source: Source | None = None
+    # Ids of memories this one replaces: they get superseded_by and leave recall.
+    supersedes: list[str] | None = None
 
 
 class Remember(_Command, tag="remember"):
@@ -85,6 +87,7 @@ class Remember(_Command, tag="remember"):
     created_at: int | None = None
     kind: str = "EPISODE"
     source: Source | None = None
+    supersedes: list[str] | None = None
     items: list[RememberItem] | None = None
 
 
@@ -275,9 +278,15 @@ class ForgetCandidates(_Command, tag="forget_candidates"):
     """Memories decayed below the forget threshold, least alive first; lists, deletes nothing."""
 
 
+class Panel(_Command, tag="panel"):
+    """Make sure the Memory Palace web panel is served (on `port`, else the configured one); data is PanelState."""
+
+    port: int | None = None
+
+
 Command = (Ping | Status | Shutdown | Remember | Get | Revise | Forget | Recall | Reinforce | Prime | Subscribe | Feed
            | Close | Index | List | Queries | Inspect | Export | ReflectPrepare | ReflectCommit | Insights
-           | ContradictionPrepare | ContradictionCommit | Reflect | ContradictionAuto | ForgetCandidates)
+           | ContradictionPrepare | ContradictionCommit | Reflect | ContradictionAuto | ForgetCandidates | Panel)
 
 COMMAND_TYPES: dict[str, type[_Command]] = {
     cls.__struct_config__.tag: cls for cls in Command.__args__  # type: ignore[attr-defined]
@@ -286,7 +295,7 @@ COMMAND_TYPES: dict[str, type[_Command]] = {
 WRITE_COMMANDS = frozenset({"remember", "revise", "forget", "reinforce", "reflect_prepare", "reflect_commit",
                             "contradiction_prepare", "contradiction_commit"})
 # Commands that need no vault at all.
-DAEMON_COMMANDS = frozenset({"ping", "status", "shutdown", "close"})
+DAEMON_COMMANDS = frozenset({"ping", "status", "shutdown", "close", "panel"})
 
 
 class Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -392,6 +401,14 @@ class ExportDone(msgspec.Struct, kw_only=True):
     count: int
 
 
+class PanelState(msgspec.Struct, kw_only=True):
+    """Where the panel is served; `url` carries the daemon's token, so only this user's socket hears it."""
+
+    port: int
+    url: str
+    pid: int
+
+
 RESULT_TYPES: dict[str, Any] = {
     "ping": Pong, "status": DaemonStatus, "shutdown": Stopping, "get": Memory, "revise": Memory,
     "forget": Forgotten, "recall": RecallResults, "reinforce": list[Memory], "prime": RecallResults,
@@ -400,7 +417,7 @@ RESULT_TYPES: dict[str, Any] = {
     "export": ExportDone, "reflect_prepare": ReflectPrepared, "reflect_commit": ReflectCommitted,
     "insights": list[Insight], "contradiction_prepare": ContradictionPrepared,
     "contradiction_commit": ContradictionCommitted, "reflect": ReflectAutoResult,
-    "contradiction_auto": ContradictionAutoResult, "forget_candidates": list[Memory],
+    "contradiction_auto": ContradictionAutoResult, "forget_candidates": list[Memory], "panel": PanelState,
 }
 
 

@@ -104,6 +104,18 @@ def test_export_then_import_round_trips(shared_daemon: "DaemonHome", project: Pa
     assert sorted(map(key, copied)) == sorted(map(key, [json.loads(line) for line in lines + lines[:1]]))
 
 
+def test_remember_supersedes_by_short_id(shared_daemon: "DaemonHome", project: Path) -> None:
+    run = shared_daemon.hebbs
+    old = _json(run("remember", "The cache TTL is 5 minutes", "--entity", "cache", "--format", "json", cwd=project))
+    new = _json(run("remember", "The cache TTL is 10 minutes", "--entity", "cache", "--supersedes", old["id"][-8:],
+                    "--format", "json", cwd=project))
+    assert _json(run("get", old["id"], "--format", "json", cwd=project))["superseded_by"] == new["id"]
+    found = _json(run("recall", "cache TTL", "--entity", "cache", "--format", "json", cwd=project))
+    assert [r["memory"]["id"] for r in found["results"]] == [new["id"]]
+    missing = run("remember", "x", "--supersedes", "01J00000000000000000000000", cwd=project, check=False)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+
+
 def test_init_status_and_global_brain(shared_daemon: "DaemonHome") -> None:
     """Tried: status and recall outside any project (clear error naming `hebbs init`, JSON on stderr,
     exit 1), `hebbs init`, then status showing both brains, and --global reaching HEBBS_HOME."""

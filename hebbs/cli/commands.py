@@ -89,7 +89,7 @@ def cmd_remember(args: argparse.Namespace) -> int:
     with client_for(args) as client:
         memory = client.remember(_text(args.content), importance=args.importance, context=_context(args.context),
                                  entity_id=args.entity, created_at=_time(args.created_at, "--created-at")
-                                 if args.created_at else None)
+                                 if args.created_at else None, supersedes=args.supersedes)
     if _json(args):
         output.emit_json(memory)
     else:

@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("content", nargs="+", help="the text ('-' reads it from stdin)")
     _memory_fields(p)
     p.add_argument("--created-at", metavar="TIME", help="ISO 8601 time or microseconds since the epoch")
+    p.add_argument("--supersedes", action="append", metavar="ID",
+                   help="a memory this one replaces (repeatable); it leaves recall")
 
     p = command("get", "show one memory (full id or its last 6+ characters)")
     p.add_argument("id")
@@ -153,6 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="a JSONL file, or - for stdin")
 
     command("status", "the daemon and the brains it serves")
+
+    p = command("palace", "open the Memory Palace: the daemon's web panel on 127.0.0.1")
+    p.add_argument("--port", type=int, help="serve it on this port (default: [panel] port, 6381)")
+    p.add_argument("--no-browser", action="store_true", help="only print the address")
 
     p = command("doctor", "check every file of a vault (read-only), say what is readable, and save it")
     p.add_argument("--export", metavar="FILE", help="write every readable memory here as JSON lines")

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import msgspec
 
 from hebbs import validate
-from hebbs.errors import InvalidInput, NotFound
+from hebbs.errors import Cancelled, InvalidInput, NotFound
 from hebbs.paths import VAULT_DIR
 from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare, DaemonStatus,
                             Export, ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates, Forgotten, Get, Index,
-                            IndexingInProgress, Insights, Inspect, Inspection, List, Pong, Prime, Queries, Recall,
-                            Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, Request, Revise,
-                            ScanSummary, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
+                            IndexingInProgress, Insights, Inspect, Inspection, List, Panel, PanelState, Pong, Prime,
+                            Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem,
+                            Request, Revise, ScanSummary, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
 from hebbs.schema import Memory
 
 from .vaults import VaultPool, VaultSlot
@@ -79,7 +79,9 @@ class Handlers:
     async def dispatch(self, conn: Connection, request: Request) -> Any:
         command = request.command
         handler: Callable[..., Any] = getattr(self, "_" + command.__struct_config__.tag)
-        return await handler(conn, request, command)
+        data = await handler(conn, request, command)
+        self.daemon.notify_change(request)
+        return data
 
     async def _call(self, request: Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run fn(engine, ...) on the request's vault, off the event loop."""
@@ -107,6 +109,9 @@ class Handlers:
             status.vault = await self._call(request, lambda engine: engine.stats())
         return status
 
+    async def _panel(self, conn: Connection, request: Request, command: Panel) -> PanelState:
+        return await self.daemon.ensure_panel(command.port)
+
     async def _shutdown(self, conn: Connection, request: Request, command: Any) -> Any:
         # Stop once this reply is on its way, not before.
         asyncio.get_running_loop().call_later(0.05, self.daemon.stop)
@@ -123,7 +128,12 @@ class Handlers:
             raise InvalidInput("remember needs content (or items for a batch)")
         else:
             items = [_item(command)]
-        memories = await self._write(request, lambda engine: engine.remember_many(items))
+        def remember(engine: "Engine") -> list[Memory]:
+            for item in items:  # short ids, as text output shows them, name what a memory supersedes
+                item["supersedes"] = [resolve_id(engine, old) for old in item["supersedes"]]
+            return engine.remember_many(items)
+
+        memories = await self._write(request, remember)
         return memories if command.items is not None else memories[0]
 
     async def _get(self, conn: Connection, request: Request, command: Get) -> Memory:
@@ -269,21 +279,24 @@ class Handlers:
         if slot.indexing:
             raise IndexingInProgress(f"{root} is being indexed already; try again when that run ends")
         slot.indexing = True
+        slot.cancel_index = False
         try:
             async with self.pool.use(slot) as engine:
                 if command.phase == 1:
                     plan = await self._stream(conn, request.id, lambda progress: vault.scan_vault(
-                        engine, root, paths=command.paths, progress=progress))
+                        engine, root, paths=command.paths, progress=progress), slot)
                     return ScanSummary(files_scanned=plan.files_scanned, files_unchanged=plan.files_unchanged,
                                        files_changed=plan.files_changed, files_removed=plan.files_removed,
                                        pending=plan.pending(), warnings=plan.warnings, seconds=plan.seconds)
                 if command.phase == 2:
                     return await self._stream(conn, request.id, lambda progress: vault.apply_plan(
-                        engine, root, progress=progress))
+                        engine, root, progress=progress), slot)
                 return await self._stream(conn, request.id, lambda progress: vault.index_vault(
-                    engine, root, progress=progress))
+                    engine, root, progress=progress), slot)
         finally:
             slot.indexing = False
+            slot.progress = None
+            slot.cancel_index = False
 
     async def _list(self, conn: Connection, request: Request, command: List) -> Any:
         from hebbs.vault.status import list_vault
@@ -303,7 +316,8 @@ class Handlers:
         slot = self.pool.slot(request.vault_path)
         return slot, slot.path.parent
 
-    async def _stream(self, conn: Connection, request_id: Any, run: Callable[[Callable[[Any], None]], Any]) -> Any:
+    async def _stream(self, conn: Connection, request_id: Any, run: Callable[[Callable[[Any], None]], Any],
+                      slot: VaultSlot | None = None) -> Any:
         """Run a blocking job that reports progress, sending each report as a progress frame.
 
         Reports arrive from a worker thread; when they come faster than the client reads, only the
@@ -315,8 +329,15 @@ class Handlers:
         wake = asyncio.Event()
 
         def report(progress: Any) -> None:
+            if slot is not None and slot.cancel_index:
+                # Like a crash between two batches, which the indexer is built to recover from: the
+                # manifest stays dirty and the next run reconciles and carries on where this one stopped.
+                raise Cancelled(f"indexing {slot.path.parent} was cancelled; the next index run resumes it")
+
             def put() -> None:
                 latest[:] = [progress]
+                if slot is not None:
+                    slot.progress = progress  # what the panel's overview shows of a run in progress
                 wake.set()
             loop.call_soon_threadsafe(put)
 
@@ -351,7 +372,7 @@ def _deferring_sync(fn: Callable[..., Any], engine: "Engine", *args: Any, **kwar
 def _item(source: Remember | RememberItem) -> dict[str, Any]:
     return {"content": source.content, "importance": source.importance, "context": source.context,
             "entity_id": source.entity_id, "created_at": source.created_at, "kind": source.kind,
-            "source": source.source}
+            "source": source.source, "supersedes": source.supersedes or ()}
 
 
 def resolve_id(engine: "Engine", text: str) -> str:

@@ -44,6 +44,10 @@ class VaultSlot:
         self.write_lock = asyncio.Lock()
         self.users = 0
         self.indexing = False
+        # The newest progress report of the index run in progress (hebbs.vault.indexer.Progress).
+        self.progress: Any = None
+        # Set to stop the index run in progress at its next progress report (see Handlers._stream).
+        self.cancel_index = False
         self.last_used = time.monotonic()
 
 
@@ -141,6 +145,10 @@ class VaultPool:
                 await self._close(slot, reason="shutdown")
             except Exception:
                 log.exception("closing vault %s failed", slot.path)
+
+    def known(self) -> list[VaultSlot]:
+        """Every vault a request has named since the daemon started, open or not."""
+        return list(self._slots.values())
 
     def describe(self) -> list[OpenVault]:
         now = time.monotonic()
