@@ -33,13 +33,13 @@ from .protocol import (ERROR, HEADER, PROGRESS, AddEdge, Close, ContradictionAut
                        ContradictionPrepare, DaemonStatus, DaemonUnavailable, Edges, Export, ExportChunk, Feed, Forget,
                        ForgetCandidates, Get, History, Index, IndexCancel, IndexCancelled, IndexFollow, Insights,
                        Inspect, Inspection, List, Neighbors, Panel, PanelState, Ping, Pong, Prime, ProtocolError,
-                       Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, RemoveEdge, Revise,
-                       ReviseItem, ReviseMany, Shutdown, Status, Stopping, Subscribe, Subscribed, SubscriptionPush,
-                       _Command, decode_data, decode_response, error_from_frame, frame_length, progress_type,
-                       recv_frame, request_frame, result_type)
+                       Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem,
+                       RemoveEdge, Revise, ReviseItem, ReviseMany, ShowSource, Shutdown, Status, Stopping, Subscribe,
+                       Subscribed, SubscriptionPush, _Command, decode_data, decode_response, error_from_frame,
+                       frame_length, progress_type, recv_frame, request_frame, result_type)
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
-                     ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
+                     ReflectCommitted, ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
 
 if TYPE_CHECKING:
     import asyncio
@@ -51,7 +51,7 @@ __all__ = ["Client", "AsyncClient", "Subscription", "AsyncSubscription", "start_
 
 START_TIMEOUT = 60.0
 # Commands that may be sent again when the daemon vanished before answering: they change nothing.
-_RETRYABLE = frozenset({"ping", "status", "get", "recall", "prime", "queries", "inspect", "list", "insights",
+_RETRYABLE = frozenset({"ping", "status", "get", "recall", "prime", "queries", "inspect", "source", "list", "insights",
                         "forget_candidates", "history", "edges", "neighbors", "index_follow"})
 ProgressCallback = Callable[[Any], None]
 
@@ -505,6 +505,10 @@ class Client(_BaseClient):
     def inspect(self, memory_id: str) -> Inspection:
         return self.request(Inspect(id=memory_id))
 
+    def source(self, memory_id: str) -> SourceSection:
+        """The section a memory was indexed from, exactly as it was in that file version."""
+        return self.request(ShowSource(id=memory_id))
+
     def queries(self, limit: int = 50) -> list[QueryLogEntry]:
         return self.request(Queries(limit=limit))
 
@@ -832,6 +836,10 @@ class AsyncClient(_BaseClient):
 
     async def inspect(self, memory_id: str) -> Inspection:
         return await self.request(Inspect(id=memory_id))
+
+    async def source(self, memory_id: str) -> SourceSection:
+        """The section a memory was indexed from, exactly as it was in that file version."""
+        return await self.request(ShowSource(id=memory_id))
 
     async def queries(self, limit: int = 50) -> list[QueryLogEntry]:
         return await self.request(Queries(limit=limit))

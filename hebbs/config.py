@@ -226,6 +226,21 @@ def notes_config(vault_dir: Path) -> NotesConfig:
         return NotesConfig()
 
 
+class SourcesConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """The original kept: file versions the markdown indexer keeps (hebbs/store/originals.py, docs/vault.md)."""
+
+    keep: bool = True
+    # Five versions cover the edits of a working session and what `hebbs history` usually shows;
+    # older ones stay only while a memory still points at them.
+    keep_versions: int = 5
+    # A hard cap for everything but each file's current version: 256 MiB holds about 1 GiB of markdown.
+    max_bytes: int = 256 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.keep_versions < 1 or self.max_bytes < 0:
+            raise ValueError("sources.keep_versions must be at least 1 and sources.max_bytes at least 0")
+
+
 # When a write is acknowledged: hebbs/store/durability.py, docs/reliability.md.
 DURABILITY_MODES = ("sync", "buffered")
 
@@ -252,6 +267,7 @@ class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     llm: LLMConfig = LLMConfig()
     panel: PanelConfig = PanelConfig()
     notes: NotesConfig = NotesConfig()
+    sources: SourcesConfig = SourcesConfig()
 
 
 def load_config(vault_dir: Path) -> VaultConfig:
@@ -323,6 +339,12 @@ neighbors = 5
 write = true
 insights_dir = "insights"
 contradictions_dir = "contradictions"
+
+# The original of every indexed file version, compressed, for `hebbs source ID` (docs/vault.md).
+[sources]
+keep = true
+keep_versions = 5
+max_bytes = 268435456
 
 # An OpenAI-compatible server for `hebbs reflect` (optional; keys here override $HEBBS_HOME/config.toml).
 # [llm]

@@ -28,12 +28,14 @@ from .recall.registry import REGISTRY, STRATEGIES
 from .store import idempotency
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Insight, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared)
+from .schema import SourceSection
 from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResult,
                      RecallResults, ScoreComponents, ScoringWeights, Source, TimeUnderstood, VaultStats)
 from .store.embed import Embedder, get_embedder
 from .store.lexical_index import LexicalIndex
 from .store.memory_text import embedding_text, lexical_text
 from .store.open_vault import OpenVault, now_us
+from .store.originals import Originals
 from .store.storage import (Store, WriteSet, decode, edge_keys, encode, id_bytes, memory_key, temporal_key,
                             temporal_keys, vector_key)
 from .store.vector_index import VectorIndex
@@ -371,6 +373,30 @@ class Engine:
                          vectors=([memory.id], vector.reshape(1, -1)) if text_changed else None,
                          reindexed=[memory])
         return memory
+
+    def source(self, memory_id: str) -> SourceSection:
+        """The section a memory was indexed from, exactly as it was in that file version, even after the
+        file changed or was deleted (hebbs/store/originals.py). A revision reads the version it held."""
+        originals = Originals(self.path, self.config.sources)
+        try:
+            memory = self.get(memory_id)
+        except (NotFound, InvalidInput):
+            # Forgotten with its file (by full id or a 6+ character suffix): the kept map still knows it.
+            kept_id = originals.find_ref_id(memory_id)
+            if kept_id is None and len(memory_id) < 26:
+                raise NotFound(f"no memory id ends with {memory_id!r}") from None
+            if kept_id is None:
+                raise
+            return originals.section(kept_id, originals.refs(kept_id)[-1])
+        refs = originals.refs(memory.revision_of or memory.id)
+        if not refs:
+            raise NotFound(f"memory {memory.id} has no kept original: it was not indexed from a note "
+                           "(or [sources] keep was false when it was)")
+        section_hash = memory.context.get("section_hash")
+        ref = next((r for r in reversed(refs) if r.section_hash == section_hash), None)
+        if ref is None:
+            raise NotFound(f"the original of memory {memory.id} was pruned (see [sources] in the vault's config.toml)")
+        return originals.section(memory.id, ref)
 
     def history(self, memory_id: str) -> list[Memory]:
         """Earlier versions of a memory, newest first."""

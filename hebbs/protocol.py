@@ -24,6 +24,7 @@ from .errors import (ERRORS_BY_CODE, DaemonUnavailable, HebbsError, IndexingInPr
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
+from .schema import SourceSection
 
 PROTOCOL_VERSION = 1
 MAX_FRAME = 16 * 1024 * 1024
@@ -288,6 +289,12 @@ class Inspect(_Command, tag="inspect"):
     id: str
 
 
+class ShowSource(_Command, tag="source"):
+    """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
+
+    id: str
+
+
 class ScanSummary(msgspec.Struct, kw_only=True):
     """What an index phase 1 found; `pending` counts the sections phase 2 will add, revise, update, forget."""
 
@@ -376,8 +383,8 @@ class Panel(_Command, tag="panel"):
 
 
 Command = (Ping | Status | Shutdown | Remember | Get | Revise | Forget | Recall | Reinforce | Prime | Subscribe | Feed
-           | Close | Index | List | Queries | Inspect | Export | ReflectPrepare | ReflectCommit | Insights
-           | ContradictionPrepare | ContradictionCommit | Reflect | ContradictionAuto | ForgetCandidates
+           | Close | Index | List | Queries | Inspect | ShowSource | Export | ReflectPrepare | ReflectCommit
+           | Insights | ContradictionPrepare | ContradictionCommit | Reflect | ContradictionAuto | ForgetCandidates
            | ReviseMany | History | AddEdge | RemoveEdge | Edges | Neighbors | IndexCancel | IndexFollow
            | Panel)
 
@@ -518,6 +525,7 @@ RESULT_TYPES: dict[str, Any] = {
     "forget": Forgotten, "recall": RecallResults, "reinforce": list[Memory], "prime": RecallResults,
     "subscribe": Subscribed, "feed": Fed,
     "close": Closed, "queries": list[QueryLogEntry], "inspect": Inspection,
+    "source": SourceSection,
     "export": ExportDone, "reflect_prepare": ReflectPrepared, "reflect_commit": ReflectCommitted,
     "insights": list[Insight], "contradiction_prepare": ContradictionPrepared,
     "contradiction_commit": ContradictionCommitted, "reflect": ReflectAutoResult,

@@ -297,3 +297,20 @@ class ContradictionAutoResult(msgspec.Struct, kw_only=True):
     # Candidates left for a person or an agent: the LLM was unsure, or its answer was unusable.
     left_pending: list[str] = []
     problems: list[str] = []
+
+
+class SourceSection(msgspec.Struct, kw_only=True):
+    """A memory's section exactly as it was in the file version it was written from (`hebbs source`)."""
+
+    memory_id: str
+    file: str
+    heading_path: list[str]
+    line_start: int
+    line_end: int
+    byte_start: int
+    byte_end: int
+    sha256: str  # the file version
+    indexed_at: int
+    text: str
+    latest: bool  # this version is the file's newest kept one
+    file_removed_at: int | None = None

@@ -381,6 +381,23 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_source(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        found = client.source(args.id)
+    if _json(args):
+        output.emit_json(found)
+        return 0
+    version = "the current version" if found.latest else "an earlier version"
+    if found.file_removed_at is not None:
+        version = ("the last version" if found.latest else "an earlier version") + \
+            f"; the file was removed {output.when(found.file_removed_at)}"
+    print(f"{found.file}:{found.line_start}-{found.line_end}  {' > '.join(found.heading_path) or '(no heading)'}")
+    print(f"version {found.sha256[:12]}  indexed {output.when(found.indexed_at)}  ({version})")
+    print()
+    print(found.text)
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     with client_for(args) as client:
         client.stats()  # a missing vault must fail before an output file is created
@@ -532,6 +549,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "revise-many": cmd_revise_many, "history": cmd_history, "add-edge": cmd_add_edge,
     "remove-edge": cmd_remove_edge, "edges": cmd_edges, "neighbors": cmd_neighbors,
     "recall": cmd_recall, "used": cmd_used, "prime": cmd_prime, "subscribe": cmd_subscribe, "queries": cmd_queries,
-    "inspect": cmd_inspect, "export": cmd_export, "import": cmd_import, "status": cmd_status,
+    "inspect": cmd_inspect, "source": cmd_source, "export": cmd_export, "import": cmd_import, "status": cmd_status,
     "doctor": cmd_doctor,
 }

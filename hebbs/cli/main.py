@@ -228,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("inspect", "one memory with its edges and history")
     p.add_argument("id", help="memory id, or its last 6+ characters")
 
+    p = command("source", "the section a note's memory came from, as it was in that file version")
+    p.add_argument("id", help="memory id, or its last 6+ characters")
+
     p = command("reflect-prepare", "cluster memories into a reflection session, one prompt per cluster")
     _reflect_scope(p)
 
@@ -266,6 +269,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("palace", "open the Memory Palace: the daemon's web panel on 127.0.0.1", parents=(shared,))
     p.add_argument("--port", type=int, help="serve it on this port (default: [panel] port, 6381)")
     p.add_argument("--no-browser", action="store_true", help="only print the address")
+
+    p = command("proxy", "serve an OpenAI-compatible chat endpoint on 127.0.0.1 that adds recalled memories")
+    p.add_argument("--upstream", required=True, metavar="URL",
+                   help="the OpenAI-compatible server's base URL, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--port", type=int, default=6382, help="port on 127.0.0.1 (default 6382)")
+    p.add_argument("--api-key-env", metavar="NAME", help="environment variable holding the upstream's API key")
+    p.add_argument("--remember", action="store_true", help="remember each question and answer in the project vault")
+    p.add_argument("--top-k", type=int, default=5, help="at most this many memories per request (default 5)")
 
     p = command("doctor", "check every file of a vault (read-only), say what is readable, and save it")
     p.add_argument("--export", metavar="FILE", help="write every readable memory here as JSON lines")

@@ -26,8 +26,8 @@ from hebbs.protocol import (AddEdge, Close, Closed, ContradictionAuto, Contradic
                             IndexingInProgress, Insights, Inspect, Inspection, List, Neighbors, Panel, PanelState, Pong,
                             Prime, Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember,
                             RememberItem, RemoveEdge, Removed, Request, Revise, ReviseItem, ReviseMany, ScanSummary,
-                            Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
-from hebbs.schema import Memory
+                            ShowSource, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
+from hebbs.schema import Memory, SourceSection
 
 from .vaults import VaultPool, VaultSlot
 
@@ -193,6 +193,16 @@ class Handlers:
             return Inspection(memory=memory, edges=engine.edges(memory.id), history=engine.history(memory.id))
 
         return await self._call(request, inspect)
+
+    async def _source(self, conn: Connection, request: Request, command: ShowSource) -> SourceSection:
+        def source(engine: "Engine") -> SourceSection:
+            try:
+                memory_id = resolve_id(engine, command.id)
+            except NotFound:
+                memory_id = command.id  # a forgotten memory: its kept original may still name it
+            return engine.source(memory_id)
+
+        return await self._call(request, source)
 
     async def _queries(self, conn: Connection, request: Request, command: Queries) -> Any:
         if not 1 <= command.limit <= MAX_QUERIES:
