@@ -29,6 +29,11 @@ class Query:
     alpha: float | None = None
     analogy: Sequence[str] | None = None
 
+    @property
+    def filtered(self) -> bool:
+        """An entity or time filter: few memories pass it, so searches oversample more."""
+        return self.entity_id is not None or self.window is not None
+
     @cached_property
     def cue_vector(self) -> np.ndarray | None:
         """The cue's embedding, computed once and only if a strategy asks for it."""
