@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from hebbs.offline import disable_telemetry
 from hebbs.paths import ensure_home, hebbs_home, lock_path, log_path, pid_path, socket_path
 
 log = logging.getLogger("hebbs.daemon")
@@ -165,6 +166,8 @@ def _limit_blas_threads() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Before anything can load onnxruntime: its telemetry is decided, for good, when it loads.
+    disable_telemetry()
     args = parse_args(argv)
     home = ensure_home(hebbs_home(args.home))
     ready_fd = detach() if args.detach else None
