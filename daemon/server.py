@@ -267,6 +267,11 @@ class Daemon:
 
 
 async def _close(writer: asyncio.StreamWriter) -> None:
+    if writer.transport.get_write_buffer_size():
+        # Replies the client never took: close() would wait for them to drain, holding the
+        # descriptor for as long as the client stays deaf. Drop them.
+        writer.transport.abort()
+        return
     writer.close()
     try:
         async with asyncio.timeout(1.0):
