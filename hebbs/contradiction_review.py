@@ -23,6 +23,7 @@ import msgspec
 
 from . import analogical, contradiction_check
 from .errors import InvalidInput, NotFound
+from .fsutil import notes_subdir
 from .reflect import _iso, _now, notes_root, slug, wiki_link, write_note
 from .schema import (ContradictionCandidate, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
                      Edge, EdgeType, Memory, MemoryKind, PendingContradiction)
@@ -130,6 +131,9 @@ def commit(engine: "Engine", verdicts: Any) -> ContradictionCommitted:
 
     result = ContradictionCommitted()
     reports: list[tuple[PendingContradiction, Memory, Memory, ContradictionVerdict]] = []
+    root = notes_root(engine)
+    if root is not None and any(v.verdict == "contradiction" for v in parsed):
+        notes_subdir(root, REPORTS_DIR)  # refuse before recording anything, not after
     with engine._write_lock:
         engine._check_open()
         stamp = _now()
@@ -174,12 +178,11 @@ def commit(engine: "Engine", verdicts: Any) -> ContradictionCommitted:
         engine._store.commit(writes)
         for m in changed.values():
             engine._catalog[m.id] = _Entry(m)
-    root = notes_root(engine)
     if root is not None:
         for item, a, b, v in reports:
             try:
                 result.files.append(str(write_report(root, item, a, b, v, stamp)))
-            except OSError as exc:
+            except (OSError, InvalidInput) as exc:
                 result.warnings.append(f"contradiction {item.id} is recorded, but its report could not be "
                                        f"written: {exc}")
     return result
@@ -229,7 +232,7 @@ def write_report(root: Path, item: PendingContradiction, a: Memory, b: Memory, v
         lines += [f"## {label}", "", f"Source: {where}", f"Memory: `{m.id}`, recorded {_iso(m.created_at)}", "",
                   *[f"> {line}" for line in m.content.strip().splitlines()], ""]
     name = f"{_iso(stamp)[:10]}-{slug(a.content, 4)}-{item.id[-6:].lower()}.md"
-    return write_note(root / REPORTS_DIR / name, "\n".join(lines))
+    return write_note(notes_subdir(root, REPORTS_DIR, create=True) / name, "\n".join(lines))
 
 
 def _short(text: str, limit: int = 50) -> str:

@@ -32,7 +32,7 @@ from ulid import ULID
 
 from . import validate
 from .errors import InvalidInput, NotFound
-from .fsutil import atomic_write
+from .fsutil import atomic_write, notes_subdir
 from .paths import hebbs_home
 from .schema import (ClusterMember, EdgeType, Insight, InsightInput, Memory, MemoryKind, ReflectCluster,
                      ReflectCommitted, ReflectPrepared, ReflectSession)
@@ -397,6 +397,9 @@ def commit(engine: "Engine", session_id: str, insights: Any, *, now: int | None 
                     raise InvalidInput(f"insight {n} cites {source}, which is not one of this session's memories")
                 if source not in engine._catalog:
                     raise NotFound(f"insight {n} cites {source}, which was forgotten after reflect-prepare")
+        root = notes_root(engine)
+        if root is not None and parsed:
+            notes_subdir(root, INSIGHTS_DIR)  # refuse before storing anything, not after
         sources = {mid: engine.get(mid) for insight in parsed for mid in insight.source_memory_ids}
         items = [_insight_item(insight, [sources[s] for s in insight.source_memory_ids], session)
                  for insight in parsed]
@@ -406,13 +409,12 @@ def commit(engine: "Engine", session_id: str, insights: Any, *, now: int | None 
         engine._store.commit(writes)
     files: list[str] = []
     warnings: list[str] = []
-    root = notes_root(engine)
     if root is not None:
         for memory, insight in zip(stored, parsed):
             try:
                 cited = [sources[s] for s in insight.source_memory_ids]
                 files.append(str(write_insight_note(root, memory, insight, cited)))
-            except OSError as exc:
+            except (OSError, InvalidInput) as exc:
                 warnings.append(f"insight {memory.id} is stored, but its note could not be written: {exc}")
     return ReflectCommitted(session_id=session.id, insights=stored, files=files, warnings=warnings)
 
@@ -506,7 +508,7 @@ def write_insight_note(root: Path, memory: Memory, insight: InsightInput, source
     ]
     lines += [source_line(m) for m in sources]
     name = f"{_iso(memory.created_at)[:10]}-{slug(memory.content)}-{memory.id[-6:].lower()}.md"
-    return write_note(root / INSIGHTS_DIR / name, "\n".join(lines) + "\n")
+    return write_note(notes_subdir(root, INSIGHTS_DIR, create=True) / name, "\n".join(lines) + "\n")
 
 
 def source_line(memory: Memory) -> str:
