@@ -786,15 +786,17 @@ class Engine:
                 yield memory
 
     def count(self) -> int:
-        return sum(1 for e in self._catalog.values() if e.kind != MemoryKind.REVISION)
+        # list() copies the catalog in one step: a remember on another thread may resize it meanwhile.
+        return sum(1 for e in list(self._catalog.values()) if e.kind != MemoryKind.REVISION)
 
     def stats(self) -> VaultStats:
         kinds: dict[str, int] = {}
-        for entry in self._catalog.values():
+        entries = list(self._catalog.values())  # one step, as in count()
+        for entry in entries:
             kinds[entry.kind.value] = kinds.get(entry.kind.value, 0) + 1
         return VaultStats(path=str(self.path), memories=self.count(), by_kind=kinds, model=self.embedder.model_id,
                           dimension=self.embedder.dim, write_seq=self._write_seq,
-                          superseded=sum(1 for e in self._catalog.values() if e.superseded_by))
+                          superseded=sum(1 for e in entries if e.superseded_by))
 
 
 class _Prepared:
