@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import fcntl
 import logging
 import os
 import signal
 import socket
-import sys
 import time
 from pathlib import Path
 
@@ -170,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     ready_fd = detach() if args.detach else None
     os.umask(0o077)  # the socket, PID file and log are the user's alone
     setup_logging(log_path(home), args.log_level, args.log_max_bytes)
+    # `kill -USR1 PID` writes every thread's stack into the log: how to see what a stuck daemon does.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     lock_fd = acquire_lock(home)
     if lock_fd is None:
         log.info("another daemon serves %s: exiting", home)
