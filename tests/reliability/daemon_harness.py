@@ -171,7 +171,8 @@ def five_shapes(vault_path: str) -> dict[str, bytes]:
             {"id": 3, "command": {"type": "recall", "cue": "x"}, "vault_path": vault_path + "\x00/etc"}),
         "created_at at 2^64": b'{"id": 4, "command": {"type": "remember", "content": "x", "created_at": '
                               b'18446744073709551616}, "vault_path": ' + msgspec.json.encode(vault_path) + b"}",
-        "1 MB vault_path": msgspec.json.encode({"id": 5, "command": {"type": "status"}, "vault_path": "/" + "a" * 1_000_000}),
+        "1 MB vault_path": msgspec.json.encode({"id": 5, "command": {"type": "status"},
+                                                "vault_path": "/" + "a" * 1_000_000}),
     }
 
 
@@ -246,3 +247,166 @@ def random_frame(rng: random.Random, vault_path: str) -> bytes:
         cut = rng.randrange(len(body))
         body = body[:cut] if rng.random() < 0.5 else body[:cut] + b"\xff" + body[cut + 1:]
     return body
+
+
+# The storm and the soak (tests here run them short; bench/bench_reliability.py runs them long) ----
+
+def storm(daemon: ForegroundDaemon, project: Path, *, frames: int, abusers: int = 4, seed: int = 7) -> dict[str, Any]:
+    """`frames` malformed frames from `abusers` raw connections while one well-behaved client
+    remembers, recalls and gets in a loop. Returns figures; raises AssertionError on a failure the
+    well-behaved client saw, a frame answered INTERNAL, or an acknowledged write that is missing."""
+    import threading
+
+    vault_path = str(project / ".hebbs")
+    shapes = list(five_shapes(vault_path).values())
+    stop = threading.Event()
+    codes: dict[str, int] = {}
+    problems: list[str] = []
+    lock = threading.Lock()
+
+    def abuse(n: int, count: int) -> None:
+        rng = random.Random(seed * 1000 + n)
+        sock = raw_connect(daemon.socket)
+        try:
+            for i in range(count):
+                body = shapes[(i // 50) % len(shapes)] if i % 50 == 0 else random_frame(rng, vault_path)
+                if rng.random() < 0.01:  # a frame cut short, then the connection dropped
+                    sock.sendall(frame(body)[: rng.randrange(1, 4 + len(body))])
+                    sock.close()
+                    sock = raw_connect(daemon.socket)
+                    continue
+                sock.sendall(frame(body))
+                reply = final_reply(sock)
+                code = "CLOSED" if reply is None else reply["status_code"]
+                with lock:
+                    codes[code] = codes.get(code, 0) + 1
+                if code in ("INTERNAL", "CLOSED"):
+                    problems.append(f"{code} for {body[:200]!r}")
+                    if reply is None:
+                        sock = raw_connect(daemon.socket)
+        finally:
+            sock.close()
+
+    acknowledged: dict[str, str] = {}
+    good_calls = 0
+
+    def behave() -> None:
+        nonlocal good_calls
+        client = daemon.client(project, timeout=120)
+        n = 0
+        while not stop.is_set() or n < 5:
+            text = f"well-behaved memory {n}: the storm did not stop me"
+            try:
+                memory = client.remember(text, entity_id="calm")
+                acknowledged[memory.id] = text
+                hits = client.recall(f"well-behaved memory {n}", top_k=3)
+                assert hits.results, "recall found nothing"
+                assert client.get(memory.id).content == text
+                good_calls += 3
+            except Exception as exc:  # noqa: BLE001 - any failure of the calm client is the finding
+                problems.append(f"the well-behaved client failed: {type(exc).__name__}: {exc}")
+                return
+            n += 1
+        client.close()
+
+    rss_before = daemon.rss_mb()
+    log_before = daemon.log_bytes()
+    started = time.monotonic()
+    calm = threading.Thread(target=behave)
+    calm.start()
+    per = frames // abusers
+    threads = [threading.Thread(target=abuse, args=(n, per)) for n in range(abusers)]
+    for t in threads:
+        t.start()
+    samples = [rss_before]
+    while any(t.is_alive() for t in threads):
+        samples.append(daemon.rss_mb())
+        time.sleep(0.2)
+    stop.set()
+    calm.join(300)
+    seconds = time.monotonic() - started
+    missing = [mid for mid, text in acknowledged.items() if daemon.client(project).get(mid).content != text]
+    figures = {"frames": per * abusers, "seconds": round(seconds, 1), "codes": codes, "good_calls": good_calls,
+               "acknowledged_writes": len(acknowledged), "missing_writes": len(missing),
+               "rss_before_mb": round(rss_before), "rss_peak_mb": round(max(samples)),
+               "rss_halfway_mb": round(samples[len(samples) // 2]), "rss_after_mb": round(daemon.rss_mb()),
+               "log_growth_bytes": daemon.log_bytes() - log_before, "problems": problems[:5]}
+    assert not problems, figures
+    assert not missing, figures
+    assert daemon.alive(), figures
+    return figures
+
+
+def soak(daemon: ForegroundDaemon, project: Path, *, clients: int = 8, ops: int = 40, seed: int = 3) -> dict[str, Any]:
+    """`clients` threads, each with its own SDK client, run `ops` mixed operations on one vault
+    (remember, batches, revise, forget, recall, get, status); then every write each of them saw
+    acknowledged must be there, as last written, and every acknowledged forget must have held."""
+    import threading
+
+    results: list[dict[str, Any]] = [{} for _ in range(clients)]
+    errors: list[str] = []
+    latencies: list[float] = []
+
+    def worker(n: int) -> None:
+        rng = random.Random(seed * 100 + n)
+        client = daemon.client(project, timeout=300)
+        live: dict[str, str] = {}
+        forgotten: set[str] = set()
+        try:
+            for i in range(ops):
+                roll = rng.random()
+                t0 = time.monotonic()
+                if roll < 0.3 or not live:
+                    text = f"client {n} note {i}: {rng.choice(['alpha', 'beta', 'gamma', 'delta'])} {rng.random():.6f}"
+                    live[client.remember(text, entity_id=f"c{n}", importance=rng.random()).id] = text
+                elif roll < 0.4:
+                    texts = [f"client {n} batch {i}.{k} {rng.random():.6f}" for k in range(rng.randrange(2, 8))]
+                    for m, text in zip(client.remember_many([{"content": t, "entity_id": f"c{n}"} for t in texts]),
+                                       texts):
+                        live[m.id] = text
+                elif roll < 0.5:
+                    mid = rng.choice(sorted(live))
+                    text = f"client {n} revised {i} {rng.random():.6f}"
+                    client.revise(mid, content=text)
+                    live[mid] = text
+                elif roll < 0.58:
+                    mid = rng.choice(sorted(live))
+                    assert client.forget([mid]) == 1
+                    live.pop(mid)
+                    forgotten.add(mid)
+                elif roll < 0.85:
+                    client.recall(f"client {n} note {rng.randrange(ops)}", top_k=5, entity_id=f"c{n}")
+                elif roll < 0.95:
+                    mid = rng.choice(sorted(live))
+                    got = client.get(mid).content
+                    assert got == live[mid], f"get {mid}: {got!r} != {live[mid]!r}"
+                else:
+                    client.status()
+                latencies.append(time.monotonic() - t0)
+        except Exception as exc:  # noqa: BLE001 - every failure is the finding
+            errors.append(f"client {n}: {type(exc).__name__}: {exc}")
+        finally:
+            client.close()
+        results[n] = {"live": live, "forgotten": forgotten}
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(3600)
+    seconds = time.monotonic() - started
+    checker = daemon.client(project, timeout=300)
+    stored = {m.id: m.content for m in checker.export()}
+    lost = [(mid, text) for r in results for mid, text in r.get("live", {}).items() if stored.get(mid) != text]
+    resurrected = [mid for r in results for mid in r.get("forgotten", set()) if mid in stored]
+    latencies.sort()
+    figures = {"clients": clients, "ops": clients * ops, "seconds": round(seconds, 1),
+               "ops_per_s": round(len(latencies) / seconds, 1) if seconds else None,
+               "p50_ms": round(1000 * latencies[len(latencies) // 2], 1) if latencies else None,
+               "p99_ms": round(1000 * latencies[int(len(latencies) * 0.99)], 1) if latencies else None,
+               "acknowledged_live": sum(len(r.get("live", {})) for r in results), "lost": len(lost),
+               "resurrected": len(resurrected), "errors": errors[:5], "rss_mb": round(daemon.rss_mb())}
+    assert not errors, figures
+    assert not lost and not resurrected, figures
+    return figures
