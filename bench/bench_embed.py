@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from hebbs.embed import Embedder, limit_blas_threads  # noqa: E402
+from hebbs.store.embed import Embedder, limit_blas_threads  # noqa: E402
 
 # Single-wordpiece words, so a text of k words is exactly k + 2 tokens with [CLS] and [SEP].
 _WORDS = (
@@ -72,7 +72,7 @@ def ort_defaults_embedder(reference: Embedder) -> Embedder:
     """The same model in a session with onnxruntime's default options (spinning workers etc.)."""
     import onnxruntime as ort
 
-    from hebbs.embed import _registry, _wheel_model_dir
+    from hebbs.store.embed import _registry, _wheel_model_dir
 
     entry = _registry()["models"][reference.model_id]
     session = ort.InferenceSession(str(reference.onnx_path), providers=["CPUExecutionProvider"])

@@ -29,7 +29,7 @@ from bench_embed import embedding_throughput  # noqa: E402
 from bench_strategies import build_vault  # noqa: E402
 
 from hebbs import Engine  # noqa: E402
-from hebbs.embed import get_embedder  # noqa: E402
+from hebbs.store.embed import get_embedder  # noqa: E402
 
 CUES = [
     "what did we decide about the database migration", "who owns the deploy pipeline",
@@ -68,7 +68,7 @@ def bench_size(n: int, queries: int) -> None:
         try:
             vectors = [embedder.embed_one(c) for c in CUES]
             print(f"embed query          {percentiles(timed(lambda i: embedder.embed_one(CUES[i % len(CUES)]), queries))}")
-            raw = engine._index._index
+            raw = engine.vault.vector_index._index  # the raw hnswlib index: the floor
             print(f"raw hnswlib k=10     {percentiles(timed(lambda i: raw.knn_query(vectors[i % len(CUES)], k=10), queries))}")
             print(f"raw hnswlib k=50     {percentiles(timed(lambda i: raw.knn_query(vectors[i % len(CUES)], k=50), queries))}")
             for label, kwargs in (("similarity only", {"strategies": ["similarity"]}), ("default (fused)", {})):

@@ -1,4 +1,4 @@
-"""Benchmark hebbs.lexical on a synthetic vault.
+"""Benchmark hebbs.store.lexical_index on a synthetic vault.
 
     .venv/bin/python bench/bench_lexical.py [--docs 100000] [--dir PATH]
 
@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from hebbs import lexical
-from hebbs.lexical import LexicalIndex, tokenize
+from hebbs.store import lexical_index
+from hebbs.store.lexical_index import LexicalIndex, tokenize
 
 WORDS_PER_DOC = 20
 VOCAB_SIZE = 4000

@@ -27,7 +27,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hebbs import Engine, ScoringWeights  # noqa: E402
-from hebbs import recall as rc  # noqa: E402
+from hebbs.recall import fusion as rc  # noqa: E402
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10, 20)

@@ -82,8 +82,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    from hebbs import Engine, contradiction_review
-    from hebbs.embed import get_embedder
+    from hebbs import Engine
+    from hebbs.workflows import contradiction_review
+    from hebbs.store.embed import get_embedder
 
     embedder = get_embedder()
     texts = corpus(args.n, args.seed)
@@ -123,7 +124,7 @@ def main() -> None:
 
 def _stages(eng: object) -> None:
     """Where the time goes: reading, clustering, the rest (terms, prompts, the session write)."""
-    from hebbs import reflect
+    from hebbs.workflows import reflect
 
     started = time.perf_counter()
     memories, vectors = reflect._collect(eng, None, None, reflect.MAX_MEMORIES)  # type: ignore[arg-type]

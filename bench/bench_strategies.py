@@ -4,7 +4,7 @@
 
 How the vault is built: embedding 100k memories with the real model would take ~20 minutes and
 measures the embedder, not recall. So the memories are written straight through the storage layer
-(hebbs.storage.Store), one RocksDB batch per chunk of 10k: records, temporal keys, RANDOM unit
+(hebbs.store.storage.Store), one RocksDB batch per chunk of 10k: records, temporal keys, RANDOM unit
 vectors (384-d), graph edges (CAUSED_BY / RELATED_TO to random earlier memories, FOLLOWED_BY chains
 per entity, exactly as the engine lays them out) and the structural vectors the engine would have
 stored. The write sequence is then bumped, so Engine.open rebuilds the HNSW and lexical indexes
@@ -33,10 +33,12 @@ from typing import Any
 import numpy as np
 from ulid import ULID
 
-from hebbs import Engine, analogical, decay
-from hebbs.embed import get_embedder
+from hebbs import Engine
+from hebbs.recall import analogical
+from hebbs.workflows import decay
+from hebbs.store.embed import get_embedder
 from hebbs.schema import EdgeType, Memory, MemoryKind
-from hebbs.storage import (Store, WriteSet, edge_keys, edge_value, id_bytes, temporal_keys, vector_key)
+from hebbs.store.storage import (Store, WriteSet, edge_keys, edge_value, id_bytes, temporal_keys, vector_key)
 
 CHUNK = 10_000
 N_ENTITIES = 200

@@ -130,7 +130,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from hebbs import Engine
-    from hebbs.embed import get_embedder
+    from hebbs.store.embed import get_embedder
     from hebbs.vault import index_vault
 
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="hebbs-bench-vault-"))

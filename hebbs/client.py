@@ -34,8 +34,8 @@ from .paths import ensure_home, hebbs_home, log_path, resolve_vault, socket_path
 from .protocol import (ERROR, HEADER, PROGRESS, Close, ContradictionAuto, ContradictionCommit, ContradictionPrepare,
                        DaemonStatus, DaemonUnavailable, Export, ExportChunk, Feed, Forget, ForgetCandidates, Get,
                        Index, Insights, Inspect, Inspection, List, Ping, Pong, Prime, ProtocolError, Queries, Recall,
-                       Reflect, ReflectCommit, ReflectPrepare, Remember, RememberItem, Revise, Shutdown, Status,
-                       Stopping, Subscribe, Subscribed, SubscriptionPush, _Command, decode_data, decode_response,
+                       Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, Revise, Shutdown,
+                       Status, Stopping, Subscribe, Subscribed, SubscriptionPush, _Command, decode_data, decode_response,
                        error_from_frame, frame_length, progress_type, recv_frame, request_frame, result_type)
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
@@ -280,6 +280,30 @@ def _structs(items: Iterable[Any], type_: type, what: str) -> list[Any]:
         raise InvalidInput(f"invalid {what}: {exc}") from None
 
 
+# Commands: what both clients send, built once -------------------------------------------------
+
+def _remember(content: str, importance: float, context: dict[str, Any] | None, entity_id: str | None,
+              created_at: Any, kind: Any, source: Source | None) -> Remember:
+    return Remember(content=content, importance=importance, context=context, entity_id=entity_id,
+                    created_at=to_micros(created_at, "created_at"), kind=_kind(kind), source=source)
+
+
+def _remember_many(items: Iterable[Any]) -> Remember:
+    return Remember(items=[_remember_item(i) for i in items])
+
+
+def _forget(ids: Sequence[str] | str | None, entity_id: str | None) -> Forget:
+    return Forget(ids=[ids] if isinstance(ids, str) else None if ids is None else list(ids), entity_id=entity_id)
+
+
+def _recall(cue: str | None, strategies: Sequence[str] | str | None, top_k: int, entity_id: str | None,
+            time_range: Any, weights: Any, include_superseded: bool, reinforce: bool,
+            mmr_lambda: float | None) -> Recall:
+    return Recall(cue=cue, strategies=[strategies] if isinstance(strategies, str) else strategies, top_k=top_k,
+                  entity_id=entity_id, time_range=_time_range(time_range), weights=_weights(weights),
+                  include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda)
+
+
 def _reflect_prepare(entity_id: str | None, since: Any, max_memories: int) -> ReflectPrepare:
     return ReflectPrepare(entity_id=entity_id, since=to_micros(since, "since"), max_memories=max_memories)
 
@@ -296,9 +320,70 @@ def _reflect(entity_id: str | None, since: Any, max_memories: int) -> Reflect:
     return Reflect(entity_id=entity_id, since=to_micros(since, "since"), max_memories=max_memories)
 
 
+# What both clients share: the vault, request ids and frames, retry rules, reply decoding ------
+
+class _BaseClient:
+    """Everything but the transport, as httpx splits Client and AsyncClient."""
+
+    def __init__(self, vault: os.PathLike | str | None, global_: bool, home: os.PathLike | str | None,
+                 autostart: bool, cwd: os.PathLike | str | None) -> None:
+        self.home = hebbs_home(home)
+        self.autostart = autostart
+        self.vault_path, self._vault_error = _resolve(vault, global_, self.home, cwd)
+        self._ids = itertools.count(1)
+
+    def _vault(self) -> str:
+        if self.vault_path is None:
+            assert self._vault_error is not None
+            raise self._vault_error
+        return str(self.vault_path)
+
+    def _frame(self, command: _Command, vault: bool) -> tuple[int, bytes]:
+        """A new request id and the frame that carries the command (to this client's vault if `vault`)."""
+        vault_path = self._vault() if vault else None
+        request_id = next(self._ids)
+        return request_id, request_frame(request_id, command, vault_path)
+
+    def _status_needs_vault(self, vault: bool) -> bool:
+        return vault and self.vault_path is not None
+
+
+def _may_retry(attempt: int, exc: "_Vanished", command: _Command) -> bool:
+    """Sending failed: nothing reached the daemon. Reading failed: it may have acted, so only
+    commands that change nothing are sent again. Either way, once."""
+    return attempt == 0 and (not exc.sent or command.__struct_config__.tag in _RETRYABLE)
+
+
+def _gone(exc: "_Vanished", command: _Command) -> DaemonUnavailable:
+    return DaemonUnavailable(f"the daemon went away during {command.__struct_config__.tag}: {exc}")
+
+
+_PENDING = object()  # _settle: the reply was a progress frame or not ours; read on
+
+
+def _settle(reply: Any, request_id: Any, command: _Command, progress: ProgressCallback | None) -> Any:
+    """One frame of a reply: its decoded result, or _PENDING when more frames must be read."""
+    if reply.status == PROGRESS:
+        if progress is not None:
+            progress(decode_data(reply.data, progress_type(command)))
+        return _PENDING
+    if reply.id != request_id and reply.status != ERROR:
+        return _PENDING  # a reply to an earlier request whose reader gave up: not ours
+    _check(reply)
+    return decode_data(reply.data, result_type(command))
+
+
+def _export_chunk(reply: Any) -> list[Memory] | None:
+    """The memories of one export frame, or None at the final frame (raising if it is an error)."""
+    if reply.status == PROGRESS:
+        return decode_data(reply.data, ExportChunk).memories
+    _check(reply)
+    return None
+
+
 # The synchronous client -----------------------------------------------------------------------
 
-class Client:
+class Client(_BaseClient):
     """Talks to the daemon of `home` about one vault: `vault` (a notes folder or its .hebbs dir),
     the global brain (`global_=True`), or else the nearest project vault above the current directory.
 
@@ -309,20 +394,11 @@ class Client:
     def __init__(self, vault: os.PathLike | str | None = None, global_: bool = False,
                  home: os.PathLike | str | None = None, *, autostart: bool = True, timeout: float | None = None,
                  cwd: os.PathLike | str | None = None) -> None:
-        self.home = hebbs_home(home)
-        self.autostart = autostart
+        super().__init__(vault, global_, home, autostart, cwd)
         self.timeout = timeout
-        self.vault_path, self._vault_error = _resolve(vault, global_, self.home, cwd)
         self._sock: socket.socket | None = None
-        self._ids = itertools.count(1)
 
-    # Plumbing ---------------------------------------------------------------------------------
-
-    def _vault(self) -> str:
-        if self.vault_path is None:
-            assert self._vault_error is not None
-            raise self._vault_error
-        return str(self.vault_path)
+    # Transport --------------------------------------------------------------------------------
 
     def _connection(self) -> socket.socket:
         if self._sock is None:
@@ -336,10 +412,7 @@ class Client:
 
     def request(self, command: _Command, *, vault: bool = True, progress: ProgressCallback | None = None) -> Any:
         """Send one command and return its reply's data, decoded to the command's result type."""
-        vault_path = self._vault() if vault else None
-        request_id = next(self._ids)
-        frame = request_frame(request_id, command, vault_path)
-        tag = command.__struct_config__.tag
+        request_id, frame = self._frame(command, vault)
         for attempt in range(2):
             if self._sock is not None and _closed_by_daemon(self._sock):
                 self._drop()
@@ -355,11 +428,9 @@ class Client:
                 return _read_reply(sock, request_id, command, progress)
             except _Vanished as exc:
                 self._drop()
-                # Sending failed: nothing reached the daemon. Reading failed: it may have acted,
-                # so only commands that change nothing are sent again.
-                if attempt == 0 and (not exc.sent or tag in _RETRYABLE):
+                if _may_retry(attempt, exc, command):
                     continue
-                raise DaemonUnavailable(f"the daemon went away during {tag}: {exc}") from None
+                raise _gone(exc, command) from None
             except BaseException:
                 self._drop()  # a half-read reply would poison the next call
                 raise
@@ -381,9 +452,7 @@ class Client:
 
     def status(self, *, vault: bool = True) -> DaemonStatus:
         """The daemon's state, with this client's vault statistics when it has a vault (and vault=True)."""
-        if vault and self.vault_path is not None:
-            return self.request(Status())
-        return self.request(Status(), vault=False)
+        return self.request(Status(), vault=self._status_needs_vault(vault))
 
     def shutdown(self) -> Stopping:
         return self.request(Shutdown(), vault=False)
@@ -393,12 +462,11 @@ class Client:
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                  entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
                  source: Source | None = None) -> Memory:
-        return self.request(Remember(content=content, importance=importance, context=context, entity_id=entity_id,
-                                     created_at=to_micros(created_at, "created_at"), kind=_kind(kind), source=source))
+        return self.request(_remember(content, importance, context, entity_id, created_at, kind, source))
 
     def remember_many(self, items: Iterable[Any]) -> list[Memory]:
         """Store many memories in one request (dicts with the fields of remember, or RememberItems)."""
-        return self.request(Remember(items=[_remember_item(i) for i in items]))
+        return self.request(_remember_many(items))
 
     def get(self, memory_id: str) -> Memory:
         return self.request(Get(id=memory_id))
@@ -409,8 +477,7 @@ class Client:
                                    entity_id=entity_id))
 
     def forget(self, ids: Sequence[str] | str | None = None, *, entity_id: str | None = None) -> int:
-        ids = [ids] if isinstance(ids, str) else None if ids is None else list(ids)
-        return self.request(Forget(ids=ids, entity_id=entity_id)).forgotten
+        return self.request(_forget(ids, entity_id)).forgotten
 
     def inspect(self, memory_id: str) -> Inspection:
         return self.request(Inspect(id=memory_id))
@@ -421,19 +488,13 @@ class Client:
     def export(self, *, include_revisions: bool = False) -> Iterator[Memory]:
         """Every memory of the vault, streamed (on a connection of its own, so a half-read export is harmless)."""
         side = Client(self._vault(), home=self.home, autostart=self.autostart, timeout=self.timeout)
-        command = Export(include_revisions=include_revisions)
+        request_id, frame = side._frame(Export(include_revisions=include_revisions), vault=True)
         # The reply is read frame by frame: yield each chunk as it arrives.
         sock = side._connection()
-        request_id = next(side._ids)
         try:
-            sock.sendall(request_frame(request_id, command, side._vault()))
-            while True:
-                reply = _next_frame(sock, request_id)
-                if reply.status == PROGRESS:
-                    yield from decode_data(reply.data, ExportChunk).memories
-                    continue
-                _check(reply)
-                return
+            sock.sendall(frame)
+            while (chunk := _export_chunk(_next_frame(sock, request_id))) is not None:
+                yield from chunk
         except _Vanished as exc:
             raise DaemonUnavailable(f"the daemon went away during export: {exc}") from None
         finally:
@@ -443,12 +504,15 @@ class Client:
 
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None, weights: Any = None,
-               include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+               include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                ) -> RecallResults:
-        return self.request(Recall(
-            cue=cue, strategies=[strategies] if isinstance(strategies, str) else strategies, top_k=top_k,
-            entity_id=entity_id, time_range=_time_range(time_range), weights=_weights(weights),
-            include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda))
+        """Results carry `confidence`; `.abstained` says nothing relevant is known (docs/honesty.md)."""
+        return self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded,
+                                    reinforce, mmr_lambda))
+
+    def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
+        """Count these memories as used: what an answer relied on (ids or unique 6+ character suffixes)."""
+        return self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
               max_memories: int = 20) -> RecallResults:
@@ -585,37 +649,21 @@ def _check(reply: Any) -> None:
 
 
 def _read_reply(sock: socket.socket, request_id: Any, command: _Command, progress: ProgressCallback | None) -> Any:
-    while True:
-        reply = _next_frame(sock, request_id)
-        if reply.status == PROGRESS:
-            if progress is not None:
-                progress(decode_data(reply.data, progress_type(command)))
-            continue
-        if reply.id != request_id and reply.status != ERROR:
-            continue  # a reply to an earlier request whose reader gave up: not ours
-        _check(reply)
-        return decode_data(reply.data, result_type(command))
+    while (result := _settle(_next_frame(sock, request_id), request_id, command, progress)) is _PENDING:
+        pass
+    return result
 
 
 # The asynchronous client ----------------------------------------------------------------------
 
-class AsyncClient:
+class AsyncClient(_BaseClient):
     """The same methods as Client, as coroutines. Concurrent calls use a small pool of connections."""
 
     def __init__(self, vault: os.PathLike | str | None = None, global_: bool = False,
                  home: os.PathLike | str | None = None, *, autostart: bool = True,
                  cwd: os.PathLike | str | None = None) -> None:
-        self.home = hebbs_home(home)
-        self.autostart = autostart
-        self.vault_path, self._vault_error = _resolve(vault, global_, self.home, cwd)
+        super().__init__(vault, global_, home, autostart, cwd)
         self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
-        self._ids = itertools.count(1)
-
-    def _vault(self) -> str:
-        if self.vault_path is None:
-            assert self._vault_error is not None
-            raise self._vault_error
-        return str(self.vault_path)
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         import asyncio
@@ -636,10 +684,7 @@ class AsyncClient:
             raise _unreachable(path, exc) from None
 
     async def request(self, command: _Command, *, vault: bool = True, progress: ProgressCallback | None = None) -> Any:
-        vault_path = self._vault() if vault else None
-        request_id = next(self._ids)
-        frame = request_frame(request_id, command, vault_path)
-        tag = command.__struct_config__.tag
+        request_id, frame = self._frame(command, vault)
         for attempt in range(2):
             conn = self._idle.pop() if self._idle else await self._open()
             reader, writer = conn
@@ -659,9 +704,9 @@ class AsyncClient:
                 result = await _aread_reply(reader, request_id, command, progress)
             except _Vanished as exc:
                 writer.close()
-                if attempt == 0 and (not exc.sent or tag in _RETRYABLE):
+                if _may_retry(attempt, exc, command):
                     continue
-                raise DaemonUnavailable(f"the daemon went away during {tag}: {exc}") from None
+                raise _gone(exc, command) from None
             except BaseException:
                 writer.close()
                 raise
@@ -684,7 +729,7 @@ class AsyncClient:
         return await self.request(Ping(), vault=False)
 
     async def status(self, *, vault: bool = True) -> DaemonStatus:
-        return await self.request(Status(), vault=vault and self.vault_path is not None)
+        return await self.request(Status(), vault=self._status_needs_vault(vault))
 
     async def shutdown(self) -> Stopping:
         return await self.request(Shutdown(), vault=False)
@@ -692,12 +737,10 @@ class AsyncClient:
     async def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                        entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
                        source: Source | None = None) -> Memory:
-        return await self.request(Remember(content=content, importance=importance, context=context,
-                                           entity_id=entity_id, created_at=to_micros(created_at, "created_at"),
-                                           kind=_kind(kind), source=source))
+        return await self.request(_remember(content, importance, context, entity_id, created_at, kind, source))
 
     async def remember_many(self, items: Iterable[Any]) -> list[Memory]:
-        return await self.request(Remember(items=[_remember_item(i) for i in items]))
+        return await self.request(_remember_many(items))
 
     async def get(self, memory_id: str) -> Memory:
         return await self.request(Get(id=memory_id))
@@ -708,8 +751,7 @@ class AsyncClient:
                                          entity_id=entity_id))
 
     async def forget(self, ids: Sequence[str] | str | None = None, *, entity_id: str | None = None) -> int:
-        ids = [ids] if isinstance(ids, str) else None if ids is None else list(ids)
-        return (await self.request(Forget(ids=ids, entity_id=entity_id))).forgotten
+        return (await self.request(_forget(ids, entity_id))).forgotten
 
     async def inspect(self, memory_id: str) -> Inspection:
         return await self.request(Inspect(id=memory_id))
@@ -718,19 +760,14 @@ class AsyncClient:
         return await self.request(Queries(limit=limit))
 
     async def export(self, *, include_revisions: bool = False) -> AsyncIterator[Memory]:
+        request_id, frame = self._frame(Export(include_revisions=include_revisions), vault=True)
         reader, writer = await self._open()
-        request_id = next(self._ids)
         try:
-            writer.write(request_frame(request_id, Export(include_revisions=include_revisions), self._vault()))
+            writer.write(frame)
             await writer.drain()
-            while True:
-                reply = await _anext_frame(reader)
-                if reply.status == PROGRESS:
-                    for memory in decode_data(reply.data, ExportChunk).memories:
-                        yield memory
-                    continue
-                _check(reply)
-                return
+            while (chunk := _export_chunk(await _anext_frame(reader))) is not None:
+                for memory in chunk:
+                    yield memory
         except _Vanished as exc:
             raise DaemonUnavailable(f"the daemon went away during export: {exc}") from None
         finally:
@@ -738,12 +775,13 @@ class AsyncClient:
 
     async def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                      entity_id: str | None = None, time_range: Any = None, weights: Any = None,
-                     include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+                     include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                      ) -> RecallResults:
-        return await self.request(Recall(
-            cue=cue, strategies=[strategies] if isinstance(strategies, str) else strategies, top_k=top_k,
-            entity_id=entity_id, time_range=_time_range(time_range), weights=_weights(weights),
-            include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda))
+        return await self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights,
+                                          include_superseded, reinforce, mmr_lambda))
+
+    async def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
+        return await self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     async def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
                     max_memories: int = 20) -> RecallResults:
@@ -883,13 +921,6 @@ async def _anext_frame(reader: asyncio.StreamReader) -> Any:
 
 async def _aread_reply(reader: asyncio.StreamReader, request_id: Any, command: _Command,
                        progress: ProgressCallback | None) -> Any:
-    while True:
-        reply = await _anext_frame(reader)
-        if reply.status == PROGRESS:
-            if progress is not None:
-                progress(decode_data(reply.data, progress_type(command)))
-            continue
-        if reply.id != request_id and reply.status != ERROR:
-            continue
-        _check(reply)
-        return decode_data(reply.data, result_type(command))
+    while (result := _settle(await _anext_frame(reader), request_id, command, progress)) is _PENDING:
+        pass
+    return result

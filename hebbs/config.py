@@ -12,9 +12,19 @@ from pathlib import Path
 import msgspec
 
 from .errors import InvalidInput
-from .index import IndexParams
 
 CONFIG_FILE = "config.toml"
+# Below this best confidence a recall abstains (hebbs/recall/confidence.py): chosen on data by
+# bench/bench_abstention.py --fit, the highest threshold at which at most 5% of the fit part's
+# answerable cues abstain (docs/honesty.md).
+DEFAULT_ABSTAIN_THRESHOLD = 0.25
+
+
+class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
+    """HNSW settings ([index] in config.toml)."""
+    m: int = 16
+    ef_construction: int = 200
+    ef_search: int = 50
 
 
 class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -47,6 +57,9 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     duplicate_similarity: float = 0.95
     # Analogical recall: weight of embedding similarity against structural similarity.
     analogical_alpha: float = 0.5
+    # A recall whose best result's confidence is below this abstains: "nothing relevant known"
+    # (hebbs/recall/confidence.py; the default was chosen on data, docs/honesty.md).
+    abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
 
 
 DEFAULT_HALF_LIVES = {
@@ -78,7 +91,7 @@ class DecayConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
 
 
 class ContradictionsConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """Contradiction candidates found at remember time (hebbs/contradiction_review.py, docs/reflect.md)."""
+    """Contradiction candidates found at remember time (hebbs/workflows/contradiction_review.py, docs/reflect.md)."""
 
     # Compare each remembered memory with its nearest neighbours and queue likely conflicts for review.
     check_on_remember: bool = True
@@ -151,6 +164,7 @@ ef_search = 50
 mmr_lambda = 0.9
 duplicate_similarity = 0.95
 analogical_alpha = 0.5
+abstain_threshold = %ABSTAIN%
 
 [recall.fusion]
 lexical_weight = 0.6
@@ -181,4 +195,4 @@ neighbors = 5
 # base_url = "http://localhost:11434/v1"
 # model = "llama3.1"
 # api_key_env = "OPENAI_API_KEY"   # the variable's name; never the key itself
-"""
+""".replace("%ABSTAIN%", str(DEFAULT_ABSTAIN_THRESHOLD))

@@ -1,20 +1,11 @@
-"""The engine: one open vault, its embedding model, its indexes, and the memory operations.
-
-A vault directory holds:
-    db/          the RocksDB database (storage.py)
-    index/       the HNSW snapshot written at clean close (index.py)
-    lexical/     the BM25 index (lexical.py)
-    config.toml  optional settings (config.py)
-
-RocksDB is the source of truth. The HNSW and lexical indexes are derived: each records the vault's
-write sequence number (meta "write_seq", bumped in the same batch as every content change) and is
-rebuilt from RocksDB when its number does not match, so a crash can never leave them silently stale.
+"""The engine: the facade an agent or the daemon calls. One open vault (store/open_vault.py) plus the
+memory operations composed from the layers below it: recall strategies (recall/), workflows
+(workflows/). docs/architecture.md has the map.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -23,62 +14,39 @@ from typing import Any
 import numpy as np
 from ulid import ULID
 
-from . import analogical, causal, decay
-from . import recall as rc
-from . import scoring, validate
-from .config import VaultConfig, load_config
-from .embed import Embedder, get_embedder
-from .errors import InvalidInput, ModelMismatch, NotFound
-from .index import VectorIndex
-from .lexical import LexicalIndex
+from . import validate
+from .config import load_config
+from .errors import InvalidInput, NotFound
+from .recall import analogical, confidence, scoring
+from .recall import fusion as rc
+from .recall.query import Query
+from .recall.registry import REGISTRY, STRATEGIES
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Insight, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared)
 from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResult,
                      RecallResults, ScoreComponents, ScoringWeights, Source, VaultStats)
-from .storage import (Store, WriteSet, decode, edge_keys, edge_value, encode, id_bytes, id_str, memory_key,
-                      temporal_key, temporal_keys, temporal_prefix, vector_key, TIMELINE_ENTITY)
+from .store.embed import Embedder, get_embedder
+from .store.lexical_index import LexicalIndex
+from .store.open_vault import OpenVault, lexical_text, now_us
+from .store.storage import (Store, WriteSet, decode, edge_keys, encode, id_bytes, memory_key, temporal_key,
+                            temporal_keys, vector_key)
+from .store.vector_index import VectorIndex
+from .workflows import contradiction_review, decay, reflect
 
-SCHEMA_VERSION = 1
 DEFAULT_WEIGHTS = ScoringWeights()
 REMEMBER_CHUNK = 256
 EMBED_SPAN = 4096
 _FOLLOWED_BY_CONFIDENCE = 1.0
 
 
-def now_us() -> int:
-    return time.time_ns() // 1000
-
-
-class _Entry:
-    """What recall filters and the composite score need about a memory, kept in memory so that
-    ranking a few hundred candidates never touches disk: only the final top_k records are read."""
-
-    __slots__ = ("entity_id", "created_at", "superseded_by", "kind", "importance", "access_count")
-
-    def __init__(self, memory: Memory) -> None:
-        self.entity_id = memory.entity_id
-        self.created_at = memory.created_at
-        self.superseded_by = memory.superseded_by
-        self.kind = memory.kind
-        self.importance = memory.importance
-        self.access_count = memory.access_count
-
-
 class Engine:
     """An open vault. Thread-safe: writes are serialized, reads run concurrently."""
 
-    def __init__(self, path: Path, store: Store, embedder: Embedder, config: VaultConfig) -> None:
-        self.path = path
-        self.config = config
-        self.embedder = embedder
-        self._store = store
-        self._write_lock = threading.RLock()
-        self._catalog: dict[str, _Entry] = {}
-        self._pending_pairs: set[frozenset[str]] | None = None
-        self._write_seq = int(store.get_meta("write_seq", 0))
-        self._index: VectorIndex
-        self._lexical: LexicalIndex
-        self._closed = False
+    def __init__(self, vault: OpenVault) -> None:
+        self.vault = vault
+        self.path = vault.path
+        self.config = vault.config
+        self.embedder = vault.embedder
 
     # Opening and closing ---------------------------------------------------------------------
 
@@ -92,61 +60,17 @@ class Engine:
         store = Store.open(path / "db")
         try:
             embedder = embedder or get_embedder(model or config.model or store.get_meta("model_spec"))
-            _check_model(store, path, embedder)
-            engine = cls(path, store, embedder, config)
-            engine._load()
+            return cls(OpenVault.open(path, store, embedder, config))
         except BaseException:
             store.close()
             raise
-        return engine
-
-    def _load(self) -> None:
-        for memory in self._store.memories():
-            self._catalog[memory.id] = _Entry(memory)
-        snapshot_dir = self.path / "index"
-        index = VectorIndex.load(snapshot_dir, self._write_seq, self.embedder.dim, self.config.index)
-        if index is None:
-            index = self._rebuild_vector_index()
-        self._index = index
-        self._lexical = LexicalIndex.open(self.path / "lexical")
-        if self._lexical.applied_seq != self._write_seq:
-            try:
-                self.rebuild_lexical()
-            except BaseException:
-                self._lexical.close()  # its writer lock must not outlive a failed open
-                raise
-
-    def _rebuild_vector_index(self) -> VectorIndex:
-        index = VectorIndex(self.embedder.dim, self.config.index, capacity=len(self._catalog) + 1024)
-        ids: list[str] = []
-        rows: list[np.ndarray] = []
-        for memory_id, raw in self._store.vectors():
-            ids.append(memory_id)
-            rows.append(np.frombuffer(raw, dtype="<f4"))
-            if len(ids) == 10_000:
-                index.add(ids, np.vstack(rows))
-                ids, rows = [], []
-        if ids:
-            index.add(ids, np.vstack(rows))
-        return index
 
     def rebuild_lexical(self) -> None:
         """Re-tokenize every memory from the `default` family (after a crash, or if the index was deleted)."""
-        with self._write_lock:
-            items = ((id_bytes(m.id), lexical_text(m)) for m in self._store.memories()
-                     if m.kind != MemoryKind.REVISION)
-            self._lexical.rebuild(items, self._write_seq)
+        self.vault.rebuild_lexical()
 
     def close(self) -> None:
-        with self._write_lock:
-            if self._closed:
-                return
-            self._closed = True
-            try:
-                self._index.save(self.path / "index", self._write_seq)
-            finally:
-                self._lexical.close()
-                self._store.close()
+        self.vault.close()
 
     def __enter__(self) -> "Engine":
         return self
@@ -156,7 +80,28 @@ class Engine:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self.vault.closed
+
+    # The vault's parts under their old private names, for tests and benches that reach into them.
+    @property
+    def _store(self) -> Store:
+        return self.vault.store
+
+    @property
+    def _index(self) -> VectorIndex:
+        return self.vault.vector_index
+
+    @property
+    def _lexical(self) -> LexicalIndex:
+        return self.vault.lexical_index
+
+    @property
+    def _closed(self) -> bool:
+        return self.vault.closed
+
+    @_closed.setter
+    def _closed(self, value: bool) -> None:
+        self.vault.closed = value
 
     # Remember --------------------------------------------------------------------------------
 
@@ -176,7 +121,7 @@ class Engine:
 
         Then, unless `check_contradictions` (default: config contradictions.check_on_remember) is off,
         each new memory is compared with its nearest neighbours and likely conflicts are queued in
-        `pending`, in a batch of their own (hebbs/contradiction_review.py)."""
+        `pending`, in a batch of their own (hebbs/workflows/contradiction_review.py)."""
         prepared = [self._prepare(item, n) for n, item in enumerate(items)]
         if not prepared:
             return []
@@ -188,14 +133,12 @@ class Engine:
             span_vectors = self.embedder.embed([p.memory.content for p in span])
             for offset in range(0, len(span), REMEMBER_CHUNK):
                 chunk = span[offset:offset + REMEMBER_CHUNK]
-                with self._write_lock:
-                    self._check_open()
+                with self.vault.writing():
                     self._check_refs(chunk)
                     self._write_new(chunk, span_vectors[offset:offset + REMEMBER_CHUNK])
                 out.extend(p.memory for p in chunk)
         if self.config.contradictions.check_on_remember if check_contradictions is None else check_contradictions:
-            from . import contradiction_review
-            contradiction_review.queue_for_new(self, out)
+            contradiction_review.queue_for_new(self.vault, out)
         return out
 
     def _prepare(self, item: dict[str, Any], n: int) -> "_Prepared":
@@ -226,7 +169,7 @@ class Engine:
         in_chunk = {p.memory.id for p in chunk}
         for p in chunk:
             for ref in p.supersedes + [target for target, _, _ in p.edges]:
-                if ref not in self._catalog and ref not in in_chunk:
+                if ref not in self.vault and ref not in in_chunk:
                     raise NotFound(f"memory {ref} does not exist")
 
     def _write_new(self, chunk: list["_Prepared"], vectors: np.ndarray) -> None:
@@ -242,64 +185,32 @@ class Engine:
             writes.put("vectors", vector_key(m.id), vector.astype("<f4").tobytes())
             # The FOLLOWED_BY chain orders what happened: insights are conclusions, not events.
             previous = None if m.kind != MemoryKind.EPISODE else (
-                latest_by_entity.get(m.entity_id) or self._latest_before(m.entity_id, m.created_at))
+                latest_by_entity.get(m.entity_id) or self.vault.latest_episode_before(m.entity_id, m.created_at))
             if previous is not None and previous[0] <= m.created_at:
-                self._put_edge(writes, previous[1], EdgeType.FOLLOWED_BY, m.id, _FOLLOWED_BY_CONFIDENCE, stamp)
+                writes.put_edge(previous[1], EdgeType.FOLLOWED_BY, m.id, _FOLLOWED_BY_CONFIDENCE, stamp)
             if m.kind == MemoryKind.EPISODE and (previous is None or previous[0] <= m.created_at):
                 latest_by_entity[m.entity_id] = (m.created_at, m.id)
             for target, edge_type, confidence in p.edges:
-                self._put_edge(writes, m.id, edge_type, target, confidence, stamp)
+                writes.put_edge(m.id, edge_type, target, confidence, stamp)
             superseded += [self._mark_superseded(writes, old_id, m.id, stamp) for old_id in p.supersedes]
-        analogical.refresh_structure(self._store, writes)
-        self._bump_seq(writes)
-        self._store.commit(writes)
-        for memory in [p.memory for p in chunk] + superseded:
-            self._catalog[memory.id] = _Entry(memory)
-        self._index.add([p.memory.id for p in chunk], vectors)
-        self._lexical.upsert((id_bytes(p.memory.id), lexical_text(p.memory)) for p in chunk)
-        self._lexical.commit(self._write_seq)
-
-    def _latest_before(self, entity_id: str | None, created_at: int) -> tuple[int, str] | None:
-        """The entity's newest episode at or before created_at, for the automatic FOLLOWED_BY edge."""
-        prefix = temporal_prefix(entity_id)
-        start = prefix + created_at.to_bytes(8, "big") + b"\xff" * 16
-        for key, raw in self._store.scan("temporal", prefix, reverse=True, start=start):
-            entry = self._catalog.get(id_str(raw))
-            if entry is not None and entry.kind != MemoryKind.EPISODE:
-                continue
-            ts = int.from_bytes(key[len(prefix):len(prefix) + 8], "big")
-            return ts, id_str(raw)
-        return None
+        analogical.refresh_structure(self.vault.store, writes)
+        new = [p.memory for p in chunk]
+        self.vault.apply(writes, saved=new + superseded, vectors=([m.id for m in new], vectors), reindexed=new)
 
     def _mark_superseded(self, writes: WriteSet, old_id: str, new_id: str, stamp: int) -> Memory:
-        old = self._store.get_memory(old_id) if old_id in self._catalog else None
+        old = self.vault.memory(old_id) if old_id in self.vault else None
         if old is None:
             raise NotFound(f"memory {old_id} does not exist")
         old.superseded_by = new_id
         old.updated_at = stamp
         writes.put_memory(old)
-        self._put_edge(writes, new_id, EdgeType.REVISED_FROM, old_id, 1.0, stamp)
+        writes.put_edge(new_id, EdgeType.REVISED_FROM, old_id, 1.0, stamp)
         return old
-
-    def _put_edge(self, writes: WriteSet, source: str, edge_type: EdgeType, target: str,
-                  confidence: float, stamp: int) -> None:
-        forward, reverse = edge_keys(source, edge_type, target)
-        value = edge_value(confidence, stamp)
-        writes.put("graph", forward, value)
-        writes.put("graph", reverse, value)
-
-    def _bump_seq(self, writes: WriteSet) -> None:
-        self._write_seq += 1
-        writes.put_meta("write_seq", self._write_seq)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise InvalidInput(f"vault {self.path} is closed")
 
     # Get, revise, forget ---------------------------------------------------------------------
 
     def get(self, memory_id: str) -> Memory:
-        memory = self._store.get_memory(validate.memory_id(memory_id))
+        memory = self.vault.memory(validate.memory_id(memory_id))
         if memory is None:
             raise NotFound(f"memory {memory_id} does not exist")
         return memory
@@ -314,15 +225,14 @@ class Engine:
         """Revise many memories, embedding the changed texts in batches. Each item: id plus the fields to change."""
         changes = [self._prepare_revision(item, n) for n, item in enumerate(items)]
         for c in changes:
-            current = self._store.get_memory(c["memory_id"])
+            current = self.vault.memory(c["memory_id"])
             if current is not None and current.content == c["content"]:
                 c["content"] = None  # unchanged text: nothing to embed, no revision record
         texts = [c["content"] for c in changes if c["content"] is not None]
         vectors = iter(self.embedder.embed(texts)) if texts else iter(())
         for c in changes:
             c["vector"] = next(vectors) if c["content"] is not None else None
-        with self._write_lock:
-            self._check_open()
+        with self.vault.writing():
             return [self._revise_locked(**c) for c in changes]
 
     def _prepare_revision(self, item: dict[str, Any], n: int) -> dict[str, Any]:
@@ -361,7 +271,7 @@ class Engine:
                 superseded_by=memory.id, revision_of=memory.id,
             )
             writes.put_memory(revision)
-            self._put_edge(writes, memory.id, EdgeType.REVISED_FROM, revision.id, 1.0, stamp)
+            writes.put_edge(memory.id, EdgeType.REVISED_FROM, revision.id, 1.0, stamp)
             memory.content = content
             writes.put("vectors", vector_key(memory.id), vector.astype("<f4").tobytes())
         if importance is not None:
@@ -376,19 +286,15 @@ class Engine:
             memory.entity_id = entity_id
         memory.updated_at = stamp
         writes.put_memory(memory)
-        analogical.refresh_structure(self._store, writes)
-        self._bump_seq(writes)
-        self._store.commit(writes)
-        self._catalog[memory.id] = _Entry(memory)
-        if text_changed:
-            self._index.add([memory.id], vector.reshape(1, -1))
-        self._lexical.upsert([(id_bytes(memory.id), lexical_text(memory))])
-        self._lexical.commit(self._write_seq)
+        analogical.refresh_structure(self.vault.store, writes)
+        self.vault.apply(writes, saved=[memory], vectors=([memory.id], vector.reshape(1, -1)) if text_changed else None,
+                         reindexed=[memory])
         return memory
 
     def history(self, memory_id: str) -> list[Memory]:
         """Earlier versions of a memory, newest first."""
-        revisions = [self._store.get_memory(target) for edge_type, target, _, _ in self._store.edges_from(memory_id)
+        store = self.vault.store
+        revisions = [store.get_memory(target) for edge_type, target, _, _ in store.edges_from(memory_id)
                      if edge_type == EdgeType.REVISED_FROM]
         return sorted((r for r in revisions if r is not None and r.kind == MemoryKind.REVISION),
                       key=lambda r: r.updated_at, reverse=True)
@@ -400,12 +306,12 @@ class Engine:
         if isinstance(ids, str):
             ids = [ids]
         wanted = [validate.memory_id(i) for i in ids or ()]
-        with self._write_lock:
-            self._check_open()
+        vault, store = self.vault, self.vault.store
+        with vault.writing():
             if entity_id is not None:
                 entity_id = validate.entity(entity_id)
-                wanted += [mid for mid, e in self._catalog.items() if e.entity_id == entity_id]
-            targets = [mid for mid in dict.fromkeys(wanted) if mid in self._catalog]
+                wanted += [mid for mid, e in vault.entries() if e.entity_id == entity_id]
+            targets = [mid for mid in dict.fromkeys(wanted) if mid in vault]
             if not targets:
                 return 0
             writes = WriteSet()
@@ -416,45 +322,37 @@ class Engine:
             stamp = now_us()
             restored: list[Memory] = []
             for mid in doomed:
-                memory = self._store.get_memory(mid)
+                memory = store.get_memory(mid)
                 writes.delete("default", memory_key(mid))
                 writes.delete("vectors", vector_key(mid))
                 writes.delete("vectors_associative", vector_key(mid))
                 if memory is not None and memory.kind != MemoryKind.REVISION:
                     for key in temporal_keys(memory.entity_id, memory.created_at, mid):
                         writes.delete("temporal", key)
-                for edge_type, other, _, _ in list(self._store.edges_from(mid)):
+                for edge_type, other, _, _ in list(store.edges_from(mid)):
                     forward, reverse = edge_keys(mid, edge_type, other)
                     writes.delete("graph", forward)
                     writes.delete("graph", reverse)
                     if edge_type == EdgeType.REVISED_FROM and other not in doomed:
                         # What this memory superseded comes back once its successor is gone.
-                        older = self._store.get_memory(other)
+                        older = store.get_memory(other)
                         if older is not None and older.superseded_by == mid:
                             older.superseded_by = None
                             older.updated_at = stamp
                             writes.put_memory(older)
                             restored.append(older)
-                for edge_type, other, _, _ in list(self._store.edges_to(mid)):
+                for edge_type, other, _, _ in list(store.edges_to(mid)):
                     forward, reverse = edge_keys(other, edge_type, mid)
                     writes.delete("graph", forward)
                     writes.delete("graph", reverse)
             # Contradiction candidates about a forgotten memory have nothing left to review.
-            for key, raw in self._store.scan("pending"):
+            for key, raw in store.scan("pending"):
                 candidate = decode(raw, PendingContradiction)
                 if candidate.memory_a in doomed or candidate.memory_b in doomed:
                     writes.delete("pending", key)
             # The forgotten memories' neighbours lose edges: their shapes change.
-            analogical.refresh_structure(self._store, writes)
-            self._bump_seq(writes)
-            self._store.commit(writes)
-            for mid in doomed:
-                self._catalog.pop(mid, None)
-            for older in restored:
-                self._catalog[older.id] = _Entry(older)
-            self._index.remove(list(doomed))
-            self._lexical.remove(id_bytes(mid) for mid in doomed)
-            self._lexical.commit(self._write_seq)
+            analogical.refresh_structure(store, writes)
+            vault.apply(writes, removed=list(doomed), saved=restored)
             return len(targets)
 
     # Edges -----------------------------------------------------------------------------------
@@ -463,132 +361,108 @@ class Engine:
         source, target = validate.memory_id(source, "source"), validate.memory_id(target, "target")
         kind = _edge_type(edge_type)
         confidence = validate.unit_float(confidence, "confidence")
-        with self._write_lock:
-            self._check_open()
+        with self.vault.writing():
             for mid in (source, target):
-                if mid not in self._catalog:
+                if mid not in self.vault:
                     raise NotFound(f"memory {mid} does not exist")
             stamp = now_us()
             writes = WriteSet()
-            self._put_edge(writes, source, kind, target, confidence, stamp)
-            analogical.refresh_structure(self._store, writes)
-            self._store.commit(writes)
+            writes.put_edge(source, kind, target, confidence, stamp)
+            analogical.refresh_structure(self.vault.store, writes)
+            self.vault.apply(writes)
             return Edge(source=source, target=target, edge_type=kind.name, confidence=confidence, created_at=stamp)
 
     def remove_edge(self, source: str, edge_type: str | EdgeType, target: str) -> None:
         """Delete one edge (both its graph keys, in one batch); NotFound if there is no such edge."""
         source, target = validate.memory_id(source, "source"), validate.memory_id(target, "target")
         kind = _edge_type(edge_type)
-        with self._write_lock:
-            self._check_open()
+        with self.vault.writing():
             forward, reverse = edge_keys(source, kind, target)
-            if self._store.get("graph", forward) is None:
+            if self.vault.store.get("graph", forward) is None:
                 raise NotFound(f"no {kind.name} edge from {source} to {target}")
             writes = WriteSet()
             writes.delete("graph", forward)
             writes.delete("graph", reverse)
-            analogical.refresh_structure(self._store, writes)
-            self._store.commit(writes)
+            analogical.refresh_structure(self.vault.store, writes)
+            self.vault.apply(writes)
 
     def edges(self, memory_id: str, direction: str = "both") -> list[Edge]:
         memory_id = validate.memory_id(memory_id)
         out: list[Edge] = []
         if direction in ("out", "both"):
             out += [Edge(source=memory_id, target=t, edge_type=k.name, confidence=c, created_at=ts)
-                    for k, t, c, ts in self._store.edges_from(memory_id)]
+                    for k, t, c, ts in self.vault.store.edges_from(memory_id)]
         if direction in ("in", "both"):
             out += [Edge(source=s, target=memory_id, edge_type=k.name, confidence=c, created_at=ts)
-                    for k, s, c, ts in self._store.edges_to(memory_id)]
+                    for k, s, c, ts in self.vault.store.edges_to(memory_id)]
         return out
 
     def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
         """The k memories nearest to this one's stored vector (itself, revisions and superseded ones excluded)."""
-        memory_id = validate.memory_id(memory_id)
-        raw = self._store.get_vector(memory_id)
-        if raw is None:
-            raise NotFound(f"memory {memory_id} has no vector")
-
-        def allowed(mid: str) -> bool:
-            entry = self._catalog.get(mid)
-            return mid != memory_id and entry is not None and entry.superseded_by is None
-
-        return self._similarity_hits(np.frombuffer(raw, dtype="<f4"), k, allowed)
+        return self.vault.neighbors(validate.memory_id(memory_id), k)
 
     # Contradiction candidates (the `pending` family) -----------------------------------------
 
     def add_pending(self, items: Sequence[PendingContradiction]) -> int:
         """Queue contradiction candidates for review; a pair already queued (or already reviewed since
         the vault opened) is not queued twice. Returns how many were queued."""
-        with self._write_lock:
-            self._check_open()
-            if self._pending_pairs is None:
-                # Loaded once: remember checks every new memory, and a scan per call grows with the queue.
-                self._pending_pairs = {frozenset((p.memory_a, p.memory_b)) for p in self.pending()}
-            writes = WriteSet()
-            for item in items:
-                pair = frozenset((item.memory_a, item.memory_b))
-                if pair in self._pending_pairs:
-                    continue
-                self._pending_pairs.add(pair)
-                writes.put("pending", id_bytes(item.id), encode(item))
-            self._store.commit(writes)
-            return len(writes)
+        return self.vault.add_pending(items)
 
     def pending(self) -> list[PendingContradiction]:
-        return [decode(raw, PendingContradiction) for _, raw in self._store.scan("pending")]
+        return self.vault.pending()
 
-    # Reflection and contradiction review: hebbs/reflect.py, contradictions.py, llm.py; docs/reflect.md
+    # Reflection and contradiction review: hebbs/workflows/reflect.py, contradictions.py, llm.py; docs/reflect.md
 
     def reflect_prepare(self, entity_id: str | None = None, since: Any = None,
                         max_memories: int = 500) -> ReflectPrepared:
         """Cluster the scope's memories; each cluster comes with a prompt. Answer it, then reflect_commit."""
-        from . import reflect
-        return reflect.prepare(self, entity_id=entity_id, since=since, max_memories=max_memories)
+        return reflect.prepare(self.vault, entity_id=entity_id, since=since, max_memories=max_memories)
 
     def reflect_commit(self, session_id: str, insights: Sequence[Any]) -> ReflectCommitted:
         """Store insights ({content, confidence, source_memory_ids, tags}) drawn from a prepared session."""
-        from . import reflect
         return reflect.commit(self, session_id, insights)
 
     def insights(self, entity_id: str | None = None, min_confidence: float = 0.0,
                  max_results: int = 100) -> list[Insight]:
-        from . import reflect
-        return reflect.list_insights(self, entity_id=entity_id, min_confidence=min_confidence,
+        return reflect.list_insights(self.vault, entity_id=entity_id, min_confidence=min_confidence,
                                      max_results=max_results)
 
     def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
         """The queued contradiction candidates, both sides in full, most likely first."""
-        from . import contradiction_review
-        return contradiction_review.prepare(self, max_results=max_results)
+        return contradiction_review.prepare(self.vault, max_results=max_results)
 
     def contradiction_commit(self, verdicts: Sequence[Any]) -> ContradictionCommitted:
         """Apply [{pending_id, verdict: contradiction | revision | neutral}] in one batch."""
-        from . import contradiction_review
-        return contradiction_review.commit(self, verdicts)
+        return contradiction_review.commit(self.vault, verdicts)
 
     def reflect_auto(self, entity_id: str | None = None, since: Any = None,
                      max_memories: int = 500) -> ReflectAutoResult:
         """reflect_prepare, then the configured LLM proposes and validates insights; raises LLMNotConfigured."""
-        from . import llm
+        from . import llm  # the one upward call: the driver sits above this facade (docs/architecture.md)
         return llm.reflect_auto(self, entity_id=entity_id, since=since, max_memories=max_memories)
 
     def contradiction_auto(self, max_results: int = 100, min_confidence: float = 0.7) -> ContradictionAutoResult:
         """The configured LLM classifies the queued candidates; unsure ones stay queued."""
-        from . import llm
+        from . import llm  # the one upward call, as above
         return llm.contradiction_auto(self, max_results=max_results, min_confidence=min_confidence)
 
     # Recall ----------------------------------------------------------------------------------
 
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None, weights: ScoringWeights | None = None,
-               include_superseded: bool = False, reinforce: bool = True, mmr_lambda: float | None = None,
+               include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                edge_types: Sequence[str] | None = None, alpha: float | None = None,
                analogy: Sequence[str] | None = None,
                ) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall re-ranks by shape with weight 1 - `alpha`, and
-        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md)."""
+        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md).
+
+        Recall changes nothing that ranking reads: the same call twice gives the same answer. Call
+        reinforce(ids) for the memories actually used, or pass reinforce=True to count every returned
+        memory as an access (the old behaviour). With a cue, every result carries a confidence and
+        the answer says whether it abstained (docs/honesty.md)."""
         started = time.perf_counter()
         top_k = validate.top_k(top_k)
         weights = scoring.check_weights(weights or DEFAULT_WEIGHTS)
@@ -598,13 +472,13 @@ class Engine:
             cue = validate.content(cue, "cue")
         if seed is not None:
             seed = validate.memory_id(seed, "seed")
-            if seed not in self._catalog:
+            if seed not in self.vault:
                 raise NotFound(f"memory {seed} does not exist")
         names = self._strategy_names(cue, strategies, seed=seed, analogy=analogy)
         lam = self.config.recall.mmr_lambda if mmr_lambda is None else validate.unit_float(mmr_lambda, "mmr_lambda")
 
         def allowed(mid: str) -> bool:
-            entry = self._catalog.get(mid)
+            entry = self.vault.entry(mid)
             if entry is None or entry.kind == MemoryKind.REVISION:
                 return False
             if entry.superseded_by is not None and not include_superseded:
@@ -614,37 +488,47 @@ class Engine:
             return window is None or window[0] <= entry.created_at <= window[1]
 
         fusion = self.config.recall.fusion
-        depth = max(fusion.normalization_depth, top_k * fusion.candidate_factor)
+        query = Query(
+            cue=cue, embed=self.embedder.embed_one, allowed=allowed, settings=self.config.recall,
+            limit=max(fusion.normalization_depth, top_k * fusion.candidate_factor),
+            entity_id=entity_id, window=window, seed=seed, direction=direction, max_depth=max_depth,
+            edge_types=edge_types, analogy=analogy,
+            alpha=validate.unit_float(alpha, "alpha") if alpha is not None and "analogical" in names else None)
         candidates: rc.Candidates = {}
         notes: list[str] = []
-        wants_vector = (names & {"similarity", "fused"} or ("causal" in names and seed is None)
-                        or ("analogical" in names and analogy is None))
-        cue_vector = self.embedder.embed_one(cue) if cue is not None and wants_vector else None
-        if "fused" in names:
-            sim_hits = self._similarity_hits(cue_vector, depth, allowed)
-            lex_hits = self._lexical_hits(cue, depth, allowed)
-            rc.merge(candidates, rc.fuse(cue, sim_hits, lex_hits, fusion))
-        if "similarity" in names:
-            rc.merge(candidates, rc.similarity_candidates(self._similarity_hits(cue_vector, depth, allowed)))
-        if "lexical" in names:
-            rc.merge(candidates, rc.lexical_candidates(self._lexical_hits(cue, depth, allowed)))
-        if "temporal" in names:
-            rc.merge(candidates, self._temporal_candidates(entity_id, window, depth, allowed))
-        if "causal" in names:
-            found, said = causal.engine_recall(self, cue_vector, seed, direction=direction, max_depth=max_depth,
-                                               edge_types=edge_types, allowed=allowed, limit=depth)
-            rc.merge(candidates, found)
-            notes += said
-        if "analogical" in names:
-            a = self.config.recall.analogical_alpha if alpha is None else validate.unit_float(alpha, "alpha")
-            found, said = analogical.recall(self, cue_vector=cue_vector, seed=seed, analogy=analogy, alpha=a,
-                                            allowed=allowed, limit=depth)
-            rc.merge(candidates, found)
-            notes += said
+        for name, strategy in REGISTRY.items():
+            if name in names:
+                found, said = strategy(self.vault, query)
+                rc.merge(candidates, found)
+                notes += said
 
         results = self._score(candidates, weights, top_k, lam, include_superseded)
+        answer = RecallResults(results=results, notes=notes)
+        if cue is not None:
+            # The cue's similarity over the whole scope is the background its results stand out from.
+            background = self.vault.similar(query.cue_vector, query.limit, allowed)
+            self._judge_confidence(answer, cue, query.cue_vector, [sim for _, sim in background])
         self._after_recall(results, cue, sorted(names), weights, entity_id, reinforce, started)
-        return RecallResults(results=results, notes=notes)
+        return answer
+
+    def _judge_confidence(self, answer: RecallResults, cue: str, cue_vector: np.ndarray,
+                          similarities: list[float]) -> None:
+        """Each result's confidence, and whether the answer abstains (hebbs/recall/confidence.py)."""
+        lexical = self.vault.lexical_index
+        judged = confidence.assess(cue, cue_vector, [self.vault.vector_or_zeros(r.memory.id) for r in answer.results],
+                                   [lexical_text(r.memory) for r in answer.results], similarities,
+                                   lexical.doc_freqs, max(1, lexical.count()))
+        for result, (value, values) in zip(answer.results, judged):
+            result.confidence = value
+            result.details["confidence_features"] = values
+        answer.threshold = self.config.recall.abstain_threshold
+        answer.confidence = max((value for value, _ in judged), default=0.0)
+        answer.abstained = confidence.abstains([value for value, _ in judged], answer.threshold)
+        if answer.abstained and not answer.results:
+            answer.notes.append(f"{confidence.NOTE} (no memory in this scope)")
+        elif answer.abstained:
+            answer.notes.append(f"{confidence.NOTE} (best confidence {answer.confidence:.2f} "
+                                f"< {answer.threshold:.2f}); the weak candidates follow")
 
     def _strategy_names(self, cue: str | None, strategies: Sequence[str] | None, *, seed: str | None = None,
                         analogy: Sequence[str] | None = None) -> set[str]:
@@ -658,8 +542,8 @@ class Engine:
             strategies = [strategies]
         names = set()
         for name in strategies:
-            if name not in rc.STRATEGIES:
-                raise InvalidInput(f"unknown strategy {name!r}; known: {', '.join(rc.STRATEGIES)}")
+            if name not in STRATEGIES:
+                raise InvalidInput(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")
             names.add(name)
         if names & {"similarity", "lexical"} and cue is None:
             raise InvalidInput("similarity and lexical recall need a cue")
@@ -673,45 +557,12 @@ class Engine:
             raise InvalidInput("seed is used by the causal and analogical strategies only; add one to strategies")
         return names
 
-    def _similarity_hits(self, vector: np.ndarray, k: int, allowed: rc.Filter) -> list[tuple[str, float]]:
-        # Oversample, then widen until enough memories pass the filter or the index is exhausted.
-        want = k
-        while True:
-            hits = self._index.search(vector, want * 4 if want < len(self._index) else want,
-                                      ef=max(self.config.index.ef_search, want * 4))
-            kept = [(mid, sim) for mid, sim in hits if allowed(mid)]
-            if len(kept) >= k or len(hits) >= len(self._index) or want >= len(self._index):
-                return kept[:k]
-            want *= 4
-
-    def _lexical_hits(self, cue: str, k: int, allowed: rc.Filter) -> list[tuple[str, float]]:
-        hits = self._lexical.search(cue, k, allowed=lambda raw: allowed(id_str(raw)))
-        return [(id_str(raw), score) for raw, score in hits]
-
-    def _temporal_candidates(self, entity_id: str | None, window: tuple[int, int] | None, k: int,
-                             allowed: rc.Filter) -> rc.Candidates:
-        """Newest first within the entity and time range; relevance falls with rank."""
-        start, end = window or (0, 2**63 - 1)
-        ids: list[str] = []
-        prefix = temporal_prefix(TIMELINE_ENTITY if entity_id is None else entity_id)
-        seek = prefix + min(end, 2**64 - 1).to_bytes(8, "big") + b"\xff" * 16
-        for key, raw in self._store.scan("temporal", prefix, reverse=True, start=seek):
-            ts = int.from_bytes(key[len(prefix):len(prefix) + 8], "big")
-            if ts < start or len(ids) >= k:
-                break
-            mid = id_str(raw)
-            if allowed(mid):
-                ids.append(mid)
-        n = max(1, len(ids))
-        return {mid: rc.Candidate(1.0 - rank / n, ["temporal"], {"temporal_rank": rank + 1})
-                for rank, mid in enumerate(ids)}
-
     def _score(self, candidates: rc.Candidates, weights: ScoringWeights, top_k: int, lam: float,
                include_superseded: bool) -> list[RecallResult]:
         stamp = now_us()
         ranked: list[tuple[float, str, ScoreComponents]] = []
         for mid, cand in candidates.items():
-            entry = self._catalog.get(mid)
+            entry = self.vault.entry(mid)
             if entry is None:
                 continue
             parts = scoring.components(entry, cand.relevance, stamp)
@@ -719,7 +570,7 @@ class Engine:
         ranked.sort(key=lambda item: item[0], reverse=True)
         if lam > 0 and len(ranked) > 1:
             pool = ranked[:top_k * 3]
-            vectors = np.vstack([self._vector(mid) for _, mid, _ in pool])
+            vectors = np.vstack([self.vault.vector_or_zeros(mid) for _, mid, _ in pool])
             order = rc.mmr_order([score for score, _, _ in pool], vectors, lam, top_k,
                                  self.config.recall.duplicate_similarity)
             ranked = [pool[i] for i in order]
@@ -728,7 +579,7 @@ class Engine:
             ranked = ranked[:top_k * 3 if include_superseded else top_k]
         results = []
         for score, mid, parts in ranked:
-            memory = self._store.get_memory(mid)
+            memory = self.vault.memory(mid)
             if memory is not None:
                 cand = candidates[mid]
                 results.append(RecallResult(memory=memory, score=score, components=parts,
@@ -737,42 +588,65 @@ class Engine:
             results = _below_successors(results)
         return results[:top_k]
 
-    def _vector(self, memory_id: str) -> np.ndarray:
-        raw = self._store.get_vector(memory_id)
-        return np.zeros(self.embedder.dim, dtype=np.float32) if raw is None else np.frombuffer(raw, dtype="<f4")
-
     def _after_recall(self, results: list[RecallResult], cue: str | None, names: list[str],
                       weights: ScoringWeights, entity_id: str | None, reinforce: bool, started: float) -> None:
-        """Reinforce what was returned and log the query, in one batch."""
-        with self._write_lock:
-            if self._closed:
+        """Log the query and, only when asked (reinforce=True), count what was returned as used: one batch."""
+        with self.vault.write_lock:
+            if self.vault.closed:
                 return
             stamp = now_us()
             writes = WriteSet()
+            reinforced: list[Memory] = []
             if reinforce:
-                for result in results:
-                    current = self._store.get_memory(result.memory.id)
-                    if current is None:
-                        continue
-                    current.access_count += 1
-                    current.last_accessed_at = stamp
-                    self._catalog[current.id] = _Entry(current)
-                    current.decay_score = decay.decay_value(current, stamp, self.config.decay)
-                    writes.put_memory(current)
+                reinforced = self._reinforce_locked(writes, [r.memory.id for r in results], stamp)
             entry = QueryLogEntry(at=stamp, cue=cue, strategies=names, weights=weights, result_count=len(results),
                                   latency_ms=round((time.perf_counter() - started) * 1000, 3), entity_id=entity_id)
             writes.put("query_log", stamp.to_bytes(8, "big") + os.urandom(4), encode(entry))
-            self._store.commit(writes)
+            self.vault.apply(writes, saved=reinforced)
+
+    def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
+        """Count these memories as used: access_count + 1 and last access now, which raises their
+        reinforcement score and slows their decay. Call it for the memories an answer actually relied
+        on; recall itself never does unless asked (docs/honesty.md). NotFound if an id does not exist;
+        an id named twice counts once."""
+        if isinstance(ids, str):
+            ids = [ids]
+        wanted = list(dict.fromkeys(validate.memory_id(i) for i in ids))
+        if not wanted:
+            raise InvalidInput("reinforce needs at least one memory id")
+        with self.vault.writing():
+            for mid in wanted:
+                entry = self.vault.entry(mid)
+                if entry is None or entry.kind == MemoryKind.REVISION:
+                    raise NotFound(f"memory {mid} does not exist" if entry is None
+                                   else f"memory {mid} is a revision record; reinforce the memory it belongs to")
+            writes = WriteSet()
+            used = self._reinforce_locked(writes, wanted, now_us())
+            self.vault.apply(writes, saved=used)
+            return used
+
+    def _reinforce_locked(self, writes: WriteSet, ids: Sequence[str], stamp: int) -> list[Memory]:
+        used = []
+        for mid in ids:
+            current = self.vault.memory(mid)
+            if current is None:
+                continue
+            current.access_count += 1
+            current.last_accessed_at = stamp
+            current.decay_score = decay.decay_value(current, stamp, self.config.decay)
+            writes.put_memory(current)
+            used.append(current)
+        return used
 
     def forget_candidates(self, now: int | None = None) -> list[Memory]:
         """Memories decayed below config.decay.forget_threshold (pinned ones never), least alive first.
         Listing deletes nothing: pass their ids to forget(), or set decay.auto_forget."""
-        return decay.forget_candidates(self, now)
+        return decay.forget_candidates(self.vault, now)
 
     def queries(self, limit: int = 50) -> list[QueryLogEntry]:
         """The most recent recalls, newest first."""
         out = []
-        for _, raw in self._store.scan("query_log", b"", reverse=True):
+        for _, raw in self.vault.store.scan("query_log", b"", reverse=True):
             out.append(decode(raw, QueryLogEntry))
             if len(out) >= limit:
                 break
@@ -781,21 +655,20 @@ class Engine:
     # Whole-vault views -----------------------------------------------------------------------
 
     def memories(self, *, include_revisions: bool = False) -> Iterator[Memory]:
-        for memory in self._store.memories():
+        for memory in self.vault.store.memories():
             if include_revisions or memory.kind != MemoryKind.REVISION:
                 yield memory
 
     def count(self) -> int:
-        # list() copies the catalog in one step: a remember on another thread may resize it meanwhile.
-        return sum(1 for e in list(self._catalog.values()) if e.kind != MemoryKind.REVISION)
+        return sum(1 for _, e in self.vault.entries() if e.kind != MemoryKind.REVISION)
 
     def stats(self) -> VaultStats:
         kinds: dict[str, int] = {}
-        entries = list(self._catalog.values())  # one step, as in count()
+        entries = [e for _, e in self.vault.entries()]
         for entry in entries:
             kinds[entry.kind.value] = kinds.get(entry.kind.value, 0) + 1
         return VaultStats(path=str(self.path), memories=self.count(), by_kind=kinds, model=self.embedder.model_id,
-                          dimension=self.embedder.dim, write_seq=self._write_seq,
+                          dimension=self.embedder.dim, write_seq=self.vault.write_seq,
                           superseded=sum(1 for e in entries if e.superseded_by))
 
 
@@ -806,17 +679,6 @@ class _Prepared:
         self.memory = memory
         self.supersedes = supersedes
         self.edges = edges
-
-
-def lexical_text(memory: Memory) -> str:
-    """What BM25 sees: the content, and for vault sections their heading path and tags."""
-    parts = [memory.content]
-    if memory.source is not None:
-        parts.extend(memory.source.heading_path)
-    tags = memory.context.get("tags")
-    if isinstance(tags, list):
-        parts.extend(str(t) for t in tags)
-    return "\n".join(parts)
 
 
 def _below_successors(results: list[RecallResult]) -> list[RecallResult]:
@@ -851,20 +713,3 @@ def _edge_spec(value: Any) -> tuple[str, EdgeType, float]:
     target = validate.memory_id(value[0], "edge target")
     confidence = validate.unit_float(value[2], "edge confidence") if len(value) == 3 else 1.0
     return target, _edge_type(value[1]), confidence
-
-
-def _check_model(store: Store, path: Path, embedder: Embedder) -> None:
-    recorded = store.get_meta("model_id")
-    if recorded is None:
-        writes = WriteSet()
-        writes.put_meta("schema_version", SCHEMA_VERSION)
-        writes.put_meta("model_id", embedder.model_id)
-        writes.put_meta("model_dim", embedder.dim)
-        writes.put_meta("model_spec", getattr(embedder, "spec", None) or embedder.model_id)
-        store.commit(writes)
-        return
-    if recorded != embedder.model_id or store.get_meta("model_dim") != embedder.dim:
-        raise ModelMismatch(
-            f"vault {path} was built with model {recorded} ({store.get_meta('model_dim')}-d) but was opened with "
-            f"{embedder.model_id} ({embedder.dim}-d). Open it with model={recorded!r}, or rebuild: "
-            f"`hebbs export > memories.jsonl`, create a new vault with the new model, then `hebbs import memories.jsonl`.")

@@ -11,8 +11,6 @@ import os
 import tempfile
 from pathlib import Path
 
-from .errors import InvalidInput
-
 
 def atomic_write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -37,19 +35,3 @@ def fsync_dir(directory: Path) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-
-
-def notes_subdir(root: Path, name: str, *, create: bool = False) -> Path:
-    """root/name, checked to stay inside root once symlinks are resolved (created when asked).
-
-    hebbs writes notes (insights, contradiction reports) only inside the notes folder: a link that
-    takes the folder elsewhere is refused, as the indexer refuses to read through one.
-    """
-    real_root = root.resolve()
-    target = (root / name).resolve()
-    if target != real_root and real_root not in target.parents:
-        raise InvalidInput(f"{root / name} leads outside the notes folder {root} (to {target}); hebbs writes notes "
-                           f"only inside it. Replace the link with a folder, or remove it")
-    if create:
-        target.mkdir(parents=True, exist_ok=True)
-    return root / name

@@ -27,23 +27,43 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from . import reflect, validate
+from .workflows import reflect
+from . import validate
 from .config import CONFIG_FILE, LLMConfig
 from .errors import InvalidInput, LLMError, LLMNotConfigured
 from .paths import hebbs_home
-from .schema import (ClusterMember, ContradictionAutoResult, ContradictionCandidate, ContradictionVerdict,
-                     InsightInput, ReflectAutoResult, ReflectCluster)
+from .schema import (ClusterMember, ContradictionAutoResult, ContradictionCandidate, ContradictionCommitted,
+                     ContradictionPrepared, ContradictionVerdict, InsightInput, ReflectAutoResult, ReflectCluster,
+                     ReflectCommitted, ReflectPrepared)
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from .store.open_vault import OpenVault
+
+
+
+class Agent(Protocol):
+    """What the driver drives: the Engine's prepare/commit calls, as any agent would make them.
+    Typed by shape, not by import, so this module sits above the engine without a cycle."""
+
+    path: Path
+    vault: OpenVault
+
+    def reflect_prepare(self, entity_id: str | None = None, since: Any = None,
+                        max_memories: int = 500) -> ReflectPrepared: ...
+
+    def reflect_commit(self, session_id: str, insights: Sequence[Any]) -> ReflectCommitted: ...
+
+    def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared: ...
+
+    def contradiction_commit(self, verdicts: Sequence[Any]) -> ContradictionCommitted: ...
 
 PROPOSE_BUDGET = 4000
 VALIDATE_BUDGET = 6000
@@ -93,7 +113,7 @@ def _llm_table(path: Path) -> dict[str, Any]:
     return table
 
 
-def client_for(engine: "Engine") -> "ChatClient":
+def client_for(engine: Agent) -> "ChatClient":
     """The vault's LLM client; LLMNotConfigured (pointing to the agent-driven path) when there is none."""
     config = settings(engine.path)
     missing = [name for name in ("base_url", "model") if not getattr(config, name)]
@@ -274,7 +294,7 @@ says something general rather than repeating one memory.
 - confidence: from 0 to 1, how well supported it is."""
 
 
-def reflect_auto(engine: "Engine", *, entity_id: str | None = None, since: Any = None,
+def reflect_auto(engine: Agent, *, entity_id: str | None = None, since: Any = None,
                  max_memories: int = reflect.MAX_MEMORIES) -> ReflectAutoResult:
     client = client_for(engine)  # first: without an LLM, say so before doing any work
     prepared = engine.reflect_prepare(entity_id=entity_id, since=since, max_memories=max_memories)
@@ -294,7 +314,7 @@ def reflect_auto(engine: "Engine", *, entity_id: str | None = None, since: Any =
     return result
 
 
-def _reflect_cluster(engine: "Engine", client: ChatClient, cluster: ReflectCluster, total: int,
+def _reflect_cluster(engine: Agent, client: ChatClient, cluster: ReflectCluster, total: int,
                      entity_id: str | None) -> tuple[int, list[InsightInput], list[str], list[str]]:
     """(proposed, accepted, rejected, problems) for one cluster: a proposing and a validating call."""
     label = f"cluster {cluster.index}"
@@ -372,7 +392,7 @@ def _resolve(ref: Any, members: dict[str, ClusterMember]) -> str | None:
     return None
 
 
-def _validation_prompt(engine: "Engine", cluster: ReflectCluster, proposals: list[InsightInput],
+def _validation_prompt(engine: Agent, cluster: ReflectCluster, proposals: list[InsightInput],
                        system_tokens: int) -> str:
     intro = ("Another model read the memories below, from an AI agent's memory, and proposed the insights listed "
              "after them. Check each insight against the memories it cites.\n\nMemories:")
@@ -426,7 +446,7 @@ Answer with JSON only, in this form:
 - confidence: from 0 to 1, how sure you are."""
 
 
-def contradiction_auto(engine: "Engine", *, max_results: int = 100,
+def contradiction_auto(engine: Agent, *, max_results: int = 100,
                        min_confidence: float = 0.7) -> ContradictionAutoResult:
     client = client_for(engine)
     min_confidence = validate.unit_float(min_confidence, "min_confidence")
@@ -449,7 +469,7 @@ def contradiction_auto(engine: "Engine", *, max_results: int = 100,
     return result
 
 
-def _classify(engine: "Engine", client: ChatClient,
+def _classify(engine: Agent, client: ChatClient,
               candidate: ContradictionCandidate) -> tuple[ContradictionVerdict | None, str]:
     try:
         answer = client.ask_json(classification_prompt(engine, candidate))
@@ -467,7 +487,7 @@ def _classify(engine: "Engine", client: ChatClient,
                                 note=str(answer.get("reason", "")).strip()[:500]), ""
 
 
-def classification_prompt(engine: "Engine", candidate: ContradictionCandidate) -> str:
+def classification_prompt(engine: Agent, candidate: ContradictionCandidate) -> str:
     """Both memories, earlier first, cut until the prompt fits CLASSIFY_BUDGET."""
     earlier, later = sorted((candidate.memory_a, candidate.memory_b), key=lambda m: (m.created_at, m.id))
     system = reflect.count_tokens(engine, [SYSTEM])[0]

@@ -40,7 +40,6 @@ MAX_ID_CHARS = 64
 MAX_NAME_CHARS = 512
 # 9999-12-31T23:59:59.999999Z, the last instant a datetime can hold.
 MAX_MICROS = 253_402_300_799_999_999
-MAX_COUNT = 1_000_000
 # The deepest any request goes (request > command > items > item > context) plus room for a context's
 # own nesting; msgspec's recursion would otherwise end in a RecursionError long after this.
 MAX_NESTING = 64
@@ -52,7 +51,6 @@ Text = Annotated[str, Meta(max_length=MAX_TEXT_CHARS)]
 IdText = Annotated[str, Meta(max_length=MAX_ID_CHARS)]
 Name = Annotated[str, Meta(max_length=MAX_NAME_CHARS)]
 Micros = Annotated[int, Meta(ge=0, le=MAX_MICROS)]
-Count = Annotated[int, Meta(ge=0, le=MAX_COUNT)]
 
 
 # The wire-only errors live in hebbs.errors with the rest; imported here so existing
@@ -136,6 +134,8 @@ class Forget(_Command, tag="forget"):
 
 
 class Recall(_Command, tag="recall"):
+    """Data is RecallResults: each result with its confidence, and whether the answer abstained."""
+
     cue: Text | None = None
     strategies: list[Name] | None = None
     top_k: int = 10
@@ -144,8 +144,16 @@ class Recall(_Command, tag="recall"):
     time_range: tuple[Micros | None, Micros | None] | None = None
     weights: ScoringWeights | None = None
     include_superseded: bool = False
-    reinforce: bool = True
+    # True counts every returned memory as used (the old behaviour); the default changes nothing
+    # ranking reads, so the same recall twice gives the same answer. See `reinforce`.
+    reinforce: bool = False
     mmr_lambda: float | None = None
+
+
+class Reinforce(_Command, tag="reinforce"):
+    """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
+
+    ids: list[IdText]
 
 
 class Prime(_Command, tag="prime"):
@@ -288,15 +296,15 @@ class ForgetCandidates(_Command, tag="forget_candidates"):
     """Memories decayed below the forget threshold, least alive first; lists, deletes nothing."""
 
 
-Command = (Ping | Status | Shutdown | Remember | Get | Revise | Forget | Recall | Prime | Subscribe | Feed | Close
-           | Index | List | Queries | Inspect | Export | ReflectPrepare | ReflectCommit | Insights
+Command = (Ping | Status | Shutdown | Remember | Get | Revise | Forget | Recall | Reinforce | Prime | Subscribe | Feed
+           | Close | Index | List | Queries | Inspect | Export | ReflectPrepare | ReflectCommit | Insights
            | ContradictionPrepare | ContradictionCommit | Reflect | ContradictionAuto | ForgetCandidates)
 
 COMMAND_TYPES: dict[str, type[_Command]] = {
     cls.__struct_config__.tag: cls for cls in Command.__args__  # type: ignore[attr-defined]
 }
 # Commands that change a vault: the daemon runs them one at a time per vault.
-WRITE_COMMANDS = frozenset({"remember", "revise", "forget", "reflect_prepare", "reflect_commit",
+WRITE_COMMANDS = frozenset({"remember", "revise", "forget", "reinforce", "reflect_prepare", "reflect_commit",
                             "contradiction_prepare", "contradiction_commit"})
 # Commands that need no vault at all.
 DAEMON_COMMANDS = frozenset({"ping", "status", "shutdown", "close"})
@@ -489,7 +497,8 @@ class ExportDone(msgspec.Struct, kw_only=True):
 
 RESULT_TYPES: dict[str, Any] = {
     "ping": Pong, "status": DaemonStatus, "shutdown": Stopping, "get": Memory, "revise": Memory,
-    "forget": Forgotten, "recall": RecallResults, "prime": RecallResults, "subscribe": Subscribed, "feed": Fed,
+    "forget": Forgotten, "recall": RecallResults, "reinforce": list[Memory], "prime": RecallResults,
+    "subscribe": Subscribed, "feed": Fed,
     "close": Closed, "queries": list[QueryLogEntry], "inspect": Inspection,
     "export": ExportDone, "reflect_prepare": ReflectPrepared, "reflect_commit": ReflectCommitted,
     "insights": list[Insight], "contradiction_prepare": ContradictionPrepared,

@@ -89,6 +89,9 @@ class RecallResult(msgspec.Struct, kw_only=True):
     strategies: list[str] = []
     # Strategy-specific facts behind the relevance (rank in each channel, causal depth, ...).
     details: dict[str, Any] = {}
+    # How likely this memory is relevant to the cue, 0..1, calibrated on data (hebbs/recall/confidence.py);
+    # unlike score it ignores recency, importance and reinforcement. None when there was no cue.
+    confidence: float | None = None
 
 
 class RecallResults(msgspec.Struct, kw_only=True):
@@ -96,6 +99,12 @@ class RecallResults(msgspec.Struct, kw_only=True):
 
     results: list[RecallResult] = []
     notes: list[str] = []
+    # True when even the best result is below the confidence threshold: nothing relevant is known
+    # for this cue (the weak candidates are still listed). Never true without a cue.
+    abstained: bool = False
+    # The best result's confidence (None without a cue), and the threshold it was held against.
+    confidence: float | None = None
+    threshold: float | None = None
 
     def __len__(self) -> int:
         return len(self.results)
@@ -142,7 +151,7 @@ class PendingContradiction(msgspec.Struct, kw_only=True):
     created_at: int
 
 
-# Reflection (hebbs/reflect.py) and contradiction review (hebbs/contradiction_review.py); docs/reflect.md ------
+# Reflection (hebbs/workflows/reflect.py) and contradiction review (hebbs/workflows/contradiction_review.py); docs/reflect.md ------
 
 class ClusterMember(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A memory as reflection shows it: what an agent needs to reason about it, and its id to cite."""

@@ -19,7 +19,7 @@ os.environ["HEBBS_HOME"] = str(_SESSION_DIR / "home")
 
 @pytest.fixture(scope="session")
 def embedder():
-    from hebbs.embed import get_embedder
+    from hebbs.store.embed import get_embedder
 
     return get_embedder()
 

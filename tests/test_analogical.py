@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from hebbs import Engine, InvalidInput, Memory, NotFound, ScoringWeights
-from hebbs import analogical
-from hebbs.storage import id_bytes
+from hebbs.recall import analogical
+from hebbs.store.storage import id_bytes
 
 BY_RELEVANCE = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)
 
@@ -165,7 +165,7 @@ def test_vector_kept_current_through_edges_revise_and_forget(eng, shapes):
 def test_vectors_missing_from_older_vaults_are_computed_and_backfilled(eng, shapes):
     seed = shapes["seed"]
     want = stored(eng, seed).copy()
-    from hebbs.storage import WriteSet
+    from hebbs.store.storage import WriteSet
     writes = WriteSet()
     writes.delete("vectors_associative", b"\x00" + id_bytes(seed))
     eng._store.commit(writes)

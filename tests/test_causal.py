@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hebbs import Engine, InvalidInput, NotFound, ScoringWeights
-from hebbs.causal import relevance
+from hebbs.recall.causal import relevance
 
 # Relevance alone, so the order checked is the walk's order and not recency or importance.
 BY_RELEVANCE = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hebbs import Engine
-from hebbs.contradiction_check import MAX_CONFIDENCE, THRESHOLD, classify, find_candidates
+from hebbs.workflows.contradiction_check import MAX_CONFIDENCE, THRESHOLD, classify, find_candidates
 
 
 @pytest.mark.parametrize("a, b, cue", [

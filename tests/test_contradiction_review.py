@@ -9,7 +9,7 @@ import pytest
 
 from hebbs import Engine, InvalidInput, NotFound, Source
 from hebbs.schema import ContradictionVerdict
-from hebbs.storage import Store
+from hebbs.store.storage import Store
 
 CONTRADICTING = [
     ("The deploy pipeline is reliable.", "The deploy pipeline is unreliable."),
@@ -262,7 +262,7 @@ def test_a_markdown_vault_gets_a_report_for_each_confirmed_contradiction(tmp_pat
 
 
 def test_the_verdicts_file_format():
-    from hebbs.contradiction_review import load_verdicts_file
+    from hebbs.workflows.contradiction_review import load_verdicts_file
 
     item = {"pending_id": "01J00000000000000000000000", "verdict": "Neutral"}
     assert load_verdicts_file(json.dumps({"verdicts": [item]}))[0].verdict == "neutral"

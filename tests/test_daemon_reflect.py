@@ -38,7 +38,7 @@ TOPICS = {
              "Dana cooks a big pot of lentil soup every week.",
              "Dana grows basil and tomatoes on her balcony."],
 }
-# Planted contradiction candidates (hebbs/contradiction_check.py flags both; tests/test_contradiction_review.py).
+# Planted contradiction candidates (hebbs/workflows/contradiction_check.py flags both; tests/test_contradiction_review.py).
 PAIRS = [("The deploy pipeline is reliable.", "The deploy pipeline is unreliable."),
          ("The API timeout is 30 seconds.", "The API timeout is 60 seconds.")]
 # Importance so low that it is below the default forget threshold (0.01) from the start.
@@ -222,7 +222,7 @@ def test_an_open_vault_is_swept_and_the_sweeper_stops_before_it_closes(make_daem
     idles out, the vault opens in this process (so the daemon released its lock, the sweeper
     thread included) and its meta records a finished decay pass, written by the daemon's sweeper."""
     from hebbs import Engine
-    from hebbs.decay import LAST_SWEEP_META
+    from hebbs.workflows.decay import LAST_SWEEP_META
 
     home = make_daemon(idle_timeout=0, vault_idle_timeout=0.5)
     home.start()

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hebbs import Engine, decay
+from hebbs import Engine
+from hebbs.workflows import decay
 from hebbs.config import DecayConfig
 
 DAY_US = 86_400 * 1_000_000
@@ -54,7 +55,7 @@ def test_slow_types_outlive_fast_ones(eng: Engine):
 def test_reinforcement_raises_decay_and_recall_refreshes_it(eng: Engine):
     m = eng.remember("The staging database password rotates monthly", importance=0.6)
     for n in range(1, 4):
-        res = eng.recall("staging database password", strategies=["similarity"], top_k=1)
+        res = eng.recall("staging database password", strategies=["similarity"], top_k=1, reinforce=True)
         assert res[0].memory.id == m.id
         got = eng.get(m.id)
         assert got.access_count == n
@@ -178,8 +179,9 @@ def test_exception_between_batches_then_resume(eng: Engine, monkeypatch: pytest.
 
 CHILD = textwrap.dedent("""
     import sys, time
-    from hebbs import Engine, decay
-    from hebbs.embed import get_embedder
+    from hebbs import Engine
+    from hebbs.workflows import decay
+    from hebbs.store.embed import get_embedder
     vault, now = sys.argv[1], int(sys.argv[2])
     decay.COMMIT_EVERY = 10
     eng = Engine.open(vault, embedder=get_embedder())

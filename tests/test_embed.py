@@ -13,8 +13,8 @@ import pytest
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
-from hebbs import embed as embed_mod
-from hebbs.embed import Embedder, ModelError, get_embedder
+from hebbs.store import embed as embed_mod
+from hebbs.store.embed import Embedder, ModelError, get_embedder
 from hebbs.models import load_registry
 
 LONG_TEXT = " ".join(f"word{i} about memory engines and recall" for i in range(300))
@@ -190,7 +190,7 @@ def test_path_model_pooled_graph(embedder: Embedder, model_dir: Path, tmp_path: 
 
 
 def test_path_model_token_states_with_metadata(embedder: Embedder, model_dir: Path, tmp_path: Path) -> None:
-    from hebbs.onnx_bert import save_bert_onnx
+    from hebbs.store.onnx_bert import save_bert_onnx
 
     save_bert_onnx(model_dir / "model.safetensors", tmp_path / "encoder.onnx", pool=False)
     shutil.copy(model_dir / "tokenizer.json", tmp_path / "tokenizer.json")
@@ -302,7 +302,7 @@ def test_unreadable_cached_graph_is_rebuilt(registry_entry: dict, model_dir: Pat
 def test_standard_op_graph_matches_fused(embedder: Embedder, model_dir: Path) -> None:
     import onnxruntime as ort
 
-    from hebbs.onnx_bert import build_bert_onnx
+    from hebbs.store.onnx_bert import build_bert_onnx
 
     plain = build_bert_onnx(model_dir / "model.safetensors", fused=False)
     assert all(node.domain in ("", "ai.onnx") for node in plain.graph.node)  # portable: no contrib ops

@@ -18,7 +18,7 @@ import rocksdict
 from ulid import ULID
 
 from hebbs import Engine, InvalidInput, MemoryKind, ModelMismatch, NotFound, ScoringWeights
-from hebbs.storage import COLUMN_FAMILIES, Store, WriteSet, id_bytes
+from hebbs.store.storage import COLUMN_FAMILIES, Store, WriteSet, id_bytes
 
 UTC = dt.timezone.utc
 
@@ -96,7 +96,7 @@ def test_recall_ordering_follows_each_weight(vault):
     popular = vault.remember("The office wifi password rotates monthly", importance=0.5,
                              created_at=now - dt.timedelta(days=10))
     for _ in range(5):
-        vault.recall("office wifi password", strategies=["similarity"], top_k=1)
+        vault.recall("office wifi password", strategies=["similarity"], top_k=1, reinforce=True)
     everything = dict(strategies=["temporal"], top_k=3, reinforce=False)
 
     def order(**weights) -> list[str]:
@@ -116,7 +116,7 @@ def test_recall_ordering_follows_each_weight(vault):
 
 def test_recall_reinforces_and_logs_unless_asked_not_to(vault):
     m = vault.remember("Bob prefers tea over coffee")
-    vault.recall("what does Bob drink", top_k=1)
+    vault.recall("what does Bob drink", top_k=1, reinforce=True)
     assert vault.get(m.id).access_count == 1
     vault.recall("what does Bob drink", top_k=1, reinforce=False)
     assert vault.get(m.id).access_count == 1
@@ -231,7 +231,7 @@ def test_unknown_ids_are_not_found(vault):
 def test_second_process_gets_vault_busy_naming_the_holder(tmp_path, embedder):
     with Engine.open(tmp_path / "v", embedder=embedder):
         code = f"""
-from hebbs.storage import Store
+from hebbs.store.storage import Store
 from hebbs.errors import VaultBusy
 try:
     Store.open({str(tmp_path / 'v' / 'db')!r})

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from hebbs import Engine, InvalidInput, ScoringWeights
-from hebbs import recall as rc
-from hebbs import scoring
+from hebbs.recall import fusion as rc
+from hebbs.recall import scoring
 
 UTC = dt.timezone.utc
 STRATEGIES = ("similarity", "temporal", "lexical", "causal", "analogical")

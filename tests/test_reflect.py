@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from hebbs import Engine, InvalidInput, MemoryKind, NotFound, Source
-from hebbs import reflect
+from hebbs.workflows import reflect
 from hebbs.schema import EdgeType, InsightInput, ReflectSession
-from hebbs.storage import decode
+from hebbs.store.storage import decode
 
 DEPLOY = [
     "The deploy pipeline failed because the Docker image build timed out.",

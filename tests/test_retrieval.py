@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from hebbs import Engine
-from hebbs.recall import has_identifier
+from hebbs.recall.fusion import has_identifier
 
 FILLER = [
     "The connection to the database server was reset during the nightly backup",

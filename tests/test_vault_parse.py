@@ -21,7 +21,7 @@ from hebbs.vault.walk import VaultFilter, walk_notes
 def tokenizer(tmp_path_factory):
     """The real model's token counter (the tokenizer only; the ONNX graph is built once per session)."""
     os.environ.setdefault("HEBBS_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
-    from hebbs.embed import get_embedder
+    from hebbs.store.embed import get_embedder
 
     return get_embedder()
 

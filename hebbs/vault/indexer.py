@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 from ulid import ULID
 
-from .. import contradiction_check
+from ..workflows import contradiction_check
 from ..errors import NotFound
 from ..schema import Memory, MemoryKind, Source
 from .links import link_text, remove_edges, resolve_links

@@ -1,0 +1,278 @@
+"""Does recall know when it knows nothing? ROC AUC of `confidence` and abstention rates.
+
+Two kinds of memory, each its own vault:
+- LoCoMo dev conversations (../shared/data/locomo-dev), one vault per conversation, every turn a memory.
+  Answerable: the conversation's own questions (categories 1-4). Unanswerable: questions of another
+  conversation that shares no speaker with it and names nobody its text mentions (checked on names).
+  Two harder slices are reported apart and left out of the goal: LoCoMo's adversarial category 5
+  (about the wrong speaker of the same conversation), and cross-conversation questions with their
+  speakers' names swapped for the vault's own (labels are noisier: the vault may hold a similar event).
+- A notes folder: this repository's docs/ (plus /work/cache/notes-corpus when present, indexed
+  only for its off-topic background), with the hand-written cues of bench/data/docs_cues.jsonl:
+  answerable ones, on-topic unanswerable ones (features hebbs does not have) and off-topic ones.
+
+Fit part: conversations 26, 30, 41 and the even-numbered notes cues; report part: 42, 43 and the
+odd ones. `--fit` fits the logistic calibration on the fit part (coefficients to paste into
+hebbs/recall/confidence.py) and picks the threshold there; every run reports the report part with the
+coefficients in code (what recall returns) and, with --fit, the freshly fitted ones.
+
+    .venv/bin/python bench/bench_abstention.py [--fit] [--workdir DIR] [--json out.json]
+
+The data is CC BY-NC and evaluation-only: it is read from shared/, never copied into the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import re
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_locomo import load  # noqa: E402
+
+from hebbs import Engine  # noqa: E402
+from hebbs.recall import confidence as conf  # noqa: E402
+from hebbs.vault import index_vault  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+FIT_CONVERSATIONS = {"26", "30", "41"}
+CROSS_PER_VAULT = 80
+TOP_K = 10
+QUESTION_WORDS = {"What", "When", "Where", "Who", "Why", "How", "Which", "Did", "Does", "Do", "Is", "Are", "Was",
+                  "Were", "Would", "Has", "Have", "Can", "Could", "In", "On", "At", "After", "Before", "According"}
+
+
+def names_in(text: str) -> set[str]:
+    words = re.findall(r"\b[A-Z][a-zA-Z]+\b", text)
+    return {w for w in words[1:] if w not in QUESTION_WORDS} | ({words[0]} - QUESTION_WORDS if words else set())
+
+
+def speakers(raw: dict) -> set[str]:
+    return {raw["speaker_a"], raw["speaker_b"]}
+
+
+def build_vaults(workdir: Path, conversations: list[dict], raws: dict[str, dict]) -> None:
+    for conv in conversations:
+        path = workdir / f"locomo-{conv['name']}"
+        if path.exists():
+            continue
+        with Engine.open(path) as engine:
+            engine.remember_many([{"content": t["text"], "created_at": t["created_at"]} for t in conv["turns"]],
+                                 check_contradictions=False)
+    notes = workdir / "notes"
+    if not notes.exists():
+        shutil.copytree(ROOT / "docs", notes / "docs")
+        extra = Path("/work/cache/notes-corpus")
+        if extra.is_dir():
+            shutil.copytree(extra, notes / "corpus", ignore=shutil.ignore_patterns(".*"))
+        with Engine.open(notes / ".hebbs") as engine:
+            index_vault(engine, notes, contradictions=False)
+
+
+def cues(conversations: list[dict], raws: dict[str, dict]) -> list[dict]:
+    out: list[dict] = []
+    text_of = {c["name"]: " ".join(t["text"] for t in c["turns"]) for c in conversations}
+    for conv in conversations:
+        name = conv["name"]
+        part = "fit" if name in FIT_CONVERSATIONS else "report"
+        for q in conv["questions"]:
+            out.append({"vault": f"locomo-{name}", "cue": q["question"], "answerable": True,
+                        "kind": "locomo answerable", "part": part, "goal": True})
+        for q in raws[name]["qa"]:
+            if q.get("category") == 5:
+                out.append({"vault": f"locomo-{name}", "cue": q["question"], "answerable": False,
+                            "kind": "locomo adversarial (cat 5)", "part": part, "goal": False})
+        crossing: list[dict] = []
+        swapped: list[dict] = []
+        for other in conversations:
+            if other["name"] == name or speakers(raws[other["name"]]) & speakers(raws[name]):
+                continue
+            theirs = sorted(speakers(raws[other["name"]]))
+            ours = sorted(speakers(raws[name]))
+            for q in other["questions"]:
+                mentioned = names_in(q["question"])
+                if not mentioned & set(theirs):
+                    continue  # a question that names nobody might be about anyone
+                if any(re.search(rf"\b{re.escape(n)}\b", text_of[name]) for n in mentioned):
+                    continue  # a name this conversation knows: not clearly about strangers
+                crossing.append({"vault": f"locomo-{name}", "cue": q["question"], "answerable": False,
+                                 "kind": "locomo other conversation", "part": part, "goal": True})
+                text = q["question"]
+                for mine, yours in zip(theirs, ours):
+                    text = re.sub(rf"\b{re.escape(mine)}\b", yours, text)
+                swapped.append({"vault": f"locomo-{name}", "cue": text, "answerable": False,
+                                "kind": "locomo other conversation, names swapped", "part": part, "goal": False})
+        rng = random.Random(int(name))
+        picked = sorted(rng.sample(range(len(crossing)), min(CROSS_PER_VAULT, len(crossing))))
+        out += [crossing[i] for i in picked] + [swapped[i] for i in picked]
+    for n, row in enumerate(json.loads(line) for line in (ROOT / "bench/data/docs_cues.jsonl").open()):
+        out.append({"vault": "notes/.hebbs", "cue": row["cue"], "answerable": row["answerable"],
+                    "kind": f"notes {row['kind']}", "part": "fit" if n % 2 == 0 else "report", "goal": True})
+    return out
+
+
+def run(workdir: Path, rows: list[dict]) -> None:
+    """Recall every cue through the engine; keeps each result's features and the engine's verdict."""
+    by_vault: dict[str, list[dict]] = {}
+    for row in rows:
+        by_vault.setdefault(row["vault"], []).append(row)
+    for vault, items in by_vault.items():
+        with Engine.open(workdir / vault) as engine:
+            for row in items:
+                found = engine.recall(row["cue"], top_k=TOP_K)
+                row["features"] = [[r.details["confidence_features"][f] for f in conf.FEATURES] for r in found]
+                row["engine_confidence"] = found.confidence
+                row["engine_abstained"] = found.abstained
+
+
+def best(row: dict, coefficients: tuple[float, ...], intercept: float) -> float:
+    return max((conf.calibrated(dict(zip(conf.FEATURES, f)), coefficients, intercept) for f in row["features"]),
+               default=0.0)
+
+
+def auc(positive: list[float], negative: list[float]) -> float:
+    """Probability that a random answerable cue outranks a random unanswerable one (ties count half)."""
+    scores = np.array(positive + negative)
+    ranks = _ranks(scores)
+    n_pos, n_neg = len(positive), len(negative)
+    return float((ranks[:n_pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    order = values.argsort(kind="mergesort")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(1, len(values) + 1)
+    for v in np.unique(values):  # average ranks for ties
+        tie = values == v
+        ranks[tie] = ranks[tie].mean()
+    return ranks
+
+
+def fit(rows: list[dict], l2: float = 1e-2, rounds: int = 4) -> tuple[tuple[float, ...], float]:
+    """Logistic regression of "the cue is answerable" on one result's features per cue: first the
+    result most similar to the cue, then (a few rounds) the result the current fit trusts most, which
+    is the one an answer's confidence is read from. Classes weighted equally; Newton's method."""
+    picks = [max(row["features"], key=lambda f: f[0]) if row["features"] else [0.0] * len(conf.FEATURES)
+             for row in rows]
+    y = np.array([1.0 if row["answerable"] else 0.0 for row in rows])
+    # Each kind of memory, and within it each class, weighs the same: the notes cues are far fewer
+    # than the conversations' and must not be drowned by them.
+    groups = [(row["vault"].startswith("locomo"), row["answerable"]) for row in rows]
+    sizes = {g: groups.count(g) for g in set(groups)}
+    weight = np.array([len(rows) / (len(sizes) * sizes[g]) for g in groups])
+    w = np.zeros(len(conf.FEATURES) + 1)
+    for _ in range(rounds):
+        x = np.hstack([np.ones((len(picks), 1)), np.array(picks)])
+        for _ in range(50):
+            p = 1 / (1 + np.exp(-x @ w))
+            grad = x.T @ (weight * (p - y)) + l2 * np.r_[0, w[1:]] * len(y)
+            hess = (x * (weight * p * (1 - p))[:, None]).T @ x + l2 * np.diag(np.r_[0, np.ones(len(w) - 1)]) * len(y)
+            step = np.linalg.solve(hess, grad)
+            w -= step
+            if np.abs(step).max() < 1e-9:
+                break
+        coefficients, intercept = tuple(float(v) for v in w[1:]), float(w[0])
+        picks = [max(row["features"], key=lambda f: conf.calibrated(dict(zip(conf.FEATURES, f)), coefficients,
+                                                                    intercept))
+                 if row["features"] else [0.0] * len(conf.FEATURES) for row in rows]
+    return tuple(round(float(v), 4) for v in w[1:]), round(float(w[0]), 4)
+
+
+def pick_threshold(rows: list[dict], scores: list[float], max_false_abstain: float = 0.05) -> float:
+    """The highest threshold (to 0.01) at which at most 5% of answerable cues abstain."""
+    answerable = sorted(s for row, s in zip(rows, scores) if row["answerable"])
+    allowed = math.floor(max_false_abstain * len(answerable))
+    return math.floor(answerable[allowed] * 100) / 100 if answerable else conf.DEFAULT_THRESHOLD
+
+
+def report(title: str, rows: list[dict], scores: list[float], threshold: float) -> dict:
+    goal = [(row, s) for row, s in zip(rows, scores) if row["goal"]]
+    pos = [s for row, s in goal if row["answerable"]]
+    neg = [s for row, s in goal if not row["answerable"]]
+    out = {"title": title, "threshold": threshold, "answerable": len(pos), "unanswerable": len(neg),
+           "auc": round(auc(pos, neg), 4),
+           "unanswerable_abstained": round(sum(s < threshold for s in neg) / max(1, len(neg)), 4),
+           "answerable_abstained": round(sum(s < threshold for s in pos) / max(1, len(pos)), 4), "kinds": {}}
+    print(f"\n{title}: {len(pos)} answerable, {len(neg)} unanswerable cues; threshold {threshold:.2f}")
+    print(f"  ROC AUC {out['auc']:.3f};  abstained: unanswerable {out['unanswerable_abstained']:.1%}, "
+          f"answerable {out['answerable_abstained']:.1%}")
+    kinds = sorted({row["kind"] for row in rows})
+    for kind in kinds:
+        got = [s for row, s in zip(rows, scores) if row["kind"] == kind]
+        rate = sum(s < threshold for s in got) / len(got)
+        extra = "" if any(row["goal"] for row in rows if row["kind"] == kind) else "  (not in the goal set)"
+        print(f"  {kind:<44} n={len(got):>4}  abstained {rate:6.1%}  median confidence {np.median(got):.3f}{extra}")
+        out["kinds"][kind] = {"n": len(got), "abstained": round(rate, 4), "median_confidence": float(np.median(got))}
+        if not extra:
+            continue
+        pos_kind = [s for row, s in goal if row["answerable"] and row["vault"].startswith(
+            "locomo" if kind.startswith("locomo") else "notes")]
+        out["kinds"][kind]["auc_vs_answerable"] = round(auc(pos_kind, got), 4)
+        print(f"  {'':<44} AUC against the answerable cues of the same kind: {auc(pos_kind, got):.3f}")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/locomo-dev")
+    parser.add_argument("--workdir", type=Path, help="keep the vaults here between runs (default: a temp dir)")
+    parser.add_argument("--fit", action="store_true", help="fit the calibration on the fit part and print it")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--rows", type=Path, help="save every cue's features here; when it exists, reuse it "
+                                                  "instead of recalling again (to try fits)")
+    args = parser.parse_args()
+    tmp = None if args.workdir else tempfile.TemporaryDirectory(prefix="hebbs-abstain-")
+    workdir = args.workdir or Path(tmp.name)
+    workdir.mkdir(parents=True, exist_ok=True)
+    conversations = load(args.data)
+    raws = {p.stem: json.loads(p.read_text()) for p in sorted(args.data.glob("*.json"))}
+    started = time.perf_counter()
+    build_vaults(workdir, conversations, raws)
+    print(f"vaults ready in {time.perf_counter() - started:.0f} s (busy shared machine)")
+    if args.rows and args.rows.exists():
+        rows = json.loads(args.rows.read_text())
+    else:
+        rows = cues(conversations, raws)
+        started = time.perf_counter()
+        run(workdir, rows)
+        print(f"{len(rows)} recalls in {time.perf_counter() - started:.0f} s (busy shared machine)")
+        if args.rows:
+            args.rows.write_text(json.dumps(rows))
+    fit_rows = [r for r in rows if r["part"] == "fit"]
+    test_rows = [r for r in rows if r["part"] == "report"]
+    results = {}
+    if args.fit:
+        coefficients, intercept = fit([r for r in fit_rows if r["goal"]])
+        threshold = pick_threshold([r for r in fit_rows if r["goal"]],
+                                   [best(r, coefficients, intercept) for r in fit_rows if r["goal"]])
+        print(f"\nfitted on {sum(r['goal'] for r in fit_rows)} cues:\nCOEFFICIENTS = {coefficients}  "
+              f"# {conf.FEATURES}\nINTERCEPT = {intercept}\nDEFAULT_THRESHOLD = {threshold}")
+        results["fit part, fitted"] = report("fit part, fitted calibration", fit_rows,
+                                             [best(r, coefficients, intercept) for r in fit_rows], threshold)
+        results["report part, fitted"] = report("report part (held out), fitted calibration", test_rows,
+                                                [best(r, coefficients, intercept) for r in test_rows], threshold)
+    results["report part, in code"] = report(
+        "report part (held out), the calibration in hebbs/recall/confidence.py as recall returns it", test_rows,
+        [r["engine_confidence"] or 0.0 for r in test_rows], conf.DEFAULT_THRESHOLD)
+    agree = sum(((r["engine_confidence"] or 0.0) < conf.DEFAULT_THRESHOLD) == r["engine_abstained"]
+                for r in test_rows)
+    print(f"  (recall's own `abstained` agrees with the threshold on {agree}/{len(test_rows)} cues)")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    if tmp is not None:
+        tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()

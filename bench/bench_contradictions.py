@@ -1,0 +1,118 @@
+"""Precision and recall of the contradiction candidate check on labelled pairs from real notes and conversations.
+
+bench/data/contradiction_pairs.jsonl holds candidate pairs: neighbours at cosine >= 0.5 in which the
+check as it was before issue 11 saw a cue (negation, antonyms, differing numbers), from this
+repository's docs/, the Hugo documentation (gohugoio/hugoDocs, Apache-2.0; a notes corpus of 1,147
+markdown files) and LoCoMo dev conversations; one pair per distinct pair of deciding sentences, each
+labelled by reading it: `contradiction` true or false, and why. LoCoMo pairs are stored as
+references (conversation and dia_id), their text read at run time from ../shared/data/locomo-dev
+(evaluation data, never copied into the repository). Then, counted apart, the contradictions the
+tests plant and issue 11's opposite procedures (written for this set, not real notes).
+
+    .venv/bin/python bench/bench_contradictions.py                  # the report
+    .venv/bin/python bench/bench_contradictions.py --collect DIR    # new unlabelled pairs from vaults
+                                                                    # built by bench_abstention --workdir DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_locomo import load  # noqa: E402
+
+from hebbs.workflows import contradiction_check as cc  # noqa: E402
+from hebbs.workflows.contradiction_check import subject_of  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIRS = ROOT / "bench/data/contradiction_pairs.jsonl"
+
+
+def texts(data: Path) -> dict[tuple[str, str], str]:
+    return {(conv["name"], t["dia_id"]): t["text"] for conv in load(data) for t in conv["turns"]}
+
+
+def resolve(row: dict, turns: dict[tuple[str, str], str]) -> tuple[str, str]:
+    if row["source"] == "locomo":
+        return turns[(row["conversation"], row["a"])], turns[(row["conversation"], row["b"])]
+    return row["a"], row["b"]
+
+
+def collect(workdir: Path, data: Path, out: Path) -> None:
+    from hebbs import Engine
+
+    by_text = {text: key for key, text in texts(data).items()}
+    seen: set[frozenset[str]] = set()
+    with out.open("w") as f:
+        for vault in sorted(workdir.glob("locomo-*")) + [workdir / "notes/.hebbs"]:
+            with Engine.open(vault) as engine:
+                memories = {m.id: m for m in engine.memories()}
+                for mid, m in memories.items():
+                    for other, sim in engine.neighbors(mid, 5):
+                        pair = frozenset((mid, other))
+                        if sim < cc.MIN_SIMILARITY or pair in seen:
+                            continue
+                        seen.add(pair)
+                        b = memories[other]
+                        verdict = cc.classify(m.content, b.content)
+                        if verdict.confidence == 0:
+                            continue
+                        if vault.name.startswith("locomo"):
+                            (conv, da), (_, db) = by_text[m.content], by_text[b.content]
+                            row = {"source": "locomo", "conversation": conv, "a": da, "b": db}
+                        else:
+                            row = {"source": "docs", "a": m.content, "b": b.content,
+                                   "subjects": [subject_of(m), subject_of(b)],
+                                   "where": [x.source.file_path if x.source else "" for x in (m, b)]}
+                        row |= {"similarity": round(sim, 3), "old_confidence": verdict.confidence,
+                                "reasons": verdict.reasons, "contradiction": None, "why": ""}
+                        f.write(json.dumps(row) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/locomo-dev")
+    parser.add_argument("--collect", type=Path, metavar="WORKDIR")
+    parser.add_argument("--out", type=Path, default=Path("contradiction_candidates.jsonl"))
+    args = parser.parse_args()
+    if args.collect:
+        collect(args.collect, args.data, args.out)
+        return
+    turns = texts(args.data)
+    rows = [json.loads(line) for line in PAIRS.open()]
+    by_source = {s: sum(r["source"] == s for r in rows) for s in sorted({r["source"] for r in rows})}
+    print(f"{len(rows)} labelled pairs ({', '.join(f'{n} {s}' for s, n in by_source.items())}); "
+          f"threshold {cc.THRESHOLD}")
+    wrong: list[str] = []
+    for name, group in (("real notes and conversations", [r for r in rows if r["source"] != "planted"]),
+                        ("planted (tests, issue 11's procedures)", [r for r in rows if r["source"] == "planted"]),
+                        ("all", rows)):
+        tp = fp = fn = tn = 0
+        for row in group:
+            a, b = resolve(row, turns)
+            flagged = cc.classify(a, b, tuple(row.get("subjects") or (None, None))).confidence > cc.THRESHOLD
+            truth = bool(row["contradiction"])
+            tp += flagged and truth
+            fp += flagged and not truth
+            fn += truth and not flagged
+            tn += not truth and not flagged
+            if flagged != truth and name != "all":
+                wrong.append(f"  {'false positive' if flagged else 'missed':<14} [{row['source']}] {row['why']}")
+        print(f"{name}: {len(group)} pairs, {tp + fn} contradictions; flagged {tp + fp}: "
+              f"precision {tp / max(1, tp + fp):.3f}, recall {tp / max(1, tp + fn):.3f} "
+              f"(tp {tp}, fp {fp}, fn {fn}, tn {tn})")
+        old = [r for r in group if r["old_confidence"] is not None and r["old_confidence"] > cc.THRESHOLD]
+        if old and name != "all":
+            old_tp = sum(bool(r["contradiction"]) for r in old)
+            print(f"  the check before issue 11 flagged {len(old)} of these: precision {old_tp / len(old):.3f}, "
+                  f"recall {old_tp / max(1, tp + fn):.3f}")
+    for line in wrong:
+        print(line)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""How the CLI prints: short aligned text for people, one stable JSON document for agents.
+
+JSON goes to stdout as a single compact document (one line per item only for streams: subscribe,
+export); errors go to stderr, as JSON in json mode, and the exit code is non-zero.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import msgspec
+
+from hebbs.schema import Memory, RecallResult
+
+SHORT_ID = 8
+_encoder = msgspec.json.Encoder()
+
+
+def short_id(memory_id: str) -> str:
+    """The random tail of a ULID: its first characters are a timestamp, shared by neighbours in time."""
+    return memory_id[-SHORT_ID:]
+
+
+def to_json(value: Any) -> str:
+    return _encoder.encode(value).decode()
+
+
+def emit_json(value: Any, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    out.write(to_json(value) + "\n")
+    out.flush()
+
+
+def when(micros: int | None) -> str:
+    if not micros:
+        return "-"
+    return dt.datetime.fromtimestamp(micros / 1_000_000).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def one_line(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[:max(1, width - 1)] + "…"
+
+
+def width() -> int:
+    return shutil.get_terminal_size((120, 24)).columns
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[int] = (),
+          out: TextIO | None = None) -> None:
+    """Columns padded to their widest cell; the last column takes what is left of the terminal."""
+    out = out or sys.stdout
+    if not rows:
+        return
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    room = max(20, width() - sum(widths[:-1]) - 2 * (len(headers) - 1))
+
+    def line(cells: Sequence[str]) -> str:
+        parts = []
+        for i, cell in enumerate(cells):
+            if i == len(cells) - 1:
+                parts.append(one_line(cell, room))
+            elif i in right:
+                parts.append(cell.rjust(widths[i]))
+            else:
+                parts.append(cell.ljust(widths[i]))
+        return "  ".join(parts).rstrip()
+
+    out.write(line(headers) + "\n")
+    for row in rows:
+        out.write(line(row) + "\n")
+
+
+def print_memory(memory: Memory, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    fields = [
+        ("id", memory.id),
+        ("kind", memory.kind.value),
+        ("entity", memory.entity_id or "-"),
+        ("importance", f"{memory.importance:.2f}"),
+        ("created", when(memory.created_at)),
+        ("updated", when(memory.updated_at)),
+        ("accessed", f"{memory.access_count}x, last {when(memory.last_accessed_at)}"),
+    ]
+    if memory.context:
+        fields.append(("context", to_json(memory.context)))
+    if memory.source is not None:
+        heading = " > ".join(memory.source.heading_path)
+        fields.append(("source", memory.source.file_path + (f" ({heading})" if heading else "")))
+    if memory.superseded_by:
+        fields.append(("superseded by", memory.superseded_by))
+    if memory.revision_of:
+        fields.append(("revision of", memory.revision_of))
+    pad = max(len(name) for name, _ in fields)
+    for name, value in fields:
+        out.write(f"{name.ljust(pad)}  {value}\n")
+    out.write("\n" + memory.content.rstrip() + "\n")
+
+
+def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), out: TextIO | None = None, *,
+                  abstained: bool = False) -> None:
+    """The ranked table; an abstaining answer says so first, in plain words, then lists the weak candidates."""
+    out = out or sys.stdout
+    if abstained:
+        out.write("No good match: nothing relevant known for this cue. Weak candidates:\n")
+    if not results:
+        out.write("no memories found\n")
+    rows = [[str(n), f"{r.score:.3f}", "-" if r.confidence is None else f"{r.confidence:.2f}", short_id(r.memory.id),
+             r.memory.entity_id or "-", ",".join(r.strategies), r.memory.content] for n, r in enumerate(results, 1)]
+    table(["#", "score", "conf", "id", "entity", "found by", "content"], rows, right=(0,), out=out)
+    for note in notes:
+        out.write(f"note: {note}\n")
+
+
+def print_error(message: str, status_code: str, json_mode: bool) -> None:
+    if json_mode:
+        emit_json({"error": message, "status_code": status_code}, sys.stderr)
+    else:
+        sys.stderr.write(f"hebbs: {message} [{status_code}]\n")

@@ -1,0 +1,256 @@
+"""Reflection, contradiction review and decay candidates: `hebbs reflect-prepare`, `reflect-commit`,
+`reflect`, `insights`, `contradictions [commit | auto]`, `forget --candidates` (docs/reflect.md).
+
+The commit files are read here with msgspec into the protocol's Structs, not with
+hebbs.workflows.reflect.load_commit_file / hebbs.workflows.contradiction_review.load_verdicts_file: those modules import
+numpy, and a CLI call must not. The daemon checks the values (sessions, ids, confidences) itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from hebbs.errors import InvalidInput
+from hebbs.schema import (ContradictionCommitted, ContradictionVerdict, Insight, InsightInput, Memory,
+                          ReflectCommitted)
+
+from . import output
+from .commands import _count, _json, _time, client_for
+
+
+# Commit files ----------------------------------------------------------------------------------
+
+def _read(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _decode(raw: bytes, what: str) -> Any:
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise InvalidInput(f"the {what} file is not valid JSON: {exc}") from None
+
+
+def _items(items: Any, type_: type, what: str) -> list[Any]:
+    """Each item as the protocol Struct, an error naming the item that does not fit."""
+    if not isinstance(items, list):
+        raise InvalidInput(f"{what}s must be a list")
+    out = []
+    for n, item in enumerate(items):
+        try:
+            out.append(msgspec.convert(item, type_))
+        except msgspec.ValidationError as exc:
+            raise InvalidInput(f"{what} {n}: {exc}") from None
+    return out
+
+
+def load_commit_file(raw: bytes) -> tuple[str, list[InsightInput]]:
+    """`{"session_id": "...", "insights": [...]}`: what `hebbs reflect-commit --file` reads."""
+    data = _decode(raw, "insights")
+    if not isinstance(data, dict) or "session_id" not in data or "insights" not in data:
+        raise InvalidInput('the insights file must be a JSON object {"session_id": "...", "insights": [...]}')
+    return str(data["session_id"]), _items(data["insights"], InsightInput, "insight")
+
+
+def load_verdicts_file(raw: bytes) -> list[ContradictionVerdict]:
+    """`{"verdicts": [...]}` or the bare list: what `hebbs contradictions commit --file` reads."""
+    data = _decode(raw, "verdicts")
+    if isinstance(data, dict):
+        if "verdicts" not in data:
+            raise InvalidInput('the verdicts file must be {"verdicts": [{"pending_id": "...", "verdict": "..."}]}')
+        data = data["verdicts"]
+    return _items(data, ContradictionVerdict, "verdict")
+
+
+def _since(raw: str | None) -> int | None:
+    return None if raw is None else _time(raw, "--since")
+
+
+# Reflection ------------------------------------------------------------------------------------
+
+def cmd_reflect_prepare(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        prepared = client.reflect_prepare(args.entity, _since(args.since), args.max_memories)
+    if _json(args):
+        output.emit_json(prepared)
+        return 0
+    print(f"session {prepared.session_id} (expires {output.when(prepared.expires_at)}): "
+          f"{_count(prepared.memory_count, 'memory')} in {_count(len(prepared.clusters), 'cluster')}, "
+          f"{len(prepared.unclustered)} unclustered")
+    for cluster in prepared.clusters:
+        print(f"\ncluster {cluster.index}: {_count(len(cluster.memories), 'memory')}; {', '.join(cluster.terms)}")
+        for member in cluster.memories:
+            print(f"  {output.short_id(member.id)}  {output.one_line(member.content, output.width() - 12)}")
+    print("\nEach cluster's prompt is in --format json. Answer them, then: hebbs reflect-commit --file insights.json")
+    return 0
+
+
+def cmd_reflect_commit(args: argparse.Namespace) -> int:
+    session_id, insights = load_commit_file(_read(args.file))
+    with client_for(args) as client:
+        committed = client.reflect_commit(session_id, insights)
+    if _json(args):
+        output.emit_json(committed)
+    else:
+        _print_committed_insights(committed)
+    return 0
+
+
+def _print_committed_insights(committed: ReflectCommitted) -> None:
+    print(f"stored {_count(len(committed.insights), 'insight')} from session {committed.session_id}")
+    for memory in committed.insights:
+        print(f"  {output.short_id(memory.id)}  {output.one_line(memory.content, output.width() - 12)}")
+    _print_files_and_warnings(committed)
+
+
+def cmd_reflect(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        result = client.reflect(args.entity, _since(args.since), args.max_memories)
+    if _json(args):
+        output.emit_json(result)
+        return 0
+    print(f"{_count(result.clusters, 'cluster')}: {result.proposed} insights proposed, {result.accepted} accepted")
+    if result.committed is not None:
+        _print_committed_insights(result.committed)
+    for rejected in result.rejected:
+        print(f"rejected: {rejected}")
+    for problem in result.problems:
+        print(f"problem: {problem}")
+    return 0
+
+
+def cmd_insights(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        found = client.insights(args.entity, args.min_confidence, args.limit)
+    if _json(args):
+        output.emit_json(found)
+        return 0
+    if not found:
+        print("no insights yet (hebbs reflect-prepare starts a reflection)")
+    output.table(["when", "conf", "id", "entity", "sources", "content"], [_insight_row(i) for i in found],
+                 right=(1, 4))
+    return 0
+
+
+def _insight_row(insight: Insight) -> list[str]:
+    confidence = "-" if insight.confidence is None else f"{insight.confidence:.2f}"
+    return [output.when(insight.memory.created_at), confidence, output.short_id(insight.memory.id),
+            insight.memory.entity_id or "-", str(len(insight.source_ids)), insight.memory.content]
+
+
+# Contradictions --------------------------------------------------------------------------------
+
+def cmd_contradictions(args: argparse.Namespace) -> int:
+    if args.action != "commit" and args.file is not None:
+        raise InvalidInput("--file goes with `hebbs contradictions commit`")
+    return CONTRADICTION_ACTIONS[args.action](args)
+
+
+def _list_contradictions(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        prepared = client.contradiction_prepare(args.limit)
+    if _json(args):
+        output.emit_json(prepared)
+        return 0
+    if not prepared.candidates:
+        print("no contradiction candidates pending")
+    for c in prepared.candidates:
+        print(f"{c.pending_id}  confidence {c.confidence:.2f}  similarity {c.similarity:.2f}")
+        for side, memory in (("a", c.memory_a), ("b", c.memory_b)):
+            print(f"  {side}  {output.short_id(memory.id)}  {output.one_line(memory.content, output.width() - 16)}")
+        reasons = [r for r in c.reasons if not r.startswith(("a: ", "b: "))]  # the sides are printed above
+        if reasons:
+            print(f"  why: {'; '.join(reasons)}")
+    if prepared.dropped:
+        print(f"({_count(prepared.dropped, 'candidate')} dropped: a side was forgotten or replaced since)")
+    if prepared.candidates:
+        print("\nDecide each, then: hebbs contradictions commit --file verdicts.json")
+    return 0
+
+
+def _commit_contradictions(args: argparse.Namespace) -> int:
+    if args.file is None:
+        raise InvalidInput("contradictions commit needs --file verdicts.json ('-' reads stdin)")
+    verdicts = load_verdicts_file(_read(args.file))
+    with client_for(args) as client:
+        committed = client.contradiction_commit(verdicts)
+    if _json(args):
+        output.emit_json(committed)
+    else:
+        _print_verdicts(committed)
+    return 0
+
+
+def _print_files_and_warnings(committed: ReflectCommitted | ContradictionCommitted) -> None:
+    for path in committed.files:
+        print(f"note: wrote {path}")
+    for warning in committed.warnings:
+        print(f"warning: {warning}")
+
+
+def _print_verdicts(committed: ContradictionCommitted) -> None:
+    print(f"{_count(len(committed.contradictions), 'contradiction')} confirmed, "
+          f"{_count(len(committed.revisions), 'revision')}, {len(committed.dismissed)} dismissed")
+    for memory_id in committed.superseded:
+        print(f"  superseded {memory_id}")
+    _print_files_and_warnings(committed)
+
+
+def _auto_contradictions(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        result = client.contradiction_auto(args.limit, args.min_confidence)
+    if _json(args):
+        output.emit_json(result)
+        return 0
+    print(f"reviewed {_count(result.reviewed, 'candidate')}; {len(result.left_pending)} left pending")
+    if result.committed is not None:
+        _print_verdicts(result.committed)
+    for problem in result.problems:
+        print(f"problem: {problem}")
+    return 0
+
+
+CONTRADICTION_ACTIONS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "list": _list_contradictions, "commit": _commit_contradictions, "auto": _auto_contradictions,
+}
+
+
+# Decay -----------------------------------------------------------------------------------------
+
+def cmd_forget_candidates(args: argparse.Namespace) -> int:
+    if args.ids or args.entity is not None:
+        raise InvalidInput("--candidates only lists; forget the ones you choose with `hebbs forget ID...`")
+    with client_for(args) as client:
+        candidates = client.forget_candidates()
+    if _json(args):
+        output.emit_json(candidates)
+        return 0
+    if not candidates:
+        print("no memories have decayed below the forget threshold")
+        return 0
+    output.table(["decay", "importance", "last used", "id", "content"], [_candidate_row(m) for m in candidates],
+                 right=(0, 1))
+    print(f"\n{_count(len(candidates), 'candidate')}; nothing was deleted (hebbs forget ID... removes them)")
+    return 0
+
+
+def _candidate_row(memory: Memory) -> list[str]:
+    return [f"{memory.decay_score:.4f}", f"{memory.importance:.2f}", output.when(memory.last_accessed_at),
+            output.short_id(memory.id), memory.content]
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "reflect-prepare": cmd_reflect_prepare, "reflect-commit": cmd_reflect_commit, "reflect": cmd_reflect,
+    "insights": cmd_insights, "contradictions": cmd_contradictions,
+}

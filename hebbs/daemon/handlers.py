@@ -1,0 +1,371 @@
+"""What each command does: the engine calls behind the protocol.
+
+Every handler takes the connection, the request and its decoded command, and returns the reply's
+data (progress frames, where a command streams, go out through the connection as it runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+import msgspec
+
+from hebbs import validate
+from hebbs.errors import InvalidInput, NotFound
+from hebbs.paths import VAULT_DIR
+from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare, DaemonStatus,
+                            Export, ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates, Forgotten, Get, Index,
+                            IndexingInProgress, Insights, Inspect, Inspection, List, Pong, Prime, Queries, Recall,
+                            Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, Request, Revise,
+                            ScanSummary, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
+from hebbs.schema import Memory
+
+from .vaults import VaultPool, VaultSlot
+
+if TYPE_CHECKING:
+    from hebbs.engine import Engine
+
+FEED_TOP_K = 20
+EXPORT_CHUNK_BYTES = 4 * 1024 * 1024
+EXPORT_CHUNK_ITEMS = 1000
+MAX_QUERIES = 10_000
+SHORT_ID_MIN = 6
+ULID_LENGTH = 26
+
+
+class Subscription:
+    """What one subscribe asked for, and which memories it has already been sent."""
+
+    def __init__(self, subscription_id: str, request_id: Any, slot: VaultSlot, entity_id: str | None,
+                 threshold: float) -> None:
+        self.id = subscription_id
+        self.request_id = request_id
+        self.slot = slot
+        self.entity_id = entity_id
+        self.threshold = threshold
+        self.pushed: set[str] = set()
+
+
+class Connection(Protocol):
+    """The client a request came from (server.Connection): where progress frames and pushes go."""
+
+    subscriptions: dict[str, Subscription]
+
+    async def progress(self, request_id: Any, data: Any) -> None: ...
+
+
+class Daemon(Protocol):
+    """What the handlers need of the server that owns them (server.Daemon)."""
+
+    version: str
+    pool: VaultPool
+
+    def status(self) -> DaemonStatus: ...
+
+    def stop(self) -> None: ...
+
+
+class Handlers:
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.pool = daemon.pool
+
+    async def dispatch(self, conn: Connection, request: Request) -> Any:
+        command = request.command
+        handler: Callable[..., Any] = getattr(self, "_" + command.__struct_config__.tag)
+        return await handler(conn, request, command)
+
+    async def _call(self, request: Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run fn(engine, ...) on the request's vault, off the event loop."""
+        slot = self.pool.slot(request.vault_path)
+        async with self.pool.use(slot) as engine:
+            return await self.pool.run(fn, engine, *args, **kwargs)
+
+    async def _write(self, request: Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        slot = self.pool.slot(request.vault_path)
+        async with self.pool.use(slot) as engine, slot.write_lock:
+            return await self.pool.run(fn, engine, *args, **kwargs)
+
+    # Daemon ---------------------------------------------------------------------------------
+
+    async def _ping(self, conn: Connection, request: Request, command: Any) -> Any:
+        return Pong(version=self.daemon.version, pid=os.getpid())
+
+    async def _status(self, conn: Connection, request: Request, command: Status) -> Any:
+        status = self.daemon.status()
+        if request.vault_path:
+            status.vault = await self._call(request, lambda engine: engine.stats())
+        return status
+
+    async def _shutdown(self, conn: Connection, request: Request, command: Any) -> Any:
+        # Stop once this reply is on its way, not before.
+        asyncio.get_running_loop().call_later(0.05, self.daemon.stop)
+        return Stopping(pid=os.getpid())
+
+    # Memories -------------------------------------------------------------------------------
+
+    async def _remember(self, conn: Connection, request: Request, command: Remember) -> Any:
+        if command.items is not None:
+            if command.content is not None:
+                raise InvalidInput("remember takes content (one memory) or items (a batch), not both")
+            items = [_item(i) for i in command.items]
+        elif command.content is None:
+            raise InvalidInput("remember needs content (or items for a batch)")
+        else:
+            items = [_item(command)]
+        memories = await self._write(request, lambda engine: engine.remember_many(items))
+        return memories if command.items is not None else memories[0]
+
+    async def _get(self, conn: Connection, request: Request, command: Get) -> Memory:
+        return await self._call(request, lambda engine: engine.get(resolve_id(engine, command.id)))
+
+    async def _revise(self, conn: Connection, request: Request, command: Revise) -> Memory:
+        def revise(engine: "Engine") -> Memory:
+            entity = ... if command.entity_id is msgspec.UNSET else command.entity_id
+            return engine.revise(resolve_id(engine, command.id), content=command.content,
+                                 importance=command.importance, context=command.context, entity_id=entity)
+
+        return await self._write(request, revise)
+
+    async def _forget(self, conn: Connection, request: Request, command: Forget) -> Forgotten:
+        def forget(engine: "Engine") -> int:
+            ids = None if command.ids is None else [resolve_id(engine, i) for i in command.ids]
+            if ids is not None and not ids and command.entity_id is None:
+                return 0
+            return engine.forget(ids, entity_id=command.entity_id)
+
+        return Forgotten(forgotten=await self._write(request, forget))
+
+    async def _inspect(self, conn: Connection, request: Request, command: Inspect) -> Inspection:
+        def inspect(engine: "Engine") -> Inspection:
+            memory = engine.get(resolve_id(engine, command.id))
+            return Inspection(memory=memory, edges=engine.edges(memory.id), history=engine.history(memory.id))
+
+        return await self._call(request, inspect)
+
+    async def _queries(self, conn: Connection, request: Request, command: Queries) -> Any:
+        if not 1 <= command.limit <= MAX_QUERIES:
+            raise InvalidInput(f"limit must be from 1 to {MAX_QUERIES}, got {command.limit}")
+        return await self._call(request, lambda engine: engine.queries(command.limit))
+
+    async def _export(self, conn: Connection, request: Request, command: Export) -> ExportDone:
+        slot = self.pool.slot(request.vault_path)
+        count = 0
+        async with self.pool.use(slot) as engine:
+            memories = engine.memories(include_revisions=command.include_revisions)
+            while chunk := await self.pool.run(_take_chunk, memories):
+                await conn.progress(request.id, ExportChunk(memories=chunk))
+                count += len(chunk)
+        return ExportDone(count=count)
+
+    # Reflection, contradictions, decay -------------------------------------------------------
+    # Prepares and commits write (a session, a dropped candidate, insights, edges): one at a time per
+    # vault. reflect and contradiction_auto wait minutes on an LLM: they run on the concurrent path so
+    # they never hold the vault's write slot; the engine takes its own lock for the commit inside.
+
+    async def _reflect_prepare(self, conn: Connection, request: Request, command: ReflectPrepare) -> Any:
+        return await self._write(request, lambda engine: engine.reflect_prepare(
+            entity_id=command.entity_id, since=command.since, max_memories=command.max_memories))
+
+    async def _reflect_commit(self, conn: Connection, request: Request, command: ReflectCommit) -> Any:
+        return await self._write(request, lambda engine: engine.reflect_commit(command.session_id, command.insights))
+
+    async def _insights(self, conn: Connection, request: Request, command: Insights) -> Any:
+        return await self._call(request, lambda engine: engine.insights(
+            entity_id=command.entity_id, min_confidence=command.min_confidence, max_results=command.max_results))
+
+    async def _contradiction_prepare(self, conn: Connection, request: Request, command: ContradictionPrepare) -> Any:
+        return await self._write(request, lambda engine: engine.contradiction_prepare(command.max_results))
+
+    async def _contradiction_commit(self, conn: Connection, request: Request, command: ContradictionCommit) -> Any:
+        return await self._write(request, lambda engine: engine.contradiction_commit(command.verdicts))
+
+    async def _reflect(self, conn: Connection, request: Request, command: Reflect) -> Any:
+        return await self._call(request, lambda engine: engine.reflect_auto(
+            entity_id=command.entity_id, since=command.since, max_memories=command.max_memories))
+
+    async def _contradiction_auto(self, conn: Connection, request: Request, command: ContradictionAuto) -> Any:
+        return await self._call(request, lambda engine: engine.contradiction_auto(
+            max_results=command.max_results, min_confidence=command.min_confidence))
+
+    async def _forget_candidates(self, conn: Connection, request: Request, command: ForgetCandidates) -> Any:
+        return await self._call(request, lambda engine: engine.forget_candidates())
+
+    # Recall ---------------------------------------------------------------------------------
+
+    async def _recall(self, conn: Connection, request: Request, command: Recall) -> Any:
+        return await self._call(request, lambda engine: engine.recall(
+            command.cue, strategies=command.strategies, top_k=command.top_k, entity_id=command.entity_id,
+            time_range=command.time_range, weights=command.weights, include_superseded=command.include_superseded,
+            reinforce=command.reinforce, mmr_lambda=command.mmr_lambda))
+
+    async def _reinforce(self, conn: Connection, request: Request, command: Reinforce) -> list[Memory]:
+        return await self._write(request, lambda engine: engine.reinforce(
+            [resolve_id(engine, i) for i in command.ids]))
+
+    async def _prime(self, conn: Connection, request: Request, command: Prime) -> Any:
+        from hebbs.recall.prime import prime
+
+        return await self._call(request, prime, command.entity_id, command.similarity_cue, command.max_memories)
+
+    # Subscriptions --------------------------------------------------------------------------
+
+    async def _subscribe(self, conn: Connection, request: Request, command: Subscribe) -> Subscribed:
+        slot = self.pool.slot(request.vault_path)
+        threshold = validate.unit_float(command.confidence_threshold, "confidence_threshold")
+        entity_id = validate.entity(command.entity_id)
+        subscription = Subscription(secrets.token_hex(6), request.id, slot, entity_id, threshold)
+        conn.subscriptions[subscription.id] = subscription
+        return Subscribed(subscription_id=subscription.id, entity_id=entity_id, confidence_threshold=threshold)
+
+    async def _feed(self, conn: Connection, request: Request, command: Feed) -> Fed:
+        text = validate.content(command.text, "text")
+        if command.subscription_id is not None:
+            if command.subscription_id not in conn.subscriptions:
+                raise NotFound(f"no subscription {command.subscription_id} on this connection")
+            subscriptions = [conn.subscriptions[command.subscription_id]]
+        else:
+            subscriptions = list(conn.subscriptions.values())
+        if not subscriptions:
+            raise InvalidInput("feed needs a subscription on this connection: send subscribe first")
+        pushed = 0
+        for sub in subscriptions:
+            async with self.pool.use(sub.slot) as engine:
+                found = await self.pool.run(engine.recall, text, strategies=["similarity"], top_k=FEED_TOP_K,
+                                            entity_id=sub.entity_id, reinforce=False)
+            fresh = [r for r in found.results
+                     if (r.confidence or 0.0) >= sub.threshold and r.memory.id not in sub.pushed]
+            if fresh:
+                sub.pushed.update(r.memory.id for r in fresh)
+                await conn.progress(sub.request_id, SubscriptionPush(subscription_id=sub.id, matches=fresh))
+                pushed += len(fresh)
+        return Fed(pushed=pushed)
+
+    async def _close(self, conn: Connection, request: Request, command: Close) -> Closed:
+        if command.subscription_id is None:
+            closed = len(conn.subscriptions)
+            conn.subscriptions.clear()
+            return Closed(closed=closed)
+        if conn.subscriptions.pop(command.subscription_id, None) is None:
+            raise NotFound(f"no subscription {command.subscription_id} on this connection")
+        return Closed(closed=1)
+
+    # Markdown vaults ------------------------------------------------------------------------
+
+    async def _index(self, conn: Connection, request: Request, command: Index) -> Any:
+        from hebbs.vault import indexer as vault
+
+        slot, root = self._notes_vault(request, command.path)
+        if slot.indexing:
+            raise IndexingInProgress(f"{root} is being indexed already; try again when that run ends")
+        slot.indexing = True
+        try:
+            async with self.pool.use(slot) as engine:
+                if command.phase == 1:
+                    plan = await self._stream(conn, request.id, lambda progress: vault.scan_vault(
+                        engine, root, paths=command.paths, progress=progress))
+                    return ScanSummary(files_scanned=plan.files_scanned, files_unchanged=plan.files_unchanged,
+                                       files_changed=plan.files_changed, files_removed=plan.files_removed,
+                                       pending=plan.pending(), warnings=plan.warnings, seconds=plan.seconds)
+                if command.phase == 2:
+                    return await self._stream(conn, request.id, lambda progress: vault.apply_plan(
+                        engine, root, progress=progress))
+                return await self._stream(conn, request.id, lambda progress: vault.index_vault(
+                    engine, root, progress=progress))
+        finally:
+            slot.indexing = False
+
+    async def _list(self, conn: Connection, request: Request, command: List) -> Any:
+        from hebbs.vault.status import list_vault
+
+        _, root = self._notes_vault(request, command.path)
+        return await self.pool.run(list_vault, root, sections=command.sections)
+
+    def _notes_vault(self, request: Request, path: str | None) -> tuple[VaultSlot, Path]:
+        """The vault slot and notes folder of an index or list request: PATH/.hebbs, or vault_path's folder."""
+        if path is not None:
+            root = Path(path)
+            if not root.is_absolute():
+                raise InvalidInput(f"path must be absolute, got {path!r}")
+            if not root.is_dir():
+                raise InvalidInput(f"{root} is not a directory")
+            return self.pool.slot(str(root / VAULT_DIR)), root
+        slot = self.pool.slot(request.vault_path)
+        return slot, slot.path.parent
+
+    async def _stream(self, conn: Connection, request_id: Any, run: Callable[[Callable[[Any], None]], Any]) -> Any:
+        """Run a blocking job that reports progress, sending each report as a progress frame.
+
+        Reports arrive from a worker thread; when they come faster than the client reads, only the
+        newest is sent. If the client goes away the job still finishes (it cannot be stopped halfway
+        safely), and the vault stays counted as in use until it does.
+        """
+        loop = asyncio.get_running_loop()
+        latest: list[Any] = []
+        wake = asyncio.Event()
+
+        def report(progress: Any) -> None:
+            def put() -> None:
+                latest[:] = [progress]
+                wake.set()
+            loop.call_soon_threadsafe(put)
+
+        job = asyncio.ensure_future(self.pool.run(run, report))
+        client_alive = True
+        while True:
+            waiter = asyncio.ensure_future(wake.wait())
+            await asyncio.wait({job, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            wake.clear()
+            if latest and client_alive:
+                progress, latest[:] = latest[0], []
+                try:
+                    await conn.progress(request_id, msgspec.to_builtins(progress))
+                except ConnectionError:
+                    client_alive = False
+            if job.done():
+                break
+        if not client_alive:
+            await job
+            raise ConnectionResetError("the client left during a streamed command")
+        return job.result()
+
+
+def _item(source: Remember | RememberItem) -> dict[str, Any]:
+    return {"content": source.content, "importance": source.importance, "context": source.context,
+            "entity_id": source.entity_id, "created_at": source.created_at, "kind": source.kind,
+            "source": source.source}
+
+
+def resolve_id(engine: "Engine", text: str) -> str:
+    """A full ULID as is; a shorter text as the unique memory id ending with it (what text output shows)."""
+    if len(text) >= ULID_LENGTH:
+        return text
+    if len(text) < SHORT_ID_MIN:
+        raise InvalidInput(f"id {text!r} is too short: give the full id or at least its last {SHORT_ID_MIN} characters")
+    suffix = text.upper()
+    ids = (m.id for m in engine.memories(include_revisions=True) if m.id.endswith(suffix))
+    matches = list(itertools.islice(ids, 2))
+    if not matches:
+        raise NotFound(f"no memory id ends with {text!r}")
+    if len(matches) > 1:
+        raise InvalidInput(f"id suffix {text!r} is ambiguous: give more characters")
+    return matches[0]
+
+
+def _take_chunk(memories: Iterator[Memory]) -> list[Memory]:
+    """The next export chunk: up to a size that keeps every frame far below the 16 MiB limit."""
+    chunk: list[Memory] = []
+    size = 0
+    for memory in memories:
+        chunk.append(memory)
+        size += len(msgspec.json.encode(memory))
+        if size >= EXPORT_CHUNK_BYTES or len(chunk) >= EXPORT_CHUNK_ITEMS:
+            break
+    return chunk

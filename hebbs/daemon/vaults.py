@@ -1,0 +1,148 @@
+"""The daemon's open vaults: opened on first use, closed after an idle timeout.
+
+Closing an idle vault releases its RocksDB lock, so a script can open it in-process while the
+daemon sleeps. A vault in use (a request running on it, an index run) is never closed under it:
+`use()` counts users before it waits, and the reaper only closes a slot nobody counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from hebbs.errors import InvalidInput, ModelMismatch, VaultNotInitialized
+from hebbs.paths import VAULT_DIR, is_vault_dir
+from hebbs.protocol import OpenVault
+
+if TYPE_CHECKING:
+    from hebbs.workflows.decay import DecaySweeper
+    from hebbs.engine import Engine
+
+log = logging.getLogger("hebbs.daemon")
+T = TypeVar("T")
+
+
+class VaultSlot:
+    """One vault directory the daemon knows about, open or not."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.engine: "Engine | None" = None
+        # Keeps decay scores current while the vault is open; stopped before the engine closes.
+        self.sweeper: "DecaySweeper | None" = None
+        # Guards opening and closing, so two first requests open the vault once.
+        self.open_lock = asyncio.Lock()
+        # Writes are serialized here, before a worker thread is taken: a burst of writers waits
+        # in the event loop instead of filling the pool with threads blocked on the engine's lock.
+        self.write_lock = asyncio.Lock()
+        self.users = 0
+        self.indexing = False
+        self.last_used = time.monotonic()
+
+
+def open_engine(path: Path) -> "Engine":
+    """Open a vault with the process-wide embedder for its configured model (loaded once per daemon)."""
+    from hebbs.config import load_config
+    from hebbs.store.embed import get_embedder
+    from hebbs.engine import Engine
+
+    try:
+        return Engine.open(path, embedder=get_embedder(load_config(path).model))
+    except ModelMismatch:
+        # Built with another model than its config names: let the engine pick the recorded one.
+        return Engine.open(path)
+
+
+def start_sweeper(engine: "Engine") -> "DecaySweeper":
+    """The vault's background decay sweep, on the interval and batch its config.toml sets."""
+    from hebbs.workflows.decay import DecaySweeper
+
+    decay = engine.config.decay
+    return DecaySweeper(engine, decay.sweep_interval_seconds, decay.sweep_batch).start()
+
+
+class VaultPool:
+    def __init__(self, home: Path, idle_timeout: float, executor: Executor,
+                 opener: Callable[[Path], "Engine"] = open_engine) -> None:
+        self.home = home
+        self.idle_timeout = idle_timeout
+        self._executor = executor
+        self._opener = opener
+        self._slots: dict[Path, VaultSlot] = {}
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a blocking engine call on the worker pool."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+    def slot(self, vault_path: str | None) -> VaultSlot:
+        """The slot for a request's vault_path, checking that a vault is there (without opening it)."""
+        if not vault_path:
+            raise InvalidInput("this command needs a vault_path")
+        path = Path(vault_path)
+        if not path.is_absolute():
+            raise InvalidInput(f"vault_path must be absolute, got {vault_path!r}")
+        path = path.resolve()
+        slot = self._slots.get(path)
+        if slot is not None and slot.engine is not None:
+            return slot
+        if not is_vault_dir(path, self.home.resolve()):
+            folder = path.parent if path.name == VAULT_DIR else path
+            raise VaultNotInitialized(f"no hebbs vault at {path}; run `hebbs init {folder}` to create one")
+        return self._slots.setdefault(path, VaultSlot(path))
+
+    @contextlib.asynccontextmanager
+    async def use(self, slot: VaultSlot) -> AsyncIterator["Engine"]:
+        slot.users += 1
+        try:
+            async with slot.open_lock:
+                if slot.engine is None:
+                    log.info("opening vault %s", slot.path)
+                    slot.engine = await self.run(self._opener, slot.path)
+                    slot.sweeper = start_sweeper(slot.engine)
+                engine = slot.engine
+            yield engine
+        finally:
+            slot.users -= 1
+            slot.last_used = time.monotonic()
+
+    async def close_idle(self) -> None:
+        now = time.monotonic()
+        for slot in list(self._slots.values()):
+            if slot.engine is not None and slot.users == 0 and now - slot.last_used >= self.idle_timeout:
+                await self._close(slot, reason="idle")
+
+    async def _close(self, slot: VaultSlot, reason: str) -> None:
+        async with slot.open_lock:
+            # A request may have arrived while we waited for the lock.
+            if slot.engine is None or (slot.users and reason == "idle"):
+                return
+            log.info("closing vault %s (%s)", slot.path, reason)
+            try:
+                if slot.sweeper is not None:
+                    # A sweep mid-batch must finish its RocksDB commit before the database goes away.
+                    sweeper, slot.sweeper = slot.sweeper, None
+                    await self.run(sweeper.stop)
+                await self.run(slot.engine.close)
+            finally:
+                # Only now: until the close is done the vault counts as open (its lock is still held).
+                slot.engine = None
+
+    async def close_all(self) -> None:
+        for slot in list(self._slots.values()):
+            try:
+                await self._close(slot, reason="shutdown")
+            except Exception:
+                log.exception("closing vault %s failed", slot.path)
+
+    def describe(self) -> list[OpenVault]:
+        now = time.monotonic()
+        return [OpenVault(path=str(s.path), idle_s=round(now - s.last_used, 3), in_use=s.users, indexing=s.indexing)
+                for s in self._slots.values() if s.engine is not None]

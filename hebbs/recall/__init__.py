@@ -1,0 +1,1 @@
+"""Recall strategies, their fusion and the composite score (docs/architecture.md)."""

@@ -1,0 +1,109 @@
+"""Confidence and abstention: how likely each recalled memory is relevant to the cue, and whether
+anything relevant was found at all.
+
+The composite score mixes relevance with recency, importance and reinforcement: it orders results,
+but 0.50 means nothing on its own (an unrelated cue still gets a top result, just a worse one).
+Confidence is a separate number in 0..1, a small logistic calibration over signals that mean the
+same thing in every vault:
+
+    cosine         cue-memory cosine similarity under the embedding model
+    cosine_gap     that cosine minus the mean cosine of the cue's background (its similarity hits
+                   below the top 10 in the same scope): how far the memory stands out for this cue
+    term_coverage  the IDF-weighted share of the cue's terms that the memory contains (BM25's
+                   evidence, normalized for the cue so that it has a fixed scale)
+    known_terms    the IDF-weighted share of the cue's terms found anywhere in the vault: a cue about
+                   names and things the vault has never seen is about something it does not know
+    missing_key    the idf of the rarest cue term the memory lacks, over the idf of the rarest cue
+                   term: 1 when the memory misses the cue's most specific word ("install X with
+                   Homebrew" answered by a section about installing Y with Homebrew), 0 when it has it
+
+The coefficients were fitted by `bench/bench_abstention.py --fit` on LoCoMo conversations 26, 30,
+41 and half of the notes cues, and checked on the rest (docs/honesty.md has the figures). A recall
+whose best confidence is below the threshold (config recall.abstain_threshold) is marked
+`abstained`: nothing relevant is known for the cue; the weak candidates are still listed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..config import DEFAULT_ABSTAIN_THRESHOLD
+from ..store.lexical_index import tokenize
+
+FEATURES = ("cosine", "cosine_gap", "term_coverage", "known_terms", "missing_key")
+# Fitted by bench/bench_abstention.py --fit (docs/honesty.md); in the order of FEATURES.
+COEFFICIENTS = (2.232, 0.6672, 2.0947, 1.6878, -1.3377)
+INTERCEPT = -2.1758
+# Chosen on the fit part: the highest threshold that abstains on at most 5% of its answerable cues.
+DEFAULT_THRESHOLD = DEFAULT_ABSTAIN_THRESHOLD
+NOTE = "no good match: nothing relevant known for this cue"
+# Below this rank the cue's similarity hits are its background, not its candidates.
+BACKGROUND_FROM_RANK = 10
+# Term weights are computed as if the vault held at least this many memories: in a vault of a
+# handful, every word it lacks would otherwise outweigh every word it has ("what does Dana drink"
+# against "Dana prefers green tea" would abstain for want of the word "drink").
+REFERENCE_DOCS = 1000
+
+
+def cue_terms(cue: str) -> list[str]:
+    return list(dict.fromkeys(tokenize(cue)))
+
+
+def idf(doc_freq: int, docs: int) -> float:
+    """BM25's idf over at least REFERENCE_DOCS documents; a term no document holds weighs the most."""
+    docs = max(docs, REFERENCE_DOCS, doc_freq)
+    return math.log(1.0 + (docs - doc_freq + 0.5) / (doc_freq + 0.5))
+
+
+def features(cosine: float, background: Sequence[float], terms: Mapping[str, float], known: Mapping[str, bool],
+             memory_terms: set[str]) -> dict[str, float]:
+    """The calibration's inputs for one memory. `terms` maps each cue term to its idf in the vault,
+    `known` says whether any memory of the vault holds it."""
+    mean_background = float(np.mean(background)) if len(background) else 0.0
+    total = sum(terms.values())
+    coverage = sum(w for t, w in terms.items() if t in memory_terms) / total if total > 0 else 0.0
+    known_share = sum(w for t, w in terms.items() if known.get(t)) / total if total > 0 else 0.0
+    rarest = max(terms.values(), default=0.0)
+    missing = max((w for t, w in terms.items() if t not in memory_terms), default=0.0)
+    return {"cosine": round(cosine, 6), "cosine_gap": round(cosine - mean_background, 6),
+            "term_coverage": round(coverage, 6), "known_terms": round(known_share, 6),
+            "missing_key": round(missing / rarest, 6) if rarest > 0 else 0.0}
+
+
+def calibrated(values: Mapping[str, float], coefficients: Sequence[float] = COEFFICIENTS,
+               intercept: float = INTERCEPT) -> float:
+    z = intercept + sum(c * values[name] for c, name in zip(coefficients, FEATURES))
+    return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+def background_of(similarities: Sequence[float]) -> list[float]:
+    """The cosines that stand for "anything in this scope": past the top ranks, or all if few."""
+    tail = list(similarities[BACKGROUND_FROM_RANK:])
+    return tail if len(tail) >= 5 else list(similarities)
+
+
+def assess(cue: str, cue_vector: np.ndarray, vectors: Sequence[np.ndarray], memory_texts: Sequence[str],
+           similarities: Sequence[float], doc_freq: Callable[[list[str]], dict[str, int]],
+           docs: int) -> list[tuple[float, dict[str, float]]]:
+    """(confidence, features) for each result, in order.
+
+    `vectors` and `memory_texts` are the results' stored vectors and lexical texts; `similarities` the
+    cue's similarity hits over the whole recall scope, best first; `doc_freq` gives the vault's
+    document frequency of terms, `docs` the number of documents."""
+    names = cue_terms(cue)
+    freqs = doc_freq(names) if names else {}
+    terms = {t: idf(freqs.get(t, 0), docs) for t in names}
+    known = {t: freqs.get(t, 0) > 0 for t in names}
+    background = background_of(similarities)
+    out = []
+    for vector, text in zip(vectors, memory_texts):
+        values = features(float(np.dot(cue_vector, vector)), background, terms, known, set(tokenize(text)))
+        out.append((round(calibrated(values), 4), values))
+    return out
+
+
+def abstains(confidences: Sequence[float], threshold: float) -> bool:
+    return not confidences or max(confidences) < threshold

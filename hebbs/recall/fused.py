@@ -1,0 +1,13 @@
+"""The default recall for a cue: the similarity and lexical channels fused into one relevance (fusion.fuse)."""
+
+from __future__ import annotations
+
+from ..store.open_vault import OpenVault
+from .fusion import fuse
+from .query import Found, Query
+
+
+def recall(vault: OpenVault, query: Query) -> Found:
+    sim_hits = vault.similar(query.cue_vector, query.limit, query.allowed)
+    lex_hits = vault.lexical_hits(query.cue, query.limit, query.allowed)
+    return fuse(query.cue, sim_hits, lex_hits, query.settings.fusion), []

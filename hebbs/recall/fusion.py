@@ -1,0 +1,131 @@
+"""Candidates, how the strategies' relevances fuse, and diversity (MMR).
+
+Every strategy (registry.py) returns {memory_id: Candidate} with a relevance in 0..1. The engine
+merges them, applies the composite score (scoring.py), and orders the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import re
+
+import numpy as np
+
+from ..config import FusionParams
+
+
+@dataclass
+class Candidate:
+    relevance: float
+    strategies: list[str] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+
+
+Candidates = dict[str, Candidate]
+
+
+def merge(into: Candidates, found: Candidates) -> None:
+    """Best relevance per memory, and every strategy that found it."""
+    for memory_id, cand in found.items():
+        have = into.get(memory_id)
+        if have is None:
+            into[memory_id] = Candidate(cand.relevance, list(cand.strategies), dict(cand.details))
+            continue
+        have.relevance = max(have.relevance, cand.relevance)
+        have.strategies.extend(s for s in cand.strategies if s not in have.strategies)
+        have.details.update(cand.details)
+
+
+def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, float]],
+         params: FusionParams) -> Candidates:
+    """Score fusion of the dense and lexical channels into one relevance in 0..1.
+
+    Each channel's scores are min-max normalized over its own top hits for this query: the best
+    hit gets 1, the normalization_depth-th gets 0. So a channel counts for how far a memory stands
+    out from that channel's background, not for its rank alone (plain RRF gives a weak second
+    place the same credit as a strong one) nor for its raw scale (BM25 has none; cosines bunch up).
+    The two are then weighted, lexical more when the cue contains an identifier.
+    """
+    wl = params.identifier_lexical_weight if has_identifier(cue) else params.lexical_weight
+    sim = _min_max(sim_hits[:params.normalization_depth])
+    lex = _min_max(lex_hits[:params.normalization_depth])
+    sim_rank = {mid: r for r, (mid, _) in enumerate(sim_hits)}
+    lex_rank = {mid: r for r, (mid, _) in enumerate(lex_hits)}
+    out: Candidates = {}
+    for mid in sim_rank.keys() | lex_rank.keys():
+        relevance = wl * lex.get(mid, 0.0) + (1.0 - wl) * sim.get(mid, 0.0)
+        found = [name for name, ranks in (("similarity", sim_rank), ("lexical", lex_rank)) if mid in ranks]
+        details: dict = {"lexical_weight": wl}
+        if mid in sim_rank:
+            details["similarity"] = round(sim_hits[sim_rank[mid]][1], 6)
+            details["similarity_rank"] = sim_rank[mid] + 1
+        if mid in lex_rank:
+            details["bm25"] = round(lex_hits[lex_rank[mid]][1], 4)
+            details["lexical_rank"] = lex_rank[mid] + 1
+        out[mid] = Candidate(min(1.0, max(0.0, relevance)), found, details)
+    return out
+
+
+_IDENTIFIER = re.compile(
+    r"""(?x)
+    (?<=\w)[_.](?=\w)     # snake_case, file.md, v2.3.1, ERR_CONN_RESET (not \w+[_.]\w+: quadratic on a long word)
+    | (?<![\w-])--?[a-z][\w-]*   # --top-k, -v
+    | \b[a-z]+[A-Z]\w*   # camelCase
+    | \b[A-Za-z]+\d\w*   # letters then digits: sha256, e2e, v2
+    | `[^`]+`            # anything quoted as code
+    """)
+
+
+def has_identifier(cue: str) -> bool:
+    return _IDENTIFIER.search(cue) is not None
+
+
+def _min_max(hits: list[tuple[str, float]]) -> dict[str, float]:
+    if not hits:
+        return {}
+    scores = [score for _, score in hits]
+    hi, lo = max(scores), min(scores)
+    if hi <= lo:
+        return {mid: 1.0 for mid, _ in hits}
+    return {mid: (score - lo) / (hi - lo) for mid, score in hits}
+
+
+def rrf(rankings: Iterable[list[str]], k: int = 60) -> dict[str, float]:
+    """Plain reciprocal rank fusion: the baseline the fusion above is measured against."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, mid in enumerate(ranking):
+            scores[mid] = scores.get(mid, 0.0) + 1.0 / (k + rank + 1)
+    return scores
+
+
+def mmr_order(scores: list[float], vectors: np.ndarray, lam: float, k: int,
+              duplicate_similarity: float = 1.0) -> list[int]:
+    """Maximal marginal relevance: pick, one at a time, the candidate best balancing its score
+    against its similarity to what is already picked. A candidate at least duplicate_similarity
+    to a picked one is a restatement: it comes only after every non-duplicate. Returns indexes, at most k."""
+    n = len(scores)
+    if n == 0:
+        return []
+    rel = np.asarray(scores, dtype=np.float64)
+    # Scores are weighted sums whose scale depends on the caller's weights; on a 0..1 scale lambda
+    # means the same trade-off whatever the weights are.
+    top = rel.max()
+    if top > 0:
+        rel = rel / top
+    sims = vectors @ vectors.T
+    picked: list[int] = []
+    max_sim = np.full(n, 0.0)
+    available = np.ones(n, dtype=bool)
+    for _ in range(min(k, n)):
+        value = lam * rel - (1.0 - lam) * max_sim
+        value[max_sim >= duplicate_similarity] -= 2.0  # below any non-duplicate, order kept among duplicates
+        value[~available] = -np.inf
+        best = int(np.argmax(value))
+        picked.append(best)
+        available[best] = False
+        max_sim = np.maximum(max_sim, sims[best])
+    return picked
+

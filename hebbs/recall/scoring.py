@@ -1,0 +1,67 @@
+"""The composite score and the factors behind it: relevance, recency, importance, reinforcement.
+
+    score = w_relevance*relevance + w_recency*recency + w_importance*importance + w_reinforcement*reinforcement
+
+Every factor lies in 0..1 so the weights mean what they say. Relevance comes from the recall strategy
+(see recall.py); the other three come from the memory itself.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+from ..errors import InvalidInput
+from ..schema import ScoreComponents, ScoringWeights
+
+US_PER_DAY = 86_400 * 1_000_000
+RECENCY_WINDOW_DAYS = 30.0
+REINFORCEMENT_CAP = 100
+
+
+def check_weights(weights: ScoringWeights) -> ScoringWeights:
+    values = (weights.relevance, weights.recency, weights.importance, weights.reinforcement)
+    if any(not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0 for v in values):
+        raise InvalidInput(f"scoring weights must be finite numbers >= 0, got {weights}")
+    if sum(values) == 0:
+        raise InvalidInput("at least one scoring weight must be above 0")
+    return weights
+
+
+def recency(created_at_us: int, now_us: int) -> float:
+    """Falls linearly from 1 (now) to 0 (30 days old); a future time counts as now."""
+    age_days = max(0, now_us - created_at_us) / US_PER_DAY
+    return max(0.0, 1.0 - age_days / RECENCY_WINDOW_DAYS)
+
+
+def reinforcement(access_count: int, cap: int = REINFORCEMENT_CAP) -> float:
+    return min(1.0, math.log2(1 + max(0, access_count)) / math.log2(1 + cap))
+
+
+class Scorable(Protocol):
+    """A Memory, or the engine's in-memory summary of one."""
+
+    created_at: int
+    importance: float
+    access_count: int
+
+
+def components(memory: Scorable, relevance: float, now_us: int) -> ScoreComponents:
+    return ScoreComponents(
+        relevance=min(1.0, max(0.0, relevance)),
+        recency=recency(memory.created_at, now_us),
+        importance=memory.importance,
+        reinforcement=reinforcement(memory.access_count),
+    )
+
+
+def composite(parts: ScoreComponents, weights: ScoringWeights) -> float:
+    return (weights.relevance * parts.relevance + weights.recency * parts.recency
+            + weights.importance * parts.importance + weights.reinforcement * parts.reinforcement)
+
+
+def decay_score(importance: float, last_accessed_us: int, access_count: int, now_us: int,
+                half_life_days: float, cap: int = REINFORCEMENT_CAP) -> float:
+    """importance * 2^(-age/half_life) * (1 + reinforcement): how alive a memory still is."""
+    age_days = max(0, now_us - last_accessed_us) / US_PER_DAY
+    return importance * 2.0 ** (-age_days / half_life_days) * (1.0 + reinforcement(access_count, cap))

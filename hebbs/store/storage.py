@@ -1,0 +1,313 @@
+"""The vault's RocksDB database: eight column families, their key layouts, and atomic multi-family writes.
+
+Key layouts (the on-disk format; tests read them back raw):
+- default:   0x01 + memory_id(16)                              -> Memory, msgpack
+- temporal:  entity_id UTF-8 + 0xFF + created_at_us (u64 BE) + memory_id(16) -> memory_id(16)
+             (the trailing id keeps two memories of one entity at the same microsecond apart;
+             UTF-8 never contains 0xFF, so the separator is unambiguous). Memories without an
+             entity are under "__global__"; every memory is also under "__all__", the timeline.
+- vectors:   0x00 + memory_id(16)                              -> float32 LE array
+- graph:     0xF0 + source(16) + edge_type(1) + target(16)     -> confidence f32 LE + created_at_us u64 LE
+             0xF1 + target(16) + edge_type(1) + source(16)     -> same value (the reverse index)
+- meta:      UTF-8 name                                        -> msgpack value
+- vectors_associative: 0x00 + memory_id(16)                    -> float32 LE structural vector
+- query_log: at_us (u64 BE) + random(4)                        -> QueryLogEntry, msgpack
+- pending:   pending_id(16)                                    -> PendingContradiction, msgpack
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import rocksdict
+from ulid import ULID
+
+from ..errors import CorruptVault, VaultBusy
+from ..fsutil import atomic_write
+from ..schema import EdgeType, Memory
+
+COLUMN_FAMILIES = (
+    "default", "temporal", "vectors", "graph", "meta", "vectors_associative", "query_log", "pending",
+)
+GLOBAL_ENTITY = "__global__"
+# Every memory is also indexed under this entity: the whole vault's timeline, newest first in one scan.
+TIMELINE_ENTITY = "__all__"
+RESERVED_ENTITIES = (GLOBAL_ENTITY, TIMELINE_ENTITY)
+MEMORY_PREFIX = b"\x01"
+VECTOR_PREFIX = b"\x00"
+GRAPH_FORWARD = b"\xf0"
+GRAPH_REVERSE = b"\xf1"
+ENTITY_SEPARATOR = b"\xff"
+_EDGE_VALUE = struct.Struct("<fQ")
+log = logging.getLogger("hebbs.storage")
+_HOLDER_FILE = "holder.json"
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode_memory = msgspec.msgpack.Decoder(Memory).decode
+_decode_any = msgspec.msgpack.Decoder().decode
+
+
+def id_bytes(memory_id: str) -> bytes:
+    return ULID.from_str(memory_id).bytes
+
+
+def id_str(raw: bytes) -> str:
+    return str(ULID.from_bytes(raw))
+
+
+def memory_key(memory_id: str) -> bytes:
+    return MEMORY_PREFIX + id_bytes(memory_id)
+
+
+def vector_key(memory_id: str) -> bytes:
+    return VECTOR_PREFIX + id_bytes(memory_id)
+
+
+def temporal_prefix(entity_id: str | None) -> bytes:
+    return (entity_id or GLOBAL_ENTITY).encode() + ENTITY_SEPARATOR
+
+
+def temporal_key(entity_id: str | None, created_at_us: int, memory_id: str) -> bytes:
+    return temporal_prefix(entity_id) + created_at_us.to_bytes(8, "big") + id_bytes(memory_id)
+
+
+def temporal_keys(entity_id: str | None, created_at_us: int, memory_id: str) -> tuple[bytes, bytes]:
+    """The memory's key under its entity and under the vault-wide timeline."""
+    return (temporal_key(entity_id, created_at_us, memory_id),
+            temporal_key(TIMELINE_ENTITY, created_at_us, memory_id))
+
+
+def edge_keys(source: str, edge_type: EdgeType, target: str) -> tuple[bytes, bytes]:
+    s, t, e = id_bytes(source), id_bytes(target), bytes([int(edge_type)])
+    return GRAPH_FORWARD + s + e + t, GRAPH_REVERSE + t + e + s
+
+
+def edge_value(confidence: float, created_at_us: int) -> bytes:
+    return _EDGE_VALUE.pack(confidence, created_at_us)
+
+
+def parse_edge_value(raw: bytes) -> tuple[float, int]:
+    confidence, created_at = _EDGE_VALUE.unpack(raw)
+    return confidence, created_at
+
+
+def storage_options() -> rocksdict.Options:
+    opts = rocksdict.Options(raw_mode=True)
+    opts.create_if_missing(True)
+    opts.create_missing_column_families(True)
+    table = rocksdict.BlockBasedOptions()
+    table.set_bloom_filter(10, False)
+    table.set_block_cache(rocksdict.Cache(256 * 1024 * 1024))
+    opts.set_block_based_table_factory(table)
+    opts.set_compression_type(rocksdict.DBCompressionType.lz4())
+    opts.set_bottommost_compression_type(rocksdict.DBCompressionType.zstd())
+    return opts
+
+
+class WriteSet:
+    """Puts and deletes across families, applied by Store.commit as one RocksDB WriteBatch.
+
+    Building plain lists and turning them into a WriteBatch only inside commit means no batch object
+    outlives a write: rocksdict keeps the database lock while any batch is alive.
+    """
+
+    def __init__(self) -> None:
+        self.ops: list[tuple[str, bytes, bytes | None]] = []
+
+    def put(self, family: str, key: bytes, value: bytes) -> None:
+        self.ops.append((family, key, value))
+
+    def delete(self, family: str, key: bytes) -> None:
+        self.ops.append((family, key, None))
+
+    def put_memory(self, memory: Memory) -> None:
+        self.put("default", memory_key(memory.id), _encode(memory))
+
+    def put_meta(self, name: str, value: Any) -> None:
+        self.put("meta", name.encode(), _encode(value))
+
+    def put_edge(self, source: str, edge_type: EdgeType, target: str, confidence: float, stamp: int) -> None:
+        """Both keys of one edge (forward and reverse), so either end can find it."""
+        forward, reverse = edge_keys(source, edge_type, target)
+        value = edge_value(confidence, stamp)
+        self.put("graph", forward, value)
+        self.put("graph", reverse, value)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+
+class Store:
+    """One open RocksDB database with the vault's column families."""
+
+    def __init__(self, path: Path, db: rocksdict.Rdict) -> None:
+        self.path = path
+        self._db: rocksdict.Rdict | None = db
+        self._handles = {name: db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
+        self._views = {name: db.get_column_family(name) for name in COLUMN_FAMILIES}
+
+    @classmethod
+    def open(cls, path: os.PathLike | str) -> "Store":
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        opts = storage_options()
+        try:
+            db = rocksdict.Rdict(str(path), options=opts, column_families={n: opts for n in COLUMN_FAMILIES[1:]})
+        except Exception as exc:  # rocksdict raises plain Exception for every RocksDB status
+            text = str(exc)
+            if "lock" in text.lower():
+                raise VaultBusy(f"vault {path} is in use by {_describe_holder(path)}; "
+                                "stop that process (or use the hebbs daemon, which shares one open vault)") from None
+            if "Corruption" in text or "Invalid argument" in text:
+                raise CorruptVault(f"vault {path} cannot be opened: {text}") from None
+            raise
+        _write_holder(path)
+        return cls(path, db)
+
+    @property
+    def db(self) -> rocksdict.Rdict:
+        if self._db is None:
+            raise CorruptVault(f"vault {self.path} is closed")
+        return self._db
+
+    def close(self) -> None:
+        if self._db is None:
+            return
+        db = self._db
+        # rocksdict holds the lock while any column-family view or handle lives: drop them all first.
+        self._handles.clear()
+        self._views.clear()
+        self._db = None
+        db.flush_wal(True)
+        db.close()
+        del db
+        try:
+            (self.path / _HOLDER_FILE).unlink()
+        except FileNotFoundError:
+            pass
+
+    @property
+    def closed(self) -> bool:
+        return self._db is None
+
+    def commit(self, writes: WriteSet) -> None:
+        if not writes.ops:
+            return
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for family, key, value in writes.ops:
+            handle = self._handles[family]
+            if value is None:
+                batch.delete(key, handle)
+            else:
+                batch.put(key, value, handle)
+        try:
+            self.db.write(batch)
+        finally:
+            del batch
+
+    # Reads -----------------------------------------------------------------------------------
+
+    def get(self, family: str, key: bytes) -> bytes | None:
+        return self._views[family].get(key)
+
+    def get_memory(self, memory_id: str) -> Memory | None:
+        raw = self._views["default"].get(memory_key(memory_id))
+        if raw is None:
+            return None
+        try:
+            return _decode_memory(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise CorruptVault(f"memory {memory_id} in {self.path} cannot be decoded: {exc}") from None
+
+    def get_meta(self, name: str, default: Any = None) -> Any:
+        raw = self._views["meta"].get(name.encode())
+        return default if raw is None else _decode_any(raw)
+
+    def scan(self, family: str, prefix: bytes = b"", *, reverse: bool = False,
+             start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Items whose key starts with prefix, in key order (or reversed)."""
+        view = self._views[family]
+        if reverse:
+            # Seek past every key with this prefix: the prefix followed by 0xFF bytes sorts after them all.
+            seek = start if start is not None else prefix + b"\xff" * 40
+            items = view.items(backwards=True, from_key=seek)
+        else:
+            items = view.items(from_key=start if start is not None else prefix)
+        for key, value in items:
+            if not key.startswith(prefix):
+                break
+            yield key, value
+
+    def memories(self) -> Iterator[Memory]:
+        """Every decodable record. An undecodable one is logged and skipped, never deleted: one bad
+        record must not make the rest of the vault unreadable."""
+        for key, raw in self.scan("default", MEMORY_PREFIX):
+            try:
+                yield _decode_memory(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                log.warning("skipping undecodable memory %s in %s: %s", id_str(key[1:]), self.path, exc)
+
+    def get_vector(self, memory_id: str) -> bytes | None:
+        return self._views["vectors"].get(vector_key(memory_id))
+
+    def vectors(self) -> Iterator[tuple[str, bytes]]:
+        for key, raw in self.scan("vectors", VECTOR_PREFIX):
+            yield id_str(key[1:]), raw
+
+    def edges_from(self, memory_id: str) -> Iterator[tuple[EdgeType, str, float, int]]:
+        """Outgoing edges: (type, target, confidence, created_at)."""
+        prefix = GRAPH_FORWARD + id_bytes(memory_id)
+        for key, raw in self.scan("graph", prefix):
+            confidence, created_at = parse_edge_value(raw)
+            yield EdgeType(key[17]), id_str(key[18:34]), confidence, created_at
+
+    def edges_to(self, memory_id: str) -> Iterator[tuple[EdgeType, str, float, int]]:
+        """Incoming edges: (type, source, confidence, created_at)."""
+        prefix = GRAPH_REVERSE + id_bytes(memory_id)
+        for key, raw in self.scan("graph", prefix):
+            confidence, created_at = parse_edge_value(raw)
+            yield EdgeType(key[17]), id_str(key[18:34]), confidence, created_at
+
+    def count(self, family: str, prefix: bytes = b"") -> int:
+        return sum(1 for _ in self.scan(family, prefix))
+
+
+def decode_memory(raw: bytes) -> Memory:
+    return _decode_memory(raw)
+
+
+def encode(value: Any) -> bytes:
+    return _encode(value)
+
+
+def decode(raw: bytes, type_: Any = None) -> Any:
+    return msgspec.msgpack.decode(raw, type=type_) if type_ is not None else _decode_any(raw)
+
+
+def _write_holder(path: Path) -> None:
+    """Record who holds the vault so that a second opener can name them."""
+    holder = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(_cmdline())}
+    atomic_write(path / _HOLDER_FILE, json.dumps(holder).encode())
+
+
+def _describe_holder(path: Path) -> str:
+    try:
+        holder = json.loads((path / _HOLDER_FILE).read_text())
+        return f"process {holder['pid']} on {holder['host']} ({holder['command'][:120]})"
+    except (OSError, ValueError, KeyError):
+        return "another process"
+
+
+def _cmdline() -> list[str]:
+    try:
+        return Path("/proc/self/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return ["?"]

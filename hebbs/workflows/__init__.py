@@ -1,0 +1,1 @@
+"""Whole-vault workflows over an open vault: decay, reflection, contradiction checks and review."""

@@ -1,0 +1,345 @@
+"""Contradiction candidates: a cheap heuristic classifier over pairs of similar memories.
+
+Embedding similarity says two memories talk about the same thing; it cannot tell "the pipeline is
+reliable" from "the pipeline is unreliable" (their cosine is ~0.9). So each new or changed memory is
+compared with its nearest neighbours (cosine >= 0.5), sentence by sentence, and a pair scores when
+two sentences share most of their content words (Jaccard >= 0.65, cue words aside) and differ by
+one of these cues:
+
+    negation       one sentence negates, the other does not ("is" / "is not", "never", "no longer")
+    antonyms       a word on one side and its opposite on the other (reliable/unreliable, fast/slow...)
+    numbers        the same statement with different numbers ("timeout is 30 s" / "timeout is 60 s")
+    revision       a marker that something changed ("no longer", "now", "instead", "switched to")
+
+confidence = min(0.75, sum of cue weights x (0.5 + 0.5 x overlap)), where overlap is that Jaccard
+index of the two sentences' content words (lightly stemmed). Weights: antonyms 0.45, negation 0.4,
+numbers 0.4, revision marker 0.15 (only on top of another cue). It is capped at 0.75 because a heuristic never knows;
+pairs above 0.35 are queued in the engine's `pending` family for a person or an agent to review.
+Nothing is superseded or deleted here.
+
+Three things look like these cues and are not contradictions (measured on labelled pairs from real
+notes and conversations: bench/bench_contradictions.py, docs/honesty.md):
+
+    opposite actions   "Add a collaborator" / "Remove a collaborator", "To enable sync, ..." / "To
+                       disable sync, ...": antonym verbs used as instructions (sentence start, after
+                       "to", a modal, "click", "you") are two procedures, not two claims. Only action
+                       verbs count here: "flags are enabled" / "disabled" stays a contradiction.
+    different objects  each sentence has content words the other lacks ("the free plan has 1 GB" /
+                       "the pro plan has 100 GB", or two speakers); or both memories are about a
+                       named subject (a vault section's heading, or its note's name) and the
+                       subjects differ and neither is mentioned in the other memory ("Contrast" /
+                       "Saturation": "the range is [-100, 100]" / "[-100, 500]"); or both
+                       sentences are conditions ("when X is true, ..." / "when X is false, ..."):
+                       they describe different things or cases, and the score is halved
+                       (DIFFERENT_OBJECTS), which keeps a single cue below the threshold.
+    questions          a sentence ending in "?" asserts nothing.
+    not a claim        code, markup, JSON, table rows, command output and fragments (fewer than three
+                       words, or starting with a digit, `, [, :, <, { or $) are examples and data,
+                       not statements: two config snippets with different values are two examples.
+                       A leading "Name: " label (a speaker, "Note: ") is not part of the statement.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from typing import Any
+
+import msgspec
+from ulid import ULID
+
+from ..errors import NotFound
+from ..schema import Memory, PendingContradiction
+
+__all__ = ["Verdict", "classify", "find_candidates", "subject_of", "ANTONYMS", "MAX_CONFIDENCE", "THRESHOLD"]
+
+MAX_CONFIDENCE = 0.75
+THRESHOLD = 0.35
+MIN_SIMILARITY = 0.5
+NEIGHBORS = 10
+
+W_ANTONYM = 0.45
+W_NEGATION = 0.4
+W_NUMBER = 0.4
+W_REVISION = 0.15
+MIN_OVERLAP = 0.65
+DIFFERENT_OBJECTS = 0.5
+
+_PAIRS = """
+reliable unreliable, stable unstable, success failure, succeeded failed, succeeds fails, successful unsuccessful,
+pass fail, passed failed, passes fails, passing failing, works broken, working broken, fast slow, faster slower,
+fastest slowest, quick slow, enabled disabled, enable disable, enables disables, true false, 
+increase decrease, increased decreased, increases decreases, increasing decreasing, rise fall, rose fell,
+higher lower, high low, more less, most least, better worse, best worst, good bad, cheap expensive,
+cheaper costlier, easy hard, easy difficult, simple complex, strong weak, safe unsafe, secure insecure,
+valid invalid, correct incorrect, right wrong, available unavailable, supported unsupported, possible impossible,
+allowed forbidden, allow deny, allowed denied, accept reject, accepted rejected, approve reject, approved rejected,
+always never, open closed, public private, online offline, active inactive, start stop, started stopped,
+include exclude, included excluded, required optional, mandatory optional, like dislike, likes dislikes,
+love hate, loves hates, agree disagree, agrees disagrees, agreed disagreed, win lose, won lost, profitable unprofitable,
+legal illegal, present absent, visible hidden, add remove, added removed, adds removes, gain loss, growth decline,
+growing shrinking, grew shrank, early late, earlier later, maximum minimum, max min,
+internal external, sync async, synchronous asynchronous,
+happy unhappy, satisfied dissatisfied, likely unlikely, certain uncertain, confirmed unconfirmed, complete incomplete,
+completed abandoned, finished unfinished, healthy unhealthy, clean dirty, consistent inconsistent, compatible incompatible,
+efficient inefficient, accurate inaccurate, sufficient insufficient, adequate inadequate, responsive unresponsive,
+up-to-date outdated, current outdated, new old, newer older, alive dead, keep drop, kept dropped, buy sell, bought sold,
+hired fired, lead follow, included omitted, locked unlocked, encrypted unencrypted,
+signed unsigned, paid unpaid, resolved unresolved, fixed broken, approved denied, permanent temporary,
+"""
+ANTONYMS: dict[str, set[str]] = {}
+for _pair in _PAIRS.replace("\n", " ").split(","):
+    _words = _pair.split()
+    if len(_words) == 2:
+        ANTONYMS.setdefault(_words[0], set()).add(_words[1])
+        ANTONYMS.setdefault(_words[1], set()).add(_words[0])
+
+# Base forms of antonym verbs that name an action a reader performs: in instruction position they
+# make two procedures (add / remove a collaborator), not two conflicting claims.
+ACTION_VERBS = {"add", "remove", "enable", "disable", "start", "stop", "include", "exclude", "allow", "deny",
+                "accept", "reject", "approve", "keep", "drop", "buy", "sell", "increase", "decrease", "open"}
+# Words after which a verb is an instruction or a possibility rather than a statement of fact.
+_INSTRUCTION_LEADS = {"to", "can", "cannot", "could", "may", "might", "must", "should", "will", "please", "click",
+                      "tap", "select", "choose", "press", "then", "you", "how", "let", "lets", "first", "next",
+                      "also", "simply", "just", "and", "or"}
+_NEGATIONS = {"not", "no", "never", "none", "nobody", "nothing", "neither", "nor", "cannot", "without", "nowhere"}
+_REVISION_MARKERS = ("no longer", "not anymore", "anymore", "any more", "now", "instead", "switched", "switch to",
+                     "replaced", "replaces", "moved to", "migrated", "deprecated", "used to", "previously",
+                     "formerly", "changed to", "was changed", "has changed", "turns out", "actually", "in fact",
+                     "correction", "update:", "updated")
+_MARKER_RE = re.compile(r"\b(?:" + "|".join(re.escape(m) for m in _REVISION_MARKERS) + r")(?!\w)")
+_STOP = set("""
+a an the and or but if then so of to in on at by for with from as is are was were be been being am do does did
+has have had it its this that these those there here i we you he she they me us him her them my our your their
+his what which who whom whose when where why how will would shall should can could may might must also just than
+too very about into over under again further once all any both each few other some such only own same s t
+""".split()) - _NEGATIONS
+_TOKEN = re.compile(r"[a-z0-9]+(?:[.,'’-][a-z0-9]+)*")
+_NUMBER = re.compile(r"^\d+(?:[.,]\d+)?$")
+_MARKUP = ("{{", "}}", '{"', '":', "</", "/>", "=", "→", "<-", "│", "├", "└", "```")
+_CONDITIONAL = {"if", "when", "whenever", "unless", "whether"}
+_LABEL = re.compile(r"^[A-Z][\w'’. -]{0,30}:\s+")
+MIN_CLAIM_TOKENS = 3
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+# Words that carry a cue are not part of "the same statement" (nor is "longer" of "no longer").
+_CUE_WORDS = set(ANTONYMS) | _NEGATIONS | {w for m in _REVISION_MARKERS for w in m.rstrip(":").split()}
+
+
+class Verdict(msgspec.Struct):
+    confidence: float
+    reasons: list[str] = []
+
+
+class _Sentence(msgspec.Struct):
+    text: str
+    tokens: frozenset[str]
+    words: frozenset[str]  # content words, without cue words and numbers: what "same statement" is judged on
+    negated: bool
+    numbers: frozenset[str]
+    markers: frozenset[str]
+    actions: frozenset[str]  # action verbs used as instructions ("Add a ...", "to remove ...")
+    question: bool
+
+
+@lru_cache(maxsize=1024)
+def _analyze(text: str) -> tuple[_Sentence, ...]:
+    out = []
+    for raw in _SENTENCE.split(text):
+        raw = raw.strip().lstrip("#>-*+ ").strip()
+        if not raw:
+            continue
+        if not _claim_like(raw):
+            continue
+        low = raw.lower().replace("’", "'")
+        toks = _TOKEN.findall(_LABEL.sub("", raw, count=1).lower().replace("’", "'"))
+        tokens = frozenset(t for t in toks)
+        negated = bool(tokens & _NEGATIONS) or any(t.endswith("n't") for t in toks)
+        numbers = frozenset(t.replace(",", ".") for t in toks if _NUMBER.match(t))
+        words = frozenset(_stem(t) for t in toks if t not in _STOP and t not in _CUE_WORDS and not _NUMBER.match(t)
+                          and not t.endswith("n't") and len(t) > 1)
+        if len(words) < 2:
+            continue
+        markers = frozenset(_MARKER_RE.findall(low))
+        out.append(_Sentence(raw, tokens, words, negated, numbers, markers, _instructed(toks), raw.endswith("?")))
+    return tuple(out)
+
+
+def _claim_like(raw: str) -> bool:
+    """Prose that states something, as opposed to code, data, output or a fragment."""
+    if any(mark in raw for mark in _MARKUP) or raw.count("|") >= 2:
+        return False
+    if not (raw[0].isalpha() or raw[0] in "\"'(“‘"):
+        return False
+    toks = _TOKEN.findall(raw.lower())
+    return len(toks) >= MIN_CLAIM_TOKENS and sum(bool(_NUMBER.match(t)) for t in toks) <= 0.3 * len(toks)
+
+
+def _instructed(toks: list[str]) -> frozenset[str]:
+    """The action verbs of a sentence that stand where an instruction puts its verb."""
+    out = set()
+    leading = True
+    for i, tok in enumerate(toks):
+        if tok in ACTION_VERBS and (leading or toks[i - 1] in _INSTRUCTION_LEADS):
+            out.add(tok)
+        leading = leading and bool(_NUMBER.match(tok))  # "1. Add ...": the step number is not the start
+    return frozenset(out)
+
+
+def _stem(word: str) -> str:
+    """Just enough stemming that "uses" and "use", "renewed" and "renews" count as the same word."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[:-len(suffix)]
+    return word
+
+
+def classify(a: str, b: str, subjects: tuple[str | None, str | None] = (None, None)) -> Verdict:
+    """How likely two texts contradict each other (0 .. MAX_CONFIDENCE), and why. `subjects` name
+    what each text is about when known (a section's heading, a note's name)."""
+    return _judge(_analyze(a), _analyze(b), _different_subjects(a, b, subjects))
+
+
+def subject_of(memory: Memory) -> str | None:
+    """What a vault section is about: its heading, or for a section without one its note's name."""
+    if memory.source is None:
+        return None
+    if memory.source.heading_path:
+        return memory.source.heading_path[-1]
+    return memory.source.file_path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+
+
+def _different_subjects(a: str, b: str, subjects: tuple[str | None, str | None]) -> str | None:
+    """"x / y" when the texts are about differently named subjects, neither named in the other."""
+    x, y = subjects
+    if not x or not y:
+        return None
+    x, y = " ".join(x.lower().split()), " ".join(y.lower().split())
+    if x == y or _names(b, x) or _names(a, y):
+        return None
+    return f"{subjects[0]} / {subjects[1]}"
+
+
+def _names(text: str, subject: str) -> bool:
+    return re.search(r"(?<!\w)" + re.escape(subject) + r"(?!\w)", " ".join(text.lower().split())) is not None
+
+
+def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subjects: str | None = None) -> Verdict:
+    best = Verdict(0.0, [])
+    for x in xs:
+        for y in ys:
+            if x.question or y.question:
+                continue
+            shared = len(x.words & y.words)
+            if shared < 2:
+                continue
+            # Jaccard, not containment: two sentences about different subjects that share a
+            # sentence pattern ("X cost us 40 hours" / "Y cost us 300 hours") must not count.
+            overlap = shared / len(x.words | y.words)
+            if overlap < MIN_OVERLAP:
+                continue
+            score, reasons = _cues(x, y)
+            if not reasons:
+                continue
+            only_x, only_y = x.words - y.words, y.words - x.words
+            if only_x and only_y:
+                score *= DIFFERENT_OBJECTS
+                reasons.append(f"different objects? only a: {', '.join(sorted(only_x)[:3])}; "
+                               f"only b: {', '.join(sorted(only_y)[:3])}")
+            elif different_subjects is not None:
+                score *= DIFFERENT_OBJECTS
+                reasons.append(f"different subjects? {different_subjects}")
+            elif x.tokens & _CONDITIONAL and y.tokens & _CONDITIONAL:
+                score *= DIFFERENT_OBJECTS
+                reasons.append("different cases? both are conditions")
+            confidence = round(min(MAX_CONFIDENCE, score * (0.5 + 0.5 * overlap)), 3)
+            if confidence > best.confidence:
+                best = Verdict(confidence, reasons + [f"a: {_quote(x.text)}", f"b: {_quote(y.text)}"])
+    return best
+
+
+def _cues(x: _Sentence, y: _Sentence) -> tuple[float, list[str]]:
+    score = 0.0
+    reasons: list[str] = []
+    # Each pair is named in alphabetical order, whichever side holds which word.
+    antonyms = sorted({tuple(sorted((p, q))) for p in x.tokens - y.tokens for q in ANTONYMS.get(p, ())
+                       if q in y.tokens - x.tokens and not (p in x.actions and q in y.actions)})
+    if antonyms:
+        score += W_ANTONYM
+        reasons.append("antonyms: " + ", ".join(f"{p} / {q}" for p, q in antonyms[:3]))
+    if x.negated != y.negated:
+        score += W_NEGATION
+        reasons.append("negation: only " + ("a" if x.negated else "b") + " negates")
+    if x.numbers and y.numbers and x.numbers != y.numbers:
+        score += W_NUMBER
+        reasons.append(f"numbers differ: {', '.join(sorted(x.numbers))} vs {', '.join(sorted(y.numbers))}")
+    if x.markers != y.markers and score:
+        # A change marker alone is common prose; it only strengthens another cue.
+        score += W_REVISION
+        reasons.append("revision marker: " + ", ".join(sorted(x.markers ^ y.markers)))
+    return score, reasons
+
+
+def _quote(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return '"' + (text if len(text) <= limit else text[:limit - 1] + "…") + '"'
+
+
+def find_candidates(engine: Any, memory_ids: Iterable[str], *, k: int = NEIGHBORS,
+                    min_similarity: float = MIN_SIMILARITY, threshold: float = THRESHOLD,
+                    skip: Callable[[Memory, Memory], bool] | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> list[PendingContradiction]:
+    """Contradiction candidates between each given memory and its k nearest neighbours.
+
+    `engine` is a hebbs Engine (neighbors, get). `skip(a, b)` drops pairs that are not worth judging
+    (for a vault: two chunks of one section, which overlap by design). Each unordered pair is judged once.
+    """
+    ids = list(dict.fromkeys(memory_ids))
+    memories: dict[str, Memory | None] = {}
+    # Each memory is read and split into sentences once per call, however often it is a neighbour.
+    analyses: dict[str, tuple[_Sentence, ...]] = {}
+
+    def memory(mid: str) -> Memory | None:
+        if mid not in memories:
+            try:
+                memories[mid] = engine.get(mid)
+            except NotFound:
+                memories[mid] = None
+        return memories[mid]
+
+    def analysis(m: Memory) -> tuple[_Sentence, ...]:
+        if m.id not in analyses:
+            analyses[m.id] = _analyze.__wrapped__(m.content)
+        return analyses[m.id]
+
+    judged: set[frozenset[str]] = set()
+    out: list[PendingContradiction] = []
+    stamp = time.time_ns() // 1000
+    for n, mid in enumerate(ids):
+        if progress is not None and n % 256 == 0:
+            progress(n, len(ids))
+        try:
+            hits = engine.neighbors(mid, k)
+        except NotFound:
+            continue
+        a = memory(mid)
+        if a is None:
+            continue
+        for other, similarity in hits:
+            pair = frozenset((mid, other))
+            if similarity < min_similarity or pair in judged:
+                continue
+            judged.add(pair)
+            b = memory(other)
+            if b is None or (skip is not None and skip(a, b)):
+                continue
+            verdict = _judge(analysis(a), analysis(b),
+                             _different_subjects(a.content, b.content, (subject_of(a), subject_of(b))))
+            if verdict.confidence > threshold:
+                out.append(PendingContradiction(
+                    id=str(ULID()), memory_a=mid, memory_b=other, similarity=round(float(similarity), 4),
+                    confidence=verdict.confidence, reasons=verdict.reasons, created_at=stamp))
+    if progress is not None:
+        progress(len(ids), len(ids))
+    return out

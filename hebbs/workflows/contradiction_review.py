@@ -1,0 +1,238 @@
+"""Contradiction review: candidates come in (vault indexing, remember), verdicts go out as edges or supersession.
+
+Candidates are found by the heuristic classifier of hebbs/workflows/contradiction_check.py and queued in the `pending`
+family. `prepare` shows them with both memories in full; `commit` applies verdicts:
+
+    contradiction  CONTRADICTS edges both ways (and, for a markdown vault, a report in ROOT/contradictions/)
+    revision       the older memory is superseded by the newer one (superseded_by + REVISED_FROM edge,
+                   as remember(supersedes=...) does)
+    neutral        the candidate is dismissed
+
+Every verdict of a commit, and the removal of its pending entries, is one RocksDB batch: a crash
+leaves either all of it or none.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ..recall import analogical
+from . import contradiction_check
+from ..errors import InvalidInput, NotFound
+from .reflect import _iso, _now, notes_root, notes_subdir, slug, wiki_link, write_note
+from ..schema import (ContradictionCandidate, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
+                     Edge, EdgeType, Memory, MemoryKind, PendingContradiction)
+from ..store.open_vault import HasVault, OpenVault, vault_of
+from ..store.storage import WriteSet, decode, id_bytes
+
+
+VERDICTS = ("contradiction", "revision", "neutral")
+REPORTS_DIR = "contradictions"
+
+
+# Finding candidates at remember time ---------------------------------------------------------
+
+def queue_for_new(engine: OpenVault | HasVault, memories: Sequence[Memory]) -> int:
+    """Queue contradiction candidates between new memories and their nearest neighbours; how many were queued.
+
+    Sections of a markdown vault (memories with a source) are left to the indexer, which checks them
+    once the whole run is written and knows which chunks belong to one section. Insights restate
+    their sources by design, so they are neither checked nor checked against.
+    """
+    vault = vault_of(engine)
+    settings = vault.config.contradictions
+    ids = [m.id for m in memories if m.source is None and m.kind == MemoryKind.EPISODE]
+    if not ids:
+        return 0
+    found = contradiction_check.find_candidates(
+        vault, ids, k=settings.neighbors, min_similarity=settings.min_similarity, threshold=settings.threshold,
+        skip=lambda a, b: MemoryKind.INSIGHT in (a.kind, b.kind))
+    if not found:
+        return 0
+    return vault.add_pending(found)
+
+
+# Prepare -------------------------------------------------------------------------------------
+
+def prepare(engine: OpenVault | HasVault, *, max_results: int = 100) -> ContradictionPrepared:
+    if isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1:
+        raise InvalidInput(f"max_results must be a positive integer, got {max_results!r}")
+    vault = vault_of(engine)
+    candidates: list[ContradictionCandidate] = []
+    stale: list[bytes] = []
+    for key, raw in vault.store.scan("pending"):
+        item = decode(raw, PendingContradiction)
+        a, b = vault.store.get_memory(item.memory_a), vault.store.get_memory(item.memory_b)
+        # A side that was forgotten or replaced since settles the question.
+        if a is None or b is None or a.superseded_by is not None or b.superseded_by is not None:
+            stale.append(key)
+            continue
+        candidates.append(ContradictionCandidate(
+            pending_id=item.id, memory_a=a, memory_b=b, similarity=item.similarity, confidence=item.confidence,
+            reasons=item.reasons, created_at=item.created_at))
+    if stale:
+        with vault.writing():
+            writes = WriteSet()
+            for key in stale:
+                writes.delete("pending", key)
+            vault.store.commit(writes)
+    candidates.sort(key=lambda c: (-c.confidence, -c.similarity, c.pending_id))
+    return ContradictionPrepared(candidates=candidates[:max_results], dropped=len(stale))
+
+
+# Commit --------------------------------------------------------------------------------------
+
+def parse_verdicts(verdicts: Any) -> list[ContradictionVerdict]:
+    if isinstance(verdicts, (str, bytes, dict)) or not isinstance(verdicts, Sequence):
+        raise InvalidInput("verdicts must be a list of {pending_id, verdict}")
+    if not verdicts:
+        raise InvalidInput("verdicts is empty: nothing to commit")
+    out: list[ContradictionVerdict] = []
+    seen: set[str] = set()
+    for n, item in enumerate(verdicts):
+        try:
+            parsed = item if isinstance(item, ContradictionVerdict) else msgspec.convert(item, ContradictionVerdict)
+        except msgspec.ValidationError as exc:
+            raise InvalidInput(f"verdict {n}: {exc}") from None
+        verdict = parsed.verdict.strip().lower()
+        if verdict not in VERDICTS:
+            raise InvalidInput(f"verdict {n} is {parsed.verdict!r}; it must be one of {', '.join(VERDICTS)}")
+        if isinstance(parsed.confidence, bool) or not 0.0 <= parsed.confidence <= 1.0:
+            raise InvalidInput(f"verdict {n} confidence must be from 0 to 1, got {parsed.confidence}")
+        pending_id = parsed.pending_id.strip().upper()
+        if pending_id in seen:
+            raise InvalidInput(f"pending candidate {pending_id} has two verdicts")
+        seen.add(pending_id)
+        out.append(msgspec.structs.replace(parsed, pending_id=pending_id, verdict=verdict))
+    return out
+
+
+def load_verdicts_file(raw: bytes | str) -> list[ContradictionVerdict]:
+    """The file `hebbs contradiction-commit --file` reads: {"verdicts": [...]} or the bare list."""
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidInput(f"the verdicts file is not valid JSON: {exc}") from None
+    if isinstance(data, dict):
+        if "verdicts" not in data:
+            raise InvalidInput('the verdicts file must be {"verdicts": [{"pending_id": "...", "verdict": "..."}]}')
+        data = data["verdicts"]
+    return parse_verdicts(data)
+
+
+def commit(engine: OpenVault | HasVault, verdicts: Any) -> ContradictionCommitted:
+    parsed = parse_verdicts(verdicts)
+    vault = vault_of(engine)
+
+    result = ContradictionCommitted()
+    reports: list[tuple[PendingContradiction, Memory, Memory, ContradictionVerdict]] = []
+    root = notes_root(vault)
+    if root is not None and any(v.verdict == "contradiction" for v in parsed):
+        notes_subdir(root, REPORTS_DIR)  # refuse before recording anything, not after
+    with vault.writing():
+        stamp = _now()
+        writes = WriteSet()
+        changed: dict[str, Memory] = {}  # memories this batch rewrites, so two verdicts see each other
+
+        def memory(mid: str) -> Memory:
+            found = changed.get(mid) or vault.store.get_memory(mid)
+            if found is None:
+                raise NotFound(f"memory {mid} of a pending candidate was forgotten; dismiss it as neutral")
+            return found
+
+        for v in parsed:
+            raw = _pending_raw(engine, v.pending_id)
+            item = decode(raw, PendingContradiction)
+            writes.delete("pending", id_bytes(item.id))
+            if v.verdict == "neutral":
+                result.dismissed.append(item.id)
+                continue
+            a, b = memory(item.memory_a), memory(item.memory_b)
+            if v.verdict == "contradiction":
+                for source, target in ((a.id, b.id), (b.id, a.id)):
+                    writes.put_edge(source, EdgeType.CONTRADICTS, target, v.confidence, stamp)
+                    result.edges.append(Edge(source=source, target=target, edge_type=EdgeType.CONTRADICTS.name,
+                                             confidence=v.confidence, created_at=stamp))
+                result.contradictions.append(item.id)
+                reports.append((item, a, b, v))
+                continue
+            older, newer = sorted((a, b), key=lambda m: (m.created_at, m.id))
+            if older.superseded_by is not None:
+                raise InvalidInput(f"pending {item.id}: memory {older.id} is already superseded by "
+                                   f"{older.superseded_by}")
+            older = msgspec.structs.replace(older, superseded_by=newer.id, updated_at=stamp)
+            changed[older.id] = older
+            writes.put_memory(older)
+            writes.put_edge(newer.id, EdgeType.REVISED_FROM, older.id, 1.0, stamp)
+            result.edges.append(Edge(source=newer.id, target=older.id, edge_type=EdgeType.REVISED_FROM.name,
+                                     confidence=1.0, created_at=stamp))
+            result.revisions.append(item.id)
+            result.superseded.append(older.id)
+        analogical.refresh_structure(vault.store, writes)
+        # The catalog must learn what was superseded.
+        vault.apply(writes, saved=list(changed.values()))
+    if root is not None:
+        for item, a, b, v in reports:
+            try:
+                result.files.append(str(write_report(root, item, a, b, v, stamp)))
+            except (OSError, InvalidInput) as exc:
+                result.warnings.append(f"contradiction {item.id} is recorded, but its report could not be "
+                                       f"written: {exc}")
+    return result
+
+
+def _pending_raw(engine: OpenVault | HasVault, pending_id: str) -> bytes:
+    try:
+        key = id_bytes(pending_id)
+    except ValueError:
+        raise InvalidInput(f"pending_id {pending_id!r} is not a valid id (a 26-character ULID)") from None
+    raw = vault_of(engine).store.get("pending", key)
+    if raw is None:
+        raise NotFound(f"no pending contradiction candidate {pending_id} (see contradiction-prepare)")
+    return raw
+
+
+# The markdown report -------------------------------------------------------------------------
+
+def write_report(root: Path, item: PendingContradiction, a: Memory, b: Memory, verdict: ContradictionVerdict,
+                 stamp: int) -> Path:
+    lines = [
+        "---",
+        "kind: contradiction",
+        f"pending_id: {item.id}",
+        f"memory_a: {a.id}",
+        f"memory_b: {b.id}",
+        f"confidence: {verdict.confidence:g}",
+        f"heuristic_confidence: {item.confidence:g}",
+        f"similarity: {item.similarity:g}",
+        f"confirmed: {_iso(stamp)}",
+        "---",
+        "",
+        f"# Contradiction: {_short(a.content)} / {_short(b.content)}",
+        "",
+        f"Confirmed {_iso(stamp)[:10]} with confidence {verdict.confidence:g}. The heuristic flagged the pair "
+        f"with confidence {item.confidence:g} at similarity {item.similarity:g}.",
+        "",
+    ]
+    if verdict.note.strip():
+        lines += [f"Note: {verdict.note.strip()}", ""]
+    if item.reasons:
+        lines += ["Why it was flagged:", ""] + [f"- {r}" for r in item.reasons] + [""]
+    for label, m in (("A", a), ("B", b)):
+        where = "remembered directly"
+        if m.source is not None:
+            where = " › ".join([f"`{m.source.file_path}`", *m.source.heading_path]) + f" ({wiki_link(m)})"
+        lines += [f"## {label}", "", f"Source: {where}", f"Memory: `{m.id}`, recorded {_iso(m.created_at)}", "",
+                  *[f"> {line}" for line in m.content.strip().splitlines()], ""]
+    name = f"{_iso(stamp)[:10]}-{slug(a.content, 4)}-{item.id[-6:].lower()}.md"
+    return write_note(notes_subdir(root, REPORTS_DIR, create=True) / name, "\n".join(lines))
+
+
+def _short(text: str, limit: int = 50) -> str:
+    text = " ".join(text.split())
+    return json.dumps(text if len(text) <= limit else text[:limit - 1] + "…", ensure_ascii=False)[1:-1]
