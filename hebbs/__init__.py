@@ -24,6 +24,7 @@ _EXPORTS = {
     "HebbsError": "errors", "InvalidInput": "errors", "NotFound": "errors", "VaultBusy": "errors",
     "VaultNotInitialized": "errors", "ModelMismatch": "errors", "CorruptVault": "errors",
     "LLMNotConfigured": "errors", "LLMError": "errors",
+    "doctor": "store.doctor", "DoctorReport": "store.doctor",
 }
 __all__ = list(_EXPORTS)
 
@@ -39,6 +40,7 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     from .client import AsyncClient, Client
+    from .store.doctor import DoctorReport, doctor
     from .engine import Engine
     from .errors import (CorruptVault, HebbsError, InvalidInput, LLMError, LLMNotConfigured, ModelMismatch, NotFound,
                          VaultBusy, VaultNotInitialized)

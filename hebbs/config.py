@@ -130,8 +130,25 @@ class LLMConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields
             raise ValueError("llm.timeout_seconds must be above 0, llm.backoff_seconds at least 0")
 
 
+# When a write is acknowledged: hebbs/store/durability.py, docs/reliability.md.
+DURABILITY_MODES = ("sync", "buffered")
+
+
+class StorageConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """When a write is acknowledged (hebbs/store/durability.py, docs/reliability.md)."""
+
+    # "sync": after its write-ahead log is fsynced (survives a power cut); concurrent writers share
+    # one fsync. "buffered": after the OS has the log (survives a crash of hebbs, not of the machine).
+    durability: str = "sync"
+
+    def __post_init__(self) -> None:
+        if self.durability not in DURABILITY_MODES:
+            raise ValueError(f"storage.durability must be one of {list(DURABILITY_MODES)}, got {self.durability!r}")
+
+
 class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     model: str | None = None
+    storage: StorageConfig = StorageConfig()
     index: IndexParams = IndexParams()
     recall: RecallConfig = RecallConfig()
     decay: DecayConfig = DecayConfig()
@@ -147,13 +164,16 @@ def load_config(vault_dir: Path) -> VaultConfig:
         return VaultConfig()
     try:
         return msgspec.toml.decode(raw, type=VaultConfig)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"{path}: {exc}") from None
 
 
 DEFAULT_CONFIG_TEXT = """\
 # hebbs vault configuration. Every key is optional; these are the defaults.
 # model = "all-MiniLM-L6-v2"      # or a directory with an ONNX model and tokenizer.json
+
+[storage]
+durability = "sync"              # or "buffered": faster writes that survive a crash of hebbs, not a power cut
 
 [index]
 m = 16

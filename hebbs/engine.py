@@ -5,9 +5,10 @@ memory operations composed from the layers below it: recall strategies (recall/)
 
 from __future__ import annotations
 
+import functools
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,20 @@ from .store.vector_index import VectorIndex
 from .workflows import contradiction_review, decay, reflect
 
 DEFAULT_WEIGHTS = ScoringWeights()
-REMEMBER_CHUNK = 256
 EMBED_SPAN = 4096
 _FOLLOWED_BY_CONFIDENCE = 1.0
+# What a client may write; REVISION records are made by revise only.
+CLIENT_KINDS = (MemoryKind.EPISODE, MemoryKind.INSIGHT)
+
+
+def _acknowledged_when_durable(method: Callable[..., Any]) -> Callable[..., Any]:
+    """The call returns once its writes are durable (config storage.durability). The wait comes after
+    the method has released the engine's lock, so concurrent writers share one WAL sync."""
+    @functools.wraps(method)
+    def wrapper(self: "Engine", *args: Any, **kwargs: Any) -> Any:
+        with self._store.deferred_sync():
+            return method(self, *args, **kwargs)
+    return wrapper
 
 
 class Engine:
@@ -57,7 +69,7 @@ class Engine:
         path = Path(path).expanduser().resolve()
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         config = load_config(path)
-        store = Store.open(path / "db")
+        store = Store.open(path / "db", durability=config.storage.durability)
         try:
             embedder = embedder or get_embedder(model or config.model or store.get_meta("model_spec"))
             return cls(OpenVault.open(path, store, embedder, config))
@@ -103,6 +115,14 @@ class Engine:
     def _closed(self, value: bool) -> None:
         self.vault.closed = value
 
+    def deferred_sync(self, *, wait: bool = True) -> Any:
+        """Calls inside wait for durability once, at the end; wait=False leaves it to the caller:
+        `engine.wait_durable(d.seq)` after releasing its own locks (the daemon's per-vault write slot)."""
+        return self._store.deferred_sync(wait=wait)
+
+    def wait_durable(self, seq: int) -> None:
+        self._store.group.wait(seq)
+
     # Remember --------------------------------------------------------------------------------
 
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
@@ -115,9 +135,11 @@ class Engine:
             "created_at": created_at, "kind": kind, "source": source, "supersedes": supersedes, "edges": edges,
         }])[0]
 
+    @_acknowledged_when_durable
     def remember_many(self, items: Iterable[dict[str, Any]], *,
                       check_contradictions: bool | None = None) -> list[Memory]:
-        """Store many memories: embedded in batches, written one RocksDB batch per chunk of 256.
+        """Store many memories, all or none: embedded in spans, then written as one RocksDB batch, so
+        a crash at any point leaves every item of the call stored or none of them.
 
         Then, unless `check_contradictions` (default: config contradictions.check_on_remember) is off,
         each new memory is compared with its nearest neighbours and likely conflicts are queued in
@@ -125,18 +147,13 @@ class Engine:
         prepared = [self._prepare(item, n) for n, item in enumerate(items)]
         if not prepared:
             return []
-        out: list[Memory] = []
-        for start in range(0, len(prepared), EMBED_SPAN):
-            span = prepared[start:start + EMBED_SPAN]
-            # One embed call per span: the embedder sorts the whole span by length, so padding stays
-            # small; writing stays one batch per chunk of 256, in the caller's order.
-            span_vectors = self.embedder.embed([p.memory.content for p in span])
-            for offset in range(0, len(span), REMEMBER_CHUNK):
-                chunk = span[offset:offset + REMEMBER_CHUNK]
-                with self.vault.writing():
-                    self._check_refs(chunk)
-                    self._write_new(chunk, span_vectors[offset:offset + REMEMBER_CHUNK])
-                out.extend(p.memory for p in chunk)
+        # One embed call per span: the embedder sorts the whole span by length, so padding stays small.
+        vectors = np.vstack([self.embedder.embed([p.memory.content for p in prepared[start:start + EMBED_SPAN]])
+                             for start in range(0, len(prepared), EMBED_SPAN)])
+        with self.vault.writing():
+            self._check_refs(prepared)
+            self._write_new(prepared, vectors)
+        out = [p.memory for p in prepared]
         if self.config.contradictions.check_on_remember if check_contradictions is None else check_contradictions:
             contradiction_review.queue_for_new(self.vault, out)
         return out
@@ -151,6 +168,9 @@ class Engine:
         stamp = now_us()
         created = validate.timestamp_us(item.get("created_at"), "created_at")
         kind = _kind(item.get("kind", MemoryKind.EPISODE))
+        if kind not in CLIENT_KINDS:
+            raise InvalidInput(f"item {n}: kind {kind.value} is made by revise only; "
+                               f"remember takes {' or '.join(k.value for k in CLIENT_KINDS)}")
         importance = validate.unit_float(item.get("importance", 0.5), "importance")
         source = item.get("source")
         if source is not None and not isinstance(source, Source):
@@ -221,6 +241,7 @@ class Engine:
         return self.revise_many([{"id": memory_id, "content": content, "importance": importance, "context": context,
                                   "entity_id": entity_id, "source": source}])[0]
 
+    @_acknowledged_when_durable
     def revise_many(self, items: Iterable[dict[str, Any]]) -> list[Memory]:
         """Revise many memories, embedding the changed texts in batches. Each item: id plus the fields to change."""
         changes = [self._prepare_revision(item, n) for n, item in enumerate(items)]
@@ -262,6 +283,7 @@ class Engine:
             raise InvalidInput(f"memory {memory_id} is a revision record; revise the memory it belongs to")
         stamp = now_us()
         writes = WriteSet()
+        revisions: list[Memory] = []
         text_changed = content is not None and content != memory.content
         if text_changed:
             revision = Memory(
@@ -271,6 +293,7 @@ class Engine:
                 superseded_by=memory.id, revision_of=memory.id,
             )
             writes.put_memory(revision)
+            revisions.append(revision)
             writes.put_edge(memory.id, EdgeType.REVISED_FROM, revision.id, 1.0, stamp)
             memory.content = content
             writes.put("vectors", vector_key(memory.id), vector.astype("<f4").tobytes())
@@ -287,7 +310,8 @@ class Engine:
         memory.updated_at = stamp
         writes.put_memory(memory)
         analogical.refresh_structure(self.vault.store, writes)
-        self.vault.apply(writes, saved=[memory], vectors=([memory.id], vector.reshape(1, -1)) if text_changed else None,
+        self.vault.apply(writes, saved=[memory, *revisions],
+                         vectors=([memory.id], vector.reshape(1, -1)) if text_changed else None,
                          reindexed=[memory])
         return memory
 
@@ -299,6 +323,7 @@ class Engine:
         return sorted((r for r in revisions if r is not None and r.kind == MemoryKind.REVISION),
                       key=lambda r: r.updated_at, reverse=True)
 
+    @_acknowledged_when_durable
     def forget(self, ids: Sequence[str] | None = None, *, entity_id: str | None = None) -> int:
         """Remove memories and every trace of them (vectors, temporal and graph entries, revisions)."""
         if ids is None and entity_id is None:
@@ -310,7 +335,8 @@ class Engine:
         with vault.writing():
             if entity_id is not None:
                 entity_id = validate.entity(entity_id)
-                wanted += [mid for mid, e in vault.entries() if e.entity_id == entity_id]
+                # Revision records go with the memory they belong to (below), never on their own.
+                wanted += [mid for mid, e in vault.entries() if e.entity_id == entity_id and e.kind != MemoryKind.REVISION]
             targets = [mid for mid in dict.fromkeys(wanted) if mid in vault]
             if not targets:
                 return 0
@@ -357,6 +383,7 @@ class Engine:
 
     # Edges -----------------------------------------------------------------------------------
 
+    @_acknowledged_when_durable
     def add_edge(self, source: str, edge_type: str | EdgeType, target: str, confidence: float = 1.0) -> Edge:
         source, target = validate.memory_id(source, "source"), validate.memory_id(target, "target")
         kind = _edge_type(edge_type)
@@ -372,6 +399,7 @@ class Engine:
             self.vault.apply(writes)
             return Edge(source=source, target=target, edge_type=kind.name, confidence=confidence, created_at=stamp)
 
+    @_acknowledged_when_durable
     def remove_edge(self, source: str, edge_type: str | EdgeType, target: str) -> None:
         """Delete one edge (both its graph keys, in one batch); NotFound if there is no such edge."""
         source, target = validate.memory_id(source, "source"), validate.memory_id(target, "target")
@@ -403,6 +431,7 @@ class Engine:
 
     # Contradiction candidates (the `pending` family) -----------------------------------------
 
+    @_acknowledged_when_durable
     def add_pending(self, items: Sequence[PendingContradiction]) -> int:
         """Queue contradiction candidates for review; a pair already queued (or already reviewed since
         the vault opened) is not queued twice. Returns how many were queued."""
@@ -418,6 +447,7 @@ class Engine:
         """Cluster the scope's memories; each cluster comes with a prompt. Answer it, then reflect_commit."""
         return reflect.prepare(self.vault, entity_id=entity_id, since=since, max_memories=max_memories)
 
+    @_acknowledged_when_durable
     def reflect_commit(self, session_id: str, insights: Sequence[Any]) -> ReflectCommitted:
         """Store insights ({content, confidence, source_memory_ids, tags}) drawn from a prepared session."""
         return reflect.commit(self, session_id, insights)
@@ -431,6 +461,7 @@ class Engine:
         """The queued contradiction candidates, both sides in full, most likely first."""
         return contradiction_review.prepare(self.vault, max_results=max_results)
 
+    @_acknowledged_when_durable
     def contradiction_commit(self, verdicts: Sequence[Any]) -> ContradictionCommitted:
         """Apply [{pending_id, verdict: contradiction | revision | neutral}] in one batch."""
         return contradiction_review.commit(self.vault, verdicts)
@@ -602,7 +633,8 @@ class Engine:
             entry = QueryLogEntry(at=stamp, cue=cue, strategies=names, weights=weights, result_count=len(results),
                                   latency_ms=round((time.perf_counter() - started) * 1000, 3), entity_id=entity_id)
             writes.put("query_log", stamp.to_bytes(8, "big") + os.urandom(4), encode(entry))
-            self.vault.apply(writes, saved=reinforced)
+            # Nobody is told these were kept: no reason to make a recall wait for a disk sync.
+            self.vault.apply(writes, saved=reinforced, durable=False)
 
     def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
         """Count these memories as used: access_count + 1 and last access now, which raises their
@@ -669,7 +701,7 @@ class Engine:
             kinds[entry.kind.value] = kinds.get(entry.kind.value, 0) + 1
         return VaultStats(path=str(self.path), memories=self.count(), by_kind=kinds, model=self.embedder.model_id,
                           dimension=self.embedder.dim, write_seq=self.vault.write_seq,
-                          superseded=sum(1 for e in entries if e.superseded_by))
+                          superseded=sum(1 for e in entries if e.superseded_by and e.kind != MemoryKind.REVISION))
 
 
 class _Prepared:

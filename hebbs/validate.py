@@ -12,6 +12,9 @@ from .errors import InvalidInput
 
 MAX_TOP_K = 1000
 MAX_CONTENT_CHARS = 1_000_000
+# The last microsecond of year 9999 UTC: past it no date library (Python's datetime included) can
+# show the time, so a stored value beyond it would break every command that prints it.
+MAX_TIMESTAMP_US = 253_402_300_800_000_000 - 1
 
 
 def content(value: Any, field: str = "content") -> str:
@@ -67,6 +70,9 @@ def timestamp_us(value: Any, field: str) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 0:
             raise InvalidInput(f"{field} must not be negative")
+        if value > MAX_TIMESTAMP_US:
+            raise InvalidInput(f"{field} must be before year 10000 (at most {MAX_TIMESTAMP_US} microseconds), "
+                               f"got {value}")
         return value
     raise InvalidInput(f"{field} must be a timezone-aware datetime or microseconds since the epoch, got {value!r}")
 

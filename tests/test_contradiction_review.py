@@ -51,9 +51,9 @@ class BatchSpy:
         self.batches: list[list[tuple[str, bytes, bytes | None]]] = []
         real = store.commit
 
-        def commit(writes) -> None:
+        def commit(writes, **kwargs) -> None:
             self.batches.append(list(writes.ops))
-            real(writes)
+            real(writes, **kwargs)
 
         monkeypatch.setattr(store, "commit", commit)
 

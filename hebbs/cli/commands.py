@@ -320,6 +320,34 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Runs here, not in the daemon: a read-only open needs no lock, and a doctor must work when the
+    daemon cannot open the vault. Exit code 0 when no damage was found, 1 otherwise."""
+    from hebbs.store.doctor import doctor
+
+    report = doctor(resolve_vault(args.vault, args.global_, hebbs_home(args.home)), export=args.export)
+    if _json(args):
+        output.emit_json(report)
+        return 0 if report.healthy else 1
+    print(f"vault    {report.vault}: {'healthy' if report.healthy else 'DAMAGED'} (database opened: {report.opened})")
+    for f in report.files:
+        if not f.ok:
+            print(f"file     {f.path} ({f.kind}): {f.problem}")
+    for family in report.families:
+        state = "damaged" if family.damaged else "ok"
+        print(f"family   {family.family:<20} {family.readable:>8} readable keys  {state}")
+        for error in family.errors:
+            print(f"           {error}")
+    print(f"memories {report.memories_readable} readable, {len(report.memories_lost)} lost")
+    if report.memories_lost:
+        print("lost     " + " ".join(report.memories_lost[:20]) + (" ..." if len(report.memories_lost) > 20 else ""))
+    if report.export_path:
+        print(f"exported {_count(report.exported or 0, 'memory')} to {report.export_path}")
+    for line in report.advice:
+        print(f"advice   {line}")
+    return 0 if report.healthy else 1
+
+
 KIND_NAMES = {"EPISODE": "episode", "INSIGHT": "insight", "REVISION": "earlier version"}
 
 
@@ -332,4 +360,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "init": cmd_init, "remember": cmd_remember, "get": cmd_get, "revise": cmd_revise, "forget": cmd_forget,
     "recall": cmd_recall, "used": cmd_used, "prime": cmd_prime, "subscribe": cmd_subscribe, "queries": cmd_queries,
     "inspect": cmd_inspect, "export": cmd_export, "import": cmd_import, "status": cmd_status,
+    "doctor": cmd_doctor,
 }

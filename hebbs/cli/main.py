@@ -154,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("status", "the daemon and the brains it serves")
 
+    p = command("doctor", "check every file of a vault (read-only), say what is readable, and save it")
+    p.add_argument("--export", metavar="FILE", help="write every readable memory here as JSON lines")
+
     p = command("daemon", "control the background daemon")
     p.add_argument("action", choices=["status", "start", "stop", "logs"])
     p.add_argument("--idle-timeout", type=float, help="start: stop after this many idle seconds (0 = never)")

@@ -6,7 +6,6 @@ export); errors go to stderr, as JSON in json mode, and the exit code is non-zer
 
 from __future__ import annotations
 
-import datetime as dt
 import shutil
 import sys
 from collections.abc import Sequence
@@ -15,6 +14,7 @@ from typing import Any, TextIO
 import msgspec
 
 from hebbs.schema import Memory, RecallResult
+from hebbs.timefmt import local_text
 
 SHORT_ID = 8
 _encoder = msgspec.json.Encoder()
@@ -38,7 +38,7 @@ def emit_json(value: Any, out: TextIO | None = None) -> None:
 def when(micros: int | None) -> str:
     if not micros:
         return "-"
-    return dt.datetime.fromtimestamp(micros / 1_000_000).astimezone().strftime("%Y-%m-%d %H:%M")
+    return local_text(micros)
 
 
 def one_line(text: str, width: int) -> str:

@@ -89,8 +89,12 @@ class Handlers:
 
     async def _write(self, request: Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         slot = self.pool.slot(request.vault_path)
-        async with self.pool.use(slot) as engine, slot.write_lock:
-            return await self.pool.run(fn, engine, *args, **kwargs)
+        async with self.pool.use(slot) as engine:
+            async with slot.write_lock:
+                result, seq = await self.pool.run(_deferring_sync, fn, engine, *args, **kwargs)
+            # Outside the write slot: the next writer's batch joins this WAL sync (group commit).
+            await self.pool.run(engine.wait_durable, seq)
+            return result
 
     # Daemon ---------------------------------------------------------------------------------
 
@@ -335,6 +339,13 @@ class Handlers:
             await job
             raise ConnectionResetError("the client left during a streamed command")
         return job.result()
+
+
+def _deferring_sync(fn: Callable[..., Any], engine: "Engine", *args: Any, **kwargs: Any) -> tuple[Any, int]:
+    """fn's result and the write sequence its reply must wait for before it is sent."""
+    with engine.deferred_sync(wait=False) as deferral:
+        result = fn(engine, *args, **kwargs)
+    return result, deferral.seq
 
 
 def _item(source: Remember | RememberItem) -> dict[str, Any]:

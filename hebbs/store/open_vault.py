@@ -19,6 +19,7 @@ catalog and the indexes along.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -34,6 +35,8 @@ from .embed import Embedder
 from .lexical_index import LexicalIndex
 from .storage import (TIMELINE_ENTITY, Store, WriteSet, decode, encode, id_bytes, id_str, temporal_prefix)
 from .vector_index import VectorIndex
+
+log = logging.getLogger("hebbs.store")
 
 SCHEMA_VERSION = 1
 
@@ -129,6 +132,9 @@ class OpenVault:
             self._closed = True
             try:
                 self._index.save(self.path / "index", self._write_seq)
+            except OSError as exc:
+                # The snapshot is derived: without it the next open rebuilds the index from RocksDB.
+                log.warning("could not save the vector index snapshot of %s (%s); it will be rebuilt", self.path, exc)
             finally:
                 self._lexical.close()
                 self.store.close()
@@ -268,15 +274,17 @@ class OpenVault:
             yield
 
     def apply(self, writes: WriteSet, *, saved: Iterable[Memory] = (), removed: Sequence[str] = (),
-              vectors: tuple[list[str], np.ndarray] | None = None, reindexed: Sequence[Memory] = ()) -> None:
+              vectors: tuple[list[str], np.ndarray] | None = None, reindexed: Sequence[Memory] = (),
+              durable: bool = True) -> None:
         """Commit one batch (caller holds the write lock) and bring the derived state along: the catalog
         learns `saved` and forgets `removed`, HNSW takes `vectors`, BM25 re-reads `reindexed`. A batch that
-        touches either index also bumps the write sequence, in the same RocksDB batch."""
+        touches either index also bumps the write sequence, in the same RocksDB batch. durable=False: the
+        batch is not waited for (hebbs/store/durability.py), for what nobody is told was kept."""
         touches_indexes = bool(removed) or vectors is not None or bool(reindexed)
         if touches_indexes:
             self._write_seq += 1
             writes.put_meta("write_seq", self._write_seq)
-        self.store.commit(writes)
+        self.store.commit(writes, durable=durable)
         for memory_id in removed:
             self._catalog.pop(memory_id, None)
         for memory in saved:

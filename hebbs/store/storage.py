@@ -17,6 +17,8 @@ Key layouts (the on-disk format; tests read them back raw):
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import json
 import logging
 import os
@@ -30,6 +32,7 @@ import msgspec
 import rocksdict
 from ulid import ULID
 
+from .durability import GroupCommit
 from ..errors import CorruptVault, VaultBusy
 from ..fsutil import atomic_write
 from ..schema import EdgeType, Memory
@@ -49,6 +52,9 @@ ENTITY_SEPARATOR = b"\xff"
 _EDGE_VALUE = struct.Struct("<fQ")
 log = logging.getLogger("hebbs.storage")
 _HOLDER_FILE = "holder.json"
+# Written beside db/ once the database exists: a vault that has one but no db/ lost its database,
+# which must never pass for a new, empty vault.
+MARKER_FILE = "vault.json"
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode_memory = msgspec.msgpack.Decoder(Memory).decode
@@ -99,10 +105,17 @@ def parse_edge_value(raw: bytes) -> tuple[float, int]:
     return confidence, created_at
 
 
-def storage_options() -> rocksdict.Options:
+def storage_options(*, create: bool = True) -> rocksdict.Options:
     opts = rocksdict.Options(raw_mode=True)
-    opts.create_if_missing(True)
+    opts.create_if_missing(create)
     opts.create_missing_column_families(True)
+    # Also RocksDB's default; stated because a checksum mismatch found while opening must stop the
+    # open rather than let a damaged file be dropped.
+    opts.set_paranoid_checks(True)
+    # A record cut short at the end of the log is a write that never finished (a crash mid-write) and is
+    # dropped; a damaged record before the end is damage, and the open must fail rather than replay
+    # up to it and silently drop everything after it (RocksDB's default, point-in-time recovery).
+    opts.set_wal_recovery_mode(rocksdict.DBRecoveryMode.tolerate_corrupted_tail_records())
     table = rocksdict.BlockBasedOptions()
     table.set_bloom_filter(10, False)
     table.set_block_cache(rocksdict.Cache(256 * 1024 * 1024))
@@ -146,31 +159,45 @@ class WriteSet:
 
 
 class Store:
-    """One open RocksDB database with the vault's column families."""
+    """One open RocksDB database with the vault's column families.
 
-    def __init__(self, path: Path, db: rocksdict.Rdict) -> None:
+    Every read that fails inside RocksDB (a checksum mismatch, a missing file) raises CorruptVault
+    naming the family: a scan never ends early as if the data ended there."""
+
+    def __init__(self, path: Path, db: rocksdict.Rdict, durability: str = "sync") -> None:
         self.path = path
         self._db: rocksdict.Rdict | None = db
         self._handles = {name: db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
         self._views = {name: db.get_column_family(name) for name in COLUMN_FAMILIES}
+        self.group = GroupCommit(durability, db.latest_sequence_number, lambda: db.flush_wal(True))
 
     @classmethod
-    def open(cls, path: os.PathLike | str) -> "Store":
+    def open(cls, path: os.PathLike | str, *, durability: str = "sync") -> "Store":
+        """Open the database at path (a vault's db/), creating it only for a vault that never had one."""
         path = Path(path)
+        marker = path.parent / MARKER_FILE
+        has_db = (path / "CURRENT").exists()
+        if marker.exists() and not has_db:
+            if path.is_dir() and any(f.suffix in (".sst", ".log") or f.name.startswith("MANIFEST")
+                                     for f in path.iterdir()):
+                raise CorruptVault(f"vault {path.parent} cannot be opened: its database {path} has lost its "
+                                   f"CURRENT file. {DOCTOR_ADVICE.format(vault=path.parent)}")
+            raise CorruptVault(missing_database_message(path, marker))
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        opts = storage_options()
+        opts = storage_options(create=not has_db)
         try:
             db = rocksdict.Rdict(str(path), options=opts, column_families={n: opts for n in COLUMN_FAMILIES[1:]})
         except Exception as exc:  # rocksdict raises plain Exception for every RocksDB status
             text = str(exc)
-            if "lock" in text.lower():
+            if "lock" in text.lower() and "No such file" not in text:
                 raise VaultBusy(f"vault {path} is in use by {_describe_holder(path)}; "
                                 "stop that process (or use the hebbs daemon, which shares one open vault)") from None
-            if "Corruption" in text or "Invalid argument" in text:
-                raise CorruptVault(f"vault {path} cannot be opened: {text}") from None
-            raise
+            raise CorruptVault(f"vault {path.parent} cannot be opened: its database {path} is damaged ({text}). "
+                               f"{DOCTOR_ADVICE.format(vault=path.parent)}") from None
+        if not marker.exists():
+            _write_marker(marker)
         _write_holder(path)
-        return cls(path, db)
+        return cls(path, db, durability)
 
     @property
     def db(self) -> rocksdict.Rdict:
@@ -198,7 +225,9 @@ class Store:
     def closed(self) -> bool:
         return self._db is None
 
-    def commit(self, writes: WriteSet) -> None:
+    def commit(self, writes: WriteSet, *, durable: bool = True) -> None:
+        """Apply writes as one atomic batch. durable=False skips the WAL sync: for what can be lost on a
+        power cut without anyone having been told it was kept (the query log, access counts)."""
         if not writes.ops:
             return
         batch = rocksdict.WriteBatch(raw_mode=True)
@@ -210,16 +239,32 @@ class Store:
                 batch.put(key, value, handle)
         try:
             self.db.write(batch)
+        except Exception as exc:
+            raise CorruptVault(f"writing to vault {self.path.parent} failed: {exc}. "
+                               f"{DOCTOR_ADVICE.format(vault=self.path.parent)}") from None
         finally:
             del batch
+        if durable:
+            self.group.written(self.db.latest_sequence_number())
+
+    def deferred_sync(self, *, wait: bool = True) -> contextlib.AbstractContextManager:
+        """Writes inside wait for their WAL sync once, at the end (see hebbs/store/durability.py)."""
+        return self.group.deferred(wait=wait)
 
     # Reads -----------------------------------------------------------------------------------
 
     def get(self, family: str, key: bytes) -> bytes | None:
-        return self._views[family].get(key)
+        try:
+            return self._views[family].get(key)
+        except Exception as exc:  # a RocksDB status: corruption or I/O error
+            raise self._read_error(family, exc) from None
+
+    def _read_error(self, family: str, exc: BaseException) -> CorruptVault:
+        return CorruptVault(f"vault {self.path.parent} is damaged: reading its {family!r} column family failed "
+                            f"({exc}). {DOCTOR_ADVICE.format(vault=self.path.parent)}")
 
     def get_memory(self, memory_id: str) -> Memory | None:
-        raw = self._views["default"].get(memory_key(memory_id))
+        raw = self.get("default", memory_key(memory_id))
         if raw is None:
             return None
         try:
@@ -228,23 +273,57 @@ class Store:
             raise CorruptVault(f"memory {memory_id} in {self.path} cannot be decoded: {exc}") from None
 
     def get_meta(self, name: str, default: Any = None) -> Any:
-        raw = self._views["meta"].get(name.encode())
+        raw = self.get("meta", name.encode())
         return default if raw is None else _decode_any(raw)
 
     def scan(self, family: str, prefix: bytes = b"", *, reverse: bool = False,
              start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
-        """Items whose key starts with prefix, in key order (or reversed)."""
+        """Items whose key starts with prefix, in key order (or reversed).
+
+        RocksDB ends an iteration at a block it cannot read exactly as at the end of the data; only
+        the iterator's status tells the two apart, and rocksdict's fast item iterator does not show
+        it. So where a scan runs off its end, a fresh iterator is put at the same place and its
+        status checked: a damaged block there fails again (a block that fails its checksum is never
+        cached) and raises CorruptVault. A scan that stops at a key outside the prefix needs no check.
+        (Cheaper than testing an explicit iterator at every step from Python: bench/bench_scan.py.)"""
         view = self._views[family]
         if reverse:
             # Seek past every key with this prefix: the prefix followed by 0xFF bytes sorts after them all.
             seek = start if start is not None else prefix + b"\xff" * 40
             items = view.items(backwards=True, from_key=seek)
         else:
-            items = view.items(from_key=start if start is not None else prefix)
-        for key, value in items:
-            if not key.startswith(prefix):
-                break
-            yield key, value
+            seek = start if start is not None else prefix
+            items = view.items(from_key=seek)
+        last: bytes | None = None
+        try:
+            for key, value in items:
+                if not key.startswith(prefix):
+                    return
+                last = key
+                yield key, value
+        except Exception as exc:
+            raise self._read_error(family, exc) from None
+        finally:
+            del items  # rocksdict keeps the database lock while any iterator lives
+        self._check_stopped_at(family, seek, last, reverse)
+
+    def _check_stopped_at(self, family: str, seek: bytes, last: bytes | None, reverse: bool) -> None:
+        it = self._views[family].iter()
+        try:
+            if last is None:
+                it.seek_for_prev(seek) if reverse else it.seek(seek)
+            elif reverse:
+                it.seek_for_prev(last)
+                if it.valid():
+                    it.prev()
+            else:
+                it.seek(last + b"\x00")  # the smallest key after last
+            if not it.valid():
+                it.status()
+        except Exception as exc:
+            raise self._read_error(family, exc) from None
+        finally:
+            del it
 
     def memories(self) -> Iterator[Memory]:
         """Every decodable record. An undecodable one is logged and skipped, never deleted: one bad
@@ -256,7 +335,7 @@ class Store:
                 log.warning("skipping undecodable memory %s in %s: %s", id_str(key[1:]), self.path, exc)
 
     def get_vector(self, memory_id: str) -> bytes | None:
-        return self._views["vectors"].get(vector_key(memory_id))
+        return self.get("vectors", vector_key(memory_id))
 
     def vectors(self) -> Iterator[tuple[str, bytes]]:
         for key, raw in self.scan("vectors", VECTOR_PREFIX):
@@ -290,6 +369,21 @@ def encode(value: Any) -> bytes:
 
 def decode(raw: bytes, type_: Any = None) -> Any:
     return msgspec.msgpack.decode(raw, type=type_) if type_ is not None else _decode_any(raw)
+
+
+DOCTOR_ADVICE = ("Run `hebbs doctor --vault {vault}` to check every file and see what is readable, and "
+                 "`hebbs doctor --vault {vault} --export FILE` to save it.")
+
+
+def missing_database_message(db_path: Path, marker: Path) -> str:
+    return (f"the database of vault {db_path.parent} is missing: {db_path} has no RocksDB database, but {marker} "
+            "shows the vault had one. Restore db/ from a backup (or put it back if it was moved); to start this "
+            f"vault over with no memories, delete {marker}.")
+
+
+def _write_marker(marker: Path) -> None:
+    created = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    atomic_write(marker, json.dumps({"format": 1, "database": "db", "created": created}).encode())
 
 
 def _write_holder(path: Path) -> None:

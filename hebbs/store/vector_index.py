@@ -163,6 +163,15 @@ class VectorIndex:
         return index
 
 
+def snapshot_intact(directory: Path) -> bool:
+    """Whether the snapshot's index file matches the checksum its meta recorded."""
+    try:
+        meta = msgspec.msgpack.decode((directory / _SNAPSHOT_META).read_bytes(), type=_SnapshotMeta)
+        return _sha256(directory / _SNAPSHOT_INDEX) == meta.sha256
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return False
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:

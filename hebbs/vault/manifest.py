@@ -120,7 +120,7 @@ def load_manifest(root: Path) -> tuple[Manifest, str | None]:
         return Manifest(fresh=True), None
     try:
         manifest = _decoder.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         return Manifest(fresh=True), f"{path} is unreadable ({exc}); rebuilding it from the notes and the engine"
     if manifest.version != FORMAT_VERSION:
         return Manifest(fresh=True), f"{path} has format {manifest.version}; rebuilding it"

@@ -16,7 +16,6 @@ and a vault that the daemon closed and reopened in between.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 import re
@@ -38,6 +37,7 @@ from ..schema import (ClusterMember, EdgeType, Insight, InsightInput, Memory, Me
                      ReflectCommitted, ReflectPrepared, ReflectSession)
 from ..store.open_vault import HasVault, OpenVault, vault_of
 from ..store.storage import WriteSet, decode
+from ..timefmt import utc_text
 
 
 
@@ -287,7 +287,7 @@ def member_line(member: ClusterMember | Memory, *, with_entity: bool = True) -> 
     text = " ".join(member.content.split())
     if len(text) > MEMBER_CHARS:
         text = text[:MEMBER_CHARS - 1] + "…"
-    when = dt.datetime.fromtimestamp(member.created_at / 1e6, dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    when = utc_text(member.created_at)
     who = f", {member.entity_id}" if with_entity and member.entity_id else ""
     return f"- [{member.id}] ({when} UTC{who}, importance {member.importance:.2f}) {text}"
 
@@ -567,4 +567,4 @@ def _title(text: str, limit: int = 80) -> str:
 
 
 def _iso(us: int) -> str:
-    return dt.datetime.fromtimestamp(us / 1e6, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return utc_text(us, "%Y-%m-%dT%H:%M:%SZ")
