@@ -7,7 +7,7 @@ in the config never silently falls back to a default.
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import msgspec
 
@@ -130,6 +130,48 @@ class LLMConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields
             raise ValueError("llm.timeout_seconds must be above 0, llm.backoff_seconds at least 0")
 
 
+class PanelConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """The Memory Palace web panel (docs/palace.md). Read from $HEBBS_HOME/config.toml only: it belongs
+    to the daemon, not to a vault. $HEBBS_PANEL=off and $HEBBS_PANEL_PORT override it."""
+
+    enabled: bool = True
+    port: int = 6381
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"panel.port must be from 1 to 65535, got {self.port}")
+
+
+class NotesConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """Where reflect-commit and contradiction reviews write notes into a markdown vault's notes folder
+    ([notes]; hebbs/workflows/reflect.py): folders relative to the notes folder, kept out of the index."""
+
+    write: bool = True
+    insights_dir: str = "insights"
+    contradictions_dir: str = "contradictions"
+
+    def __post_init__(self) -> None:
+        for name, value in (("insights_dir", self.insights_dir), ("contradictions_dir", self.contradictions_dir)):
+            parts = PurePosixPath(value).parts
+            if not value.strip() or PurePosixPath(value).is_absolute() or ".." in parts or any(
+                    p.startswith(".") for p in parts):
+                raise ValueError(f"notes.{name} must be a folder inside the notes folder, like \"insights\" or "
+                                 f"\"hebbs/insights\" (no .., no leading dot), got {value!r}")
+
+
+class _NotesOnly(msgspec.Struct, kw_only=True):
+    notes: NotesConfig = NotesConfig()
+
+
+def notes_config(vault_dir: Path) -> NotesConfig:
+    """The [notes] section alone, for the file walker (defaults when the file is absent or unreadable: the
+    whole config is checked, with a clear error, when the vault opens)."""
+    try:
+        return msgspec.toml.decode((vault_dir / CONFIG_FILE).read_bytes(), type=_NotesOnly).notes
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return NotesConfig()
+
+
 # When a write is acknowledged: hebbs/store/durability.py, docs/reliability.md.
 DURABILITY_MODES = ("sync", "buffered")
 
@@ -154,6 +196,8 @@ class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     decay: DecayConfig = DecayConfig()
     contradictions: ContradictionsConfig = ContradictionsConfig()
     llm: LLMConfig = LLMConfig()
+    panel: PanelConfig = PanelConfig()
+    notes: NotesConfig = NotesConfig()
 
 
 def load_config(vault_dir: Path) -> VaultConfig:
@@ -209,6 +253,12 @@ status = 3.0
 [contradictions]
 check_on_remember = true
 neighbors = 5
+
+# Where reflect-commit and contradiction reviews write notes, inside the notes folder (markdown vaults).
+[notes]
+write = true
+insights_dir = "insights"
+contradictions_dir = "contradictions"
 
 # An OpenAI-compatible server for `hebbs reflect` (optional; keys here override $HEBBS_HOME/config.toml).
 # [llm]

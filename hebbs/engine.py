@@ -20,8 +20,10 @@ from .config import load_config
 from .errors import InvalidInput, NotFound
 from .recall import analogical, confidence, scoring
 from .recall import fusion as rc
+from .recall.prime import prime
 from .recall.query import Query
 from .recall.registry import REGISTRY, STRATEGIES
+from .store import idempotency
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Insight, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared)
 from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResult,
@@ -128,11 +130,13 @@ class Engine:
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                  entity_id: str | None = None, created_at: Any = None, kind: MemoryKind | str = MemoryKind.EPISODE,
                  source: Source | None = None, supersedes: Sequence[str] = (),
-                 edges: Sequence[tuple[str, str, float]] = ()) -> Memory:
-        """Store one memory. `edges` are (target_id, edge type name, confidence) from the new memory."""
+                 edges: Sequence[tuple[str, str, float]] = (), key: str | None = None) -> Memory:
+        """Store one memory. `edges` are (target_id, edge type name, confidence) from the new memory.
+        With `key`, a memory already stored under that key in this vault is returned instead (idempotent)."""
         return self.remember_many([{
             "content": content, "importance": importance, "context": context, "entity_id": entity_id,
             "created_at": created_at, "kind": kind, "source": source, "supersedes": supersedes, "edges": edges,
+            "key": key,
         }])[0]
 
     @_acknowledged_when_durable
@@ -143,26 +147,62 @@ class Engine:
 
         Then, unless `check_contradictions` (default: config contradictions.check_on_remember) is off,
         each new memory is compared with its nearest neighbours and likely conflicts are queued in
-        `pending`, in a batch of their own (hebbs/workflows/contradiction_review.py)."""
-        prepared = [self._prepare(item, n) for n, item in enumerate(items)]
-        if not prepared:
+        `pending`, in a batch of their own (hebbs/workflows/contradiction_review.py). An item whose `key`
+        is already stored (or appears earlier in the batch) returns that memory and stores nothing."""
+        everything = [self._prepare(item, n) for n, item in enumerate(items)]
+        if not everything:
             return []
-        # One embed call per span: the embedder sorts the whole span by length, so padding stays small.
-        vectors = np.vstack([self.embedder.embed([p.memory.content for p in prepared[start:start + EMBED_SPAN]])
-                             for start in range(0, len(prepared), EMBED_SPAN)])
-        with self.vault.writing():
-            self._check_refs(prepared)
-            self._write_new(prepared, vectors)
-        out = [p.memory for p in prepared]
+        prepared = self._unkeyed(everything)
+        out: list[Memory] = []
+        if prepared:
+            # One embed call per span: the embedder sorts the whole span by length, so padding stays small.
+            vectors = np.vstack([self.embedder.embed([p.memory.content for p in prepared[start:start + EMBED_SPAN]])
+                                 for start in range(0, len(prepared), EMBED_SPAN)])
+            with self.vault.writing():
+                # Another writer may have stored one of these keys while we embedded.
+                keep = [n for n, p in enumerate(prepared) if not self._claimed_meanwhile(p)]
+                prepared, vectors = [prepared[n] for n in keep], vectors[keep]
+                self._check_refs(prepared)
+                if prepared:
+                    self._write_new(prepared, vectors)
+            out = [p.memory for p in prepared]
         if self.config.contradictions.check_on_remember if check_contradictions is None else check_contradictions:
             contradiction_review.queue_for_new(self.vault, out)
-        return out
+        return [_result(p) for p in everything]
+
+    def _unkeyed(self, prepared: list["_Prepared"]) -> list["_Prepared"]:
+        """The items to store: a key already in the vault, or earlier in the batch, points its item at
+        that memory instead (checked before embedding, so a re-run import embeds nothing)."""
+        first: dict[str, _Prepared] = {}
+        todo = []
+        for p in prepared:
+            if p.key is not None:
+                if p.key in first:
+                    p.stored = first[p.key]
+                    continue
+                existing = idempotency.lookup(self.vault.store, p.key)
+                memory = None if existing is None else self.vault.memory(existing)
+                if memory is not None:
+                    p.stored = _Prepared(memory, [], [])
+                    continue
+                first[p.key] = p
+            todo.append(p)
+        return todo
+
+    def _claimed_meanwhile(self, p: "_Prepared") -> bool:
+        if p.key is None:
+            return False
+        existing = idempotency.lookup(self.vault.store, p.key)
+        memory = None if existing is None else self.vault.memory(existing)
+        if memory is not None:
+            p.stored = _Prepared(memory, [], [])
+        return memory is not None
 
     def _prepare(self, item: dict[str, Any], n: int) -> "_Prepared":
         if not isinstance(item, dict):
             raise InvalidInput(f"item {n} must be a dict with at least 'content'")
         unknown = set(item) - {"content", "importance", "context", "entity_id", "created_at", "kind", "source",
-                               "supersedes", "edges"}
+                               "supersedes", "edges", "key"}
         if unknown:
             raise InvalidInput(f"item {n} has unknown fields: {sorted(unknown)}")
         stamp = now_us()
@@ -183,7 +223,7 @@ class Engine:
         )
         supersedes = [validate.memory_id(s, "supersedes") for s in item.get("supersedes") or ()]
         edges = [_edge_spec(e) for e in item.get("edges") or ()]
-        return _Prepared(memory, supersedes, edges)
+        return _Prepared(memory, supersedes, edges, idempotency.check(item.get("key")))
 
     def _check_refs(self, chunk: list["_Prepared"]) -> None:
         in_chunk = {p.memory.id for p in chunk}
@@ -200,6 +240,8 @@ class Engine:
         for p, vector in zip(chunk, vectors):
             m = p.memory
             writes.put_memory(m)
+            if p.key is not None:
+                idempotency.put(writes, p.key, m.id)
             for key in temporal_keys(m.entity_id, m.created_at, m.id):
                 writes.put("temporal", key, id_bytes(m.id))
             writes.put("vectors", vector_key(m.id), vector.astype("<f4").tobytes())
@@ -347,11 +389,15 @@ class Engine:
                 doomed.update(r.id for r in self.history(mid))
             stamp = now_us()
             restored: list[Memory] = []
+            insights: list[str] = []
             for mid in doomed:
                 memory = store.get_memory(mid)
+                if memory is not None and memory.kind == MemoryKind.INSIGHT:
+                    insights.append(mid)
                 writes.delete("default", memory_key(mid))
                 writes.delete("vectors", vector_key(mid))
                 writes.delete("vectors_associative", vector_key(mid))
+                idempotency.drop(store, writes, mid)
                 if memory is not None and memory.kind != MemoryKind.REVISION:
                     for key in temporal_keys(memory.entity_id, memory.created_at, mid):
                         writes.delete("temporal", key)
@@ -379,7 +425,9 @@ class Engine:
             # The forgotten memories' neighbours lose edges: their shapes change.
             analogical.refresh_structure(store, writes)
             vault.apply(writes, removed=list(doomed), saved=restored)
-            return len(targets)
+        if insights:
+            reflect.remove_insight_notes(self.vault, insights)  # the note written at reflect-commit goes with it
+        return len(targets)
 
     # Edges -----------------------------------------------------------------------------------
 
@@ -426,7 +474,9 @@ class Engine:
         return out
 
     def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
-        """The k memories nearest to this one's stored vector (itself, revisions and superseded ones excluded)."""
+        """Similar memories, by embedding alone: the k memories whose stored vectors are nearest to this
+        memory's own, nearest first, as (id, cosine similarity). No cue is embedded and nothing is
+        reinforced; the memory itself, revision records and superseded memories are left out."""
         return self.vault.neighbors(validate.memory_id(memory_id), k)
 
     # Contradiction candidates (the `pending` family) -----------------------------------------
@@ -466,8 +516,8 @@ class Engine:
         """Apply [{pending_id, verdict: contradiction | revision | neutral}] in one batch."""
         return contradiction_review.commit(self.vault, verdicts)
 
-    def reflect_auto(self, entity_id: str | None = None, since: Any = None,
-                     max_memories: int = 500) -> ReflectAutoResult:
+    def reflect(self, entity_id: str | None = None, since: Any = None,
+                max_memories: int = 500) -> ReflectAutoResult:
         """reflect_prepare, then the configured LLM proposes and validates insights; raises LLMNotConfigured."""
         from . import llm  # the one upward call: the driver sits above this facade (docs/architecture.md)
         return llm.reflect_auto(self, entity_id=entity_id, since=since, max_memories=max_memories)
@@ -636,6 +686,12 @@ class Engine:
             # Nobody is told these were kept: no reason to make a recall wait for a disk sync.
             self.vault.apply(writes, saved=reinforced, durable=False)
 
+    def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
+              max_memories: int = 20) -> RecallResults:
+        """An entity's most recent memories plus those most relevant to the cue, deduplicated, in one
+        call (hebbs/recall/prime.py); it does not reinforce."""
+        return prime(self, entity_id, similarity_cue, max_memories)
+
     def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
         """Count these memories as used: access_count + 1 and last access now, which raises their
         reinforcement score and slows their decay. Call it for the memories an answer actually relied
@@ -705,12 +761,22 @@ class Engine:
 
 
 class _Prepared:
-    __slots__ = ("memory", "supersedes", "edges")
+    __slots__ = ("memory", "supersedes", "edges", "key", "stored")
 
-    def __init__(self, memory: Memory, supersedes: list[str], edges: list[tuple[str, EdgeType, float]]) -> None:
+    def __init__(self, memory: Memory, supersedes: list[str], edges: list[tuple[str, EdgeType, float]],
+                 key: str | None = None) -> None:
         self.memory = memory
         self.supersedes = supersedes
         self.edges = edges
+        self.key = key
+        # Set when the key names a memory stored before (or earlier in the batch): that one is returned.
+        self.stored: _Prepared | None = None
+
+
+def _result(p: _Prepared) -> Memory:
+    while p.stored is not None:
+        p = p.stored
+    return p.memory
 
 
 def _below_successors(results: list[RecallResult]) -> list[RecallResult]:

@@ -84,6 +84,13 @@ class IndexingInProgress(HebbsError):
     status_code = "INDEXING_IN_PROGRESS"
 
 
+class Cancelled(HebbsError):
+    """The run was cancelled (Ctrl-C, `hebbs index --cancel` or the Memory Palace's cancel button); what it
+    committed stays, and the next run resumes."""
+
+    status_code = "CANCELLED"
+
+
 class DaemonUnavailable(HebbsError):
     """No daemon answers and none could be started (see $HEBBS_HOME/daemon.log)."""
 
@@ -105,6 +112,6 @@ class ProtocolError(HebbsError):
 ERRORS_BY_CODE: dict[str, type[HebbsError]] = {
     cls.status_code: cls
     for cls in (HebbsError, InvalidInput, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch, CorruptVault,
-                LLMNotConfigured, LLMError, ModelError, MessageTooLarge, IndexingInProgress, DaemonUnavailable,
+                LLMNotConfigured, LLMError, ModelError, MessageTooLarge, IndexingInProgress, Cancelled, DaemonUnavailable,
                 DaemonBusy, ProtocolError)
 }

@@ -15,6 +15,9 @@ import pytest
 _SESSION_DIR = Path(tempfile.mkdtemp(prefix="hebbs-tests-"))
 os.environ.setdefault("HEBBS_MODEL_CACHE", str(_SESSION_DIR / "models"))
 os.environ["HEBBS_HOME"] = str(_SESSION_DIR / "home")
+# The many daemons tests start must not all reach for the panel's port 6381; the panel's own tests
+# serve it on a free port through `hebbs palace --port`.
+os.environ["HEBBS_PANEL"] = "off"
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,10 @@ def run(args: argparse.Namespace) -> int:
         from . import daemoncmds
 
         return daemoncmds.run(args)
+    if args.command == "palace":
+        from . import palacecmd
+
+        return palacecmd.run(args)
     if args.command in REFLECT_COMMANDS or (args.command == "forget" and args.candidates):
         from . import reflectcmds
 

@@ -34,13 +34,9 @@ LOCK_WAIT = 15.0
 
 
 def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
+    from hebbs import version as package_version
 
-    try:
-        return dist_version("hebbs")
-    except PackageNotFoundError:
-        return "0+unknown"
+    return package_version()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -106,6 +106,10 @@ class Daemon:
         self._inflight = 0
         self._last_activity = time.monotonic()
         self._stop = asyncio.Event()
+        # The Memory Palace web panel (hebbs.daemon.panel), served from this loop; None until started.
+        self.panel: Any = None
+        # Called with each request that went through the handlers: the panel's live updates.
+        self.change_listeners: list[Callable[[Request], None]] = []
 
     # Running -------------------------------------------------------------------------------
 
@@ -118,12 +122,15 @@ class Daemon:
                  self.limits.connection_idle_timeout, self.limits.frame_timeout, self.fd_limit)
         if on_listening is not None:
             on_listening()
-        background = [asyncio.create_task(self._load_model()), asyncio.create_task(self._housekeeping())]
+        background = [asyncio.create_task(self._load_model()), asyncio.create_task(self._housekeeping()),
+                      asyncio.create_task(self._start_panel())]
         try:
             await self._stop.wait()
         finally:
             log.info("shutting down")
             server.close()
+            if self.panel is not None:
+                await self.panel.stop()
             for task in background:
                 task.cancel()
             # Let requests already running finish: closing a vault under a running engine call
@@ -139,6 +146,34 @@ class Daemon:
 
     def stop(self) -> None:
         self._stop.set()
+
+    # The panel --------------------------------------------------------------------------------
+
+    async def _start_panel(self) -> None:
+        """Serve the panel at start when [panel] (or $HEBBS_PANEL) says so; a taken port is logged, not fatal."""
+        from .panel import PanelService, autostart_port
+
+        port = autostart_port(self.home)
+        if port is None:
+            return
+        try:
+            self.panel = self.panel or PanelService(self)
+            await self.panel.serve(port)
+        except Exception as exc:
+            log.warning("the panel is not served: %s", exc)
+
+    async def ensure_panel(self, port: int | None) -> Any:
+        from .panel import PanelService
+
+        self.panel = self.panel or PanelService(self)
+        return await self.panel.ensure(port)
+
+    def notify_change(self, request: Request) -> None:
+        for listener in self.change_listeners:
+            try:
+                listener(request)
+            except Exception:
+                log.exception("a change listener failed")
 
     async def _load_model(self) -> None:
         """Load and warm the default model at start, so the first recall does not pay for it."""
@@ -174,6 +209,9 @@ class Daemon:
     def _idle_for(self) -> float:
         # An open subscription is a client waiting on us: the daemon is not idle while one exists.
         if self._inflight or any(c.subscriptions for c in self.connections):
+            return 0.0
+        # A browser showing the panel is a user looking: not idle either.
+        if self.panel is not None and self.panel.active():
             return 0.0
         return time.monotonic() - self._last_activity
 

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor
@@ -44,6 +45,13 @@ class VaultSlot:
         self.write_lock = asyncio.Lock()
         self.users = 0
         self.indexing = False
+        # The newest progress report of the index run in progress (hebbs.vault.indexer.Progress).
+        self.progress: Any = None
+        # The index run going on this vault: its outcome, its cancel flag (checked at each progress
+        # report, in the worker thread) and the connections following it (index_follow).
+        self.index_run: "asyncio.Future[Any] | None" = None
+        self.index_cancel: "threading.Event | None" = None
+        self.followers: list[tuple[Any, Any]] = []
         self.last_used = time.monotonic()
 
 
@@ -141,6 +149,10 @@ class VaultPool:
                 await self._close(slot, reason="shutdown")
             except Exception:
                 log.exception("closing vault %s failed", slot.path)
+
+    def known(self) -> list[VaultSlot]:
+        """Every vault a request has named since the daemon started, open or not."""
+        return list(self._slots.values())
 
     def describe(self) -> list[OpenVault]:
         now = time.monotonic()

@@ -207,6 +207,8 @@ class DecaySweeper:
         self.batch = batch
         self.clock = clock or _now
         self.last_report: SweepReport | None = None
+        # Wall-clock seconds when the last full pass ended (the panel shows it).
+        self.last_pass_at: float | None = None
         self.passes = 0
         self._stop = threading.Event()
         self._pass_done = threading.Condition()
@@ -246,6 +248,7 @@ class DecaySweeper:
                 report = sweep_all(self.engine, batch=self.batch, now=self.clock(), stop=self._stop)
                 with self._pass_done:
                     self.last_report = report
+                    self.last_pass_at = time.time()
                     self.passes += 1
                     self._pass_done.notify_all()
             except Exception:  # a failed sweep must not kill the daemon; the cursor lets the next one resume

@@ -1,0 +1,164 @@
+"""The Memory Palace in the browser over a 10,000-memory vault: first paint, a rendered recall, the graph.
+
+    .venv/bin/python bench/bench_palace.py [--memories 10000] [--runs 5]
+
+A throwaway HEBBS_HOME; memories are remembered through the daemon in batches of 500 (the real
+embedding path), over 50 entities. Then headless Chromium (Debian's /usr/bin/chromium) measures:
+
+- overview first paint: navigation start to first-contentful-paint, a fresh page each run;
+- floor: the same for a page rendered through the same layout with no vault data (the query log
+  of an empty vault), so the ratio says what the vault's size costs;
+- rendered recall: click on Recall to the results painted (a form submit, server recall, render);
+- its floor: the same recall through the SDK (Client.recall), no browser;
+- graph: page load to the sampled 5,000-node graph laid out and drawn.
+Figures are medians; the machine is shared, so compare ratios rather than absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SUBJECTS = ["the billing service", "the deploy pipeline", "the Acme account", "the search cluster", "the mobile app",
+            "the data warehouse", "the auth gateway", "the design system", "the on-call rota", "the Q3 roadmap"]
+VERBS = ["was migrated to", "now depends on", "had an incident involving", "was reviewed together with",
+         "got a new owner after", "is blocked by", "shipped a fix for", "was load-tested against"]
+OBJECTS = ["Kubernetes 1.31", "a Postgres replica", "the new CDN", "the Stripe webhook", "an expired certificate",
+           "the Redis cache", "the Kafka topic", "the SSO provider", "the nightly batch job", "the staging cluster"]
+CUES = ["what happened to the billing service", "who owns the auth gateway", "incidents with expired certificates",
+        "what is blocked by the Kafka topic", "mobile app load tests"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sentences(n: int, seed: int = 7) -> list[dict]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        text = f"{rng.choice(SUBJECTS).capitalize()} {rng.choice(VERBS)} {rng.choice(OBJECTS)} (note {i})."
+        out.append({"content": text, "entity_id": f"team-{i % 50:02d}", "importance": round(rng.random(), 2)})
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--home", help="reuse this HEBBS_HOME (kept afterwards): its memories are made once")
+    args = parser.parse_args()
+    if not Path("/usr/bin/chromium").exists():
+        print("needs Debian's chromium: apt-get install chromium", file=sys.stderr)
+        return 1
+    from playwright.sync_api import sync_playwright
+
+    from hebbs.client import Client
+
+    work = Path(tempfile.mkdtemp(prefix="hbbench", dir="/tmp"))
+    home = Path(args.home).absolute() if args.home else work / "home"
+    empty = work / "empty"
+    empty.mkdir()
+    env = {**os.environ, "HEBBS_HOME": str(home), "HEBBS_PANEL": "off", "HEBBS_IDLE_TIMEOUT": "0"}
+    os.environ.update(env)
+    hebbs = str(Path(sys.executable).with_name("hebbs"))
+    try:
+        started = time.perf_counter()
+        with Client(global_=True, home=home) as client:
+            have = client.status().vault.memories
+            items = sentences(args.memories)[have:]
+            for at in range(0, len(items), 500):
+                client.remember_many(items[at:at + 500])
+        print(f"remembered {len(items)} memories in {time.perf_counter() - started:.0f} s (setup, not a figure)",
+              flush=True)
+        subprocess.run([hebbs, "init", str(empty)], env=env, check=True, capture_output=True)
+        with Client(vault=empty, home=home) as client:
+            client.status()
+        port = free_port()
+        url = json.loads(subprocess.run([hebbs, "palace", "--port", str(port), "--no-browser", "--format", "json"],
+                                        env=env, check=True, capture_output=True, text=True).stdout)["url"]
+        base = f"http://127.0.0.1:{port}"
+        g = quote(str(home.resolve()), safe="")
+        e = quote(str((empty / ".hebbs").resolve()), safe="")
+
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            page = context.new_page()
+            page.set_default_timeout(120_000)
+            page.goto(url)
+
+            def first_paint(path: str) -> float:
+                """Navigation start to first-contentful-paint, as the browser itself records it."""
+                fresh = context.new_page()
+                fresh.goto(base + path, wait_until="load")
+                fcp = fresh.evaluate("""new Promise((resolve) => new PerformanceObserver((list, observer) => {
+                    const entry = list.getEntriesByName('first-contentful-paint')[0];
+                    if (entry) { observer.disconnect(); resolve(entry.startTime); }
+                }).observe({type: 'paint', buffered: true}))""")
+                fresh.close()
+                return fcp
+
+            cold = first_paint("/")  # the panel's whole-vault views are built on this first visit
+            overview = [first_paint("/") for _ in range(args.runs)]
+            floor = [first_paint(f"/queries?vault={e}") for _ in range(args.runs)]
+
+            recall_ui, recall_sdk = [], []
+            with Client(global_=True, home=home) as client:
+                for cue in CUES[:args.runs]:
+                    page.goto(f"{base}/recall?vault={g}")
+                    page.fill("input[name=cue]", cue)
+                    t0 = time.perf_counter()
+                    page.click("button:has-text('Recall')")
+                    page.wait_for_selector("#results article.result")
+                    page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+                    recall_ui.append((time.perf_counter() - t0) * 1000)
+                    t0 = time.perf_counter()
+                    client.recall(cue, top_k=10, reinforce=False)
+                    recall_sdk.append((time.perf_counter() - t0) * 1000)
+
+            def graph_drawn(vault: str) -> float:
+                t0 = time.perf_counter()
+                page.goto(f"{base}/graph?vault={vault}")
+                page.wait_for_selector("#graph[data-ready='1']")
+                page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+                return (time.perf_counter() - t0) * 1000
+
+            graph_drawn(g)  # the first one builds the server's graph view (then cached until a change)
+            graph = [graph_drawn(g) for _ in range(max(1, args.runs // 2))]
+            status = page.locator("#graph-status").inner_text()
+            graph_floor = [graph_drawn(e) for _ in range(max(1, args.runs // 2))]
+            browser.close()
+    finally:
+        subprocess.run([hebbs, "daemon", "stop"], env=env, capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+    med = statistics.median
+    print(f"\nMemory Palace, {args.memories} memories, medians of {args.runs} runs (shared 2-core machine)")
+    print(f"  overview first paint        {med(overview):7.0f} ms   (goal < 1000 ms)")
+    print(f"  floor: empty page paint     {med(floor):7.0f} ms   ratio {med(overview) / med(floor):.1f}x")
+    print(f"  rendered recall (click)     {med(recall_ui):7.0f} ms")
+    print(f"  floor: SDK recall           {med(recall_sdk):7.0f} ms   ratio {med(recall_ui) / med(recall_sdk):.1f}x")
+    print(f"  graph drawn                 {med(graph):7.0f} ms   ({status.split(';')[0]})")
+    print(f"  floor: empty graph page     {med(graph_floor):7.0f} ms   ratio {med(graph) / med(graph_floor):.1f}x")
+    print(f"  first visit (views cold)    {cold:7.0f} ms   overview first paint before anything was cached")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,393 @@
+"""The panel's routes (Starlette): pages, the graph's JSON, the live event stream and the few actions."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from hebbs.errors import HebbsError, InvalidInput, NotFound
+from hebbs.protocol import (ContradictionCommit, ContradictionPrepare, ForgetCandidates, Forget, Inspect, Insights,
+                            List, Queries, Recall, Remember, Revise, Status)
+from hebbs.schema import ContradictionVerdict, ScoringWeights
+
+from . import data, pages
+from .host import PanelHost
+from .html import url
+from .security import FORM_FIELD, Guard, token_matches
+
+STATIC = Path(__file__).parent / "static"
+KEEPALIVE_SECONDS = 15.0
+# The panel's forms are small and urlencoded (parsed here: no multipart parser needed).
+MAX_FORM_BYTES = 1024 * 1024
+
+
+def build_app(service: PanelHost) -> Any:
+    routes = Routes(service)
+    app = Starlette(routes=[
+        Route("/", routes.overview), Route("/recall", routes.recall), Route("/memory", routes.memory),
+        Route("/source", routes.source), Route("/graph", routes.graph), Route("/api/graph", routes.graph_json),
+        Route("/timeline", routes.timeline), Route("/contradictions", routes.contradictions),
+        Route("/insights", routes.insights), Route("/queries", routes.queries), Route("/events", routes.events),
+        Route("/memory/revise", routes.revise, methods=["POST"]), Route("/memory/pin", routes.pin, methods=["POST"]),
+        Route("/memory/supersede", routes.supersede, methods=["POST"]),
+        Route("/memory/forget", routes.forget, methods=["POST"]),
+        Route("/contradictions/verdict", routes.verdict, methods=["POST"]),
+        Route("/index/cancel", routes.cancel_index, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC, follow_symlink=False), name="static"),
+    ])
+    return Guard(app, service.token, lambda: service.port or 0)
+
+
+class Routes:
+    def __init__(self, service: PanelHost) -> None:
+        self.service = service
+        self.data = service.data
+        self.home = service.home
+
+    # Plumbing -----------------------------------------------------------------------------------
+
+    def _vault(self, request: Request) -> str:
+        return self.service.vaults.check(request.query_params.get("vault"))
+
+    def _page(self, request: Request, title: str, vault: str, body: str, status: int = 200, **kw: Any) -> HTMLResponse:
+        return HTMLResponse(pages.layout(title, request.url.path, vault, self.service.vaults.paths(), self.home, body, **kw),
+                            status_code=status)
+
+    async def _guarded(self, request: Request, title: str, render: Any, **kw: Any) -> HTMLResponse:
+        """Render a page; a HebbsError becomes the same page with the error, never a traceback."""
+        self.service.inflight += 1
+        try:
+            vault = str(self.home)
+            try:
+                vault = self._vault(request)
+                body = await render(vault)
+                return self._page(request, title, vault, body, **kw)
+            except HebbsError as exc:
+                status = 404 if isinstance(exc, NotFound) else 400
+                return self._page(request, title, vault, pages.error_box(str(exc)), status=status, live=False)
+        finally:
+            self.service.inflight -= 1
+
+    async def _form(self, request: Request) -> dict[str, str]:
+        """The posted form, once its token is checked (the cookie alone never authorizes a change)."""
+        if len(await request.body()) > MAX_FORM_BYTES:
+            raise PermissionError
+        form = dict(parse_qsl((await request.body()).decode("utf-8", errors="replace"), keep_blank_values=True))
+        if not (token_matches(form.get(FORM_FIELD), self.service.token)
+                or request.scope.get("state", {}).get("token_in_header")):
+            raise PermissionError
+        form["vault"] = self.service.vaults.check(form.get("vault"))
+        return form
+
+    async def _act(self, request: Request, act: Any) -> Response:
+        try:
+            form = await self._form(request)
+        except PermissionError:
+            return Response("a change needs the panel's token in the form or the X-Hebbs-Token header", 403)
+        except HebbsError as exc:
+            return Response(str(exc), 404)
+        self.service.inflight += 1
+        try:
+            return await act(form)
+        except HebbsError as exc:
+            return self._page(request, "Not done", form["vault"], pages.error_box(str(exc)), status=400, live=False)
+        finally:
+            self.service.inflight -= 1
+
+    # Pages ----------------------------------------------------------------------------------------
+
+    async def overview(self, request: Request) -> HTMLResponse:
+        async def render(_: str) -> str:
+            status = await self.data.command(Status(), None)
+            cards = await asyncio.gather(*(self._card(v) for v in self.service.vaults.paths()))
+            return pages.overview(status, list(cards), self.home, self.service.token)
+
+        return await self._guarded(request, "Overview", render)
+
+    async def _card(self, vault: str) -> dict[str, Any]:
+        card: dict[str, Any] = {"vault": vault}
+        try:
+            status = await self.data.command(Status(), vault)
+            card["stats"] = status.vault
+            card["summary"] = await self.data.cached_view(vault, data.summary)
+            card["candidates"] = await self.data.cached(vault, ("forget_candidates",), lambda: self.data.command(
+                ForgetCandidates(), vault), ttl=data.CANDIDATES_TTL_SECONDS)
+            root = data.notes_root(vault, self.home)
+            if root is not None:
+                card["root"] = str(root)
+                files = await self.data.command(List(path=str(root)), vault)
+                counts: dict[str, int] = {}
+                for f in files:
+                    counts[f.state] = counts.get(f.state, 0) + 1
+                card["notes"] = counts
+            slot = self.data.slot_state(vault)
+            if slot is not None:
+                card["indexing"], card["progress"] = slot.indexing, slot.progress
+                card["sweep"] = pages.sweep_text(slot.sweeper)
+        except HebbsError as exc:
+            card["error"] = str(exc)
+        return card
+
+    async def recall(self, request: Request) -> HTMLResponse:
+        async def render(vault: str) -> str:
+            form = recall_form(request)
+            entities = await self.data.cached_view(vault, data.entity_names)
+            body = pages.recall_form(vault, form, entities)
+            if request.query_params.get("run"):
+                command, ignored = recall_command(form)
+                results = await self.data.command(command, vault)
+                body += '<div class="results" id="results">' + pages.recall_results(
+                    vault, results, form, pages.command_line(vault, self.home, form), ignored) + "</div>"
+            return f'<div class="playground-grid">{body}</div>'
+
+        return await self._guarded(request, "Recall playground", render, live=False)
+
+    async def memory(self, request: Request) -> HTMLResponse:
+        async def render(vault: str) -> str:
+            inspection = await self.data.command(Inspect(id=_required(request, "id")), vault)
+            m = inspection.memory
+            ids = [x for ed in inspection.edges for x in (ed.source, ed.target)] + ([m.superseded_by] if m.superseded_by else [])
+            others = await self.data.view(vault, data.memories_by_id, ids[:400])
+            chain = await self.data.view(vault, data.supersession, m)
+            lines = await asyncio.to_thread(data.line_range, vault, self.home, m) if m.source else None
+            return pages.memory_page(vault, self.service.token, inspection, others, chain, lines)
+
+        return await self._guarded(request, "Memory", render)
+
+    async def source(self, request: Request) -> HTMLResponse:
+        async def render(vault: str) -> str:
+            inspection = await self.data.command(Inspect(id=_required(request, "id")), vault)
+            section = await asyncio.to_thread(data.read_source, vault, self.home, inspection.memory)
+            return pages.source_page(vault, inspection.memory.id, section)
+
+        return await self._guarded(request, "Source", render, live=False)
+
+    async def graph(self, request: Request) -> HTMLResponse:
+        async def render(vault: str) -> str:
+            return pages.graph_page(vault)
+
+        return await self._guarded(request, "Graph", render, live=False, scripts=("vendor/cytoscape.min.js", "graph.js"))
+
+    async def graph_json(self, request: Request) -> Response:
+        try:
+            vault = self._vault(request)
+            view = await self.data.cached_view(vault, data.graph)
+        except HebbsError as exc:
+            return Response(json.dumps({"error": str(exc)}), 400, media_type="application/json")
+        return Response(msgspec.json.encode(view), media_type="application/json")
+
+    async def timeline(self, request: Request) -> HTMLResponse:
+        async def render(vault: str) -> str:
+            entity = request.query_params.get("entity") or None
+            kind = request.query_params.get("kind") or None
+            if kind not in (None, "EPISODE", "INSIGHT"):
+                raise InvalidInput(f"kind must be EPISODE or INSIGHT, got {kind!r}")
+            entities = await self.data.cached_view(vault, data.entity_names)
+            memories, total = await self.data.view(vault, data.timeline, entity, kind)
+            return pages.timeline_page(vault, entity, kind, entities, memories, total)
+
+        return await self._guarded(request, "Timeline", render)
+
+    async def contradictions(self, request: Request) -> HTMLResponse:
+        async def render(vault: str) -> str:
+            prepared = await self.data.command(ContradictionPrepare(max_results=100), vault)
+            return pages.contradictions_page(vault, self.service.token, prepared, request.query_params.get("done"))
+
+        return await self._guarded(request, "Contradictions", render)
+
+    async def insights(self, request: Request) -> HTMLResponse:
+        async def render(vault: str) -> str:
+            found = await self.data.command(Insights(max_results=200), vault)
+            sources = await self.data.view(vault, data.memories_by_id, [s for i in found for s in i.source_ids])
+            return pages.insights_page(vault, found, sources)
+
+        return await self._guarded(request, "Insights", render)
+
+    async def queries(self, request: Request) -> HTMLResponse:
+        async def render(vault: str) -> str:
+            return pages.queries_page(vault, await self.data.command(Queries(limit=200), vault))
+
+        return await self._guarded(request, "Query log", render)
+
+    # Live updates -------------------------------------------------------------------------------
+
+    async def events(self, request: Request) -> StreamingResponse:
+        feed = self.service.feed
+
+        async def stream() -> Any:
+            with feed.listen() as queue:
+                yield "retry: 2000\n\n"
+                while True:
+                    try:
+                        event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+                    except asyncio.TimeoutError:
+                        yield ": keepalive\n\n"
+                        continue
+                    if event is None:
+                        return
+                    yield f"event: change\ndata: {json.dumps(event)}\n\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
+
+    # Actions ------------------------------------------------------------------------------------
+
+    async def revise(self, request: Request) -> Response:
+        async def act(form: dict[str, str]) -> Response:
+            entity = (form.get("entity") or "").strip() or None
+            importance = _float(form.get("importance"), "importance")
+            memory = await self.data.command(Revise(id=form["id"], content=form.get("content") or None,
+                                                    importance=importance, entity_id=entity), form["vault"])
+            return _back("/memory", vault=form["vault"], id=memory.id)
+
+        return await self._act(request, act)
+
+    async def pin(self, request: Request) -> Response:
+        async def act(form: dict[str, str]) -> Response:
+            inspection = await self.data.command(Inspect(id=form["id"]), form["vault"])
+            context = dict(inspection.memory.context)
+            if form.get("pinned") == "1":
+                context["pinned"] = True
+            else:
+                context.pop("pinned", None)
+            await self.data.command(Revise(id=inspection.memory.id, context=context), form["vault"])
+            return _back("/memory", vault=form["vault"], id=inspection.memory.id)
+
+        return await self._act(request, act)
+
+    async def supersede(self, request: Request) -> Response:
+        async def act(form: dict[str, str]) -> Response:
+            old = (await self.data.command(Inspect(id=form["id"]), form["vault"])).memory
+            content = (form.get("content") or "").strip()
+            if not content:
+                raise InvalidInput("write the new memory that supersedes this one")
+            new = await self.data.command(Remember(content=content, importance=old.importance, context=old.context or None,
+                                                   entity_id=old.entity_id, supersedes=[old.id]), form["vault"])
+            return _back("/memory", vault=form["vault"], id=new.id)
+
+        return await self._act(request, act)
+
+    async def forget(self, request: Request) -> Response:
+        async def act(form: dict[str, str]) -> Response:
+            if form.get("confirm") != "yes":
+                memory = (await self.data.command(Inspect(id=form["id"]), form["vault"])).memory
+                return self._page(request, "Forget this memory?", form["vault"],
+                                  pages.forget_confirm(form["vault"], self.service.token, memory), live=False)
+            await self.data.command(Forget(ids=[form["id"]]), form["vault"])
+            return _back("/timeline", vault=form["vault"])
+
+        return await self._act(request, act)
+
+    async def verdict(self, request: Request) -> Response:
+        async def act(form: dict[str, str]) -> Response:
+            verdict = ContradictionVerdict(pending_id=form.get("pending_id", ""), verdict=form.get("verdict", ""),
+                                           note="decided in the Memory Palace")
+            done = await self.data.command(ContradictionCommit(verdicts=[verdict]), form["vault"])
+            said = {"contradiction": done.contradictions, "revision": done.revisions, "neutral": done.dismissed}
+            message = (f"{verdict.verdict} recorded" if said.get(verdict.verdict) else
+                       "; ".join(done.warnings) or "nothing was recorded")
+            return _back("/contradictions", vault=form["vault"], done=message)
+
+        return await self._act(request, act)
+
+
+    async def cancel_index(self, request: Request) -> Response:
+        async def act(form: dict[str, str]) -> Response:
+            slot = self.data.slot_state(form["vault"])
+            cancel = None if slot is None else slot.index_cancel
+            if cancel is not None:
+                cancel.set()  # the run stops at its next progress report (Handlers._stream)
+            return _back("/", vault=form["vault"])
+
+        return await self._act(request, act)
+
+
+# Recall form ----------------------------------------------------------------------------------------
+
+def recall_form(request: Request) -> dict[str, Any]:
+    q = request.query_params
+    weights = {name: _float(q.get(f"w_{name}"), name, default) for name, default in pages.WEIGHTS}
+    strategies = [s for s in q.getlist("strategy") if s in pages.STRATEGIES]
+    top_k = _int(q.get("top_k"), "top-k", 10)
+    depth = _int(q.get("depth"), "depth", 3)
+    direction = q.get("direction") or "forward"
+    if direction not in ("forward", "backward", "both"):
+        raise InvalidInput(f"direction must be forward, backward or both, got {direction!r}")
+    return {"cue": (q.get("cue") or "").strip(), "strategies": strategies, "weights": weights, "top_k": top_k,
+            "entity": q.get("entity") or "", "since": q.get("since") or "", "until": q.get("until") or "",
+            "seed": (q.get("seed") or "").strip(), "direction": direction, "depth": depth,
+            "include_superseded": bool(q.get("include_superseded")),
+            "reinforce": bool(q.get("reinforce")) if q.get("run") else False}
+
+
+def recall_command(form: dict[str, Any]) -> tuple[Recall, list[str]]:
+    """The Recall command a form asks for, and notes about what this daemon's protocol cannot carry yet."""
+    window = None
+    if form["since"] or form["until"]:
+        window = (_micros(form["since"], "from"), _micros(form["until"], "to"))
+    fields: dict[str, Any] = dict(
+        cue=form["cue"] or None, strategies=form["strategies"] or None, top_k=form["top_k"],
+        entity_id=form["entity"] or None, time_range=window, weights=ScoringWeights(**form["weights"]),
+        include_superseded=form["include_superseded"], reinforce=form["reinforce"])
+    ignored: list[str] = []
+    if "causal" in form["strategies"]:
+        wanted = {"seed": form["seed"] or None, "direction": form["direction"], "max_depth": form["depth"]}
+        # Causal parameters travel only if this protocol version has them (tolerant of older daemons).
+        supported = set(Recall.__struct_fields__)
+        for name, value in wanted.items():
+            if name in supported:
+                fields[name] = value
+            elif value not in (None, "forward", 3) or name == "seed" and value:
+                ignored.append(f"this daemon's protocol has no causal {name} yet: recall used the default")
+    return Recall(**{k: v for k, v in fields.items() if v is not None or k == "cue"}), ignored
+
+
+def _micros(text: str, what: str) -> int | None:
+    if not text:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(text).replace(tzinfo=dt.timezone.utc)
+    except ValueError:
+        raise InvalidInput(f"{what} is not a date and time: {text!r}") from None
+    return int(moment.timestamp() * 1_000_000)
+
+
+def _float(raw: str | None, what: str, default: float | None = None) -> float | None:
+    if raw in (None, ""):
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise InvalidInput(f"{what} must be a number, got {raw!r}") from None
+
+
+def _int(raw: str | None, what: str, default: int) -> int:
+    if raw in (None, ""):
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidInput(f"{what} must be a whole number, got {raw!r}") from None
+
+
+def _required(request: Request, name: str) -> str:
+    value = request.query_params.get(name)
+    if not value:
+        raise InvalidInput(f"this page needs ?{name}=")
+    return value
+
+
+def _back(path: str, **params: Any) -> RedirectResponse:
+    import html
+
+    return RedirectResponse(html.unescape(url(path, **params)), status_code=303)

@@ -1,0 +1,462 @@
+"""The Memory Palace, end to end: a real daemon over real vaults, its panel driven in headless Chromium.
+
+Chromium is Debian's (/usr/bin/chromium; .ci/run installs it). A missing browser fails these tests:
+they are never skipped.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hebbs.paths import VAULT_DIR
+
+pytest_plugins = ["daemon_fixtures"]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+UI_WAIT_MS = 30_000
+
+NOTES = {
+    "acme.md": "# Acme\n\nAcme uses Salesforce as their CRM, managed by [[Bob]].\n\n"
+               "## Pricing\n\nAcme pays 20 dollars per seat per month on the annual plan.\n\n"
+               "## Renewal\n\nThe Acme contract renews every March; Bob negotiates it.\n",
+    "Bob.md": "# Bob\n\nBob is the account manager for Acme and prefers calls on Tuesday mornings.\n",
+    "deploys.md": "# Deploys\n\nProduction deploys go out through the canary pipeline with two approvals.\n",
+}
+TOPICS = [
+    "We roll back a failed production deploy with helm rollback.",
+    "The CI pipeline caches Docker layers to make deploys faster.",
+    "A deploy to production needs two approvals in the pipeline.",
+    "The canary deploy caught a memory leak before it reached all Kubernetes pods.",
+    "Carol feeds her sourdough starter with rye flour every morning.",
+    "The sourdough loaf needs a long cold proof in the fridge overnight.",
+    "Baking bread at 250 degrees with steam gives a crisp crust.",
+    "Carol scores each loaf with a razor blade before baking it.",
+    "The telescope showed Saturn's rings clearly last night.",
+    "Jupiter's four largest moons are visible with binoculars.",
+    "A new moon is the best time to photograph faint nebulae.",
+    "The Perseid meteor shower peaks in mid August.",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Palace:
+    """A daemon home with a global brain and one notes vault, and the panel serving them."""
+
+    def __init__(self, daemon: Any, notes: Path, port: int, url: str) -> None:
+        self.daemon = daemon
+        self.notes = notes
+        self.vault = str((notes / VAULT_DIR).resolve())
+        self.home = str(Path(daemon.home).resolve())
+        self.port = port
+        self.url = url
+        self.token = url.split("token=", 1)[1]
+        self.base = f"http://127.0.0.1:{port}"
+        # Folders a test made for this daemon's vaults: removed once the daemon has closed them.
+        self.scratch: list[Path] = []
+
+    def page_url(self, path: str) -> str:
+        return self.base + path
+
+
+@pytest.fixture(scope="module")
+def palace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Palace]:
+    from daemon_fixtures import DaemonHome, short_tmp
+
+    daemon = DaemonHome(idle_timeout=0)
+    notes = short_tmp("hbnotes")
+    scratch = [notes]
+    for name, text in NOTES.items():
+        (notes / name).write_text(text)
+    try:
+        daemon.hebbs("index", str(notes))
+        with daemon.client(global_=True) as client:
+            client.remember_many([{"content": text, "entity_id": "team"} for text in TOPICS])
+            client.remember("Alice prefers tea in the afternoon.", entity_id="alice", importance=0.7)
+            client.remember("The deploy pipeline is reliable.", entity_id="ops")
+            client.remember("The deploy pipeline is unreliable.", entity_id="ops")
+            prepared = client.reflect_prepare(max_memories=100)
+            cluster = prepared.clusters[0]
+            client.reflect_commit(prepared.session_id, [{
+                "content": f"The team keeps notes about {cluster.terms[0]}.", "confidence": 0.8,
+                "source_memory_ids": [m.id for m in cluster.memories[:3]], "tags": ["topic"]}])
+        port = free_port()
+        out = json.loads(daemon.hebbs("palace", "--port", str(port), "--no-browser", "--format", "json").stdout)
+        assert out["port"] == port and out["url"].startswith(f"http://127.0.0.1:{port}/?token=")
+        palace = Palace(daemon, notes, port, out["url"])
+        palace.scratch = scratch
+        yield palace
+    finally:
+        daemon.cleanup()
+        for folder in scratch:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium); "
+                    "the panel's tests never skip")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Any, palace: Palace) -> Iterator[Any]:
+    """A fresh browser context that opened the printed address (so it holds the token's cookie)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(UI_WAIT_MS)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(palace.url)
+    assert "token=" not in page.url  # the token went into a cookie, out of the address bar
+    yield page
+    context.close()
+    assert not errors, f"script errors on the page: {errors}"
+
+
+def q(value: str) -> str:
+    from urllib.parse import quote
+
+    return quote(value, safe="")
+
+
+# Pages ----------------------------------------------------------------------------------------------
+
+def test_overview_shows_every_vault_with_its_counts_and_the_daemon(page: Any, palace: Palace) -> None:
+    page.goto(palace.page_url("/"))
+    global_card = page.locator(f'[data-vault-card="{palace.home}"]')
+    notes_card = page.locator(f'[data-vault-card="{palace.vault}"]')
+    assert global_card.locator(".count").inner_text() == "16"  # 12 topics, alice, two ops, one insight
+    assert "INSIGHT" in global_card.inner_text() and "team" in global_card.inner_text()
+    assert "1 pending" in global_card.inner_text()  # the reliable / unreliable pipeline
+    notes_text = notes_card.inner_text()
+    assert notes_card.locator(".count").inner_text() == "5"  # five sections in three notes
+    assert "synced 3" in notes_text and "notes folder" in notes_text.lower()
+    assert "all-MiniLM-L6-v2" in page.locator(".card.daemon").inner_text()
+
+
+def test_memory_page_shows_source_edges_and_the_section_in_its_file(page: Any, palace: Palace) -> None:
+    with palace.daemon.client(vault=palace.notes) as client:
+        hit = client.recall("Acme seat price", top_k=1, reinforce=False).results[0].memory
+    page.goto(palace.page_url(f"/memory?vault={q(palace.vault)}&id={hit.id}"))
+    assert "20 dollars per seat" in page.locator("#memory-content").inner_text()
+    text = page.locator("main").inner_text()
+    assert "acme.md" in text and "Acme › Pricing" in text and "lines 5–7" in text
+    assert "FOLLOWED_BY" in text or "RELATED_TO" in text
+    page.click("text=show the section in its file")
+    assert page.locator("mark#section").inner_text().startswith("## Pricing")
+    assert "Acme uses Salesforce" in page.locator("pre.source").inner_text()  # the whole file, section marked
+
+
+def test_graph_draws_the_memories_and_opens_one_on_click(page: Any, palace: Palace) -> None:
+    page.goto(palace.page_url(f"/graph?vault={q(palace.home)}"))
+    page.wait_for_selector("#graph[data-ready='1']")
+    assert page.locator("#graph-status").inner_text().startswith("16 memories")
+    assert page.locator("#graph canvas").count() > 0
+
+
+def test_timeline_lists_an_entitys_memories_in_time_order_and_filters_by_kind(page: Any, palace: Palace) -> None:
+    page.goto(palace.page_url(f"/timeline?vault={q(palace.home)}&entity=team"))
+    items = page.locator("ol.timeline li.event").all_inner_texts()
+    assert len(items) >= 12 and "helm rollback" in items[0] and "Perseid" in items[11]
+    page.select_option("select[name=entity]", "")  # submits on change
+    page.wait_for_url("**entity=&**")
+    page.select_option("select[name=kind]", "INSIGHT")
+    page.wait_for_url("**kind=INSIGHT**")
+    assert page.locator("ol.timeline li.event").count() == 1
+    assert "The team keeps notes about" in page.locator("ol.timeline").inner_text()
+
+
+def test_insights_show_their_source_memories_and_the_query_log_shows_recalls(page: Any, palace: Palace) -> None:
+    page.goto(palace.page_url(f"/insights?vault={q(palace.home)}"))
+    insight = page.locator("article.insight").first
+    assert "The team keeps notes about" in insight.inner_text()
+    assert insight.locator("ul.sources li").count() == 3
+    with palace.daemon.client(global_=True) as client:
+        client.recall("sourdough starter", top_k=3)
+    page.goto(palace.page_url(f"/queries?vault={q(palace.home)}"))
+    row = page.locator("table.queries tbody tr").first.inner_text()
+    assert "sourdough starter" in row and "ms" in row
+
+
+# The recall playground ------------------------------------------------------------------------------
+
+def test_a_recall_through_the_playground_shows_scores_strategies_and_the_command_line(page: Any, palace: Palace) -> None:
+    page.goto(palace.page_url(f"/recall?vault={q(palace.vault)}"))
+    page.fill("input[name=cue]", "who manages the CRM")
+    page.check("input[name=strategy][value=similarity]")
+    page.check("input[name=strategy][value=lexical]")
+    page.fill("input[name=top_k]", "3")
+    page.click("button:has-text('Recall')")
+    page.wait_for_selector("#results")
+    results = page.locator("article.result")
+    assert results.count() == 3
+    first = results.first.inner_text()
+    assert "Salesforce" in first or "Bob" in first
+    assert results.first.locator(".bar").count() == 4  # relevance, recency, importance, reinforcement
+    assert results.first.locator(".chip.strategy").count() >= 1
+    command = page.locator("#command-line").inner_text()
+    assert command == (f"hebbs --vault {palace.notes.resolve()} recall 'who manages the CRM' --strategy similarity "
+                       "--strategy lexical --top-k 3")
+
+
+# Changing memories ----------------------------------------------------------------------------------
+
+def test_a_contradiction_review_in_the_panel_is_what_the_cli_then_sees(page: Any, palace: Palace) -> None:
+    page.goto(palace.page_url(f"/contradictions?vault={q(palace.home)}"))
+    candidate = page.locator("article.candidate").first
+    assert "reliable" in candidate.inner_text() and "unreliable" in candidate.inner_text()
+    candidate.locator("button:has-text('Revision')").click()
+    page.wait_for_selector("#no-candidates")
+    assert "revision recorded" in page.locator(".notice").first.inner_text()
+    listed = json.loads(palace.daemon.hebbs("--global", "contradictions", "--format", "json").stdout)
+    assert listed["candidates"] == []
+    recalled = json.loads(palace.daemon.hebbs("--global", "recall", "deploy pipeline reliable", "--entity", "ops",
+                                              "--format", "json").stdout)
+    contents = [r["memory"]["content"] for r in recalled["results"]]
+    assert contents == ["The deploy pipeline is unreliable."]  # the older one is superseded now
+
+
+def test_revise_pin_supersede_and_forget_from_the_memory_page(page: Any, palace: Palace) -> None:
+    with palace.daemon.client(global_=True) as client:
+        memory = client.remember("The office wifi password rotates monthly.", entity_id="office")
+    page.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id}"))
+    page.fill("form.revise textarea[name=content]", "The office wifi password rotates every week.")
+    page.click("form.revise button:has-text('Revise')")
+    page.wait_for_selector("text=rotates every week")
+    assert "rotates monthly" in page.locator("ul.history").inner_text()
+    page.click("button:has-text('Pin')")
+    page.wait_for_selector("button:has-text('Unpin')")
+    shown = json.loads(palace.daemon.hebbs("--global", "get", memory.id, "--format", "json").stdout)
+    assert shown["content"] == "The office wifi password rotates every week." and shown["context"]["pinned"] is True
+
+    page.fill("form.supersede textarea[name=content]", "The office wifi has no password; it uses badges now.")
+    page.click("form.supersede button:has-text('Supersede')")
+    page.wait_for_selector("text=uses badges now")
+    newer_id = page.url.split("id=")[1]
+    chain = page.locator("ol.chain").inner_text()
+    assert "rotates every week" in chain
+    old = json.loads(palace.daemon.hebbs("--global", "get", memory.id, "--format", "json").stdout)
+    assert old["superseded_by"] == newer_id
+
+    page.click("button:has-text('Forget')")
+    page.wait_for_selector("text=Forget this memory?")  # asks first
+    assert json.loads(palace.daemon.hebbs("--global", "get", newer_id, "--format", "json").stdout)["id"] == newer_id
+    page.click("button:has-text('Yes, forget it')")
+    page.wait_for_url("**/timeline**")
+    gone = palace.daemon.hebbs("--global", "get", newer_id, check=False)
+    assert gone.returncode == 1 and "NOT_FOUND" in gone.stderr + gone.stdout or "no memory" in gone.stderr
+
+
+# Live updates -----------------------------------------------------------------------------------------
+
+def test_a_page_updates_live_after_hebbs_remember_without_a_reload(page: Any, palace: Palace) -> None:
+    page.goto(palace.page_url(f"/timeline?vault={q(palace.home)}&entity=visitors"))
+    page.wait_for_selector("#live.on")  # the event stream is open
+    page.evaluate("window.__not_reloaded = true")
+    assert page.locator("ol.timeline li.event").count() == 0
+    palace.daemon.hebbs("--global", "remember", "A visitor from Globex arrives on Thursday.", "--entity", "visitors")
+    page.wait_for_selector("text=A visitor from Globex arrives on Thursday.")
+    assert page.evaluate("window.__not_reloaded") is True
+
+
+def test_the_overview_follows_a_watcher_style_index_run(page: Any, palace: Palace) -> None:
+    page.goto(palace.page_url("/"))
+    page.wait_for_selector("#live.on")
+    page.evaluate("window.__not_reloaded = true")
+    (palace.notes / "globex.md").write_text("# Globex\n\nGlobex is a new prospect in the energy sector.\n")
+    palace.daemon.hebbs("index", str(palace.notes))
+    card = page.locator(f'[data-vault-card="{palace.vault}"] .count')
+    page.wait_for_function(f"document.querySelector('[data-vault-card=\"{palace.vault}\"] .count').textContent === '6'")
+    assert card.inner_text() == "6" and page.evaluate("window.__not_reloaded") is True
+
+
+# Security, with raw HTTP requests -----------------------------------------------------------------------
+
+def raw(palace: Palace, method: str, path: str, *, host: str | None = None, headers: dict[str, str] | None = None,
+        body: str | None = None) -> http.client.HTTPResponse:
+    conn = http.client.HTTPConnection("127.0.0.1", palace.port, timeout=30)
+    conn.putrequest(method, path, skip_host=True)
+    conn.putheader("Host", host or f"127.0.0.1:{palace.port}")
+    for k, v in (headers or {}).items():
+        conn.putheader(k, v)
+    data = body.encode() if body is not None else None
+    if data is not None:
+        conn.putheader("Content-Type", "application/x-www-form-urlencoded")
+        conn.putheader("Content-Length", str(len(data)))
+    conn.endheaders(data)
+    response = conn.getresponse()
+    response.read()
+    conn.close()
+    return response
+
+
+def test_a_foreign_host_header_is_refused_even_with_the_token(palace: Palace) -> None:
+    cookie = {"Cookie": f"hebbs_panel={palace.token}"}
+    assert raw(palace, "GET", "/", headers=cookie).status == 200
+    assert raw(palace, "GET", "/", host=f"localhost:{palace.port}", headers=cookie).status == 200
+    for host in (f"evil.example:{palace.port}", "127.0.0.1", f"127.0.0.1:{palace.port + 1}", f"attacker.localhost:{palace.port}"):
+        assert raw(palace, "GET", "/", host=host, headers=cookie).status == 403, host
+    assert raw(palace, "GET", f"/?token={palace.token}", host=f"evil.example:{palace.port}").status == 403
+
+
+def test_every_page_and_action_needs_the_token(palace: Palace) -> None:
+    for path in ("/", "/recall", "/graph", f"/api/graph?vault={q(palace.home)}", "/events", "/queries"):
+        assert raw(palace, "GET", path).status == 403, path
+        assert raw(palace, "GET", path, headers={"Cookie": "hebbs_panel=wrong"}).status == 403, path
+    with palace.daemon.client(global_=True) as client:
+        memory = client.remember("A memory nobody may forget without the token.")
+    form = f"vault={q(palace.home)}&id={memory.id}&confirm=yes"
+    # Without the token, with a wrong one, and with the cookie alone (what a cross-site form would send).
+    assert raw(palace, "POST", "/memory/forget", body=form).status == 403
+    assert raw(palace, "POST", "/memory/forget", body=form + "&token=wrong",
+               headers={"Cookie": f"hebbs_panel={palace.token}"}).status == 403
+    assert raw(palace, "POST", "/memory/forget", body=form, headers={"Cookie": f"hebbs_panel={palace.token}"}).status == 403
+    with palace.daemon.client(global_=True) as client:
+        assert client.get(memory.id).id == memory.id  # still there
+    done = raw(palace, "POST", "/memory/forget", body=form + f"&token={palace.token}",
+               headers={"Cookie": f"hebbs_panel={palace.token}"})
+    assert done.status == 303
+
+
+def test_the_printed_address_trades_its_token_for_a_strict_cookie(palace: Palace) -> None:
+    response = raw(palace, "GET", f"/?token={palace.token}")
+    assert response.status == 303 and response.getheader("Location") == "/"
+    cookie = response.getheader("Set-Cookie")
+    assert f"hebbs_panel={palace.token}" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+
+
+def test_responses_carry_a_self_only_policy_and_no_path_leaves_the_panel(palace: Palace) -> None:
+    cookie = {"Cookie": f"hebbs_panel={palace.token}"}
+    response = raw(palace, "GET", "/", headers=cookie)
+    csp = response.getheader("Content-Security-Policy")
+    assert "default-src 'self'" in csp and "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert response.getheader("X-Content-Type-Options") == "nosniff"
+    assert raw(palace, "GET", "/static/panel.css").status == 200
+    for path in ("/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2fservice.py", "/static//etc/passwd",
+                 f"/static/{q(palace.home)}/panel.token"):
+        assert raw(palace, "GET", path, headers=cookie).status == 404, path
+    # A vault the daemon does not know is refused, whatever the path.
+    for vault in ("/etc", "/", str(Path(palace.home).parent)):
+        assert raw(palace, "GET", f"/timeline?vault={q(vault)}", headers=cookie).status == 404, vault
+
+
+def test_the_panel_listens_on_loopback_only(palace: Palace) -> None:
+    local = {line.split()[1] for line in Path("/proc/net/tcp").read_text().splitlines()[1:]
+             if line.split()[3] == "0A"}
+    assert f"0100007F:{palace.port:04X}" in local
+    assert f"00000000:{palace.port:04X}" not in local
+
+
+def test_a_taken_port_is_a_clear_error_naming_its_holder(palace: Palace) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen(1)
+        port = squatter.getsockname()[1]
+        done = palace.daemon.hebbs("palace", "--port", str(port), "--no-browser", check=False)
+    assert done.returncode == 1
+    assert f"port {port} is already in use by pid {os.getpid()}" in done.stderr
+    assert "Traceback" not in done.stderr
+    # The panel keeps being served where it was.
+    again = json.loads(palace.daemon.hebbs("palace", "--no-browser", "--format", "json").stdout)
+    assert again["port"] == palace.port
+
+
+def test_an_index_run_shows_its_progress_on_the_overview_and_can_be_cancelled(page: Any, palace: Palace) -> None:
+    import subprocess
+    import sys
+
+    from daemon_fixtures import short_tmp
+
+    big = short_tmp("hbbig")
+    palace.scratch.append(big)
+    for n in range(600):
+        (big / f"note-{n:04d}.md").write_text(f"# Note {n}\n\nFact number {n} about project {n % 17}.\n\n"
+                                             f"## Detail\n\nMore about item {n}, owned by team {n % 5}.\n")
+    hebbs = str(Path(sys.executable).with_name("hebbs"))
+    run = subprocess.Popen([hebbs, "index", str(big)], env=palace.daemon.env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not page.locator("[data-indexing]").count():
+            assert run.poll() is None and time.monotonic() < deadline, "the run ended before the page saw it"
+            page.goto(palace.page_url("/"))
+        assert "indexing:" in page.locator("[data-indexing]").inner_text()
+        page.locator("[data-indexing] button:has-text('Cancel')").click()
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 1 and "cancelled" in stderr and "Traceback" not in stderr
+    # The next run picks up where the cancelled one stopped, and ends with every section indexed.
+    palace.daemon.hebbs("index", str(big))
+    listed = json.loads(palace.daemon.hebbs("list", str(big), "--format", "json").stdout)
+    assert len(listed) == 600 and {f["state"] for f in listed} == {"synced"}
+    with palace.daemon.client(vault=big) as client:
+        assert client.status().vault.memories == 1200
+
+
+def test_the_daemon_serves_the_panel_from_its_start_as_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    from daemon_fixtures import DaemonHome, wait_until
+
+    port = free_port()
+    monkeypatch.setenv("HEBBS_PANEL", "on")
+    monkeypatch.setenv("HEBBS_PANEL_PORT", str(port))
+    daemon = DaemonHome(idle_timeout=0)
+    try:
+        daemon.start()
+        token = Path(daemon.home) / "panel.token"
+
+        def answers() -> bool:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return True
+            except OSError:
+                return False
+
+        wait_until(answers, what="the panel to listen")
+        assert token.stat().st_mode & 0o777 == 0o600
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/")
+        assert conn.getresponse().status == 403  # no token, no page
+        conn.close()
+        daemon.stop()
+        assert not token.exists() and not answers()  # the token dies with its daemon
+    finally:
+        daemon.cleanup()
+
+    # [panel] enabled = false: the daemon leaves the port alone until `hebbs palace` asks.
+    off = DaemonHome(idle_timeout=0)
+    try:
+        (Path(off.home) / "config.toml").write_text("[panel]\nenabled = false\n")
+        off.start()
+        time.sleep(1.0)
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0
+        served = json.loads(off.hebbs("palace", "--port", str(port), "--no-browser", "--format", "json").stdout)
+        assert served["port"] == port
+    finally:
+        off.cleanup()
