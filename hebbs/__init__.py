@@ -20,6 +20,7 @@ _EXPORTS = {
     "Client": "client", "AsyncClient": "client",
     "ScoringWeights": "schema", "Memory": "schema", "MemoryKind": "schema", "Edge": "schema", "EdgeType": "schema",
     "Source": "schema", "RecallResult": "schema", "RecallResults": "schema", "ScoreComponents": "schema",
+    "TimeUnderstood": "schema",
     "PendingContradiction": "schema", "InsightInput": "schema", "ContradictionVerdict": "schema",
     "Insight": "schema", "VaultStats": "schema", "QueryLogEntry": "schema",
     "HebbsError": "errors", "InvalidInput": "errors", "NotFound": "errors", "VaultBusy": "errors",
@@ -64,4 +65,4 @@ if TYPE_CHECKING:
                          LLMNotConfigured, ModelMismatch, NotFound, VaultBusy, VaultNotInitialized)
     from .schema import (ContradictionVerdict, Edge, EdgeType, Insight, InsightInput, Memory, MemoryKind,
                          PendingContradiction, QueryLogEntry, RecallResult, RecallResults, ScoreComponents,
-                         ScoringWeights, Source, VaultStats)
+                         ScoringWeights, Source, TimeUnderstood, VaultStats)

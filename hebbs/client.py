@@ -288,7 +288,7 @@ def _revise_item(item: Any) -> ReviseItem:
 def _recall(cue: str | None, strategies: Sequence[str] | str | None, top_k: int, entity_id: str | None,
             time_range: Any, weights: Any, include_superseded: bool, reinforce: bool, mmr_lambda: float | None,
             seed: str | None, direction: str, max_depth: int, edge_types: Sequence[Any] | None,
-            alpha: float | None, analogy: Sequence[str] | None) -> Recall:
+            alpha: float | None, analogy: Sequence[str] | None, now: Any) -> Recall:
     if analogy is not None and (isinstance(analogy, str) or len(analogy) != 3):
         raise InvalidInput("analogy must be three memory ids or cues (a, b, c), read as a:b::c:?")
     return Recall(
@@ -297,7 +297,7 @@ def _recall(cue: str | None, strategies: Sequence[str] | str | None, top_k: int,
         include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda, seed=seed,
         direction=direction, max_depth=max_depth,
         edge_types=None if edge_types is None else [getattr(t, "name", t) for t in edge_types],
-        alpha=alpha, analogy=None if analogy is None else list(analogy))
+        alpha=alpha, analogy=None if analogy is None else list(analogy), now=to_micros(now, "now"))
 
 
 def _resolve(vault: os.PathLike | str | None, global_: bool, home: Path,
@@ -595,21 +595,24 @@ class Client(_BaseClient):
                include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                edge_types: Sequence[Any] | None = None, alpha: float | None = None,
-               analogy: Sequence[str] | None = None) -> RecallResults:
+               analogy: Sequence[str] | None = None, now: Any = None) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall weighs plain similarity by `alpha`, and
         `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md). Results carry `confidence`; `.abstained` says
-        nothing relevant is known (docs/honesty.md)."""
+        nothing relevant is known (docs/honesty.md).
+        `now` (datetime, ISO 8601 text or microseconds): recall as of that time (time words, recency)."""
         return self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded,
-                                    reinforce, mmr_lambda, seed, direction, max_depth, edge_types, alpha, analogy))
+                                    reinforce, mmr_lambda, seed, direction, max_depth, edge_types, alpha, analogy,
+                                    now))
 
     def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
         """Count these memories as used: what an answer relied on (ids or unique 6+ character suffixes)."""
         return self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
-              max_memories: int = 20) -> RecallResults:
-        return self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories))
+              max_memories: int = 20, now: Any = None) -> RecallResults:
+        return self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
+                                  now=to_micros(now, "now")))
 
     def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "Subscription":
         """A stream of memories matching what you feed it (on a connection of its own)."""
@@ -917,17 +920,18 @@ class AsyncClient(_BaseClient):
                      include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                      seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                      edge_types: Sequence[Any] | None = None, alpha: float | None = None,
-                     analogy: Sequence[str] | None = None) -> RecallResults:
+                     analogy: Sequence[str] | None = None, now: Any = None) -> RecallResults:
         return await self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded,
                                           reinforce, mmr_lambda, seed, direction, max_depth, edge_types, alpha,
-                                          analogy))
+                                          analogy, now))
 
     async def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
         return await self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     async def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
-                    max_memories: int = 20) -> RecallResults:
-        return await self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories))
+                    max_memories: int = 20, now: Any = None) -> RecallResults:
+        return await self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
+                                        now=to_micros(now, "now")))
 
     async def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "AsyncSubscription":
         subscription = AsyncSubscription(AsyncClient(self._vault(), home=self.home, autostart=self.autostart),

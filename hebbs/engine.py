@@ -5,6 +5,7 @@ memory operations composed from the layers below it: recall strategies (recall/)
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
@@ -18,7 +19,7 @@ from ulid import ULID
 from . import validate
 from .config import load_config
 from .errors import InvalidInput, NotFound
-from .recall import analogical, confidence, scoring
+from .recall import analogical, confidence, scoring, timewords
 from .recall import fusion as rc
 from .recall.prime import prime
 from .recall.query import Query
@@ -27,7 +28,7 @@ from .store import idempotency
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Insight, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared)
 from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResult,
-                     RecallResults, ScoreComponents, ScoringWeights, Source, VaultStats)
+                     RecallResults, ScoreComponents, ScoringWeights, Source, TimeUnderstood, VaultStats)
 from .store.embed import Embedder, get_embedder
 from .store.lexical_index import LexicalIndex
 from .store.open_vault import OpenVault, lexical_text, now_us
@@ -156,7 +157,8 @@ class Engine:
         out: list[Memory] = []
         if prepared:
             # One embed call per span: the embedder sorts the whole span by length, so padding stays small.
-            vectors = np.vstack([self.embedder.embed([p.memory.content for p in prepared[start:start + EMBED_SPAN]])
+            vectors = np.vstack([self.embedder.embed_documents(
+                [p.memory.content for p in prepared[start:start + EMBED_SPAN]])
                                  for start in range(0, len(prepared), EMBED_SPAN)])
             with self.vault.writing():
                 # Another writer may have stored one of these keys while we embedded.
@@ -292,7 +294,7 @@ class Engine:
             if current is not None and current.content == c["content"]:
                 c["content"] = None  # unchanged text: nothing to embed, no revision record
         texts = [c["content"] for c in changes if c["content"] is not None]
-        vectors = iter(self.embedder.embed(texts)) if texts else iter(())
+        vectors = iter(self.embedder.embed_documents(texts)) if texts else iter(())
         for c in changes:
             c["vector"] = next(vectors) if c["content"] is not None else None
         with self.vault.writing():
@@ -534,11 +536,12 @@ class Engine:
                include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                edge_types: Sequence[str] | None = None, alpha: float | None = None,
-               analogy: Sequence[str] | None = None,
+               analogy: Sequence[str] | None = None, now: Any = None,
                ) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall re-ranks by shape with weight 1 - `alpha`, and
-        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md).
+        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md). `now` (default: the current time) is the
+        reference for time words in the cue and for recency: recall "as of" that time.
 
         Recall changes nothing that ranking reads: the same call twice gives the same answer. Call
         reinforce(ids) for the memories actually used, or pass reinforce=True to count every returned
@@ -549,8 +552,11 @@ class Engine:
         weights = scoring.check_weights(weights or DEFAULT_WEIGHTS)
         entity_id = validate.entity(entity_id)
         window = validate.time_range(time_range)
+        reference = validate.timestamp_us(now, "now") if now is not None else now_us()
         if cue is not None:
             cue = validate.content(cue, "cue")
+        understood = (timewords.understand(cue, reference)
+                      if cue is not None and window is None and self.config.recall.time_words.enabled else None)
         if seed is not None:
             seed = validate.memory_id(seed, "seed")
             if seed not in self.vault:
@@ -570,11 +576,35 @@ class Engine:
 
         fusion = self.config.recall.fusion
         query = Query(
-            cue=cue, embed=self.embedder.embed_one, allowed=allowed, settings=self.config.recall,
+            cue=cue, embed=self.embedder.embed_query, allowed=allowed, settings=self.config.recall,
             limit=max(fusion.normalization_depth, top_k * fusion.candidate_factor),
             entity_id=entity_id, window=window, seed=seed, direction=direction, max_depth=max_depth,
             edge_types=edge_types, analogy=analogy,
             alpha=validate.unit_float(alpha, "alpha") if alpha is not None and "analogical" in names else None)
+        candidates, notes = self._run_strategies(names, query)
+        if understood is not None:
+            # A second pass of the same strategies inside the understood range: memories from then that
+            # the whole-vault pass ranked too low to return still become candidates (docs/recall.md).
+            start, end = understood.start, understood.end
+            inside = dataclasses.replace(
+                query, embed=lambda _cue: query.cue_vector,  # embedded once, and only if a strategy asks
+                allowed=lambda mid: allowed(mid) and start <= self.vault.entry(mid).created_at <= end)
+            rc.merge(candidates, self._run_strategies(names, inside)[0])
+            notes.append(f"{understood.text()} (UTC): memories from then are preferred; "
+                         f"pass time_range to choose the range yourself")
+
+        preferred = None if understood is None else (understood.start, understood.end)
+        results = self._score(candidates, weights, top_k, lam, include_superseded, reference, preferred)
+        answer = RecallResults(results=results, notes=notes, time_understood=None if understood is None else TimeUnderstood(
+            phrase=understood.phrase, start=understood.start, end=understood.end, text=understood.text()))
+        if cue is not None:
+            # The cue's similarity over the whole scope is the background its results stand out from.
+            background = self.vault.similar(query.cue_vector, query.limit, allowed)
+            self._judge_confidence(answer, cue, query.cue_vector, [sim for _, sim in background])
+        self._after_recall(results, cue, sorted(names), weights, entity_id, reinforce, started)
+        return answer
+
+    def _run_strategies(self, names: set[str], query: Query) -> tuple[rc.Candidates, list[str]]:
         candidates: rc.Candidates = {}
         notes: list[str] = []
         for name, strategy in REGISTRY.items():
@@ -582,15 +612,7 @@ class Engine:
                 found, said = strategy(self.vault, query)
                 rc.merge(candidates, found)
                 notes += said
-
-        results = self._score(candidates, weights, top_k, lam, include_superseded)
-        answer = RecallResults(results=results, notes=notes)
-        if cue is not None:
-            # The cue's similarity over the whole scope is the background its results stand out from.
-            background = self.vault.similar(query.cue_vector, query.limit, allowed)
-            self._judge_confidence(answer, cue, query.cue_vector, [sim for _, sim in background])
-        self._after_recall(results, cue, sorted(names), weights, entity_id, reinforce, started)
-        return answer
+        return candidates, notes
 
     def _judge_confidence(self, answer: RecallResults, cue: str, cue_vector: np.ndarray,
                           similarities: list[float]) -> None:
@@ -639,15 +661,21 @@ class Engine:
         return names
 
     def _score(self, candidates: rc.Candidates, weights: ScoringWeights, top_k: int, lam: float,
-               include_superseded: bool) -> list[RecallResult]:
-        stamp = now_us()
+               include_superseded: bool, stamp: int, preferred: tuple[int, int] | None) -> list[RecallResult]:
+        recall_cfg = self.config.recall
         ranked: list[tuple[float, str, ScoreComponents]] = []
         for mid, cand in candidates.items():
             entry = self.vault.entry(mid)
             if entry is None:
                 continue
-            parts = scoring.components(entry, cand.relevance, stamp)
-            ranked.append((scoring.composite(parts, weights), mid, parts))
+            window = scoring.recency_window_days(entry.context_type, recall_cfg.recency_window, self.config.decay)
+            parts = scoring.components(entry, cand.relevance, stamp, window)
+            score = scoring.composite(parts, weights)
+            if preferred is not None and preferred[0] <= entry.created_at <= preferred[1]:
+                # Added on top of the weighted factors (so a score can pass 1), and said in details.
+                score += recall_cfg.time_words.boost
+                cand.details["time_boost"] = recall_cfg.time_words.boost
+            ranked.append((score, mid, parts))
         ranked.sort(key=lambda item: item[0], reverse=True)
         if lam > 0 and len(ranked) > 1:
             pool = ranked[:top_k * 3]
@@ -687,10 +715,11 @@ class Engine:
             self.vault.apply(writes, saved=reinforced, durable=False)
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
-              max_memories: int = 20) -> RecallResults:
+              max_memories: int = 20, *, now: Any = None) -> RecallResults:
         """An entity's most recent memories plus those most relevant to the cue, deduplicated, in one
-        call (hebbs/recall/prime.py); it does not reinforce."""
-        return prime(self, entity_id, similarity_cue, max_memories)
+        call (hebbs/recall/prime.py); it does not reinforce. `now`: the reference time for the cue's
+        time words and for recency."""
+        return prime(self, entity_id, similarity_cue, max_memories, now)
 
     def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
         """Count these memories as used: access_count + 1 and last access now, which raises their

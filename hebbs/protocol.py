@@ -222,6 +222,8 @@ class Recall(_Command, tag="recall"):
     # and a:b::c:? as three memory ids or cues.
     alpha: float | None = None
     analogy: list[str] | None = None
+    # The reference time for time words in the cue and for recency, microseconds; null: the current time.
+    now: int | None = None
 
 
 class Reinforce(_Command, tag="reinforce"):
@@ -236,6 +238,7 @@ class Prime(_Command, tag="prime"):
     entity_id: Name | None = None
     similarity_cue: Text | None = None
     max_memories: int = 20
+    now: int | None = None
 
 
 class Subscribe(_Command, tag="subscribe"):

@@ -37,6 +37,7 @@ CLIENT_ONLY = {
     "export": "the stream `memories` also returns (the CLI's name)",
     "index": "markdown indexing runs in the daemon", "index_cancel": "stops an index run",
     "index_follow": "follows an index run started elsewhere", "list": "a notes folder's index state",
+    "panel": "serves the daemon's web panel (hebbs palace)",
 }
 
 

@@ -45,6 +45,7 @@ BASE: dict[str, list[str]] = {
     "queries": [], "inspect": [NO_SUCH_ID], "reflect-prepare": [], "reflect-commit": ["--file", "{P}"],
     "reflect": [], "insights": [], "contradictions": ["commit", "--file", "{P}"], "export": ["-o", "{P}"],
     "import": ["{P}"], "status": [], "daemon": ["status"], "doctor": ["--export", "{P}"],
+    "palace": ["--no-browser"],
 }
 FOLDER_ARGS = {"init", "index", "watch", "list"}
 

@@ -300,7 +300,8 @@ def cmd_recall(args: argparse.Namespace) -> int:
                               include_superseded=args.include_superseded, reinforce=args.reinforce,
                               mmr_lambda=args.mmr, seed=args.seed, direction=args.direction,
                               max_depth=args.max_depth, edge_types=args.edge_types, alpha=args.alpha,
-                              analogy=args.analogy)
+                              analogy=args.analogy,
+                              now=_time(args.now, "--now") if args.now else None)
     if _json(args):
         output.emit_json(found)
     else:
@@ -322,7 +323,8 @@ def cmd_used(args: argparse.Namespace) -> int:
 
 def cmd_prime(args: argparse.Namespace) -> int:
     with client_for(args) as client:
-        found = client.prime(args.entity, args.cue, args.max_memories)
+        found = client.prime(args.entity, args.cue, args.max_memories,
+                             now=_time(args.now, "--now") if args.now else None)
     if _json(args):
         output.emit_json(found)
     else:

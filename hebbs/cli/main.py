@@ -203,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "recall.analogical_alpha, 0.5)")
     p.add_argument("--analogy", nargs=3, metavar=("A", "B", "C"),
                    help="analogical: A is to B as C is to ?; each a memory id or a text")
+    p.add_argument("--now", metavar="TIME",
+                   help="recall as of this ISO 8601 time (or microseconds): the reference for time words "
+                        "in the cue (\"last week\") and for recency (default: the current time)")
 
     p = command("used", "count memories as used (what an answer relied on): raises their reinforcement")
     p.add_argument("ids", nargs="+", metavar="ID", help="full ids or their last 6+ characters")
@@ -211,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--entity", help="the entity (default: every entity)")
     p.add_argument("--cue", help="what the conversation is about (default: none, recent memories only)")
     p.add_argument("--max", type=int, default=20, dest="max_memories", help="how many memories")
+    p.add_argument("--now", metavar="TIME",
+                   help="recall as of this ISO 8601 time (or microseconds): the reference for time words "
+                        "in the cue (\"last week\") and for recency (default: the current time)")
 
     p = command("subscribe", "read lines from stdin and print memories that match them, each once")
     p.add_argument("--entity", help="only this entity's memories (default: every entity)")
@@ -256,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("status", "the daemon and the brains it serves")
 
-    p = command("palace", "open the Memory Palace: the daemon's web panel on 127.0.0.1")
+    # The panel shows every vault the daemon knows: --global and --vault mean nothing to it.
+    p = command("palace", "open the Memory Palace: the daemon's web panel on 127.0.0.1", parents=(shared,))
     p.add_argument("--port", type=int, help="serve it on this port (default: [panel] port, 6381)")
     p.add_argument("--no-browser", action="store_true", help="only print the address")
 

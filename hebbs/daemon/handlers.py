@@ -251,7 +251,7 @@ class Handlers:
             reinforce=command.reinforce, mmr_lambda=command.mmr_lambda,
             seed=None if command.seed is None else resolve_id(engine, command.seed), direction=command.direction,
             max_depth=command.max_depth, edge_types=command.edge_types, alpha=command.alpha,
-            analogy=command.analogy))
+            analogy=command.analogy, now=command.now))
 
     async def _reinforce(self, conn: Connection, request: Request, command: Reinforce) -> list[Memory]:
         return await self._write(request, lambda engine: engine.reinforce(
@@ -259,7 +259,7 @@ class Handlers:
 
     async def _prime(self, conn: Connection, request: Request, command: Prime) -> Any:
         return await self._call(request, lambda engine: engine.prime(
-            command.entity_id, command.similarity_cue, command.max_memories))
+            command.entity_id, command.similarity_cue, command.max_memories, now=command.now))
 
     # Subscriptions --------------------------------------------------------------------------
 
