@@ -158,7 +158,9 @@ def connect(home: Path, *, autostart: bool = True, timeout: float | None = None)
         raise _unreachable(path, exc) from None
 
 
-def _unreachable(path: Path, exc: OSError) -> DaemonUnavailable:
+def _unreachable(path: Path, exc: OSError) -> HebbsError:
+    if isinstance(exc, NotADirectoryError):  # HEBBS_HOME names a file: a wrong path, not a missing daemon
+        return InvalidInput(f"{path.parent} is not a directory, so it cannot be a HEBBS_HOME")
     if isinstance(exc, (BlockingIOError, TimeoutError)):
         return DaemonUnavailable(f"the daemon on {path} is not accepting connections (it is swamped: its queue of "
                                  f"new connections stayed full for {CONNECT_TIMEOUT:.0f}s); try again shortly")
