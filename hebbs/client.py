@@ -19,8 +19,10 @@ import datetime as dt
 import fcntl
 import itertools
 import os
+import select
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,11 +62,24 @@ ProgressCallback = Callable[[Any], None]
 
 # Finding (and starting) the daemon ------------------------------------------------------------
 
+CONNECT_TIMEOUT = 5.0
+
+
 def _open_socket(path: Path, timeout: float | None) -> socket.socket:
+    """A socket connected to path. A full accept queue (EAGAIN: the daemon is swamped) is waited out
+    for up to CONNECT_TIMEOUT, then raised as the BlockingIOError it is."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.settimeout(5.0)
-        sock.connect(str(path))
+        sock.settimeout(CONNECT_TIMEOUT)
+        deadline = time.monotonic() + CONNECT_TIMEOUT
+        while True:
+            try:
+                sock.connect(str(path))
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
         sock.settimeout(timeout)
         return sock
     except BaseException:
@@ -136,11 +151,46 @@ def connect(home: Path, *, autostart: bool = True, timeout: float | None = None)
         # No socket, or one a crashed daemon left behind: either way nobody is listening.
         if not autostart:
             raise DaemonUnavailable(f"no hebbs daemon answers on {path}; start one with `hebbs daemon start`") from None
+    except OSError as exc:
+        raise _unreachable(path, exc) from None
     start_daemon(home)
     try:
         return _open_socket(path, timeout)
     except OSError as exc:
-        raise DaemonUnavailable(f"cannot connect to the daemon on {path}: {exc}") from None
+        raise _unreachable(path, exc) from None
+
+
+def _unreachable(path: Path, exc: OSError) -> HebbsError:
+    if isinstance(exc, NotADirectoryError):  # HEBBS_HOME names a file: a wrong path, not a missing daemon
+        return InvalidInput(f"{path.parent} is not a directory, so it cannot be a HEBBS_HOME")
+    if isinstance(exc, (BlockingIOError, TimeoutError)):
+        return DaemonUnavailable(f"the daemon on {path} is not accepting connections (it is swamped: its queue of "
+                                 f"new connections stayed full for {CONNECT_TIMEOUT:.0f}s); try again shortly")
+    return DaemonUnavailable(f"cannot connect to the daemon on {path}: {exc}")
+
+
+def _closed_by_daemon(sock: socket.socket) -> bool:
+    """Whether the daemon closed this connection while it sat unused (it closes idle ones)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+
+
+def _pending_error(sock: socket.socket) -> HebbsError | None:
+    """An error frame the daemon sent before closing (BUSY), if one waits unread on sock."""
+    try:
+        sock.settimeout(0.5)
+        body = recv_frame(sock)
+        reply = decode_response(body) if body is not None else None
+    except (OSError, HebbsError):
+        return None
+    if reply is None or reply.status != ERROR:
+        return None
+    return error_from_frame(reply.status_code, reply.error or reply.status_code)
 
 
 # Arguments ------------------------------------------------------------------------------------
@@ -463,11 +513,16 @@ class Client(_BaseClient):
         `vault`: this client's vault (True), none (False), or the vault directory given."""
         request_id, frame = self._frame(command, vault)
         for attempt in range(2):
+            if self._sock is not None and _closed_by_daemon(self._sock):
+                self._drop()
             sock = self._connection()
             try:
                 try:
                     sock.sendall(frame)
                 except OSError as exc:
+                    error = _pending_error(sock)
+                    if error is not None:
+                        raise error from None
                     raise _Vanished(str(exc), sent=False) from None
                 return _read_reply(sock, request_id, command, progress)
             except _Vanished as exc:
@@ -791,15 +846,20 @@ class AsyncClient(_BaseClient):
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         import asyncio
 
-        path = str(socket_path(self.home))
+        path = socket_path(self.home)
         try:
-            return await asyncio.open_unix_connection(path)
+            return await _aopen(path)
         except (FileNotFoundError, ConnectionRefusedError):
             if not self.autostart:
                 raise DaemonUnavailable(
                     f"no hebbs daemon answers on {path}; start one with `hebbs daemon start`") from None
+        except OSError as exc:
+            raise _unreachable(path, exc) from None
         await asyncio.to_thread(start_daemon, self.home)
-        return await asyncio.open_unix_connection(path)
+        try:
+            return await _aopen(path)
+        except OSError as exc:
+            raise _unreachable(path, exc) from None
 
     async def request(self, command: _Command, *, vault: bool | str = True,
                       progress: ProgressCallback | None = None) -> Any:
@@ -807,11 +867,18 @@ class AsyncClient(_BaseClient):
         for attempt in range(2):
             conn = self._idle.pop() if self._idle else await self._open()
             reader, writer = conn
+            if reader.at_eof() or writer.is_closing():  # closed by the daemon while idle in the pool
+                writer.close()
+                conn = await self._open()
+                reader, writer = conn
             try:
                 try:
                     writer.write(frame)
                     await writer.drain()
                 except (ConnectionError, OSError) as exc:
+                    error = await _apending_error(reader)
+                    if error is not None:
+                        raise error from None
                     raise _Vanished(str(exc), sent=False) from None
                 result = await _aread_reply(reader, request_id, command, progress)
             except _Vanished as exc:
@@ -1048,6 +1115,33 @@ class AsyncSubscription:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def _aopen(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """An asyncio connection to path; like _open_socket, waits out a full accept queue for a while."""
+    import asyncio
+
+    deadline = time.monotonic() + CONNECT_TIMEOUT
+    while True:
+        try:
+            return await asyncio.open_unix_connection(str(path))
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.02)
+
+
+async def _apending_error(reader: asyncio.StreamReader) -> HebbsError | None:
+    import asyncio
+
+    try:
+        async with asyncio.timeout(0.5):
+            reply = await _anext_frame(reader)
+    except (TimeoutError, _Vanished, HebbsError):
+        return None
+    if reply.status != ERROR:
+        return None
+    return error_from_frame(reply.status_code, reply.error or reply.status_code)
 
 
 async def _anext_frame(reader: asyncio.StreamReader) -> Any:

@@ -124,7 +124,7 @@ def sibling_support(candidates: Candidates, group_of: Callable[[str], str | None
 
 _IDENTIFIER = re.compile(
     r"""(?x)
-    \w+[_.]\w+           # snake_case, file.md, v2.3.1, ERR_CONN_RESET
+    (?<=\w)[_.](?=\w)     # snake_case, file.md, v2.3.1, ERR_CONN_RESET (not \w+[_.]\w+: quadratic on a long word)
     | (?<![\w-])--?[a-z][\w-]*   # --top-k, -v
     | \b[a-z]+[A-Z]\w*   # camelCase
     | \b[A-Za-z]+\d\w*   # letters then digits: sha256, e2e, v2
