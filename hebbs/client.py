@@ -33,6 +33,7 @@ from .protocol import (ERROR, HEADER, PROGRESS, Close, ContradictionAuto, Contra
                        DaemonStatus, DaemonUnavailable, Export, ExportChunk, Feed, Forget, ForgetCandidates, Get,
                        Index, Insights, Inspect, Inspection, List, Ping, Pong, Prime, ProtocolError, Queries, Recall,
                        Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, Revise, Shutdown,
+                       Unconsolidate, Consolidate,
                        Status, Stopping, Subscribe, Subscribed, SubscriptionPush, _Command, decode_data, decode_response,
                        error_from_frame, frame_length, progress_type, recv_frame, request_frame, result_type)
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
@@ -235,13 +236,14 @@ def _structs(items: Iterable[Any], type_: type, what: str) -> list[Any]:
 # Commands: what both clients send, built once -------------------------------------------------
 
 def _remember(content: str, importance: float, context: dict[str, Any] | None, entity_id: str | None,
-              created_at: Any, kind: Any, source: Source | None) -> Remember:
+              created_at: Any, kind: Any, source: Source | None, consolidate: bool | None = None) -> Remember:
     return Remember(content=content, importance=importance, context=context, entity_id=entity_id,
-                    created_at=to_micros(created_at, "created_at"), kind=_kind(kind), source=source)
+                    created_at=to_micros(created_at, "created_at"), kind=_kind(kind), source=source,
+                    consolidate=consolidate)
 
 
-def _remember_many(items: Iterable[Any]) -> Remember:
-    return Remember(items=[_remember_item(i) for i in items])
+def _remember_many(items: Iterable[Any], consolidate: bool | None = None) -> Remember:
+    return Remember(items=[_remember_item(i) for i in items], consolidate=consolidate)
 
 
 def _forget(ids: Sequence[str] | str | None, entity_id: str | None) -> Forget:
@@ -408,12 +410,21 @@ class Client(_BaseClient):
 
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                  entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
-                 source: Source | None = None) -> Memory:
-        return self.request(_remember(content, importance, context, entity_id, created_at, kind, source))
+                 source: Source | None = None, consolidate: bool | None = None) -> Memory:
+        """A restatement of an existing memory comes back as that memory with consolidated=True."""
+        return self.request(_remember(content, importance, context, entity_id, created_at, kind, source, consolidate))
 
-    def remember_many(self, items: Iterable[Any]) -> list[Memory]:
+    def remember_many(self, items: Iterable[Any], *, consolidate: bool | None = None) -> list[Memory]:
         """Store many memories in one request (dicts with the fields of remember, or RememberItems)."""
-        return self.request(_remember_many(items))
+        return self.request(_remember_many(items, consolidate))
+
+    def unconsolidate(self, record_id: str) -> Memory:
+        """Make a restatement record (see history) a memory of its own again."""
+        return self.request(Unconsolidate(id=record_id))
+
+    def consolidate(self, *, dry_run: bool = False) -> list[tuple[str, str]]:
+        """Merge restatements already in the vault: (restatement id, surviving id) pairs."""
+        return self.request(Consolidate(dry_run=dry_run))
 
     def get(self, memory_id: str) -> Memory:
         return self.request(Get(id=memory_id))
@@ -671,11 +682,18 @@ class AsyncClient(_BaseClient):
 
     async def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                        entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
-                       source: Source | None = None) -> Memory:
-        return await self.request(_remember(content, importance, context, entity_id, created_at, kind, source))
+                       source: Source | None = None, consolidate: bool | None = None) -> Memory:
+        return await self.request(_remember(content, importance, context, entity_id, created_at, kind, source,
+                                            consolidate))
 
-    async def remember_many(self, items: Iterable[Any]) -> list[Memory]:
-        return await self.request(_remember_many(items))
+    async def remember_many(self, items: Iterable[Any], *, consolidate: bool | None = None) -> list[Memory]:
+        return await self.request(_remember_many(items, consolidate))
+
+    async def unconsolidate(self, record_id: str) -> Memory:
+        return await self.request(Unconsolidate(id=record_id))
+
+    async def consolidate(self, *, dry_run: bool = False) -> list[tuple[str, str]]:
+        return await self.request(Consolidate(dry_run=dry_run))
 
     async def get(self, memory_id: str) -> Memory:
         return await self.request(Get(id=memory_id))

@@ -86,6 +86,8 @@ class Remember(_Command, tag="remember"):
     kind: str = "EPISODE"
     source: Source | None = None
     items: list[RememberItem] | None = None
+    # A restatement of an existing memory folds into it (docs/consolidation.md); None: the vault's setting.
+    consolidate: bool | None = None
 
 
 class Get(_Command, tag="get"):
@@ -271,20 +273,33 @@ class ContradictionAuto(_Command, tag="contradiction_auto"):
     min_confidence: float = 0.7
 
 
+class Unconsolidate(_Command, tag="unconsolidate"):
+    """Make a restatement record (see history) a memory of its own again; data is that Memory."""
+
+    id: str
+
+
+class Consolidate(_Command, tag="consolidate"):
+    """Merge every restatement in the vault into the memory it repeats; data is [[restatement, survivor], ...]."""
+
+    dry_run: bool = False
+
+
 class ForgetCandidates(_Command, tag="forget_candidates"):
     """Memories decayed below the forget threshold, least alive first; lists, deletes nothing."""
 
 
 Command = (Ping | Status | Shutdown | Remember | Get | Revise | Forget | Recall | Reinforce | Prime | Subscribe | Feed
            | Close | Index | List | Queries | Inspect | Export | ReflectPrepare | ReflectCommit | Insights
-           | ContradictionPrepare | ContradictionCommit | Reflect | ContradictionAuto | ForgetCandidates)
+           | ContradictionPrepare | ContradictionCommit | Reflect | ContradictionAuto | ForgetCandidates
+           | Unconsolidate | Consolidate)
 
 COMMAND_TYPES: dict[str, type[_Command]] = {
     cls.__struct_config__.tag: cls for cls in Command.__args__  # type: ignore[attr-defined]
 }
 # Commands that change a vault: the daemon runs them one at a time per vault.
 WRITE_COMMANDS = frozenset({"remember", "revise", "forget", "reinforce", "reflect_prepare", "reflect_commit",
-                            "contradiction_prepare", "contradiction_commit"})
+                            "contradiction_prepare", "contradiction_commit", "unconsolidate", "consolidate"})
 # Commands that need no vault at all.
 DAEMON_COMMANDS = frozenset({"ping", "status", "shutdown", "close"})
 
@@ -401,6 +416,7 @@ RESULT_TYPES: dict[str, Any] = {
     "insights": list[Insight], "contradiction_prepare": ContradictionPrepared,
     "contradiction_commit": ContradictionCommitted, "reflect": ReflectAutoResult,
     "contradiction_auto": ContradictionAutoResult, "forget_candidates": list[Memory],
+    "unconsolidate": Memory, "consolidate": list[tuple[str, str]],
 }
 
 

@@ -71,6 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("content", nargs="+", help="the text ('-' reads it from stdin)")
     _memory_fields(p)
     p.add_argument("--created-at", metavar="TIME", help="ISO 8601 time or microseconds since the epoch")
+    p.add_argument("--no-consolidate", action="store_true",
+                   help="store it even if it restates an existing memory (default: the vault's setting)")
+
+    p = command("unconsolidate", "make a restatement record (listed by `hebbs inspect ID`) a memory of its own again")
+    p.add_argument("id")
+
+    p = command("consolidate", "merge restatements already in the vault into the memories they repeat")
+    p.add_argument("--dry-run", action="store_true", help="list what would be merged; change nothing")
 
     p = command("get", "show one memory (full id or its last 6+ characters)")
     p.add_argument("id")

@@ -23,6 +23,7 @@ from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommi
                             Export, ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates, Forgotten, Get, Index,
                             IndexingInProgress, Insights, Inspect, Inspection, List, Pong, Prime, Queries, Recall,
                             Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, Request, Revise,
+                            Unconsolidate, Consolidate,
                             ScanSummary, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
 from hebbs.schema import Memory
 
@@ -123,8 +124,15 @@ class Handlers:
             raise InvalidInput("remember needs content (or items for a batch)")
         else:
             items = [_item(command)]
-        memories = await self._write(request, lambda engine: engine.remember_many(items))
+        memories = await self._write(request, lambda engine: engine.remember_many(
+            items, consolidate=command.consolidate))
         return memories if command.items is not None else memories[0]
+
+    async def _unconsolidate(self, conn: Connection, request: Request, command: Unconsolidate) -> Memory:
+        return await self._write(request, lambda engine: engine.unconsolidate(resolve_id(engine, command.id)))
+
+    async def _consolidate(self, conn: Connection, request: Request, command: Consolidate) -> list[tuple[str, str]]:
+        return await self._write(request, lambda engine: engine.consolidate(dry_run=command.dry_run))
 
     async def _get(self, conn: Connection, request: Request, command: Get) -> Memory:
         return await self._call(request, lambda engine: engine.get(resolve_id(engine, command.id)))
