@@ -3,7 +3,7 @@
 The test (docs/consolidation.md, measured by bench/bench_consolidation.py) needs all of:
 - the same entity and kind, neither superseded;
 - near-identical meaning: cosine of the embeddings >= MIN_COSINE;
-- near-identical wording: word-set Jaccard >= MIN_JACCARD;
+- near-identical wording: word-set Jaccard >= MIN_JACCARD, and words only added or dropped, none replaced;
 - the same guard tokens: numbers, negations and names. "I have 2 cats" then "I have 3 cats" is a
   change, not a restatement, however close the two vectors are.
 
@@ -47,10 +47,13 @@ def guard_tokens(text: str) -> frozenset[str]:
     """Numbers, negations, dates and names: tokens whose change makes a different fact."""
     out: set[str] = set()
     sentence_start = True
-    for match in re.finditer(r"[A-Za-z0-9']+|[.!?]", text):
+    for match in re.finditer(r"[A-Za-z0-9']+:?|[.!?]", text):
         token = match.group()
         if token in ".!?":
             sentence_start = True
+            continue
+        if token.endswith(":"):  # "Maria: ..." names who speaks: a name however it is placed
+            out.add(token[:-1].lower())
             continue
         low = token.lower()
         if (any(c.isdigit() for c in token) or low in _NUMBER_WORDS or low in _NEGATIONS or low.endswith("n't")
@@ -65,9 +68,23 @@ def jaccard(a: str, b: str) -> float:
     return len(wa & wb) / len(wa | wb) if wa | wb else 1.0
 
 
+def same_guards(a: str, b: str) -> bool:
+    """Every guard token of either text is in both: a number, negation or name added, dropped or
+    changed makes another fact; the same word capitalized differently does not."""
+    wa, wb = set(words(a)), set(words(b))
+    return all(t in wa and t in wb for t in guard_tokens(a) | guard_tokens(b))
+
+
+def no_substitution(a: str, b: str) -> bool:
+    """One text's words contain the other's: words were added or dropped, none replaced. "the blue
+    button" / "the red button" replaces a word, and a replaced word is a changed fact."""
+    wa, wb = set(words(a)), set(words(b))
+    return wa <= wb or wb <= wa
+
+
 def is_restatement(new_text: str, old_text: str, cosine: float) -> bool:
     return (cosine >= MIN_COSINE and jaccard(new_text, old_text) >= MIN_JACCARD
-            and guard_tokens(new_text) == guard_tokens(old_text))
+            and no_substitution(new_text, old_text) and same_guards(new_text, old_text))
 
 
 def find_restated(vault: OpenVault, memory: Memory, vector: np.ndarray, exclude: Iterable[str] = ()) -> str | None:
