@@ -252,10 +252,11 @@ def _forget(ids: Sequence[str] | str | None, entity_id: str | None) -> Forget:
 
 def _recall(cue: str | None, strategies: Sequence[str] | str | None, top_k: int, entity_id: str | None,
             time_range: Any, weights: Any, include_superseded: bool, reinforce: bool,
-            mmr_lambda: float | None) -> Recall:
+            mmr_lambda: float | None, associate: bool = False) -> Recall:
     return Recall(cue=cue, strategies=[strategies] if isinstance(strategies, str) else strategies, top_k=top_k,
                   entity_id=entity_id, time_range=_time_range(time_range), weights=_weights(weights),
-                  include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda)
+                  include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda,
+                  associate=associate)
 
 
 def _reflect_prepare(entity_id: str | None, since: Any, max_memories: int) -> ReflectPrepare:
@@ -463,10 +464,11 @@ class Client(_BaseClient):
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None, weights: Any = None,
                include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
-               ) -> RecallResults:
-        """Results carry `confidence`; `.abstained` says nothing relevant is known (docs/honesty.md)."""
+               associate: bool = False) -> RecallResults:
+        """Results carry `confidence`; `.abstained` says nothing relevant is known (docs/honesty.md).
+        associate=True also brings memories used together with the best matches (tagged `associative`)."""
         return self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded,
-                                    reinforce, mmr_lambda))
+                                    reinforce, mmr_lambda, associate))
 
     def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
         """Count these memories as used: what an answer relied on (ids or unique 6+ character suffixes)."""
@@ -729,9 +731,9 @@ class AsyncClient(_BaseClient):
     async def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                      entity_id: str | None = None, time_range: Any = None, weights: Any = None,
                      include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
-                     ) -> RecallResults:
+                     associate: bool = False) -> RecallResults:
         return await self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights,
-                                          include_superseded, reinforce, mmr_lambda))
+                                          include_superseded, reinforce, mmr_lambda, associate))
 
     async def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
         return await self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))

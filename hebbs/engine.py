@@ -33,6 +33,7 @@ from .store.open_vault import OpenVault, lexical_text, now_us
 from .store.storage import (Store, WriteSet, decode, edge_keys, encode, id_bytes, memory_key, temporal_key,
                             temporal_keys, vector_key)
 from .store.vector_index import VectorIndex
+from .workflows import associate
 from .workflows import consolidate as consolidate_wf
 from .workflows import contradiction_review, decay, reflect
 
@@ -551,7 +552,7 @@ class Engine:
                include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                edge_types: Sequence[str] | None = None, alpha: float | None = None,
-               analogy: Sequence[str] | None = None,
+               analogy: Sequence[str] | None = None, associate: bool = False,
                ) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall re-ranks by shape with weight 1 - `alpha`, and
@@ -573,6 +574,8 @@ class Engine:
             if seed not in self.vault:
                 raise NotFound(f"memory {seed} does not exist")
         names = self._strategy_names(cue, strategies, seed=seed, analogy=analogy)
+        if associate and cue is not None:
+            names.add("associative")  # one hop along co-activation links (hebbs/recall/associative.py)
         lam = self.config.recall.mmr_lambda if mmr_lambda is None else validate.unit_float(mmr_lambda, "mmr_lambda")
 
         def allowed(mid: str) -> bool:
@@ -720,7 +723,10 @@ class Engine:
                     raise NotFound(f"memory {mid} does not exist" if entry is None
                                    else f"memory {mid} is a revision record; reinforce the memory it belongs to")
             writes = WriteSet()
-            used = self._reinforce_locked(writes, wanted, now_us())
+            stamp = now_us()
+            used = self._reinforce_locked(writes, wanted, stamp)
+            # Used together: linked (docs/consolidation.md, "Association by use").
+            associate.strengthen(writes, self.vault.store, wanted, stamp, self.config.decay)
             self.vault.apply(writes, saved=used)
             return used
 

@@ -129,6 +129,8 @@ class Recall(_Command, tag="recall"):
     # ranking reads, so the same recall twice gives the same answer. See `reinforce`.
     reinforce: bool = False
     mmr_lambda: float | None = None
+    # Also spread one hop along co-activation links (docs/consolidation.md); tagged `associative`.
+    associate: bool = False
 
 
 class Reinforce(_Command, tag="reinforce"):

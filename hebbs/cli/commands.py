@@ -170,7 +170,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         found = client.recall(cue, strategies=args.strategy, top_k=args.top_k, entity_id=args.entity,
                               time_range=parse_time_range(args.time_range), weights=parse_weights(args.weights),
                               include_superseded=args.include_superseded, reinforce=args.reinforce,
-                              mmr_lambda=args.mmr)
+                              mmr_lambda=args.mmr, associate=args.associate)
     if _json(args):
         output.emit_json(found)
     else:

@@ -97,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("recall", "find memories for a cue")
     p.add_argument("cue", nargs="*", help="what to look for (none: the most recent memories)")
-    p.add_argument("--strategy", action="append", choices=["similarity", "lexical", "temporal", "causal", "analogical"],
+    p.add_argument("--strategy", action="append", choices=["similarity", "lexical", "temporal", "causal", "analogical",
+                                                              "associative"],
                    help="repeatable; default: similarity and lexical fused (temporal without a cue)")
     p.add_argument("--top-k", type=int, default=10)
     p.add_argument("--entity", help="only this entity's memories")
@@ -111,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                              help="count every returned memory as used (old behaviour; prefer `hebbs used ID`)")
     reinforcing.add_argument("--no-reinforce", action="store_true", help="the default: recall changes no score")
     p.add_argument("--mmr", type=float, metavar="LAMBDA", help="diversify: 1 = pure relevance, lower = more diverse")
+    p.add_argument("--associate", action="store_true",
+                   help="also bring memories used together with the best matches (tagged associative)")
 
     p = command("used", "count memories as used (what an answer relied on): raises their reinforcement")
     p.add_argument("ids", nargs="+", metavar="ID", help="full ids or their last 6+ characters")

@@ -215,7 +215,7 @@ class Handlers:
         return await self._call(request, lambda engine: engine.recall(
             command.cue, strategies=command.strategies, top_k=command.top_k, entity_id=command.entity_id,
             time_range=command.time_range, weights=command.weights, include_superseded=command.include_superseded,
-            reinforce=command.reinforce, mmr_lambda=command.mmr_lambda))
+            reinforce=command.reinforce, mmr_lambda=command.mmr_lambda, associate=command.associate))
 
     async def _reinforce(self, conn: Connection, request: Request, command: Reinforce) -> list[Memory]:
         return await self._write(request, lambda engine: engine.reinforce(
