@@ -69,10 +69,11 @@ def jaccard(a: str, b: str) -> float:
 
 
 def same_guards(a: str, b: str) -> bool:
-    """Every guard token of either text is in both: a number, negation or name added, dropped or
-    changed makes another fact; the same word capitalized differently does not."""
-    wa, wb = set(words(a)), set(words(b))
-    return all(t in wa and t in wb for t in guard_tokens(a) | guard_tokens(b))
+    """The guard tokens of either text appear in both, in the same order: a number, negation or name
+    added, dropped, changed or moved ("batch 1 item 12" / "batch 12 item 1") makes another fact; the
+    same word capitalized differently does not."""
+    guards = guard_tokens(a) | guard_tokens(b)
+    return [w for w in words(a) if w in guards] == [w for w in words(b) if w in guards]
 
 
 def no_substitution(a: str, b: str) -> bool:
@@ -113,7 +114,7 @@ def merge(writes: WriteSet, survivor: Memory, new: Memory, stamp: int, decay_val
     writes.put_memory(record)
     writes.put_edge(survivor.id, EdgeType.REVISED_FROM, record.id, 1.0, stamp)
     survivor.restatements += 1
-    survivor.importance = min(1.0, max(survivor.importance, new.importance) + IMPORTANCE_STEP)
+    survivor.importance = round(min(1.0, max(survivor.importance, new.importance) + IMPORTANCE_STEP), 6)
     survivor.access_count += 1
     survivor.last_accessed_at = stamp
     survivor.updated_at = stamp
