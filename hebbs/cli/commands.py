@@ -302,10 +302,10 @@ def cmd_import(args: argparse.Namespace) -> int:
                 batch.append(item)
                 size += len(item.content) * 4 + 256
                 if len(batch) >= IMPORT_BATCH_ITEMS or size >= IMPORT_BATCH_BYTES:
-                    imported += len(client.remember_many(batch))
+                    imported += len(client.remember_many(batch, consolidate=False))
                     batch, size = [], 0
             if batch:
-                imported += len(client.remember_many(batch))
+                imported += len(client.remember_many(batch, consolidate=False))
         finally:
             if source is not sys.stdin:
                 source.close()
