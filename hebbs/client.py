@@ -38,7 +38,7 @@ from .protocol import (ERROR, HEADER, PROGRESS, AddEdge, Close, ContradictionAut
                        Inspect, Inspection, List, Neighbors, Panel, PanelState, Ping, Pong, Prime, ProtocolError,
                        Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem,
                        RemoveEdge, Revise, ReviseItem, ReviseMany, ShowSource, Shutdown, Status, Stopping, Subscribe,
-                       Subscribed, SubscriptionPush, _Command, decode_data, decode_response, error_from_frame,
+                       Subscribed, SubscriptionPush, Unconsolidate, Consolidate, _Command, decode_data, decode_response, error_from_frame,
                        frame_length, progress_type, recv_frame, request_frame, result_type)
 from .recall.brains import BRAINS, GLOBAL
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
@@ -271,11 +271,11 @@ def _remember_item(item: Any) -> RememberItem:
 
 def _remember(content: str, importance: float, context: dict[str, Any] | None, entity_id: str | None,
               created_at: Any, kind: Any, source: Source | None, supersedes: Sequence[str], edges: Iterable[Any],
-              key: str | None) -> Remember:
+              key: str | None, consolidate: bool | None) -> Remember:
     return Remember(content=content, importance=importance, context=context, entity_id=entity_id,
                     created_at=to_micros(created_at, "created_at"), kind=_kind(kind), source=source,
                     supersedes=[supersedes] if isinstance(supersedes, str) else list(supersedes),
-                    edges=_edge_specs(edges), key=key)
+                    edges=_edge_specs(edges), key=key, consolidate=consolidate)
 
 
 def _revise_item(item: Any) -> ReviseItem:
@@ -292,7 +292,7 @@ def _revise_item(item: Any) -> ReviseItem:
 def _recall(cue: str | None, strategies: Sequence[str] | str | None, top_k: int, entity_id: str | None,
             time_range: Any, weights: Any, include_superseded: bool, reinforce: bool, mmr_lambda: float | None,
             seed: str | None, direction: str, max_depth: int, edge_types: Sequence[Any] | None,
-            alpha: float | None, analogy: Sequence[str] | None, now: Any) -> Recall:
+            alpha: float | None, analogy: Sequence[str] | None, now: Any, associate: bool) -> Recall:
     if analogy is not None and (isinstance(analogy, str) or len(analogy) != 3):
         raise InvalidInput("analogy must be three memory ids or cues (a, b, c), read as a:b::c:?")
     return Recall(
@@ -301,7 +301,8 @@ def _recall(cue: str | None, strategies: Sequence[str] | str | None, top_k: int,
         include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda, seed=seed,
         direction=direction, max_depth=max_depth,
         edge_types=None if edge_types is None else [getattr(t, "name", t) for t in edge_types],
-        alpha=alpha, analogy=None if analogy is None else list(analogy), now=to_micros(now, "now"))
+        alpha=alpha, analogy=None if analogy is None else list(analogy), now=to_micros(now, "now"),
+        associate=associate)
 
 
 def _resolve(vault: os.PathLike | str | None, global_: bool, home: Path,
@@ -386,8 +387,10 @@ def _structs(items: Iterable[Any], type_: type, what: str) -> list[Any]:
 
 # Commands: what both clients send, built once -------------------------------------------------
 
-def _remember_many(items: Iterable[Any], check_contradictions: bool | None) -> Remember:
-    return Remember(items=[_remember_item(i) for i in items], check_contradictions=check_contradictions)
+def _remember_many(items: Iterable[Any], check_contradictions: bool | None,
+                   consolidate: bool | None) -> Remember:
+    return Remember(items=[_remember_item(i) for i in items], check_contradictions=check_contradictions,
+                    consolidate=consolidate)
 
 
 def _forget(ids: Sequence[str] | str | None, entity_id: str | None) -> Forget:
@@ -565,15 +568,25 @@ class Client(_BaseClient):
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                  entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
                  source: Source | None = None, supersedes: Sequence[str] = (), edges: Iterable[Any] = (),
-                 key: str | None = None) -> Memory:
+                 key: str | None = None, consolidate: bool | None = None) -> Memory:
         """Store one memory. `edges`: (target id, edge type[, confidence]) from it; `key`: a memory already
-        stored under this key in the vault is returned instead, and nothing is stored."""
+        stored under this key in the vault is returned instead, and nothing is stored. A restatement of an
+        existing memory comes back as that memory with consolidated=True (unless consolidate=False)."""
         return self.request(_remember(content, importance, context, entity_id, created_at, kind, source,
-                                      supersedes, edges, key))
+                                      supersedes, edges, key, consolidate))
 
-    def remember_many(self, items: Iterable[Any], *, check_contradictions: bool | None = None) -> list[Memory]:
+    def remember_many(self, items: Iterable[Any], *, check_contradictions: bool | None = None,
+                      consolidate: bool | None = None) -> list[Memory]:
         """Store many memories in one request (dicts with the fields of remember, or RememberItems)."""
-        return self.request(_remember_many(items, check_contradictions))
+        return self.request(_remember_many(items, check_contradictions, consolidate))
+
+    def unconsolidate(self, record_id: str) -> Memory:
+        """Make a restatement record (see history) a memory of its own again."""
+        return self.request(Unconsolidate(id=record_id))
+
+    def consolidate(self, *, dry_run: bool = False) -> list[tuple[str, str]]:
+        """Merge restatements already in the vault: (restatement id, surviving id) pairs."""
+        return self.request(Consolidate(dry_run=dry_run))
 
     def get(self, memory_id: str) -> Memory:
         return self.request(Get(id=memory_id))
@@ -658,15 +671,17 @@ class Client(_BaseClient):
                seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                edge_types: Sequence[Any] | None = None, alpha: float | None = None,
                analogy: Sequence[str] | None = None, now: Any = None,
-               brains: Sequence[str] | str | None = None) -> RecallResults:
+               brains: Sequence[str] | str | None = None, associate: bool = False) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall weighs plain similarity by `alpha`, and
         `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md). Results carry `confidence`; `.abstained` says
         nothing relevant is known (docs/honesty.md). `now` (datetime, ISO 8601 text or microseconds):
         recall as of that time (time words, recency). `brains=["project", "global"]` searches both in
-        one merged list, each result labelled (docs/recall.md)."""
+        one merged list, each result labelled (docs/recall.md). associate=True also brings memories used
+        together with the best matches (tagged `associative`)."""
         command = _recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded, reinforce,
-                          mmr_lambda, seed, direction, max_depth, edge_types, alpha, analogy, now)
+                          mmr_lambda, seed, direction, max_depth, edge_types, alpha, analogy, now,
+                          associate)
         if brains is None:
             return self.request(command)
         vault, notes = self._over_brains(command, brains)
@@ -919,12 +934,19 @@ class AsyncClient(_BaseClient):
     async def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                        entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
                        source: Source | None = None, supersedes: Sequence[str] = (), edges: Iterable[Any] = (),
-                       key: str | None = None) -> Memory:
+                       key: str | None = None, consolidate: bool | None = None) -> Memory:
         return await self.request(_remember(content, importance, context, entity_id, created_at, kind, source,
-                                            supersedes, edges, key))
+                                            supersedes, edges, key, consolidate))
 
-    async def remember_many(self, items: Iterable[Any], *, check_contradictions: bool | None = None) -> list[Memory]:
-        return await self.request(_remember_many(items, check_contradictions))
+    async def remember_many(self, items: Iterable[Any], *, check_contradictions: bool | None = None,
+                            consolidate: bool | None = None) -> list[Memory]:
+        return await self.request(_remember_many(items, check_contradictions, consolidate))
+
+    async def unconsolidate(self, record_id: str) -> Memory:
+        return await self.request(Unconsolidate(id=record_id))
+
+    async def consolidate(self, *, dry_run: bool = False) -> list[tuple[str, str]]:
+        return await self.request(Consolidate(dry_run=dry_run))
 
     async def get(self, memory_id: str) -> Memory:
         return await self.request(Get(id=memory_id))
@@ -997,9 +1019,10 @@ class AsyncClient(_BaseClient):
                      seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                      edge_types: Sequence[Any] | None = None, alpha: float | None = None,
                      analogy: Sequence[str] | None = None, now: Any = None,
-                     brains: Sequence[str] | str | None = None) -> RecallResults:
+                     brains: Sequence[str] | str | None = None, associate: bool = False) -> RecallResults:
         command = _recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded, reinforce,
-                          mmr_lambda, seed, direction, max_depth, edge_types, alpha, analogy, now)
+                          mmr_lambda, seed, direction, max_depth, edge_types, alpha, analogy, now,
+                          associate)
         if brains is None:
             return await self.request(command)
         vault, notes = self._over_brains(command, brains)

@@ -155,6 +155,14 @@ class ContradictionsConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unk
     threshold: float = 0.35
 
 
+class ConsolidationConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """Restatements merged into the memory they repeat (hebbs/workflows/consolidate.py, docs/consolidation.md)."""
+
+    on_remember: bool = True
+    # Run the whole-vault sweep on the decay sweep's schedule.
+    on_sweep: bool = False
+
+
 class LLMConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """An optional OpenAI-compatible chat-completions server (hebbs/llm.py, docs/reflect.md).
 
@@ -264,6 +272,7 @@ class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     recall: RecallConfig = RecallConfig()
     decay: DecayConfig = DecayConfig()
     contradictions: ContradictionsConfig = ContradictionsConfig()
+    consolidation: ConsolidationConfig = ConsolidationConfig()
     llm: LLMConfig = LLMConfig()
     panel: PanelConfig = PanelConfig()
     notes: NotesConfig = NotesConfig()

@@ -39,6 +39,8 @@ from .store.originals import Originals
 from .store.storage import (Store, WriteSet, decode, edge_keys, encode, id_bytes, memory_key, temporal_key,
                             temporal_keys, vector_key)
 from .store.vector_index import VectorIndex
+from .workflows import associate
+from .workflows import consolidate as consolidate_wf
 from .workflows import contradiction_review, decay, reflect
 
 DEFAULT_WEIGHTS = ScoringWeights()
@@ -136,18 +138,21 @@ class Engine:
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                  entity_id: str | None = None, created_at: Any = None, kind: MemoryKind | str = MemoryKind.EPISODE,
                  source: Source | None = None, supersedes: Sequence[str] = (),
-                 edges: Sequence[tuple[str, str, float]] = (), key: str | None = None) -> Memory:
+                 edges: Sequence[tuple[str, str, float]] = (), key: str | None = None,
+                 consolidate: bool | None = None) -> Memory:
         """Store one memory. `edges` are (target_id, edge type name, confidence) from the new memory.
-        With `key`, a memory already stored under that key in this vault is returned instead (idempotent)."""
+        With `key`, a memory already stored under that key in this vault is returned instead (idempotent).
+        A restatement of an existing memory is consolidated into it (returned with consolidated=True)
+        unless `consolidate` (default: config consolidation.on_remember) is off."""
         return self.remember_many([{
             "content": content, "importance": importance, "context": context, "entity_id": entity_id,
             "created_at": created_at, "kind": kind, "source": source, "supersedes": supersedes, "edges": edges,
             "key": key,
-        }])[0]
+        }], consolidate=consolidate)[0]
 
     @_acknowledged_when_durable
     def remember_many(self, items: Iterable[dict[str, Any]], *,
-                      check_contradictions: bool | None = None) -> list[Memory]:
+                      check_contradictions: bool | None = None, consolidate: bool | None = None) -> list[Memory]:
         """Store many memories, all or none: embedded in spans, then written as one RocksDB batch, so
         a crash at any point leaves every item of the call stored or none of them.
 
@@ -171,8 +176,11 @@ class Engine:
                 prepared, vectors = [prepared[n] for n in keep], vectors[keep]
                 self._check_refs(prepared)
                 if prepared:
-                    self._write_new(prepared, vectors)
-            out = [p.memory for p in prepared]
+                    merged = self._restated(prepared, vectors, consolidate)
+                    self._write_new(prepared, vectors, merged)
+                    for n, survivor in merged.items():
+                        prepared[n].stored = _Prepared(survivor, [], [])
+            out = [p.memory for p in prepared if p.stored is None]
         if self.config.contradictions.check_on_remember if check_contradictions is None else check_contradictions:
             contradiction_review.queue_for_new(self.vault, out)
         return [_result(p) for p in everything]
@@ -239,11 +247,37 @@ class Engine:
                 if ref not in self.vault and ref not in in_chunk:
                     raise NotFound(f"memory {ref} does not exist")
 
-    def _write_new(self, chunk: list["_Prepared"], vectors: np.ndarray) -> None:
+    def _restated(self, chunk: list["_Prepared"], vectors: np.ndarray, consolidate: bool | None) -> dict[int, Memory]:
+        """Which items restate an existing memory: {item index: that memory}."""
+        if not (self.config.consolidation.on_remember if consolidate is None else consolidate):
+            return {}
+        in_chunk = [p.memory.id for p in chunk]
+        found: dict[int, Memory] = {}
+        for n, (p, vector) in enumerate(zip(chunk, vectors)):
+            if p.supersedes or p.edges:
+                continue  # an explicit relation to other memories: the caller means a memory of its own
+            old = consolidate_wf.find_restated(self.vault, p.memory, vector, exclude=in_chunk)
+            if old is not None:
+                found[n] = self.vault.get(old)
+        return found
+
+    def _write_new(self, chunk: list["_Prepared"], vectors: np.ndarray, merged: dict[int, Memory]) -> None:
         writes = WriteSet()
         stamp = now_us()
         latest_by_entity: dict[str | None, tuple[int, str]] = {}
         superseded: list[Memory] = []
+        survivors: dict[str, Memory] = {}
+        records: list[Memory] = []
+        for n, target in merged.items():
+            survivor = survivors.setdefault(target.id, target)
+            survivor, record = consolidate_wf.merge(
+                writes, survivor, chunk[n].memory, stamp, lambda m, t: decay.decay_value(m, t, self.config.decay))
+            records.append(record)
+            if chunk[n].key is not None:  # a retry under the same key finds the memory it folded into
+                idempotency.put(writes, chunk[n].key, survivor.id)
+            merged[n] = msgspec.structs.replace(survivor, consolidated=True)
+        keep = [n for n in range(len(chunk)) if n not in merged]
+        chunk, vectors = [chunk[n] for n in keep], vectors[keep]
         for p, vector in zip(chunk, vectors):
             m = p.memory
             writes.put_memory(m)
@@ -264,7 +298,8 @@ class Engine:
             superseded += [self._mark_superseded(writes, old_id, m.id, stamp) for old_id in p.supersedes]
         analogical.refresh_structure(self.vault.store, writes)
         new = [p.memory for p in chunk]
-        self.vault.apply(writes, saved=new + superseded, vectors=([m.id for m in new], vectors), reindexed=new)
+        self.vault.apply(writes, saved=new + superseded + list(survivors.values()) + records,
+                         vectors=([m.id for m in new], vectors) if new else None, reindexed=new)
 
     def _mark_superseded(self, writes: WriteSet, old_id: str, new_id: str, stamp: int) -> Memory:
         old = self.vault.memory(old_id) if old_id in self.vault else None
@@ -397,6 +432,43 @@ class Engine:
         if ref is None:
             raise NotFound(f"the original of memory {memory.id} was pruned (see [sources] in the vault's config.toml)")
         return originals.section(memory.id, ref)
+
+    @_acknowledged_when_durable
+    def unconsolidate(self, record_id: str) -> Memory:
+        """Undo a consolidation: the restatement record `record_id` (see history) becomes a memory of its own."""
+        record = self.get(record_id)
+        if record.restatement_of is None:
+            raise InvalidInput(f"memory {record_id} is not a restatement record (look for one in `history`)")
+        vector = self.embedder.embed([record.content])[0]
+        with self.vault.writing():
+            writes = WriteSet()
+            restored, survivor = consolidate_wf.restore(writes, self.vault, record, vector, now_us())
+            self.vault.apply(writes, saved=[restored] + ([survivor] if survivor else []),
+                             vectors=([restored.id], vector.reshape(1, -1)), reindexed=[restored])
+            return restored
+
+    @_acknowledged_when_durable
+    def consolidate(self, *, dry_run: bool = False) -> list[tuple[str, str]]:
+        """Merge every restatement already in the vault into the older memory it repeats, in one batch.
+        Returns (restatement id, surviving id) pairs; dry_run lists them and changes nothing."""
+        with self.vault.writing():
+            pairs = consolidate_wf.sweep_pairs(self.vault)
+            if dry_run or not pairs:
+                return pairs
+            writes = WriteSet()
+            stamp = now_us()
+            saved: list[Memory] = []
+            for new_id, old_id in pairs:
+                survivor, record = consolidate_wf.merge(
+                    writes, self.vault.get(old_id), self.vault.get(new_id), stamp,
+                    lambda m, t: decay.decay_value(m, t, self.config.decay))
+                for key in temporal_keys(record.entity_id, record.created_at, record.id):
+                    writes.delete("temporal", key)
+                writes.delete("vectors", vector_key(record.id))
+                saved += [survivor, record]
+            # `removed` takes the restatements out of both indexes; `saved` then puts their records back in the catalog.
+            self.vault.apply(writes, saved=saved, removed=[new_id for new_id, _ in pairs])
+            return pairs
 
     def history(self, memory_id: str) -> list[Memory]:
         """Earlier versions of a memory, newest first."""
@@ -575,7 +647,7 @@ class Engine:
                include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                edge_types: Sequence[str] | None = None, alpha: float | None = None,
-               analogy: Sequence[str] | None = None, now: Any = None,
+               analogy: Sequence[str] | None = None, now: Any = None, associate: bool = False,
                ) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall re-ranks by shape with weight 1 - `alpha`, and
@@ -601,6 +673,8 @@ class Engine:
             if seed not in self.vault:
                 raise NotFound(f"memory {seed} does not exist")
         names = self._strategy_names(cue, strategies, seed=seed, analogy=analogy)
+        if associate and cue is not None:
+            names.add("associative")  # one hop along co-activation links (hebbs/recall/associative.py)
         lam = self.config.recall.mmr_lambda if mmr_lambda is None else validate.unit_float(mmr_lambda, "mmr_lambda")
 
         def allowed(mid: str) -> bool:
@@ -779,7 +853,10 @@ class Engine:
                     raise NotFound(f"memory {mid} does not exist" if entry is None
                                    else f"memory {mid} is a revision record; reinforce the memory it belongs to")
             writes = WriteSet()
-            used = self._reinforce_locked(writes, wanted, now_us())
+            stamp = now_us()
+            used = self._reinforce_locked(writes, wanted, stamp)
+            # Used together: linked (docs/consolidation.md, "Association by use").
+            associate.strengthen(writes, self.vault.store, wanted, stamp, self.config.decay)
             self.vault.apply(writes, saved=used)
             return used
 

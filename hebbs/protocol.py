@@ -119,6 +119,8 @@ class Remember(_Command, tag="remember"):
     items: list[RememberItem] | None = None
     # null: the vault's contradictions.check_on_remember.
     check_contradictions: bool | None = None
+    # A restatement of an existing memory folds into it (docs/consolidation.md); None: the vault's setting.
+    consolidate: bool | None = None
 
 
 class Get(_Command, tag="get"):
@@ -227,6 +229,8 @@ class Recall(_Command, tag="recall"):
     now: int | None = None
     # More vault directories to search with the request's: one merged list, each result labelled (hebbs/recall/brains.py).
     vaults: list[str] | None = None
+    # Also spread one hop along co-activation links (docs/consolidation.md); tagged `associative`.
+    associate: bool = False
 
 
 class Reinforce(_Command, tag="reinforce"):
@@ -394,6 +398,18 @@ class ContradictionAuto(_Command, tag="contradiction_auto"):
     min_confidence: float = 0.7
 
 
+class Unconsolidate(_Command, tag="unconsolidate"):
+    """Make a restatement record (see history) a memory of its own again; data is that Memory."""
+
+    id: str
+
+
+class Consolidate(_Command, tag="consolidate"):
+    """Merge every restatement in the vault into the memory it repeats; data is [[restatement, survivor], ...]."""
+
+    dry_run: bool = False
+
+
 class ForgetCandidates(_Command, tag="forget_candidates"):
     """Memories decayed below the forget threshold, least alive first; lists, deletes nothing."""
 
@@ -411,7 +427,7 @@ Command = (Ping | Status | Shutdown | Remember | Get | Revise | Forget | Recall 
            | Close | Index | List | Queries | Inspect | ShowSource | Export | ReflectPrepare | ReflectCommit
            | Insights | ContradictionPrepare | ContradictionCommit | Reflect | ContradictionAuto | ForgetCandidates
            | ReviseMany | History | AddEdge | RemoveEdge | Edges | Neighbors | IndexCancel | IndexFollow
-           | Panel)
+           | Panel | Unconsolidate | Consolidate)
 
 COMMAND_TYPES: dict[str, type[_Command]] = {
     cls.__struct_config__.tag: cls for cls in Command.__args__  # type: ignore[attr-defined]
@@ -419,7 +435,7 @@ COMMAND_TYPES: dict[str, type[_Command]] = {
 # Commands that change a vault: the daemon runs them one at a time per vault.
 WRITE_COMMANDS = frozenset({"remember", "revise", "forget", "reinforce", "reflect_prepare", "reflect_commit",
                             "contradiction_prepare", "contradiction_commit", "revise_many", "add_edge",
-                            "remove_edge"})
+                            "remove_edge", "unconsolidate", "consolidate"})
 # Commands that need no vault at all.
 DAEMON_COMMANDS = frozenset({"ping", "status", "shutdown", "close", "panel"})
 
@@ -640,6 +656,7 @@ RESULT_TYPES: dict[str, Any] = {
     "revise_many": list[Memory], "history": list[Memory], "add_edge": Edge, "remove_edge": Removed,
     "edges": list[Edge], "neighbors": list[tuple[str, float]], "index_cancel": IndexCancelled,
     "panel": PanelState,
+    "unconsolidate": Memory, "consolidate": list[tuple[str, str]],
 }
 
 

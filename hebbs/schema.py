@@ -28,6 +28,7 @@ class EdgeType(enum.IntEnum):
     REVISED_FROM = 4
     INSIGHT_FROM = 5
     CONTRADICTS = 6
+    CO_ACTIVATED = 7
 
 
 class Source(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -56,6 +57,12 @@ class Memory(msgspec.Struct, kw_only=True, omit_defaults=True):
     superseded_by: str | None = None
     # For REVISION records: the memory whose earlier text this is.
     revision_of: str | None = None
+    # How many times this memory was said again and consolidated into it (hebbs/workflows/consolidate.py).
+    restatements: int = 0
+    # On a restatement record (kind REVISION): the memory it was consolidated into.
+    restatement_of: str | None = None
+    # Set only on what remember returns: True when the new text was consolidated into this existing memory.
+    consolidated: bool = False
 
 
 class Edge(msgspec.Struct, kw_only=True):

@@ -266,7 +266,7 @@ def test_crash_mid_write_leaves_nothing_half_written(tmp_path, embedder):
         with Engine.open({str(path)!r}) as eng:
             for i in itertools.count():
                 eng.remember_many([{{"content": f"batch {{i}} item {{j}} about topic {{j % 7}}", "entity_id": f"e{{j % 3}}"}}
-                                   for j in range(40)])
+                                   for j in range(40)], consolidate=False)  # each round repeats batch 0
                 if i == 1:
                     print("writing", flush=True)
         """)

@@ -151,12 +151,40 @@ def cmd_remember(args: argparse.Namespace) -> int:
         memory = client.remember(_text(args.content), importance=args.importance, context=_context(args.context),
                                  entity_id=args.entity, created_at=_time(args.created_at, "--created-at")
                                  if args.created_at else None, supersedes=args.supersedes or (), edges=edges,
-                                 key=args.key)
+                                 key=args.key,
+                                 consolidate=False if args.no_consolidate else None)
     if _json(args):
         output.emit_json(memory)
+    elif memory.consolidated:
+        print(f"consolidated into {memory.id}: said {memory.restatements + 1} times "
+              f"(importance {memory.importance:.2f}; `hebbs unconsolidate` undoes it)")
     else:
         entity = f", entity {memory.entity_id}" if memory.entity_id else ""
         print(f"remembered {memory.id} (importance {memory.importance:.2f}{entity})")
+    return 0
+
+
+def cmd_unconsolidate(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        memory = client.unconsolidate(args.id)
+    if _json(args):
+        output.emit_json(memory)
+    else:
+        print(f"restored {memory.id} as a memory of its own")
+    return 0
+
+
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        pairs = client.consolidate(dry_run=args.dry_run)
+        texts = {mid: client.get(mid).content for pair in pairs for mid in pair} if pairs and not _json(args) else {}
+    if _json(args):
+        output.emit_json([{"restatement": new, "into": old} for new, old in pairs])
+        return 0
+    verb = "would merge" if args.dry_run else "merged"
+    for new, old in pairs:
+        print(f"{output.short_id(new)} -> {output.short_id(old)}  {output.one_line(texts[new], output.width() - 20)}")
+    print(f"{verb} {_count(len(pairs), 'restatement')}")
     return 0
 
 
@@ -302,7 +330,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
                               mmr_lambda=args.mmr, seed=args.seed, direction=args.direction,
                               max_depth=args.max_depth, edge_types=args.edge_types, alpha=args.alpha,
                               analogy=args.analogy, brains=BRAINS if args.both else None,
-                              now=_time(args.now, "--now") if args.now else None)
+                              now=_time(args.now, "--now") if args.now else None, associate=args.associate)
     if _json(args):
         output.emit_json(found)
     else:
@@ -459,10 +487,10 @@ def cmd_import(args: argparse.Namespace) -> int:
                 batch.append(item)
                 size += len(item.content) * 4 + 256
                 if len(batch) >= IMPORT_BATCH_ITEMS or size >= IMPORT_BATCH_BYTES:
-                    imported += len(client.remember_many(batch))
+                    imported += len(client.remember_many(batch, consolidate=False))
                     batch, size = [], 0
             if batch:
-                imported += len(client.remember_many(batch))
+                imported += len(client.remember_many(batch, consolidate=False))
         finally:
             if source is not sys.stdin.buffer:
                 source.close()
@@ -550,7 +578,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "init": cmd_init, "remember": cmd_remember, "get": cmd_get, "revise": cmd_revise, "forget": cmd_forget,
     "revise-many": cmd_revise_many, "history": cmd_history, "add-edge": cmd_add_edge,
     "remove-edge": cmd_remove_edge, "edges": cmd_edges, "neighbors": cmd_neighbors,
-    "recall": cmd_recall, "used": cmd_used, "prime": cmd_prime, "subscribe": cmd_subscribe, "queries": cmd_queries,
+    "recall": cmd_recall, "used": cmd_used, "unconsolidate": cmd_unconsolidate,
+    "consolidate": cmd_consolidate, "prime": cmd_prime, "subscribe": cmd_subscribe, "queries": cmd_queries,
     "inspect": cmd_inspect, "source": cmd_source, "export": cmd_export, "import": cmd_import, "status": cmd_status,
     "doctor": cmd_doctor,
 }

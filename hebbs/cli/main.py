@@ -129,6 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "confidence 0..1, default 1")
     p.add_argument("--key", help="idempotency key: if a memory was stored under it in this vault, print that one "
                                  "and store nothing")
+    p.add_argument("--no-consolidate", action="store_true",
+                   help="store it even if it restates an existing memory (default: the vault's setting)")
+
+    p = command("unconsolidate", "make a restatement record (listed by `hebbs inspect ID`) a memory of its own again")
+    p.add_argument("id", help="the restatement record's id, or its last 6+ characters")
+
+    p = command("consolidate", "merge restatements already in the vault into the memories they repeat")
+    p.add_argument("--dry-run", action="store_true", help="list what would be merged; change nothing")
 
     p = command("get", "show one memory (full id or its last 6+ characters)")
     p.add_argument("id", help="memory id, or its last 6+ characters")
@@ -174,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("recall", "find memories for a cue")
     p.add_argument("cue", nargs="*", help="what to look for (none: the most recent memories)")
-    p.add_argument("--strategy", action="append", choices=["similarity", "lexical", "temporal", "causal", "analogical"],
+    p.add_argument("--strategy", action="append", choices=["similarity", "lexical", "temporal", "causal", "analogical",
+                                                              "associative"],
                    help="repeatable (default: similarity and lexical fused; temporal without a cue; causal with "
                         "--seed; analogical with --analogy)")
     p.add_argument("--top-k", type=int, default=10, help="how many results")
@@ -208,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "in the cue (\"last week\") and for recency (default: the current time)")
     p.add_argument("--both", action="store_true",
                    help="search the project vault and the global brain together: one list, each result labelled")
+    p.add_argument("--associate", action="store_true",
+                   help="also bring memories used together with the best matches (tagged associative)")
 
     p = command("used", "count memories as used (what an answer relied on): raises their reinforcement")
     p.add_argument("ids", nargs="+", metavar="ID", help="full ids or their last 6+ characters")

@@ -27,7 +27,8 @@ from hebbs.protocol import (AddEdge, Close, Closed, ContradictionAuto, Contradic
                             IndexingInProgress, Insights, Inspect, Inspection, List, Neighbors, Panel, PanelState, Pong,
                             Prime, Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember,
                             RememberItem, RemoveEdge, Removed, Request, Revise, ReviseItem, ReviseMany, ScanSummary,
-                            ShowSource, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
+                            ShowSource, Status, Stopping, Subscribe, Subscribed, SubscriptionPush, Unconsolidate,
+                            Consolidate)
 from hebbs.schema import Memory, RecallResults, ScoringWeights, SourceSection
 
 from .vaults import VaultPool, VaultSlot
@@ -138,10 +139,17 @@ class Handlers:
         def remember(engine: "Engine") -> list[Memory]:
             for item in items:  # short ids, as text output shows them, name what a memory supersedes
                 item["supersedes"] = [resolve_id(engine, old) for old in item["supersedes"] or ()]
-            return engine.remember_many(items, check_contradictions=command.check_contradictions)
+            return engine.remember_many(items, check_contradictions=command.check_contradictions,
+                                       consolidate=command.consolidate)
 
         memories = await self._write(request, remember)
         return memories if command.items is not None else memories[0]
+
+    async def _unconsolidate(self, conn: Connection, request: Request, command: Unconsolidate) -> Memory:
+        return await self._write(request, lambda engine: engine.unconsolidate(resolve_id(engine, command.id)))
+
+    async def _consolidate(self, conn: Connection, request: Request, command: Consolidate) -> list[tuple[str, str]]:
+        return await self._write(request, lambda engine: engine.consolidate(dry_run=command.dry_run))
 
     async def _get(self, conn: Connection, request: Request, command: Get) -> Memory:
         return await self._call(request, lambda engine: engine.get(resolve_id(engine, command.id)))
@@ -267,7 +275,7 @@ class Handlers:
                 mmr_lambda=command.mmr_lambda,
                 seed=None if command.seed is None else resolve_id(engine, command.seed), direction=command.direction,
                 max_depth=command.max_depth, edge_types=command.edge_types, alpha=command.alpha,
-                analogy=command.analogy, now=command.now)
+                analogy=command.analogy, now=command.now, associate=command.associate)
 
         if command.vaults is None:
             return await self._call(request, recall)

@@ -29,7 +29,9 @@ DIRECTIONS = ("forward", "backward", "both")
 MAX_DEPTH_LIMIT = 20
 # FOLLOWED_BY links every memory to the next one of its entity automatically: it is sequence, not
 # cause, and following it by default would turn every causal walk into a walk through time.
-DEFAULT_EDGE_TYPES: frozenset[EdgeType] = frozenset(t for t in EdgeType if t != EdgeType.FOLLOWED_BY)
+# CO_ACTIVATED says two memories were used together, not that one caused the other.
+DEFAULT_EDGE_TYPES: frozenset[EdgeType] = frozenset(
+    t for t in EdgeType if t not in (EdgeType.FOLLOWED_BY, EdgeType.CO_ACTIVATED))
 # How many memories one walk may visit: bounds the cost of a walk through a dense region.
 VISIT_LIMIT = 20_000
 

@@ -7,7 +7,7 @@ its strategies in this order.
 
 from __future__ import annotations
 
-from . import analogical, causal, fused, lexical, similarity, temporal
+from . import analogical, associative, causal, fused, lexical, similarity, temporal
 from .query import Strategy
 
 REGISTRY: dict[str, Strategy] = {
@@ -17,6 +17,7 @@ REGISTRY: dict[str, Strategy] = {
     "temporal": temporal.recall,
     "causal": causal.recall,
     "analogical": analogical.recall,
+    "associative": associative.recall,  # with `associate=True`, or asked for by name
 }
 
 # What callers may name in `strategies=[...]`.

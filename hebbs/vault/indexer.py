@@ -639,7 +639,7 @@ class _Phase2:
                 "content": s.content, "importance": entry.importance, "entity_id": entry.entity_id,
                 "context": section_context(rel, entry, s, vault_id), "created_at": _created_at(entry, s),
                 "kind": MemoryKind.EPISODE, "source": _source(rel, s),
-            } for rel, entry, s in batch])
+            } for rel, entry, s in batch], consolidate=False)  # one memory per section, even a repeated one
             for (_, _, s), memory in zip(batch, memories):
                 s.memory_id, s.state, s.content = memory.id, SYNCED, None
                 touched.append(memory.id)

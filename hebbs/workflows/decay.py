@@ -36,6 +36,8 @@ class Forgetter(HasVault, Protocol):
 
     def forget(self, ids: Sequence[str] | None = None) -> int: ...
 
+    def consolidate(self, *, dry_run: bool = False) -> list[tuple[str, str]]: ...
+
 CURSOR_META = "decay_cursor"
 LAST_SWEEP_META = "decay_last_sweep"
 # Scores written per RocksDB batch: the write lock is held for one commit at a time, never a whole sweep.
@@ -237,6 +239,9 @@ class DecaySweeper:
         while not self._stop.is_set() and not self.engine.vault.closed:
             try:
                 report = sweep_all(self.engine, batch=self.batch, now=self.clock(), stop=self._stop)
+                # Consolidation rides the same schedule when the vault asks for it (docs/consolidation.md).
+                if self.engine.vault.config.consolidation.on_sweep and not self._stop.is_set():
+                    self.engine.consolidate()
                 with self._pass_done:
                     self.last_report = report
                     self.last_pass_at = time.time()

@@ -1,0 +1,82 @@
+"""Association by use on LoCoMo dev (../shared/data/locomo-dev, read at run time, never copied).
+
+Replay: every turn is remembered (entity = conversation); for the first half of each conversation's
+questions, recall the question and then `reinforce` its evidence turns, as an agent calls `hebbs used`
+for what its answer relied on. That links the turns used together (CO_ACTIVATED). Then, on the second
+half of the questions: evidence recall@10 with associate off vs on, and the share of top-10 slots
+taken by the ten most-connected memories of the vault (hub bias), off vs on.
+
+    .venv/bin/python bench/bench_association.py [--data ../shared/data/locomo-dev]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_locomo import load  # noqa: E402
+
+from hebbs import Engine  # noqa: E402
+from hebbs.schema import EdgeType  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", type=Path, default=Path("/work/shared/data/locomo-dev"))
+    # The first halves hold 378 questions: two passes make 756 recall-and-use steps (a memory used
+    # again for the same question, as an agent asked twice would).
+    parser.add_argument("--passes", type=int, default=2)
+    args = parser.parse_args()
+    convs = load(args.data)
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = Engine.open(Path(tmp) / "v")
+        id_of: dict[tuple[str, str], str] = {}
+        dia_of: dict[str, str] = {}
+        for conv in convs:
+            memories = engine.remember_many([{"content": t["text"], "entity_id": conv["name"],
+                                              "created_at": t["created_at"]} for t in conv["turns"]],
+                                            consolidate=False, check_contradictions=False)
+            for memory, turn in zip(memories, conv["turns"]):
+                id_of[(conv["name"], turn["dia_id"])] = memory.id
+                dia_of[memory.id] = turn["dia_id"]
+        steps = 0
+        held_out = []
+        for conv, _ in ((c, p) for p in range(args.passes) for c in convs):
+            half = len(conv["questions"]) // 2
+            for q in conv["questions"][:half]:
+                engine.recall(q["question"], entity_id=conv["name"], top_k=10)
+                used = [id_of[(conv["name"], d)] for d in q["evidence"] if (conv["name"], d) in id_of]
+                if used:
+                    engine.reinforce(used)
+                    steps += 1
+            if _ == 0:
+                held_out += [(conv["name"], q) for q in conv["questions"][half:]]
+        degree = {mid: sum(1 for t, *_ in engine.vault.store.edges_from(mid) if t == EdgeType.CO_ACTIVATED)
+                  for mid in dia_of}
+        linked = sum(1 for d in degree.values() if d)
+        hubs = set(sorted(degree, key=degree.get, reverse=True)[:10])
+        print(f"replay: {steps} recall-and-use steps; {linked} memories linked; "
+              f"top-10 degrees {sorted(degree.values(), reverse=True)[:10]}")
+        for associate in (False, True):
+            scores, hub_slots, slots, brought = [], 0, 0, 0
+            for name, q in held_out:
+                found = engine.recall(q["question"], entity_id=name, top_k=10, associate=associate)
+                ids = found.ids()
+                got = {dia_of[i] for i in ids if i in dia_of}
+                scores.append(len(set(q["evidence"]) & got) / len(q["evidence"]))
+                hub_slots += sum(1 for i in ids if i in hubs)
+                slots += len(ids)
+                brought += sum(1 for r in found if r.strategies == ["associative"])
+            print(f"associate {'on ' if associate else 'off'}: held-out questions {len(scores)}, "
+                  f"recall@10 {statistics.fmean(scores):.4f}, hub share of top-10 slots {hub_slots / slots:.4f}, "
+                  f"results brought by association alone {brought}")
+        engine.close()
+
+
+if __name__ == "__main__":
+    main()

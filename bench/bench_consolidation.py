@@ -1,0 +1,141 @@
+"""Consolidation of restatements (hebbs/workflows/consolidate.py): is the merge test right, and does
+merging cost recall?
+
+1. Precision and recall of the merge decision on bench/data/consolidation_pairs.jsonl: LoCoMo turns
+   named by reference (conversation:dia_id, read at run time from ../shared/data/locomo-dev, never
+   copied) with a labelled transformation (restated: punctuation/case, "As I said, ..."; changed:
+   a number, a negation, the speaker), plus pairs written for this bench. Each pair goes through a
+   real vault: remember a, then remember b, and see whether b was consolidated.
+2. LoCoMo dev recall@10 with consolidation on vs off: every session remembered as one batch, so a
+   later session's restatement folds into an earlier turn; a merged turn counts as found when the
+   memory it folded into is found.
+
+    .venv/bin/python bench/bench_consolidation.py [--data ../shared/data/locomo-dev] [--pairs-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_locomo import load  # noqa: E402
+
+from hebbs import Engine  # noqa: E402
+
+PAIRS = Path(__file__).with_name("data") / "consolidation_pairs.jsonl"
+_NUMBER = re.compile(r"\b(\d+)\b")
+_BE = re.compile(r"\b(is|was|am|are)\b")
+
+
+def transformed(text: str, transform: str, other_speaker: str) -> str:
+    speaker, _, said = text.partition(": ")
+    if transform == "punctuation_case":
+        said = said.rstrip(".!?") if said[-1:] in ".!?" else said + "."
+        return f"{speaker}: {said[:1].lower() + said[1:]}"
+    if transform == "as_i_said":
+        return f"{speaker}: As I said, {said}"
+    if transform == "number_changed":
+        return f"{speaker}: " + _NUMBER.sub(lambda m: str(int(m.group(1)) + 1), said, count=1)
+    if transform == "negated":
+        return f"{speaker}: " + _BE.sub(lambda m: m.group(1) + " not", said, count=1)
+    if transform == "speaker_swapped":
+        return f"{other_speaker}: {said}"
+    raise ValueError(transform)
+
+
+def labelled_pairs(data: Path) -> list[tuple[str, str, bool, str]]:
+    convs = {c["name"]: c for c in load(data)}
+    out = []
+    for line in PAIRS.read_text().splitlines():
+        row = json.loads(line)
+        if "ref" in row:
+            name, dia = row["ref"].split(":", 1)
+            turns = convs[name]["turns"]
+            text = next(t["text"] for t in turns if t["dia_id"] == dia)
+            speakers = sorted({t["text"].partition(": ")[0] for t in turns} - {text.partition(": ")[0]})
+            out.append((text, transformed(text, row["transform"], speakers[0]), row["restatement"], row["transform"]))
+        else:
+            out.append((row["a"], row["b"], row["restatement"], "written"))
+    return out
+
+
+def pair_figures(pairs: list[tuple[str, str, bool, str]]) -> dict:
+    tp = fp = fn = tn = 0
+    mistakes = []
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = Engine.open(Path(tmp) / "v")
+        for n, (a, b, label, kind) in enumerate(pairs):
+            entity = f"pair-{n}"  # one entity per pair: pairs never merge with each other
+            engine.remember(a, entity_id=entity, consolidate=False)
+            merged = engine.remember(b, entity_id=entity).consolidated
+            tp += merged and label
+            fp += merged and not label
+            fn += label and not merged
+            tn += not label and not merged
+            if merged != label:
+                mistakes.append({"kind": kind, "a": a[:90], "b": b[:90], "label": label})
+        engine.close()
+    return {"pairs": len(pairs), "positives": tp + fn, "tp": tp, "fp": fp, "fn": fn, "tn": tn,
+            "precision": tp / (tp + fp) if tp + fp else 1.0, "recall": tp / (tp + fn) if tp + fn else 1.0,
+            "mistakes": mistakes}
+
+
+def locomo_recall(data: Path, consolidate: bool) -> dict:
+    convs = load(data)
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = Engine.open(Path(tmp) / "v")
+        dias_of: dict[str, set[str]] = {}
+        merged = 0
+        for conv in convs:
+            sessions: dict[str, list[dict]] = {}
+            for t in conv["turns"]:
+                sessions.setdefault(t["dia_id"].split(":")[0], []).append(t)
+            for turns in sessions.values():
+                memories = engine.remember_many([{"content": t["text"], "entity_id": conv["name"],
+                                                  "created_at": t["created_at"]} for t in turns],
+                                                consolidate=consolidate, check_contradictions=False)
+                for memory, turn in zip(memories, turns):
+                    merged += memory.consolidated
+                    dias_of.setdefault(memory.id, set()).add(turn["dia_id"])
+        scores = []
+        for conv in convs:
+            for q in conv["questions"]:
+                ids = engine.recall(q["question"], entity_id=conv["name"], top_k=10).ids()
+                found = set().union(*(dias_of.get(i, set()) for i in ids)) if ids else set()
+                scores.append(len(set(q["evidence"]) & found) / len(q["evidence"]))
+        count = engine.count()
+        engine.close()
+    return {"consolidate": consolidate, "memories": count, "merged": merged, "questions": len(scores),
+            "recall@10": statistics.fmean(scores)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/locomo-dev")
+    parser.add_argument("--pairs-only", action="store_true")
+    args = parser.parse_args()
+    if not args.data.exists():
+        args.data = Path("/work/shared/data/locomo-dev")
+    figures = pair_figures(labelled_pairs(args.data))
+    print(f"merge test on {figures['pairs']} labelled pairs ({figures['positives']} restatements): "
+          f"precision {figures['precision']:.3f}, recall {figures['recall']:.3f} "
+          f"(tp {figures['tp']}, fp {figures['fp']}, fn {figures['fn']}, tn {figures['tn']})")
+    for m in figures["mistakes"]:
+        print(f"  {'missed' if m['label'] else 'WRONG MERGE'} [{m['kind']}] {m['a']!r} / {m['b']!r}")
+    if args.pairs_only:
+        return
+    for on in (False, True):
+        r = locomo_recall(args.data, on)
+        print(f"LoCoMo dev, consolidation {'on ' if on else 'off'}: recall@10 {r['recall@10']:.4f} over "
+              f"{r['questions']} questions, {r['memories']} memories ({r['merged']} turns merged)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""Consolidation of restatements: a memory said again is merged into the one it repeats.
+
+The test (docs/consolidation.md, measured by bench/bench_consolidation.py) needs all of:
+- the same entity and kind, neither superseded;
+- near-identical meaning: cosine of the embeddings >= MIN_COSINE;
+- near-identical wording: word-set Jaccard >= MIN_JACCARD, and words only added or dropped, none replaced;
+- the same guard tokens: numbers, negations and names. "I have 2 cats" then "I have 3 cats" is a
+  change, not a restatement, however close the two vectors are.
+
+The repeat is kept as a restatement record (kind REVISION, `restatement_of` the survivor) reached by
+a REVISED_FROM edge, so `history` shows it and `unconsolidate` can make it a memory again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import numpy as np
+from ulid import ULID
+
+from hebbs.schema import EdgeType, Memory, MemoryKind
+from hebbs.store.open_vault import OpenVault
+from hebbs.store.storage import WriteSet, edge_keys, id_bytes, temporal_keys, vector_key
+
+MIN_COSINE = 0.9
+MIN_JACCARD = 0.6
+# A restatement adds this much importance (capped at 1): said again, it matters a little more.
+IMPORTANCE_STEP = 0.05
+_NEIGHBOURS = 5
+
+_WORD = re.compile(r"[A-Za-z0-9']+")
+_NUMBER_WORDS = frozenset(
+    "zero one two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred "
+    "thousand million billion first second third fourth fifth half twice once dozen".split())
+_NEGATIONS = frozenset("not no never none nothing nobody neither nor without cannot can't don't doesn't didn't "
+                       "isn't aren't wasn't weren't won't wouldn't shouldn't couldn't haven't hasn't hadn't".split())
+_MONTHS_DAYS = frozenset("january february march april may june july august september october november december "
+                         "monday tuesday wednesday thursday friday saturday sunday yesterday today tomorrow".split())
+
+
+def words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def guard_tokens(text: str) -> frozenset[str]:
+    """Numbers, negations, dates and names: tokens whose change makes a different fact."""
+    out: set[str] = set()
+    sentence_start = True
+    for match in re.finditer(r"[A-Za-z0-9']+:?|[.!?]", text):
+        token = match.group()
+        if token in ".!?":
+            sentence_start = True
+            continue
+        if token.endswith(":"):  # "Maria: ..." names who speaks: a name however it is placed
+            out.add(token[:-1].lower())
+            continue
+        low = token.lower()
+        if (any(c.isdigit() for c in token) or low in _NUMBER_WORDS or low in _NEGATIONS or low.endswith("n't")
+                or low in _MONTHS_DAYS or (token[0].isupper() and not sentence_start and low != "i")):
+            out.add(low)
+        sentence_start = False
+    return frozenset(out)
+
+
+def jaccard(a: str, b: str) -> float:
+    wa, wb = set(words(a)), set(words(b))
+    return len(wa & wb) / len(wa | wb) if wa | wb else 1.0
+
+
+def same_guards(a: str, b: str) -> bool:
+    """The guard tokens of either text appear in both, in the same order: a number, negation or name
+    added, dropped, changed or moved ("batch 1 item 12" / "batch 12 item 1") makes another fact; the
+    same word capitalized differently does not."""
+    guards = guard_tokens(a) | guard_tokens(b)
+    return [w for w in words(a) if w in guards] == [w for w in words(b) if w in guards]
+
+
+def no_substitution(a: str, b: str) -> bool:
+    """One text's words contain the other's: words were added or dropped, none replaced. "the blue
+    button" / "the red button" replaces a word, and a replaced word is a changed fact."""
+    wa, wb = set(words(a)), set(words(b))
+    return wa <= wb or wb <= wa
+
+
+def is_restatement(new_text: str, old_text: str, cosine: float) -> bool:
+    return (cosine >= MIN_COSINE and jaccard(new_text, old_text) >= MIN_JACCARD
+            and no_substitution(new_text, old_text) and same_guards(new_text, old_text))
+
+
+def find_restated(vault: OpenVault, memory: Memory, vector: np.ndarray, exclude: Iterable[str] = ()) -> str | None:
+    """The id of the existing memory that `memory` restates, or None."""
+    skip = set(exclude) | {memory.id}
+
+    def allowed(mid: str) -> bool:
+        entry = vault.entry(mid)
+        return (mid not in skip and entry is not None and entry.superseded_by is None
+                and entry.kind == memory.kind and entry.entity_id == memory.entity_id)
+
+    for mid, cosine in vault.similar(vector, _NEIGHBOURS, allowed):
+        old = vault.memory(mid)
+        if old is not None and is_restatement(memory.content, old.content, cosine):
+            return mid
+    return None
+
+
+def merge(writes: WriteSet, survivor: Memory, new: Memory, stamp: int, decay_value) -> tuple[Memory, Memory]:
+    """Fold `new` into `survivor`: returns (survivor updated, the restatement record). The caller commits."""
+    record = Memory(
+        id=new.id, content=new.content, importance=new.importance, context=new.context, entity_id=new.entity_id,
+        created_at=new.created_at, updated_at=stamp, last_accessed_at=stamp, kind=MemoryKind.REVISION,
+        source=new.source, superseded_by=survivor.id, revision_of=survivor.id, restatement_of=survivor.id,
+    )
+    writes.put_memory(record)
+    writes.put_edge(survivor.id, EdgeType.REVISED_FROM, record.id, 1.0, stamp)
+    survivor.restatements += 1
+    survivor.importance = round(min(1.0, max(survivor.importance, new.importance) + IMPORTANCE_STEP), 6)
+    survivor.access_count += 1
+    survivor.last_accessed_at = stamp
+    survivor.updated_at = stamp
+    survivor.decay_score = decay_value(survivor, stamp)
+    writes.put_memory(survivor)
+    return survivor, record
+
+
+def restore(writes: WriteSet, vault: OpenVault, record: Memory, vector: np.ndarray, stamp: int) -> tuple[Memory, Memory | None]:
+    """Undo a merge: the record becomes an EPISODE of its own again. Returns (restored, survivor)."""
+    survivor = vault.memory(record.restatement_of) if record.restatement_of else None
+    for key in edge_keys(record.restatement_of or "", EdgeType.REVISED_FROM, record.id):
+        writes.delete("graph", key)
+    restored = Memory(
+        id=record.id, content=record.content, importance=record.importance, context=record.context,
+        entity_id=record.entity_id, created_at=record.created_at, updated_at=stamp, last_accessed_at=stamp,
+        kind=MemoryKind.EPISODE, source=record.source, decay_score=record.importance,
+    )
+    writes.put_memory(restored)
+    for key in temporal_keys(restored.entity_id, restored.created_at, restored.id):
+        writes.put("temporal", key, id_bytes(restored.id))
+    writes.put("vectors", vector_key(restored.id), vector.astype("<f4").tobytes())
+    if survivor is not None:
+        survivor.restatements = max(0, survivor.restatements - 1)
+        survivor.updated_at = stamp
+        writes.put_memory(survivor)
+    return restored, survivor
+
+
+def sweep_pairs(vault: OpenVault) -> list[tuple[str, str]]:
+    """(restatement, survivor) pairs over the whole vault, the older memory surviving; each memory in one pair."""
+    taken: set[str] = set()
+    pairs: list[tuple[str, str]] = []
+    live = sorted(((mid, e) for mid, e in vault.entries()
+                   if e.kind != MemoryKind.REVISION and e.superseded_by is None), key=lambda x: x[1].created_at)
+    for mid, _ in reversed(live):  # newest first: each is folded into an older one
+        if mid in taken:
+            continue
+        memory, vector = vault.memory(mid), vault.vector(mid)
+        if memory is None or vector is None:
+            continue
+        older = find_restated(vault, memory, vector, exclude=taken)
+        if older is not None and vault.entry(older).created_at <= memory.created_at:
+            pairs.append((mid, older))
+            taken |= {mid, older}
+    return pairs

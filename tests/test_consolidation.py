@@ -1,0 +1,102 @@
+"""Consolidation of restatements (hebbs/workflows/consolidate.py, docs/consolidation.md): real model,
+real RocksDB, and the real daemon and CLI for the interface parts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hebbs.schema import EdgeType, MemoryKind
+from hebbs.workflows.consolidate import guard_tokens, is_restatement
+
+if TYPE_CHECKING:
+    from daemon_fixtures import DaemonHome
+
+pytest_plugins = ["daemon_fixtures"]
+
+FACT = "Caroline moved to Boston in 2021 for her new job."
+
+
+def test_guard_tokens_see_numbers_negations_and_names() -> None:
+    assert guard_tokens("I have 2 cats") != guard_tokens("I have 3 cats")
+    assert guard_tokens("I like tea") != guard_tokens("I don't like tea")
+    assert guard_tokens("She met Anna in Paris") != guard_tokens("She met Maria in Paris")
+    assert guard_tokens("She met Anna in Paris.") == guard_tokens("she met Anna in Paris")
+    assert not is_restatement("I have 2 cats", "I have 3 cats", cosine=0.99)
+
+
+def test_restatement_consolidates_and_is_reported(eng) -> None:
+    first = eng.remember(FACT, entity_id="caroline", importance=0.5)
+    again = eng.remember(FACT.rstrip("."), entity_id="caroline", importance=0.5)
+    assert again.id == first.id and again.consolidated and again.restatements == 1
+    assert again.importance > first.importance and again.access_count == first.access_count + 1
+    assert eng.count() == 1
+    stored = eng.get(first.id)
+    assert not stored.consolidated and stored.restatements == 1  # the flag is only on what remember returns
+    record, = eng.history(first.id)
+    assert record.kind == MemoryKind.REVISION and record.restatement_of == first.id
+    assert record.content == FACT.rstrip(".")
+    assert [r.memory.id for r in eng.recall("Where did Caroline move?")] == [first.id]
+
+
+def test_changed_number_other_entity_and_switch_are_not_consolidated(eng) -> None:
+    first = eng.remember("I have 2 cats and a dog.", entity_id="me")
+    assert not eng.remember("I have 3 cats and a dog.", entity_id="me").consolidated
+    assert not eng.remember("I have 2 cats and a dog.", entity_id="you").consolidated
+    off = eng.remember("I have 2 cats and a dog.", entity_id="me", consolidate=False)
+    assert off.id != first.id and not off.consolidated
+    assert eng.count() == 4
+
+
+def test_vault_setting_turns_it_off(tmp_path: Path, embedder) -> None:
+    from hebbs import Engine
+
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "config.toml").write_text("[consolidation]\non_remember = false\n")
+    with Engine.open(tmp_path / "v", embedder=embedder) as engine:
+        engine.remember(FACT)
+        assert not engine.remember(FACT).consolidated
+        assert engine.count() == 2
+
+
+def test_unconsolidate_restores_the_separate_memory(eng) -> None:
+    first = eng.remember(FACT, entity_id="caroline")
+    eng.remember(FACT, entity_id="caroline")
+    record, = eng.history(first.id)
+    restored = eng.unconsolidate(record.id)
+    assert restored.id == record.id and restored.kind == MemoryKind.EPISODE
+    assert eng.count() == 2 and eng.history(first.id) == [] and eng.get(first.id).restatements == 0
+    assert restored.id in [r.memory.id for r in eng.recall("Caroline Boston")]
+
+
+def test_sweep_dry_run_lists_and_real_run_merges(eng) -> None:
+    first = eng.remember(FACT, entity_id="caroline")
+    repeat = eng.remember(FACT, entity_id="caroline", consolidate=False)
+    other = eng.remember("Caroline moved to Denver in 2021 for her new job.", entity_id="caroline")
+    assert eng.consolidate(dry_run=True) == [(repeat.id, first.id)]
+    assert eng.count() == 3
+    assert eng.consolidate() == [(repeat.id, first.id)]
+    assert eng.count() == 2 and eng.get(first.id).restatements == 1
+    assert eng.get(repeat.id).kind == MemoryKind.REVISION
+    found = [r.memory.id for r in eng.recall("Caroline moved", top_k=10)]
+    assert repeat.id not in found and {first.id, other.id} <= set(found)
+    assert any(e.edge_type == EdgeType.REVISED_FROM.name and e.target == repeat.id for e in eng.edges(first.id))
+
+
+def test_cli_and_protocol(shared_daemon: "DaemonHome", project: Path) -> None:
+    run = shared_daemon.hebbs
+    made = json.loads(run("remember", FACT, "--format", "json", cwd=project).stdout)
+    text = run("remember", FACT, cwd=project).stdout
+    assert text.startswith(f"consolidated into {made['id']}: said 2 times")
+    again = json.loads(run("remember", FACT, "--no-consolidate", "--format", "json", cwd=project).stdout)
+    assert again["id"] != made["id"] and "consolidated" not in again
+    assert "would merge 1 restatement" in run("consolidate", "--dry-run", cwd=project).stdout
+    assert json.loads(run("consolidate", "--format", "json", cwd=project).stdout) == [
+        {"restatement": again["id"], "into": made["id"]}]
+    restored = json.loads(run("unconsolidate", again["id"], "--format", "json", cwd=project).stdout)
+    assert restored.get("kind", "EPISODE") == "EPISODE" and "restatement_of" not in restored
+    client = shared_daemon.client(project / ".hebbs")
+    back = client.remember(FACT, consolidate=True)
+    assert back.consolidated and back.id in (made["id"], again["id"])
+    assert client.remember(FACT, consolidate=False).consolidated is False
