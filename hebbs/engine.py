@@ -506,7 +506,11 @@ class Engine:
             if seed not in self.vault:
                 raise NotFound(f"memory {seed} does not exist")
         names = self._strategy_names(cue, strategies, seed=seed, analogy=analogy)
-        lam = self.config.recall.mmr_lambda if mmr_lambda is None else validate.unit_float(mmr_lambda, "mmr_lambda")
+        if mmr_lambda is not None:
+            lam = validate.unit_float(mmr_lambda, "mmr_lambda")
+        else:
+            # Similarity alone is pure vector search: no diversification or deduplication unless asked.
+            lam = 0.0 if names == {"similarity"} else self.config.recall.mmr_lambda
 
         def allowed(mid: str) -> bool:
             entry = self.vault.entry(mid)
