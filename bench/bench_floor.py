@@ -32,7 +32,7 @@ from bench_engine import CUES  # noqa: E402
 from bench_strategies import build_vault  # noqa: E402
 
 from hebbs import Engine  # noqa: E402
-from hebbs.recall import confidence, fusion, scoring  # noqa: E402
+from hebbs.recall import confidence, fused, fusion, scoring  # noqa: E402
 from hebbs.schema import ScoringWeights  # noqa: E402
 from hebbs.store.embed import get_embedder  # noqa: E402
 
@@ -89,11 +89,11 @@ def where_time_goes(engine: Engine, queries: int, **kwargs) -> list[tuple[str, f
     prof.wrap(vault, "entry", "catalog filters/lookups")
     prof.wrap(scoring, "components", "scoring")
     prof.wrap(scoring, "composite", "scoring")
-    prof.wrap(fusion, "fuse", "fusion")
+    prof.wrap(fused, "fuse", "fusion")
     prof.wrap(confidence, "assess", "confidence")
     prof.wrap(vault, "memory", "record reads")
     prof.wrap(vault, "vector_or_zeros", "vector reads")
-    prof.wrap(vault.vector_index, "vectors", "vector reads")
+    prof.wrap(vault, "vectors_or_zeros", "vector reads")
     prof.wrap(fusion, "mmr_order", "MMR")
     prof.wrap(engine, "_after_recall", "query log write")
     prof.wrap(engine, "recall", "recall (rest)")
@@ -102,11 +102,11 @@ def where_time_goes(engine: Engine, queries: int, **kwargs) -> list[tuple[str, f
             engine.recall(CUES[i % len(CUES)], reinforce=False, **kwargs)
     finally:
         for owner in (engine.embedder, vault.vector_index, vault, engine):
-            for attr in ("embed_one", "search", "lexical_hits", "entry", "memory", "vector_or_zeros", "vectors",
+            for attr in ("embed_one", "search", "lexical_hits", "entry", "memory", "vector_or_zeros", "vectors_or_zeros",
                          "_after_recall", "recall"):
                 owner.__dict__.pop(attr, None)
         import importlib
-        for module in (scoring, fusion, confidence):
+        for module in (scoring, fused, fusion, confidence):
             importlib.reload(module)
     return sorted(((part, t / queries * 1000) for part, t in prof.total.items()), key=lambda item: -item[1])
 

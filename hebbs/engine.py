@@ -541,7 +541,7 @@ class Engine:
         answer = RecallResults(results=results, notes=notes)
         if cue is not None:
             # The cue's similarity over the whole scope is the background its results stand out from.
-            background = self.vault.similar(query.cue_vector, query.limit, allowed)
+            background = query.cue_hits(self.vault)
             self._judge_confidence(answer, cue, query.cue_vector, [sim for _, sim in background])
         self._after_recall(results, cue, sorted(names), weights, entity_id, reinforce, started)
         return answer
@@ -550,7 +550,7 @@ class Engine:
                           similarities: list[float]) -> None:
         """Each result's confidence, and whether the answer abstains (hebbs/recall/confidence.py)."""
         lexical = self.vault.lexical_index
-        judged = confidence.assess(cue, cue_vector, [self.vault.vector_or_zeros(r.memory.id) for r in answer.results],
+        judged = confidence.assess(cue, cue_vector, self.vault.vectors_or_zeros([r.memory.id for r in answer.results]),
                                    [lexical_text(r.memory) for r in answer.results], similarities,
                                    lexical.doc_freqs, max(1, lexical.count()))
         for result, (value, values) in zip(answer.results, judged):
@@ -605,7 +605,7 @@ class Engine:
         ranked.sort(key=lambda item: item[0], reverse=True)
         if lam > 0 and len(ranked) > 1:
             pool = ranked[:top_k * 3]
-            vectors = np.vstack([self.vault.vector_or_zeros(mid) for _, mid, _ in pool])
+            vectors = self.vault.vectors_or_zeros([mid for _, mid, _ in pool])
             order = rc.mmr_order([score for score, _, _ in pool], vectors, lam, top_k,
                                  self.config.recall.duplicate_similarity)
             ranked = [pool[i] for i in order]

@@ -8,6 +8,6 @@ from .query import Found, Query
 
 
 def recall(vault: OpenVault, query: Query) -> Found:
-    sim_hits = vault.similar(query.cue_vector, query.limit, query.allowed)
+    sim_hits = query.cue_hits(vault)
     lex_hits = vault.lexical_hits(query.cue, query.limit, query.allowed)
     return fuse(query.cue, sim_hits, lex_hits, query.settings.fusion), []

@@ -185,6 +185,14 @@ class OpenVault:
         raw = self.store.get_vector(memory_id)
         return None if raw is None else np.frombuffer(raw, dtype="<f4")
 
+    def vectors_or_zeros(self, ids: list[str]) -> np.ndarray:
+        """The vectors of these memories, one row each (zeros for a memory without one), in one read."""
+        out = np.zeros((len(ids), self.embedder.dim), dtype=np.float32)
+        for row, raw in enumerate(self.store.get_vectors(ids) if ids else []):
+            if raw is not None:
+                out[row] = np.frombuffer(raw, dtype="<f4")
+        return out
+
     def vector_or_zeros(self, memory_id: str) -> np.ndarray:
         vector = self.vector(memory_id)
         return np.zeros(self.embedder.dim, dtype=np.float32) if vector is None else vector
@@ -193,11 +201,11 @@ class OpenVault:
 
     def similar(self, vector: np.ndarray, k: int, allowed: Filter) -> Hits:
         """The k nearest memories that pass `allowed`, as (id, cosine similarity), best first."""
-        # Oversample, then widen until enough memories pass the filter or the index is exhausted.
+        # First exactly what plain hnswlib would answer (k at ef_search); widen fourfold at a time only
+        # when the filter rejects some, until enough pass or the index is exhausted.
         want = k
         while True:
-            hits = self._index.search(vector, want * 4 if want < len(self._index) else want,
-                                      ef=max(self.config.index.ef_search, want * 4))
+            hits = self._index.search(vector, want, ef=max(self.config.index.ef_search, want))
             kept = [(mid, sim) for mid, sim in hits if allowed(mid)]
             if len(kept) >= k or len(hits) >= len(self._index) or want >= len(self._index):
                 return kept[:k]

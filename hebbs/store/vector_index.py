@@ -71,15 +71,6 @@ class VectorIndex:
         with self._lock:
             return dict(self._id_of)
 
-    def vectors(self, ids: list[str]) -> np.ndarray | None:
-        """The indexed vectors of these memories (normalized: hnswlib's cosine space stores unit vectors),
-        None if one is not indexed. Cheaper than one RocksDB read per memory."""
-        with self._lock:
-            labels = [self._label_of.get(memory_id) for memory_id in ids]
-            if any(label is None for label in labels):
-                return None
-            return np.asarray(self._index.get_items(labels, return_type="numpy"), dtype=np.float32)
-
     def add(self, ids: list[str], vectors: np.ndarray) -> None:
         """Add memories, or update the vectors of ones already indexed (in place: same label, no leak)."""
         if not ids:
