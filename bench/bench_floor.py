@@ -16,6 +16,7 @@ wrapping the engine's parts with perf_counter timers in this bench only (exclusi
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -42,17 +43,6 @@ RELEVANCE_ONLY = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, rein
 def stats(samples: list[float]) -> tuple[float, float]:
     ms = np.asarray(samples) * 1000
     return float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
-
-
-def timed(fn: Callable[[int], object], n: int) -> list[float]:
-    for i in range(min(20, n)):  # warm-up
-        fn(i)
-    out = []
-    for i in range(n):
-        start = time.perf_counter()
-        fn(i)
-        out.append(time.perf_counter() - start)
-    return out
 
 
 class Profiler:
@@ -128,20 +118,27 @@ def main() -> None:
             raw.set_ef(ef)
             vectors = [embedder.embed_one(c) for c in CUES]
             cue = lambda i: CUES[i % len(CUES)]  # noqa: E731
-            rows: list[tuple[str, tuple[float, float]]] = []
-            rows.append(("embedding alone", stats(timed(lambda i: embedder.embed_one(cue(i)), q))))
-            rows.append((f"raw hnswlib knn k=10 ef={ef}",
-                         stats(timed(lambda i: raw.knn_query(vectors[i % len(CUES)], k=10), q))))
-            floor = stats(timed(lambda i: raw.knn_query(embedder.embed_one(cue(i)), k=10), q))
-            rows.append(("floor: embedding + knn", floor))
-            rows.append(("similarity-only recall (relevance-only)", stats(timed(
-                lambda i: engine.recall(cue(i), strategies=["similarity"], weights=RELEVANCE_ONLY, top_k=10,
-                                        reinforce=False), q))))
-            rows.append(("default recall top_k=10", stats(timed(lambda i: engine.recall(cue(i), reinforce=False), q))))
-            for k in (50, 100):
-                rows.append((f"default recall top_k={k}",
-                             stats(timed(lambda i: engine.recall(cue(i), top_k=k, reinforce=False), q))))
-            import os
+            measures: dict[str, Callable[[int], object]] = {
+                "embedding alone": lambda i: embedder.embed_one(cue(i)),
+                f"raw hnswlib knn k=10 ef={ef}": lambda i: raw.knn_query(vectors[i % len(CUES)], k=10),
+                "floor: embedding + knn": lambda i: raw.knn_query(embedder.embed_one(cue(i)), k=10),
+                "similarity-only recall (relevance-only)": lambda i: engine.recall(
+                    cue(i), strategies=["similarity"], weights=RELEVANCE_ONLY, top_k=10, reinforce=False),
+                "default recall top_k=10": lambda i: engine.recall(cue(i), reinforce=False),
+                "default recall top_k=50": lambda i: engine.recall(cue(i), top_k=50, reinforce=False),
+                "default recall top_k=100": lambda i: engine.recall(cue(i), top_k=100, reinforce=False),
+            }
+            # Interleaved, one query of each measure in turn: on a shared machine whose load swings,
+            # every measure sees the same load, so the ratios to the floor stay fair.
+            samples: dict[str, list[float]] = {label: [] for label in measures}
+            for i in range(q + 10):
+                for label, fn in measures.items():
+                    start = time.perf_counter()
+                    fn(i)
+                    if i >= 10:  # the first rounds warm caches
+                        samples[label].append(time.perf_counter() - start)
+            rows = [(label, stats(values)) for label, values in samples.items()]
+            floor = dict(rows)["floor: embedding + knn"]
             print(f"\n== {n:,} memories, {q} queries each; load average {os.getloadavg()[0]:.2f} "
                   f"on {os.cpu_count()} cores (shared machine)")
             print(f"| {'measure':<42} | p50 ms | p99 ms | p50 / floor | p99 / floor |")
