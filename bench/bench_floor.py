@@ -73,7 +73,7 @@ class Profiler:
 def where_time_goes(engine: Engine, queries: int, **kwargs) -> list[tuple[str, float]]:
     prof = Profiler()
     vault = engine.vault
-    prof.wrap(engine.embedder, "embed_one", "embedding")
+    prof.wrap(engine.embedder, "embed_query", "embedding")
     prof.wrap(vault.vector_index, "search", "ANN (hnswlib)")
     prof.wrap(vault, "lexical_hits", "lexical (BM25)")
     prof.wrap(vault, "entry", "catalog filters/lookups")
@@ -92,7 +92,7 @@ def where_time_goes(engine: Engine, queries: int, **kwargs) -> list[tuple[str, f
             engine.recall(CUES[i % len(CUES)], reinforce=False, **kwargs)
     finally:
         for owner in (engine.embedder, vault.vector_index, vault, engine):
-            for attr in ("embed_one", "search", "lexical_hits", "entry", "memory", "vector_or_zeros", "vectors_or_zeros",
+            for attr in ("embed_query", "search", "lexical_hits", "entry", "memory", "vector_or_zeros", "vectors_or_zeros",
                          "_after_recall", "recall"):
                 owner.__dict__.pop(attr, None)
         import importlib
@@ -116,12 +116,12 @@ def main() -> None:
             ef = engine.config.index.ef_search
             raw = engine.vault.vector_index.raw
             raw.set_ef(ef)
-            vectors = [embedder.embed_one(c) for c in CUES]
+            vectors = [embedder.embed_query(c) for c in CUES]
             cue = lambda i: CUES[i % len(CUES)]  # noqa: E731
             measures: dict[str, Callable[[int], object]] = {
-                "embedding alone": lambda i: embedder.embed_one(cue(i)),
+                "embedding alone": lambda i: embedder.embed_query(cue(i)),
                 f"raw hnswlib knn k=10 ef={ef}": lambda i: raw.knn_query(vectors[i % len(CUES)], k=10),
-                "floor: embedding + knn": lambda i: raw.knn_query(embedder.embed_one(cue(i)), k=10),
+                "floor: embedding + knn": lambda i: raw.knn_query(embedder.embed_query(cue(i)), k=10),
                 "similarity-only recall (relevance-only)": lambda i: engine.recall(
                     cue(i), strategies=["similarity"], weights=RELEVANCE_ONLY, top_k=10, reinforce=False),
                 "default recall top_k=10": lambda i: engine.recall(cue(i), reinforce=False),

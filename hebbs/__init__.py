@@ -20,16 +20,35 @@ _EXPORTS = {
     "Client": "client", "AsyncClient": "client",
     "ScoringWeights": "schema", "Memory": "schema", "MemoryKind": "schema", "Edge": "schema", "EdgeType": "schema",
     "Source": "schema", "RecallResult": "schema", "RecallResults": "schema", "ScoreComponents": "schema",
+    "TimeUnderstood": "schema",
     "PendingContradiction": "schema", "InsightInput": "schema", "ContradictionVerdict": "schema",
+    "Insight": "schema", "VaultStats": "schema", "QueryLogEntry": "schema",
     "HebbsError": "errors", "InvalidInput": "errors", "NotFound": "errors", "VaultBusy": "errors",
     "VaultNotInitialized": "errors", "ModelMismatch": "errors", "CorruptVault": "errors",
-    "LLMNotConfigured": "errors", "LLMError": "errors",
+    "LLMNotConfigured": "errors", "LLMError": "errors", "Cancelled": "errors", "DaemonUnavailable": "errors",
     "doctor": "store.doctor", "DoctorReport": "store.doctor",
 }
 __all__ = list(_EXPORTS)
 
 
+def version() -> str:
+    """The installed package's version ("0+unknown" when run from a bare source tree)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("hebbs")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | {"__version__"})
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        return version()
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'hebbs' has no attribute {name!r}")
@@ -42,7 +61,8 @@ if TYPE_CHECKING:
     from .client import AsyncClient, Client
     from .store.doctor import DoctorReport, doctor
     from .engine import Engine
-    from .errors import (CorruptVault, HebbsError, InvalidInput, LLMError, LLMNotConfigured, ModelMismatch, NotFound,
-                         VaultBusy, VaultNotInitialized)
-    from .schema import (ContradictionVerdict, Edge, EdgeType, InsightInput, Memory, MemoryKind, PendingContradiction,
-                         RecallResult, RecallResults, ScoreComponents, ScoringWeights, Source)
+    from .errors import (Cancelled, CorruptVault, DaemonUnavailable, HebbsError, InvalidInput, LLMError,
+                         LLMNotConfigured, ModelMismatch, NotFound, VaultBusy, VaultNotInitialized)
+    from .schema import (ContradictionVerdict, Edge, EdgeType, Insight, InsightInput, Memory, MemoryKind,
+                         PendingContradiction, QueryLogEntry, RecallResult, RecallResults, ScoreComponents,
+                         ScoringWeights, Source, TimeUnderstood, VaultStats)

@@ -29,15 +29,17 @@ import msgspec
 
 from .errors import HebbsError, InvalidInput, VaultNotInitialized
 from .paths import ensure_home, hebbs_home, log_path, resolve_vault, socket_path, spawn_lock_path
-from .protocol import (ERROR, HEADER, PROGRESS, Close, ContradictionAuto, ContradictionCommit, ContradictionPrepare,
-                       DaemonStatus, DaemonUnavailable, Export, ExportChunk, Feed, Forget, ForgetCandidates, Get,
-                       Index, Insights, Inspect, Inspection, List, Panel, PanelState, Ping, Pong, Prime, ProtocolError,
-                       Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem, Revise,
-                       Shutdown, Status, Stopping, Subscribe, Subscribed, SubscriptionPush, _Command, decode_data,
-                       decode_response, error_from_frame, frame_length, progress_type, recv_frame, request_frame, result_type)
-from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
+from .protocol import (ERROR, HEADER, PROGRESS, AddEdge, Close, ContradictionAuto, ContradictionCommit,
+                       ContradictionPrepare, DaemonStatus, DaemonUnavailable, Edges, Export, ExportChunk, Feed, Forget,
+                       ForgetCandidates, Get, History, Index, IndexCancel, IndexCancelled, IndexFollow, Insights,
+                       Inspect, Inspection, List, Neighbors, Panel, PanelState, Ping, Pong, Prime, ProtocolError,
+                       Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem,
+                       RemoveEdge, Revise, ReviseItem, ReviseMany, ShowSource, Shutdown, Status, Stopping, Subscribe,
+                       Subscribed, SubscriptionPush, _Command, decode_data, decode_response, error_from_frame,
+                       frame_length, progress_type, recv_frame, request_frame, result_type)
+from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
-                     ReflectCommitted, ReflectPrepared, ScoringWeights, Source)
+                     ReflectCommitted, ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
 
 if TYPE_CHECKING:
     import asyncio
@@ -49,8 +51,8 @@ __all__ = ["Client", "AsyncClient", "Subscription", "AsyncSubscription", "start_
 
 START_TIMEOUT = 60.0
 # Commands that may be sent again when the daemon vanished before answering: they change nothing.
-_RETRYABLE = frozenset({"ping", "status", "get", "recall", "prime", "queries", "inspect", "list", "insights",
-                        "forget_candidates"})
+_RETRYABLE = frozenset({"ping", "status", "get", "recall", "prime", "queries", "inspect", "source", "list", "insights",
+                        "forget_candidates", "history", "edges", "neighbors", "index_follow"})
 ProgressCallback = Callable[[Any], None]
 
 
@@ -178,6 +180,18 @@ def _weights(value: Any) -> ScoringWeights | None:
     raise InvalidInput("weights must be a ScoringWeights, a dict, or (relevance, recency, importance, reinforcement)")
 
 
+def _edge_specs(edges: Iterable[Any] | None) -> list[tuple[str, str, float]]:
+    """(target id, edge type, confidence) triples as the protocol carries them; confidence defaults to 1."""
+    out = []
+    for edge in edges or ():
+        if not isinstance(edge, (tuple, list)) or len(edge) not in (2, 3):
+            raise InvalidInput(f"an edge is (target_id, edge_type[, confidence]), got {edge!r}")
+        target, edge_type = edge[0], edge[1]
+        confidence = edge[2] if len(edge) == 3 else 1.0
+        out.append((target, getattr(edge_type, "name", edge_type), confidence))
+    return out
+
+
 def _remember_item(item: Any) -> RememberItem:
     if isinstance(item, RememberItem):
         return item
@@ -191,10 +205,51 @@ def _remember_item(item: Any) -> RememberItem:
         raise InvalidInput(f"a batch item must be a dict with at least 'content', got {type(item).__name__}")
     item = dict(item)
     item["created_at"] = to_micros(item.get("created_at"), "created_at")
+    if "kind" in item:
+        item["kind"] = _kind(item["kind"])
+    if "edges" in item:
+        item["edges"] = _edge_specs(item["edges"])
+    if "supersedes" in item:
+        item["supersedes"] = list(item["supersedes"] or ())
     try:
         return msgspec.convert(item, RememberItem, from_attributes=True)
     except msgspec.ValidationError as exc:
         raise InvalidInput(f"invalid batch item: {exc}") from None
+
+
+def _remember(content: str, importance: float, context: dict[str, Any] | None, entity_id: str | None,
+              created_at: Any, kind: Any, source: Source | None, supersedes: Sequence[str], edges: Iterable[Any],
+              key: str | None) -> Remember:
+    return Remember(content=content, importance=importance, context=context, entity_id=entity_id,
+                    created_at=to_micros(created_at, "created_at"), kind=_kind(kind), source=source,
+                    supersedes=[supersedes] if isinstance(supersedes, str) else list(supersedes),
+                    edges=_edge_specs(edges), key=key)
+
+
+def _revise_item(item: Any) -> ReviseItem:
+    if isinstance(item, ReviseItem):
+        return item
+    if not isinstance(item, dict) or "id" not in item:
+        raise InvalidInput(f"a revision must be a dict with an 'id' and the fields to change, got {item!r}")
+    try:
+        return msgspec.convert(item, ReviseItem, from_attributes=True)
+    except msgspec.ValidationError as exc:
+        raise InvalidInput(f"invalid revision: {exc}") from None
+
+
+def _recall(cue: str | None, strategies: Sequence[str] | str | None, top_k: int, entity_id: str | None,
+            time_range: Any, weights: Any, include_superseded: bool, reinforce: bool, mmr_lambda: float | None,
+            seed: str | None, direction: str, max_depth: int, edge_types: Sequence[Any] | None,
+            alpha: float | None, analogy: Sequence[str] | None, now: Any) -> Recall:
+    if analogy is not None and (isinstance(analogy, str) or len(analogy) != 3):
+        raise InvalidInput("analogy must be three memory ids or cues (a, b, c), read as a:b::c:?")
+    return Recall(
+        cue=cue, strategies=[strategies] if isinstance(strategies, str) else strategies, top_k=top_k,
+        entity_id=entity_id, time_range=_time_range(time_range), weights=_weights(weights),
+        include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda, seed=seed,
+        direction=direction, max_depth=max_depth,
+        edge_types=None if edge_types is None else [getattr(t, "name", t) for t in edge_types],
+        alpha=alpha, analogy=None if analogy is None else list(analogy), now=to_micros(now, "now"))
 
 
 def _resolve(vault: os.PathLike | str | None, global_: bool, home: Path,
@@ -202,9 +257,9 @@ def _resolve(vault: os.PathLike | str | None, global_: bool, home: Path,
     """The client's vault. A vault asked for by name must exist now; a project vault looked for from
     the current directory may be missing: ping, status and daemon control need none."""
     if vault is not None or global_:
-        return resolve_vault(vault, global_, home), None
+        return resolve_vault(vault, global_, home, sdk=True), None
     try:
-        return resolve_vault(None, False, home, Path(cwd) if cwd is not None else None), None
+        return resolve_vault(None, False, home, Path(cwd) if cwd is not None else None, sdk=True), None
     except VaultNotInitialized as exc:
         return None, exc
 
@@ -234,27 +289,12 @@ def _structs(items: Iterable[Any], type_: type, what: str) -> list[Any]:
 
 # Commands: what both clients send, built once -------------------------------------------------
 
-def _remember(content: str, importance: float, context: dict[str, Any] | None, entity_id: str | None,
-              created_at: Any, kind: Any, source: Source | None, supersedes: Sequence[str] | None = None) -> Remember:
-    return Remember(content=content, importance=importance, context=context, entity_id=entity_id,
-                    created_at=to_micros(created_at, "created_at"), kind=_kind(kind), source=source,
-                    supersedes=list(supersedes) if supersedes else None)
-
-
-def _remember_many(items: Iterable[Any]) -> Remember:
-    return Remember(items=[_remember_item(i) for i in items])
+def _remember_many(items: Iterable[Any], check_contradictions: bool | None) -> Remember:
+    return Remember(items=[_remember_item(i) for i in items], check_contradictions=check_contradictions)
 
 
 def _forget(ids: Sequence[str] | str | None, entity_id: str | None) -> Forget:
     return Forget(ids=[ids] if isinstance(ids, str) else None if ids is None else list(ids), entity_id=entity_id)
-
-
-def _recall(cue: str | None, strategies: Sequence[str] | str | None, top_k: int, entity_id: str | None,
-            time_range: Any, weights: Any, include_superseded: bool, reinforce: bool,
-            mmr_lambda: float | None) -> Recall:
-    return Recall(cue=cue, strategies=[strategies] if isinstance(strategies, str) else strategies, top_k=top_k,
-                  entity_id=entity_id, time_range=_time_range(time_range), weights=_weights(weights),
-                  include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda)
 
 
 def _reflect_prepare(entity_id: str | None, since: Any, max_memories: int) -> ReflectPrepare:
@@ -413,21 +453,51 @@ class Client(_BaseClient):
 
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                  entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
-                 source: Source | None = None, supersedes: Sequence[str] | None = None) -> Memory:
-        """Store one memory; `supersedes` names memories it replaces (they leave recall)."""
-        return self.request(_remember(content, importance, context, entity_id, created_at, kind, source, supersedes))
+                 source: Source | None = None, supersedes: Sequence[str] = (), edges: Iterable[Any] = (),
+                 key: str | None = None) -> Memory:
+        """Store one memory. `edges`: (target id, edge type[, confidence]) from it; `key`: a memory already
+        stored under this key in the vault is returned instead, and nothing is stored."""
+        return self.request(_remember(content, importance, context, entity_id, created_at, kind, source,
+                                      supersedes, edges, key))
 
-    def remember_many(self, items: Iterable[Any]) -> list[Memory]:
+    def remember_many(self, items: Iterable[Any], *, check_contradictions: bool | None = None) -> list[Memory]:
         """Store many memories in one request (dicts with the fields of remember, or RememberItems)."""
-        return self.request(_remember_many(items))
+        return self.request(_remember_many(items, check_contradictions))
 
     def get(self, memory_id: str) -> Memory:
         return self.request(Get(id=memory_id))
 
     def revise(self, memory_id: str, *, content: str | None = None, importance: float | None = None,
-               context: dict[str, Any] | None = None, entity_id: Any = msgspec.UNSET) -> Memory:
+               context: dict[str, Any] | None = None, entity_id: Any = msgspec.UNSET,
+               source: Source | None = None) -> Memory:
         return self.request(Revise(id=memory_id, content=content, importance=importance, context=context,
-                                   entity_id=entity_id))
+                                   entity_id=entity_id, source=source))
+
+    def revise_many(self, items: Iterable[Any]) -> list[Memory]:
+        """Revise many memories in one request: dicts with an 'id' and the fields to change."""
+        return self.request(ReviseMany(items=[_revise_item(i) for i in items]))
+
+    def history(self, memory_id: str) -> list[Memory]:
+        """Earlier versions of a memory, newest first."""
+        return self.request(History(id=memory_id))
+
+    # Edges ------------------------------------------------------------------------------------
+
+    def add_edge(self, source: str, edge_type: Any, target: str, confidence: float = 1.0) -> Edge:
+        return self.request(AddEdge(source=source, edge_type=getattr(edge_type, "name", edge_type), target=target,
+                                    confidence=confidence))
+
+    def remove_edge(self, source: str, edge_type: Any, target: str) -> None:
+        """Delete one edge; NotFound if there is no such edge."""
+        self.request(RemoveEdge(source=source, edge_type=getattr(edge_type, "name", edge_type), target=target))
+
+    def edges(self, memory_id: str, direction: str = "both") -> list[Edge]:
+        """The memory's edges: "out" (from it), "in" (to it) or "both"."""
+        return self.request(Edges(id=memory_id, direction=direction))
+
+    def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
+        """(memory id, cosine similarity) of the k memories nearest to this one's stored vector."""
+        return self.request(Neighbors(id=memory_id, k=k))
 
     def forget(self, ids: Sequence[str] | str | None = None, *, entity_id: str | None = None) -> int:
         return self.request(_forget(ids, entity_id)).forgotten
@@ -435,8 +505,24 @@ class Client(_BaseClient):
     def inspect(self, memory_id: str) -> Inspection:
         return self.request(Inspect(id=memory_id))
 
+    def source(self, memory_id: str) -> SourceSection:
+        """The section a memory was indexed from, exactly as it was in that file version."""
+        return self.request(ShowSource(id=memory_id))
+
     def queries(self, limit: int = 50) -> list[QueryLogEntry]:
         return self.request(Queries(limit=limit))
+
+    def stats(self) -> VaultStats:
+        """The vault's statistics (what Engine.stats() returns)."""
+        return self.request(Status()).vault
+
+    def count(self) -> int:
+        """How many memories the vault holds (earlier versions not counted)."""
+        return self.stats().memories
+
+    def memories(self, *, include_revisions: bool = False) -> Iterator[Memory]:
+        """Every memory of the vault, streamed (what `export` sends)."""
+        return self.export(include_revisions=include_revisions)
 
     def export(self, *, include_revisions: bool = False) -> Iterator[Memory]:
         """Every memory of the vault, streamed (on a connection of its own, so a half-read export is harmless)."""
@@ -458,18 +544,26 @@ class Client(_BaseClient):
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None, weights: Any = None,
                include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
-               ) -> RecallResults:
-        """Results carry `confidence`; `.abstained` says nothing relevant is known (docs/honesty.md)."""
+               seed: str | None = None, direction: str = "forward", max_depth: int = 5,
+               edge_types: Sequence[Any] | None = None, alpha: float | None = None,
+               analogy: Sequence[str] | None = None, now: Any = None) -> RecallResults:
+        """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
+        `direction` up to `max_depth`; analogical recall weighs plain similarity by `alpha`, and
+        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md). Results carry `confidence`; `.abstained` says
+        nothing relevant is known (docs/honesty.md).
+        `now` (datetime, ISO 8601 text or microseconds): recall as of that time (time words, recency)."""
         return self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded,
-                                    reinforce, mmr_lambda))
+                                    reinforce, mmr_lambda, seed, direction, max_depth, edge_types, alpha, analogy,
+                                    now))
 
     def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
         """Count these memories as used: what an answer relied on (ids or unique 6+ character suffixes)."""
         return self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
-              max_memories: int = 20) -> RecallResults:
-        return self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories))
+              max_memories: int = 20, now: Any = None) -> RecallResults:
+        return self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
+                                  now=to_micros(now, "now")))
 
     def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "Subscription":
         """A stream of memories matching what you feed it (on a connection of its own)."""
@@ -505,9 +599,9 @@ class Client(_BaseClient):
     def contradiction_auto(self, max_results: int = 100, min_confidence: float = 0.7) -> ContradictionAutoResult:
         return self.request(ContradictionAuto(max_results=max_results, min_confidence=min_confidence))
 
-    def forget_candidates(self) -> list[Memory]:
-        """Memories decayed below the forget threshold; nothing is deleted."""
-        return self.request(ForgetCandidates())
+    def forget_candidates(self, now: int | None = None) -> list[Memory]:
+        """Memories decayed below the forget threshold (as of `now`, microseconds); nothing is deleted."""
+        return self.request(ForgetCandidates(now=to_micros(now, "now")))
 
     # Markdown vaults --------------------------------------------------------------------------
 
@@ -518,6 +612,17 @@ class Client(_BaseClient):
         Returns an IndexSummary (a ScanSummary for phase=1); `progress` gets each Progress report.
         """
         return self.request(_index_command(path, phase, paths), vault=path is None, progress=progress)
+
+    def index_cancel(self, path: os.PathLike | str | None = None) -> IndexCancelled:
+        """Stop the index run on PATH/.hebbs (default: this client's vault), wherever it was started, and
+        return once it has stopped; what it committed stays."""
+        return self.request(IndexCancel(path=_abs(path)), vault=path is None)
+
+    def index_follow(self, path: os.PathLike | str | None = None, *,
+                     progress: ProgressCallback | None = None) -> Any:
+        """Follow the index run started elsewhere: `progress` gets its reports; returns its IndexSummary,
+        or None when no run is going. Raises Cancelled if the run is cancelled."""
+        return self.request(IndexFollow(path=_abs(path)), vault=path is None, progress=progress)
 
     def list(self, path: os.PathLike | str | None = None, *, sections: bool = False) -> Any:
         """The notes of a folder with their index state: a list of hebbs.vault FileStatus."""
@@ -680,26 +785,61 @@ class AsyncClient(_BaseClient):
 
     async def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                        entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
-                       source: Source | None = None, supersedes: Sequence[str] | None = None) -> Memory:
+                       source: Source | None = None, supersedes: Sequence[str] = (), edges: Iterable[Any] = (),
+                       key: str | None = None) -> Memory:
         return await self.request(_remember(content, importance, context, entity_id, created_at, kind, source,
-                                            supersedes))
+                                            supersedes, edges, key))
 
-    async def remember_many(self, items: Iterable[Any]) -> list[Memory]:
-        return await self.request(_remember_many(items))
+    async def remember_many(self, items: Iterable[Any], *, check_contradictions: bool | None = None) -> list[Memory]:
+        return await self.request(_remember_many(items, check_contradictions))
 
     async def get(self, memory_id: str) -> Memory:
         return await self.request(Get(id=memory_id))
 
     async def revise(self, memory_id: str, *, content: str | None = None, importance: float | None = None,
-                     context: dict[str, Any] | None = None, entity_id: Any = msgspec.UNSET) -> Memory:
+                     context: dict[str, Any] | None = None, entity_id: Any = msgspec.UNSET,
+                     source: Source | None = None) -> Memory:
         return await self.request(Revise(id=memory_id, content=content, importance=importance, context=context,
-                                         entity_id=entity_id))
+                                         entity_id=entity_id, source=source))
+
+    async def revise_many(self, items: Iterable[Any]) -> list[Memory]:
+        return await self.request(ReviseMany(items=[_revise_item(i) for i in items]))
+
+    async def history(self, memory_id: str) -> list[Memory]:
+        return await self.request(History(id=memory_id))
+
+    async def add_edge(self, source: str, edge_type: Any, target: str, confidence: float = 1.0) -> Edge:
+        return await self.request(AddEdge(source=source, edge_type=getattr(edge_type, "name", edge_type),
+                                          target=target, confidence=confidence))
+
+    async def remove_edge(self, source: str, edge_type: Any, target: str) -> None:
+        await self.request(RemoveEdge(source=source, edge_type=getattr(edge_type, "name", edge_type), target=target))
+
+    async def edges(self, memory_id: str, direction: str = "both") -> list[Edge]:
+        return await self.request(Edges(id=memory_id, direction=direction))
+
+    async def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
+        return await self.request(Neighbors(id=memory_id, k=k))
+
+    async def stats(self) -> VaultStats:
+        return (await self.request(Status())).vault
+
+    async def count(self) -> int:
+        return (await self.stats()).memories
+
+    def memories(self, *, include_revisions: bool = False) -> AsyncIterator[Memory]:
+        """Every memory of the vault, streamed (`async for m in hb.memories()`)."""
+        return self.export(include_revisions=include_revisions)
 
     async def forget(self, ids: Sequence[str] | str | None = None, *, entity_id: str | None = None) -> int:
         return (await self.request(_forget(ids, entity_id))).forgotten
 
     async def inspect(self, memory_id: str) -> Inspection:
         return await self.request(Inspect(id=memory_id))
+
+    async def source(self, memory_id: str) -> SourceSection:
+        """The section a memory was indexed from, exactly as it was in that file version."""
+        return await self.request(ShowSource(id=memory_id))
 
     async def queries(self, limit: int = 50) -> list[QueryLogEntry]:
         return await self.request(Queries(limit=limit))
@@ -721,16 +861,20 @@ class AsyncClient(_BaseClient):
     async def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                      entity_id: str | None = None, time_range: Any = None, weights: Any = None,
                      include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
-                     ) -> RecallResults:
-        return await self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights,
-                                          include_superseded, reinforce, mmr_lambda))
+                     seed: str | None = None, direction: str = "forward", max_depth: int = 5,
+                     edge_types: Sequence[Any] | None = None, alpha: float | None = None,
+                     analogy: Sequence[str] | None = None, now: Any = None) -> RecallResults:
+        return await self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded,
+                                          reinforce, mmr_lambda, seed, direction, max_depth, edge_types, alpha,
+                                          analogy, now))
 
     async def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
         return await self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     async def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
-                    max_memories: int = 20) -> RecallResults:
-        return await self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories))
+                    max_memories: int = 20, now: Any = None) -> RecallResults:
+        return await self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
+                                        now=to_micros(now, "now")))
 
     async def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "AsyncSubscription":
         subscription = AsyncSubscription(AsyncClient(self._vault(), home=self.home, autostart=self.autostart),
@@ -763,12 +907,19 @@ class AsyncClient(_BaseClient):
     async def contradiction_auto(self, max_results: int = 100, min_confidence: float = 0.7) -> ContradictionAutoResult:
         return await self.request(ContradictionAuto(max_results=max_results, min_confidence=min_confidence))
 
-    async def forget_candidates(self) -> list[Memory]:
-        return await self.request(ForgetCandidates())
+    async def forget_candidates(self, now: int | None = None) -> list[Memory]:
+        return await self.request(ForgetCandidates(now=to_micros(now, "now")))
 
     async def index(self, path: os.PathLike | str | None = None, *, progress: ProgressCallback | None = None,
                     phase: int | None = None, paths: Sequence[os.PathLike | str] | None = None) -> Any:
         return await self.request(_index_command(path, phase, paths), vault=path is None, progress=progress)
+
+    async def index_cancel(self, path: os.PathLike | str | None = None) -> IndexCancelled:
+        return await self.request(IndexCancel(path=_abs(path)), vault=path is None)
+
+    async def index_follow(self, path: os.PathLike | str | None = None, *,
+                           progress: ProgressCallback | None = None) -> Any:
+        return await self.request(IndexFollow(path=_abs(path)), vault=path is None, progress=progress)
 
     async def list(self, path: os.PathLike | str | None = None, *, sections: bool = False) -> Any:
         return await self.request(List(path=_abs(path), sections=sections), vault=path is None)

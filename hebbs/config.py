@@ -7,7 +7,7 @@ in the config never silently falls back to a default.
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import msgspec
 
@@ -46,8 +46,28 @@ class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     candidate_factor: int = 5
 
 
+class TimeWordsParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """Time words in a cue ("last week", "in May 2023"; recall/timewords.py, docs/recall.md)."""
+
+    enabled: bool = True
+    # Added to the composite score of a memory created in the understood range. The measurement that
+    # chose it is in docs/retrieval.md ("Time words"): enough to lift the memory from then over a
+    # similar one from another time, small against a clearly better match from outside the range.
+    boost: float = 0.25
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.boost <= 1:
+            raise ValueError(f"recall.time_words.boost must be from 0 to 1, got {self.boost}")
+
+
 class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     fusion: FusionParams = FusionParams()
+    time_words: TimeWordsParams = TimeWordsParams()
+    # Recency in the composite score falls linearly to 0 over a window of days: "half_life" makes the
+    # window each memory's half-life from [decay] by its context type (a task 7 days, a rule 730, an
+    # untyped memory decay.default_half_life_days = 30), so a rule does not go stale in a month;
+    # a number is one flat window for every memory (30 was the only behaviour before).
+    recency_window: float | str = "half_life"
     # Maximal marginal relevance trade-off: 1.0 = pure relevance, lower = more diverse, 0 = off.
     # 0.9 was the best setting on LoCoMo (docs/recall.md): a little diversity surfaces the other
     # evidence turns a question needs; 0.7 and below pushed relevant turns out.
@@ -60,6 +80,13 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # A recall whose best result's confidence is below this abstains: "nothing relevant known"
     # (hebbs/recall/confidence.py; the default was chosen on data, docs/honesty.md).
     abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
+
+    def __post_init__(self) -> None:
+        if isinstance(self.recency_window, str) and self.recency_window != "half_life":
+            raise ValueError(f"recall.recency_window must be \"half_life\" or a number of days, "
+                             f"got {self.recency_window!r}")
+        if not isinstance(self.recency_window, str) and not self.recency_window > 0:
+            raise ValueError(f"recall.recency_window must be above 0 days, got {self.recency_window}")
 
 
 DEFAULT_HALF_LIVES = {
@@ -88,6 +115,19 @@ class DecayConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
         if not self.sweep_interval_seconds > 0 or self.sweep_batch < 1 or self.forget_threshold < 0:
             raise ValueError("decay.sweep_interval_seconds and decay.sweep_batch must be above 0, "
                              "decay.forget_threshold at least 0")
+
+    def half_life_for(self, kind: str | None) -> float:
+        """By context type: this table first, then the built-in one, then the default.
+
+        The vault's table is laid over the built-in one, so a config.toml that changes `task` alone
+        keeps the defaults for every other type.
+        """
+        if kind is not None:
+            name = kind.strip().lower()
+            value = self.half_life_days.get(name, DEFAULT_HALF_LIVES.get(name))
+            if value is not None:
+                return float(value)
+        return float(self.default_half_life_days)
 
 
 class ContradictionsConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -142,6 +182,51 @@ class PanelConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
             raise ValueError(f"panel.port must be from 1 to 65535, got {self.port}")
 
 
+class NotesConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """Where reflect-commit and contradiction reviews write notes into a markdown vault's notes folder
+    ([notes]; hebbs/workflows/reflect.py): folders relative to the notes folder, kept out of the index."""
+
+    write: bool = True
+    insights_dir: str = "insights"
+    contradictions_dir: str = "contradictions"
+
+    def __post_init__(self) -> None:
+        for name, value in (("insights_dir", self.insights_dir), ("contradictions_dir", self.contradictions_dir)):
+            parts = PurePosixPath(value).parts
+            if not value.strip() or PurePosixPath(value).is_absolute() or ".." in parts or any(
+                    p.startswith(".") for p in parts):
+                raise ValueError(f"notes.{name} must be a folder inside the notes folder, like \"insights\" or "
+                                 f"\"hebbs/insights\" (no .., no leading dot), got {value!r}")
+
+
+class _NotesOnly(msgspec.Struct, kw_only=True):
+    notes: NotesConfig = NotesConfig()
+
+
+def notes_config(vault_dir: Path) -> NotesConfig:
+    """The [notes] section alone, for the file walker (defaults when the file is absent or unreadable: the
+    whole config is checked, with a clear error, when the vault opens)."""
+    try:
+        return msgspec.toml.decode((vault_dir / CONFIG_FILE).read_bytes(), type=_NotesOnly).notes
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return NotesConfig()
+
+
+class SourcesConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """The original kept: file versions the markdown indexer keeps (hebbs/store/originals.py, docs/vault.md)."""
+
+    keep: bool = True
+    # Five versions cover the edits of a working session and what `hebbs history` usually shows;
+    # older ones stay only while a memory still points at them.
+    keep_versions: int = 5
+    # A hard cap for everything but each file's current version: 256 MiB holds about 1 GiB of markdown.
+    max_bytes: int = 256 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.keep_versions < 1 or self.max_bytes < 0:
+            raise ValueError("sources.keep_versions must be at least 1 and sources.max_bytes at least 0")
+
+
 # When a write is acknowledged: hebbs/store/durability.py, docs/reliability.md.
 DURABILITY_MODES = ("sync", "buffered")
 
@@ -167,6 +252,8 @@ class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     contradictions: ContradictionsConfig = ContradictionsConfig()
     llm: LLMConfig = LLMConfig()
     panel: PanelConfig = PanelConfig()
+    notes: NotesConfig = NotesConfig()
+    sources: SourcesConfig = SourcesConfig()
 
 
 def load_config(vault_dir: Path) -> VaultConfig:
@@ -194,10 +281,15 @@ ef_construction = 200
 ef_search = 50
 
 [recall]
+recency_window = "half_life"     # or a number of days, the same for every memory
 mmr_lambda = 0.9
 duplicate_similarity = 0.95
 analogical_alpha = 0.5
 abstain_threshold = %ABSTAIN%
+
+[recall.time_words]
+enabled = true
+boost = 0.25
 
 [recall.fusion]
 lexical_weight = 0.6
@@ -222,6 +314,18 @@ status = 3.0
 [contradictions]
 check_on_remember = true
 neighbors = 5
+
+# Where reflect-commit and contradiction reviews write notes, inside the notes folder (markdown vaults).
+[notes]
+write = true
+insights_dir = "insights"
+contradictions_dir = "contradictions"
+
+# The original of every indexed file version, compressed, for `hebbs source ID` (docs/vault.md).
+[sources]
+keep = true
+keep_versions = 5
+max_bytes = 268435456
 
 # An OpenAI-compatible server for `hebbs reflect` (optional; keys here override $HEBBS_HOME/config.toml).
 # [llm]

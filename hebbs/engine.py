@@ -5,6 +5,7 @@ memory operations composed from the layers below it: recall strategies (recall/)
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
@@ -18,17 +19,21 @@ from ulid import ULID
 from . import validate
 from .config import load_config
 from .errors import InvalidInput, NotFound
-from .recall import analogical, confidence, scoring
+from .recall import analogical, confidence, scoring, timewords
 from .recall import fusion as rc
+from .recall.prime import prime
 from .recall.query import Query
 from .recall.registry import REGISTRY, STRATEGIES
+from .store import idempotency
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Insight, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared)
+from .schema import SourceSection
 from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResult,
-                     RecallResults, ScoreComponents, ScoringWeights, Source, VaultStats)
+                     RecallResults, ScoreComponents, ScoringWeights, Source, TimeUnderstood, VaultStats)
 from .store.embed import Embedder, get_embedder
 from .store.lexical_index import LexicalIndex
 from .store.open_vault import OpenVault, lexical_text, now_us
+from .store.originals import Originals
 from .store.storage import (Store, WriteSet, decode, edge_keys, encode, id_bytes, memory_key, temporal_key,
                             temporal_keys, vector_key)
 from .store.vector_index import VectorIndex
@@ -128,11 +133,13 @@ class Engine:
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                  entity_id: str | None = None, created_at: Any = None, kind: MemoryKind | str = MemoryKind.EPISODE,
                  source: Source | None = None, supersedes: Sequence[str] = (),
-                 edges: Sequence[tuple[str, str, float]] = ()) -> Memory:
-        """Store one memory. `edges` are (target_id, edge type name, confidence) from the new memory."""
+                 edges: Sequence[tuple[str, str, float]] = (), key: str | None = None) -> Memory:
+        """Store one memory. `edges` are (target_id, edge type name, confidence) from the new memory.
+        With `key`, a memory already stored under that key in this vault is returned instead (idempotent)."""
         return self.remember_many([{
             "content": content, "importance": importance, "context": context, "entity_id": entity_id,
             "created_at": created_at, "kind": kind, "source": source, "supersedes": supersedes, "edges": edges,
+            "key": key,
         }])[0]
 
     @_acknowledged_when_durable
@@ -143,26 +150,63 @@ class Engine:
 
         Then, unless `check_contradictions` (default: config contradictions.check_on_remember) is off,
         each new memory is compared with its nearest neighbours and likely conflicts are queued in
-        `pending`, in a batch of their own (hebbs/workflows/contradiction_review.py)."""
-        prepared = [self._prepare(item, n) for n, item in enumerate(items)]
-        if not prepared:
+        `pending`, in a batch of their own (hebbs/workflows/contradiction_review.py). An item whose `key`
+        is already stored (or appears earlier in the batch) returns that memory and stores nothing."""
+        everything = [self._prepare(item, n) for n, item in enumerate(items)]
+        if not everything:
             return []
-        # One embed call per span: the embedder sorts the whole span by length, so padding stays small.
-        vectors = np.vstack([self.embedder.embed([p.memory.content for p in prepared[start:start + EMBED_SPAN]])
-                             for start in range(0, len(prepared), EMBED_SPAN)])
-        with self.vault.writing():
-            self._check_refs(prepared)
-            self._write_new(prepared, vectors)
-        out = [p.memory for p in prepared]
+        prepared = self._unkeyed(everything)
+        out: list[Memory] = []
+        if prepared:
+            # One embed call per span: the embedder sorts the whole span by length, so padding stays small.
+            vectors = np.vstack([self.embedder.embed_documents(
+                [p.memory.content for p in prepared[start:start + EMBED_SPAN]])
+                                 for start in range(0, len(prepared), EMBED_SPAN)])
+            with self.vault.writing():
+                # Another writer may have stored one of these keys while we embedded.
+                keep = [n for n, p in enumerate(prepared) if not self._claimed_meanwhile(p)]
+                prepared, vectors = [prepared[n] for n in keep], vectors[keep]
+                self._check_refs(prepared)
+                if prepared:
+                    self._write_new(prepared, vectors)
+            out = [p.memory for p in prepared]
         if self.config.contradictions.check_on_remember if check_contradictions is None else check_contradictions:
             contradiction_review.queue_for_new(self.vault, out)
-        return out
+        return [_result(p) for p in everything]
+
+    def _unkeyed(self, prepared: list["_Prepared"]) -> list["_Prepared"]:
+        """The items to store: a key already in the vault, or earlier in the batch, points its item at
+        that memory instead (checked before embedding, so a re-run import embeds nothing)."""
+        first: dict[str, _Prepared] = {}
+        todo = []
+        for p in prepared:
+            if p.key is not None:
+                if p.key in first:
+                    p.stored = first[p.key]
+                    continue
+                existing = idempotency.lookup(self.vault.store, p.key)
+                memory = None if existing is None else self.vault.memory(existing)
+                if memory is not None:
+                    p.stored = _Prepared(memory, [], [])
+                    continue
+                first[p.key] = p
+            todo.append(p)
+        return todo
+
+    def _claimed_meanwhile(self, p: "_Prepared") -> bool:
+        if p.key is None:
+            return False
+        existing = idempotency.lookup(self.vault.store, p.key)
+        memory = None if existing is None else self.vault.memory(existing)
+        if memory is not None:
+            p.stored = _Prepared(memory, [], [])
+        return memory is not None
 
     def _prepare(self, item: dict[str, Any], n: int) -> "_Prepared":
         if not isinstance(item, dict):
             raise InvalidInput(f"item {n} must be a dict with at least 'content'")
         unknown = set(item) - {"content", "importance", "context", "entity_id", "created_at", "kind", "source",
-                               "supersedes", "edges"}
+                               "supersedes", "edges", "key"}
         if unknown:
             raise InvalidInput(f"item {n} has unknown fields: {sorted(unknown)}")
         stamp = now_us()
@@ -183,7 +227,7 @@ class Engine:
         )
         supersedes = [validate.memory_id(s, "supersedes") for s in item.get("supersedes") or ()]
         edges = [_edge_spec(e) for e in item.get("edges") or ()]
-        return _Prepared(memory, supersedes, edges)
+        return _Prepared(memory, supersedes, edges, idempotency.check(item.get("key")))
 
     def _check_refs(self, chunk: list["_Prepared"]) -> None:
         in_chunk = {p.memory.id for p in chunk}
@@ -200,6 +244,8 @@ class Engine:
         for p, vector in zip(chunk, vectors):
             m = p.memory
             writes.put_memory(m)
+            if p.key is not None:
+                idempotency.put(writes, p.key, m.id)
             for key in temporal_keys(m.entity_id, m.created_at, m.id):
                 writes.put("temporal", key, id_bytes(m.id))
             writes.put("vectors", vector_key(m.id), vector.astype("<f4").tobytes())
@@ -250,7 +296,7 @@ class Engine:
             if current is not None and current.content == c["content"]:
                 c["content"] = None  # unchanged text: nothing to embed, no revision record
         texts = [c["content"] for c in changes if c["content"] is not None]
-        vectors = iter(self.embedder.embed(texts)) if texts else iter(())
+        vectors = iter(self.embedder.embed_documents(texts)) if texts else iter(())
         for c in changes:
             c["vector"] = next(vectors) if c["content"] is not None else None
         with self.vault.writing():
@@ -315,6 +361,30 @@ class Engine:
                          reindexed=[memory])
         return memory
 
+    def source(self, memory_id: str) -> SourceSection:
+        """The section a memory was indexed from, exactly as it was in that file version, even after the
+        file changed or was deleted (hebbs/store/originals.py). A revision reads the version it held."""
+        originals = Originals(self.path, self.config.sources)
+        try:
+            memory = self.get(memory_id)
+        except (NotFound, InvalidInput):
+            # Forgotten with its file (by full id or a 6+ character suffix): the kept map still knows it.
+            kept_id = originals.find_ref_id(memory_id)
+            if kept_id is None and len(memory_id) < 26:
+                raise NotFound(f"no memory id ends with {memory_id!r}") from None
+            if kept_id is None:
+                raise
+            return originals.section(kept_id, originals.refs(kept_id)[-1])
+        refs = originals.refs(memory.revision_of or memory.id)
+        if not refs:
+            raise NotFound(f"memory {memory.id} has no kept original: it was not indexed from a note "
+                           "(or [sources] keep was false when it was)")
+        section_hash = memory.context.get("section_hash")
+        ref = next((r for r in reversed(refs) if r.section_hash == section_hash), None)
+        if ref is None:
+            raise NotFound(f"the original of memory {memory.id} was pruned (see [sources] in the vault's config.toml)")
+        return originals.section(memory.id, ref)
+
     def history(self, memory_id: str) -> list[Memory]:
         """Earlier versions of a memory, newest first."""
         store = self.vault.store
@@ -347,11 +417,15 @@ class Engine:
                 doomed.update(r.id for r in self.history(mid))
             stamp = now_us()
             restored: list[Memory] = []
+            insights: list[str] = []
             for mid in doomed:
                 memory = store.get_memory(mid)
+                if memory is not None and memory.kind == MemoryKind.INSIGHT:
+                    insights.append(mid)
                 writes.delete("default", memory_key(mid))
                 writes.delete("vectors", vector_key(mid))
                 writes.delete("vectors_associative", vector_key(mid))
+                idempotency.drop(store, writes, mid)
                 if memory is not None and memory.kind != MemoryKind.REVISION:
                     for key in temporal_keys(memory.entity_id, memory.created_at, mid):
                         writes.delete("temporal", key)
@@ -379,7 +453,9 @@ class Engine:
             # The forgotten memories' neighbours lose edges: their shapes change.
             analogical.refresh_structure(store, writes)
             vault.apply(writes, removed=list(doomed), saved=restored)
-            return len(targets)
+        if insights:
+            reflect.remove_insight_notes(self.vault, insights)  # the note written at reflect-commit goes with it
+        return len(targets)
 
     # Edges -----------------------------------------------------------------------------------
 
@@ -426,7 +502,9 @@ class Engine:
         return out
 
     def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
-        """The k memories nearest to this one's stored vector (itself, revisions and superseded ones excluded)."""
+        """Similar memories, by embedding alone: the k memories whose stored vectors are nearest to this
+        memory's own, nearest first, as (id, cosine similarity). No cue is embedded and nothing is
+        reinforced; the memory itself, revision records and superseded memories are left out."""
         return self.vault.neighbors(validate.memory_id(memory_id), k)
 
     # Contradiction candidates (the `pending` family) -----------------------------------------
@@ -466,8 +544,8 @@ class Engine:
         """Apply [{pending_id, verdict: contradiction | revision | neutral}] in one batch."""
         return contradiction_review.commit(self.vault, verdicts)
 
-    def reflect_auto(self, entity_id: str | None = None, since: Any = None,
-                     max_memories: int = 500) -> ReflectAutoResult:
+    def reflect(self, entity_id: str | None = None, since: Any = None,
+                max_memories: int = 500) -> ReflectAutoResult:
         """reflect_prepare, then the configured LLM proposes and validates insights; raises LLMNotConfigured."""
         from . import llm  # the one upward call: the driver sits above this facade (docs/architecture.md)
         return llm.reflect_auto(self, entity_id=entity_id, since=since, max_memories=max_memories)
@@ -484,11 +562,12 @@ class Engine:
                include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                edge_types: Sequence[str] | None = None, alpha: float | None = None,
-               analogy: Sequence[str] | None = None,
+               analogy: Sequence[str] | None = None, now: Any = None,
                ) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall re-ranks by shape with weight 1 - `alpha`, and
-        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md).
+        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md). `now` (default: the current time) is the
+        reference for time words in the cue and for recency: recall "as of" that time.
 
         Recall changes nothing that ranking reads: the same call twice gives the same answer. Call
         reinforce(ids) for the memories actually used, or pass reinforce=True to count every returned
@@ -499,8 +578,11 @@ class Engine:
         weights = scoring.check_weights(weights or DEFAULT_WEIGHTS)
         entity_id = validate.entity(entity_id)
         window = validate.time_range(time_range)
+        reference = validate.timestamp_us(now, "now") if now is not None else now_us()
         if cue is not None:
             cue = validate.content(cue, "cue")
+        understood = (timewords.understand(cue, reference)
+                      if cue is not None and window is None and self.config.recall.time_words.enabled else None)
         if seed is not None:
             seed = validate.memory_id(seed, "seed")
             if seed not in self.vault:
@@ -524,11 +606,35 @@ class Engine:
 
         fusion = self.config.recall.fusion
         query = Query(
-            cue=cue, embed=self.embedder.embed_one, allowed=allowed, settings=self.config.recall,
+            cue=cue, embed=self.embedder.embed_query, allowed=allowed, settings=self.config.recall,
             limit=max(fusion.normalization_depth, top_k * fusion.candidate_factor),
             entity_id=entity_id, window=window, seed=seed, direction=direction, max_depth=max_depth,
             edge_types=edge_types, analogy=analogy,
             alpha=validate.unit_float(alpha, "alpha") if alpha is not None and "analogical" in names else None)
+        candidates, notes = self._run_strategies(names, query)
+        if understood is not None:
+            # A second pass of the same strategies inside the understood range: memories from then that
+            # the whole-vault pass ranked too low to return still become candidates (docs/recall.md).
+            start, end = understood.start, understood.end
+            inside = dataclasses.replace(
+                query, embed=lambda _cue: query.cue_vector,  # embedded once, and only if a strategy asks
+                allowed=lambda mid: allowed(mid) and start <= self.vault.entry(mid).created_at <= end)
+            rc.merge(candidates, self._run_strategies(names, inside)[0])
+            notes.append(f"{understood.text()} (UTC): memories from then are preferred; "
+                         f"pass time_range to choose the range yourself")
+
+        preferred = None if understood is None else (understood.start, understood.end)
+        results = self._score(candidates, weights, top_k, lam, include_superseded, reference, preferred)
+        answer = RecallResults(results=results, notes=notes, time_understood=None if understood is None else TimeUnderstood(
+            phrase=understood.phrase, start=understood.start, end=understood.end, text=understood.text()))
+        if cue is not None:
+            # The cue's similarity over the whole scope is the background its results stand out from.
+            background = query.cue_hits(self.vault)
+            self._judge_confidence(answer, cue, query.cue_vector, [sim for _, sim in background])
+        self._after_recall(results, cue, sorted(names), weights, entity_id, reinforce, started)
+        return answer
+
+    def _run_strategies(self, names: set[str], query: Query) -> tuple[rc.Candidates, list[str]]:
         candidates: rc.Candidates = {}
         notes: list[str] = []
         for name, strategy in REGISTRY.items():
@@ -536,15 +642,7 @@ class Engine:
                 found, said = strategy(self.vault, query)
                 rc.merge(candidates, found)
                 notes += said
-
-        results = self._score(candidates, weights, top_k, lam, include_superseded)
-        answer = RecallResults(results=results, notes=notes)
-        if cue is not None:
-            # The cue's similarity over the whole scope is the background its results stand out from.
-            background = query.cue_hits(self.vault)
-            self._judge_confidence(answer, cue, query.cue_vector, [sim for _, sim in background])
-        self._after_recall(results, cue, sorted(names), weights, entity_id, reinforce, started)
-        return answer
+        return candidates, notes
 
     def _judge_confidence(self, answer: RecallResults, cue: str, cue_vector: np.ndarray,
                           similarities: list[float]) -> None:
@@ -593,15 +691,21 @@ class Engine:
         return names
 
     def _score(self, candidates: rc.Candidates, weights: ScoringWeights, top_k: int, lam: float,
-               include_superseded: bool) -> list[RecallResult]:
-        stamp = now_us()
+               include_superseded: bool, stamp: int, preferred: tuple[int, int] | None) -> list[RecallResult]:
+        recall_cfg = self.config.recall
         ranked: list[tuple[float, str, ScoreComponents]] = []
         for mid, cand in candidates.items():
             entry = self.vault.entry(mid)
             if entry is None:
                 continue
-            parts = scoring.components(entry, cand.relevance, stamp)
-            ranked.append((scoring.composite(parts, weights), mid, parts))
+            window = scoring.recency_window_days(entry.context_type, recall_cfg.recency_window, self.config.decay)
+            parts = scoring.components(entry, cand.relevance, stamp, window)
+            score = scoring.composite(parts, weights)
+            if preferred is not None and preferred[0] <= entry.created_at <= preferred[1]:
+                # Added on top of the weighted factors (so a score can pass 1), and said in details.
+                score += recall_cfg.time_words.boost
+                cand.details["time_boost"] = recall_cfg.time_words.boost
+            ranked.append((score, mid, parts))
         ranked.sort(key=lambda item: item[0], reverse=True)
         if lam > 0 and len(ranked) > 1:
             pool = ranked[:top_k * 3]
@@ -639,6 +743,13 @@ class Engine:
             writes.put("query_log", stamp.to_bytes(8, "big") + os.urandom(4), encode(entry))
             # Nobody is told these were kept: no reason to make a recall wait for a disk sync.
             self.vault.apply(writes, saved=reinforced, durable=False)
+
+    def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
+              max_memories: int = 20, *, now: Any = None) -> RecallResults:
+        """An entity's most recent memories plus those most relevant to the cue, deduplicated, in one
+        call (hebbs/recall/prime.py); it does not reinforce. `now`: the reference time for the cue's
+        time words and for recency."""
+        return prime(self, entity_id, similarity_cue, max_memories, now)
 
     def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
         """Count these memories as used: access_count + 1 and last access now, which raises their
@@ -709,12 +820,22 @@ class Engine:
 
 
 class _Prepared:
-    __slots__ = ("memory", "supersedes", "edges")
+    __slots__ = ("memory", "supersedes", "edges", "key", "stored")
 
-    def __init__(self, memory: Memory, supersedes: list[str], edges: list[tuple[str, EdgeType, float]]) -> None:
+    def __init__(self, memory: Memory, supersedes: list[str], edges: list[tuple[str, EdgeType, float]],
+                 key: str | None = None) -> None:
         self.memory = memory
         self.supersedes = supersedes
         self.edges = edges
+        self.key = key
+        # Set when the key names a memory stored before (or earlier in the batch): that one is returned.
+        self.stored: _Prepared | None = None
+
+
+def _result(p: _Prepared) -> Memory:
+    while p.stored is not None:
+        p = p.stored
+    return p.memory
 
 
 def _below_successors(results: list[RecallResult]) -> list[RecallResult]:

@@ -85,7 +85,8 @@ class IndexingInProgress(HebbsError):
 
 
 class Cancelled(HebbsError):
-    """The run was cancelled (the Memory Palace's cancel button); what it committed stays, the next run resumes."""
+    """The run was cancelled (Ctrl-C, `hebbs index --cancel` or the Memory Palace's cancel button); what it
+    committed stays, and the next run resumes."""
 
     status_code = "CANCELLED"
 

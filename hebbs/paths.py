@@ -8,6 +8,7 @@ without loading the engine.
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 from .errors import InvalidInput, VaultNotInitialized
@@ -79,6 +80,16 @@ def is_vault_dir(path: Path, home: Path) -> bool:
     return path.is_dir() and ((path / CONFIG_FILE).is_file() or (path / "db").is_dir())
 
 
+def notes_folder(path: Path) -> Path:
+    """The notes folder a vault path stands for: ROOT for ROOT/.hebbs, else the path itself."""
+    return path.parent if path.name == VAULT_DIR else path
+
+
+def init_command(path: Path) -> str:
+    """The `hebbs init` command line that creates the vault for path, ready to paste."""
+    return f"hebbs init {shlex.quote(str(notes_folder(path)))}"
+
+
 def vault_for_path(path: os.PathLike | str, home: Path) -> Path:
     """`--vault PATH`: PATH may be the notes folder (holding .hebbs/) or the vault directory itself."""
     path = Path(path).expanduser().absolute()
@@ -86,43 +97,77 @@ def vault_for_path(path: os.PathLike | str, home: Path) -> Path:
         return path / VAULT_DIR
     if is_vault_dir(path, home):
         return path
-    raise VaultNotInitialized(f"no hebbs vault at {path}; run `hebbs init {path}` to create one")
+    raise VaultNotInitialized(f"no hebbs vault at {path}; run `{init_command(path)}` to create one")
 
 
 def resolve_vault(vault: os.PathLike | str | None = None, global_: bool = False, home: Path | None = None,
-                  cwd: Path | None = None) -> Path:
-    """The vault directory a call means: --global, --vault PATH, or the nearest project vault."""
+                  cwd: Path | None = None, *, sdk: bool = False) -> Path:
+    """The vault directory a call means: --global, --vault PATH, or the nearest project vault.
+
+    `sdk` words the error for a Python caller (`global_=True`) rather than a shell user (`--global`)."""
     home = hebbs_home(home)
     if global_:
         if vault is not None:
-            raise ValueError("pass either a vault path or global_, not both")
+            raise InvalidInput("pass either a vault path or global_=True, not both" if sdk
+                               else "--global and --vault exclude each other")
         return home
     if vault is not None:
         return vault_for_path(vault, home)
     cwd = Path.cwd() if cwd is None else cwd
     found = find_project_vault(cwd, home)
     if found is None:
+        if sdk:
+            raise VaultNotInitialized(
+                f"no hebbs vault in {cwd} or any folder above it; pass vault=PATH (a notes folder with a .hebbs "
+                f"vault), or global_=True for the global brain, or create a project vault with "
+                f"`{init_command(cwd)}`")
         raise VaultNotInitialized(
-            f"no hebbs vault in {cwd} or any folder above it; run `hebbs init` here to create a project "
-            "vault, or pass --global to use the global brain")
+            f"no hebbs vault in {cwd} or any folder above it; run `{init_command(cwd)}` to create a project "
+            "vault, or add --global to use the global brain")
     return found
 
 
-def init_vault(root: os.PathLike | str, home: Path | None = None) -> tuple[Path, bool]:
-    """Create ROOT/.hebbs with a default config.toml. Returns (vault dir, whether it was created now)."""
+def enclosing_vault(folder: Path, home: Path) -> Path | None:
+    """The vault of a notes folder above folder (never folder's own, never HEBBS_HOME), or None."""
+    here = folder.absolute()
+    for parent in here.parents:
+        candidate = parent / VAULT_DIR
+        if candidate.is_dir() and not _same(candidate, home) and is_vault_dir(candidate, home):
+            return candidate
+    return None
+
+
+def init_vault(root: os.PathLike | str, home: Path | None = None, *, nested: bool = True) -> tuple[Path, bool]:
+    """Create ROOT/.hebbs with a default config.toml and a .gitignore (a vault is derived data and
+    private: it never belongs in the notes' repository). Returns (vault dir, whether it was created now).
+
+    With nested=False, refuse to create a vault inside the notes folder of another vault: its notes
+    are that vault's already, and would end up in two vaults."""
     from .config import DEFAULT_CONFIG_TEXT  # only here: hebbs.config pulls in the index module
 
     home = hebbs_home(home)
     root = Path(root).expanduser().absolute()
+    if root.name == VAULT_DIR and not (root / VAULT_DIR).exists():
+        raise InvalidInput(f"{root} is a vault directory's name: give the notes folder, `{init_command(root)}`")
     if not root.is_dir():
         raise InvalidInput(f"{root} is not a directory")
     vault = root / VAULT_DIR
     if _same(vault, home):
         return home, False
+    if not nested and not vault.is_dir():
+        outer = enclosing_vault(root, home)
+        if outer is not None:
+            raise InvalidInput(
+                f"{root} is inside the notes folder {outer.parent}, whose vault {outer} already holds its notes; "
+                f"a vault here would hold them twice. Use that vault (commands run here find it), or pass "
+                f"--nested to create a separate vault anyway")
     created = not vault.is_dir()
     vault.mkdir(mode=0o700, exist_ok=True)
     config = vault / CONFIG_FILE
     if not config.exists():
         config.write_text(DEFAULT_CONFIG_TEXT)
         created = True
+    ignore = vault / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# hebbs vault: derived from the notes, private to this machine\n*\n")
     return vault, created

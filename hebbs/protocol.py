@@ -24,6 +24,7 @@ from .errors import (ERRORS_BY_CODE, DaemonUnavailable, HebbsError, IndexingInPr
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
+from .schema import SourceSection
 
 PROTOCOL_VERSION = 1
 MAX_FRAME = 16 * 1024 * 1024
@@ -73,8 +74,12 @@ class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
     created_at: int | None = None
     kind: str = "EPISODE"
     source: Source | None = None
-    # Ids of memories this one replaces: they get superseded_by and leave recall.
-    supersedes: list[str] | None = None
+    # Ids of memories this one replaces (they are marked superseded in the same batch).
+    supersedes: list[str] = []
+    # [target id, edge type, confidence] from the new memory.
+    edges: list[tuple[str, str, float]] = []
+    # Idempotency key: a memory already stored under it in this vault is returned, nothing is stored.
+    key: str | None = None
 
 
 class Remember(_Command, tag="remember"):
@@ -87,8 +92,12 @@ class Remember(_Command, tag="remember"):
     created_at: int | None = None
     kind: str = "EPISODE"
     source: Source | None = None
-    supersedes: list[str] | None = None
+    supersedes: list[str] = []
+    edges: list[tuple[str, str, float]] = []
+    key: str | None = None
     items: list[RememberItem] | None = None
+    # null: the vault's contradictions.check_on_remember.
+    check_contradictions: bool | None = None
 
 
 class Get(_Command, tag="get"):
@@ -106,6 +115,60 @@ class Revise(_Command, tag="revise"):
     context: dict[str, Any] | None = None
     # Absent: unchanged; null: no entity any more.
     entity_id: str | None | UnsetType = UNSET
+    source: Source | None = None
+
+
+class ReviseItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    id: str
+    content: str | None = None
+    importance: float | None = None
+    context: dict[str, Any] | None = None
+    entity_id: str | None | UnsetType = UNSET
+    source: Source | None = None
+
+
+class ReviseMany(_Command, tag="revise_many"):
+    """Revise many memories in one request (changed texts embedded in batches); data is a list of Memory."""
+
+    items: list[ReviseItem]
+
+
+class History(_Command, tag="history"):
+    """A memory's earlier versions, newest first; data is a list of Memory."""
+
+    id: str
+
+
+class AddEdge(_Command, tag="add_edge"):
+    """Add (or replace) the edge source -[edge_type]-> target; data is the Edge."""
+
+    source: str
+    edge_type: str
+    target: str
+    confidence: float = 1.0
+
+
+class RemoveEdge(_Command, tag="remove_edge"):
+    """Delete one edge; NOT_FOUND when there is none. Data is {"removed": 1}."""
+
+    source: str
+    edge_type: str
+    target: str
+
+
+class Edges(_Command, tag="edges"):
+    """A memory's edges: "out" (from it), "in" (to it) or "both"; data is a list of Edge."""
+
+    id: str
+    direction: Literal["out", "in", "both"] = "both"
+
+
+class Neighbors(_Command, tag="neighbors"):
+    """The k memories whose stored vectors are nearest to this memory's (itself, revisions and superseded
+    memories excluded), nearest first; data is a list of [memory id, cosine similarity]."""
+
+    id: str
+    k: int = 10
 
 
 class Forget(_Command, tag="forget"):
@@ -130,6 +193,17 @@ class Recall(_Command, tag="recall"):
     # ranking reads, so the same recall twice gives the same answer. See `reinforce`.
     reinforce: bool = False
     mmr_lambda: float | None = None
+    # Causal: walk the graph from seed (a memory id; default the cue's best match).
+    seed: str | None = None
+    direction: Literal["forward", "backward", "both"] = "forward"
+    max_depth: int = 5
+    edge_types: list[str] | None = None
+    # Analogical: weight of plain similarity against shape (null: the vault's recall.analogical_alpha),
+    # and a:b::c:? as three memory ids or cues.
+    alpha: float | None = None
+    analogy: list[str] | None = None
+    # The reference time for time words in the cue and for recency, microseconds; null: the current time.
+    now: int | None = None
 
 
 class Reinforce(_Command, tag="reinforce"):
@@ -144,6 +218,7 @@ class Prime(_Command, tag="prime"):
     entity_id: str | None = None
     similarity_cue: str | None = None
     max_memories: int = 20
+    now: int | None = None
 
 
 class Subscribe(_Command, tag="subscribe"):
@@ -181,6 +256,20 @@ class Index(_Command, tag="index"):
     paths: list[str] | None = None
 
 
+class IndexCancel(_Command, tag="index_cancel"):
+    """Stop the index run on PATH/.hebbs (or the request's vault), wherever it was started, and wait until it
+    has stopped. What it committed stays; the next run picks up the rest. Data is IndexCancelled."""
+
+    path: str | None = None
+
+
+class IndexFollow(_Command, tag="index_follow"):
+    """Follow the index run on PATH/.hebbs started elsewhere: its progress frames, then its IndexSummary
+    (null data when no run is going; a CANCELLED error when it is cancelled)."""
+
+    path: str | None = None
+
+
 class List(_Command, tag="list"):
     """The notes folder's indexed files (and their sections when asked)."""
 
@@ -196,6 +285,12 @@ class Queries(_Command, tag="queries"):
 
 class Inspect(_Command, tag="inspect"):
     """One memory with its edges and its earlier versions."""
+
+    id: str
+
+
+class ShowSource(_Command, tag="source"):
+    """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
 
     id: str
 
@@ -277,6 +372,9 @@ class ContradictionAuto(_Command, tag="contradiction_auto"):
 class ForgetCandidates(_Command, tag="forget_candidates"):
     """Memories decayed below the forget threshold, least alive first; lists, deletes nothing."""
 
+    # Judge decay as of this time (microseconds since the epoch); now when absent.
+    now: int | None = None
+
 
 class Panel(_Command, tag="panel"):
     """Make sure the Memory Palace web panel is served (on `port`, else the configured one); data is PanelState."""
@@ -285,15 +383,18 @@ class Panel(_Command, tag="panel"):
 
 
 Command = (Ping | Status | Shutdown | Remember | Get | Revise | Forget | Recall | Reinforce | Prime | Subscribe | Feed
-           | Close | Index | List | Queries | Inspect | Export | ReflectPrepare | ReflectCommit | Insights
-           | ContradictionPrepare | ContradictionCommit | Reflect | ContradictionAuto | ForgetCandidates | Panel)
+           | Close | Index | List | Queries | Inspect | ShowSource | Export | ReflectPrepare | ReflectCommit
+           | Insights | ContradictionPrepare | ContradictionCommit | Reflect | ContradictionAuto | ForgetCandidates
+           | ReviseMany | History | AddEdge | RemoveEdge | Edges | Neighbors | IndexCancel | IndexFollow
+           | Panel)
 
 COMMAND_TYPES: dict[str, type[_Command]] = {
     cls.__struct_config__.tag: cls for cls in Command.__args__  # type: ignore[attr-defined]
 }
 # Commands that change a vault: the daemon runs them one at a time per vault.
 WRITE_COMMANDS = frozenset({"remember", "revise", "forget", "reinforce", "reflect_prepare", "reflect_commit",
-                            "contradiction_prepare", "contradiction_commit"})
+                            "contradiction_prepare", "contradiction_commit", "revise_many", "add_edge",
+                            "remove_edge"})
 # Commands that need no vault at all.
 DAEMON_COMMANDS = frozenset({"ping", "status", "shutdown", "close", "panel"})
 
@@ -393,6 +494,16 @@ class Inspection(msgspec.Struct, kw_only=True):
     history: list[Memory] = []
 
 
+class Removed(msgspec.Struct, kw_only=True):
+    removed: int
+
+
+class IndexCancelled(msgspec.Struct, kw_only=True):
+    path: str
+    # Whether a run was going (and is now stopped).
+    cancelled: bool
+
+
 class ExportChunk(msgspec.Struct, kw_only=True):
     memories: list[Memory]
 
@@ -414,10 +525,14 @@ RESULT_TYPES: dict[str, Any] = {
     "forget": Forgotten, "recall": RecallResults, "reinforce": list[Memory], "prime": RecallResults,
     "subscribe": Subscribed, "feed": Fed,
     "close": Closed, "queries": list[QueryLogEntry], "inspect": Inspection,
+    "source": SourceSection,
     "export": ExportDone, "reflect_prepare": ReflectPrepared, "reflect_commit": ReflectCommitted,
     "insights": list[Insight], "contradiction_prepare": ContradictionPrepared,
     "contradiction_commit": ContradictionCommitted, "reflect": ReflectAutoResult,
-    "contradiction_auto": ContradictionAutoResult, "forget_candidates": list[Memory], "panel": PanelState,
+    "contradiction_auto": ContradictionAutoResult, "forget_candidates": list[Memory],
+    "revise_many": list[Memory], "history": list[Memory], "add_edge": Edge, "remove_edge": Removed,
+    "edges": list[Edge], "neighbors": list[tuple[str, float]], "index_cancel": IndexCancelled,
+    "panel": PanelState,
 }
 
 
@@ -425,6 +540,10 @@ def result_type(command: _Command) -> Any:
     if isinstance(command, Remember):
         return list[Memory] if command.items is not None else Memory
     # The markdown-vault Structs live with the indexer; imported only when those commands are used.
+    if isinstance(command, IndexFollow):
+        from .vault.indexer import IndexSummary
+
+        return IndexSummary | None
     if isinstance(command, Index):
         if command.phase == 1:
             return ScanSummary
@@ -443,7 +562,7 @@ def progress_type(command: _Command) -> Any:
         return SubscriptionPush
     if isinstance(command, Export):
         return ExportChunk
-    if isinstance(command, Index):
+    if isinstance(command, (Index, IndexFollow)):
         from .vault.indexer import Progress
 
         return Progress

@@ -94,11 +94,22 @@ class RecallResult(msgspec.Struct, kw_only=True):
     confidence: float | None = None
 
 
+class TimeUnderstood(msgspec.Struct, kw_only=True):
+    """A time phrase read from the cue (docs/recall.md, "Time words"): memories created from start to
+    end (microseconds since the epoch, UTC, both included) were preferred. Pass time_range to override."""
+
+    phrase: str
+    start: int
+    end: int
+    text: str  # "'last week' read as 2023-05-01..2023-05-07"
+
+
 class RecallResults(msgspec.Struct, kw_only=True):
     """The ranked results of a recall, plus anything the caller should know about how they were found."""
 
     results: list[RecallResult] = []
     notes: list[str] = []
+    time_understood: TimeUnderstood | None = None
     # True when even the best result is below the confidence threshold: nothing relevant is known
     # for this cue (the weak candidates are still listed). Never true without a cue.
     abstained: bool = False
@@ -286,3 +297,20 @@ class ContradictionAutoResult(msgspec.Struct, kw_only=True):
     # Candidates left for a person or an agent: the LLM was unsure, or its answer was unusable.
     left_pending: list[str] = []
     problems: list[str] = []
+
+
+class SourceSection(msgspec.Struct, kw_only=True):
+    """A memory's section exactly as it was in the file version it was written from (`hebbs source`)."""
+
+    memory_id: str
+    file: str
+    heading_path: list[str]
+    line_start: int
+    line_end: int
+    byte_start: int
+    byte_end: int
+    sha256: str  # the file version
+    indexed_at: int
+    text: str
+    latest: bool  # this version is the file's newest kept one
+    file_removed_at: int | None = None

@@ -143,7 +143,7 @@ def plant(engine: Engine) -> None:
 def test_reflect_through_the_llm_proposes_validates_and_commits(tmp_path, embedder, server):
     with open_vault(tmp_path / "v", embedder, llm_table(server)) as eng:
         plant(eng)
-        result = eng.reflect_auto()
+        result = eng.reflect()
         assert result.clusters == 3 and result.proposed == 3 and result.accepted == 3
         assert result.problems == [] and result.rejected == []
         stored = result.committed.insights
@@ -187,7 +187,7 @@ def test_a_malformed_or_unsupported_answer_is_reported_not_fatal(tmp_path, embed
     server.answer = answer
     with open_vault(tmp_path / "v", embedder, llm_table(server, concurrency=1)) as eng:
         plant(eng)
-        result = eng.reflect_auto()
+        result = eng.reflect()
         assert result.accepted == 0 and result.committed is None and eng.insights() == []
     assert any("cluster 1: proposing insights: the answer is not JSON" in p for p in result.problems)
     assert any("cluster 2, proposal 1: cites none of the cluster's memories" in p for p in result.problems)
@@ -241,7 +241,7 @@ def test_an_llm_failure_commits_nothing(tmp_path, embedder, server):
     with open_vault(tmp_path / "v", embedder, llm_table(server, max_attempts=2)) as eng:
         plant(eng)
         with pytest.raises(LLMError, match="HTTP 500"):
-            eng.reflect_auto()
+            eng.reflect()
         assert eng.insights() == []
 
 
@@ -294,7 +294,7 @@ def test_without_an_llm_every_llm_command_says_so_and_points_to_the_two_steps(tm
     assert ERRORS_BY_CODE["LLM_NOT_CONFIGURED"] is LLMNotConfigured
     assert LLMNotConfigured.status_code == "LLM_NOT_CONFIGURED"
     with open_vault(tmp_path / "v", embedder) as eng:
-        for call in (eng.reflect_auto, eng.contradiction_auto):
+        for call in (eng.reflect, eng.contradiction_auto):
             with pytest.raises(LLMNotConfigured) as caught:
                 call()
             message = str(caught.value)
@@ -307,7 +307,7 @@ def test_a_missing_key_variable_is_named(tmp_path, embedder, server, monkeypatch
     monkeypatch.delenv(KEY_ENV)
     with open_vault(tmp_path / "v", embedder, llm_table(server)) as eng:
         with pytest.raises(LLMNotConfigured, match=f"environment variable {KEY_ENV} .* not set.*reflect-prepare"):
-            eng.reflect_auto()
+            eng.reflect()
     assert server.requests == []
 
 
@@ -329,6 +329,6 @@ def test_a_key_is_never_accepted_in_a_config_file(tmp_path, embedder, home):
     (home / "config.toml").write_text('[llm]\nbase_url = "http://127.0.0.1:1/v1"\nmodel = "m"\napi_key = "sk-1"\n')
     with open_vault(tmp_path / "v", embedder) as eng:
         with pytest.raises(InvalidInput, match="unknown field `api_key`"):
-            eng.reflect_auto()
+            eng.reflect()
     with pytest.raises(InvalidInput, match="name of an environment variable"):
         open_vault(tmp_path / "w", embedder, '[llm]\napi_key_env = "sk-live-123"\n')

@@ -12,7 +12,7 @@ SUBJECTS = ["The database server", "Our build pipeline", "Caroline's hiking trip
             "The nightly backup", "The release of version two", "The load balancer", "Melanie's painting class"]
 EVENTS = ["failed after midnight", "was moved to Tuesday", "needed a new part", "went better than planned",
           "was discussed at the team meeting", "took twice as long as expected"]
-CUES = ["what broke during the night", "weekend outdoor activities", "coffee", "which meeting covered releases",
+CUES = ["what broke in production", "outdoor activities in the mountains", "coffee", "which meeting covered releases",
         "art lessons", "network trouble"]
 
 
@@ -34,7 +34,7 @@ def test_similarity_recall_is_hnswlib_top_k(corpus, top_k):
     for cue in CUES:
         answer = eng.recall(cue, strategies=["similarity"], weights=RELEVANCE_ONLY, top_k=top_k, reinforce=False)
         got = [r.memory.id for r in answer.results]
-        vector = eng.embedder.embed_one(cue)
+        vector = eng.embedder.embed_query(cue)
         raw.set_ef(max(eng.config.index.ef_search, top_k))
         labels, distances = raw.knn_query(vector.reshape(1, -1), k=top_k)
         assert got == [ids_by_label[label] for label in labels[0].tolist()]

@@ -30,6 +30,11 @@ class CountingEmbedder:
         self.texts += texts
         return self.inner.embed(texts)
 
+    def embed_documents(self, texts):
+        texts = list(texts)
+        self.texts += texts
+        return self.inner.embed_documents(texts)
+
     def __getattr__(self, name):
         return getattr(self.inner, name)
 

@@ -3,24 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import msgspec
 
 from hebbs.client import Client, to_micros
 from hebbs.errors import InvalidInput, VaultNotInitialized
 from hebbs.paths import hebbs_home, init_vault, resolve_vault
-from hebbs.protocol import MAX_FRAME, RememberItem
+from hebbs.protocol import MAX_FRAME, RememberItem, ReviseItem
 from hebbs.schema import ScoringWeights
 
 from . import output
 
 IMPORT_BATCH_ITEMS = 256
 IMPORT_BATCH_BYTES = MAX_FRAME // 4
+# An imported memory is stored under this idempotency key, so importing the same file twice stores it once.
+IMPORT_KEY_PREFIX = "import:"
+
+
 def client_for(args: argparse.Namespace) -> Client:
-    return Client(vault=args.vault, global_=args.global_, home=args.home)
+    # Resolved here, not by the Client: a missing vault is then worded for the shell (--global), not Python.
+    home = hebbs_home(args.home)
+    return Client(vault=resolve_vault(args.vault, args.global_, home), home=home)
 
 
 def _json(args: argparse.Namespace) -> bool:
@@ -37,6 +45,42 @@ def _context(raw: str | None) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise InvalidInput("--context must be a JSON object, e.g. '{\"type\": \"preference\"}'")
     return value
+
+
+def open_input(path: str, *, binary: bool = False) -> IO[Any]:
+    """A file the user named, for reading; '-' is stdin. Errors name the problem, not an errno."""
+    if path == "-":
+        return sys.stdin.buffer if binary else sys.stdin
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise InvalidInput(f"{path} is a directory; give a file")
+    try:
+        return open(target, "rb") if binary else open(target, encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidInput(f"{path} does not exist") from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def open_output(path: str) -> IO[str]:
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise InvalidInput(f"{path} is a directory; give a file name, e.g. {os.path.join(path, 'memories.jsonl')}")
+    if not target.absolute().parent.is_dir():
+        raise InvalidInput(f"cannot write {path}: the folder {target.absolute().parent} does not exist")
+    try:
+        return open(target, "w", encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def read_text_file(path: str, what: str) -> str:
+    with open_input(path, binary=True) as f:
+        raw = f.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"the {what} {path} is not UTF-8 text (byte {exc.start})") from None
 
 
 def _text(words: list[str] | str) -> str:
@@ -75,7 +119,10 @@ def _time(raw: str, field: str) -> int | None:
 # Commands --------------------------------------------------------------------------------------
 
 def cmd_init(args: argparse.Namespace) -> int:
-    vault, created = init_vault(args.path, hebbs_home(args.home))
+    if args.global_ or args.vault:
+        raise InvalidInput("hebbs init takes the notes folder as PATH; --global and --vault do not apply (the "
+                           "global brain needs no init)")
+    vault, created = init_vault(args.path, hebbs_home(args.home), nested=args.nested)
     if _json(args):
         output.emit_json({"vault": str(vault), "created": created})
     elif created:
@@ -85,11 +132,25 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_edge(raw: str) -> tuple[str, str, float]:
+    """--edge ID:TYPE[:CONFIDENCE]."""
+    parts = raw.split(":")
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+        raise InvalidInput(f"--edge takes ID:TYPE[:CONFIDENCE], e.g. 01ABCDEF:CAUSED_BY:0.8, got {raw!r}")
+    try:
+        confidence = float(parts[2]) if len(parts) == 3 else 1.0
+    except ValueError:
+        raise InvalidInput(f"--edge confidence must be a number from 0 to 1, got {parts[2]!r}") from None
+    return parts[0], parts[1].upper(), confidence
+
+
 def cmd_remember(args: argparse.Namespace) -> int:
     with client_for(args) as client:
+        edges = [parse_edge(e) for e in args.edge or ()]
         memory = client.remember(_text(args.content), importance=args.importance, context=_context(args.context),
                                  entity_id=args.entity, created_at=_time(args.created_at, "--created-at")
-                                 if args.created_at else None, supersedes=args.supersedes)
+                                 if args.created_at else None, supersedes=args.supersedes or (), edges=edges,
+                                 key=args.key)
     if _json(args):
         output.emit_json(memory)
     else:
@@ -125,6 +186,100 @@ def cmd_revise(args: argparse.Namespace) -> int:
     return 0
 
 
+def _revise_items(text: str, path: str) -> list[ReviseItem]:
+    stripped = text.strip()
+    try:
+        if stripped.startswith("["):
+            records = msgspec.json.decode(stripped)
+        else:
+            records = [msgspec.json.decode(line) for line in stripped.splitlines() if line.strip()]
+    except msgspec.DecodeError as exc:
+        raise InvalidInput(f"{path} is not a JSON list or JSON lines: {exc}") from None
+    items = []
+    for n, record in enumerate(records):
+        try:
+            items.append(msgspec.convert(record, ReviseItem))
+        except msgspec.ValidationError as exc:
+            raise InvalidInput(f"revision {n}: {exc}") from None
+    if not items:
+        raise InvalidInput(f"{path} holds no revisions")
+    return items
+
+
+def cmd_revise_many(args: argparse.Namespace) -> int:
+    items = _revise_items(read_text_file(args.file, "revisions file"), args.file)
+    with client_for(args) as client:
+        memories = client.revise_many(items)
+    if _json(args):
+        output.emit_json(memories)
+    else:
+        print(f"revised {_count(len(memories), 'memory')}")
+        for memory in memories:
+            print(f"  {output.short_id(memory.id)}  {output.one_line(memory.content, output.width() - 12)}")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        versions = client.history(args.id)
+    if _json(args):
+        output.emit_json(versions)
+        return 0
+    if not versions:
+        print("no earlier versions")
+    output.table(["replaced", "id", "content"],
+                 [[output.when(v.updated_at), output.short_id(v.id), v.content] for v in versions])
+    return 0
+
+
+def cmd_add_edge(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        edge = client.add_edge(args.source, args.edge_type, args.target, args.confidence)
+    if _json(args):
+        output.emit_json(edge)
+    else:
+        print(f"added {edge.source} -[{edge.edge_type}]-> {edge.target} (confidence {edge.confidence:.2f})")
+    return 0
+
+
+def cmd_remove_edge(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        client.remove_edge(args.source, args.edge_type, args.target)
+    if _json(args):
+        output.emit_json({"removed": 1})
+    else:
+        print(f"removed {args.source} -[{args.edge_type}]-> {args.target}")
+    return 0
+
+
+def cmd_edges(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        edges = client.edges(args.id, args.direction)
+    if _json(args):
+        output.emit_json(edges)
+        return 0
+    if not edges:
+        print("no edges")
+    output.table(["source", "type", "target", "confidence"],
+                 [[e.source, e.edge_type, e.target, f"{e.confidence:.2f}"] for e in edges])
+    return 0
+
+
+def cmd_neighbors(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        near = client.neighbors(args.id, args.k)
+        memories = [client.get(mid) for mid, _ in near]
+    if _json(args):
+        output.emit_json([{"id": mid, "similarity": sim} for mid, sim in near])
+        return 0
+    if not near:
+        print("no other memories")
+    output.table(["similarity", "id", "entity", "content"],
+                 [[f"{sim:.3f}", output.short_id(m.id), m.entity_id or "-", m.content]
+                  for (_, sim), m in zip(near, memories)], right=(0,))
+    return 0
+
+
 def cmd_forget(args: argparse.Namespace) -> int:
     if not args.ids and args.entity is None:
         raise InvalidInput("forget needs memory ids or --entity (--candidates lists what has decayed)")
@@ -143,7 +298,10 @@ def cmd_recall(args: argparse.Namespace) -> int:
         found = client.recall(cue, strategies=args.strategy, top_k=args.top_k, entity_id=args.entity,
                               time_range=parse_time_range(args.time_range), weights=parse_weights(args.weights),
                               include_superseded=args.include_superseded, reinforce=args.reinforce,
-                              mmr_lambda=args.mmr)
+                              mmr_lambda=args.mmr, seed=args.seed, direction=args.direction,
+                              max_depth=args.max_depth, edge_types=args.edge_types, alpha=args.alpha,
+                              analogy=args.analogy,
+                              now=_time(args.now, "--now") if args.now else None)
     if _json(args):
         output.emit_json(found)
     else:
@@ -165,7 +323,8 @@ def cmd_used(args: argparse.Namespace) -> int:
 
 def cmd_prime(args: argparse.Namespace) -> int:
     with client_for(args) as client:
-        found = client.prime(args.entity, args.cue, args.max_memories)
+        found = client.prime(args.entity, args.cue, args.max_memories,
+                             now=_time(args.now, "--now") if args.now else None)
     if _json(args):
         output.emit_json(found)
     else:
@@ -222,9 +381,27 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_source(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        found = client.source(args.id)
+    if _json(args):
+        output.emit_json(found)
+        return 0
+    version = "the current version" if found.latest else "an earlier version"
+    if found.file_removed_at is not None:
+        version = ("the last version" if found.latest else "an earlier version") + \
+            f"; the file was removed {output.when(found.file_removed_at)}"
+    print(f"{found.file}:{found.line_start}-{found.line_end}  {' > '.join(found.heading_path) or '(no heading)'}")
+    print(f"version {found.sha256[:12]}  indexed {output.when(found.indexed_at)}  ({version})")
+    print()
+    print(found.text)
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     with client_for(args) as client:
-        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+        client.stats()  # a missing vault must fail before an output file is created
+        out = open_output(args.output) if args.output else sys.stdout
         count = 0
         try:
             for memory in client.export(include_revisions=args.include_revisions):
@@ -241,30 +418,35 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _import_items(lines: Iterator[str]) -> Iterator[tuple[int, RememberItem | None]]:
-    fields = set(RememberItem.__struct_fields__)
+def _import_items(lines: Iterator[bytes]) -> Iterator[tuple[int, RememberItem | None]]:
+    # Links between memories (edges, supersedes) name ids this vault does not have: not imported.
+    fields = set(RememberItem.__struct_fields__) - {"supersedes", "edges", "key"}
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             record = msgspec.json.decode(line)
-        except msgspec.DecodeError as exc:
-            raise InvalidInput(f"line {number}: not JSON ({exc})") from None
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            raise InvalidInput(f"line {number}: not JSON text ({exc})") from None
         if not isinstance(record, dict):
             raise InvalidInput(f"line {number}: expected a JSON object")
         if record.get("kind") == "REVISION":
             yield number, None  # an earlier version only means something beside the memory it belonged to
             continue
+        item = {k: v for k, v in record.items() if k in fields}
+        if isinstance(record.get("id"), str):
+            item["key"] = IMPORT_KEY_PREFIX + record["id"]
         try:
-            yield number, msgspec.convert({k: v for k, v in record.items() if k in fields}, RememberItem)
+            yield number, msgspec.convert(item, RememberItem)
         except msgspec.ValidationError as exc:
             raise InvalidInput(f"line {number}: {exc}") from None
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    source = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")
+    source = open_input(args.file, binary=True)
     imported = skipped = 0
     with client_for(args) as client:
+        before = client.count()
         batch: list[RememberItem] = []
         size = 0
         try:
@@ -280,12 +462,18 @@ def cmd_import(args: argparse.Namespace) -> int:
             if batch:
                 imported += len(client.remember_many(batch))
         finally:
-            if source is not sys.stdin:
+            if source is not sys.stdin.buffer:
                 source.close()
+        stored = client.count() - before
     if _json(args):
-        output.emit_json({"imported": imported, "skipped_revisions": skipped})
+        output.emit_json({"imported": imported, "stored": stored, "already_there": imported - stored,
+                          "skipped_revisions": skipped})
     else:
-        print(f"imported {_count(imported, 'memory')}" + (f" (skipped {skipped} revision records)" if skipped else ""))
+        before_n = imported - stored
+        again = (f"; {before_n} {'was' if before_n == 1 else 'were'} imported before and not stored again"
+                 if before_n > 0 else "")
+        print(f"imported {_count(imported, 'memory')}{again}"
+              + (f" (skipped {skipped} revision records)" if skipped else ""))
     return 0
 
 
@@ -312,7 +500,7 @@ def cmd_status(args: argparse.Namespace) -> int:
           f"{len(daemon.open_vaults)} open vaults, stops after {daemon.idle_timeout_s:.0f}s idle")
     for name, stats in (("global", global_stats), ("project", project_stats)):
         if stats is None:
-            print(f"{name:<8} none here (run `hebbs init` to create a project vault)" if project_error else
+            print(f"{name:<8} none here (`hebbs init` creates a project vault in this folder)" if project_error else
                   f"{name:<8} -")
             continue
         kinds = ", ".join(_count(n, KIND_NAMES.get(k, k.lower())) for k, n in sorted(stats.by_kind.items()))
@@ -358,7 +546,9 @@ def _count(n: int, noun: str) -> str:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "init": cmd_init, "remember": cmd_remember, "get": cmd_get, "revise": cmd_revise, "forget": cmd_forget,
+    "revise-many": cmd_revise_many, "history": cmd_history, "add-edge": cmd_add_edge,
+    "remove-edge": cmd_remove_edge, "edges": cmd_edges, "neighbors": cmd_neighbors,
     "recall": cmd_recall, "used": cmd_used, "prime": cmd_prime, "subscribe": cmd_subscribe, "queries": cmd_queries,
-    "inspect": cmd_inspect, "export": cmd_export, "import": cmd_import, "status": cmd_status,
+    "inspect": cmd_inspect, "source": cmd_source, "export": cmd_export, "import": cmd_import, "status": cmd_status,
     "doctor": cmd_doctor,
 }

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
                 output.emit_json({"running": False})
             else:
                 print(f"no daemon running for {home}")
-            return 3
+            return output.EXIT_NO_DAEMON
         if json_mode:
             output.emit_json({"running": True, **_builtins(status)})
         else:

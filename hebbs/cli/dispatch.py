@@ -16,6 +16,10 @@ def run(args: argparse.Namespace) -> int:
         from . import vaultcmds
 
         return vaultcmds.run(args)
+    if args.command == "proxy":
+        from . import proxycmd
+
+        return proxycmd.run(args)
     if args.command == "daemon":
         from . import daemoncmds
 

@@ -7,15 +7,20 @@ a recall through the CLI is one process start plus one socket round trip.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from hebbs.errors import HebbsError
+from hebbs.schema import EdgeType
 
 from . import output
 
 FORMATS = ("text", "json")
+EDGE_TYPES = tuple(EdgeType.__members__)
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = output.EXIT_OK, output.EXIT_ERROR, output.EXIT_USAGE, \
+    output.EXIT_INTERRUPTED
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,73 +35,152 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
-def _common() -> argparse.ArgumentParser:
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless it has none (None, a flag that is off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if ("default" in text or default in (None, argparse.SUPPRESS, False, [])
+                or isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
+            return text
+        return f"{text} (default: {'here' if default == '.' else '%(default)s'})"
+
+
+class _Version(argparse.Action):
+    """--version, reading the version only when asked: a CLI call must stay quick."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from hebbs import version
+
+        print(f"hebbs {version()}")
+        parser.exit()
+
+
+def _shared() -> argparse.ArgumentParser:
     # SUPPRESS: a flag given before the command must survive the subcommand's own defaults.
-    common = argparse.ArgumentParser(add_help=False)
+    shared = argparse.ArgumentParser(add_help=False)
+    shared.add_argument("--format", choices=FORMATS, default=argparse.SUPPRESS,
+                        help="text for people, json for programs (default: text)")
+    shared.add_argument("--home", metavar="DIR", default=argparse.SUPPRESS,
+                        help="HEBBS_HOME: where the daemon and the global brain live (default: $HEBBS_HOME, "
+                             "else ~/.hebbs)")
+    return shared
+
+
+def _where(shared: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False, parents=[shared])
     where = common.add_mutually_exclusive_group()
     where.add_argument("--global", dest="global_", action="store_true", default=argparse.SUPPRESS,
-                       help="use the global brain ($HEBBS_HOME)")
+                       help="use the global brain ($HEBBS_HOME) (default: the nearest .hebbs/ from here upwards)")
     where.add_argument("--vault", metavar="PATH", default=argparse.SUPPRESS,
-                       help="use the vault of this notes folder (or this .hebbs directory)")
-    common.add_argument("--format", choices=FORMATS, default=argparse.SUPPRESS,
-                        help="text for people (default), json for programs")
-    common.add_argument("--home", metavar="DIR", default=argparse.SUPPRESS,
-                        help="HEBBS_HOME: where the daemon and the global brain live (default ~/.hebbs)")
+                       help="use the vault of this notes folder, or this .hebbs directory (default: the nearest "
+                            ".hebbs/ from here upwards)")
     return common
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = _common()
-    parser = _Parser(prog="hebbs", parents=[common],
+    shared = _shared()
+    common = _where(shared)
+    parser = _Parser(prog="hebbs", parents=[common], formatter_class=_HelpFormatter,
                      description="A local-first memory engine for AI agents: remember, recall, reflect.")
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+    def command(name: str, help_text: str, parents: Sequence[argparse.ArgumentParser] = (common,)
+                ) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=list(parents), help=help_text, description=help_text,
+                              formatter_class=_HelpFormatter)
 
-    p = command("init", "create a project vault (PATH/.hebbs, default: here)")
-    p.add_argument("path", nargs="?", default=".")
+    nested_help = ("create a vault here even inside another vault's notes folder (its notes would be in "
+                   "both vaults)")
+    p = command("init", "create a project vault, PATH/.hebbs")
+    p.add_argument("path", nargs="?", default=".", help="the notes folder")
+    p.add_argument("--nested", action="store_true", help=nested_help)
 
-    p = command("index", "index a markdown notes folder into its vault (creating the vault if needed)")
-    p.add_argument("path", nargs="?", default=".")
+    p = command("index", "index a markdown notes folder into its vault (creating the vault if needed); "
+                         "in a subfolder of an indexed folder, that folder's vault")
+    p.add_argument("path", nargs="?", default=".", help="the notes folder")
+    p.add_argument("--nested", action="store_true", help=nested_help)
+    run = p.add_mutually_exclusive_group()
+    run.add_argument("--cancel", action="store_true", help="stop the run going on this folder, wherever it started")
+    run.add_argument("--follow", action="store_true", help="follow the run going on this folder (started elsewhere)")
 
     p = command("watch", "keep a notes folder's vault current as its files change (Ctrl-C stops)")
-    p.add_argument("path", nargs="?", default=".")
+    p.add_argument("path", nargs="?", default=".", help="the notes folder")
+    p.add_argument("--nested", action="store_true", help=nested_help)
 
     p = command("list", "the indexed files of a notes folder")
-    p.add_argument("path", nargs="?", default=".")
+    p.add_argument("path", nargs="?", default=".", help="the notes folder")
     p.add_argument("--sections", action="store_true", help="list each file's sections too")
 
     p = command("remember", "store a memory")
     p.add_argument("content", nargs="+", help="the text ('-' reads it from stdin)")
     _memory_fields(p)
-    p.add_argument("--created-at", metavar="TIME", help="ISO 8601 time or microseconds since the epoch")
-    p.add_argument("--supersedes", action="append", metavar="ID",
-                   help="a memory this one replaces (repeatable); it leaves recall")
+    p.add_argument("--created-at", metavar="TIME",
+                   help="ISO 8601 time or microseconds since the epoch (default: now)")
+    p.add_argument("--supersedes", metavar="ID", action="append",
+                   help="a memory this one replaces (repeatable); it stays, marked superseded")
+    p.add_argument("--edge", metavar="ID:TYPE[:CONFIDENCE]", action="append",
+                   help=f"an edge from the new memory (repeatable); TYPE is one of {', '.join(EDGE_TYPES)}; "
+                        "confidence 0..1, default 1")
+    p.add_argument("--key", help="idempotency key: if a memory was stored under it in this vault, print that one "
+                                 "and store nothing")
 
     p = command("get", "show one memory (full id or its last 6+ characters)")
-    p.add_argument("id")
+    p.add_argument("id", help="memory id, or its last 6+ characters")
 
     p = command("revise", "change a memory in place (its earlier text is kept as history)")
-    p.add_argument("id")
-    p.add_argument("--content", help="the new text ('-' reads it from stdin)")
+    p.add_argument("id", help="memory id, or its last 6+ characters")
+    p.add_argument("--content", help="the new text ('-' reads it from stdin) (default: unchanged)")
     _memory_fields(p, defaults=False)
     p.add_argument("--no-entity", action="store_true", help="detach the memory from its entity")
 
+    p = command("revise-many", "revise many memories in one request, from a JSON list or JSON lines")
+    p.add_argument("file", help='[{"id": ..., "content"?, "importance"?, "context"?, "entity_id"?}, ...] or one '
+                                "such object per line; - reads stdin")
+
+    p = command("history", "a memory's earlier versions, newest first")
+    p.add_argument("id", help="memory id, or its last 6+ characters")
+
     p = command("forget", "remove memories by id, or every memory of an entity")
-    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("ids", nargs="*", metavar="ID", help="memory ids, or their last 6+ characters")
     p.add_argument("--entity", help="forget every memory of this entity")
     p.add_argument("--candidates", action="store_true",
                    help="only list the memories decayed below the forget threshold; deletes nothing")
 
+    p = command("add-edge", "add (or replace) an edge SOURCE -[TYPE]-> TARGET between two memories")
+    p.add_argument("source", help="memory id, or its last 6+ characters")
+    p.add_argument("edge_type", metavar="TYPE", type=str.upper, choices=EDGE_TYPES, help="the edge type")
+    p.add_argument("target", help="memory id, or its last 6+ characters")
+    p.add_argument("--confidence", type=float, default=1.0, help="0..1")
+
+    p = command("remove-edge", "delete the edge SOURCE -[TYPE]-> TARGET")
+    p.add_argument("source", help="memory id, or its last 6+ characters")
+    p.add_argument("edge_type", metavar="TYPE", type=str.upper, choices=EDGE_TYPES, help="the edge type")
+    p.add_argument("target", help="memory id, or its last 6+ characters")
+
+    p = command("edges", "a memory's edges")
+    p.add_argument("id", help="memory id, or its last 6+ characters")
+    p.add_argument("--direction", choices=["out", "in", "both"], default="both",
+                   help="out: from the memory, in: to it")
+
+    p = command("neighbors", "the memories whose embeddings are nearest to this memory's, nearest first")
+    p.add_argument("id", help="memory id, or its last 6+ characters")
+    p.add_argument("-k", type=int, default=10, help="how many")
+
     p = command("recall", "find memories for a cue")
     p.add_argument("cue", nargs="*", help="what to look for (none: the most recent memories)")
     p.add_argument("--strategy", action="append", choices=["similarity", "lexical", "temporal", "causal", "analogical"],
-                   help="repeatable; default: similarity and lexical fused (temporal without a cue)")
-    p.add_argument("--top-k", type=int, default=10)
+                   help="repeatable (default: similarity and lexical fused; temporal without a cue; causal with "
+                        "--seed; analogical with --analogy)")
+    p.add_argument("--top-k", type=int, default=10, help="how many results")
     p.add_argument("--entity", help="only this entity's memories")
     p.add_argument("--weights", metavar="R:T:I:F",
-                   help="relevance:recency:importance:reinforcement, e.g. 0.5:0.2:0.2:0.1")
+                   help="relevance:recency:importance:reinforcement, e.g. 0.5:0.2:0.2:0.1 (default: 0.5:0.2:0.2:0.1)")
     p.add_argument("--time-range", metavar="START..END",
                    help="ISO 8601 times (or microseconds); either side may be empty")
     p.add_argument("--include-superseded", action="store_true", help="also return memories replaced by newer ones")
@@ -104,83 +188,128 @@ def build_parser() -> argparse.ArgumentParser:
     reinforcing.add_argument("--reinforce", action="store_true",
                              help="count every returned memory as used (old behaviour; prefer `hebbs used ID`)")
     reinforcing.add_argument("--no-reinforce", action="store_true", help="the default: recall changes no score")
-    p.add_argument("--mmr", type=float, metavar="LAMBDA", help="diversify: 1 = pure relevance, lower = more diverse")
+    p.add_argument("--mmr", type=float, metavar="LAMBDA",
+                   help="diversify: 1 = pure relevance, lower = more diverse (default: the vault's "
+                        "recall.mmr_lambda, 0.9)")
+    p.add_argument("--seed", metavar="ID", help="causal: the memory to walk the graph from (default: the cue's "
+                                                "best match)")
+    p.add_argument("--direction", choices=["forward", "backward", "both"], default="forward",
+                   help="causal: follow edges from the seed (forward), to it (backward), or both")
+    p.add_argument("--max-depth", type=int, default=5, help="causal: how many edges away, 1..20")
+    p.add_argument("--edge-type", action="append", type=str.upper, choices=EDGE_TYPES, dest="edge_types",
+                   help="causal: walk only these edge types (repeatable) (default: every type but FOLLOWED_BY)")
+    p.add_argument("--alpha", type=float,
+                   help="analogical: weight of plain similarity against shape, 0..1 (default: the vault's "
+                        "recall.analogical_alpha, 0.5)")
+    p.add_argument("--analogy", nargs=3, metavar=("A", "B", "C"),
+                   help="analogical: A is to B as C is to ?; each a memory id or a text")
+    p.add_argument("--now", metavar="TIME",
+                   help="recall as of this ISO 8601 time (or microseconds): the reference for time words "
+                        "in the cue (\"last week\") and for recency (default: the current time)")
 
     p = command("used", "count memories as used (what an answer relied on): raises their reinforcement")
     p.add_argument("ids", nargs="+", metavar="ID", help="full ids or their last 6+ characters")
 
     p = command("prime", "load an entity's recent memories plus those relevant to a cue")
     p.add_argument("--entity", help="the entity (default: every entity)")
-    p.add_argument("--cue", help="what the conversation is about")
-    p.add_argument("--max", type=int, default=20, dest="max_memories", help="how many memories (default 20)")
+    p.add_argument("--cue", help="what the conversation is about (default: none, recent memories only)")
+    p.add_argument("--max", type=int, default=20, dest="max_memories", help="how many memories")
+    p.add_argument("--now", metavar="TIME",
+                   help="recall as of this ISO 8601 time (or microseconds): the reference for time words "
+                        "in the cue (\"last week\") and for recency (default: the current time)")
 
     p = command("subscribe", "read lines from stdin and print memories that match them, each once")
-    p.add_argument("--entity", help="only this entity's memories")
-    p.add_argument("--threshold", type=float, default=0.5, help="minimum confidence, 0..1 (default 0.5)")
+    p.add_argument("--entity", help="only this entity's memories (default: every entity)")
+    p.add_argument("--threshold", type=float, default=0.5, help="minimum confidence, 0..1")
 
     p = command("queries", "the most recent recalls (the query log)")
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--limit", type=int, default=20, help="how many")
 
     p = command("inspect", "one memory with its edges and history")
-    p.add_argument("id")
+    p.add_argument("id", help="memory id, or its last 6+ characters")
+
+    p = command("source", "the section a note's memory came from, as it was in that file version")
+    p.add_argument("id", help="memory id, or its last 6+ characters")
 
     p = command("reflect-prepare", "cluster memories into a reflection session, one prompt per cluster")
     _reflect_scope(p)
 
-    p = command("reflect-commit", "store the insights written from a reflect-prepare session")
+    p = command("reflect-commit", "store the insights written from a reflect-prepare session (a markdown vault "
+                                  "also gets each as a note in its insights folder)")
     p.add_argument("--file", required=True, help='{"session_id": ..., "insights": [...]} (- reads stdin)')
 
     p = command("reflect", "reflect-prepare and reflect-commit in one, through the configured LLM")
     _reflect_scope(p)
 
     p = command("insights", "the insights reflection stored, newest first")
-    p.add_argument("--entity", help="only this entity's insights")
-    p.add_argument("--min-confidence", type=float, default=0.0, help="0..1 (default 0)")
-    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--entity", help="only this entity's insights (default: every entity)")
+    p.add_argument("--min-confidence", type=float, default=0.0, help="0..1")
+    p.add_argument("--limit", type=int, default=100, help="how many")
 
-    p = command("contradictions", "list pending contradiction candidates; `commit --file` applies verdicts, "
-                                  "`auto` asks the configured LLM")
-    p.add_argument("action", nargs="?", choices=["list", "commit", "auto"], default="list")
+    p = command("contradictions", "list pending contradiction candidates; `commit --file` applies verdicts (a "
+                                  "markdown vault also gets a report in its contradictions folder), `auto` asks "
+                                  "the configured LLM")
+    p.add_argument("action", nargs="?", choices=["list", "commit", "auto"], default="list", help="what to do")
     p.add_argument("--file", help='commit: {"verdicts": [{"pending_id", "verdict"}]} (- reads stdin)')
-    p.add_argument("--limit", type=int, default=100, help="how many candidates (default 100)")
-    p.add_argument("--min-confidence", type=float, default=0.7,
-                   help="auto: commit only verdicts at least this sure (default 0.7)")
+    p.add_argument("--limit", type=int, default=100, help="how many candidates")
+    p.add_argument("--min-confidence", type=float, default=0.7, help="auto: commit only verdicts at least this sure")
 
     p = command("export", "write every memory as JSON lines")
-    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
     p.add_argument("--include-revisions", action="store_true",
                    help="also export the earlier versions of revised memories")
 
-    p = command("import", "read memories from JSON lines (what export writes); ids are assigned anew")
+    p = command("import", "read memories from JSON lines (what export writes); ids are assigned anew, and a "
+                          "memory imported before is not stored again")
     p.add_argument("file", help="a JSONL file, or - for stdin")
 
     command("status", "the daemon and the brains it serves")
 
-    p = command("palace", "open the Memory Palace: the daemon's web panel on 127.0.0.1")
+    # The panel shows every vault the daemon knows: --global and --vault mean nothing to it.
+    p = command("palace", "open the Memory Palace: the daemon's web panel on 127.0.0.1", parents=(shared,))
     p.add_argument("--port", type=int, help="serve it on this port (default: [panel] port, 6381)")
     p.add_argument("--no-browser", action="store_true", help="only print the address")
+
+    p = command("proxy", "serve an OpenAI-compatible chat endpoint on 127.0.0.1 that adds recalled memories")
+    p.add_argument("--upstream", required=True, metavar="URL",
+                   help="the OpenAI-compatible server's base URL, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--port", type=int, default=6382, help="port on 127.0.0.1 (default 6382)")
+    p.add_argument("--api-key-env", metavar="NAME", help="environment variable holding the upstream's API key")
+    p.add_argument("--remember", action="store_true", help="remember each question and answer in the project vault")
+    p.add_argument("--top-k", type=int, default=5, help="at most this many memories per request (default 5)")
 
     p = command("doctor", "check every file of a vault (read-only), say what is readable, and save it")
     p.add_argument("--export", metavar="FILE", help="write every readable memory here as JSON lines")
 
-    p = command("daemon", "control the background daemon")
-    p.add_argument("action", choices=["status", "start", "stop", "logs"])
-    p.add_argument("--idle-timeout", type=float, help="start: stop after this many idle seconds (0 = never)")
-    p.add_argument("--vault-idle-timeout", type=float, help="start: close vaults unused for this many seconds")
+    # The daemon serves every vault: --global and --vault mean nothing to it.
+    p = command("daemon", "control the background daemon", parents=(shared,))
+    p.add_argument("action", choices=["status", "start", "stop", "logs"], help="what to do")
+    p.add_argument("--idle-timeout", type=float,
+                   help="start: stop after this many idle seconds, 0 = never (default: 300)")
+    p.add_argument("--vault-idle-timeout", type=float,
+                   help="start: close vaults unused for this many seconds (default: 300)")
     p.add_argument("-n", "--lines", type=int, default=40, help="logs: how many lines")
     return parser
 
 
 def _reflect_scope(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--entity", help="only this entity's memories")
-    p.add_argument("--since", metavar="TIME", help="only memories created since (ISO 8601 or microseconds)")
-    p.add_argument("--max-memories", type=int, default=500, help="newest first, 5..500 (default 500)")
+    p.add_argument("--entity", help="only this entity's memories (default: every entity)")
+    p.add_argument("--since", metavar="TIME",
+                   help="only memories created since (ISO 8601 or microseconds) (default: all)")
+    p.add_argument("--max-memories", type=int, default=500, help="newest first, 5..500")
 
 
 def _memory_fields(p: argparse.ArgumentParser, defaults: bool = True) -> None:
-    p.add_argument("--importance", type=float, default=0.5 if defaults else None, help="0..1 (default 0.5)")
-    p.add_argument("--entity", help="who or what the memory is about")
-    p.add_argument("--context", metavar="JSON", help='a JSON object, e.g. \'{"type": "preference"}\'')
+    if defaults:
+        p.add_argument("--importance", type=float, default=0.5, help="0..1")
+        p.add_argument("--entity", help="who or what the memory is about (default: none)")
+        p.add_argument("--context", metavar="JSON", help='a JSON object, e.g. \'{"type": "preference"}\' '
+                                                         "(default: {})")
+    else:
+        p.add_argument("--importance", type=float, help="0..1 (unchanged when not given)")
+        p.add_argument("--entity", help="move the memory to this entity (unchanged when not given)")
+        p.add_argument("--context", metavar="JSON", help="a JSON object replacing the context (unchanged when "
+                                                         "not given)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -194,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.home = getattr(args, "home", None)
     if args.command is None:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     json_mode = args.format == "json"
     from . import dispatch
 
@@ -202,11 +331,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return dispatch.run(args)
     except HebbsError as exc:
         output.print_error(str(exc), exc.status_code, json_mode)
-        return 1
+        return EXIT_ERROR
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return 0  # `hebbs export | head`: the reader has all it wanted
+        return EXIT_OK  # `hebbs export | head`: the reader has all it wanted
+    except OSError as exc:
+        # A file or folder the user named that cannot be used (the commands name theirs; this is the net).
+        where = f": {exc.filename}" if exc.filename else ""
+        output.print_error(f"{exc.strerror or exc}{where}", "IO_ERROR", json_mode)
+        return EXIT_ERROR
+    except Exception as exc:
+        if os.environ.get("HEBBS_DEBUG"):
+            raise
+        output.print_error(f"unexpected {type(exc).__name__}: {exc} (this is a bug in hebbs; HEBBS_DEBUG=1 shows "
+                           "the traceback)", "INTERNAL", json_mode)
+        return EXIT_ERROR
 
 
 def _wants_json(argv: list[str]) -> bool:

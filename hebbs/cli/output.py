@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -17,6 +18,10 @@ from hebbs.schema import Memory, RecallResult
 from hebbs.timefmt import local_text
 
 SHORT_ID = 8
+# Exit codes (docs/cli.md, skills/SKILL.md).
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_DAEMON, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+# A wrapped cell shows at most this many lines: a long note section must not flood the terminal.
+WRAP_LINES = 4
 _encoder = msgspec.json.Encoder()
 
 
@@ -51,28 +56,31 @@ def width() -> int:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[int] = (),
-          out: TextIO | None = None) -> None:
-    """Columns padded to their widest cell; the last column takes what is left of the terminal."""
+          out: TextIO | None = None, wrap: bool = False) -> None:
+    """Columns padded to their widest cell; the last column takes what is left of the terminal, cut to
+    one line, or with wrap, wrapped onto up to WRAP_LINES lines under itself."""
     out = out or sys.stdout
     if not rows:
         return
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    room = max(20, width() - sum(widths[:-1]) - 2 * (len(headers) - 1))
+    indent = sum(widths[:-1]) + 2 * (len(headers) - 1)
+    room = max(20, width() - indent)
 
-    def line(cells: Sequence[str]) -> str:
+    def lines(cells: Sequence[str]) -> list[str]:
         parts = []
-        for i, cell in enumerate(cells):
-            if i == len(cells) - 1:
-                parts.append(one_line(cell, room))
-            elif i in right:
-                parts.append(cell.rjust(widths[i]))
-            else:
-                parts.append(cell.ljust(widths[i]))
-        return "  ".join(parts).rstrip()
+        for i, cell in enumerate(cells[:-1]):
+            parts.append(cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]))
+        last = " ".join(cells[-1].split())
+        if not wrap or len(last) <= room:
+            return ["  ".join(parts + [one_line(last, room)]).rstrip()]
+        wrapped = textwrap.wrap(last, room)
+        if len(wrapped) > WRAP_LINES:
+            wrapped = wrapped[:WRAP_LINES - 1] + [one_line(" ".join(wrapped[WRAP_LINES - 1:]), room)]
+        return ["  ".join(parts + [wrapped[0]])] + [" " * indent + more for more in wrapped[1:]]
 
-    out.write(line(headers) + "\n")
+    out.write(lines(headers)[0] + "\n")
     for row in rows:
-        out.write(line(row) + "\n")
+        out.write("\n".join(lines(row)) + "\n")
 
 
 def print_memory(memory: Memory, out: TextIO | None = None) -> None:
@@ -111,7 +119,10 @@ def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), ou
         out.write("no memories found\n")
     rows = [[str(n), f"{r.score:.3f}", "-" if r.confidence is None else f"{r.confidence:.2f}", short_id(r.memory.id),
              r.memory.entity_id or "-", ",".join(r.strategies), r.memory.content] for n, r in enumerate(results, 1)]
-    table(["#", "score", "conf", "id", "entity", "found by", "content"], rows, right=(0,), out=out)
+    table(["rank", "score", "conf", "id", "entity", "found by", "content"], rows, right=(0, 1), out=out, wrap=True)
+    if any(a.score < b.score for a, b in zip(results, results[1:])):
+        out.write("note: ranked by score, then diversified (MMR): a result much like one above it moves down, "
+                  "so the rank, not the score, gives the order\n")
     for note in notes:
         out.write(f"note: {note}\n")
 

@@ -9,7 +9,6 @@ numpy, and a CLI call must not. The daemon checks the values (sessions, ids, con
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,25 +19,20 @@ from hebbs.schema import (ContradictionCommitted, ContradictionVerdict, Insight,
                           ReflectCommitted)
 
 from . import output
-from .commands import _count, _json, _time, client_for
+from .commands import _count, _json, _time, client_for, open_input
 
 
 # Commit files ----------------------------------------------------------------------------------
 
 def _read(path: str) -> bytes:
-    if path == "-":
-        return sys.stdin.buffer.read()
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise InvalidInput(f"cannot read {path}: {exc.strerror}") from None
+    with open_input(path, binary=True) as f:
+        return f.read()
 
 
 def _decode(raw: bytes, what: str) -> Any:
     try:
         return msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"the {what} file is not valid JSON: {exc}") from None
 
 
@@ -195,6 +189,9 @@ def _commit_contradictions(args: argparse.Namespace) -> int:
 def _print_files_and_warnings(committed: ReflectCommitted | ContradictionCommitted) -> None:
     for path in committed.files:
         print(f"note: wrote {path}")
+    if committed.files:
+        print("note: hebbs writes these notes into your notes folder; [notes] in .hebbs/config.toml moves the "
+              "folder or turns them off")
     for warning in committed.warnings:
         print(f"warning: {warning}")
 

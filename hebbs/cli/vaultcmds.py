@@ -7,6 +7,7 @@ runs the file watcher here and turns its two phases into index requests.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import threading
 import time
@@ -14,8 +15,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hebbs.client import Client
-from hebbs.errors import InvalidInput
-from hebbs.paths import VAULT_DIR, hebbs_home, init_vault
+from hebbs.errors import Cancelled, InvalidInput, VaultNotInitialized
+from hebbs.paths import VAULT_DIR, enclosing_vault, hebbs_home, init_vault
 from hebbs.protocol import IndexingInProgress
 
 from . import output
@@ -32,9 +33,25 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInput(f"hebbs {args.command} works on PATH/.hebbs: give the notes folder as PATH "
                            "instead of --global or --vault")
     root = Path(args.path).expanduser().absolute()
+    if not root.exists():
+        raise InvalidInput(f"{root} does not exist")
     if not root.is_dir():
-        raise InvalidInput(f"{root} is not a directory")
-    return {"index": cmd_index, "watch": cmd_watch, "list": cmd_list}[args.command](args, root)
+        raise InvalidInput(f"{root} is not a directory; give the notes folder")
+    return {"index": cmd_index, "watch": cmd_watch, "list": cmd_list}[args.command](args, _notes_root(args, root))
+
+
+def _notes_root(args: argparse.Namespace, root: Path) -> Path:
+    """The notes folder whose vault serves root, found the way recall finds it: root itself when it has a
+    vault (or --nested asks for one), else the nearest indexed folder above it, else root (a new vault)."""
+    if (root / VAULT_DIR).is_dir() or getattr(args, "nested", False):
+        return root
+    outer = enclosing_vault(root, hebbs_home(args.home))
+    if outer is None:
+        return root
+    if args.format != "json":
+        print(f"{root} is inside the notes folder {outer.parent}: using its vault {outer} "
+              f"(--nested makes a separate vault here)", file=sys.stderr)
+    return outer.parent
 
 
 def _client(args: argparse.Namespace, root: Path) -> Client:
@@ -43,7 +60,7 @@ def _client(args: argparse.Namespace, root: Path) -> Client:
 
 def _ensure_vault(args: argparse.Namespace, root: Path) -> bool:
     """Create ROOT/.hebbs when missing: indexing a folder for the first time should just work."""
-    vault, created = init_vault(root, hebbs_home(args.home))
+    vault, created = init_vault(root, hebbs_home(args.home), nested=True)  # _notes_root decided already
     if created and args.format != "json":
         print(f"initialized a new vault in {vault}", file=sys.stderr)
     return created
@@ -88,11 +105,17 @@ class ProgressBar:
 
 
 def cmd_index(args: argparse.Namespace, root: Path) -> int:
+    if args.cancel or args.follow:
+        return _cancel(args, root) if args.cancel else _follow(args, root)
     created = _ensure_vault(args, root)
     bar = ProgressBar(sys.stderr, enabled=args.format != "json" and sys.stderr.isatty())
     with _client(args, root) as client:
         try:
             summary = client.index(root, progress=bar)
+        except KeyboardInterrupt:
+            bar.close()
+            _cancel_after_interrupt(args, root)
+            raise
         finally:
             bar.close()
     if args.format == "json":
@@ -100,6 +123,61 @@ def cmd_index(args: argparse.Namespace, root: Path) -> int:
     else:
         print_summary(root, summary)
     return 0
+
+
+def _cancel_after_interrupt(args: argparse.Namespace, root: Path) -> None:
+    """Ctrl-C: stop the run in the daemon too, and say what that leaves."""
+    if args.format != "json":
+        print("cancelling the index run...", file=sys.stderr, flush=True)
+    with _client(args, root) as client:
+        client.index_cancel(root)
+    if args.format != "json":
+        print(f"cancelled: what was indexed so far stays; `hebbs index {shlex.quote(str(root))}` does the rest",
+              file=sys.stderr)
+
+
+def _cancel(args: argparse.Namespace, root: Path) -> int:
+    _require_vault(root)
+    with _client(args, root) as client:
+        result = client.index_cancel(root)
+    if args.format == "json":
+        output.emit_json(result)
+    elif result.cancelled:
+        print(f"cancelled the index run on {root}; what it indexed so far stays")
+    else:
+        print(f"no index run is going on {root}")
+    return 0
+
+
+def _follow(args: argparse.Namespace, root: Path) -> int:
+    _require_vault(root)
+    bar = ProgressBar(sys.stderr, enabled=args.format != "json" and sys.stderr.isatty())
+    with _client(args, root) as client:
+        try:
+            summary = client.index_follow(root, progress=bar)
+        except Cancelled:
+            bar.close()
+            if args.format == "json":
+                output.emit_json({"vault": str(root / VAULT_DIR), "following": True, "cancelled": True})
+            else:
+                print(f"the index run on {root} was cancelled")
+            return 0
+        finally:
+            bar.close()
+    if args.format == "json":
+        output.emit_json({"vault": str(root / VAULT_DIR), "following": summary is not None,
+                          **(_builtins(summary) if summary is not None else {})})
+    elif summary is None:
+        print(f"no index run is going on {root}")
+    else:
+        print_summary(root, summary)
+    return 0
+
+
+def _require_vault(root: Path) -> None:
+    if not (root / VAULT_DIR).is_dir():
+        raise VaultNotInitialized(f"{root} has no vault yet; `hebbs index {shlex.quote(str(root))}` indexes its "
+                                  "notes into one")
 
 
 def print_summary(root: Path, s: Any, out: TextIO | None = None) -> None:
@@ -119,6 +197,7 @@ def print_summary(root: Path, s: Any, out: TextIO | None = None) -> None:
 
 
 def cmd_list(args: argparse.Namespace, root: Path) -> int:
+    _require_vault(root)
     with _client(args, root) as client:
         files = client.list(root, sections=args.sections)
     if args.format == "json":
@@ -192,6 +271,10 @@ def cmd_watch(args: argparse.Namespace, root: Path) -> int:
     with watch.client as client:
         try:
             summary = client.index(root, progress=bar)
+        except KeyboardInterrupt:
+            bar.close()
+            _cancel_after_interrupt(args, root)
+            raise
         finally:
             bar.close()
         if args.format == "json":

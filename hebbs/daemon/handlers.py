@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import os
 import secrets
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
@@ -19,12 +20,14 @@ import msgspec
 from hebbs import validate
 from hebbs.errors import Cancelled, InvalidInput, NotFound
 from hebbs.paths import VAULT_DIR
-from hebbs.protocol import (Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare, DaemonStatus,
-                            Export, ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates, Forgotten, Get, Index,
-                            IndexingInProgress, Insights, Inspect, Inspection, List, Panel, PanelState, Pong, Prime,
-                            Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem,
-                            Request, Revise, ScanSummary, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
-from hebbs.schema import Memory
+from hebbs.protocol import (AddEdge, Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare,
+                            DaemonStatus, Edges, Export, ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates,
+                            Forgotten, Get, History, Index, IndexCancel, IndexCancelled, IndexFollow,
+                            IndexingInProgress, Insights, Inspect, Inspection, List, Neighbors, Panel, PanelState, Pong,
+                            Prime, Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember,
+                            RememberItem, RemoveEdge, Removed, Request, Revise, ReviseItem, ReviseMany, ScanSummary,
+                            ShowSource, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
+from hebbs.schema import Memory, SourceSection
 
 from .vaults import VaultPool, VaultSlot
 
@@ -130,8 +133,8 @@ class Handlers:
             items = [_item(command)]
         def remember(engine: "Engine") -> list[Memory]:
             for item in items:  # short ids, as text output shows them, name what a memory supersedes
-                item["supersedes"] = [resolve_id(engine, old) for old in item["supersedes"]]
-            return engine.remember_many(items)
+                item["supersedes"] = [resolve_id(engine, old) for old in item["supersedes"] or ()]
+            return engine.remember_many(items, check_contradictions=command.check_contradictions)
 
         memories = await self._write(request, remember)
         return memories if command.items is not None else memories[0]
@@ -143,9 +146,37 @@ class Handlers:
         def revise(engine: "Engine") -> Memory:
             entity = ... if command.entity_id is msgspec.UNSET else command.entity_id
             return engine.revise(resolve_id(engine, command.id), content=command.content,
-                                 importance=command.importance, context=command.context, entity_id=entity)
+                                 importance=command.importance, context=command.context, entity_id=entity,
+                                 source=command.source)
 
         return await self._write(request, revise)
+
+    async def _revise_many(self, conn: Connection, request: Request, command: ReviseMany) -> list[Memory]:
+        return await self._write(request, lambda engine: engine.revise_many(
+            [_revision(engine, item) for item in command.items]))
+
+    async def _history(self, conn: Connection, request: Request, command: History) -> list[Memory]:
+        return await self._call(request, lambda engine: engine.history(resolve_id(engine, command.id)))
+
+    # Edges ----------------------------------------------------------------------------------
+
+    async def _add_edge(self, conn: Connection, request: Request, command: AddEdge) -> Any:
+        return await self._write(request, lambda engine: engine.add_edge(
+            resolve_id(engine, command.source), command.edge_type, resolve_id(engine, command.target),
+            command.confidence))
+
+    async def _remove_edge(self, conn: Connection, request: Request, command: RemoveEdge) -> Removed:
+        await self._write(request, lambda engine: engine.remove_edge(
+            resolve_id(engine, command.source), command.edge_type, resolve_id(engine, command.target)))
+        return Removed(removed=1)
+
+    async def _edges(self, conn: Connection, request: Request, command: Edges) -> Any:
+        return await self._call(request, lambda engine: engine.edges(resolve_id(engine, command.id),
+                                                                     command.direction))
+
+    async def _neighbors(self, conn: Connection, request: Request, command: Neighbors) -> Any:
+        k = validate.top_k(command.k)
+        return await self._call(request, lambda engine: engine.neighbors(resolve_id(engine, command.id), k))
 
     async def _forget(self, conn: Connection, request: Request, command: Forget) -> Forgotten:
         def forget(engine: "Engine") -> int:
@@ -162,6 +193,16 @@ class Handlers:
             return Inspection(memory=memory, edges=engine.edges(memory.id), history=engine.history(memory.id))
 
         return await self._call(request, inspect)
+
+    async def _source(self, conn: Connection, request: Request, command: ShowSource) -> SourceSection:
+        def source(engine: "Engine") -> SourceSection:
+            try:
+                memory_id = resolve_id(engine, command.id)
+            except NotFound:
+                memory_id = command.id  # a forgotten memory: its kept original may still name it
+            return engine.source(memory_id)
+
+        return await self._call(request, source)
 
     async def _queries(self, conn: Connection, request: Request, command: Queries) -> Any:
         if not 1 <= command.limit <= MAX_QUERIES:
@@ -201,7 +242,7 @@ class Handlers:
         return await self._write(request, lambda engine: engine.contradiction_commit(command.verdicts))
 
     async def _reflect(self, conn: Connection, request: Request, command: Reflect) -> Any:
-        return await self._call(request, lambda engine: engine.reflect_auto(
+        return await self._call(request, lambda engine: engine.reflect(
             entity_id=command.entity_id, since=command.since, max_memories=command.max_memories))
 
     async def _contradiction_auto(self, conn: Connection, request: Request, command: ContradictionAuto) -> Any:
@@ -209,7 +250,7 @@ class Handlers:
             max_results=command.max_results, min_confidence=command.min_confidence))
 
     async def _forget_candidates(self, conn: Connection, request: Request, command: ForgetCandidates) -> Any:
-        return await self._call(request, lambda engine: engine.forget_candidates())
+        return await self._call(request, lambda engine: engine.forget_candidates(command.now))
 
     # Recall ---------------------------------------------------------------------------------
 
@@ -217,16 +258,18 @@ class Handlers:
         return await self._call(request, lambda engine: engine.recall(
             command.cue, strategies=command.strategies, top_k=command.top_k, entity_id=command.entity_id,
             time_range=command.time_range, weights=command.weights, include_superseded=command.include_superseded,
-            reinforce=command.reinforce, mmr_lambda=command.mmr_lambda))
+            reinforce=command.reinforce, mmr_lambda=command.mmr_lambda,
+            seed=None if command.seed is None else resolve_id(engine, command.seed), direction=command.direction,
+            max_depth=command.max_depth, edge_types=command.edge_types, alpha=command.alpha,
+            analogy=command.analogy, now=command.now))
 
     async def _reinforce(self, conn: Connection, request: Request, command: Reinforce) -> list[Memory]:
         return await self._write(request, lambda engine: engine.reinforce(
             [resolve_id(engine, i) for i in command.ids]))
 
     async def _prime(self, conn: Connection, request: Request, command: Prime) -> Any:
-        from hebbs.recall.prime import prime
-
-        return await self._call(request, prime, command.entity_id, command.similarity_cue, command.max_memories)
+        return await self._call(request, lambda engine: engine.prime(
+            command.entity_id, command.similarity_cue, command.max_memories, now=command.now))
 
     # Subscriptions --------------------------------------------------------------------------
 
@@ -277,26 +320,64 @@ class Handlers:
 
         slot, root = self._notes_vault(request, command.path)
         if slot.indexing:
-            raise IndexingInProgress(f"{root} is being indexed already; try again when that run ends")
+            raise IndexingInProgress(
+                f"{root} is being indexed already: follow that run with `hebbs index --follow {_quote(root)}`, "
+                f"or stop it with `hebbs index --cancel {_quote(root)}`")
         slot.indexing = True
-        slot.cancel_index = False
+        run = slot.index_run = asyncio.get_running_loop().create_future()
+        run.add_done_callback(_retrieved)
+        slot.index_cancel = threading.Event()
         try:
             async with self.pool.use(slot) as engine:
                 if command.phase == 1:
-                    plan = await self._stream(conn, request.id, lambda progress: vault.scan_vault(
-                        engine, root, paths=command.paths, progress=progress), slot)
-                    return ScanSummary(files_scanned=plan.files_scanned, files_unchanged=plan.files_unchanged,
-                                       files_changed=plan.files_changed, files_removed=plan.files_removed,
-                                       pending=plan.pending(), warnings=plan.warnings, seconds=plan.seconds)
-                if command.phase == 2:
-                    return await self._stream(conn, request.id, lambda progress: vault.apply_plan(
-                        engine, root, progress=progress), slot)
-                return await self._stream(conn, request.id, lambda progress: vault.index_vault(
-                    engine, root, progress=progress), slot)
+                    plan = await self._stream(conn, request.id, slot, lambda progress: vault.scan_vault(
+                        engine, root, paths=command.paths, progress=progress))
+                    result: Any = ScanSummary(
+                        files_scanned=plan.files_scanned, files_unchanged=plan.files_unchanged,
+                        files_changed=plan.files_changed, files_removed=plan.files_removed,
+                        pending=plan.pending(), warnings=plan.warnings, seconds=plan.seconds)
+                elif command.phase == 2:
+                    result = await self._stream(conn, request.id, slot, lambda progress: vault.apply_plan(
+                        engine, root, progress=progress))
+                else:
+                    result = await self._stream(conn, request.id, slot, lambda progress: vault.index_vault(
+                        engine, root, progress=progress))
+            run.set_result(result)
+            return result
+        except BaseException as exc:
+            if not run.done():
+                run.set_exception(exc if isinstance(exc, Exception) else Cancelled("the daemon stopped"))
+            raise
         finally:
             slot.indexing = False
             slot.progress = None
-            slot.cancel_index = False
+            slot.index_run = None
+            slot.index_cancel = None
+
+    async def _index_cancel(self, conn: Connection, request: Request, command: IndexCancel) -> IndexCancelled:
+        slot, root = self._notes_vault(request, command.path)
+        run, cancel = slot.index_run, slot.index_cancel
+        if run is None or cancel is None:
+            return IndexCancelled(path=str(root), cancelled=False)
+        cancel.set()
+        await asyncio.wait({run})  # answer once the run has stopped: a new run may start right away
+        return IndexCancelled(path=str(root), cancelled=True)
+
+    async def _index_follow(self, conn: Connection, request: Request, command: IndexFollow) -> Any:
+        slot, _ = self._notes_vault(request, command.path)
+        run = slot.index_run
+        if run is None:
+            return None
+        follower = (conn, request.id)
+        slot.followers.append(follower)
+        try:
+            await asyncio.wait({run})
+        finally:
+            slot.followers.remove(follower)
+        if isinstance(run.exception(), ConnectionError):
+            # Its own client left (Ctrl-C), which cancels it; a ConnectionError here would drop our client.
+            raise Cancelled("the index run was cancelled: the client that started it went away")
+        return run.result()
 
     async def _list(self, conn: Connection, request: Request, command: List) -> Any:
         from hebbs.vault.status import list_vault
@@ -316,23 +397,25 @@ class Handlers:
         slot = self.pool.slot(request.vault_path)
         return slot, slot.path.parent
 
-    async def _stream(self, conn: Connection, request_id: Any, run: Callable[[Callable[[Any], None]], Any],
-                      slot: VaultSlot | None = None) -> Any:
-        """Run a blocking job that reports progress, sending each report as a progress frame.
+    async def _stream(self, conn: Connection, request_id: Any, slot: VaultSlot,
+                      run: Callable[[Callable[[Any], None]], Any]) -> Any:
+        """Run a blocking index job that reports progress, sending each report as a progress frame to
+        the client and to whoever follows the run (index_follow).
 
         Reports arrive from a worker thread; when they come faster than the client reads, only the
-        newest is sent. If the client goes away the job still finishes (it cannot be stopped halfway
-        safely), and the vault stays counted as in use until it does.
+        newest is sent. A report is also where the job stops when cancelled (index_cancel, or the
+        client went away): the indexer commits in batches and keeps its manifest marked dirty until
+        it is done, so the next run adopts what was committed and does the rest.
         """
         loop = asyncio.get_running_loop()
         latest: list[Any] = []
         wake = asyncio.Event()
+        cancel = slot.index_cancel
 
         def report(progress: Any) -> None:
-            if slot is not None and slot.cancel_index:
-                # Like a crash between two batches, which the indexer is built to recover from: the
-                # manifest stays dirty and the next run reconciles and carries on where this one stopped.
-                raise Cancelled(f"indexing {slot.path.parent} was cancelled; the next index run resumes it")
+            if cancel is not None and cancel.is_set():
+                raise Cancelled(f"the index run was cancelled; what it committed stays, and "
+                                f"`hebbs index {_quote(slot.path.parent)}` does the rest")
 
             def put() -> None:
                 latest[:] = [progress]
@@ -348,16 +431,24 @@ class Handlers:
             await asyncio.wait({job, waiter}, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
             wake.clear()
-            if latest and client_alive:
-                progress, latest[:] = latest[0], []
-                try:
-                    await conn.progress(request_id, msgspec.to_builtins(progress))
-                except ConnectionError:
-                    client_alive = False
+            if latest:
+                progress, latest[:] = msgspec.to_builtins(latest[0]), []
+                if client_alive:
+                    try:
+                        await conn.progress(request_id, progress)
+                    except ConnectionError:
+                        client_alive = False
+                        if cancel is not None:
+                            cancel.set()  # nobody waits for this run any more (Ctrl-C, a killed watcher)
+                for follower, follow_id in list(slot.followers):
+                    try:
+                        await follower.progress(follow_id, progress)
+                    except ConnectionError:
+                        pass  # that follower's own handler ends when its connection does
             if job.done():
                 break
         if not client_alive:
-            await job
+            await asyncio.wait({job})
             raise ConnectionResetError("the client left during a streamed command")
         return job.result()
 
@@ -372,7 +463,27 @@ def _deferring_sync(fn: Callable[..., Any], engine: "Engine", *args: Any, **kwar
 def _item(source: Remember | RememberItem) -> dict[str, Any]:
     return {"content": source.content, "importance": source.importance, "context": source.context,
             "entity_id": source.entity_id, "created_at": source.created_at, "kind": source.kind,
-            "source": source.source, "supersedes": source.supersedes or ()}
+            "source": source.source, "supersedes": source.supersedes, "edges": source.edges, "key": source.key}
+
+
+def _revision(engine: "Engine", item: ReviseItem) -> dict[str, Any]:
+    change: dict[str, Any] = {"id": resolve_id(engine, item.id), "content": item.content,
+                              "importance": item.importance, "context": item.context, "source": item.source}
+    if item.entity_id is not msgspec.UNSET:
+        change["entity_id"] = item.entity_id
+    return change
+
+
+def _retrieved(run: "asyncio.Future[Any]") -> None:
+    """A run nobody followed may fail: that is reported to its client, not as an unretrieved exception."""
+    if not run.cancelled():
+        run.exception()
+
+
+def _quote(path: Path) -> str:
+    import shlex
+
+    return shlex.quote(str(path))
 
 
 def resolve_id(engine: "Engine", text: str) -> str:

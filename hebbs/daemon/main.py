@@ -30,13 +30,9 @@ LOG_ROTATE_BYTES = 10 * 1024 * 1024
 
 
 def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
+    from hebbs import version as package_version
 
-    try:
-        return dist_version("hebbs")
-    except PackageNotFoundError:
-        return "0+unknown"
+    return package_version()
 
 
 def _env_seconds(name: str, default: float) -> float:

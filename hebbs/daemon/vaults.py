@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor
@@ -46,8 +47,11 @@ class VaultSlot:
         self.indexing = False
         # The newest progress report of the index run in progress (hebbs.vault.indexer.Progress).
         self.progress: Any = None
-        # Set to stop the index run in progress at its next progress report (see Handlers._stream).
-        self.cancel_index = False
+        # The index run going on this vault: its outcome, its cancel flag (checked at each progress
+        # report, in the worker thread) and the connections following it (index_follow).
+        self.index_run: "asyncio.Future[Any] | None" = None
+        self.index_cancel: "threading.Event | None" = None
+        self.followers: list[tuple[Any, Any]] = []
         self.last_used = time.monotonic()
 
 

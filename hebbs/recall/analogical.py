@@ -255,7 +255,7 @@ def resolve_terms(vault: OpenVault, terms: Sequence[str]) -> list[_Term]:
             raise NotFound(f"memory {memory_id} does not exist")
         out.append(_Term(memory_id, vector))
     if cues:
-        vectors = vault.embedder.embed([text for _, text in cues])
+        vectors = vault.embedder.embed_queries([text for _, text in cues])
         for (n, _), vector in zip(cues, vectors):
             out[n] = _Term(None, np.asarray(vector, dtype=np.float32))
     return [t for t in out if t is not None]

@@ -23,17 +23,19 @@ MAX_PRIME = 1000
 
 
 def prime(engine: Recaller, entity_id: str | None, similarity_cue: str | None = None,
-          max_memories: int = 20) -> RecallResults:
-    """The entity's most recent memories plus the most relevant to the cue (None: across every entity)."""
+          max_memories: int = 20, now: Any = None) -> RecallResults:
+    """The entity's most recent memories plus the most relevant to the cue (None: across every entity);
+    `now` is the reference time for the cue's time words and for recency."""
     if isinstance(max_memories, bool) or not isinstance(max_memories, int) or not 1 <= max_memories <= MAX_PRIME:
         raise InvalidInput(f"max_memories must be an integer from 1 to {MAX_PRIME}, got {max_memories!r}")
     recent = engine.recall(None, strategies=["temporal"], top_k=max_memories, entity_id=entity_id,
-                           reinforce=False).results
+                           reinforce=False, now=now).results
     relevant: list[RecallResult] = []
     judged = RecallResults()
     if similarity_cue is not None:
         # The default (lexical + dense fused) recall: a cue naming an identifier must find it here too.
-        judged = engine.recall(similarity_cue, top_k=max_memories, entity_id=entity_id, reinforce=False)
+        judged = engine.recall(similarity_cue, top_k=max_memories, entity_id=entity_id, reinforce=False,
+                               now=now)
         relevant = judged.results
     picked: dict[str, RecallResult] = {}
     for pair in _interleave(relevant, recent):
@@ -52,7 +54,8 @@ def prime(engine: Recaller, entity_id: str | None, similarity_cue: str | None = 
     # Whether the cue found anything relevant is the relevant recall's verdict; recent memories are
     # loaded whatever it is.
     return RecallResults(results=sorted(picked.values(), key=lambda r: r.score, reverse=True), notes=notes,
-                         abstained=judged.abstained, confidence=judged.confidence, threshold=judged.threshold)
+                         time_understood=judged.time_understood, abstained=judged.abstained,
+                         confidence=judged.confidence, threshold=judged.threshold)
 
 
 def _interleave(first: list[RecallResult], second: list[RecallResult]) -> list[RecallResult]:

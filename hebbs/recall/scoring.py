@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
+from ..config import DecayConfig
 from ..errors import InvalidInput
 from ..schema import ScoreComponents, ScoringWeights
 
@@ -28,10 +29,15 @@ def check_weights(weights: ScoringWeights) -> ScoringWeights:
     return weights
 
 
-def recency(created_at_us: int, now_us: int) -> float:
-    """Falls linearly from 1 (now) to 0 (30 days old); a future time counts as now."""
+def recency(created_at_us: int, now_us: int, window_days: float = RECENCY_WINDOW_DAYS) -> float:
+    """Falls linearly from 1 (now) to 0 (window_days old); a future time counts as now."""
     age_days = max(0, now_us - created_at_us) / US_PER_DAY
-    return max(0.0, 1.0 - age_days / RECENCY_WINDOW_DAYS)
+    return max(0.0, 1.0 - age_days / window_days)
+
+
+def recency_window_days(kind: str | None, setting: float | str, decay: DecayConfig) -> float:
+    """The recency window of a memory of this context type: its decay half-life, or one flat window."""
+    return decay.half_life_for(kind) if setting == "half_life" else float(setting)
 
 
 def reinforcement(access_count: int, cap: int = REINFORCEMENT_CAP) -> float:
@@ -46,10 +52,11 @@ class Scorable(Protocol):
     access_count: int
 
 
-def components(memory: Scorable, relevance: float, now_us: int) -> ScoreComponents:
+def components(memory: Scorable, relevance: float, now_us: int,
+               window_days: float = RECENCY_WINDOW_DAYS) -> ScoreComponents:
     return ScoreComponents(
         relevance=min(1.0, max(0.0, relevance)),
-        recency=recency(memory.created_at, now_us),
+        recency=recency(memory.created_at, now_us, window_days),
         importance=memory.importance,
         reinforcement=reinforcement(memory.access_count),
     )

@@ -354,8 +354,14 @@ class Embedder:
         sha256: str | None = None,
         onnx_path: Path | None = None,
         spec: str | None = None,
+        query_prompt: str = "",
+        document_prompt: str = "",
     ) -> None:
         self._session = session
+        # Text the model was trained to see before a search query and before a passage (E5: "query: " /
+        # "passage: "; EmbeddingGemma: "task: search result | query: " / "title: none | text: ").
+        self.query_prompt = _prompt(query_prompt, "query_prompt")
+        self.document_prompt = _prompt(document_prompt, "document_prompt")
         self.model_id = model_id
         self.spec = spec or model_id
         self.max_tokens = int(max_tokens)
@@ -462,6 +468,8 @@ class Embedder:
             sha256=entry["sha256"]["model.safetensors"],
             onnx_path=onnx_path,
             spec=entry["id"],
+            query_prompt=entry.get("query_prompt", ""),
+            document_prompt=entry.get("document_prompt", ""),
         )
 
     @classmethod
@@ -471,7 +479,8 @@ class Embedder:
         hebbs_model.json keys (all optional): ``id`` (default: the directory name), ``dim``,
         ``pooling`` ("mean" | "cls" | "none"; default: "none" for a 2-D output, "mean" for 3-D),
         ``max_tokens`` (default: the tokenizer's truncation length, else 512), ``onnx`` (file
-        name) and ``output`` (output name; default: sentence_embedding or the first 2-D output).
+        name), ``output`` (output name; default: sentence_embedding or the first 2-D output), and
+        ``query_prompt`` / ``document_prompt`` (text put before every cue / every memory; default none).
         """
         meta = _read_json(directory / "hebbs_model.json") if (directory / "hebbs_model.json").is_file() else {}
         onnx_path = directory / meta["onnx"] if meta.get("onnx") else _find_onnx(directory)
@@ -491,6 +500,8 @@ class Embedder:
             dim=meta.get("dim") or meta.get("dimension"),
             onnx_path=onnx_path,
             spec=str(directory),
+            query_prompt=meta.get("query_prompt", ""),
+            document_prompt=meta.get("document_prompt", ""),
         )
 
     # -- embedding -------------------------------------------------------------------------------
@@ -512,6 +523,22 @@ class Embedder:
     def embed_one(self, text: str) -> np.ndarray:
         """(dim,) float32, L2-normalized."""
         return self.embed([text])[0]
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Texts to store (memories, note sections), each behind the model's document prompt."""
+        if isinstance(texts, str):
+            raise TypeError("embed_documents() takes a sequence of strings")
+        return self.embed([self.document_prompt + text for text in texts])
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Texts to search with (recall cues), each behind the model's query prompt."""
+        if isinstance(texts, str):
+            raise TypeError("embed_queries() takes a sequence of strings; use embed_query() for one cue")
+        return self.embed([self.query_prompt + text for text in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """(dim,) float32: one cue behind the model's query prompt."""
+        return self.embed([self.query_prompt + text])[0]
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens per text including special tokens, without truncation (compare with max_tokens)."""
@@ -558,6 +585,12 @@ class Embedder:
 
     def __repr__(self) -> str:
         return f"Embedder(model_id={self.model_id!r}, dim={self.dim}, max_tokens={self.max_tokens})"
+
+
+def _prompt(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise ModelError(f"{name} in the model's configuration must be a string, got {value!r}")
+    return value
 
 
 def _tokenizer_max_length(path: Path) -> int | None:

@@ -52,7 +52,7 @@ class CatalogEntry:
     """What recall filters and the composite score need about a memory, kept in memory so that
     ranking a few hundred candidates never touches disk: only the final top_k records are read."""
 
-    __slots__ = ("entity_id", "created_at", "superseded_by", "kind", "importance", "access_count")
+    __slots__ = ("entity_id", "created_at", "superseded_by", "kind", "importance", "access_count", "context_type")
 
     def __init__(self, memory: Memory) -> None:
         self.entity_id = memory.entity_id
@@ -61,6 +61,8 @@ class CatalogEntry:
         self.kind = memory.kind
         self.importance = memory.importance
         self.access_count = memory.access_count
+        kind = memory.context.get("type")  # its decay half-life is its recency window (recall/scoring.py)
+        self.context_type = kind if isinstance(kind, str) else None
 
 
 class OpenVault:

@@ -36,6 +36,7 @@ from ..workflows import contradiction_check
 from ..errors import NotFound
 from ..schema import Memory, MemoryKind, Source
 from .links import link_text, remove_edges, resolve_links
+from . import originals as kept
 from .manifest import (META, STALE, SYNCED, FileEntry, Manifest, Orphan, SectionEntry, load_manifest,
                        save_manifest, worst)
 from .parse import PARSER_VERSION, ParsedNote, Section, parse_note
@@ -161,6 +162,7 @@ def scan_vault(engine: Any, root: os.PathLike | str, *, paths: Iterable[os.PathL
             manifest.dirty = True  # unknown engine state: phase 2 reconciles (adopts what is there)
         vfilter = VaultFilter(root)
         plan.warnings += vfilter.warnings
+        originals = kept.open_originals(engine)
         present, candidates = _candidates(root, manifest, vfilter, None if reparse else paths)
         changed: dict[str, FileEntry] = {}
         removed: list[str] = []
@@ -179,6 +181,8 @@ def scan_vault(engine: Any, root: os.PathLike | str, *, paths: Iterable[os.PathL
                 if (old is not None and not reparse and old.mtime_ns and st.st_size == old.size
                         and st.st_mtime_ns == old.mtime_ns):
                     plan.files_unchanged += 1
+                    if originals is not None and not originals.has(kept.file_key(root, rel), old.sha256):
+                        _keep_unchanged(originals, root, rel, path, old)  # indexed before originals were kept
                     continue
                 data = path.read_bytes()
             except FileNotFoundError:
@@ -193,6 +197,8 @@ def scan_vault(engine: Any, root: os.PathLike | str, *, paths: Iterable[os.PathL
             if old is not None and not reparse and digest == old.sha256:
                 old.size, old.mtime_ns = len(data), _trusted_mtime(st)
                 restamped = True
+                if originals is not None and not originals.has(kept.file_key(root, rel), digest):
+                    kept.keep_version(originals, root, rel, data, old)
                 plan.files_unchanged += 1
                 continue
             to_parse.append((rel, data, st, digest))
@@ -203,10 +209,16 @@ def scan_vault(engine: Any, root: os.PathLike | str, *, paths: Iterable[os.PathL
                               count_tokens=embedder.count_tokens)
             changed[rel] = _file_entry(rel, note, data, st, digest)
             plan.warnings += [f"{rel}: {w}" for w in note.warnings]
+            if originals is not None:
+                kept.keep_version(originals, root, rel, data, changed[rel])
         if progress is not None and to_parse:
             progress(Progress(stage="parse", done=len(to_parse), total=len(to_parse)))
         _diff(manifest, changed, removed)
         plan.files_changed, plan.files_removed = len(changed), len(removed)
+        if originals is not None:
+            for rel in removed:
+                originals.removed(kept.file_key(root, rel))
+            originals.save()
         if changed or removed or restamped or manifest.fresh or reparse:
             save_manifest(root, manifest)
         plan.seconds = round(time.perf_counter() - started, 3)
@@ -240,6 +252,10 @@ def apply_plan(engine: Any, root: os.PathLike | str, plan: Plan | None = None, *
             work.run(contradictions)
             manifest.dirty = False
             save_manifest(root, manifest)
+        originals = kept.open_originals(engine)
+        if originals is not None:
+            kept.record_sections(originals, root, manifest)
+            kept.finish(originals, engine)
         summary.sections_total = sum(len(f.sections) for f in manifest.files.values())
         summary.unresolved_links = len(resolve_links(manifest)[1])
         summary.seconds = round(plan.seconds + time.perf_counter() - started, 3)
@@ -289,6 +305,15 @@ def _relative(root: Path, path: Path) -> str | None:
     except ValueError:
         return None
     return rel.as_posix().strip("/") if str(rel) != "." else ""
+
+
+def _keep_unchanged(originals: Any, root: Path, rel: str, path: Path, entry: FileEntry) -> None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return
+    if hashlib.sha256(data).hexdigest() == entry.sha256:
+        kept.keep_version(originals, root, rel, data, entry)
 
 
 def _trusted_mtime(st: os.stat_result) -> int:

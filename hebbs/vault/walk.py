@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pathspec
 
+from ..config import notes_config
+
 __all__ = ["VaultFilter", "walk_notes", "IGNORE_FILE", "DEFAULT_IGNORES"]
 
 IGNORE_FILE = ".hebbsignore"
-# gitignore syntax. The tool folders are skipped at any depth; `contradictions/` and `insights/`
-# are the folders hebbs itself writes at the vault root, so only those are skipped.
-DEFAULT_IGNORES = (".hebbs/", ".git/", ".obsidian/", "node_modules/", "/contradictions/", "/insights/")
+# gitignore syntax. The tool folders are skipped at any depth; the folders hebbs itself writes
+# (insights/ and contradictions/ at the vault root by default, hebbs/writeback.py) are added per vault.
+DEFAULT_IGNORES = (".hebbs/", ".git/", ".obsidian/", "node_modules/")
 
 
 class VaultFilter:
@@ -26,7 +28,8 @@ class VaultFilter:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.warnings: list[str] = []
-        lines = list(DEFAULT_IGNORES)
+        # The folders hebbs writes into (insights, contradiction reports) wherever config.toml puts them.
+        lines = list(DEFAULT_IGNORES) + _written_folders(root / ".hebbs")
         try:
             lines += (root / IGNORE_FILE).read_text(encoding="utf-8", errors="replace").splitlines()
         except FileNotFoundError:
@@ -50,6 +53,12 @@ class VaultFilter:
             if self.ignored("/".join(parts[:i]), is_dir=True):
                 return False
         return not self.ignored(rel)
+
+
+def _written_folders(vault_dir: Path) -> list[str]:
+    """gitignore lines for the folders hebbs writes notes into ([notes] in config.toml)."""
+    notes = notes_config(vault_dir)
+    return [f"/{notes.insights_dir.strip('/')}/", f"/{notes.contradictions_dir.strip('/')}/"]
 
 
 def walk_notes(root: Path, vault_filter: VaultFilter, under: Iterable[str] = ("",)) -> dict[str, Path]:

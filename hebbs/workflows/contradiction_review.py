@@ -32,7 +32,6 @@ from ..store.storage import WriteSet, decode, id_bytes
 
 
 VERDICTS = ("contradiction", "revision", "neutral")
-REPORTS_DIR = "contradictions"
 
 
 # Finding candidates at remember time ---------------------------------------------------------
@@ -174,10 +173,11 @@ def commit(engine: OpenVault | HasVault, verdicts: Any) -> ContradictionCommitte
         # The catalog must learn what was superseded.
         vault.apply(writes, saved=list(changed.values()))
     root = notes_root(vault)
-    if root is not None:
+    if root is not None and vault.config.notes.write:
         for item, a, b, v in reports:
             try:
-                result.files.append(str(write_report(root, item, a, b, v, stamp)))
+                result.files.append(str(write_report(root / vault.config.notes.contradictions_dir, item, a, b, v,
+                                                     stamp)))
             except OSError as exc:
                 result.warnings.append(f"contradiction {item.id} is recorded, but its report could not be "
                                        f"written: {exc}")
@@ -197,7 +197,7 @@ def _pending_raw(engine: OpenVault | HasVault, pending_id: str) -> bytes:
 
 # The markdown report -------------------------------------------------------------------------
 
-def write_report(root: Path, item: PendingContradiction, a: Memory, b: Memory, verdict: ContradictionVerdict,
+def write_report(folder: Path, item: PendingContradiction, a: Memory, b: Memory, verdict: ContradictionVerdict,
                  stamp: int) -> Path:
     lines = [
         "---",
@@ -228,7 +228,7 @@ def write_report(root: Path, item: PendingContradiction, a: Memory, b: Memory, v
         lines += [f"## {label}", "", f"Source: {where}", f"Memory: `{m.id}`, recorded {_iso(m.created_at)}", "",
                   *[f"> {line}" for line in m.content.strip().splitlines()], ""]
     name = f"{_iso(stamp)[:10]}-{slug(a.content, 4)}-{item.id[-6:].lower()}.md"
-    return write_note(root / REPORTS_DIR / name, "\n".join(lines))
+    return write_note(folder / name, "\n".join(lines))
 
 
 def _short(text: str, limit: int = 50) -> str:

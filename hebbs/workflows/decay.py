@@ -50,18 +50,9 @@ def is_pinned(memory: Memory) -> bool:
 
 
 def half_life_days(memory: Memory, config: DecayConfig) -> float:
-    """By context `type`: the vault's table first, then the built-in table, then the default.
-
-    The vault's table is laid over the built-in one, so a config.toml that changes `task` alone
-    keeps the defaults for every other type.
-    """
+    """By the memory's context `type` (DecayConfig.half_life_for)."""
     kind = memory.context.get("type")
-    if isinstance(kind, str):
-        name = kind.strip().lower()
-        value = config.half_life_days.get(name, DEFAULT_HALF_LIVES.get(name))
-        if value is not None:
-            return float(value)
-    return float(config.default_half_life_days)
+    return config.half_life_for(kind if isinstance(kind, str) else None)
 
 
 def decay_value(memory: Memory, now_us: int, config: DecayConfig) -> float:

@@ -62,7 +62,6 @@ MIN_SILHOUETTE = 0.05
 # One remember_many chunk, so one commit is one RocksDB batch.
 MAX_INSIGHTS = 256
 SESSION_PREFIX = "reflect_session:"
-INSIGHTS_DIR = "insights"
 
 _WORD = re.compile(r"[a-z][a-z0-9]*(?:[-'][a-z0-9]+)*")
 
@@ -410,11 +409,12 @@ def commit(engine: Rememberer, session_id: str, insights: Any, *, now: int | Non
     files: list[str] = []
     warnings: list[str] = []
     root = notes_root(engine)
-    if root is not None:
+    notes = vault_of(engine).config.notes
+    if root is not None and notes.write:
         for memory, insight in zip(stored, parsed):
             try:
                 cited = [sources[s] for s in insight.source_memory_ids]
-                files.append(str(write_insight_note(root, memory, insight, cited)))
+                files.append(str(write_insight_note(root / notes.insights_dir, memory, insight, cited)))
             except OSError as exc:
                 warnings.append(f"insight {memory.id} is stored, but its note could not be written: {exc}")
     return ReflectCommitted(session_id=session.id, insights=stored, files=files, warnings=warnings)
@@ -490,7 +490,8 @@ def notes_root(engine: OpenVault | HasVault) -> Path | None:
     return path.parent
 
 
-def write_insight_note(root: Path, memory: Memory, insight: InsightInput, sources: list[Memory]) -> Path:
+def write_insight_note(folder: Path, memory: Memory, insight: InsightInput, sources: list[Memory]) -> Path:
+    """The insight as a note in folder (ROOT/insights by default); forgetting the insight removes it."""
     lines = [
         "---",
         f"hebbs_id: {memory.id}",
@@ -510,7 +511,33 @@ def write_insight_note(root: Path, memory: Memory, insight: InsightInput, source
     ]
     lines += [source_line(m) for m in sources]
     name = f"{_iso(memory.created_at)[:10]}-{slug(memory.content)}-{memory.id[-6:].lower()}.md"
-    return write_note(root / INSIGHTS_DIR / name, "\n".join(lines) + "\n")
+    return write_note(folder / name, "\n".join(lines) + "\n")
+
+
+def remove_insight_notes(engine: OpenVault | HasVault, insight_ids: list[str]) -> list[str]:
+    """Delete the notes of forgotten insights (markdown vaults); returns the paths removed."""
+    root = notes_root(engine)
+    if root is None:
+        return []
+    folder = root / vault_of(engine).config.notes.insights_dir
+    return [str(path) for mid in insight_ids if (path := _remove_note(folder, mid)) is not None]
+
+
+def _remove_note(folder: Path, memory_id: str) -> Path | None:
+    """The note written for memory_id: named …-<last 6 of the id>.md, naming the id in its front matter."""
+    try:
+        candidates = list(folder.glob(f"*-{memory_id[-6:].lower()}.md"))
+    except OSError:
+        return None
+    for path in candidates:
+        try:
+            head = path.read_text(encoding="utf-8", errors="replace")[:400]
+        except OSError:
+            continue
+        if f"hebbs_id: {memory_id}" in head:
+            path.unlink(missing_ok=True)
+            return path
+    return None
 
 
 def source_line(memory: Memory) -> str:

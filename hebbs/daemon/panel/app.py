@@ -304,8 +304,9 @@ class Routes:
     async def cancel_index(self, request: Request) -> Response:
         async def act(form: dict[str, str]) -> Response:
             slot = self.data.slot_state(form["vault"])
-            if slot is not None and slot.indexing:
-                slot.cancel_index = True  # the run stops at its next progress report (Handlers._stream)
+            cancel = None if slot is None else slot.index_cancel
+            if cancel is not None:
+                cancel.set()  # the run stops at its next progress report (Handlers._stream)
             return _back("/", vault=form["vault"])
 
         return await self._act(request, act)

@@ -1,0 +1,144 @@
+"""What the proxy recalls for a chat request, how it shows it to the model, and how it remembers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import msgspec
+from ulid import ULID
+
+from ..client import AsyncClient
+from ..errors import HebbsError
+from ..schema import RecallResult
+
+log = logging.getLogger("hebbs.proxy")
+MAX_CUE_CHARS = 2000  # a pasted log is not a better cue than its first lines
+ORIGIN = "proxy"
+
+
+class Found(msgspec.Struct, kw_only=True):
+    """One recalled memory the proxy adds to the conversation."""
+
+    id: str
+    brain: str  # "project" or "global"
+    confidence: float
+    content: str
+    file: str | None = None
+    heading: str | None = None
+    asked_before: bool = False  # a user message an earlier exchange through the proxy stored
+
+
+class Recalled(msgspec.Struct, kw_only=True):
+    found: list[Found] = []
+    abstained: bool = False  # every brain asked abstained (or had nothing)
+
+
+class Brains:
+    """The project vault and the global brain, through the daemon (either may be absent)."""
+
+    def __init__(self, project: AsyncClient | None, global_brain: AsyncClient | None) -> None:
+        self.project = project
+        self.global_brain = global_brain
+        if project is not None and global_brain is not None and project.vault_path == global_brain.vault_path:
+            self.global_brain = None  # no project vault here: the "project" is the global brain itself
+
+    def named(self) -> list[tuple[str, AsyncClient]]:
+        return [(name, c) for name, c in (("project", self.project), ("global", self.global_brain)) if c is not None]
+
+    async def recall(self, cue: str, top_k: int) -> Recalled:
+        cue = cue[:MAX_CUE_CHARS]
+        brains = self.named()
+        # Over-fetched: what the proxy itself stored may be left out below.
+        answers = await asyncio.gather(*(c.recall(cue, top_k=2 * top_k) for _, c in brains), return_exceptions=True)
+        found: list[Found] = []
+        abstained = True
+        for (name, _), answer in zip(brains, answers):
+            if isinstance(answer, HebbsError):
+                log.warning("recall in the %s brain failed: %s", name, answer)
+                continue
+            if isinstance(answer, BaseException):
+                raise answer
+            if answer.abstained:
+                continue
+            abstained = False
+            threshold = answer.threshold or 0.0
+            found += [_found(name, r) for r in answer.results
+                      if r.confidence is not None and r.confidence >= threshold and not _echo(r, cue)]
+        found.sort(key=lambda f: f.confidence, reverse=True)
+        return Recalled(found=found[:top_k], abstained=abstained or not found)
+
+    async def remember(self, question: str, answer: str, *, model: str | None, recalled: list[str]) -> list[str]:
+        """The user's message and the assistant's answer, linked by one exchange id; returns their ids."""
+        target = self.project or self.global_brain
+        if target is None or not question.strip():
+            return []
+        exchange = str(ULID())
+        base: dict[str, Any] = {"origin": ORIGIN, "exchange": exchange}
+        if model:
+            base["model"] = model
+        asked = await target.remember(question, context={**base, "role": "user", "recalled": recalled})
+        ids = [asked.id]
+        if answer.strip():
+            said = await target.remember(answer, context={**base, "role": "assistant", "reply_to": asked.id})
+            ids.append(said.id)
+        return ids
+
+
+def _echo(r: RecallResult, cue: str) -> bool:
+    """What adds nothing to the conversation: the very message being answered, stored by an earlier
+    exchange, and an earlier answer of a model (what the user said is memory; what a model said is not
+    evidence, and citing it would feed a model its own guesses back)."""
+    memory = r.memory
+    if memory.content.strip() == cue.strip():
+        return True
+    return memory.context.get("origin") == ORIGIN and memory.context.get("role") == "assistant"
+
+
+def _found(brain: str, r: RecallResult) -> Found:
+    source = r.memory.source
+    ctx = r.memory.context
+    file = source.file_path if source is not None else ctx.get("file")
+    heading_path = (source.heading_path if source is not None else None) or ctx.get("heading_path") or []
+    return Found(id=r.memory.id, brain=brain, confidence=round(float(r.confidence or 0.0), 4),
+                 content=r.memory.content, file=file, heading=" > ".join(heading_path) or None,
+                 asked_before=ctx.get("origin") == ORIGIN and ctx.get("role") == "user")
+
+
+def system_message(found: list[Found]) -> dict[str, str]:
+    lines = ["Memories hebbs recalled for the user's latest message. Use them only if they are relevant; "
+             "cite a memory by its id in square brackets, e.g. [" + found[0].id + "], when you rely on it."]
+    for f in found:
+        where = f"{f.brain} brain"
+        if f.file:
+            where += f", {f.file}" + (f" > {f.heading}" if f.heading else "")
+        if f.asked_before:
+            where += ", asked by the user in an earlier chat"
+        lines.append(f"[{f.id}] ({where}; confidence {f.confidence:.2f}) {f.content}")
+    return {"role": "system", "content": "\n".join(lines)}
+
+
+def latest_user_text(messages: Any) -> str | None:
+    """The text of the last user message (string content, or the text parts of a list)."""
+    if not isinstance(messages, list):
+        return None
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            if isinstance(content, list):
+                parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+                return "\n".join(p for p in parts if isinstance(p, str)) or None
+            return None
+    return None
+
+
+def with_memories(messages: list[Any], message: dict[str, str]) -> list[Any]:
+    """The memories go after the client's own leading system messages (some chat templates accept
+    system messages only at the start)."""
+    at = 0
+    while at < len(messages) and isinstance(messages[at], dict) and messages[at].get("role") in ("system", "developer"):
+        at += 1
+    return [*messages[:at], message, *messages[at:]]

@@ -1,0 +1,45 @@
+"""Idempotency keys: `remember(..., key=K)` a second time in the same vault returns the first memory.
+
+A key is stored in the meta family in the very batch that stores its memory, so a crash can never
+leave one without the other: `idem/key/<K>` names the memory, `idem/of/<memory id>` names the key
+(so that forgetting the memory frees the key in the forget's own batch).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidInput
+from .storage import Store, WriteSet
+
+MAX_KEY_LENGTH = 512
+_KEY = "idem/key/"
+_OWNER = "idem/of/"
+
+
+def check(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"key must be a non-empty string, got {value!r}")
+    if len(value) > MAX_KEY_LENGTH:
+        raise InvalidInput(f"key is {len(value)} characters; the limit is {MAX_KEY_LENGTH}")
+    return value
+
+
+def lookup(store: Store, key: str) -> str | None:
+    """The id of the memory stored under key, or None."""
+    return store.get_meta(_KEY + key)
+
+
+def put(writes: WriteSet, key: str, memory_id: str) -> None:
+    writes.put_meta(_KEY + key, memory_id)
+    writes.put_meta(_OWNER + memory_id, key)
+
+
+def drop(store: Store, writes: WriteSet, memory_id: str) -> None:
+    """Free the key of a memory being forgotten (nothing when it has none)."""
+    key = store.get_meta(_OWNER + memory_id)
+    if key is not None:
+        writes.delete("meta", (_KEY + key).encode())
+        writes.delete("meta", (_OWNER + memory_id).encode())

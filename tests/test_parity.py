@@ -1,0 +1,157 @@
+"""Every door has every capability: hebbs.Engine, hebbs.Client and hebbs.AsyncClient share one set of
+public methods with the same parameters, apart from the short lists below; the new ones work over a
+real daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import hebbs
+from hebbs import AsyncClient, Client, Engine
+from hebbs.errors import NotFound
+from hebbs.schema import Edge, Memory
+
+pytest_plugins = ["daemon_fixtures"]
+
+# In-process only: opening a vault in this process, and maintenance or internals the daemon does itself.
+ENGINE_ONLY = {
+    "open": "opens a vault in this process; a client names its vault instead",
+    "rebuild_lexical": "maintenance the engine runs itself when the BM25 index is stale",
+    "add_pending": "the contradiction queue's internals: remember fills it, contradiction_prepare reads it",
+    "pending": "the same queue, raw; contradiction_prepare is its door",
+    "deferred_sync": "group commit for the daemon's write slot; every client write is durable when answered",
+    "wait_durable": "the other half of deferred_sync",
+}
+# Client only: the daemon, subscriptions, markdown indexing and the wire itself.
+CLIENT_ONLY = {
+    "request": "sends one protocol command",
+    "ping": "is a daemon there", "status": "the daemon's state", "shutdown": "stops the daemon",
+    "subscribe": "pushes matches over a connection", "inspect": "memory + edges + history in one round trip",
+    "export": "the stream `memories` also returns (the CLI's name)",
+    "index": "markdown indexing runs in the daemon", "index_cancel": "stops an index run",
+    "index_follow": "follows an index run started elsewhere", "list": "a notes folder's index state",
+    "panel": "serves the daemon's web panel (hebbs palace)",
+}
+
+
+def public_methods(cls: type) -> dict[str, Any]:
+    out = {}
+    for name in dir(cls):
+        if name.startswith("_"):
+            continue
+        value = inspect.getattr_static(cls, name)
+        if isinstance(value, property):
+            continue
+        if isinstance(value, (classmethod, staticmethod)):
+            value = value.__func__
+        if callable(value):
+            out[name] = value
+    return out
+
+
+def parameters(fn: Any) -> list[tuple[str, Any, Any]]:
+    """(name, kind, default) of each parameter but self; sentinels for "unchanged" compare equal."""
+    out = []
+    for p in list(inspect.signature(fn).parameters.values())[1:]:
+        default = p.default
+        if default is ... or type(default).__name__ == "UnsetType":
+            default = "<unchanged>"
+        elif hasattr(default, "value"):  # an enum member, given by name on the wire
+            default = default.value
+        out.append((p.name, p.kind, default))
+    return out
+
+
+def test_engine_client_and_async_client_have_the_same_methods() -> None:
+    """Tried: the public method sets of Engine, Client and AsyncClient, and for each shared method its
+    parameters (name, kind, default). Only the documented lists above may differ."""
+    engine, client, aclient = public_methods(Engine), public_methods(Client), public_methods(AsyncClient)
+    assert set(engine) - set(client) == set(ENGINE_ONLY), "an engine method has no client door"
+    assert set(client) - set(engine) == set(CLIENT_ONLY), "a client method is neither shared nor listed"
+    assert set(aclient) == set(client), "AsyncClient and Client differ"
+    for name in sorted(set(engine) & set(client)):
+        assert parameters(client[name]) == parameters(engine[name]), f"Client.{name} differs from Engine.{name}"
+        assert parameters(aclient[name]) == parameters(client[name]), f"AsyncClient.{name} differs from Client.{name}"
+        if name != "close":
+            expected = inspect.isasyncgenfunction(aclient[name]) or inspect.iscoroutinefunction(aclient[name])
+            assert expected or name == "memories", f"AsyncClient.{name} is not a coroutine"
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert "`hebbs.Client()` has the same methods" in readme
+
+
+def test_dir_hebbs_and_version() -> None:
+    """Tried: dir(hebbs) lists the three doors and the schema types; `hebbs --version` prints the
+    package version without importing numpy or the engine."""
+    names = dir(hebbs)
+    for name in ("Engine", "Client", "AsyncClient", "Memory", "RecallResult", "Edge", "ScoringWeights"):
+        assert name in names
+    code = ("import sys; from hebbs.cli.main import main\n"
+            "try:\n    main(['--version'])\nexcept SystemExit as exc:\n    assert exc.code == 0\n"
+            "print([m for m in ('numpy', 'onnxruntime', 'hnswlib', 'hebbs.engine') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    version_line, heavy = done.stdout.strip().splitlines()
+    assert version_line == f"hebbs {hebbs.__version__}" and heavy == "[]"
+
+
+def test_new_capabilities_over_the_daemon(shared_daemon, project: Path) -> None:
+    """Tried through Client against a real daemon: remember with key (twice: one memory), edges and
+    supersedes; add_edge / edges / remove_edge; neighbors; revise then history; revise_many; causal
+    recall from a seed, analogical recall with alpha and an analogy; prime; count / stats / memories;
+    forget frees the key."""
+    with shared_daemon.client(project) as hb:
+        cause = hb.remember("The deploy failed because the disk was full", key="incident-1")
+        again = hb.remember("The deploy failed because the disk was full", key="incident-1")
+        assert again.id == cause.id and hb.count() == 1
+        fix = hb.remember("We cleaned the disk and redeployed", edges=[(cause.id, "CAUSED_BY", 0.9)])
+        later = hb.remember("Disk usage is now monitored", supersedes=[cause.id])
+        assert hb.get(cause.id).superseded_by == later.id
+        assert any(e.edge_type == "CAUSED_BY" and e.target == cause.id for e in hb.edges(fix.id, "out"))
+
+        edge = hb.add_edge(later.id, "RELATED_TO", fix.id, 0.4)
+        assert isinstance(edge, Edge) and edge.confidence == 0.4
+        assert any(e.source == later.id for e in hb.edges(fix.id, direction="in"))
+        hb.remove_edge(later.id, "RELATED_TO", fix.id)
+        assert not any(e.edge_type == "RELATED_TO" for e in hb.edges(fix.id))
+        with pytest.raises(NotFound):
+            hb.remove_edge(later.id, "RELATED_TO", fix.id)
+
+        near = hb.neighbors(fix.id, k=5)
+        assert near and all(mid != fix.id for mid, _ in near) and cause.id not in dict(near)  # superseded
+
+        hb.revise(fix.id, content="We cleaned the disk, then redeployed on Tuesday")
+        assert [m.content for m in hb.history(fix.id)] == ["We cleaned the disk and redeployed"]
+        revised = hb.revise_many([{"id": later.id, "importance": 0.9}, {"id": fix.id, "entity_id": "ops"}])
+        assert revised[0].importance == 0.9 and revised[1].entity_id == "ops"
+
+        causal = hb.recall(seed=fix.id, strategies=["causal"], direction="forward", max_depth=2,
+                           edge_types=["CAUSED_BY"], include_superseded=True, reinforce=False)
+        reached = [r.memory.id for r in causal.results]
+        assert cause.id in reached and later.id not in reached  # later is linked by FOLLOWED_BY only
+        analog = hb.recall(strategies=["analogical"], analogy=(cause.id, fix.id, "the build broke"), alpha=0.3,
+                           reinforce=False)
+        assert analog.results and cause.id not in [r.memory.id for r in analog.results]
+
+        primed = hb.prime(None, "disk", 5)
+        assert {r.memory.id for r in primed.results} == {fix.id, later.id}
+        assert hb.stats().memories == hb.count() == 3
+        assert {m.id for m in hb.memories()} == {cause.id, fix.id, later.id}
+
+        hb.forget([cause.id])
+        fresh = hb.remember("The deploy failed because the disk was full", key="incident-1")
+        assert fresh.id != cause.id  # the key went with the memory it named
+
+    async def drive() -> tuple[list[Memory], list[tuple[str, float]]]:
+        async with AsyncClient(project, home=shared_daemon.home) as ahb:
+            one = await ahb.remember("Async memory with a key", key="async-1")
+            two = await ahb.remember("Async memory with a key", key="async-1")
+            return [one, two], await ahb.neighbors(one.id, 2)
+
+    (one, two), near = asyncio.run(drive())
+    assert one.id == two.id and near

@@ -1,0 +1,250 @@
+"""`hebbs proxy` end to end: the real CLI process, a real daemon, and a small OpenAI-compatible server
+written here on loopback standing in for the upstream (it records what it received)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest_plugins = ["daemon_fixtures"]
+
+KEY = "sk-test-4f1d9c0b7e2a"
+KEY_ENV = "HEBBS_TEST_UPSTREAM_KEY"
+RELATED = "Which CRM does Acme use, and when is the contract renewed?"
+UNRELATED = "quantum chromodynamics lattice gauge"
+
+
+class StandIn(ThreadingHTTPServer):
+    """An OpenAI-compatible server: echoes what it was sent, streams on request, fails on request."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.received: list[dict[str, Any]] = []
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: StandIn
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _record(self, body: Any) -> None:
+        self.server.received.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+
+    def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._record(None)
+        if self.path == "/v1/models":
+            return self._send(200, {"object": "list", "data": [{"id": "stand-in", "object": "model"}]})
+        self._send(404, {"error": {"message": "no such path"}})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        self._record(body)
+        model = body.get("model", "")
+        if model.startswith("fail-"):
+            status = int(model[5:])
+            return self._send(status, {"error": {"message": f"stand-in failure {status}", "type": "stand_in"}})
+        systems = sum(1 for m in body["messages"] if m["role"] == "system")
+        text = f"You asked: {body['messages'][-1]['content']} ({systems} system messages)"
+        if not body.get("stream"):
+            return self._send(200, {"id": "chatcmpl-1", "object": "chat.completion", "model": model, "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        for piece in (text[:10], text[10:]):
+            event = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": model,
+                     "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+            self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+            self.wfile.flush()
+            time.sleep(0.05)
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Proxy:
+    def __init__(self, daemon: Any, project: Path, upstream: StandIn, log: Path) -> None:
+        self.port = free_port()
+        self.log = log
+        self.upstream = upstream
+        hebbs = str(Path(sys.executable).with_name("hebbs"))
+        self.process = subprocess.Popen(
+            [hebbs, "proxy", "--upstream", upstream.base_url, "--port", str(self.port), "--api-key-env", KEY_ENV,
+             "--remember", "--vault", str(project)],
+            env=daemon.env(**{KEY_ENV: KEY}), stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                assert self.process.poll() is None, log.read_text()
+                time.sleep(0.1)
+        raise AssertionError("the proxy did not start:\n" + log.read_text())
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60, **kwargs)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+@pytest.fixture
+def upstream() -> Iterator[StandIn]:
+    server = StandIn()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def proxy(shared_daemon, project, upstream, tmp_path) -> Iterator[Proxy]:
+    (project / "crm.md").write_text("# Customers\n\n## Acme\n\nAcme uses Salesforce as its CRM and renews the "
+                                    "contract every March.\n", encoding="utf-8")
+    shared_daemon.hebbs("index", str(project), "--format", "json")
+    running = Proxy(shared_daemon, project, upstream, tmp_path / "proxy.log")
+    yield running
+    running.stop()
+
+
+def chat(content: str, **extra: Any) -> dict[str, Any]:
+    return {"model": "stand-in", "messages": [{"role": "system", "content": "Be brief."},
+                                               {"role": "user", "content": content}], **extra}
+
+
+def test_round_trip_adds_cited_memories_for_a_related_question(proxy):
+    with proxy.client() as client:
+        reply = client.post("/v1/chat/completions", json=chat(RELATED), headers={"authorization": "Bearer dummy"})
+    assert reply.status_code == 200
+    assert reply.json()["choices"][0]["message"]["content"].startswith("You asked: " + RELATED)
+    sent = proxy.upstream.received[-1]
+    messages = sent["body"]["messages"]
+    assert [m["role"] for m in messages] == ["system", "system", "user"]
+    assert messages[0]["content"] == "Be brief."
+    memories = messages[1]["content"]
+    memory_id = reply.headers["x-hebbs-memories"].split(",")[0]
+    assert f"[{memory_id}]" in memories and "crm.md > Customers > Acme" in memories
+    assert "Salesforce" in memories and reply.headers["x-hebbs-abstained"] == "false"
+    # The key reaches the upstream in the Authorization header, and only there; the client's own is dropped.
+    assert sent["headers"]["authorization"] == f"Bearer {KEY}"
+    assert [name for name, value in sent["headers"].items() if KEY in value] == ["authorization"]
+    assert KEY not in json.dumps(sent["body"]) and KEY not in sent["path"]
+
+
+def test_unrelated_question_adds_nothing(proxy):
+    with proxy.client() as client:
+        reply = client.post("/v1/chat/completions", json=chat(UNRELATED))
+    assert reply.status_code == 200
+    assert reply.headers["x-hebbs-abstained"] == "true" and reply.headers["x-hebbs-memories"] == ""
+    assert [m["role"] for m in proxy.upstream.received[-1]["body"]["messages"]] == ["system", "user"]
+
+
+def test_streaming_round_trip(proxy):
+    with proxy.client() as client, client.stream("POST", "/v1/chat/completions", json=chat(RELATED, stream=True)) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = [line for line in r.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "data: [DONE]"
+    text = "".join(json.loads(e[6:])["choices"][0]["delta"]["content"] for e in events[:-1])
+    assert text == f"You asked: {RELATED} (2 system messages)"
+    assert proxy.upstream.received[-1]["body"]["stream"] is True
+
+
+@pytest.mark.parametrize("status", [400, 429, 500, 503])
+def test_upstream_errors_come_back_as_they_are(proxy, status):
+    for stream in (False, True):
+        with proxy.client() as client:
+            reply = client.post("/v1/chat/completions", json=chat(RELATED, model=f"fail-{status}", stream=stream))
+        assert reply.status_code == status
+        assert reply.json() == {"error": {"message": f"stand-in failure {status}", "type": "stand_in"}}
+
+
+def test_models_pass_through_and_bad_host_is_refused(proxy):
+    with proxy.client() as client:
+        assert client.get("/v1/models").json()["data"][0]["id"] == "stand-in"
+        assert client.get("/v1/models", headers={"host": f"localhost:{proxy.port}"}).status_code == 200
+        refused = client.post("/v1/chat/completions", json=chat(RELATED), headers={"host": f"evil.test:{proxy.port}"})
+        assert refused.status_code == 403
+        assert client.get("/v1/models", headers={"host": "127.0.0.1:1"}).status_code == 403
+    assert proxy.upstream.received[-1]["path"] == "/v1/models"
+
+
+def test_unreachable_upstream_is_an_error_not_an_answer(shared_daemon, project, tmp_path):
+    dead = StandIn()
+    dead.server_close()  # nothing listens on its port any more
+    running = Proxy(shared_daemon, project, dead, tmp_path / "proxy.log")
+    try:
+        with running.client() as client:
+            reply = client.post("/v1/chat/completions", json=chat(RELATED))
+        assert reply.status_code == 502 and reply.json()["error"]["type"] == "upstream_unreachable"
+    finally:
+        running.stop()
+
+
+def test_remember_stores_the_exchange_and_the_key_stays_out_of_logs(proxy, shared_daemon, project):
+    question = "Note for later: the staging database moves to Postgres 16 on Friday"
+    with proxy.client() as client:
+        assert client.post("/v1/chat/completions", json=chat(question)).status_code == 200
+        with client.stream("POST", "/v1/chat/completions", json=chat("And streaming answers are kept too?",
+                                                                    stream=True)) as r:
+            r.read()
+    vault = shared_daemon.client(vault=project)
+
+    def exchange(text: str) -> list[Any]:
+        return [m for m in vault.export() if m.context.get("origin") == "proxy" and text in m.content]
+
+    shared_daemon.wait_until(lambda: len(exchange("Postgres 16")) == 2 and len(exchange("streaming answers")) == 2,
+                             what="both exchanges remembered")
+    asked, answered = sorted(exchange("Postgres 16"), key=lambda m: m.context["role"] != "user")
+    assert asked.content == question and asked.context["role"] == "user"
+    assert answered.context["role"] == "assistant" and answered.context["reply_to"] == asked.id
+    assert answered.context["exchange"] == asked.context["exchange"]
+    assert answered.content == f"You asked: {question} (1 system messages)"
+    streamed = [m for m in exchange("streaming answers") if m.context["role"] == "assistant"][0]
+    assert streamed.content == "You asked: And streaming answers are kept too? (1 system messages)"
+    # Later chats cite what the user said, never what a model answered.
+    with proxy.client() as client:
+        reply = client.post("/v1/chat/completions", json=chat("Is staging moving to Postgres 16 on Friday?"))
+    cited = reply.headers["x-hebbs-memories"].split(",")
+    assert asked.id in cited and answered.id not in cited
+    assert "asked by the user in an earlier chat" in proxy.upstream.received[-1]["body"]["messages"][1]["content"]
+    proxy.stop()
+    assert KEY not in proxy.log.read_text()
+    assert "POST /v1/chat/completions" in proxy.log.read_text()
