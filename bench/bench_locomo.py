@@ -107,7 +107,7 @@ def configurations(engine: Engine, mmr_lambdas: list[float]) -> dict[str, Callab
         return run
 
     def plain_rrf(cue: str, entity: str, k: int) -> list[str]:
-        depth = max(engine.config.recall.fusion.normalization_depth, k * engine.config.recall.fusion.candidate_factor)
+        depth = 100  # fixed, so the baseline does not move with hebbs' own candidate settings
         sim = engine.recall(cue, entity_id=entity, top_k=depth, strategies=["similarity"], reinforce=False,
                             weights=RELEVANCE_ONLY, mmr_lambda=0.0).ids()
         lex = engine.recall(cue, entity_id=entity, top_k=depth, strategies=["lexical"], reinforce=False,

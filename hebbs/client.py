@@ -19,8 +19,10 @@ import datetime as dt
 import fcntl
 import itertools
 import os
+import select
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .errors import HebbsError, InvalidInput, VaultNotInitialized
-from .paths import ensure_home, hebbs_home, log_path, resolve_vault, socket_path, spawn_lock_path
+from .paths import (ensure_home, find_project_vault, hebbs_home, log_path, resolve_vault, socket_path,
+                    spawn_lock_path)
 from .protocol import (ERROR, HEADER, PROGRESS, AddEdge, Close, ContradictionAuto, ContradictionCommit,
                        ContradictionPrepare, DaemonStatus, DaemonUnavailable, Edges, Export, ExportChunk, Feed, Forget,
                        ForgetCandidates, Get, History, Index, IndexCancel, IndexCancelled, IndexFollow, Insights,
@@ -37,6 +40,7 @@ from .protocol import (ERROR, HEADER, PROGRESS, AddEdge, Close, ContradictionAut
                        RemoveEdge, Revise, ReviseItem, ReviseMany, ShowSource, Shutdown, Status, Stopping, Subscribe,
                        Subscribed, SubscriptionPush, _Command, decode_data, decode_response, error_from_frame,
                        frame_length, progress_type, recv_frame, request_frame, result_type)
+from .recall.brains import BRAINS, GLOBAL
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
@@ -58,11 +62,24 @@ ProgressCallback = Callable[[Any], None]
 
 # Finding (and starting) the daemon ------------------------------------------------------------
 
+CONNECT_TIMEOUT = 5.0
+
+
 def _open_socket(path: Path, timeout: float | None) -> socket.socket:
+    """A socket connected to path. A full accept queue (EAGAIN: the daemon is swamped) is waited out
+    for up to CONNECT_TIMEOUT, then raised as the BlockingIOError it is."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.settimeout(5.0)
-        sock.connect(str(path))
+        sock.settimeout(CONNECT_TIMEOUT)
+        deadline = time.monotonic() + CONNECT_TIMEOUT
+        while True:
+            try:
+                sock.connect(str(path))
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
         sock.settimeout(timeout)
         return sock
     except BaseException:
@@ -134,11 +151,46 @@ def connect(home: Path, *, autostart: bool = True, timeout: float | None = None)
         # No socket, or one a crashed daemon left behind: either way nobody is listening.
         if not autostart:
             raise DaemonUnavailable(f"no hebbs daemon answers on {path}; start one with `hebbs daemon start`") from None
+    except OSError as exc:
+        raise _unreachable(path, exc) from None
     start_daemon(home)
     try:
         return _open_socket(path, timeout)
     except OSError as exc:
-        raise DaemonUnavailable(f"cannot connect to the daemon on {path}: {exc}") from None
+        raise _unreachable(path, exc) from None
+
+
+def _unreachable(path: Path, exc: OSError) -> HebbsError:
+    if isinstance(exc, NotADirectoryError):  # HEBBS_HOME names a file: a wrong path, not a missing daemon
+        return InvalidInput(f"{path.parent} is not a directory, so it cannot be a HEBBS_HOME")
+    if isinstance(exc, (BlockingIOError, TimeoutError)):
+        return DaemonUnavailable(f"the daemon on {path} is not accepting connections (it is swamped: its queue of "
+                                 f"new connections stayed full for {CONNECT_TIMEOUT:.0f}s); try again shortly")
+    return DaemonUnavailable(f"cannot connect to the daemon on {path}: {exc}")
+
+
+def _closed_by_daemon(sock: socket.socket) -> bool:
+    """Whether the daemon closed this connection while it sat unused (it closes idle ones)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+
+
+def _pending_error(sock: socket.socket) -> HebbsError | None:
+    """An error frame the daemon sent before closing (BUSY), if one waits unread on sock."""
+    try:
+        sock.settimeout(0.5)
+        body = recv_frame(sock)
+        reply = decode_response(body) if body is not None else None
+    except (OSError, HebbsError):
+        return None
+    if reply is None or reply.status != ERROR:
+        return None
+    return error_from_frame(reply.status_code, reply.error or reply.status_code)
 
 
 # Arguments ------------------------------------------------------------------------------------
@@ -264,6 +316,51 @@ def _resolve(vault: os.PathLike | str | None, global_: bool, home: Path,
         return None, exc
 
 
+def _brain_vaults(brains: Sequence[str] | str, vault_path: Path | None, home: Path,
+                  cwd: os.PathLike | str | None) -> tuple[str, list[str] | None, list[str]]:
+    """The vaults of `brains` ("project", "global") as (the request's vault, the others or None, notes).
+
+    "project" is the client's own vault when that is a project vault, else the nearest one above
+    cwd; when there is none, the others are searched and a note says so (an agent asking for both
+    brains in a folder without a project brain still gets the global one).
+    """
+    wanted = [brains] if isinstance(brains, str) else list(brains)
+    unknown = [b for b in wanted if b not in BRAINS]
+    if unknown or not wanted:
+        raise InvalidInput(f"brains must name some of {', '.join(BRAINS)}, got {brains!r}")
+    paths: list[str] = []
+    notes: list[str] = []
+    for brain in dict.fromkeys(wanted):
+        if brain == GLOBAL:
+            paths.append(str(home))
+        elif vault_path is not None and vault_path.resolve() != home.resolve():
+            paths.append(str(vault_path))
+        else:
+            start = Path(cwd) if cwd is not None else Path.cwd()
+            found = find_project_vault(start, home)
+            if found is None:
+                notes.append(f"no project vault in {start.absolute()} or above it: the project brain was skipped")
+            else:
+                paths.append(str(found))
+    if not paths:
+        raise VaultNotInitialized(f"no project vault in {Path(cwd or Path.cwd()).absolute()} or any folder above it; "
+                                  "create one with `hebbs init`, or ask for the global brain")
+    # One vault: its plain recall, unlabelled; several: one merged, labelled list.
+    return paths[0], paths[1:] or None, notes
+
+
+def _prime_brains(brains: Sequence[str] | str | None, vault_path: Path | None, home: Path) -> Sequence[str] | str:
+    """prime's default: the client's vault with the global brain, or the global brain alone for a global client."""
+    if brains is not None:
+        return brains
+    return [GLOBAL] if vault_path is not None and vault_path.resolve() == home.resolve() else BRAINS
+
+
+def _with_notes(found: RecallResults, notes: list[str]) -> RecallResults:
+    found.notes[:0] = notes
+    return found
+
+
 def _abs(path: os.PathLike | str | None) -> str | None:
     return None if path is None else str(Path(path).expanduser().absolute())
 
@@ -322,6 +419,7 @@ class _BaseClient:
                  autostart: bool, cwd: os.PathLike | str | None) -> None:
         self.home = hebbs_home(home)
         self.autostart = autostart
+        self.cwd = cwd
         self.vault_path, self._vault_error = _resolve(vault, global_, self.home, cwd)
         self._ids = itertools.count(1)
 
@@ -331,11 +429,17 @@ class _BaseClient:
             raise self._vault_error
         return str(self.vault_path)
 
-    def _frame(self, command: _Command, vault: bool) -> tuple[int, bytes]:
-        """A new request id and the frame that carries the command (to this client's vault if `vault`)."""
-        vault_path = self._vault() if vault else None
+    def _frame(self, command: _Command, vault: bool | str) -> tuple[int, bytes]:
+        """A new request id and the frame that carries the command (to this client's vault if `vault`,
+        to the vault directory `vault` names if it is one)."""
+        vault_path = vault if isinstance(vault, str) else self._vault() if vault else None
         request_id = next(self._ids)
         return request_id, request_frame(request_id, command, vault_path)
+
+    def _over_brains(self, command: Recall | Prime, brains: Sequence[str] | str) -> tuple[str, list[str]]:
+        """Point a recall or prime at `brains`: sets its `vaults`; returns the request's vault and notes."""
+        vault, command.vaults, notes = _brain_vaults(brains, self.vault_path, self.home, self.cwd)
+        return vault, notes
 
     def _status_needs_vault(self, vault: bool) -> bool:
         return vault and self.vault_path is not None
@@ -403,15 +507,22 @@ class Client(_BaseClient):
             self._sock.close()
             self._sock = None
 
-    def request(self, command: _Command, *, vault: bool = True, progress: ProgressCallback | None = None) -> Any:
-        """Send one command and return its reply's data, decoded to the command's result type."""
+    def request(self, command: _Command, *, vault: bool | str = True, progress: ProgressCallback | None = None) -> Any:
+        """Send one command and return its reply's data, decoded to the command's result type.
+
+        `vault`: this client's vault (True), none (False), or the vault directory given."""
         request_id, frame = self._frame(command, vault)
         for attempt in range(2):
+            if self._sock is not None and _closed_by_daemon(self._sock):
+                self._drop()
             sock = self._connection()
             try:
                 try:
                     sock.sendall(frame)
                 except OSError as exc:
+                    error = _pending_error(sock)
+                    if error is not None:
+                        raise error from None
                     raise _Vanished(str(exc), sent=False) from None
                 return _read_reply(sock, request_id, command, progress)
             except _Vanished as exc:
@@ -546,24 +657,33 @@ class Client(_BaseClient):
                include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                edge_types: Sequence[Any] | None = None, alpha: float | None = None,
-               analogy: Sequence[str] | None = None, now: Any = None) -> RecallResults:
+               analogy: Sequence[str] | None = None, now: Any = None,
+               brains: Sequence[str] | str | None = None) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall weighs plain similarity by `alpha`, and
         `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md). Results carry `confidence`; `.abstained` says
-        nothing relevant is known (docs/honesty.md).
-        `now` (datetime, ISO 8601 text or microseconds): recall as of that time (time words, recency)."""
-        return self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded,
-                                    reinforce, mmr_lambda, seed, direction, max_depth, edge_types, alpha, analogy,
-                                    now))
+        nothing relevant is known (docs/honesty.md). `now` (datetime, ISO 8601 text or microseconds):
+        recall as of that time (time words, recency). `brains=["project", "global"]` searches both in
+        one merged list, each result labelled (docs/recall.md)."""
+        command = _recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded, reinforce,
+                          mmr_lambda, seed, direction, max_depth, edge_types, alpha, analogy, now)
+        if brains is None:
+            return self.request(command)
+        vault, notes = self._over_brains(command, brains)
+        return _with_notes(self.request(command, vault=vault), notes)
 
     def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
         """Count these memories as used: what an answer relied on (ids or unique 6+ character suffixes)."""
         return self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
-              max_memories: int = 20, now: Any = None) -> RecallResults:
-        return self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
-                                  now=to_micros(now, "now")))
+              max_memories: int = 20, *, now: Any = None,
+              brains: Sequence[str] | str | None = None) -> RecallResults:
+        """By default this client's vault and the global brain together; `brains=["project"]` for one."""
+        command = Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
+                        now=to_micros(now, "now"))
+        vault, notes = self._over_brains(command, _prime_brains(brains, self.vault_path, self.home))
+        return _with_notes(self.request(command, vault=vault), notes)
 
     def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "Subscription":
         """A stream of memories matching what you feed it (on a connection of its own)."""
@@ -726,26 +846,39 @@ class AsyncClient(_BaseClient):
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         import asyncio
 
-        path = str(socket_path(self.home))
+        path = socket_path(self.home)
         try:
-            return await asyncio.open_unix_connection(path)
+            return await _aopen(path)
         except (FileNotFoundError, ConnectionRefusedError):
             if not self.autostart:
                 raise DaemonUnavailable(
                     f"no hebbs daemon answers on {path}; start one with `hebbs daemon start`") from None
+        except OSError as exc:
+            raise _unreachable(path, exc) from None
         await asyncio.to_thread(start_daemon, self.home)
-        return await asyncio.open_unix_connection(path)
+        try:
+            return await _aopen(path)
+        except OSError as exc:
+            raise _unreachable(path, exc) from None
 
-    async def request(self, command: _Command, *, vault: bool = True, progress: ProgressCallback | None = None) -> Any:
+    async def request(self, command: _Command, *, vault: bool | str = True,
+                      progress: ProgressCallback | None = None) -> Any:
         request_id, frame = self._frame(command, vault)
         for attempt in range(2):
             conn = self._idle.pop() if self._idle else await self._open()
             reader, writer = conn
+            if reader.at_eof() or writer.is_closing():  # closed by the daemon while idle in the pool
+                writer.close()
+                conn = await self._open()
+                reader, writer = conn
             try:
                 try:
                     writer.write(frame)
                     await writer.drain()
                 except (ConnectionError, OSError) as exc:
+                    error = await _apending_error(reader)
+                    if error is not None:
+                        raise error from None
                     raise _Vanished(str(exc), sent=False) from None
                 result = await _aread_reply(reader, request_id, command, progress)
             except _Vanished as exc:
@@ -863,18 +996,25 @@ class AsyncClient(_BaseClient):
                      include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
                      seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                      edge_types: Sequence[Any] | None = None, alpha: float | None = None,
-                     analogy: Sequence[str] | None = None, now: Any = None) -> RecallResults:
-        return await self.request(_recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded,
-                                          reinforce, mmr_lambda, seed, direction, max_depth, edge_types, alpha,
-                                          analogy, now))
+                     analogy: Sequence[str] | None = None, now: Any = None,
+                     brains: Sequence[str] | str | None = None) -> RecallResults:
+        command = _recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded, reinforce,
+                          mmr_lambda, seed, direction, max_depth, edge_types, alpha, analogy, now)
+        if brains is None:
+            return await self.request(command)
+        vault, notes = self._over_brains(command, brains)
+        return _with_notes(await self.request(command, vault=vault), notes)
 
     async def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
         return await self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
 
     async def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
-                    max_memories: int = 20, now: Any = None) -> RecallResults:
-        return await self.request(Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
-                                        now=to_micros(now, "now")))
+                    max_memories: int = 20, *, now: Any = None,
+                    brains: Sequence[str] | str | None = None) -> RecallResults:
+        command = Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
+                        now=to_micros(now, "now"))
+        vault, notes = self._over_brains(command, _prime_brains(brains, self.vault_path, self.home))
+        return _with_notes(await self.request(command, vault=vault), notes)
 
     async def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "AsyncSubscription":
         subscription = AsyncSubscription(AsyncClient(self._vault(), home=self.home, autostart=self.autostart),
@@ -975,6 +1115,33 @@ class AsyncSubscription:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def _aopen(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """An asyncio connection to path; like _open_socket, waits out a full accept queue for a while."""
+    import asyncio
+
+    deadline = time.monotonic() + CONNECT_TIMEOUT
+    while True:
+        try:
+            return await asyncio.open_unix_connection(str(path))
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.02)
+
+
+async def _apending_error(reader: asyncio.StreamReader) -> HebbsError | None:
+    import asyncio
+
+    try:
+        async with asyncio.timeout(0.5):
+            reply = await _anext_frame(reader)
+    except (TimeoutError, _Vanished, HebbsError):
+        return None
+    if reply.status != ERROR:
+        return None
+    return error_from_frame(reply.status_code, reply.error or reply.status_code)
 
 
 async def _anext_frame(reader: asyncio.StreamReader) -> Any:

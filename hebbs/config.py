@@ -30,9 +30,11 @@ class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
 class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """How the lexical and similarity channels combine into one relevance (see recall.fuse).
 
-    Defaults chosen on LoCoMo (docs/recall.md has the table): there, min-max normalized scores
-    weighted 0.6 lexical / 0.4 dense beat either channel alone in every question category,
-    where plain reciprocal rank fusion fell between them.
+    Defaults chosen on three benchmarks together (docs/retrieval.md has the tables): notes
+    (bench_notes), documents (CISI) and conversations (LoCoMo). On LoCoMo min-max normalized scores
+    weighted 0.6 lexical / 0.4 dense beat either channel alone in every question category, where
+    plain reciprocal rank fusion fell between them; long memories (note sections, abstracts) lean
+    on the dense channel instead.
     """
 
     lexical_weight: float = 0.6
@@ -42,8 +44,20 @@ class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # Each channel's scores are min-max normalized over its top `normalization_depth` hits, so the
     # weights compare like with like: a channel's best hit scores 1, its depth-th hit 0.
     normalization_depth: int = 50
+    # Long memories lean on the dense channel (recall.fusion.lexical_weight_for): lexical_weight applies
+    # while the median memory in play has at most short_words words, long_lexical_weight from
+    # long_words on, log-linear in between.
+    long_lexical_weight: float = 0.4
+    short_words: int = 30
+    long_words: int = 100
+    # Sections of one note support each other (recall.fusion.sibling_support): a section gains
+    # sibling_weight times the fused relevance of its sibling_count best sibling sections.
+    sibling_weight: float = 0.2
+    sibling_count: int = 2
     # How many candidates each channel contributes: max(normalization_depth, top_k * candidate_factor).
-    candidate_factor: int = 5
+    # 1 is enough: past normalization_depth a channel gives nothing to relevance, so deeper hits
+    # only fill a long result list; 5 made a top_k=100 recall fetch and fuse 500 hits per channel.
+    candidate_factor: int = 1
 
 
 class TimeWordsParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -295,7 +309,12 @@ boost = 0.25
 lexical_weight = 0.6
 identifier_lexical_weight = 0.8
 normalization_depth = 50
-candidate_factor = 5
+candidate_factor = 1
+long_lexical_weight = 0.4
+short_words = 30
+long_words = 100
+sibling_weight = 0.2
+sibling_count = 2
 
 [decay]
 default_half_life_days = 30.0

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 from ulid import ULID
 
@@ -32,7 +33,8 @@ from .schema import (Edge, EdgeType, Memory, MemoryKind, PendingContradiction, Q
                      RecallResults, ScoreComponents, ScoringWeights, Source, TimeUnderstood, VaultStats)
 from .store.embed import Embedder, get_embedder
 from .store.lexical_index import LexicalIndex
-from .store.open_vault import OpenVault, lexical_text, now_us
+from .store.memory_text import embedding_text, lexical_text
+from .store.open_vault import OpenVault, now_us
 from .store.originals import Originals
 from .store.storage import (Store, WriteSet, decode, edge_keys, encode, id_bytes, memory_key, temporal_key,
                             temporal_keys, vector_key)
@@ -41,6 +43,7 @@ from .workflows import contradiction_review, decay, reflect
 
 DEFAULT_WEIGHTS = ScoringWeights()
 EMBED_SPAN = 4096
+MMR_POOL_EXTRA = 30
 _FOLLOWED_BY_CONFIDENCE = 1.0
 # What a client may write; REVISION records are made by revise only.
 CLIENT_KINDS = (MemoryKind.EPISODE, MemoryKind.INSIGHT)
@@ -160,7 +163,7 @@ class Engine:
         if prepared:
             # One embed call per span: the embedder sorts the whole span by length, so padding stays small.
             vectors = np.vstack([self.embedder.embed_documents(
-                [p.memory.content for p in prepared[start:start + EMBED_SPAN]])
+                [embedding_text(p.memory) for p in prepared[start:start + EMBED_SPAN]])
                                  for start in range(0, len(prepared), EMBED_SPAN)])
             with self.vault.writing():
                 # Another writer may have stored one of these keys while we embedded.
@@ -295,12 +298,22 @@ class Engine:
             current = self.vault.memory(c["memory_id"])
             if current is not None and current.content == c["content"]:
                 c["content"] = None  # unchanged text: nothing to embed, no revision record
-        texts = [c["content"] for c in changes if c["content"] is not None]
+        texts = [embedding_text(self._revised_view(c)) for c in changes if c["content"] is not None]
         vectors = iter(self.embedder.embed_documents(texts)) if texts else iter(())
         for c in changes:
             c["vector"] = next(vectors) if c["content"] is not None else None
         with self.vault.writing():
             return [self._revise_locked(**c) for c in changes]
+
+    def _revised_view(self, change: dict[str, Any]) -> Memory:
+        """The memory as a revision will leave it, for its embedding text (title and headings may change too)."""
+        current = self.vault.memory(change["memory_id"])
+        if current is None:
+            return Memory(id=change["memory_id"], content=change["content"], context=change["context"] or {},
+                          source=change["source"])
+        return msgspec.structs.replace(current, content=change["content"],
+                                       context=current.context if change["context"] is None else change["context"],
+                                       source=current.source if change["source"] is None else change["source"])
 
     def _prepare_revision(self, item: dict[str, Any], n: int) -> dict[str, Any]:
         if not isinstance(item, dict) or "id" not in item:
@@ -708,8 +721,10 @@ class Engine:
             ranked.append((score, mid, parts))
         ranked.sort(key=lambda item: item[0], reverse=True)
         if lam > 0 and len(ranked) > 1:
-            pool = ranked[:top_k * 3]
-            vectors = self.vault.vectors_or_zeros([mid for _, mid, _ in pool])
+            # The pool MMR picks from: with lambda near 1 a candidate far below the top_k never gets
+            # picked, and a pool of 3 * top_k made every recall's cost grow with top_k.
+            pool = ranked[:min(top_k * 3, top_k + MMR_POOL_EXTRA)]
+            vectors = self.vault.vectors([mid for _, mid, _ in pool])
             order = rc.mmr_order([score for score, _, _ in pool], vectors, lam, top_k,
                                  self.config.recall.duplicate_similarity)
             ranked = [pool[i] for i in order]

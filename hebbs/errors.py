@@ -97,6 +97,12 @@ class DaemonUnavailable(HebbsError):
     status_code = "DAEMON_UNAVAILABLE"
 
 
+class DaemonBusy(DaemonUnavailable):
+    """The daemon serves as many connections as it is allowed to; close idle clients or try again shortly."""
+
+    status_code = "BUSY"
+
+
 class ProtocolError(HebbsError):
     """The other side sent something that is not a valid frame or reply."""
 
@@ -107,5 +113,5 @@ ERRORS_BY_CODE: dict[str, type[HebbsError]] = {
     cls.status_code: cls
     for cls in (HebbsError, InvalidInput, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch, CorruptVault,
                 LLMNotConfigured, LLMError, ModelError, MessageTooLarge, IndexingInProgress, Cancelled, DaemonUnavailable,
-                ProtocolError)
+                DaemonBusy, ProtocolError)
 }

@@ -147,7 +147,7 @@ class ChatClient:
         # A server on this machine (ollama, llama.cpp, vLLM) is never reached through a proxy.
         local = host in ("localhost", "::1") or host.startswith("127.")
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}) if local
-                                                   else urllib.request.ProxyHandler())
+                                                   else urllib.request.ProxyHandler(), SameOriginRedirects())
 
     def complete(self, messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
         """The answer's text. Raises LLMError when the server refuses or keeps failing, BadAnswer when
@@ -193,6 +193,34 @@ class ChatClient:
     def ask_json(self, user: str, max_tokens: int | None = None) -> Any:
         return parse_json_answer(self.complete([{"role": "system", "content": SYSTEM},
                                                 {"role": "user", "content": user}], max_tokens))
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme)
+
+
+class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to the same scheme, host and port: urllib would otherwise send the
+    request's Authorization header (the API key) to whatever address a 30x names."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> urllib.request.Request | None:
+        target = urllib.parse.urljoin(req.full_url, newurl)
+        if _origin(target) != _origin(req.full_url):
+            raise LLMError(f"the LLM at {req.full_url} redirected (HTTP {code}) to another origin, "
+                           f"{_origin_text(target)}; hebbs does not follow it, so the API key is not sent there. "
+                           f"If that is the right server, set llm.base_url to it")
+        if code in (307, 308):  # the same request to the new path (urllib would refuse to repeat a POST)
+            return urllib.request.Request(target, data=req.data, headers=dict(req.header_items()),
+                                          method=req.get_method())
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _origin_text(url: str) -> str:
+    scheme, host, port = _origin(url)
+    return f"{scheme}://{host}:{port}"
 
 
 def answer_text(payload: bytes) -> str:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET, Meta, UnsetType
 
-from .errors import (ERRORS_BY_CODE, DaemonUnavailable, HebbsError, IndexingInProgress, InvalidInput,  # noqa: F401
-                     MessageTooLarge, ProtocolError)
+from .errors import (ERRORS_BY_CODE, DaemonBusy, DaemonUnavailable, HebbsError,  # noqa: F401
+                     IndexingInProgress, InvalidInput, MessageTooLarge, ProtocolError)
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
@@ -31,6 +31,27 @@ MAX_FRAME = 16 * 1024 * 1024
 HEADER = struct.Struct(">I")
 
 OK, ERROR, PROGRESS = "ok", "error", "progress"
+
+# Limits checked where a request is decoded, so that no value a later layer cannot hold (a path the
+# kernel refuses, a time past year 9999, an integer beyond 64 bits, a structure deeper than any
+# command needs) gets past the edge: each one is an INVALID_REQUEST naming the field.
+MAX_PATH_CHARS = 4096
+MAX_TEXT_CHARS = 1_000_000
+MAX_ID_CHARS = 64
+MAX_NAME_CHARS = 512
+# 9999-12-31T23:59:59.999999Z, the last instant a datetime can hold.
+MAX_MICROS = 253_402_300_799_999_999
+# The deepest any request goes (request > command > items > item > context) plus room for a context's
+# own nesting; msgspec's recursion would otherwise end in a RecursionError long after this.
+MAX_NESTING = 64
+INT64 = (-(2**63), 2**63 - 1)
+
+# A filesystem path: bounded, and no NUL byte, which no system call accepts.
+PathText = Annotated[str, Meta(max_length=MAX_PATH_CHARS, pattern="^[^\x00]*$")]
+Text = Annotated[str, Meta(max_length=MAX_TEXT_CHARS)]
+IdText = Annotated[str, Meta(max_length=MAX_ID_CHARS)]
+Name = Annotated[str, Meta(max_length=MAX_NAME_CHARS)]
+Micros = Annotated[int, Meta(ge=0, le=MAX_MICROS)]
 
 
 # The wire-only errors live in hebbs.errors with the rest; imported here so existing
@@ -66,12 +87,12 @@ class Shutdown(_Command, tag="shutdown"):
 
 
 class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
-    content: str
+    content: Text
     importance: float = 0.5
     context: dict[str, Any] | None = None
-    entity_id: str | None = None
+    entity_id: Name | None = None
     # Microseconds since the epoch; the daemon's clock when absent.
-    created_at: int | None = None
+    created_at: Micros | None = None
     kind: str = "EPISODE"
     source: Source | None = None
     # Ids of memories this one replaces (they are marked superseded in the same batch).
@@ -85,11 +106,11 @@ class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
 class Remember(_Command, tag="remember"):
     """One memory (content and its fields) or a batch (items); data is a Memory or a list of them."""
 
-    content: str | None = None
+    content: Text | None = None
     importance: float = 0.5
     context: dict[str, Any] | None = None
-    entity_id: str | None = None
-    created_at: int | None = None
+    entity_id: Name | None = None
+    created_at: Micros | None = None
     kind: str = "EPISODE"
     source: Source | None = None
     supersedes: list[str] = []
@@ -103,27 +124,27 @@ class Remember(_Command, tag="remember"):
 class Get(_Command, tag="get"):
     """One memory by id (a full ULID, or a unique suffix of at least 6 characters)."""
 
-    id: str
+    id: IdText
 
 
 class Revise(_Command, tag="revise"):
     """Change a memory in place; the earlier text is kept as its history. Absent fields stay as they are."""
 
-    id: str
-    content: str | None = None
+    id: IdText
+    content: Text | None = None
     importance: float | None = None
     context: dict[str, Any] | None = None
     # Absent: unchanged; null: no entity any more.
-    entity_id: str | None | UnsetType = UNSET
+    entity_id: Name | None | UnsetType = UNSET
     source: Source | None = None
 
 
 class ReviseItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
-    id: str
-    content: str | None = None
+    id: IdText
+    content: Text | None = None
     importance: float | None = None
     context: dict[str, Any] | None = None
-    entity_id: str | None | UnsetType = UNSET
+    entity_id: Name | None | UnsetType = UNSET
     source: Source | None = None
 
 
@@ -136,30 +157,30 @@ class ReviseMany(_Command, tag="revise_many"):
 class History(_Command, tag="history"):
     """A memory's earlier versions, newest first; data is a list of Memory."""
 
-    id: str
+    id: IdText
 
 
 class AddEdge(_Command, tag="add_edge"):
     """Add (or replace) the edge source -[edge_type]-> target; data is the Edge."""
 
-    source: str
-    edge_type: str
-    target: str
+    source: IdText
+    edge_type: Name
+    target: IdText
     confidence: float = 1.0
 
 
 class RemoveEdge(_Command, tag="remove_edge"):
     """Delete one edge; NOT_FOUND when there is none. Data is {"removed": 1}."""
 
-    source: str
-    edge_type: str
-    target: str
+    source: IdText
+    edge_type: Name
+    target: IdText
 
 
 class Edges(_Command, tag="edges"):
     """A memory's edges: "out" (from it), "in" (to it) or "both"; data is a list of Edge."""
 
-    id: str
+    id: IdText
     direction: Literal["out", "in", "both"] = "both"
 
 
@@ -167,26 +188,26 @@ class Neighbors(_Command, tag="neighbors"):
     """The k memories whose stored vectors are nearest to this memory's (itself, revisions and superseded
     memories excluded), nearest first; data is a list of [memory id, cosine similarity]."""
 
-    id: str
+    id: IdText
     k: int = 10
 
 
 class Forget(_Command, tag="forget"):
     """Remove memories by id, or every memory of an entity; data is Forgotten."""
 
-    ids: list[str] | None = None
-    entity_id: str | None = None
+    ids: list[IdText] | None = None
+    entity_id: Name | None = None
 
 
 class Recall(_Command, tag="recall"):
     """Data is RecallResults: each result with its confidence, and whether the answer abstained."""
 
-    cue: str | None = None
-    strategies: list[str] | None = None
+    cue: Text | None = None
+    strategies: list[Name] | None = None
     top_k: int = 10
-    entity_id: str | None = None
+    entity_id: Name | None = None
     # [start, end] in microseconds since the epoch; either may be null (open).
-    time_range: tuple[int | None, int | None] | None = None
+    time_range: tuple[Micros | None, Micros | None] | None = None
     weights: ScoringWeights | None = None
     include_superseded: bool = False
     # True counts every returned memory as used (the old behaviour); the default changes nothing
@@ -204,42 +225,46 @@ class Recall(_Command, tag="recall"):
     analogy: list[str] | None = None
     # The reference time for time words in the cue and for recency, microseconds; null: the current time.
     now: int | None = None
+    # More vault directories to search with the request's: one merged list, each result labelled (hebbs/recall/brains.py).
+    vaults: list[str] | None = None
 
 
 class Reinforce(_Command, tag="reinforce"):
     """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
 
-    ids: list[str]
+    ids: list[IdText]
 
 
 class Prime(_Command, tag="prime"):
     """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call."""
 
-    entity_id: str | None = None
-    similarity_cue: str | None = None
+    entity_id: Name | None = None
+    similarity_cue: Text | None = None
     max_memories: int = 20
     now: int | None = None
+    # More vault directories to prime from with the request's (the global brain, usually); merged.
+    vaults: list[str] | None = None
 
 
 class Subscribe(_Command, tag="subscribe"):
     """Open a subscription on this connection; feeds on the same connection push matches to it."""
 
-    entity_id: str | None = None
+    entity_id: Name | None = None
     confidence_threshold: float = 0.5
 
 
 class Feed(_Command, tag="feed"):
     """Text seen by the agent: matches go out as progress frames under the subscribe request's id."""
 
-    text: str
+    text: Text
     # Feed only this subscription; every subscription of the connection when absent.
-    subscription_id: str | None = None
+    subscription_id: IdText | None = None
 
 
 class Close(_Command, tag="close"):
     """End one subscription of this connection, or all of them when subscription_id is absent."""
 
-    subscription_id: str | None = None
+    subscription_id: IdText | None = None
 
 
 class Index(_Command, tag="index"):
@@ -251,9 +276,9 @@ class Index(_Command, tag="index"):
     planned (data: IndexSummary).
     """
 
-    path: str | None = None
+    path: PathText | None = None
     phase: Literal[1, 2] | None = None
-    paths: list[str] | None = None
+    paths: list[PathText] | None = None
 
 
 class IndexCancel(_Command, tag="index_cancel"):
@@ -273,7 +298,7 @@ class IndexFollow(_Command, tag="index_follow"):
 class List(_Command, tag="list"):
     """The notes folder's indexed files (and their sections when asked)."""
 
-    path: str | None = None
+    path: PathText | None = None
     sections: bool = False
 
 
@@ -286,7 +311,7 @@ class Queries(_Command, tag="queries"):
 class Inspect(_Command, tag="inspect"):
     """One memory with its edges and its earlier versions."""
 
-    id: str
+    id: IdText
 
 
 class ShowSource(_Command, tag="source"):
@@ -318,23 +343,23 @@ class Export(_Command, tag="export"):
 class ReflectPrepare(_Command, tag="reflect_prepare"):
     """Cluster the scope's memories into a session, one ready prompt per cluster; data is ReflectPrepared."""
 
-    entity_id: str | None = None
+    entity_id: Name | None = None
     # Only memories created at or after this time (microseconds since the epoch).
-    since: int | None = None
+    since: Micros | None = None
     max_memories: int = 500
 
 
 class ReflectCommit(_Command, tag="reflect_commit"):
     """Store the insights an agent drew from a prepared session, all or none; data is ReflectCommitted."""
 
-    session_id: str
+    session_id: IdText
     insights: list[InsightInput]
 
 
 class Insights(_Command, tag="insights"):
     """The vault's insights, newest first; data is a list of Insight."""
 
-    entity_id: str | None = None
+    entity_id: Name | None = None
     min_confidence: float = 0.0
     max_results: int = 100
 
@@ -357,8 +382,8 @@ class Reflect(_Command, tag="reflect"):
     Fails with LLM_NOT_CONFIGURED when the vault has no [llm], and LLM_ERROR when the server fails.
     """
 
-    entity_id: str | None = None
-    since: int | None = None
+    entity_id: Name | None = None
+    since: Micros | None = None
     max_memories: int = 500
 
 
@@ -402,7 +427,86 @@ DAEMON_COMMANDS = frozenset({"ping", "status", "shutdown", "close", "panel"})
 class Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
     id: Any = None
     command: Command
-    vault_path: str | None = None
+    vault_path: PathText | None = None
+
+
+class BadRequest(InvalidInput):
+    """A request refused at the edge; request_id is its id when it had a usable one."""
+
+    def __init__(self, message: str, request_id: Any = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+MAX_REQUEST_ID_CHARS = 256
+_decode_any = msgspec.json.Decoder().decode
+
+
+def decode_request(body: bytes) -> Request:
+    """Decode and validate one request frame, naming what is wrong (BadRequest, with the id when usable).
+
+    Whatever a client sends, the result is a Request whose every value the engine can hold, or a
+    BadRequest: never another exception. Messages quote at most a few dozen characters of the input.
+    """
+    try:
+        raw = _decode_any(body)
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"the request is not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
+    except RecursionError:
+        raise BadRequest(f"the request nests deeper than {MAX_NESTING} levels") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise BadRequest(f"invalid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise BadRequest(f"a request must be a JSON object, got {type(raw).__name__}")
+    request_id = raw.get("id")
+    if not (request_id is None or isinstance(request_id, (bool, float))
+            or (isinstance(request_id, int) and INT64[0] <= request_id <= INT64[1])
+            or (isinstance(request_id, str) and len(request_id) <= MAX_REQUEST_ID_CHARS)):
+        raise BadRequest(f"id must be null, a number that fits in 64 bits or a string of at most "
+                         f"{MAX_REQUEST_ID_CHARS} characters")
+    problem = _structure_problem(raw)
+    if problem:
+        raise BadRequest(problem, request_id)
+    command = raw.get("command")
+    if not isinstance(command, dict) or not isinstance(command.get("type"), str):
+        raise BadRequest('a request needs "command": {"type": "<name>", ...}', request_id)
+    if command["type"] not in COMMAND_TYPES:
+        raise BadRequest(f"unknown command {excerpt(command['type'])}; known: {', '.join(sorted(COMMAND_TYPES))}",
+                         request_id)
+    try:
+        return msgspec.convert(raw, Request)
+    except msgspec.ValidationError as exc:
+        raise BadRequest(f"invalid {command['type']} request: {exc}", request_id) from None
+
+
+def _structure_problem(raw: Any) -> str | None:
+    """Nesting deeper than MAX_NESTING, or an integer beyond 64 bits, anywhere in the request."""
+    stack: list[tuple[Any, int]] = [(raw, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            value = value.values()
+        elif not isinstance(value, list):
+            if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
+                return f"integer {excerpt(str(value))} does not fit in 64 bits"
+            continue
+        if depth > MAX_NESTING:
+            return f"the request nests deeper than {MAX_NESTING} levels"
+        stack.extend((v, depth + 1) for v in value)
+    return None
+
+
+def clip(text: str, limit: int) -> str:
+    """text, cut to limit characters (saying how long it was) when longer."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def excerpt(value: Any, limit: int = 60) -> str:
+    """repr(value), cut to about limit characters: what a message or a log line may quote of client input."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text)} characters)"
+    return repr(text) if isinstance(value, str) else text
 
 
 class Response(msgspec.Struct, kw_only=True):
@@ -452,6 +556,9 @@ class DaemonStatus(msgspec.Struct, kw_only=True):
     # The embedding model's id once loaded (it loads in the background at start).
     model: str | None = None
     connections: int = 0
+    # The connection limit, and how many clients were refused with BUSY since the start.
+    max_connections: int = 0
+    refused_busy: int = 0
     subscriptions: int = 0
     requests: int = 0
     open_vaults: list[OpenVault] = []

@@ -92,6 +92,9 @@ class RecallResult(msgspec.Struct, kw_only=True):
     # How likely this memory is relevant to the cue, 0..1, calibrated on data (hebbs/recall/confidence.py);
     # unlike score it ignores recency, importance and reinforcement. None when there was no cue.
     confidence: float | None = None
+    # Set only by a recall over several vaults (hebbs/recall/brains.py): "project" or "global", and the vault directory.
+    vault: str | msgspec.UnsetType = msgspec.UNSET
+    vault_path: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class TimeUnderstood(msgspec.Struct, kw_only=True):

@@ -44,7 +44,7 @@ BASE: dict[str, list[str]] = {
     "subscribe": [],
     "queries": [], "inspect": [NO_SUCH_ID], "reflect-prepare": [], "reflect-commit": ["--file", "{P}"],
     "reflect": [], "insights": [], "contradictions": ["commit", "--file", "{P}"], "export": ["-o", "{P}"],
-    "import": ["{P}"], "status": [], "daemon": ["status"], "doctor": ["--export", "{P}"],
+    "import": ["{P}"], "status": [], "daemon": ["status"], "doctor": ["--export", "{P}"], "mcp": [],
     "palace": ["--no-browser"], "source": [NO_SUCH_ID], "proxy": ["--upstream", "http://127.0.0.1:9/v1"],
 }
 FOLDER_ARGS = {"init", "index", "watch", "list"}

@@ -202,7 +202,8 @@ def test_rename_move_and_reorder_keep_memory_ids(engine, root):
     write(root, "carol.md", CAROL.replace("## Preferences", "## Likes"))  # a renamed heading
     summary = index_vault(engine, root)
     assert summary.files_removed == 1 and summary.sections_added == 0 and summary.sections_removed == 0
-    assert summary.sections_revised == 1 and engine.embedder.texts == ["## Likes\n\nCarol prefers email over calls."]
+    assert summary.sections_revised == 1 and engine.embedder.texts == [
+        "carol > Likes\n\n## Likes\n\nCarol prefers email over calls."]  # embedded under its note and heading
     after = by_heading(engine)
     assert after[("archive/2023/acme-corp.md", ("Acme", "CRM"), 0)].id == ids[(("Acme", "CRM"), 0)]
     assert after[("archive/2023/acme-corp.md", ("Acme", "CRM"), 0)].entity_id == "acme_corp"

@@ -11,6 +11,7 @@ from typing import IO, Any
 
 import msgspec
 
+from hebbs.recall.brains import BRAINS, GLOBAL, PROJECT
 from hebbs.client import Client, to_micros
 from hebbs.errors import InvalidInput, VaultNotInitialized
 from hebbs.paths import hebbs_home, init_vault, resolve_vault
@@ -300,7 +301,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
                               include_superseded=args.include_superseded, reinforce=args.reinforce,
                               mmr_lambda=args.mmr, seed=args.seed, direction=args.direction,
                               max_depth=args.max_depth, edge_types=args.edge_types, alpha=args.alpha,
-                              analogy=args.analogy,
+                              analogy=args.analogy, brains=BRAINS if args.both else None,
                               now=_time(args.now, "--now") if args.now else None)
     if _json(args):
         output.emit_json(found)
@@ -323,7 +324,8 @@ def cmd_used(args: argparse.Namespace) -> int:
 
 def cmd_prime(args: argparse.Namespace) -> int:
     with client_for(args) as client:
-        found = client.prime(args.entity, args.cue, args.max_memories,
+        alone = ([GLOBAL] if args.global_ else [PROJECT]) if args.no_global else None
+        found = client.prime(args.entity, args.cue, args.max_memories, brains=alone,
                              now=_time(args.now, "--now") if args.now else None)
     if _json(args):
         output.emit_json(found)

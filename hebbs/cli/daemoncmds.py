@@ -14,7 +14,7 @@ import msgspec
 
 from hebbs.client import Client, start_daemon
 from hebbs.paths import hebbs_home, log_path
-from hebbs.protocol import DaemonUnavailable
+from hebbs.protocol import DaemonBusy, DaemonUnavailable
 
 from . import output
 
@@ -31,6 +31,12 @@ def run(args: argparse.Namespace) -> int:
     if action == "status":
         try:
             status = probe.status(vault=False)
+        except DaemonBusy as exc:
+            if json_mode:
+                output.emit_json({"running": True, "busy": True})
+            else:
+                print(f"running, but refusing new connections: {exc}")
+            return 0
         except DaemonUnavailable:
             if json_mode:
                 output.emit_json({"running": False})
@@ -44,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
                   f"model {status.model or '(loading)'}")
             print(f"socket {status.socket}; stops after {status.idle_timeout_s:.0f}s idle, "
                   f"closes vaults after {status.vault_idle_timeout_s:.0f}s")
+            print(f"connections {status.connections} of at most {status.max_connections}"
+                  f" ({status.refused_busy} refused as busy since the start)")
             for vault in status.open_vaults:
                 print(f"  open  {vault.path}  (idle {vault.idle_s:.0f}s{', indexing' if vault.indexing else ''})")
         return 0

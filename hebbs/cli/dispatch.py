@@ -24,6 +24,11 @@ def run(args: argparse.Namespace) -> int:
         from . import daemoncmds
 
         return daemoncmds.run(args)
+    if args.command == "mcp":
+        from hebbs.mcp_server import serve
+
+        serve(home=args.home, vault=args.vault, global_=args.global_)
+        return 0
     if args.command == "palace":
         from . import palacecmd
 

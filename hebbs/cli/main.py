@@ -206,17 +206,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--now", metavar="TIME",
                    help="recall as of this ISO 8601 time (or microseconds): the reference for time words "
                         "in the cue (\"last week\") and for recency (default: the current time)")
+    p.add_argument("--both", action="store_true",
+                   help="search the project vault and the global brain together: one list, each result labelled")
 
     p = command("used", "count memories as used (what an answer relied on): raises their reinforcement")
     p.add_argument("ids", nargs="+", metavar="ID", help="full ids or their last 6+ characters")
 
-    p = command("prime", "load an entity's recent memories plus those relevant to a cue")
+    p = command("prime", "load an entity's recent memories plus those relevant to a cue, from both brains")
     p.add_argument("--entity", help="the entity (default: every entity)")
     p.add_argument("--cue", help="what the conversation is about (default: none, recent memories only)")
     p.add_argument("--max", type=int, default=20, dest="max_memories", help="how many memories")
     p.add_argument("--now", metavar="TIME",
                    help="recall as of this ISO 8601 time (or microseconds): the reference for time words "
                         "in the cue (\"last week\") and for recency (default: the current time)")
+    p.add_argument("--no-global", action="store_true",
+                   help="prime from the project vault alone (default: the project vault and the global brain)")
 
     p = command("subscribe", "read lines from stdin and print memories that match them, each once")
     p.add_argument("--entity", help="only this entity's memories (default: every entity)")
@@ -264,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="a JSONL file, or - for stdin")
 
     command("status", "the daemon and the brains it serves")
+
+    command("mcp", "serve hebbs to an MCP-speaking agent over stdio (docs/mcp.md); --vault/--global pick "
+                   "the default brain")
 
     # The panel shows every vault the daemon knows: --global and --vault mean nothing to it.
     p = command("palace", "open the Memory Palace: the daemon's web panel on 127.0.0.1", parents=(shared,))

@@ -119,7 +119,12 @@ def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), ou
         out.write("no memories found\n")
     rows = [[str(n), f"{r.score:.3f}", "-" if r.confidence is None else f"{r.confidence:.2f}", short_id(r.memory.id),
              r.memory.entity_id or "-", ",".join(r.strategies), r.memory.content] for n, r in enumerate(results, 1)]
-    table(["rank", "score", "conf", "id", "entity", "found by", "content"], rows, right=(0, 1), out=out, wrap=True)
+    headers = ["rank", "score", "conf", "id", "entity", "found by", "content"]
+    if any(isinstance(r.vault, str) for r in results):  # a merged recall over both brains
+        headers.insert(3, "brain")
+        for row, r in zip(rows, results):
+            row.insert(3, r.vault if isinstance(r.vault, str) else "-")
+    table(headers, rows, right=(0, 1), out=out, wrap=True)
     if any(a.score < b.score for a, b in zip(results, results[1:])):
         out.write("note: ranked by score, then diversified (MMR): a result much like one above it moves down, "
                   "so the rank, not the score, gives the order\n")

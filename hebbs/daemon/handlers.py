@@ -20,6 +20,7 @@ import msgspec
 from hebbs import validate
 from hebbs.errors import Cancelled, InvalidInput, NotFound
 from hebbs.paths import VAULT_DIR
+from hebbs.recall import brains, scoring
 from hebbs.protocol import (AddEdge, Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare,
                             DaemonStatus, Edges, Export, ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates,
                             Forgotten, Get, History, Index, IndexCancel, IndexCancelled, IndexFollow,
@@ -27,7 +28,7 @@ from hebbs.protocol import (AddEdge, Close, Closed, ContradictionAuto, Contradic
                             Prime, Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember,
                             RememberItem, RemoveEdge, Removed, Request, Revise, ReviseItem, ReviseMany, ScanSummary,
                             ShowSource, Status, Stopping, Subscribe, Subscribed, SubscriptionPush)
-from hebbs.schema import Memory, SourceSection
+from hebbs.schema import Memory, RecallResults, ScoringWeights, SourceSection
 
 from .vaults import VaultPool, VaultSlot
 
@@ -88,7 +89,10 @@ class Handlers:
 
     async def _call(self, request: Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run fn(engine, ...) on the request's vault, off the event loop."""
-        slot = self.pool.slot(request.vault_path)
+        return await self._call_at(request.vault_path, fn, *args, **kwargs)
+
+    async def _call_at(self, vault_path: str | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        slot = self.pool.slot(vault_path)
         async with self.pool.use(slot) as engine:
             return await self.pool.run(fn, engine, *args, **kwargs)
 
@@ -255,21 +259,48 @@ class Handlers:
     # Recall ---------------------------------------------------------------------------------
 
     async def _recall(self, conn: Connection, request: Request, command: Recall) -> Any:
-        return await self._call(request, lambda engine: engine.recall(
-            command.cue, strategies=command.strategies, top_k=command.top_k, entity_id=command.entity_id,
-            time_range=command.time_range, weights=command.weights, include_superseded=command.include_superseded,
-            reinforce=command.reinforce, mmr_lambda=command.mmr_lambda,
-            seed=None if command.seed is None else resolve_id(engine, command.seed), direction=command.direction,
-            max_depth=command.max_depth, edge_types=command.edge_types, alpha=command.alpha,
-            analogy=command.analogy, now=command.now))
+        def recall(engine: Engine) -> RecallResults:
+            return engine.recall(
+                command.cue, strategies=command.strategies, top_k=command.top_k, entity_id=command.entity_id,
+                time_range=command.time_range, weights=command.weights,
+                include_superseded=command.include_superseded, reinforce=command.reinforce,
+                mmr_lambda=command.mmr_lambda,
+                seed=None if command.seed is None else resolve_id(engine, command.seed), direction=command.direction,
+                max_depth=command.max_depth, edge_types=command.edge_types, alpha=command.alpha,
+                analogy=command.analogy, now=command.now)
+
+        if command.vaults is None:
+            return await self._call(request, recall)
+        answers = await self._each_vault(request, command.vaults, recall)
+        return brains.merge_recall(answers, scoring.check_weights(command.weights or ScoringWeights()),
+                                   validate.top_k(command.top_k))
 
     async def _reinforce(self, conn: Connection, request: Request, command: Reinforce) -> list[Memory]:
         return await self._write(request, lambda engine: engine.reinforce(
             [resolve_id(engine, i) for i in command.ids]))
 
     async def _prime(self, conn: Connection, request: Request, command: Prime) -> Any:
-        return await self._call(request, lambda engine: engine.prime(
-            command.entity_id, command.similarity_cue, command.max_memories, now=command.now))
+        def prime(engine: Engine) -> RecallResults:
+            return engine.prime(command.entity_id, command.similarity_cue, command.max_memories,
+                                now=command.now)
+
+        if command.vaults is None:
+            return await self._call(request, prime)
+        answers = await self._each_vault(request, command.vaults, prime)
+        return brains.merge_prime(answers, ScoringWeights(), command.max_memories)
+
+    async def _each_vault(self, request: Request, extra: list[str],
+                          fn: Callable[[Engine], RecallResults]) -> list[brains.VaultRecall]:
+        """fn on the request's vault and each extra one, concurrently; labelled for hebbs.recall.brains."""
+        paths: list[str] = []
+        for path in [request.vault_path, *extra]:
+            slot = self.pool.slot(path)
+            if str(slot.path) not in paths:
+                paths.append(str(slot.path))
+        home = self.pool.home.resolve()
+        found = await asyncio.gather(*(self._call_at(path, fn) for path in paths))
+        return [brains.VaultRecall(label=brains.GLOBAL if Path(path) == home else brains.PROJECT, path=path,
+                                   found=answer) for path, answer in zip(paths, found)]
 
     # Subscriptions --------------------------------------------------------------------------
 

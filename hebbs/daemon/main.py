@@ -10,39 +10,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import fcntl
 import logging
 import os
 import signal
 import socket
-import sys
 import time
 from pathlib import Path
 
+from hebbs.offline import disable_telemetry
 from hebbs.paths import ensure_home, hebbs_home, lock_path, log_path, pid_path, socket_path
+
+from .limits import (DEFAULT_CONNECTION_IDLE_TIMEOUT, DEFAULT_FRAME_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits,
+                     env_number, raise_fd_limit)
+from .logsetup import BACKUPS, DEFAULT_MAX_BYTES, setup_logging
 
 log = logging.getLogger("hebbs.daemon")
 
 DEFAULT_IDLE_TIMEOUT = 300.0
 DEFAULT_VAULT_IDLE_TIMEOUT = 300.0
 LOCK_WAIT = 15.0
-LOG_ROTATE_BYTES = 10 * 1024 * 1024
 
 
 def version() -> str:
     from hebbs import version as package_version
 
     return package_version()
-
-
-def _env_seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise SystemExit(f"{name} must be a number of seconds, got {raw!r}") from None
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -55,34 +49,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--vault-idle-timeout", type=float, default=None,
                         help=f"close a vault after this many seconds unused (default: $HEBBS_VAULT_IDLE_TIMEOUT or "
                              f"{DEFAULT_VAULT_IDLE_TIMEOUT:.0f})")
+    parser.add_argument("--max-connections", type=int, default=None,
+                        help=f"serve at most this many clients at once; the next gets a BUSY error "
+                             f"(default: $HEBBS_MAX_CONNECTIONS or {DEFAULT_MAX_CONNECTIONS})")
+    parser.add_argument("--connection-idle-timeout", type=float, default=None,
+                        help=f"close a connection that sends nothing for this many seconds, unless it holds a "
+                             f"subscription; 0 = never (default: $HEBBS_CONNECTION_IDLE_TIMEOUT or "
+                             f"{DEFAULT_CONNECTION_IDLE_TIMEOUT:.0f})")
+    parser.add_argument("--frame-timeout", type=float, default=None,
+                        help=f"close a connection that leaves a frame half-sent, or a reply unread, this long "
+                             f"(default: $HEBBS_FRAME_TIMEOUT or {DEFAULT_FRAME_TIMEOUT:.0f})")
+    parser.add_argument("--log-max-bytes", type=int, default=None,
+                        help=f"rotate daemon.log at this size, keeping {BACKUPS} old files "
+                             f"(default: $HEBBS_LOG_MAX_BYTES or {DEFAULT_MAX_BYTES})")
     parser.add_argument("--log-level", default=os.environ.get("HEBBS_LOG_LEVEL", "INFO"))
     parser.add_argument("--detach", action="store_true",
                         help="run in the background; exit 0 once it listens (or another daemon serves), 1 if it failed")
     args = parser.parse_args(argv)
-    if args.idle_timeout is None:
-        args.idle_timeout = _env_seconds("HEBBS_IDLE_TIMEOUT", DEFAULT_IDLE_TIMEOUT)
-    if args.vault_idle_timeout is None:
-        args.vault_idle_timeout = _env_seconds("HEBBS_VAULT_IDLE_TIMEOUT", DEFAULT_VAULT_IDLE_TIMEOUT)
-    return args
-
-
-def setup_logging(home: Path, level: str) -> None:
-    path = log_path(home)
+    defaults = {"idle_timeout": ("HEBBS_IDLE_TIMEOUT", DEFAULT_IDLE_TIMEOUT, float),
+                "vault_idle_timeout": ("HEBBS_VAULT_IDLE_TIMEOUT", DEFAULT_VAULT_IDLE_TIMEOUT, float),
+                "max_connections": ("HEBBS_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS, int),
+                "connection_idle_timeout": ("HEBBS_CONNECTION_IDLE_TIMEOUT", DEFAULT_CONNECTION_IDLE_TIMEOUT, float),
+                "frame_timeout": ("HEBBS_FRAME_TIMEOUT", DEFAULT_FRAME_TIMEOUT, float),
+                "log_max_bytes": ("HEBBS_LOG_MAX_BYTES", DEFAULT_MAX_BYTES, int)}
+    for field, (env, default, kind) in defaults.items():
+        if getattr(args, field) is None:
+            setattr(args, field, env_number(env, default, kind))
     try:
-        if path.stat().st_size > LOG_ROTATE_BYTES:
-            os.replace(path, path.with_suffix(".log.1"))
-    except FileNotFoundError:
-        pass
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(level.upper())
-    # Whatever else writes to stdout/stderr (a native library, a crash) lands in the same log.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(handler.stream.fileno(), 1)
-    os.dup2(handler.stream.fileno(), 2)
+        args.limits = Limits(max_connections=args.max_connections, connection_idle_timeout=args.connection_idle_timeout,
+                             frame_timeout=args.frame_timeout)
+    except ValueError as exc:
+        parser.error(str(exc))
+    return args
 
 
 def _socket_answers(path: Path) -> bool:
@@ -161,11 +159,15 @@ def _limit_blas_threads() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Before anything can load onnxruntime: its telemetry is decided, for good, when it loads.
+    disable_telemetry()
     args = parse_args(argv)
     home = ensure_home(hebbs_home(args.home))
     ready_fd = detach() if args.detach else None
     os.umask(0o077)  # the socket, PID file and log are the user's alone
-    setup_logging(home, args.log_level)
+    setup_logging(log_path(home), args.log_level, args.log_max_bytes)
+    # `kill -USR1 PID` writes every thread's stack into the log: how to see what a stuck daemon does.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     lock_fd = acquire_lock(home)
     if lock_fd is None:
         log.info("another daemon serves %s: exiting", home)
@@ -177,13 +179,18 @@ def main(argv: list[str] | None = None) -> int:
     # the global vault from a notes folder's): it must be this daemon's home, not the caller's default.
     os.environ["HEBBS_HOME"] = str(home)
     _limit_blas_threads()
+    fd_limit = raise_fd_limit()
+    limits = args.limits.fitted(fd_limit)
+    if limits.max_connections < args.limits.max_connections:
+        log.warning("the descriptor limit (%d) leaves room for %d connections, not the %d asked for",
+                    fd_limit, limits.max_connections, args.limits.max_connections)
 
     for stale in (socket_path(home), pid_path(home)):
         if stale.exists():
             log.info("removing stale %s left by a daemon that did not stop cleanly", stale.name)
             _unlink(stale)
     daemon = Daemon(home, idle_timeout=args.idle_timeout, vault_idle_timeout=args.vault_idle_timeout,
-                    version=version())
+                    version=version(), limits=limits, fd_limit=fd_limit)
 
     def listening() -> None:
         nonlocal ready_fd

@@ -16,27 +16,35 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
-from hebbs.errors import HebbsError, InvalidInput
+from hebbs.errors import DaemonBusy, HebbsError
 from hebbs.paths import socket_path
-from hebbs.protocol import (COMMAND_TYPES, ERROR, HEADER, OK, PROGRESS, DaemonStatus, MessageTooLarge, Request,
-                            Response, encode_frame, frame_length)
+from hebbs.protocol import (ERROR, HEADER, OK, PROGRESS, BadRequest, DaemonStatus, MessageTooLarge, Response,
+                            clip, decode_request, encode_frame, excerpt, frame_length)
 
 from .handlers import Handlers, Subscription
+from .limits import Limits
 from .vaults import VaultPool
 
 log = logging.getLogger("hebbs.daemon")
 WORKERS = 16
 DRAIN_SECONDS = 30.0
+# Connections the kernel queues before the daemon accepts them (capped by net.core.somaxconn).
+BACKLOG = 1024
+# An error message quotes at most this much (of a path, a value) back to the client.
+MAX_ERROR_CHARS = 2000
+
+
+class Stalled(ConnectionError):
+    """The client left a frame half-sent, or stopped taking its replies, for longer than frame_timeout."""
 
 
 class Connection:
     """One client: its stream, its subscriptions, and a lock so frames never interleave."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limits: Limits) -> None:
         self.reader = reader
         self.writer = writer
+        self.limits = limits
         self.subscriptions: dict[str, Subscription] = {}
         self._send_lock = asyncio.Lock()
 
@@ -48,34 +56,52 @@ class Connection:
                                           error=f"the reply is too large to send ({exc}); ask for less"))
         async with self._send_lock:
             self.writer.write(frame)
-            await self.writer.drain()
+            try:
+                async with asyncio.timeout(self.limits.frame_timeout):
+                    await self.writer.drain()
+            except TimeoutError:
+                raise Stalled(f"the client took no reply data for {self.limits.frame_timeout:g}s") from None
 
     async def progress(self, request_id: Any, data: Any) -> None:
         await self.send(Response(id=request_id, status=PROGRESS, data=data))
 
     async def read_frame(self) -> bytes | None:
-        """The next frame's body; None at a clean end of stream between frames."""
+        """The next frame's body; None at a clean end of stream between frames, or when the
+        connection sat idle past its timeout (a subscription keeps it open: it waits on purpose)."""
+        idle = self.limits.connection_idle_timeout
         try:
-            header = await self.reader.readexactly(HEADER.size)
-        except asyncio.IncompleteReadError as exc:
-            if exc.partial:
-                raise
+            async with asyncio.timeout(idle if idle > 0 and not self.subscriptions else None):
+                first = await self.reader.readexactly(1)
+        except asyncio.IncompleteReadError:
             return None
-        return await self.reader.readexactly(frame_length(header))
+        except TimeoutError:
+            log.info("closing a connection idle for %gs", idle)
+            return None
+        try:
+            async with asyncio.timeout(self.limits.frame_timeout):
+                header = first + await self.reader.readexactly(HEADER.size - 1)
+                return await self.reader.readexactly(frame_length(header))
+        except TimeoutError:
+            raise Stalled(f"a frame was left half-sent for {self.limits.frame_timeout:g}s") from None
 
 
 class Daemon:
-    def __init__(self, home: Path, *, idle_timeout: float, vault_idle_timeout: float, version: str) -> None:
+    def __init__(self, home: Path, *, idle_timeout: float, vault_idle_timeout: float, version: str,
+                 limits: Limits | None = None, fd_limit: int | None = None) -> None:
         self.home = home
         self.socket_path = socket_path(home)
         self.idle_timeout = idle_timeout
         self.version = version
+        self.limits = limits or Limits()
+        self.fd_limit = fd_limit
         self.started_at = time.time()
         self._executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="hebbs-engine")
         self.pool = VaultPool(home, vault_idle_timeout, self._executor)
         self.handlers = Handlers(self)
         self.connections: set[Connection] = set()
         self.requests = 0
+        self.refused_busy = 0
+        self.closed_stalled = 0
         self.model_id: str | None = None
         self._inflight = 0
         self._last_activity = time.monotonic()
@@ -88,10 +114,12 @@ class Daemon:
     # Running -------------------------------------------------------------------------------
 
     async def serve(self, on_listening: Callable[[], None] | None = None) -> None:
-        server = await asyncio.start_unix_server(self._on_connect, path=str(self.socket_path))
+        server = await asyncio.start_unix_server(self._on_connect, path=str(self.socket_path), backlog=BACKLOG)
         os.chmod(self.socket_path, 0o600)
-        log.info("listening on %s (pid %d, idle timeout %ss, vault idle timeout %ss)", self.socket_path,
-                 os.getpid(), self.idle_timeout, self.pool.idle_timeout)
+        log.info("listening on %s (pid %d, idle timeout %ss, vault idle timeout %ss, at most %d connections, "
+                 "connection idle timeout %ss, frame timeout %ss, descriptor limit %s)", self.socket_path,
+                 os.getpid(), self.idle_timeout, self.pool.idle_timeout, self.limits.max_connections,
+                 self.limits.connection_idle_timeout, self.limits.frame_timeout, self.fd_limit)
         if on_listening is not None:
             on_listening()
         background = [asyncio.create_task(self._load_model()), asyncio.create_task(self._housekeeping()),
@@ -190,7 +218,10 @@ class Daemon:
     # Connections ---------------------------------------------------------------------------
 
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(reader, writer)
+        if len(self.connections) >= self.limits.max_connections:
+            await self._refuse_busy(writer)
+            return
+        conn = Connection(reader, writer, self.limits)
         self.connections.add(conn)
         try:
             while not self._stop.is_set():
@@ -212,6 +243,9 @@ class Daemon:
                 finally:
                     self._inflight -= 1
                     self._last_activity = time.monotonic()
+        except Stalled as exc:
+            self.closed_stalled += 1
+            log.info("closing a stalled connection: %s", exc)
         except (ConnectionError, OSError):
             pass  # the client went away; nothing to tell it
         except asyncio.CancelledError:
@@ -221,30 +255,42 @@ class Daemon:
         finally:
             conn.subscriptions.clear()
             self.connections.discard(conn)
-            writer.close()
-            try:
-                await writer.wait_closed()
-            except (ConnectionError, OSError):
-                pass
+            await _close(writer)
+
+    async def _refuse_busy(self, writer: asyncio.StreamWriter) -> None:
+        """Tell a client over the connection limit so, in a frame it reads as the reply to its request."""
+        self.refused_busy += 1
+        log.warning("refusing a connection: %d connections open, the limit (--max-connections)",
+                    len(self.connections))
+        frame = encode_frame(Response(status=ERROR, status_code=DaemonBusy.status_code,
+                                      error=f"the daemon is serving {len(self.connections)} connections, its limit; "
+                                            "close idle clients, try again shortly, or raise --max-connections"))
+        try:
+            writer.write(frame)
+            async with asyncio.timeout(1.0):
+                await writer.drain()
+        except (TimeoutError, ConnectionError, OSError):
+            pass
+        await _close(writer)
 
     async def _answer(self, conn: Connection, body: bytes) -> None:
         request_id: Any = None
         try:
-            request = _parse(body)
+            request = decode_request(body)
             request_id = request.id
             data = await self.handlers.dispatch(conn, request)
             response = Response(id=request_id, status=OK, data=data)
-        except _BadRequest as exc:
-            response = Response(id=exc.request_id, status=ERROR, status_code=InvalidInput.status_code,
-                                error=str(exc))
+        except BadRequest as exc:
+            response = Response(id=exc.request_id, status=ERROR, status_code=exc.status_code, error=str(exc))
         except HebbsError as exc:
-            response = Response(id=request_id, status=ERROR, status_code=exc.status_code, error=str(exc))
+            response = Response(id=request_id, status=ERROR, status_code=exc.status_code,
+                                error=clip(str(exc), MAX_ERROR_CHARS))
         except ConnectionError:
             raise  # this client is gone (a progress frame could not be sent): no reply to give
         except Exception as exc:
-            log.exception("request %r failed", request_id)
+            log.exception("request %s failed", excerpt(request_id))
             response = Response(id=request_id, status=ERROR, status_code="INTERNAL",
-                                error=f"{type(exc).__name__}: {exc}")
+                                error=clip(f"{type(exc).__name__}: {exc}", MAX_ERROR_CHARS))
         await conn.send(response)
 
     def status(self) -> DaemonStatus:
@@ -252,36 +298,21 @@ class Daemon:
             version=self.version, pid=os.getpid(), home=str(self.home), socket=str(self.socket_path),
             started_at=int(self.started_at * 1_000_000), uptime_s=round(time.time() - self.started_at, 3),
             idle_timeout_s=self.idle_timeout, vault_idle_timeout_s=self.pool.idle_timeout, model=self.model_id,
-            connections=len(self.connections), subscriptions=sum(len(c.subscriptions) for c in self.connections),
+            connections=len(self.connections), max_connections=self.limits.max_connections,
+            refused_busy=self.refused_busy, subscriptions=sum(len(c.subscriptions) for c in self.connections),
             requests=self.requests, open_vaults=self.pool.describe(),
         )
 
 
-class _BadRequest(Exception):
-    def __init__(self, message: str, request_id: Any = None) -> None:
-        super().__init__(message)
-        self.request_id = request_id
-
-
-_decode_any = msgspec.json.Decoder().decode
-
-
-def _parse(body: bytes) -> Request:
-    """Decode and validate one request, naming what is wrong (and keeping its id when there is one)."""
+async def _close(writer: asyncio.StreamWriter) -> None:
+    if writer.transport.get_write_buffer_size():
+        # Replies the client never took: close() would wait for them to drain, holding the
+        # descriptor for as long as the client stays deaf. Drop them.
+        writer.transport.abort()
+        return
+    writer.close()
     try:
-        raw = _decode_any(body)
-    except msgspec.DecodeError as exc:
-        raise _BadRequest(f"invalid JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise _BadRequest(f"a request must be a JSON object, got {type(raw).__name__}")
-    request_id = raw.get("id")
-    command = raw.get("command")
-    if not isinstance(command, dict) or not isinstance(command.get("type"), str):
-        raise _BadRequest('a request needs "command": {"type": "<name>", ...}', request_id)
-    if command["type"] not in COMMAND_TYPES:
-        raise _BadRequest(f"unknown command {command['type']!r}; known: {', '.join(sorted(COMMAND_TYPES))}",
-                          request_id)
-    try:
-        return msgspec.convert(raw, Request)
-    except msgspec.ValidationError as exc:
-        raise _BadRequest(f"invalid {command['type']} request: {exc}", request_id) from None
+        async with asyncio.timeout(1.0):
+            await writer.wait_closed()
+    except (TimeoutError, ConnectionError, OSError):
+        pass

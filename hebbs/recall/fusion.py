@@ -7,8 +7,9 @@ merges them, applies the composite score (scoring.py), and orders the result.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from collections.abc import Callable, Iterable
 
+import math
 import re
 
 import numpy as np
@@ -39,16 +40,21 @@ def merge(into: Candidates, found: Candidates) -> None:
 
 
 def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, float]],
-         params: FusionParams) -> Candidates:
+         params: FusionParams, words_of: Callable[[str], int] | None = None) -> Candidates:
     """Score fusion of the dense and lexical channels into one relevance in 0..1.
 
     Each channel's scores are min-max normalized over its own top hits for this query: the best
     hit gets 1, the normalization_depth-th gets 0. So a channel counts for how far a memory stands
     out from that channel's background, not for its rank alone (plain RRF gives a weak second
     place the same credit as a strong one) nor for its raw scale (BM25 has none; cosines bunch up).
-    The two are then weighted, lexical more when the cue contains an identifier.
+    The two are then weighted, lexical more when the cue contains an identifier, and less when the
+    memories in play are long (see lexical_weight_for).
     """
-    wl = params.identifier_lexical_weight if has_identifier(cue) else params.lexical_weight
+    if has_identifier(cue):
+        wl = params.identifier_lexical_weight
+    else:
+        wl = lexical_weight_for(params, [words_of(mid) for mid, _ in sim_hits[:10] + lex_hits[:10]]
+                                if words_of is not None else [])
     sim = _min_max(sim_hits[:params.normalization_depth])
     lex = _min_max(lex_hits[:params.normalization_depth])
     sim_rank = {mid: r for r, (mid, _) in enumerate(sim_hits)}
@@ -68,9 +74,57 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
     return out
 
 
+def lexical_weight_for(params: FusionParams, lengths: list[int]) -> float:
+    """The lexical channel's weight for this query, from the length (in words) of the memories in
+    play: the median over both channels' top hits. A cue word found in a 20-word memory is sharp
+    evidence; in a 200-word section it is weak, and there the model's reading of the whole text is
+    the better judge. lexical_weight applies up to short_words, long_lexical_weight from long_words
+    on, and in between it moves linearly in log(length)."""
+    if not lengths:
+        return params.lexical_weight
+    median = max(1, sorted(lengths)[len(lengths) // 2])
+    lo, hi = params.short_words, params.long_words
+    if median <= lo or hi <= lo:
+        return params.lexical_weight
+    t = min(1.0, (math.log(median) - math.log(lo)) / (math.log(hi) - math.log(lo)))
+    return params.lexical_weight + t * (params.long_lexical_weight - params.lexical_weight)
+
+
+def sibling_support(candidates: Candidates, group_of: Callable[[str], str | None], weight: float,
+                    count: int) -> None:
+    """Sections of one note support each other: a section whose note also matches the cue elsewhere
+    is likelier the answer than an equally good lone match in an unrelated note. Each candidate
+    with a group (its source file) gains `weight` times the relevance of its `count` best sibling
+    candidates; then every relevance is rescaled so the best is at most 1. Memories without a
+    file are left as they are (before the rescale), so conversations and documents are unaffected."""
+    if weight <= 0 or count <= 0:
+        return
+    groups: dict[str, list[tuple[float, str]]] = {}
+    for mid, cand in candidates.items():
+        group = group_of(mid)
+        if group is not None:
+            groups.setdefault(group, []).append((cand.relevance, mid))
+    boosted = False
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        members.sort(reverse=True)
+        for rank, (relevance, mid) in enumerate(members):
+            others = [r for n, (r, _) in enumerate(members[:count + 1]) if n != rank][:count]
+            gain = weight * sum(others)
+            if gain > 0:
+                candidates[mid].relevance = relevance + gain
+                candidates[mid].details["sibling_support"] = round(gain, 6)
+                boosted = True
+    top = max((c.relevance for c in candidates.values()), default=0.0)
+    if boosted and top > 1.0:
+        for cand in candidates.values():
+            cand.relevance /= top
+
+
 _IDENTIFIER = re.compile(
     r"""(?x)
-    \w+[_.]\w+           # snake_case, file.md, v2.3.1, ERR_CONN_RESET
+    (?<=\w)[_.](?=\w)     # snake_case, file.md, v2.3.1, ERR_CONN_RESET (not \w+[_.]\w+: quadratic on a long word)
     | (?<![\w-])--?[a-z][\w-]*   # --top-k, -v
     | \b[a-z]+[A-Z]\w*   # camelCase
     | \b[A-Za-z]+\d\w*   # letters then digits: sha256, e2e, v2

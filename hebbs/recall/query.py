@@ -30,6 +30,11 @@ class Query:
     analogy: Sequence[str] | None = None
     _cue_hits: list[tuple[str, float]] | None = field(default=None, init=False, repr=False)
 
+    @property
+    def filtered(self) -> bool:
+        """An entity or time filter: few memories pass it, so searches oversample more."""
+        return self.entity_id is not None or self.window is not None
+
     @cached_property
     def cue_vector(self) -> np.ndarray | None:
         """The cue's embedding, computed once and only if a strategy asks for it."""
@@ -39,7 +44,7 @@ class Query:
         """The cue's `limit` nearest memories in scope, searched once per recall: the similarity and
         fused strategies and the confidence background all read the same hits."""
         if self._cue_hits is None:
-            self._cue_hits = vault.similar(self.cue_vector, self.limit, self.allowed)
+            self._cue_hits = vault.similar(self.cue_vector, self.limit, self.allowed, narrow=self.filtered)
         return self._cue_hits
 
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from hebbs.errors import ModelError
 from hebbs.fsutil import atomic_write
+from hebbs.offline import import_onnxruntime
 
 __all__ = ["Embedder", "ModelError", "get_embedder", "limit_blas_threads", "default_cache_dir"]
 
@@ -140,8 +141,7 @@ def verify_files(directory: Path, expected: dict[str, str], cache_dir: Path, *, 
 
 
 def _session_options(threads: int | None) -> Any:
-    import onnxruntime as ort
-
+    ort = import_onnxruntime()
     so = ort.SessionOptions()
     so.intra_op_num_threads = max(1, threads or os.cpu_count() or 1)
     so.inter_op_num_threads = 1
@@ -154,8 +154,7 @@ def _session_options(threads: int | None) -> Any:
 
 
 def _make_session(onnx_path: Path, threads: int | None) -> Any:
-    import onnxruntime as ort
-
+    ort = import_onnxruntime()
     return ort.InferenceSession(str(onnx_path), _session_options(threads), providers=["CPUExecutionProvider"])
 
 

@@ -45,7 +45,7 @@ log = logging.getLogger("hebbs.lexical")  # the name users and tests filter on
 
 # Bump whenever `tokenize` or the schema changes: a mismatch makes `open` discard the old index
 # (applied_seq -1) so the engine rebuilds it with the new rules instead of mixing two token sets.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 ID_BYTES = 16
 STATE_FILE = "hebbs-lexical.json"

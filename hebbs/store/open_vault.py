@@ -33,6 +33,7 @@ from ..errors import InvalidInput, ModelMismatch, NotFound
 from ..schema import Memory, MemoryKind, PendingContradiction
 from .embed import Embedder
 from .lexical_index import LexicalIndex
+from .memory_text import lexical_text
 from .storage import (TIMELINE_ENTITY, Store, WriteSet, decode, encode, id_bytes, id_str, temporal_prefix)
 from .vector_index import VectorIndex
 
@@ -52,7 +53,8 @@ class CatalogEntry:
     """What recall filters and the composite score need about a memory, kept in memory so that
     ranking a few hundred candidates never touches disk: only the final top_k records are read."""
 
-    __slots__ = ("entity_id", "created_at", "superseded_by", "kind", "importance", "access_count", "context_type")
+    __slots__ = ("entity_id", "created_at", "superseded_by", "kind", "importance", "access_count", "context_type",
+                 "file", "words")
 
     def __init__(self, memory: Memory) -> None:
         self.entity_id = memory.entity_id
@@ -63,6 +65,8 @@ class CatalogEntry:
         self.access_count = memory.access_count
         kind = memory.context.get("type")  # its decay half-life is its recency window (recall/scoring.py)
         self.context_type = kind if isinstance(kind, str) else None
+        self.file = memory.source.file_path if memory.source is not None else None
+        self.words = len(memory.content.split())  # fusion weighs long memories differently (fusion.lexical_weight_for)
 
 
 class OpenVault:
@@ -199,15 +203,25 @@ class OpenVault:
         vector = self.vector(memory_id)
         return np.zeros(self.embedder.dim, dtype=np.float32) if vector is None else vector
 
+    def vectors(self, ids: list[str]) -> np.ndarray:
+        """The indexed vectors of these memories, one row each (zeros for one not indexed), in one read
+        from the HNSW graph: recall's diversity step needs a few hundred at large top_k."""
+        return self._index.vectors(ids)
+
     # Candidates ------------------------------------------------------------------------------
 
-    def similar(self, vector: np.ndarray, k: int, allowed: Filter) -> Hits:
-        """The k nearest memories that pass `allowed`, as (id, cosine similarity), best first."""
-        # First exactly what plain hnswlib would answer (k at ef_search); widen fourfold at a time only
-        # when the filter rejects some, until enough pass or the index is exhausted.
+    def similar(self, vector: np.ndarray, k: int, allowed: Filter, narrow: bool = True) -> Hits:
+        """The k nearest memories that pass `allowed`, as (id, cosine similarity), best first.
+        `narrow`: the filter is selective (an entity or a time range), so oversample more."""
+        # Oversample, then widen until enough memories pass the filter or the index is exhausted.
+        # Without an entity or time filter nearly every hit passes: a small margin is enough, and
+        # a 4x oversample (ef and k of 4x) made the graph search grow fastest with top_k.
         want = k
+        factor = 4.0 if narrow else 1.25
         while True:
-            hits = self._index.search(vector, want, ef=max(self.config.index.ef_search, want))
+            ask = int(want * factor) + 8
+            hits = self._index.search(vector, ask if want < len(self._index) else want,
+                                      ef=max(self.config.index.ef_search, ask))
             kept = [(mid, sim) for mid, sim in hits if allowed(mid)]
             if len(kept) >= k or len(hits) >= len(self._index) or want >= len(self._index):
                 return kept[:k]
@@ -343,17 +357,6 @@ class HasVault(Protocol):
 
 def vault_of(owner: "OpenVault | HasVault") -> OpenVault:
     return owner if isinstance(owner, OpenVault) else owner.vault
-
-
-def lexical_text(memory: Memory) -> str:
-    """What BM25 sees: the content, and for vault sections their heading path and tags."""
-    parts = [memory.content]
-    if memory.source is not None:
-        parts.extend(memory.source.heading_path)
-    tags = memory.context.get("tags")
-    if isinstance(tags, list):
-        parts.extend(str(t) for t in tags)
-    return "\n".join(parts)
 
 
 def _check_model(store: Store, path: Path, embedder: Embedder) -> None:

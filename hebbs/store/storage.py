@@ -61,12 +61,31 @@ _decode_memory = msgspec.msgpack.Decoder(Memory).decode
 _decode_any = msgspec.msgpack.Decoder().decode
 
 
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_CANONICAL = frozenset(_CROCKFORD)
+_TO_BASE32 = str.maketrans(_CROCKFORD, "0123456789abcdefghijklmnopqrstuv")  # the digits int(x, 32) reads
+# Every 10-bit value as its two Crockford base32 digits: a ULID is 13 such pairs.
+_PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]
+
+
 def id_bytes(memory_id: str) -> bytes:
+    """16 bytes of a ULID's text; canonical (upper-case) text takes a fast path through int(text, 32)."""
+    if len(memory_id) == 26 and memory_id[0] <= "7" and _CANONICAL.issuperset(memory_id):
+        return int(memory_id.translate(_TO_BASE32), 32).to_bytes(16, "big")
     return ULID.from_str(memory_id).bytes
 
 
 def id_str(raw: bytes) -> str:
-    return str(ULID.from_bytes(raw))
+    """The 26-character ULID text of 16 id bytes: str(ULID(raw)), many times faster (recall converts
+    every lexical hit it filters, hundreds per query at large top_k)."""
+    if len(raw) != 16:
+        return str(ULID.from_bytes(raw))  # let ulid raise its error
+    n = int.from_bytes(raw, "big")
+    pairs = []
+    for _ in range(13):
+        pairs.append(_PAIRS[n & 1023])
+        n >>= 10
+    return "".join(reversed(pairs))
 
 
 def memory_key(memory_id: str) -> bytes:

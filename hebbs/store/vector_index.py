@@ -129,6 +129,19 @@ class VectorIndex:
             return [(self._id_of[label], 1.0 - float(dist))
                     for label, dist in zip(labels[0].tolist(), distances[0].tolist()) if label in self._id_of]
 
+    def vectors(self, ids: list[str]) -> np.ndarray:
+        """The stored (unit) vectors of these memories, one row each; a row of zeros for an id not indexed.
+
+        Read from the graph in one call: recall's diversity step needs a few hundred at large top_k,
+        and reading them one by one from RocksDB grew with top_k."""
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        with self._lock:
+            rows = [(row, self._label_of[memory_id]) for row, memory_id in enumerate(ids) if memory_id in self._label_of]
+            if rows:
+                found = self._index.get_items([label for _, label in rows], return_type="numpy")
+                out[[row for row, _ in rows]] = found
+        return out
+
     # Snapshots -------------------------------------------------------------------------------
 
     def save(self, directory: Path, write_seq: int) -> None:

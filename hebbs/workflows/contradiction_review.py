@@ -24,7 +24,7 @@ import msgspec
 from ..recall import analogical
 from . import contradiction_check
 from ..errors import InvalidInput, NotFound
-from .reflect import _iso, _now, notes_root, slug, wiki_link, write_note
+from .reflect import _iso, _now, notes_root, notes_subdir, slug, wiki_link, write_note
 from ..schema import (ContradictionCandidate, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
                      Edge, EdgeType, Memory, MemoryKind, PendingContradiction)
 from ..store.open_vault import HasVault, OpenVault, vault_of
@@ -130,6 +130,9 @@ def commit(engine: OpenVault | HasVault, verdicts: Any) -> ContradictionCommitte
 
     result = ContradictionCommitted()
     reports: list[tuple[PendingContradiction, Memory, Memory, ContradictionVerdict]] = []
+    root = notes_root(vault)
+    if root is not None and vault.config.notes.write and any(v.verdict == "contradiction" for v in parsed):
+        notes_subdir(root, vault.config.notes.contradictions_dir)  # refuse before recording anything
     with vault.writing():
         stamp = _now()
         writes = WriteSet()
@@ -172,13 +175,12 @@ def commit(engine: OpenVault | HasVault, verdicts: Any) -> ContradictionCommitte
         analogical.refresh_structure(vault.store, writes)
         # The catalog must learn what was superseded.
         vault.apply(writes, saved=list(changed.values()))
-    root = notes_root(vault)
     if root is not None and vault.config.notes.write:
         for item, a, b, v in reports:
             try:
-                result.files.append(str(write_report(root / vault.config.notes.contradictions_dir, item, a, b, v,
-                                                     stamp)))
-            except OSError as exc:
+                result.files.append(str(write_report(
+                    notes_subdir(root, vault.config.notes.contradictions_dir, create=True), item, a, b, v, stamp)))
+            except (OSError, InvalidInput) as exc:
                 result.warnings.append(f"contradiction {item.id} is recorded, but its report could not be "
                                        f"written: {exc}")
     return result

@@ -399,6 +399,9 @@ def commit(engine: Rememberer, session_id: str, insights: Any, *, now: int | Non
                     raise InvalidInput(f"insight {n} cites {source}, which is not one of this session's memories")
                 if source not in vault_of(engine):
                     raise NotFound(f"insight {n} cites {source}, which was forgotten after reflect-prepare")
+        root = notes_root(engine)
+        if root is not None and parsed and vault_of(engine).config.notes.write:
+            notes_subdir(root, vault_of(engine).config.notes.insights_dir)  # refuse before storing anything
         sources = {mid: vault_of(engine).get(mid) for insight in parsed for mid in insight.source_memory_ids}
         items = [_insight_item(insight, [sources[s] for s in insight.source_memory_ids], session)
                  for insight in parsed]
@@ -414,8 +417,9 @@ def commit(engine: Rememberer, session_id: str, insights: Any, *, now: int | Non
         for memory, insight in zip(stored, parsed):
             try:
                 cited = [sources[s] for s in insight.source_memory_ids]
-                files.append(str(write_insight_note(root / notes.insights_dir, memory, insight, cited)))
-            except OSError as exc:
+                folder = notes_subdir(root, notes.insights_dir, create=True)
+                files.append(str(write_insight_note(folder, memory, insight, cited)))
+            except (OSError, InvalidInput) as exc:
                 warnings.append(f"insight {memory.id} is stored, but its note could not be written: {exc}")
     return ReflectCommitted(session_id=session.id, insights=stored, files=files, warnings=warnings)
 
@@ -556,6 +560,22 @@ def wiki_link(memory: Memory) -> str:
     if memory.source.heading_path:
         target += "#" + memory.source.heading_path[-1]
     return f"[[{target}]]"
+
+
+def notes_subdir(root: Path, name: str, *, create: bool = False) -> Path:
+    """root/name, checked to stay inside root once symlinks are resolved (created when asked).
+
+    hebbs writes notes (insights, contradiction reports) only inside the notes folder: a link that
+    takes the folder elsewhere is refused, as the indexer refuses to read through one.
+    """
+    real_root = root.resolve()
+    target = (root / name).resolve()
+    if target != real_root and real_root not in target.parents:
+        raise InvalidInput(f"{root / name} leads outside the notes folder {root} (to {target}); hebbs writes notes "
+                           f"only inside it. Replace the link with a folder, or remove it")
+    if create:
+        target.mkdir(parents=True, exist_ok=True)
+    return root / name
 
 
 def write_note(path: Path, text: str) -> Path:

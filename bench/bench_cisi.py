@@ -1,0 +1,162 @@
+"""Recall quality on documents: CISI (../shared/data/cisi, read its NOTICE.md), nDCG@10 and recall@100.
+
+1,460 abstracts become memories (title + abstract); the 76 judged queries are recalled with default
+settings. In the same run, over the same texts: BM25, dense similarity (same model, exact search)
+and their RRF (k = 60).
+
+    .venv/bin/python bench/bench_cisi.py [--data ../shared/data/cisi] [--json out.json]
+
+Evaluation data only: read from shared/, never copied into the package or the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from hebbs import Engine  # noqa: E402
+
+import baselines as bl  # noqa: E402
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/cisi"
+_FIELD = re.compile(r"^\.([A-Z])\s*(.*)$")
+
+
+def parse(path: Path) -> dict[str, dict[str, str]]:
+    """`.I n` records -> {n: {field letter: text}}; a field runs until the next `.X` line."""
+    records: dict[str, dict[str, str]] = {}
+    current: dict[str, list[str]] | None = None
+    field = None
+    for line in path.read_text(errors="replace").splitlines():
+        m = _FIELD.match(line)
+        if m:
+            if m.group(1) == "I":
+                current = {}
+                records[m.group(2).strip()] = current  # type: ignore[assignment]
+                field = None
+                continue
+            field = m.group(1)
+            current.setdefault(field, [])  # type: ignore[union-attr]
+            if m.group(2).strip():
+                current[field].append(m.group(2))  # type: ignore[index]
+            continue
+        if current is not None and field is not None:
+            current[field].append(line)
+    return {i: {f: " ".join(" ".join(v).split()) for f, v in rec.items()} for i, rec in records.items()}
+
+
+def load(data: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str, set[str]]]]:
+    docs = parse(data / "CISI.ALL")
+    texts = [(i, f"{d.get('T', '')}\n{d.get('W', '')}".strip()) for i, d in docs.items()]
+    judged: dict[str, set[str]] = {}
+    for line in (data / "CISI.REL").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            judged.setdefault(parts[0], set()).add(parts[1])
+    queries = [(i, q["W"], judged[i]) for i, q in parse(data / "CISI.QRY").items() if i in judged]
+    return texts, queries
+
+
+def score(name: str, ranked: list[list[str]], queries: list[tuple[str, str, set[str]]]) -> dict:
+    return {"name": name, "n": len(queries),
+            "ndcg@10": statistics.fmean(bl.ndcg_at(r, q[2], 10) for r, q in zip(ranked, queries)),
+            "recall@100": statistics.fmean(bl.recall_at(r, q[2], 100) for r, q in zip(ranked, queries))}
+
+
+def build(engine: Engine, texts: list[tuple[str, str]]) -> dict[str, str]:
+    memories = engine.remember_many([{"content": t} for _, t in texts], check_contradictions=False)
+    return {m.id: doc for m, (doc, _) in zip(memories, texts)}
+
+
+def hebbs_rankings(engine: Engine, doc_of: dict[str, str], queries, **kw) -> list[list[str]]:
+    return [[doc_of[r.memory.id] for r in engine.recall(q, top_k=100, reinforce=False, **kw).results]
+            for _, q, _ in queries]
+
+
+def baseline_rankings(engine: Engine, texts, queries) -> dict[str, list[list[str]]]:
+    ids = [i for i, _ in texts]
+    bm25 = bl.BM25([t for _, t in texts])
+    vectors = bl.embed_cached(engine.embedder, [t for _, t in texts])
+    out: dict[str, list[list[str]]] = {"BM25": [], "dense": [], "RRF(60) BM25+dense": []}
+    for _, q, _ in queries:
+        lex = bl.ranking(bm25.scores(q), 100, positive=True)
+        dense = bl.ranking(vectors @ engine.embedder.embed_one(q), 100)
+        for name, ranked in zip(out, (lex, dense, bl.rrf([lex, dense]))):
+            out[name].append([ids[i] for i in ranked[:100]])
+    return out
+
+
+def latency(engine: Engine, queries, top_ks=(10, 50, 100), rounds: int = 3) -> dict[int, dict[str, float]]:
+    """Default-recall latency per top_k (query embedding included, reinforce off), interleaved so
+    that a burst of load from other jobs hits every top_k alike."""
+    wall: dict[int, list[float]] = {k: [] for k in top_ks}
+    cpu: dict[int, list[float]] = {k: [] for k in top_ks}
+    for _ in range(rounds):
+        for _, q, _ in queries:
+            for k in top_ks:
+                started, started_cpu = time.perf_counter(), time.process_time()
+                engine.recall(q, top_k=k, reinforce=False)
+                wall[k].append((time.perf_counter() - started) * 1000)
+                cpu[k].append((time.process_time() - started_cpu) * 1000)
+    return {k: {"p50": statistics.median(wall[k]), "p95": sorted(wall[k])[int(len(wall[k]) * 0.95)],
+                "cpu_p50": statistics.median(cpu[k])} for k in top_ks}
+
+
+def run(data: Path, extra: dict[str, dict] | None = None, timings: dict | None = None) -> list[dict]:
+    texts, queries = load(data)
+    with tempfile.TemporaryDirectory(prefix="hebbs-cisi-") as tmp, Engine.open(Path(tmp) / "vault") as engine:
+        started = time.perf_counter()
+        doc_of = build(engine, texts)
+        print(f"cisi: {len(texts)} documents remembered in {time.perf_counter() - started:.1f} s (busy machine), "
+              f"{len(queries)} judged queries", file=sys.stderr)
+        tables = [score("hebbs default", hebbs_rankings(engine, doc_of, queries), queries)]
+        for name, kw in (extra or {}).items():
+            tables.append(score(name, hebbs_rankings(engine, doc_of, queries, **kw), queries))
+        for name, ranked in baseline_rankings(engine, texts, queries).items():
+            tables.append(score(name, ranked, queries))
+        if timings is not None:
+            timings.update(latency(engine, queries))
+            timings["memories"] = engine.count()
+    return tables
+
+
+def print_latency(timings: dict) -> None:
+    print(f"default recall latency on {timings['memories']} memories (CISI vault; query embedding included, "
+          "reinforce off; busy shared machine, noisy):")
+    for k in (10, 50, 100):
+        print(f"  top_k {k:>3}: p50 {timings[k]['p50']:6.1f} ms  p95 {timings[k]['p95']:6.1f} ms  "
+              f"CPU p50 {timings[k]['cpu_p50']:6.1f} ms")
+    print(f"  ratio top_k 100 / top_k 10: wall p50 {timings[100]['p50'] / timings[10]['p50']:.2f}x, "
+          f"CPU p50 {timings[100]['cpu_p50'] / timings[10]['cpu_p50']:.2f}x")
+
+
+def print_table(tables: list[dict]) -> None:
+    print(f"{'CISI: configuration':<28} {'n':>3} {'nDCG@10':>8} {'R@100':>7}")
+    for t in tables:
+        print(f"{t['name']:<28} {t['n']:>3} {t['ndcg@10']:>8.3f} {t['recall@100']:>7.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    timings: dict = {}
+    tables = run(args.data, timings=timings)
+    print_table(tables)
+    print_latency(timings)
+    if args.json:
+        args.json.write_text(json.dumps(tables, indent=2))
+
+
+if __name__ == "__main__":
+    main()

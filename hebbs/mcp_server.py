@@ -1,0 +1,426 @@
+"""`hebbs mcp`: hebbs as a Model Context Protocol server over stdio (docs/mcp.md).
+
+An MCP-speaking agent (Claude Code, Claude Desktop, any MCP client) starts this process and calls
+its tools; every call goes to the hebbs daemon through `hebbs.AsyncClient` (which starts the daemon
+when none answers), never to an engine in this process, so the agent shares its memory with the
+CLI, the SDK and every other agent on the machine. Built on the official `mcp` SDK; only this
+module imports it, so `import hebbs` and the other commands never pay for it.
+
+Two brains, as everywhere in hebbs: the project vault (from --vault PATH, else the nearest
+`.hebbs/` above the working directory) and the global brain (HEBBS_HOME). Recall and prime read
+both by default; a write goes to the default brain (the project's, or the global one with
+--global) unless the call names one; a call by memory id finds the brain that holds the id.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from typing_extensions import NotRequired, TypedDict
+
+import msgspec
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from .recall.brains import BRAINS, GLOBAL, PROJECT
+from .client import AsyncClient
+from .errors import HebbsError, InvalidInput, NotFound, VaultNotInitialized
+from .paths import hebbs_home, resolve_vault
+from .schema import Memory, RecallResult, RecallResults
+
+Brain = Literal["project", "global"]
+Brains = Literal["project", "global", "both"]
+
+INSTRUCTIONS = """\
+hebbs is your long-term memory on this machine (nothing leaves it). It has two brains: `global`
+(the user, across every project: preferences, habits, people) and `project` (this codebase or
+notes folder: architecture, decisions, conventions).
+- At the start of every conversation, call `prime` once, silently (cue: the user's first request),
+  and keep what it returns in mind without reciting it. Read the insights resources too.
+- Before answering anything that depends on earlier preferences, decisions or facts, call `recall`.
+  If it says `abstained`, or nothing relevant comes back, say you do not know rather than guess.
+- When the user states a preference, corrects you, makes a decision or tells you a new fact, call
+  `remember` (one self-contained fact per call). A preference of the user goes to the global brain.
+- After answering from recalled memories, call `used` with the ids your answer relied on (only those).
+- When a memory is wrong, `revise` it; when the user asks you to forget, `forget` it.
+- Never store secrets (passwords, API keys, tokens, private keys) or guesses.
+"""
+
+_encoder = msgspec.json.Encoder()
+
+
+class InsightIn(TypedDict):
+    content: Annotated[str, Field(description="the lesson, one sentence that stands on its own")]
+    confidence: Annotated[float, Field(ge=0, le=1, description="how sure you are, 0..1")]
+    source_memory_ids: Annotated[list[str], Field(description="ids of the cluster's memories that support it")]
+    tags: NotRequired[list[str]]
+
+
+class VerdictIn(TypedDict):
+    pending_id: str
+    verdict: Annotated[Literal["contradiction", "revision", "neutral"],
+                       Field(description="contradiction: both stand and conflict; revision: the newer replaces "
+                                         "the older; neutral: no real conflict")]
+    note: NotRequired[Annotated[str, Field(description="why, in a few words")]]
+
+
+class HebbsTools:
+    """The daemon clients behind the tools: one per brain, made on first use."""
+
+    def __init__(self, home: os.PathLike | str | None = None, vault: os.PathLike | str | None = None,
+                 global_: bool = False, cwd: os.PathLike | str | None = None) -> None:
+        self.home = hebbs_home(home)
+        self.vault = vault
+        self.cwd = Path(cwd) if cwd is not None else Path.cwd()
+        self.default: Brain = GLOBAL if global_ else PROJECT
+        self._clients: dict[str, AsyncClient] = {}
+        # Which brain prepared each reflection session, so its commit goes back to the same vault.
+        self._sessions: dict[str, str] = {}
+
+    def client(self, brain: str | None = None) -> AsyncClient:
+        brain = brain or self.default
+        if brain not in BRAINS:
+            raise ToolError(f"brain must be one of {', '.join(BRAINS)}, got {brain!r}")
+        if brain not in self._clients:
+            if brain == GLOBAL:
+                self._clients[brain] = AsyncClient(global_=True, home=self.home)
+            else:
+                self._clients[brain] = AsyncClient(vault=self.vault, home=self.home, cwd=self.cwd)
+        return self._clients[brain]
+
+    def brains_for(self, brain: str | None) -> list[str]:
+        """The brains a read asks for: both by default, the project's first."""
+        if brain in (None, "both"):
+            return [PROJECT, GLOBAL]
+        return [brain]
+
+    async def on_brain_holding(self, brain: str | None, call: Callable[[AsyncClient], Awaitable[Any]],
+                               found: Callable[[Any], bool] = lambda result: True) -> Any:
+        """call() on the named brain, or else on the first brain (default first) that knows the id:
+        where it does not raise NotFound and its result is `found`."""
+        if brain is not None:
+            return await call(self.client(brain))
+        order = [self.default, *(b for b in BRAINS if b != self.default)]
+        missing: HebbsError | None = None
+        answers: list[Any] = []
+        for name in order:
+            try:
+                answers.append(await call(self.client(name)))
+            except (NotFound, VaultNotInitialized) as exc:
+                # "No such memory" says more than "no such brain": keep it when any brain said it.
+                if missing is None or (isinstance(exc, NotFound) and not isinstance(missing, NotFound)):
+                    missing = exc
+                continue
+            if found(answers[-1]):
+                return answers[-1]
+        if answers:
+            return answers[0]
+        assert missing is not None
+        raise missing
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+
+
+# Rendering: compact JSON an agent reads easily, with times as ISO 8601 -----------------------------
+
+def _iso(micros: int) -> str:
+    return dt.datetime.fromtimestamp(micros / 1_000_000, dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def memory_view(memory: Memory, brain: str | None = None) -> dict[str, Any]:
+    view: dict[str, Any] = {"id": memory.id, "content": memory.content, "importance": memory.importance}
+    if memory.entity_id:
+        view["entity_id"] = memory.entity_id
+    if memory.context:
+        view["context"] = memory.context
+    if memory.kind.value != "EPISODE":
+        view["kind"] = memory.kind.value
+    view["created_at"] = _iso(memory.created_at)
+    if memory.source is not None:
+        view["source"] = memory.source.file_path
+    if brain is not None:
+        view["brain"] = brain
+    return view
+
+
+def result_view(result: RecallResult, brain: str | None) -> dict[str, Any]:
+    label = result.vault if isinstance(result.vault, str) else brain
+    view = memory_view(result.memory, label)
+    view["score"] = round(result.score, 3)
+    if result.confidence is not None:  # absent without a cue
+        view["confidence"] = round(result.confidence, 3)
+    view["found_by"] = result.strategies
+    return view
+
+
+def results_view(found: RecallResults, brain: str | None) -> dict[str, Any]:
+    view: dict[str, Any] = {"results": [result_view(r, brain) for r in found.results]}
+    if found.confidence is not None:
+        view["abstained"] = found.abstained
+    if found.notes:
+        view["notes"] = found.notes
+    return view
+
+
+def dump(value: Any) -> str:
+    return _encoder.encode(value).decode()
+
+
+def _tool_error(exc: HebbsError) -> ToolError:
+    hint = ""
+    if isinstance(exc, VaultNotInitialized):
+        # The message speaks of CLI flags; say what works from here.
+        hint = (" (through MCP: pass brain='global' to use the global brain, or start `hebbs mcp --vault PATH` "
+                "in a project)")
+    return ToolError(f"{exc} [{exc.status_code}]{hint}")
+
+
+# The server ------------------------------------------------------------------------------------
+
+BrainArg = Annotated[Brain | None, Field(description="global: about the user, across projects; project: about "
+                                                      "this project (default: the server's default brain)")]
+IdBrainArg = Annotated[Brain | None, Field(description="the brain holding the id, as recall labelled it "
+                                                        "(default: whichever brain has it)")]
+ReadBrainArg = Annotated[Brains, Field(description="project, global, or both (default): one merged, labelled list")]
+
+
+def build_server(tools: HebbsTools) -> MCPServer:
+    server = MCPServer(name="hebbs", version=_version(), instructions=INSTRUCTIONS,
+                       description="Local long-term memory for agents: remember, recall, reflect.",
+                       log_level="WARNING")
+
+    def tool(description: str, **hints: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Register an async tool whose HebbsErrors come back as tool errors the agent can read."""
+        def register(fn: Callable[..., Awaitable[str]]) -> Callable[..., Any]:
+            @functools.wraps(fn)
+            async def call(*args: Any, **kwargs: Any) -> str:
+                try:
+                    return await fn(*args, **kwargs)
+                except HebbsError as exc:
+                    raise _tool_error(exc) from None
+
+            server.add_tool(call, name=fn.__name__, description=description, structured_output=False,
+                            annotations=ToolAnnotations(**{f"{k}_hint": v for k, v in hints.items()}))
+            return call
+        return register
+
+    @tool("Store one memory. Call it when the user states a preference, corrects you, makes a decision "
+          "(with its reason) or tells you a new fact about themselves, the project, people or systems. "
+          "Write one fact per memory, as a sentence that stands on its own. A preference or habit of the user "
+          "goes to brain='global'; a fact about this codebase to brain='project'. Never store secrets "
+          "(passwords, API keys, tokens), guesses, small talk, or what the code already says. "
+          "Importance: 0.9 rules and corrections, 0.7 decisions, 0.5 facts, 0.3 details.",
+          read_only=False, destructive=False)
+    async def remember(
+        content: Annotated[str, Field(description="the fact, one self-contained sentence")],
+        importance: Annotated[float, Field(ge=0, le=1, description="how much it matters, 0..1")] = 0.5,
+        entity_id: Annotated[str | None, Field(description="who or what it is about: 'user', a person, a service")]
+        = None,
+        context: Annotated[dict[str, Any] | None, Field(
+            description='e.g. {"type": "preference" | "rule" | "decision" | "fact" | "status"}')] = None,
+        brain: BrainArg = None,
+    ) -> str:
+        memory = await tools.client(brain).remember(content, importance=importance, entity_id=entity_id,
+                                                    context=context)
+        return dump(memory_view(memory, brain or tools.default))
+
+    @tool("Find memories relevant to a cue. Call it before answering anything that depends on the user's "
+          "earlier preferences, decisions or facts about the project, and whenever the user asks what you "
+          "know or remember. Searches both brains by default in one ranked list (each result says its "
+          "brain). Results are ordered by score; use `confidence` (when given) to judge a match, and if "
+          "the answer says `abstained` or nothing relevant comes back, say you do not know instead of "
+          "answering from a weak match.", read_only=True)
+    async def recall(
+        cue: Annotated[str, Field(description="what you are looking for, in words")],
+        top_k: Annotated[int, Field(ge=1, le=100, description="how many results")] = 10,
+        entity_id: Annotated[str | None, Field(description="only memories about this entity")] = None,
+        brain: ReadBrainArg = "both",
+    ) -> str:
+        wanted = tools.brains_for(brain)
+        found = await tools.client(wanted[0]).recall(cue, top_k=top_k, entity_id=entity_id,
+                                                     brains=wanted if len(wanted) > 1 else None)
+        return dump(results_view(found, wanted[0]))
+
+    @tool("Load context at the start of a conversation: the most recent memories plus those relevant to "
+          "the cue, from both brains by default (who the user is and what this project is). Call it once, "
+          "silently, before your first answer, with the user's first request as the cue; keep the results "
+          "in mind and do not recite them.", read_only=True)
+    async def prime(
+        cue: Annotated[str | None, Field(description="what the conversation is about")] = None,
+        entity_id: Annotated[str | None, Field(description="only this entity's memories, e.g. 'user'")] = None,
+        max_memories: Annotated[int, Field(ge=1, le=1000, description="how many memories in all")] = 20,
+        brain: ReadBrainArg = "both",
+    ) -> str:
+        wanted = tools.brains_for(brain)
+        found = await tools.client(wanted[0]).prime(entity_id, cue, max_memories, brains=wanted)
+        return dump(results_view(found, wanted[0]))
+
+    @tool("Correct a memory in place (its earlier text is kept as history). Call it when the user corrects "
+          "something you remembered, or a fact changed. Give only what changes.", read_only=False,
+          destructive=False)
+    async def revise(
+        id: Annotated[str, Field(description="the memory's id (or its last 8 characters)")],
+        content: Annotated[str | None, Field(description="the corrected text")] = None,
+        importance: Annotated[float | None, Field(ge=0, le=1)] = None,
+        context: Annotated[dict[str, Any] | None, Field(description="replaces the context")] = None,
+        brain: IdBrainArg = None,
+    ) -> str:
+        async def revise_in(client: AsyncClient) -> dict[str, Any]:
+            memory = await client.revise(id, content=content, importance=importance, context=context)
+            return memory_view(memory, _brain_of(tools, client))
+
+        return dump(await tools.on_brain_holding(brain, revise_in))
+
+    @tool("Delete memories for good. Call it only when the user asks you to forget something, or a memory "
+          "is plainly wrong and cannot be revised. Answers how many were forgotten.", read_only=False,
+          destructive=True)
+    async def forget(
+        ids: Annotated[list[str], Field(min_length=1, description="memory ids (or their last 8 characters)")],
+        brain: IdBrainArg = None,
+    ) -> str:
+        total = 0
+        for memory_id in ids:
+            # A full id that a vault does not hold forgets nothing there: try the next brain.
+            total += await tools.on_brain_holding(brain, lambda client: client.forget([memory_id]),
+                                                  found=lambda forgotten: forgotten > 0)
+        return dump({"forgotten": total})
+
+    @tool("Tell hebbs which recalled memories you actually used in your answer: they count as useful and "
+          "rank higher next time. Call it after answering from recalled memories; do not call it for "
+          "memories you only saw.", read_only=False, destructive=False)
+    async def used(
+        ids: Annotated[list[str], Field(min_length=1, description="ids of the memories you used")],
+        brain: IdBrainArg = None,
+    ) -> str:
+        done: list[dict[str, Any]] = []
+        for memory_id in ids:
+            async def reinforce_in(client: AsyncClient) -> list[dict[str, Any]]:
+                return [{"id": m.id, "content": m.content, "used": m.access_count, "brain": _brain_of(tools, client)}
+                        for m in await client.reinforce([memory_id])]
+
+            # Like forget: an id a vault does not hold may reinforce nothing there rather than fail.
+            done += await tools.on_brain_holding(brain, reinforce_in, found=bool)
+        return dump({"used": done})
+
+    @tool("First step of reflection: group a brain's memories into clusters, each with a ready prompt. Call "
+          "it when the user asks you to reflect or consolidate, or a brain has gathered many memories since "
+          "its last insights. Answer each cluster's prompt yourself, keep only insights the cited memories "
+          "support together, then call reflect_commit with the session_id within 10 minutes.", read_only=False,
+          destructive=False)
+    async def reflect_prepare(
+        entity_id: Annotated[str | None, Field(description="only this entity's memories")] = None,
+        since: Annotated[str | None, Field(description="only memories created since, ISO 8601")] = None,
+        max_memories: Annotated[int, Field(ge=5, le=500, description="newest first")] = 500,
+        brain: BrainArg = None,
+    ) -> str:
+        name = brain or tools.default
+        prepared = await tools.client(name).reflect_prepare(entity_id, since, max_memories)
+        tools._sessions[prepared.session_id] = name
+        view = msgspec.to_builtins(prepared)
+        view["brain"] = name
+        return dump(view)
+
+    @tool("Second step of reflection: store the insights you drew from a reflect_prepare session, all or "
+          "none (a bad insight changes nothing and the error names it). Insights are saved as memories of "
+          "kind INSIGHT and as notes in the vault's insights/ folder.", read_only=False, destructive=False)
+    async def reflect_commit(
+        session_id: Annotated[str, Field(description="from reflect_prepare")],
+        insights: Annotated[list[InsightIn], Field(description="what the clusters teach")],
+        brain: Annotated[Brain | None, Field(description="default: the brain the session was prepared on")] = None,
+    ) -> str:
+        name = brain or tools._sessions.get(session_id) or tools.default
+        committed = await tools.client(name).reflect_commit(session_id, [dict(i) for i in insights])
+        return dump(msgspec.to_builtins(committed))
+
+    @tool("List the queued pairs of memories that look contradictory, both sides in full. Call it when the "
+          "user asks about conflicting facts, or after a reflection; then decide each pair and call "
+          "contradictions_commit (ask the user when you cannot tell).", read_only=True)
+    async def contradictions(
+        max_results: Annotated[int, Field(ge=1, le=1000)] = 100,
+        brain: BrainArg = None,
+    ) -> str:
+        return dump(msgspec.to_builtins(await tools.client(brain).contradiction_prepare(max_results)))
+
+    @tool("Apply your verdicts on queued contradiction candidates in one batch: contradiction (both stand "
+          "and conflict: they get linked), revision (the newer replaces the older), neutral (dismissed).",
+          read_only=False, destructive=False)
+    async def contradictions_commit(
+        verdicts: Annotated[list[VerdictIn], Field(min_length=1)],
+        brain: BrainArg = None,
+    ) -> str:
+        committed = await tools.client(brain).contradiction_commit([dict(v) for v in verdicts])
+        return dump(msgspec.to_builtins(committed))
+
+    for name in BRAINS:
+        _register_resources(server, tools, name)
+    return server
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hebbs")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _brain_of(tools: HebbsTools, client: AsyncClient) -> str:
+    return next(name for name, c in tools._clients.items() if c is client)
+
+
+def _register_resources(server: MCPServer, tools: HebbsTools, brain: str) -> None:
+    async def stats() -> str:
+        try:
+            status = await tools.client(brain).status()
+        except HebbsError as exc:
+            raise ResourceError(f"{exc} [{exc.status_code}]") from None
+        if status.vault is None:
+            raise ResourceError(f"no {brain} vault: {tools.client(brain)._vault_error}")
+        return dump(status.vault)
+
+    async def insights() -> str:
+        try:
+            found = await tools.client(brain).insights()
+        except HebbsError as exc:
+            raise ResourceError(f"{exc} [{exc.status_code}]") from None
+        return dump([{**memory_view(i.memory), "confidence": i.confidence, "tags": i.tags,
+                      "source_ids": i.source_ids} for i in found])
+
+    who = "the user, across projects" if brain == GLOBAL else "this project"
+    server.resource(f"hebbs://{brain}/stats", name=f"{brain}-stats", mime_type="application/json",
+                    description=f"What the {brain} brain ({who}) holds: memory counts by kind, model, path.")(stats)
+    server.resource(f"hebbs://{brain}/insights", name=f"{brain}-insights", mime_type="application/json",
+                    description=f"Lessons reflection distilled in the {brain} brain ({who}), newest first. "
+                                "Read them at the start of a conversation: they weigh more than one memory.")(insights)
+
+
+def serve(home: os.PathLike | str | None = None, vault: os.PathLike | str | None = None, global_: bool = False) -> None:
+    """Run the server on stdin/stdout until the client closes them."""
+    import anyio
+
+    tools = HebbsTools(home=home, vault=vault, global_=global_)
+    if tools.home.exists() and not tools.home.is_dir():
+        # Checked here, not at the first tool call: a wrong --home in an agent's config fails at start.
+        raise InvalidInput(f"HEBBS_HOME {tools.home} is not a directory")
+    if vault is not None:
+        # A wrong --vault in an agent's config should fail at start, where its log shows it.
+        resolve_vault(vault, False, tools.home)
+    server = build_server(tools)
+
+    async def run() -> None:
+        try:
+            await server.run_stdio_async()
+        finally:
+            await tools.close()
+
+    anyio.run(run)

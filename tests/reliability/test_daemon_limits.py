@@ -1,0 +1,183 @@
+"""Connection limits on a real daemon: idle and stalled connections beyond the cap, BUSY for the
+excess, the descriptor limit raised at start, and a log that neither floods nor grows unbounded."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from daemon_harness import ForegroundDaemon, final_reply, frame, raw_connect
+
+from hebbs.client import Client
+from hebbs.errors import DaemonBusy, DaemonUnavailable
+
+CAP = 12
+IDLE = 3.0
+FRAME = 1.5
+
+
+@pytest.fixture
+def capped_daemon():
+    daemon = ForegroundDaemon("--max-connections", str(CAP), "--connection-idle-timeout", str(IDLE),
+                              "--frame-timeout", str(FRAME)).start()
+    yield daemon
+    daemon.stop()
+
+
+def _closed(sock: socket.socket, within: float) -> bool:
+    """Whether the daemon closes sock within `within` seconds (EOF or reset on read)."""
+    sock.settimeout(within)
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_connections_beyond_the_cap_get_busy_and_idle_or_stalled_ones_are_closed(capped_daemon):
+    daemon = capped_daemon
+    idle = [raw_connect(daemon.socket) for _ in range(CAP - 4)]
+    # Stalled: half a header, and a header announcing 100 bytes followed by 10.
+    half_header = raw_connect(daemon.socket)
+    half_header.sendall(b"\x00\x00")
+    half_body = raw_connect(daemon.socket)
+    half_body.sendall(frame(b"{" + b" " * 99)[:14])
+    # A client that sends requests and never reads the replies (an export of a big vault would do;
+    # here many pings whose replies fill the socket buffers).
+    deaf = raw_connect(daemon.socket)
+    deaf_sender = threading.Thread(target=_flood_without_reading, args=(deaf,), daemon=True)
+    deaf_sender.start()
+    working = daemon.client(timeout=30)
+    assert working.ping().pong  # the CAP-th connection
+    time.sleep(0.3)
+
+    # Over the cap: the SDK raises DaemonBusy (a DaemonUnavailable), and a raw client reads BUSY.
+    with pytest.raises(DaemonBusy, match="limit"):
+        daemon.client(timeout=30).ping()
+    with raw_connect(daemon.socket) as extra:
+        extra.sendall(frame({"id": 1, "command": {"type": "ping"}}))
+        reply = final_reply(extra)
+        assert reply is not None and reply["status_code"] == "BUSY", reply
+
+    # The stalled ones go after FRAME seconds, the idle ones after IDLE seconds of silence.
+    assert _closed(half_header, FRAME + 5) and _closed(half_body, FRAME + 5)
+    assert all(_closed(s, IDLE + 5) for s in idle)
+    deaf_sender.join(FRAME + 10)
+    assert not deaf_sender.is_alive(), "the connection that never read its replies is still open"
+
+    # Room again: new clients are served, and the one that stayed (idle past the timeout) reconnects.
+    assert daemon.client(timeout=30).ping().pong
+    assert working.ping().pong
+    status = working.status(vault=False)
+    assert status.max_connections == CAP and status.refused_busy >= 2
+    log = daemon.log()
+    assert "Traceback" not in log
+    assert "stalled" in log and "idle" in log
+
+
+def _flood_without_reading(sock: socket.socket) -> None:
+    request = frame({"id": 1, "command": {"type": "status"}})
+    try:
+        for _ in range(200_000):
+            sock.sendall(request)
+    except OSError:
+        pass  # the daemon closed it: what the test waits for
+
+
+def test_a_storm_of_refused_connections_logs_a_few_lines(capped_daemon):
+    daemon = capped_daemon
+    held = [raw_connect(daemon.socket) for _ in range(CAP)]
+    refused = 0
+    for _ in range(300):
+        try:
+            Client(global_=True, home=daemon.home, autostart=False, timeout=10).ping()
+        except DaemonUnavailable:
+            refused += 1
+    assert refused == 300
+    lines = [line for line in daemon.log().splitlines() if "refusing a connection" in line]
+    assert 1 <= len(lines) <= 12, len(lines)  # rate-limited: 10 a minute, then one summary
+    for s in held:
+        s.close()
+
+
+def test_the_sdk_raises_daemon_unavailable_not_blocking_io_error_when_the_daemon_cannot_accept(monkeypatch):
+    monkeypatch.setattr("hebbs.client.CONNECT_TIMEOUT", 0.5)
+    home = Path(tempfile.mkdtemp(prefix="hbq", dir="/tmp"))
+    # A daemon that stopped accepting: its queue of new connections is full (connect gives EAGAIN).
+    swamped = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    swamped.bind(str(home / "daemon.sock"))
+    swamped.listen(0)
+    queued = []
+    try:
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.setblocking(False)
+            try:
+                s.connect(str(home / "daemon.sock"))
+            except BlockingIOError:
+                s.close()
+                break
+            queued.append(s)
+        with pytest.raises(DaemonUnavailable, match="not accepting connections"):
+            Client(global_=True, home=home, autostart=False).ping()
+        swamped.close()
+        with pytest.raises(DaemonUnavailable):  # and nobody listening at all
+            Client(global_=True, home=home, autostart=False).ping()
+    finally:
+        for s in queued:
+            s.close()
+        swamped.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_the_descriptor_limit_is_raised_at_start_and_the_cap_fits_in_it():
+    raised = ForegroundDaemon(fd_limits=(256, 4096)).start()
+    try:
+        assert raised.soft_fd_limit() == 4096
+        assert raised.client().status(vault=False).max_connections == 256  # the default fits in 4096
+    finally:
+        raised.stop()
+    tight = ForegroundDaemon("--max-connections", "1000", fd_limits=(300, 300)).start()
+    try:
+        assert tight.soft_fd_limit() == 300
+        assert tight.client().status(vault=False).max_connections == 100  # 300 less the reserve
+        assert "leaves room for 100 connections" in tight.log()
+    finally:
+        tight.stop()
+
+
+def test_log_lines_are_rate_limited_cut_and_rotated(tmp_path: Path):
+    from hebbs.daemon.logsetup import BACKUPS, MAX_RECORD_CHARS, setup_logging
+
+    saved = os.dup(1), os.dup(2)
+    handler = setup_logging(tmp_path / "daemon.log", "INFO", max_bytes=20_000)
+    try:
+        log = logging.getLogger("hebbs.test.rotation")
+        for n in range(2000):
+            log.warning("the same complaint, again")  # one call site and template: rate-limited
+            log.info(f"distinct line {n} {'y' * 50}" if n % 10 else f"long {n} {'z' * 100_000}")
+        files = sorted(p.name for p in tmp_path.iterdir())
+        assert files == ["daemon.log"] + [f"daemon.log.{i}" for i in range(1, BACKUPS + 1)], files
+        assert all(p.stat().st_size <= 20_000 + MAX_RECORD_CHARS + 200 for p in tmp_path.iterdir())
+        text = "".join(p.read_text() for p in tmp_path.iterdir())
+        assert text.count("the same complaint") <= 11
+        assert "characters cut" in text
+        # Native output (fd 1 and 2) follows the log into the current file after each rotation.
+        os.write(2, b"native library says hello\n")
+        assert "native library says hello" in (tmp_path / "daemon.log").read_text()
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)

@@ -1,0 +1,277 @@
+"""`hebbs mcp` driven by the official MCP SDK's own client over stdio, against a real daemon.
+
+Each test spawns the real `hebbs mcp` console script (mcp.client.stdio.stdio_client) and talks to it
+with mcp.ClientSession: tools, their results as an agent reads them, resources, and errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+pytest_plugins = ["daemon_fixtures"]
+
+TOOLS = {"remember", "recall", "prime", "revise", "forget", "used", "reflect_prepare", "reflect_commit",
+         "contradictions", "contradictions_commit"}
+DEPLOYS = ["The deploy failed because the container image build timed out.",
+           "A canary release caught the broken migration before full rollout.",
+           "Rollback of the payment service took four minutes last Friday.",
+           "The deploy pipeline retries flaky integration tests twice.",
+           "Deploys to production need approval from the on-call engineer."]
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[Any]:
+    """A daemon of its own: its global brain holds only what these tests put there."""
+    from daemon_fixtures import DaemonHome  # type: ignore[import-not-found]
+
+    home = DaemonHome(idle_timeout=0)
+    home.start()
+    yield home
+    home.cleanup()
+
+
+@pytest.fixture
+def project(daemon: Any) -> Iterator[Path]:
+    root = daemon.project()
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@asynccontextmanager
+async def mcp_session(home: Path, cwd: Path, *args: str) -> AsyncIterator[ClientSession]:
+    import os
+
+    params = StdioServerParameters(command=str(Path(sys.executable).with_name("hebbs")), args=["mcp", *args],
+                                   env={"HEBBS_HOME": str(home), "HEBBS_MODEL_CACHE": os.environ["HEBBS_MODEL_CACHE"]},
+                                   cwd=str(cwd))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+def run(home: Path, cwd: Path, scenario: Callable[[ClientSession], Awaitable[Any]], *args: str) -> Any:
+    async def go() -> Any:
+        async with mcp_session(home, cwd, *args) as session:
+            return await scenario(session)
+
+    return asyncio.run(go())
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> Any:
+    """A tool's answer as the agent reads it (JSON text); a tool error fails the test with its message."""
+    result = await session.call_tool(tool, arguments)
+    text = result.content[0].text
+    assert not result.is_error, f"{tool} failed: {text}"
+    return json.loads(text)
+
+
+def test_tools_and_instructions_teach_the_agent(daemon: Any, project: Path) -> None:
+    """Tried: initialize and list_tools: every tool is there with a description that says when to call
+    it, reads are marked read-only, forget destructive."""
+    async def scenario(session: ClientSession) -> Any:
+        return await session.list_tools(), session.initialize_result
+
+    listed, init = run(daemon.home, project, scenario)
+    tools = {t.name: t for t in listed.tools}
+    assert set(tools) == TOOLS
+    assert all(len(t.description) > 120 for t in tools.values())
+    assert "Call it" in tools["recall"].description and "Never store secrets" in tools["remember"].description
+    assert tools["recall"].annotations.read_only_hint and tools["forget"].annotations.destructive_hint
+    assert tools["recall"].input_schema["properties"]["brain"]["enum"] == ["project", "global", "both"]
+    assert "prime" in init.instructions and init.server_info.name == "hebbs"
+
+
+def test_remember_recall_prime_revise_forget(daemon: Any, project: Path) -> None:
+    """Tried: remember into each brain, recall over both (labelled, ordered by score, with confidence),
+    recall one brain, a cue nothing answers (abstained), used, prime, revise by short id without
+    naming the brain, forget, and recall again."""
+    async def scenario(session: ClientSession) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        out["pref"] = await call(session, "remember", content="The user wants answers in British English",
+                                 brain="global", entity_id="user", importance=0.8,
+                                 context={"type": "preference"})
+        out["fact"] = await call(session, "remember", content="The billing service is written in Go")
+        out["both"] = await call(session, "recall", cue="does the user want answers in British English")
+        out["project"] = await call(session, "recall", cue="billing service language", brain="project")
+        out["unknown"] = await call(session, "recall", cue="quantum chromodynamics lattice gauge theory")
+        out["used"] = await call(session, "used", ids=[out["pref"]["id"]])
+        out["primed"] = await call(session, "prime", cue="billing")
+        out["revised"] = await call(session, "revise", id=out["pref"]["id"][-8:],
+                                    content="The user wants answers in American English")
+        out["forgotten"] = await call(session, "forget", ids=[out["fact"]["id"]])
+        extra = await call(session, "remember", content="The user owns a cat", brain="global")
+        out["forgotten_global"] = await call(session, "forget", ids=[extra["id"]])
+        out["after"] = await call(session, "recall", cue="billing service language", brain="project")
+        return out
+
+    out = run(daemon.home, project, scenario)
+    assert out["pref"]["brain"] == "global" and out["pref"]["context"] == {"type": "preference"}
+    assert out["fact"]["brain"] == "project" and "entity_id" not in out["fact"]
+    both = out["both"]["results"]
+    assert both[0]["id"] == out["pref"]["id"] and both[0]["brain"] == "global"
+    assert {r["brain"] for r in both} == {"global", "project"}
+    assert [r["score"] for r in both] == sorted((r["score"] for r in both), reverse=True)
+    assert all(r["created_at"].endswith("+00:00") for r in both)
+    assert [r["brain"] for r in out["project"]["results"]] == ["project"]
+    assert out["both"]["abstained"] is False and 0 < both[0]["confidence"] <= 1
+    assert out["unknown"]["abstained"] is True
+    assert out["used"] == {"used": [{"id": out["pref"]["id"], "content": out["pref"]["content"], "used": 1,
+                                     "brain": "global"}]}
+    assert {r["id"] for r in out["primed"]["results"]} == {out["pref"]["id"], out["fact"]["id"]}
+    assert out["revised"]["id"] == out["pref"]["id"] and out["revised"]["brain"] == "global"
+    assert out["revised"]["content"] == "The user wants answers in American English"
+    assert out["forgotten"] == out["forgotten_global"] == {"forgotten": 1}
+    assert out["after"]["results"] == []
+
+
+def test_reflection_round_trip_and_insights_resource(daemon: Any, project: Path) -> None:
+    """Tried: reflect_prepare on five related memories, reflect_commit of an insight citing them (the
+    session's brain remembered by the server), then the insights and stats resources."""
+    with daemon.client(project) as hb:
+        stored = hb.remember_many([{"content": c, "entity_id": "deploy"} for c in DEPLOYS])
+
+    async def scenario(session: ClientSession) -> dict[str, Any]:
+        out: dict[str, Any] = {"prepared": await call(session, "reflect_prepare", max_memories=50)}
+        cluster = out["prepared"]["clusters"][0]
+        out["committed"] = await call(session, "reflect_commit", session_id=out["prepared"]["session_id"], insights=[
+            {"content": "Deploys fail at build and migration steps; canaries and approvals catch them.",
+             "confidence": 0.8, "source_memory_ids": [m["id"] for m in cluster["memories"][:3]],
+             "tags": ["deploy"]}])
+        listed = await session.list_resources()
+        out["resources"] = sorted(str(r.uri) for r in listed.resources)
+        insights = await session.read_resource("hebbs://project/insights")
+        out["insights"] = json.loads(insights.contents[0].text)
+        stats = await session.read_resource("hebbs://project/stats")
+        out["stats"] = json.loads(stats.contents[0].text)
+        return out
+
+    out = run(daemon.home, project, scenario)
+    assert out["prepared"]["brain"] == "project" and out["prepared"]["memory_count"] == len(stored)
+    assert "prompt" in out["prepared"]["clusters"][0]
+    [insight] = out["committed"]["insights"]
+    assert insight["kind"] == "INSIGHT"
+    assert out["resources"] == ["hebbs://global/insights", "hebbs://global/stats", "hebbs://project/insights",
+                                "hebbs://project/stats"]
+    assert [i["id"] for i in out["insights"]] == [insight["id"]] and out["insights"][0]["confidence"] == 0.8
+    assert out["stats"]["memories"] == len(stored) + 1 and out["stats"]["by_kind"]["INSIGHT"] == 1
+
+
+def test_contradictions_list_and_commit(daemon: Any, project: Path) -> None:
+    """Tried: two contradicting memories are queued; the contradictions tool lists the pair in full and
+    contradictions_commit dismisses it as neutral."""
+    with daemon.client(project) as hb:
+        for text in ("The API timeout is 30 seconds.", "The API timeout is 60 seconds."):
+            hb.remember(text)
+
+    async def scenario(session: ClientSession) -> dict[str, Any]:
+        listed = await call(session, "contradictions")
+        pending = listed["candidates"][0]["pending_id"]
+        committed = await call(session, "contradictions_commit",
+                               verdicts=[{"pending_id": pending, "verdict": "neutral", "note": "a test"}])
+        return {"listed": listed, "committed": committed, "after": await call(session, "contradictions")}
+
+    out = run(daemon.home, project, scenario)
+    [candidate] = out["listed"]["candidates"]
+    assert {candidate["memory_a"]["content"], candidate["memory_b"]["content"]} == {
+        "The API timeout is 30 seconds.", "The API timeout is 60 seconds."}
+    assert out["committed"]["dismissed"] == [candidate["pending_id"]]
+    assert out["after"]["candidates"] == []
+
+
+def test_errors_come_back_as_tool_errors(daemon: Any, project: Path) -> None:
+    """Tried: a bad id, an out-of-range importance, an unknown brain, a reflect_commit on a session that
+    does not exist, and the project brain where there is none: each is a tool error the agent can
+    read, and the server keeps answering afterwards."""
+    nowhere = Path(str(project) + "-novault")
+    nowhere.mkdir()
+
+    async def scenario(session: ClientSession) -> list[Any]:
+        results = [
+            await session.call_tool("revise", {"id": "01M8PMJ1WQSAJ6B1VCM2B00C4S", "content": "x"}),
+            await session.call_tool("forget", {"ids": ["ZZZZZZZZ"]}),
+            await session.call_tool("remember", {"content": "x", "importance": 2}),
+            await session.call_tool("recall", {"cue": "x", "brain": "work"}),
+            await session.call_tool("reflect_commit", {"session_id": "nope", "insights": []}),
+            await session.call_tool("remember", {"content": "a project fact"}),
+        ]
+        return results + [await call(session, "recall", cue="anything", brain="global")]
+
+    try:
+        *errors, last = run(daemon.home, nowhere, scenario)
+    finally:
+        nowhere.rmdir()
+    assert all(e.is_error for e in errors)
+    texts = [e.content[0].text for e in errors]
+    assert "NOT_FOUND" in texts[0] and "NOT_FOUND" in texts[1]
+    assert "importance" in texts[2] and "brain" in texts[3]
+    assert "VAULT_NOT_INITIALIZED" in texts[5] and "brain='global'" in texts[5]
+    assert "results" in last
+
+
+def test_vault_flag_and_global_default(daemon: Any, project: Path) -> None:
+    """Tried: `hebbs mcp --vault PATH` from another folder writes to that project; `--global` makes
+    the global brain the default for writes."""
+    elsewhere = Path(str(project) + "-elsewhere")
+    elsewhere.mkdir()
+
+    async def to_project(session: ClientSession) -> Any:
+        return await call(session, "remember", content="The staging cluster runs in Frankfurt")
+
+    async def to_global(session: ClientSession) -> Any:
+        return await call(session, "remember", content="The user is based in Lisbon", entity_id="user")
+
+    try:
+        made = run(daemon.home, elsewhere, to_project, "--vault", str(project))
+        made_global = run(daemon.home, elsewhere, to_global, "--global")
+    finally:
+        elsewhere.rmdir()
+    assert made["brain"] == "project" and made_global["brain"] == "global"
+    with daemon.client(project) as hb:
+        assert hb.get(made["id"]).content == "The staging cluster runs in Frankfurt"
+    with daemon.client(global_=True) as hb:
+        assert hb.get(made_global["id"]).entity_id == "user"
+
+
+def test_server_starts_the_daemon_and_leaves_it_running(own_home: Any) -> None:
+    """Tried: a home with no daemon: the first tool call starts one; closing the MCP session (which
+    ends the server process tree) leaves the daemon serving."""
+    assert not own_home.socket.exists()
+
+    async def scenario(session: ClientSession) -> Any:
+        return await call(session, "remember", content="The user likes tea", brain="global")
+
+    made = run(own_home.home, own_home.home, scenario)
+    pid = own_home.pid()
+    assert own_home.alive(pid)
+    with own_home.client(global_=True) as hb:
+        assert hb.get(made["id"]).content == "The user likes tea"
+
+
+def test_nothing_else_imports_mcp() -> None:
+    """Tried: import hebbs, its SDK and the CLI (all it loads for a recall) in a fresh interpreter:
+    neither the MCP SDK nor pydantic is loaded; only `hebbs mcp` pays for them."""
+    import subprocess
+
+    code = ("import sys, hebbs, hebbs.client, hebbs.recall.brains, hebbs.cli.main, hebbs.cli.commands; "
+            "hebbs.Client; print([m for m in ('mcp', 'pydantic', 'hebbs.mcp_server') if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_wrong_vault_fails_at_start(daemon: Any, tmp_path: Path) -> None:
+    """Tried: `hebbs mcp --vault` on a folder without a vault: a one-line error and exit 1 before
+    serving (an agent's config mistake shows in its log), no traceback."""
+    done = daemon.hebbs("mcp", "--vault", str(tmp_path), cwd=tmp_path, stdin="", check=False)
+    assert done.returncode == 1
+    assert "VAULT_NOT_INITIALIZED" in done.stderr and "Traceback" not in done.stderr

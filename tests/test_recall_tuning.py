@@ -1,0 +1,104 @@
+"""What recall sees of a note's section, how sections of one note support each other, how the
+channel weights follow memory length, and the fast ULID text conversions recall relies on."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ulid import ULID
+
+from hebbs.recall import fusion as rc
+from hebbs.config import FusionParams
+from hebbs.store.memory_text import embedding_text, lexical_text, note_title
+from hebbs.schema import Memory, Source
+from hebbs.store.storage import id_bytes, id_str
+from hebbs.vault import index_vault
+
+
+def section(file: str, heading_path: list[str], content: str, front_matter: dict | None = None) -> Memory:
+    ctx = {"file": file, "front_matter": front_matter} if front_matter else {"file": file}
+    return Memory(id=str(ULID()), content=content, context=ctx,
+                  source=Source(file_path=file, heading_path=heading_path))
+
+
+def test_a_section_is_embedded_with_its_note_title_headings_and_description():
+    memory = section("hosting/netlify/index.md", ["Procedure"], "## Procedure\n\nClick deploy.",
+                     {"title": "Host on Netlify", "description": "Deploy your site to Netlify."})
+    assert embedding_text(memory) == ("Host on Netlify > Procedure\nDeploy your site to Netlify.\n\n"
+                                      "## Procedure\n\nClick deploy.")
+    assert note_title(memory) == "Host on Netlify"
+
+
+def test_without_front_matter_the_file_names_the_note_and_a_bundle_its_folder():
+    assert note_title(section("Daily notes.md", [], "x")) == "Daily notes"
+    assert note_title(section("recipes/bread/index.md", [], "x")) == "bread"
+    # A `# Title` heading equal to the title is not repeated.
+    memory = section("Daily notes.md", ["Daily notes", "Setup"], "## Setup\nturn it on")
+    assert embedding_text(memory).splitlines()[0] == "Daily notes > Setup"
+
+
+def test_memories_not_from_files_are_indexed_as_they_are():
+    memory = Memory(id=str(ULID()), content="Alice: I moved to Paris", context={"tags": ["travel"]})
+    assert embedding_text(memory) == "Alice: I moved to Paris"
+    assert lexical_text(memory) == "Alice: I moved to Paris\ntravel"
+
+
+def test_lexical_text_carries_title_aliases_description_and_tags():
+    memory = section("menus.md", ["Render"], "## Render\ntext", {"title": "Menus", "aliases": ["navigation"],
+                                                                  "summary": "Build site menus."})
+    memory.context["tags"] = ["ui"]
+    text = lexical_text(memory)
+    for part in ("Menus", "Render", "navigation", "Build site menus.", "ui"):
+        assert part in text.splitlines()
+
+
+def test_sibling_sections_support_each_other_and_lone_memories_keep_their_order():
+    cands = {m: rc.Candidate(r) for m, r in (("a1", 0.8), ("a2", 0.7), ("a3", 0.6), ("b1", 0.85), ("c", 0.5))}
+    files = {"a1": "a.md", "a2": "a.md", "a3": "a.md", "b1": "b.md"}
+    rc.sibling_support(cands, files.get, weight=0.3, count=2)
+    # a1 gains 0.3 * (0.7 + 0.6) and overtakes the lone b1; everything is rescaled to at most 1.
+    assert max(cands, key=lambda m: cands[m].relevance) == "a1"
+    assert abs(cands["a1"].relevance - 1.0) < 1e-9
+    assert cands["b1"].relevance > cands["c"].relevance
+    assert abs(cands["b1"].relevance / cands["c"].relevance - 0.85 / 0.5) < 1e-9
+    assert "sibling_support" in cands["a2"].details and "sibling_support" not in cands["b1"].details
+
+
+def test_sibling_support_off_changes_nothing():
+    cands = {"a1": rc.Candidate(0.8), "a2": rc.Candidate(0.7)}
+    rc.sibling_support(cands, lambda m: "a.md", weight=0.0, count=2)
+    assert [c.relevance for c in cands.values()] == [0.8, 0.7]
+
+
+def test_lexical_weight_follows_the_length_of_the_memories_in_play():
+    p = FusionParams()
+    assert rc.lexical_weight_for(p, []) == p.lexical_weight
+    assert rc.lexical_weight_for(p, [12, 20, 25]) == p.lexical_weight
+    assert rc.lexical_weight_for(p, [150, 300, 220]) == p.long_lexical_weight
+    middle = rc.lexical_weight_for(p, [50, 55, 60])
+    assert p.long_lexical_weight < middle < p.lexical_weight
+
+
+def test_fast_ulid_text_matches_the_ulid_library():
+    for _ in range(2000):
+        u = ULID.from_bytes(os.urandom(16))
+        assert id_str(u.bytes) == str(u)
+        assert id_bytes(str(u)) == u.bytes
+    u = ULID()
+    assert id_bytes(str(u).lower()) == u.bytes  # non-canonical text still goes through the library
+
+
+def test_a_question_naming_only_the_note_finds_its_sections(tmp_path: Path, embedder):
+    from hebbs import Engine
+
+    root = tmp_path / "notes"
+    root.mkdir()
+    (root / "sourdough.md").write_text("---\ntitle: Sourdough starter\n---\n\n## Feeding\n\n"
+                                       "Add equal weights of flour and water every morning.\n")
+    (root / "garden.md").write_text("---\ntitle: Vegetable garden\n---\n\n## Watering\n\n"
+                                    "Water the beds every morning before it gets hot.\n")
+    with Engine.open(root / ".hebbs", embedder=embedder) as engine:
+        index_vault(engine, root)
+        top = engine.recall("how often do I feed the sourdough starter", top_k=1, reinforce=False).results[0]
+        assert top.memory.context["file"] == "sourdough.md"
