@@ -675,7 +675,11 @@ class Engine:
         names = self._strategy_names(cue, strategies, seed=seed, analogy=analogy)
         if associate and cue is not None:
             names.add("associative")  # one hop along co-activation links (hebbs/recall/associative.py)
-        lam = self.config.recall.mmr_lambda if mmr_lambda is None else validate.unit_float(mmr_lambda, "mmr_lambda")
+        if mmr_lambda is not None:
+            lam = validate.unit_float(mmr_lambda, "mmr_lambda")
+        else:
+            # Similarity alone is pure vector search: no diversification or deduplication unless asked.
+            lam = 0.0 if names == {"similarity"} else self.config.recall.mmr_lambda
 
         def allowed(mid: str) -> bool:
             entry = self.vault.entry(mid)
@@ -712,7 +716,7 @@ class Engine:
             phrase=understood.phrase, start=understood.start, end=understood.end, text=understood.text()))
         if cue is not None:
             # The cue's similarity over the whole scope is the background its results stand out from.
-            background = self.vault.similar(query.cue_vector, query.limit, allowed)
+            background = query.cue_hits(self.vault)
             self._judge_confidence(answer, cue, query.cue_vector, [sim for _, sim in background])
         self._after_recall(results, cue, sorted(names), weights, entity_id, reinforce, started)
         return answer
@@ -731,7 +735,7 @@ class Engine:
                           similarities: list[float]) -> None:
         """Each result's confidence, and whether the answer abstains (hebbs/recall/confidence.py)."""
         lexical = self.vault.lexical_index
-        judged = confidence.assess(cue, cue_vector, [self.vault.vector_or_zeros(r.memory.id) for r in answer.results],
+        judged = confidence.assess(cue, cue_vector, self.vault.vectors_or_zeros([r.memory.id for r in answer.results]),
                                    [lexical_text(r.memory) for r in answer.results], similarities,
                                    lexical.doc_freqs, max(1, lexical.count()))
         for result, (value, values) in zip(answer.results, judged):

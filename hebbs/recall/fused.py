@@ -8,7 +8,7 @@ from .query import Found, Query
 
 
 def recall(vault: OpenVault, query: Query) -> Found:
-    sim_hits = vault.similar(query.cue_vector, query.limit, query.allowed, narrow=query.filtered)
+    sim_hits = query.cue_hits(vault)
     lex_hits = vault.lexical_hits(query.cue, query.limit, query.allowed)
     params = query.settings.fusion
     fused = fuse(query.cue, sim_hits, lex_hits, params,

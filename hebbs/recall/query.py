@@ -28,6 +28,7 @@ class Query:
     edge_types: Sequence[str] | None = None
     alpha: float | None = None
     analogy: Sequence[str] | None = None
+    _cue_hits: list[tuple[str, float]] | None = field(default=None, init=False, repr=False)
 
     @property
     def filtered(self) -> bool:
@@ -38,6 +39,13 @@ class Query:
     def cue_vector(self) -> np.ndarray | None:
         """The cue's embedding, computed once and only if a strategy asks for it."""
         return None if self.cue is None else self.embed(self.cue)
+
+    def cue_hits(self, vault: OpenVault) -> list[tuple[str, float]]:
+        """The cue's `limit` nearest memories in scope, searched once per recall: the similarity and
+        fused strategies and the confidence background all read the same hits."""
+        if self._cue_hits is None:
+            self._cue_hits = vault.similar(self.cue_vector, self.limit, self.allowed, narrow=self.filtered)
+        return self._cue_hits
 
 
 Found = tuple[Candidates, list[str]]  # candidates and notes for the caller

@@ -8,7 +8,7 @@ from .query import Found, Query
 
 
 def recall(vault: OpenVault, query: Query) -> Found:
-    return candidates(vault.similar(query.cue_vector, query.limit, query.allowed, narrow=query.filtered)), []
+    return candidates(query.cue_hits(vault)), []
 
 
 def candidates(hits: list[tuple[str, float]]) -> Candidates:

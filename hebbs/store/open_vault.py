@@ -191,6 +191,14 @@ class OpenVault:
         raw = self.store.get_vector(memory_id)
         return None if raw is None else np.frombuffer(raw, dtype="<f4")
 
+    def vectors_or_zeros(self, ids: list[str]) -> np.ndarray:
+        """The vectors of these memories, one row each (zeros for a memory without one), in one read."""
+        out = np.zeros((len(ids), self.embedder.dim), dtype=np.float32)
+        for row, raw in enumerate(self.store.get_vectors(ids) if ids else []):
+            if raw is not None:
+                out[row] = np.frombuffer(raw, dtype="<f4")
+        return out
+
     def vector_or_zeros(self, memory_id: str) -> np.ndarray:
         vector = self.vector(memory_id)
         return np.zeros(self.embedder.dim, dtype=np.float32) if vector is None else vector

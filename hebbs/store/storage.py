@@ -356,6 +356,13 @@ class Store:
     def get_vector(self, memory_id: str) -> bytes | None:
         return self.get("vectors", vector_key(memory_id))
 
+    def get_vectors(self, ids: list[str]) -> list[bytes | None]:
+        """One RocksDB multi-get for many vectors: far cheaper than a get per memory."""
+        try:
+            return self._views["vectors"].get([vector_key(mid) for mid in ids])
+        except Exception as exc:
+            raise self._read_error("vectors", exc) from None
+
     def vectors(self) -> Iterator[tuple[str, bytes]]:
         for key, raw in self.scan("vectors", VECTOR_PREFIX):
             yield id_str(key[1:]), raw

@@ -62,6 +62,15 @@ class VectorIndex:
     def __contains__(self, memory_id: str) -> bool:
         return memory_id in self._label_of
 
+    @property
+    def raw(self) -> hnswlib.Index:
+        """The hnswlib index itself, for tests and benches that compare recall with plain vector search."""
+        return self._index
+
+    def ids_by_label(self) -> dict[int, str]:
+        with self._lock:
+            return dict(self._id_of)
+
     def add(self, ids: list[str], vectors: np.ndarray) -> None:
         """Add memories, or update the vectors of ones already indexed (in place: same label, no leak)."""
         if not ids:
