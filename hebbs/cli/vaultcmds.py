@@ -104,20 +104,25 @@ class ProgressBar:
             self._stage = None
 
 
+def _index_once(args: argparse.Namespace, root: Path, client: Client) -> Any:
+    """One index run with a progress bar; Ctrl-C stops it in the daemon too, not only here."""
+    bar = ProgressBar(sys.stderr, enabled=args.format != "json" and sys.stderr.isatty())
+    try:
+        return client.index(root, progress=bar)
+    except KeyboardInterrupt:
+        bar.close()
+        _cancel_after_interrupt(args, root)
+        raise
+    finally:
+        bar.close()
+
+
 def cmd_index(args: argparse.Namespace, root: Path) -> int:
     if args.cancel or args.follow:
         return _cancel(args, root) if args.cancel else _follow(args, root)
     created = _ensure_vault(args, root)
-    bar = ProgressBar(sys.stderr, enabled=args.format != "json" and sys.stderr.isatty())
     with _client(args, root) as client:
-        try:
-            summary = client.index(root, progress=bar)
-        except KeyboardInterrupt:
-            bar.close()
-            _cancel_after_interrupt(args, root)
-            raise
-        finally:
-            bar.close()
+        summary = _index_once(args, root, client)
     if args.format == "json":
         output.emit_json({"vault": str(root / VAULT_DIR), "initialized": created, **_builtins(summary)})
     else:
@@ -266,17 +271,9 @@ def cmd_watch(args: argparse.Namespace, root: Path) -> int:
 
     _ensure_vault(args, root)
     watch = _Watch(args, root)
-    bar = ProgressBar(sys.stderr, enabled=args.format != "json" and sys.stderr.isatty())
     # Catch up first, so the watcher only has to follow changes from now on.
     with watch.client as client:
-        try:
-            summary = client.index(root, progress=bar)
-        except KeyboardInterrupt:
-            bar.close()
-            _cancel_after_interrupt(args, root)
-            raise
-        finally:
-            bar.close()
+        summary = _index_once(args, root, client)
         if args.format == "json":
             output.emit_json({"event": "indexed", **_builtins(summary)})
         else:
