@@ -180,7 +180,8 @@ class Engine:
                     self._write_new(prepared, vectors, merged)
                     for n, survivor in merged.items():
                         prepared[n].stored = _Prepared(survivor, [], [])
-            out = [p.memory for p in prepared if p.stored is None]
+            # A restatement re-asserts the memory it folded into: that memory is checked in its place.
+            out = list({m.id: m for m in map(_result, prepared)}.values())
         if self.config.contradictions.check_on_remember if check_contradictions is None else check_contradictions:
             contradiction_review.queue_for_new(self.vault, out)
         return [_result(p) for p in everything]
