@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from hebbs.paths import VAULT_DIR
 
@@ -289,7 +290,8 @@ def test_the_overview_follows_a_watcher_style_index_run(page: Any, palace: Palac
     (palace.notes / "globex.md").write_text("# Globex\n\nGlobex is a new prospect in the energy sector.\n")
     palace.daemon.hebbs("index", str(palace.notes))
     card = page.locator(f'[data-vault-card="{palace.vault}"] .count')
-    page.wait_for_function(f"document.querySelector('[data-vault-card=\"{palace.vault}\"] .count').textContent === '6'")
+    # Polled through a locator: a string predicate is eval'd in the page, which the panel's CSP refuses.
+    expect(card).to_have_text("6", timeout=30_000)
     assert card.inner_text() == "6" and page.evaluate("window.__not_reloaded") is True
 
 
