@@ -66,7 +66,10 @@ def test_connections_beyond_the_cap_get_busy_and_idle_or_stalled_ones_are_closed
     with pytest.raises(DaemonBusy, match="limit"):
         daemon.client(timeout=30).ping()
     with raw_connect(daemon.socket) as extra:
-        extra.sendall(frame({"id": 1, "command": {"type": "ping"}}))
+        try:
+            extra.sendall(frame({"id": 1, "command": {"type": "ping"}}))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the daemon answers BUSY and closes at once; the request may find it gone
         reply = final_reply(extra)
         assert reply is not None and reply["status_code"] == "BUSY", reply
 
