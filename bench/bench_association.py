@@ -62,8 +62,9 @@ def main() -> None:
         hubs = set(sorted(degree, key=degree.get, reverse=True)[:10])
         print(f"replay: {steps} recall-and-use steps; {linked} memories linked; "
               f"top-10 degrees {sorted(degree.values(), reverse=True)[:10]}")
+        per_question: dict[bool, list[float]] = {}
         for associate in (False, True):
-            scores, hub_slots, slots, brought = [], 0, 0, 0
+            scores, hub_slots, slots, brought, brought_right = [], 0, 0, 0, 0
             for name, q in held_out:
                 found = engine.recall(q["question"], entity_id=name, top_k=10, associate=associate)
                 ids = found.ids()
@@ -71,10 +72,16 @@ def main() -> None:
                 scores.append(len(set(q["evidence"]) & got) / len(q["evidence"]))
                 hub_slots += sum(1 for i in ids if i in hubs)
                 slots += len(ids)
-                brought += sum(1 for r in found if r.strategies == ["associative"])
+                alone = [r.memory.id for r in found if r.strategies == ["associative"]]
+                brought += len(alone)
+                brought_right += sum(1 for i in alone if dia_of.get(i) in q["evidence"])
+            per_question[associate] = scores
             print(f"associate {'on ' if associate else 'off'}: held-out questions {len(scores)}, "
                   f"recall@10 {statistics.fmean(scores):.4f}, hub share of top-10 slots {hub_slots / slots:.4f}, "
-                  f"results brought by association alone {brought}")
+                  f"results brought by association alone {brought} (evidence {brought_right})")
+        gained = sum(on > off for off, on in zip(per_question[False], per_question[True]))
+        lost = sum(on < off for off, on in zip(per_question[False], per_question[True]))
+        print(f"association on vs off: {gained} held-out questions gained evidence in the top 10, {lost} lost some")
         engine.close()
 
 
