@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
+from hebbs import InvalidInput
 from hebbs.schema import EdgeType
 
 if TYPE_CHECKING:
@@ -81,3 +84,34 @@ def test_cli_used_links_and_recall_associate(shared_daemon: "DaemonHome", projec
     assert "associative" in tags[b]
     client = shared_daemon.client(project / ".hebbs")
     assert b in client.recall("staging cluster region", associate=True).ids()
+
+
+def test_the_memories_one_insight_cites_are_linked(eng) -> None:
+    texts = ["The deploy pipeline failed because the Docker image build timed out.",
+             "A deploy to production needs two approvals in the pipeline.",
+             "We roll back a failed production deploy with helm rollback.",
+             "Carol feeds her sourdough starter with rye flour every morning.",
+             "The sourdough loaf needs a long cold proof in the fridge overnight.",
+             "Jupiter's four largest moons are visible with binoculars."]
+    a, b, c, d, e, f = (eng.remember(t).id for t in texts)
+    prepared = eng.reflect_prepare()
+    before = {m: _co(eng, m) for m in (a, b, c, d, e, f)}
+    bad = [{"content": "Deploys fail on builds.", "confidence": 0.8, "source_memory_ids": [a, b]},
+           {"content": "Out of range.", "confidence": 1.5, "source_memory_ids": [d, e]}]
+    with pytest.raises(InvalidInput):
+        eng.reflect_commit(prepared.session_id, bad)
+    assert {m: _co(eng, m) for m in (a, b, c, d, e, f)} == before == {m: {} for m in (a, b, c, d, e, f)}
+    eng.reflect_commit(prepared.session_id, [
+        {"content": "Deploys fail on builds and are rolled back.", "confidence": 0.8, "source_memory_ids": [a, b, c]},
+        {"content": "A failed deploy is rolled back at once.", "confidence": 0.7, "source_memory_ids": [a, c]},
+        {"content": "Carol's bread ferments slowly.", "confidence": 0.6, "source_memory_ids": [d, e]},
+    ])
+    # Cited together in one insight: linked; a pair cited by two insights of one commit counts as one use.
+    assert set(_co(eng, a)) == {b, c} and set(_co(eng, c)) == {a, b} and set(_co(eng, d)) == {e}
+    assert _co(eng, a)[c] == _co(eng, a)[b] == _co(eng, d)[e] == 0.5
+    assert _co(eng, f) == {} and not set(_co(eng, a)) & {d, e}
+    # Links are between memories, not insights: the insights themselves have none.
+    for insight in eng.insights():
+        assert _co(eng, insight.memory.id) == {}
+    eng.reinforce([a, c])  # later use strengthens what reflection linked
+    assert _co(eng, a)[c] > 0.5 and _co(eng, a)[b] == 0.5
