@@ -3,8 +3,11 @@
 The test (docs/consolidation.md, measured by bench/bench_consolidation.py) needs all of:
 - the same entity and kind, neither superseded;
 - near-identical meaning: cosine of the embeddings >= MIN_COSINE;
-- near-identical wording: word-set Jaccard >= MIN_JACCARD, and words only added or dropped, none replaced;
-- the same guard tokens: numbers, negations and names. "I have 2 cats" then "I have 3 cats" is a
+- near-identical wording: word-set Jaccard >= MIN_JACCARD, and words only added or dropped, none
+  replaced, and only light words at that (function words, intensifiers, discourse markers: "As I
+  said, ..." restates; "... with my dad" tells something new);
+- the same guard tokens, in the same order: numbers, negations (each with the word it negates),
+  quantifiers and frequency words, dates and names. "I have 2 cats" then "I have 3 cats" is a
   change, not a restatement, however close the two vectors are.
 
 The repeat is kept as a restatement record (kind REVISION, `restatement_of` the survivor) reached by
@@ -20,6 +23,7 @@ import numpy as np
 from ulid import ULID
 
 from hebbs.schema import EdgeType, Memory, MemoryKind
+from hebbs.store.lexical_index import STOPWORDS
 from hebbs.store.open_vault import OpenVault
 from hebbs.store.storage import WriteSet, edge_keys, id_bytes, temporal_keys, vector_key
 
@@ -34,7 +38,18 @@ _NUMBER_WORDS = frozenset(
     "zero one two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred "
     "thousand million billion first second third fourth fifth half twice once dozen".split())
 _NEGATIONS = frozenset("not no never none nothing nobody neither nor without cannot can't don't doesn't didn't "
-                       "isn't aren't wasn't weren't won't wouldn't shouldn't couldn't haven't hasn't hadn't".split())
+                       "isn't aren't wasn't weren't won't wouldn't shouldn't couldn't haven't hasn't hadn't "
+                       "rarely seldom hardly barely scarcely".split())
+# How much or how often: "we ship on Fridays" / "we only ship on Fridays" are different facts.
+_QUANTIFIERS = frozenset("always often usually sometimes occasionally almost nearly only all every each some most "
+                         "few many more less least".split())
+# Words whose addition or removal says nothing new: function words, intensifiers, interjections,
+# and the markers of a repeat ("as I said", "like I mentioned").
+_LIGHT = STOPWORDS | frozenset(
+    "really so very just actually indeed definitely truly totally quite pretty super "
+    "oh wow yeah yes yep hey hi hello well okay ok um uh ah aww "
+    "like said say mentioned told again anyway also too still already "
+    "i'm i've i'll i'd you're we're it's that's there's".split())
 _MONTHS_DAYS = frozenset("january february march april may june july august september october november december "
                          "monday tuesday wednesday thursday friday saturday sunday yesterday today tomorrow".split())
 
@@ -57,6 +72,7 @@ def guard_tokens(text: str) -> frozenset[str]:
             continue
         low = token.lower()
         if (any(c.isdigit() for c in token) or low in _NUMBER_WORDS or low in _NEGATIONS or low.endswith("n't")
+                or low in _QUANTIFIERS
                 or low in _MONTHS_DAYS or (token[0].isupper() and not sentence_start and low != "i")):
             out.add(low)
         sentence_start = False
@@ -73,14 +89,26 @@ def same_guards(a: str, b: str) -> bool:
     added, dropped, changed or moved ("batch 1 item 12" / "batch 12 item 1") makes another fact; the
     same word capitalized differently does not."""
     guards = guard_tokens(a) | guard_tokens(b)
-    return [w for w in words(a) if w in guards] == [w for w in words(b) if w in guards]
+    return _guard_sequence(words(a), guards) == _guard_sequence(words(b), guards)
+
+
+def _guard_sequence(text_words: list[str], guards: frozenset[str]) -> list[tuple[str, str]]:
+    """The guard tokens in order, each negation with the word after it: "does not reinforce; used
+    does" and "does reinforce; used does not" hold one "not" each, negating different things."""
+    return [(w, text_words[n + 1] if n + 1 < len(text_words) and _negation(w) else "")
+            for n, w in enumerate(text_words) if w in guards]
+
+
+def _negation(word: str) -> bool:
+    return word in _NEGATIONS or word.endswith("n't")
 
 
 def no_substitution(a: str, b: str) -> bool:
-    """One text's words contain the other's: words were added or dropped, none replaced. "the blue
-    button" / "the red button" replaces a word, and a replaced word is a changed fact."""
+    """One text's words contain the other's, and what one adds is light: words were added or dropped,
+    none replaced ("the blue button" / "the red button" is a changed fact), and nothing that carries
+    information was added ("watching classics" / "watching classics with my dad")."""
     wa, wb = set(words(a)), set(words(b))
-    return wa <= wb or wb <= wa
+    return (wa <= wb or wb <= wa) and (wa ^ wb) <= _LIGHT
 
 
 def is_restatement(new_text: str, old_text: str, cosine: float) -> bool:
