@@ -48,7 +48,7 @@ _QUANTIFIERS = frozenset("always often usually sometimes occasionally almost nea
 _LIGHT = STOPWORDS | frozenset(
     "really so very just actually indeed definitely truly totally quite pretty super "
     "oh wow yeah yes yep hey hi hello well okay ok um uh ah aww "
-    "like said say mentioned told again anyway also too still already "
+    "like said say mentioned told anyway also too still already "
     "i'm i've i'll i'd you're we're it's that's there's".split())
 _MONTHS_DAYS = frozenset("january february march april may june july august september october november december "
                          "monday tuesday wednesday thursday friday saturday sunday yesterday today tomorrow".split())
