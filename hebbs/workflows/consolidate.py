@@ -22,7 +22,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from hebbs.errors import InvalidInput
-from hebbs.schema import EdgeType, Memory, MemoryKind
+from hebbs.schema import ConsolidationGain, EdgeType, Memory, MemoryKind
 from hebbs.store.lexical_index import STOPWORDS
 from hebbs.store.open_vault import OpenVault, now_us
 from hebbs.store.storage import WriteSet, edge_keys, id_bytes, temporal_keys, vector_key
@@ -137,15 +137,18 @@ def find_restated(vault: OpenVault, memory: Memory, vector: np.ndarray, exclude:
 
 def merge(writes: WriteSet, survivor: Memory, new: Memory, stamp: int, decay_value) -> tuple[Memory, Memory]:
     """Fold `new` into `survivor`: returns (survivor updated, the restatement record). The caller commits."""
+    importance = round(min(1.0, max(survivor.importance, new.importance) + IMPORTANCE_STEP), 6)
     record = Memory(
         id=new.id, content=new.content, importance=new.importance, context=new.context, entity_id=new.entity_id,
         created_at=new.created_at, updated_at=stamp, last_accessed_at=stamp, kind=MemoryKind.REVISION,
         source=new.source, superseded_by=survivor.id, revision_of=survivor.id, restatement_of=survivor.id,
+        consolidation_gain=ConsolidationGain(importance=round(importance - survivor.importance, 6),
+                                             accessed_before=survivor.last_accessed_at),
     )
     writes.put_memory(record)
     writes.put_edge(survivor.id, EdgeType.REVISED_FROM, record.id, 1.0, stamp)
     survivor.restatements += 1
-    survivor.importance = round(min(1.0, max(survivor.importance, new.importance) + IMPORTANCE_STEP), 6)
+    survivor.importance = importance
     survivor.access_count += 1
     survivor.last_accessed_at = stamp
     survivor.updated_at = stamp
@@ -154,8 +157,10 @@ def merge(writes: WriteSet, survivor: Memory, new: Memory, stamp: int, decay_val
     return survivor, record
 
 
-def restore(writes: WriteSet, vault: OpenVault, record: Memory, vector: np.ndarray, stamp: int) -> tuple[Memory, Memory | None]:
-    """Undo a merge: the record becomes an EPISODE of its own again. Returns (restored, survivor)."""
+def restore(writes: WriteSet, vault: OpenVault, record: Memory, vector: np.ndarray, stamp: int,
+            decay_value) -> tuple[Memory, Memory | None]:
+    """Undo a merge: the record becomes an EPISODE of its own again, and the survivor gives back what
+    the merge added (one restatement, its importance step, the access it counted). Returns (restored, survivor)."""
     survivor = vault.memory(record.restatement_of) if record.restatement_of else None
     for key in edge_keys(record.restatement_of or "", EdgeType.REVISED_FROM, record.id):
         writes.delete("graph", key)
@@ -170,7 +175,15 @@ def restore(writes: WriteSet, vault: OpenVault, record: Memory, vector: np.ndarr
     writes.put("vectors", vector_key(restored.id), vector.astype("<f4").tobytes())
     if survivor is not None:
         survivor.restatements = max(0, survivor.restatements - 1)
+        gain = record.consolidation_gain
+        if gain is not None:
+            # Taken back as a difference: a revision of the importance since then is kept.
+            survivor.importance = round(min(1.0, max(0.0, survivor.importance - gain.importance)), 6)
+            survivor.access_count = max(0, survivor.access_count - 1)
+            if survivor.last_accessed_at == record.updated_at:  # not used since the merge
+                survivor.last_accessed_at = gain.accessed_before
         survivor.updated_at = stamp
+        survivor.decay_score = decay_value(survivor, stamp)
         writes.put_memory(survivor)
     return restored, survivor
 
@@ -224,7 +237,8 @@ def unconsolidate(vault: OpenVault, record_id: str) -> Memory:
     vector = vault.embedder.embed([record.content])[0]
     with vault.writing():
         writes = WriteSet()
-        restored, survivor = restore(writes, vault, record, vector, now_us())
+        restored, survivor = restore(writes, vault, record, vector, now_us(),
+                                     lambda m, t: decay.decay_value(m, t, vault.config.decay))
         vault.apply(writes, saved=[restored] + ([survivor] if survivor else []),
                     vectors=([restored.id], vector.reshape(1, -1)), reindexed=[restored])
         return restored
