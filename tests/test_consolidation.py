@@ -26,6 +26,18 @@ def test_guard_tokens_see_numbers_negations_and_names() -> None:
     assert not is_restatement("I have 2 cats", "I have 3 cats", cosine=0.99)
 
 
+def test_only_light_words_may_be_added_and_a_negation_keeps_its_word() -> None:
+    said = "I do love watching classics."
+    assert is_restatement("Oh, I really do love watching classics!", said, cosine=0.95)
+    assert is_restatement("As I said, I do love watching classics.", said, cosine=0.95)
+    assert not is_restatement("I do love watching classics with my dad.", said, cosine=0.95)  # news
+    assert not is_restatement("I started playing guitar again.", "I started playing guitar.", cosine=0.95)
+    assert not is_restatement("It is rarely fulfilling.", "It is fulfilling.", cosine=0.95)
+    assert not is_restatement("We only ship on Fridays.", "We ship on Fridays.", cosine=0.95)
+    assert not is_restatement("Recall does reinforce; used does not.", "Recall does not reinforce; used does.",
+                              cosine=0.99)
+
+
 def test_restatement_consolidates_and_is_reported(eng) -> None:
     first = eng.remember(FACT, entity_id="caroline", importance=0.5)
     again = eng.remember(FACT.rstrip("."), entity_id="caroline", importance=0.5)

@@ -46,9 +46,12 @@ _NEGATIONS = frozenset("not no never none nothing nobody neither nor without can
 # How much or how often: "we ship on Fridays" / "we only ship on Fridays" are different facts.
 _QUANTIFIERS = frozenset("always often usually sometimes occasionally almost nearly only all every each some most "
                          "few many more less least".split())
+# Function words that still tell when, how often or which way: "started playing again", "before
+# the meeting", "turned it off" are news.
+_NOT_LIGHT = frozenset("again further once before after against until off out over under above below up down".split())
 # Words whose addition or removal says nothing new: function words, intensifiers, interjections,
 # and the markers of a repeat ("as I said", "like I mentioned").
-_LIGHT = STOPWORDS | frozenset(
+_LIGHT = (STOPWORDS - _NOT_LIGHT) | frozenset(
     "really so very just actually indeed definitely truly totally quite pretty super "
     "oh wow yeah yes yep hey hi hello well okay ok um uh ah aww "
     "like said say mentioned told anyway also too still already "
