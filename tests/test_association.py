@@ -51,6 +51,21 @@ def test_associative_recall_brings_a_co_used_memory_with_its_tag(eng) -> None:
     assert eng.recall("Where does the staging cluster run?", top_k=5, strategies=["similarity"]).ids() == plain.ids()
 
 
+def test_spread_brings_at_most_two_and_lands_below_its_seed(eng) -> None:
+    seed = eng.remember("The staging cluster runs in the Frankfurt region.").id
+    partners = [eng.remember(text).id for text in (
+        "Ask Priya before touching anything on the weekend.", "Lunch on Fridays is pizza.",
+        "The office plant needs water.", "Invoices go out on the first of the month.")]
+    for _ in range(3):  # each used with the seed alone: strong links (0.875 / sqrt(4 x 1))
+        for partner in partners:
+            eng.reinforce([seed, partner])
+    found = eng.recall("Where does the staging cluster run?", top_k=10, associate=True)
+    spread = [r for r in found if r.details.get("associated_with") == seed]
+    assert len(spread) == 2  # four strong links, two brought
+    top = next(r for r in found if r.memory.id == seed)
+    assert all(r.components.relevance < top.components.relevance for r in spread)
+
+
 def test_a_hub_does_not_come_back_for_every_cue(eng) -> None:
     topics = ["sourdough baking", "marathon training", "tax filing", "guitar chords", "garden compost",
               "train timetables", "python packaging", "wedding planning"]

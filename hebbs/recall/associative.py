@@ -29,7 +29,9 @@ SEEDS = 5
 SEED_MIN = 0.5
 # Links weaker than this (after degree normalization) spread nothing.
 MIN_STRENGTH = 0.3
+# A partner lands below its seed: relevance = seed's normalized similarity x strength x DAMPING.
 DAMPING = 0.8
+# What spread can displace from a recall's list, at most.
 MAX_SPREAD = 2
 _US_PER_DAY = 86_400 * 1_000_000
 
