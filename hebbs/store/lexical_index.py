@@ -202,8 +202,28 @@ def tokenize(text: str) -> list[str]:
     out: list[str] = []
     for chunk in _SPLIT.split(_INNER_APOSTROPHE.sub("", text)):
         if chunk:
-            _chunk_tokens(chunk, out)
+            tokens = _chunk_cache.get(chunk)
+            if tokens is None:
+                tokens = _cached_chunk_tokens(chunk)
+            out += tokens
     return out
+
+
+# A chunk's tokens depend on the chunk alone, and words repeat across texts (Zipf): recall's
+# confidence step tokenizes every result, so a repeated word costs one lookup instead of a regex
+# pass, a camelCase check and a stem.
+_chunk_cache: dict[str, tuple[str, ...]] = {}
+_CHUNK_CACHE_MAX = 100_000
+
+
+def _cached_chunk_tokens(chunk: str) -> tuple[str, ...]:
+    found: list[str] = []
+    _chunk_tokens(chunk, found)
+    tokens = tuple(found)
+    if len(_chunk_cache) >= _CHUNK_CACHE_MAX:
+        _chunk_cache.clear()  # crude bound, as for stems
+    _chunk_cache[chunk] = tokens
+    return tokens
 
 
 # --------------------------------------------------------------------------------------------
