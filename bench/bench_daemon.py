@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -108,6 +109,11 @@ def main() -> int:
 
     from hebbs import Client, Engine
     from hebbs.paths import init_vault
+    from hebbs.store.embed import limit_blas_threads
+
+    # The daemon runs with one BLAS thread (hebbs.daemon.main); the in-process side must too, or it
+    # measures OpenBLAS threads fighting the model's on two cores, not the socket.
+    limit_blas_threads(1)
 
     work = Path(tempfile.mkdtemp(prefix="hbb", dir="/tmp"))
     home, root, twin = work / "h", work / "p", work / "q"
@@ -137,12 +143,21 @@ def main() -> int:
                 "in-process remember": lambda i: engine.remember(next(local), entity_id="bench"),
                 "socket remember (SDK)": lambda i: client.remember(next(served), entity_id="bench"),
             }, args.calls)
+            cpu: dict[str, list[float]] = {}
+
+            def process(label: str, argv: list[str]) -> Callable[[int], object]:
+                def run(i: int) -> None:
+                    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    subprocess.run([a.replace("{cue}", CUES[i % len(CUES)]) for a in argv], cwd=root, env=env,
+                                   check=True, capture_output=True)
+                    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    cpu.setdefault(label, []).append((after.ru_utime + after.ru_stime - before.ru_utime
+                                                      - before.ru_stime) * 1000)
+                return run
+
             results |= interleaved({
-                "process start floor (`python -c pass`)": lambda i: subprocess.run(
-                    [sys.executable, "-c", "pass"], env=env, check=True),
-                "CLI `hebbs recall` wall time": lambda i: subprocess.run(
-                    [hebbs, "recall", CUES[i % len(CUES)], "--format", "json"], cwd=root, env=env, check=True,
-                    capture_output=True),
+                "process start floor (`python -c pass`)": process("floor", [sys.executable, "-c", "pass"]),
+                "CLI `hebbs recall` wall time": process("cli", [hebbs, "recall", "{cue}", "--format", "json"]),
             }, args.cli_calls)
             memories = client.status().vault.memories
             client.shutdown()
@@ -158,6 +173,9 @@ def main() -> int:
         cli = results["CLI `hebbs recall` wall time"]
         floor = results["process start floor (`python -c pass`)"]
         print(f"`hebbs recall` minus the process start floor: {pct(cli, 0.5) - pct(floor, 0.5):+.2f} ms at p50")
+        # CPU time is what the process itself costs; its wall time also counts waiting for a core.
+        print(f"CPU time per process (user + system, p50): `python -c pass` {pct(cpu['floor'], 0.5):.1f} ms, "
+              f"`hebbs recall` {pct(cpu['cli'], 0.5):.1f} ms (the daemon's work not included)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -35,7 +35,7 @@ from bench_strategies import build_vault  # noqa: E402
 from hebbs import Engine  # noqa: E402
 from hebbs.recall import confidence, fused, fusion, scoring  # noqa: E402
 from hebbs.schema import ScoringWeights  # noqa: E402
-from hebbs.store.embed import get_embedder  # noqa: E402
+from hebbs.store.embed import get_embedder, limit_blas_threads  # noqa: E402
 
 RELEVANCE_ONLY = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)
 
@@ -106,6 +106,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=300)
     args = parser.parse_args()
+    # As the daemon does (hebbs.daemon.main): on two cores, OpenBLAS threads for MMR's small products
+    # fight the model's threads, and a recall at top_k 100 took several times longer for it.
+    limit_blas_threads(1)
     embedder = get_embedder()
     n, q = args.size, args.queries
     with tempfile.TemporaryDirectory(prefix="hebbs-bench-") as tmp:
