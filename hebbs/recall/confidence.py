@@ -64,26 +64,24 @@ class CueEvidence:
 
     def __init__(self, background: Sequence[float], terms: Mapping[str, float], known: Mapping[str, bool]) -> None:
         self.mean_background = float(np.mean(background)) if len(background) else 0.0
-        self.terms = terms
         self.total = sum(terms.values())
         self.known_share = sum(w for t, w in terms.items() if known.get(t)) / self.total if self.total > 0 else 0.0
         self.rarest = max(terms.values(), default=0.0)
+        self.items = list(terms.items())
+        self.known_rounded = round(self.known_share, 6)
 
     def features(self, cosine: float, memory_terms: Container[str]) -> dict[str, float]:
         """The calibration's inputs for one memory."""
-        terms, total, rarest = self.terms, self.total, self.rarest
-        coverage = sum(w for t, w in terms.items() if t in memory_terms) / total if total > 0 else 0.0
-        missing = max((w for t, w in terms.items() if t not in memory_terms), default=0.0)
+        total, rarest = self.total, self.rarest
+        covered, missing = 0.0, 0.0  # sums and maxima as sum() and max(default=0.0) give them (idf > 0)
+        for term, weight in self.items:
+            if term in memory_terms:
+                covered += weight
+            elif weight > missing:
+                missing = weight
         return {"cosine": round(cosine, 6), "cosine_gap": round(cosine - self.mean_background, 6),
-                "term_coverage": round(coverage, 6), "known_terms": round(self.known_share, 6),
-                "missing_key": round(missing / rarest, 6) if rarest > 0 else 0.0}
-
-
-def features(cosine: float, background: Sequence[float], terms: Mapping[str, float], known: Mapping[str, bool],
-             memory_terms: Container[str]) -> dict[str, float]:
-    """The calibration's inputs for one memory. `terms` maps each cue term to its idf in the vault,
-    `known` says whether any memory of the vault holds it."""
-    return CueEvidence(background, terms, known).features(cosine, memory_terms)
+                "term_coverage": round(covered / total, 6) if total > 0 else 0.0,
+                "known_terms": self.known_rounded, "missing_key": round(missing / rarest, 6) if rarest > 0 else 0.0}
 
 
 def calibrated(values: Mapping[str, float], coefficients: Sequence[float] = COEFFICIENTS,
