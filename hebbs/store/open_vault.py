@@ -32,6 +32,7 @@ from ..config import VaultConfig
 from ..errors import InvalidInput, ModelMismatch, NotFound
 from ..schema import Memory, MemoryKind, PendingContradiction
 from . import changelog
+from .catalog import Catalog, CatalogEntry
 from .embed import Embedder
 from .lexical_index import LexicalIndex
 from .memory_text import lexical_text
@@ -41,10 +42,15 @@ from .vector_index import VectorIndex
 log = logging.getLogger("hebbs.store")
 
 SCHEMA_VERSION = 1
-# Changed vectors between two checkpoints of the HNSW index: what a crash may have to replay. Replaying
-# costs about what remembering costs without the embedding (~1 ms a vector at 100k on a busy 2-core
-# machine); a checkpoint costs one write of the index file (~0.3 s at 100k, ~2.5 s at 1M).
-CHECKPOINT_EVERY = 2000
+# Changed vectors between two checkpoints of the HNSW index: what a crash may leave to replay. A
+# replayed vector costs what an insert costs (~1 ms at 100k on 2 cores, busy); a checkpoint costs one
+# write of the index file with writers waiting (~0.3 s at 100k, ~3 s at 1M). So the interval is
+# CHECKPOINT_EVERY, or 0.5% of the index when that is more: at 1M a checkpoint every 5,000 changes.
+CHECKPOINT_EVERY = 1000
+
+
+def checkpoint_interval(indexed: int) -> int:
+    return max(CHECKPOINT_EVERY, indexed // 200)
 
 Filter = Callable[[str], bool]
 Hits = list[tuple[str, float]]
@@ -52,26 +58,6 @@ Hits = list[tuple[str, float]]
 
 def now_us() -> int:
     return time.time_ns() // 1000
-
-
-class CatalogEntry:
-    """What recall filters and the composite score need about a memory, kept in memory so that
-    ranking a few hundred candidates never touches disk: only the final top_k records are read."""
-
-    __slots__ = ("entity_id", "created_at", "superseded_by", "kind", "importance", "access_count", "context_type",
-                 "file", "words")
-
-    def __init__(self, memory: Memory) -> None:
-        self.entity_id = memory.entity_id
-        self.created_at = memory.created_at
-        self.superseded_by = memory.superseded_by
-        self.kind = memory.kind
-        self.importance = memory.importance
-        self.access_count = memory.access_count
-        kind = memory.context.get("type")  # its decay half-life is its recency window (recall/scoring.py)
-        self.context_type = kind if isinstance(kind, str) else None
-        self.file = memory.source.file_path if memory.source is not None else None
-        self.words = len(memory.content.split())  # fusion weighs long memories differently (fusion.lexical_weight_for)
 
 
 class OpenVault:
@@ -83,7 +69,7 @@ class OpenVault:
         self.embedder = embedder
         self.store = store
         self._write_lock = threading.RLock()
-        self._catalog: dict[str, CatalogEntry] = {}
+        self._catalog = Catalog()
         self._pending_pairs: set[frozenset[str]] | None = None
         self._write_seq = int(store.get_meta("write_seq", 0))
         self._checkpointed_seq = -1  # the write sequence of the vector index's newest checkpoint on disk
@@ -107,8 +93,12 @@ class OpenVault:
         return vault
 
     def _load(self) -> None:
-        for memory in self.store.memories():
-            self._catalog[memory.id] = CatalogEntry(memory)
+        catalog = Catalog.load(self.path / "index", self.store.db.latest_sequence_number())
+        if catalog is None:
+            catalog = Catalog()
+            for memory in self.store.memories():
+                catalog.put(memory)
+        self._catalog = catalog
         self._index = self._open_vector_index()
         self._lexical = LexicalIndex.open(self.path / "lexical")
         try:
@@ -116,7 +106,7 @@ class OpenVault:
         except BaseException:
             self._lexical.close()  # its writer lock must not outlive a failed open
             raise
-        if self._changes_since_checkpoint >= CHECKPOINT_EVERY:
+        if self._changes_since_checkpoint >= checkpoint_interval(len(self._index)):
             self._checkpoint_soon()
 
     def _open_vector_index(self) -> VectorIndex:
@@ -189,6 +179,8 @@ class OpenVault:
                     self._checkpointed_seq = self._write_seq
                 self._lexical.flush()
                 changelog.prune(self.store, min(self._checkpointed_seq, self._lexical.applied_seq))
+                # Last write of the session: the catalog is stamped with the database's final sequence.
+                self._catalog.save(self.path / "index", self.store.db.latest_sequence_number())
             except OSError as exc:
                 # The checkpoint is derived: without it the next open rebuilds the index from RocksDB.
                 log.warning("could not save the vector index checkpoint of %s (%s); it will be rebuilt", self.path, exc)
@@ -198,7 +190,7 @@ class OpenVault:
 
     def _checkpoint_soon(self) -> None:
         """Checkpoint the vector index in the background (caller holds the write lock), so that a crash
-        replays at most about CHECKPOINT_EVERY changed memories instead of rebuilding the index."""
+        replays at most about checkpoint_interval() changed memories instead of rebuilding the index."""
         if self._checkpointer is not None and self._checkpointer.is_alive():
             return
         self._checkpointer = threading.Thread(target=self._checkpoint, name="hebbs-checkpoint", daemon=True)
@@ -256,7 +248,7 @@ class OpenVault:
 
     def entries(self) -> list[tuple[str, CatalogEntry]]:
         """A snapshot of the catalog: safe to iterate while writers change it."""
-        return list(self._catalog.items())
+        return self._catalog.items()
 
     def memory(self, memory_id: str) -> Memory | None:
         return self.store.get_memory(memory_id)
@@ -392,9 +384,9 @@ class OpenVault:
             changelog.record(writes, self._write_seq, touched)
         self.store.commit(writes, durable=durable)
         for memory_id in removed:
-            self._catalog.pop(memory_id, None)
+            self._catalog.remove(memory_id)
         for memory in saved:
-            self._catalog[memory.id] = CatalogEntry(memory)
+            self._catalog.put(memory)
         if not touches_indexes:
             return
         if removed:
@@ -407,7 +399,7 @@ class OpenVault:
             self._lexical.upsert((id_bytes(m.id), lexical_text(m)) for m in reindexed)
         self._lexical.commit(self._write_seq)
         self._changes_since_checkpoint += len(removed) + (len(vectors[0]) if vectors is not None else 0)
-        if self._changes_since_checkpoint >= CHECKPOINT_EVERY:
+        if self._changes_since_checkpoint >= checkpoint_interval(len(self._index)):
             self._checkpoint_soon()
 
     # Contradiction candidates (the `pending` family) -----------------------------------------
