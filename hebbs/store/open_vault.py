@@ -2,13 +2,16 @@
 
 A vault directory holds:
     db/          the RocksDB database (storage.py)
-    index/       the HNSW snapshot written at clean close (vector_index.py)
+    index/       the HNSW checkpoint (vector_index.py) and the catalog saved at clean close (catalog.py)
     lexical/     the BM25 index (lexical_index.py)
     config.toml  optional settings (config.py)
 
 RocksDB is the source of truth. The HNSW and lexical indexes are derived: each records the vault's
-write sequence number (meta "write_seq", bumped in the same batch as every content change) and is
-rebuilt from RocksDB when its number does not match, so a crash can never leave them silently stale.
+write sequence number (meta "write_seq", bumped in the same batch as every content change) and,
+when it is behind, catches up by re-reading the memories the change log (changelog.py) names for
+the writes it missed, or is rebuilt when the log does not reach back that far. A crash can
+therefore never leave them silently stale, and recovering from one costs the writes since the
+last checkpoint, not the vault.
 
 `OpenVault` owns the store, both indexes, the in-memory catalog, the write lock, the config and the
 embedder. Nothing outside this module touches their private names: readers use the methods below,
@@ -45,12 +48,12 @@ SCHEMA_VERSION = 1
 # Changed vectors between two checkpoints of the HNSW index: what a crash may leave to replay. A
 # replayed vector costs what an insert costs (~1 ms at 100k on 2 cores, busy); a checkpoint costs one
 # write of the index file with writers waiting (~0.3 s at 100k, ~3 s at 1M). So the interval is
-# CHECKPOINT_EVERY, or 0.5% of the index when that is more: at 1M a checkpoint every 5,000 changes.
-CHECKPOINT_EVERY = 1000
+# CHECKPOINT_EVERY, or 0.25% of the index when that is more: at 1M a checkpoint every 2,500 changes.
+CHECKPOINT_EVERY = 500
 
 
 def checkpoint_interval(indexed: int) -> int:
-    return max(CHECKPOINT_EVERY, indexed // 200)
+    return max(CHECKPOINT_EVERY, indexed // 400)
 
 Filter = Callable[[str], bool]
 Hits = list[tuple[str, float]]
@@ -95,9 +98,7 @@ class OpenVault:
     def _load(self) -> None:
         catalog = Catalog.load(self.path / "index", self.store.db.latest_sequence_number())
         if catalog is None:
-            catalog = Catalog()
-            for memory in self.store.memories():
-                catalog.put(memory)
+            catalog = Catalog.from_store(self.store)
         self._catalog = catalog
         self._index = self._open_vector_index()
         self._lexical = LexicalIndex.open(self.path / "lexical")
