@@ -32,7 +32,8 @@ _FILE = "catalog.bin"
 _ID_CHARS = 26
 _KINDS = tuple(MemoryKind)
 _KIND_CODE = {kind: code for code, kind in enumerate(_KINDS)}
-_NUMBERS = np.dtype([("created_at", "<i8"), ("importance", "<f8"), ("access_count", "<i8"), ("kind", "<i1"),
+# created_at is unsigned like the temporal keys: a stored time may reach 2**64 - 1 (test_storage_values).
+_NUMBERS = np.dtype([("created_at", "<u8"), ("importance", "<f8"), ("access_count", "<i8"), ("kind", "<i1"),
                      ("words", "<i4")])
 _DIGEST = 16
 
@@ -233,6 +234,19 @@ class Catalog:
         catalog._cols = _Columns(ids, np.array(numbers, dtype=_NUMBERS) if numbers else np.zeros(0, dtype=_NUMBERS),
                                  entity_id, superseded_by, context_type, file)  # type: ignore[arg-type]
         return catalog
+
+    def refresh(self, store: Store, keys: set[bytes]) -> None:
+        """Bring these memories (keys of the `default` family) to what RocksDB holds now."""
+        for key in list(keys):
+            raw = store.get("default", key)
+            memory_id = id_str(key[len(MEMORY_PREFIX):])
+            if raw is None:
+                self.remove(memory_id)
+                continue
+            try:
+                self.put(msgspec.msgpack.decode(raw, type=Memory))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                self.remove(memory_id)
 
     # Persisting ------------------------------------------------------------------------------
 

@@ -32,14 +32,14 @@ from typing import Protocol
 import numpy as np
 
 from ..config import VaultConfig
-from ..errors import InvalidInput, ModelMismatch, NotFound
+from ..errors import CorruptVault, InvalidInput, ModelMismatch, NotFound
 from ..schema import Memory, MemoryKind, PendingContradiction
 from . import changelog
 from .catalog import Catalog, CatalogEntry
 from .embed import Embedder
 from .lexical_index import LexicalIndex
 from .memory_text import lexical_text
-from .storage import (TIMELINE_ENTITY, Store, WriteSet, decode, encode, id_bytes, id_str, temporal_prefix)
+from .storage import (MEMORY_PREFIX, TIMELINE_ENTITY, Store, WriteSet, decode, encode, id_bytes, id_str, temporal_prefix)
 from .vector_index import VectorIndex
 
 log = logging.getLogger("hebbs.store")
@@ -50,6 +50,9 @@ SCHEMA_VERSION = 1
 # write of the index file with writers waiting (~0.3 s at 100k, ~3 s at 1M). So the interval is
 # CHECKPOINT_EVERY, or 0.25% of the index when that is more: at 1M a checkpoint every 2,500 changes.
 CHECKPOINT_EVERY = 500
+
+# Vaults up to this many memories have their records checked inside the open (see _load).
+VERIFY_INLINE_UP_TO = 20_000
 
 
 def checkpoint_interval(indexed: int) -> int:
@@ -81,6 +84,8 @@ class OpenVault:
         # Held across a whole checkpoint (its file is written, checked and renamed in several steps);
         # taken before the write lock, never after it.
         self._checkpoint_lock = threading.Lock()
+        self._verifier: threading.Thread | None = None
+        self._damage: CorruptVault | None = None
         self._index: VectorIndex
         self._lexical: LexicalIndex
         self._closed = False
@@ -98,7 +103,17 @@ class OpenVault:
     def _load(self) -> None:
         catalog = Catalog.load(self.path / "index", self.store.db.latest_sequence_number())
         if catalog is None:
-            catalog = Catalog.from_store(self.store)
+            catalog = Catalog.from_store(self.store)  # reads every record: damage shows here
+        else:
+            # Reading the catalog from RocksDB used to check every record's block at each open. That
+            # check still runs: inside the open for a small vault (it costs ~30 ms at 20k: a damaged
+            # vault is refused before any caller sees it), beside the first recalls for a large one,
+            # where the first write waits for it: a damaged vault is refused (CORRUPT_VAULT) before
+            # anything is written to it.
+            self._verifier = threading.Thread(target=self._verify_records, name="hebbs-verify", daemon=True)
+            self._verifier.start()
+            if len(catalog) <= VERIFY_INLINE_UP_TO:
+                self._wait_verified()
         self._catalog = catalog
         self._index = self._open_vector_index()
         self._lexical = LexicalIndex.open(self.path / "lexical")
@@ -170,21 +185,32 @@ class OpenVault:
             self._lexical.rebuild(items, self._write_seq)
 
     def close(self) -> None:
+        if self._verifier is not None:
+            self._verifier.join()  # its iterator must not outlive the database
         with self._checkpoint_lock, self._write_lock:
             if self._closed:
                 return
             self._closed = True
             try:
-                if self._checkpointed_seq != self._write_seq:
-                    self._index.save(self.path / "index", self._write_seq)
-                    self._checkpointed_seq = self._write_seq
+                try:
+                    if self._checkpointed_seq != self._write_seq:
+                        self._index.save(self.path / "index", self._write_seq)
+                        self._checkpointed_seq = self._write_seq
+                except OSError as exc:
+                    # The checkpoint is derived: without it the next open catches up from an older one or rebuilds.
+                    log.warning("could not save the vector index checkpoint of %s (%s); it will be rebuilt",
+                                self.path, exc)
                 self._lexical.flush()
                 changelog.prune(self.store, min(self._checkpointed_seq, self._lexical.applied_seq))
-                # Last write of the session: the catalog is stamped with the database's final sequence.
-                self._catalog.save(self.path / "index", self.store.db.latest_sequence_number())
-            except OSError as exc:
-                # The checkpoint is derived: without it the next open rebuilds the index from RocksDB.
-                log.warning("could not save the vector index checkpoint of %s (%s); it will be rebuilt", self.path, exc)
+                # Last write of the session: the catalog is stamped with the database's final sequence,
+                # once the records written behind its back are read into it.
+                untracked = self.store.untracked_memories
+                if untracked is not None:
+                    self._catalog.refresh(self.store, untracked)
+                    self._catalog.save(self.path / "index", self.store.db.latest_sequence_number())
+            except Exception as exc:  # noqa: BLE001 - all derived: the next open reads it back from RocksDB
+                log.warning("could not save the catalog of %s (%s); the next open reads it from the database",
+                            self.path, exc)
             finally:
                 self._lexical.close()
                 self.store.close()
@@ -365,10 +391,28 @@ class OpenVault:
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
-        """The write lock, on a vault that must still be open."""
+        """The write lock, on a vault that must still be open (and whose records were found readable)."""
+        self._wait_verified()
         with self._write_lock:
             self.check_open()
             yield
+
+    def _verify_records(self) -> None:
+        try:
+            for _ in self.store.scan("default", MEMORY_PREFIX):
+                if self._closed:
+                    return
+        except CorruptVault as exc:
+            self._damage = exc
+        except Exception as exc:  # noqa: BLE001 - a store closed under it: nothing left to guard
+            log.debug("record check of %s stopped: %s", self.path, exc)
+
+    def _wait_verified(self) -> None:
+        verifier = self._verifier
+        if verifier is not None:
+            verifier.join()
+        if self._damage is not None:
+            raise self._damage
 
     def apply(self, writes: WriteSet, *, saved: Iterable[Memory] = (), removed: Sequence[str] = (),
               vectors: tuple[list[str], np.ndarray] | None = None, reindexed: Sequence[Memory] = (),
@@ -383,7 +427,7 @@ class OpenVault:
             writes.put_meta("write_seq", self._write_seq)
             touched = [*removed, *(vectors[0] if vectors is not None else ()), *(m.id for m in reindexed)]
             changelog.record(writes, self._write_seq, touched)
-        self.store.commit(writes, durable=durable)
+        self.store.commit(writes, durable=durable, tracked=True)
         for memory_id in removed:
             self._catalog.remove(memory_id)
         for memory in saved:
