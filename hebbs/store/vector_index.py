@@ -189,6 +189,7 @@ class VectorIndex:
         tmp_index = directory / f".{_SNAPSHOT_INDEX}.tmp"
         decoded = msgspec.msgpack.decode(meta, type=_SnapshotMeta)
         decoded.checksum = _checksum(tmp_index)
+        os.chmod(tmp_index, 0o600)  # hnswlib creates it with the umask's mode; a vault's files are the user's only
         with open(tmp_index, "rb") as f:
             os.fsync(f.fileno())
         # The old meta goes first: a crash between the two renames then leaves no meta (the index is
