@@ -54,10 +54,22 @@ class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # sibling_weight times the fused relevance of its sibling_count best sibling sections.
     sibling_weight: float = 0.2
     sibling_count: int = 2
+    # Memories alike in meaning support each other (recall.fusion.neighbor_support): each of the
+    # neighbor_pool best candidates moves neighbor_weight of the way towards the cosine-weighted mean
+    # relevance of its neighbor_count nearest candidates. 0 turns it off.
+    neighbor_weight: float = 0.2
+    neighbor_count: int = 5
+    neighbor_pool: int = 50
     # How many candidates each channel contributes: max(normalization_depth, top_k * candidate_factor).
     # 1 is enough: past normalization_depth a channel gives nothing to relevance, so deeper hits
     # only fill a long result list; 5 made a top_k=100 recall fetch and fuse 500 hits per channel.
     candidate_factor: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.neighbor_weight <= 1:
+            raise ValueError(f"recall.fusion.neighbor_weight must be from 0 to 1, got {self.neighbor_weight}")
+        if self.neighbor_count < 0 or self.neighbor_pool < 0:
+            raise ValueError("recall.fusion.neighbor_count and neighbor_pool must be >= 0")
 
 
 class TimeWordsParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -324,6 +336,9 @@ short_words = 30
 long_words = 100
 sibling_weight = 0.2
 sibling_count = 2
+neighbor_weight = 0.2
+neighbor_count = 5
+neighbor_pool = 50
 
 [decay]
 default_half_life_days = 30.0
