@@ -200,7 +200,8 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
         entry = vault.entry(mid)
         if entry is None:
             continue
-        window = scoring.recency_window_days(entry.context_type, config.recall.recency_window, config.decay)
+        window = scoring.recency_window_days(entry.context_type, config.recall.recency_window, config.decay,
+                                             config.recall.untyped_recency_days)
         parts = scoring.components(entry, cand.relevance, stamp, window)
         score = scoring.composite(parts, weights)
         if preferred is not None and preferred[0] <= entry.created_at <= preferred[1]:
