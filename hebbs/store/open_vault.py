@@ -181,6 +181,10 @@ class OpenVault:
     def memory(self, memory_id: str) -> Memory | None:
         return self.store.get_memory(memory_id)
 
+    def memories_of(self, ids: list[str]) -> list[Memory | None]:
+        """These memories (None for one that does not exist), in one read."""
+        return self.store.get_memories(ids) if ids else []
+
     def get(self, memory_id: str) -> Memory:
         memory = self.store.get_memory(memory_id)
         if memory is None:

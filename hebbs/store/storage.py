@@ -356,6 +356,20 @@ class Store:
     def get_vector(self, memory_id: str) -> bytes | None:
         return self.get("vectors", vector_key(memory_id))
 
+    def get_memories(self, ids: list[str]) -> list[Memory | None]:
+        """One RocksDB multi-get for many memories (a recall's results), in the order asked."""
+        try:
+            raws = self._views["default"].get([memory_key(mid) for mid in ids])
+        except Exception as exc:
+            raise self._read_error("default", exc) from None
+        out: list[Memory | None] = []
+        for memory_id, raw in zip(ids, raws):
+            try:
+                out.append(None if raw is None else _decode_memory(raw))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise CorruptVault(f"memory {memory_id} in {self.path} cannot be decoded: {exc}") from None
+        return out
+
     def get_vectors(self, ids: list[str]) -> list[bytes | None]:
         """One RocksDB multi-get for many vectors: far cheaper than a get per memory."""
         try:
