@@ -559,6 +559,14 @@ class OpenVault(msgspec.Struct, kw_only=True):
     indexing: bool = False
 
 
+class PanelState(msgspec.Struct, kw_only=True):
+    """Where the panel is served; `url` carries the daemon's token, so only this user's socket hears it."""
+
+    port: int
+    url: str
+    pid: int
+
+
 class DaemonStatus(msgspec.Struct, kw_only=True):
     version: str
     protocol: int = PROTOCOL_VERSION
@@ -579,6 +587,8 @@ class DaemonStatus(msgspec.Struct, kw_only=True):
     requests: int = 0
     open_vaults: list[OpenVault] = []
     vault: VaultStats | None = None
+    # The Memory Palace, when this daemon serves it (None otherwise).
+    panel: PanelState | None = None
 
 
 class Stopping(msgspec.Struct, kw_only=True):
@@ -633,14 +643,6 @@ class ExportChunk(msgspec.Struct, kw_only=True):
 
 class ExportDone(msgspec.Struct, kw_only=True):
     count: int
-
-
-class PanelState(msgspec.Struct, kw_only=True):
-    """Where the panel is served; `url` carries the daemon's token, so only this user's socket hears it."""
-
-    port: int
-    url: str
-    pid: int
 
 
 RESULT_TYPES: dict[str, Any] = {

@@ -136,6 +136,7 @@ def test_init_status_and_global_brain(shared_daemon: "DaemonHome") -> None:
     status = _json(run("status", "--format", "json", cwd=folder))
     assert status["project"] is None and status["global"]["path"] == str(shared_daemon.home)
     assert status["daemon"]["pid"] > 0
+    assert status["daemon"]["panel"] is None  # the test suite's daemons serve no panel (HEBBS_PANEL=off)
 
     assert _json(run("init", "--format", "json", cwd=folder)) == {"vault": str(folder / ".hebbs"), "created": True}
     assert "already exists" in run("init", str(folder)).stdout
@@ -143,7 +144,7 @@ def test_init_status_and_global_brain(shared_daemon: "DaemonHome") -> None:
     status = _json(run("status", "--format", "json", cwd=folder))
     assert status["project"]["path"] == str(folder / ".hebbs") and status["project"]["memories"] == 0
     text = run("status", cwd=folder).stdout
-    assert text.startswith("daemon ") and "global " in text and "project " in text
+    assert text.startswith("daemon ") and "global " in text and "project " in text and "panel " not in text
 
     brain = _json(run("remember", "global fact for the cli test", "--global", "--format", "json", cwd=folder))
     assert _json(run("--global", "get", brain["id"], "--format", "json"))["id"] == brain["id"]

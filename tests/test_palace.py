@@ -171,11 +171,79 @@ def test_memory_page_shows_source_edges_and_the_section_in_its_file(page: Any, p
     assert "Acme uses Salesforce" in page.locator("pre.source").inner_text()  # the whole file, section marked
 
 
-def test_graph_draws_the_memories_and_opens_one_on_click(page: Any, palace: Palace) -> None:
+def test_graph_draws_the_memories(page: Any, palace: Palace) -> None:
     page.goto(palace.page_url(f"/graph?vault={q(palace.home)}"))
     page.wait_for_selector("#graph[data-ready='1']")
     assert page.locator("#graph-status").inner_text().startswith("16 memories")
     assert page.locator("#graph canvas").count() > 0
+
+
+def click_memory_in_graph(page: Any, memory_id: str) -> None:
+    """Click where the page drew this memory (its renderer says where), and land on its page."""
+    spot = page.evaluate("(id) => document.getElementById('graph').hebbsGraph.screenPosition(id)", memory_id)
+    assert spot is not None, f"{memory_id} is not in the graph"
+    page.mouse.click(spot["x"], spot["y"])
+    page.wait_for_url(f"**/memory?**id={memory_id}**")
+
+
+def test_a_small_graph_is_laid_out_by_cytoscape_and_a_click_opens_the_memory(page: Any, palace: Palace) -> None:
+    with palace.daemon.client(global_=True) as client:
+        alice = client.recall("Alice tea", top_k=1, entity_id="alice").results[0].memory
+    page.goto(palace.page_url(f"/graph?vault={q(palace.home)}"))
+    page.wait_for_selector("#graph[data-ready='1']")
+    assert page.locator("#graph").get_attribute("data-renderer") == "cytoscape"
+    click_memory_in_graph(page, alice.id)
+    assert "Alice prefers tea" in page.locator("#memory-content").inner_text()
+    page.go_back()
+    page.wait_for_selector("#graph[data-ready='1']")
+    page.fill("#graph-search", "alice")  # an entity's name focuses its memories
+    expect(page.locator("#graph")).to_have_attribute("data-focused", "1")
+
+
+@pytest.fixture(scope="module")
+def large_vault(palace: Palace) -> tuple[str, list[Any]]:
+    """A project vault above the canvas threshold: 320 memories over 8 entities, with links."""
+    from hebbs.daemon.panel.data import PRESET_LAYOUT_ABOVE
+
+    root = palace.daemon.project()
+    palace.scratch.append(root)
+    count = PRESET_LAYOUT_ABOVE + 70
+    with palace.daemon.client(vault=root) as client:
+        made = client.remember_many([{"content": f"Crew {n % 8} logged observation number {n} of the survey.",
+                                      "entity_id": f"crew-{n % 8}"} for n in range(count)], check_contradictions=False,
+                                     consolidate=False)
+        for a, b in zip(made[::7], made[3::7]):
+            client.add_edge(a.id, "RELATED_TO", b.id, 0.9)
+    return str((root / VAULT_DIR).resolve()), made
+
+
+def test_a_large_graph_is_drawn_on_a_canvas_responds_to_zoom_search_and_click(page: Any, palace: Palace,
+                                                                              large_vault: tuple[str, list[Any]]) -> None:
+    vault, made = large_vault
+    page.goto(palace.page_url(f"/graph?vault={q(vault)}"))
+    page.wait_for_selector("#graph[data-ready='1']")
+    box = page.locator("#graph")
+    assert box.get_attribute("data-renderer") == "canvas"
+    assert box.locator("canvas.graph-canvas").count() == 1
+    status = page.locator("#graph-status").inner_text()
+    assert status.startswith(f"{len(made)} memories, ") and "each entity is a disc" in status
+    assert "RELATED_TO" in page.locator(".legend").inner_text()
+    # Zoom with the wheel: the page draws again at the new scale.
+    zoom = page.evaluate("document.getElementById('graph').hebbsGraph.zoom()")
+    bounds = box.bounding_box()
+    page.mouse.move(bounds["x"] + bounds["width"] / 2, bounds["y"] + bounds["height"] / 2)
+    page.mouse.wheel(0, -400)
+    expect(box).not_to_have_attribute("data-frames", "1")
+    assert page.evaluate("document.getElementById('graph').hebbsGraph.zoom()") > zoom
+    # Search focuses an entity's memories; hovering one names it; clicking opens it.
+    page.fill("#graph-search", "crew-3")
+    expect(box).to_have_attribute("data-focused", str(sum(1 for m in made if m.entity_id == "crew-3")))
+    target = next(m for m in made if m.entity_id == "crew-3")
+    spot = page.evaluate("(id) => document.getElementById('graph').hebbsGraph.screenPosition(id)", target.id)
+    page.mouse.move(spot["x"], spot["y"])
+    expect(page.locator(".graph-tip")).to_contain_text(target.content[:30])
+    click_memory_in_graph(page, target.id)
+    assert target.content in page.locator("#memory-content").inner_text()
 
 
 def test_timeline_lists_an_entitys_memories_in_time_order_and_filters_by_kind(page: Any, palace: Palace) -> None:

@@ -528,6 +528,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     print(f"daemon   pid {daemon.pid}, up {daemon.uptime_s:.0f}s, model {daemon.model or '(loading)'}, "
           f"{len(daemon.open_vaults)} open vaults, stops after {daemon.idle_timeout_s:.0f}s idle")
+    if daemon.panel is not None:
+        print(f"panel    {daemon.panel.url}  (Memory Palace; the address carries this daemon's token)")
     for name, stats in (("global", global_stats), ("project", project_stats)):
         if stats is None:
             print(f"{name:<8} none here (`hebbs init` creates a project vault in this folder)" if project_error else

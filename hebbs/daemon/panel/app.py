@@ -177,7 +177,7 @@ class Routes:
         async def render(vault: str) -> str:
             return pages.graph_page(vault)
 
-        return await self._guarded(request, "Graph", render, live=False, scripts=("vendor/cytoscape.min.js", "graph.js"))
+        return await self._guarded(request, "Graph", render, live=False, scripts=("graph-canvas.js", "graph.js"))
 
     async def graph_json(self, request: Request) -> Response:
         try:

@@ -318,7 +318,8 @@ def graph_page(vault: str) -> str:
 <span id="graph-status" class="muted">loading…</span>
 <span class="legend"><span class="edge-type et-caused_by">CAUSED_BY</span><span class="edge-type et-related_to">RELATED_TO</span>
 <span class="edge-type et-followed_by">FOLLOWED_BY</span><span class="edge-type et-revised_from">REVISED_FROM</span>
-<span class="edge-type et-insight_from">INSIGHT_FROM</span><span class="edge-type et-contradicts">CONTRADICTS</span></span></div>
+<span class="edge-type et-insight_from">INSIGHT_FROM</span><span class="edge-type et-contradicts">CONTRADICTS</span>
+<span class="edge-type et-co_activated">CO_ACTIVATED</span></span></div>
 <div id="graph" class="graph" data-src="{url("/api/graph", vault=vault)}" data-vault="{e(vault)}"></div>"""
 
 
