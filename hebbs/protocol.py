@@ -21,7 +21,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from .errors import (ERRORS_BY_CODE, DaemonBusy, DaemonUnavailable, HebbsError,  # noqa: F401
                      IndexingInProgress, InvalidInput, MessageTooLarge, ProtocolError)
-from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
+from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
 from .schema import SourceSection
@@ -237,6 +237,9 @@ class Reinforce(_Command, tag="reinforce"):
     """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
 
     ids: list[IdText]
+    # How they were used, for their access log: "used" (an answer relied on them) or "panel" (opened
+    # in the Memory Palace).
+    via: str = "used"
 
 
 class Prime(_Command, tag="prime"):
@@ -625,6 +628,8 @@ class Inspection(msgspec.Struct, kw_only=True):
     memory: Memory
     edges: list[Edge] = []
     history: list[Memory] = []
+    # Its logged accesses, newest first (hebbs/store/access_log.py).
+    accesses: list[Access] = []
 
 
 class Removed(msgspec.Struct, kw_only=True):

@@ -270,6 +270,65 @@ def test_insights_show_their_source_memories_and_the_query_log_shows_recalls(pag
     assert "sourdough starter" in row and "ms" in row
 
 
+def test_the_memory_page_shows_the_kept_original_as_hebbs_source_does(page: Any, palace: Palace) -> None:
+    with palace.daemon.client(vault=palace.notes) as client:
+        hit = client.recall("Acme contract renewal", top_k=1, reinforce=False).results[0].memory
+    kept = json.loads(palace.daemon.hebbs("--vault", str(palace.notes), "source", hit.id, "--format", "json").stdout)
+    page.goto(palace.page_url(f"/memory?vault={q(palace.vault)}&id={hit.id}"))
+    section = page.locator("#kept-original")
+    text = section.inner_text()
+    assert kept["file"] in text and f"{kept['line_start']}–{kept['line_end']}" in text
+    assert kept["sha256"][:12] in text and "current version" in text
+    assert page.locator("#original-text").inner_text().strip() == kept["text"].strip()
+
+
+def test_a_memory_from_an_agent_has_no_kept_original_section(page: Any, palace: Palace) -> None:
+    with palace.daemon.client(global_=True) as client:
+        memory = client.remember("Agents write memories that come from no file.", entity_id="agents")
+    page.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id}"))
+    assert page.locator("#kept-original").count() == 0
+    assert "not indexed from a notes file" in page.locator("main").inner_text()
+
+
+def test_opening_a_memory_reinforces_it_once_per_window_and_the_page_shows_its_access_history(
+        page: Any, palace: Palace) -> None:
+    def accesses(memory_id: str) -> tuple[int, list[str]]:
+        found = json.loads(palace.daemon.hebbs("--global", "inspect", memory_id, "--format", "json").stdout)
+        return found["memory"].get("access_count", 0), [a["via"] for a in found["accesses"]]
+
+    with palace.daemon.client(global_=True) as client:
+        memory = client.remember("The staging database is wiped every Sunday night.", entity_id="ops-notes")
+    assert accesses(memory.id) == (0, [])
+    page.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id}"))
+    # Opened: used once, through the socket's reinforce; the page it rendered already shows it.
+    assert accesses(memory.id) == (1, ["panel"])
+    assert page.locator("#access-count").inner_text() == "1 time"
+    assert page.locator("#access-history li").all_inner_texts()[0].endswith("opened in the Memory Palace")
+    for _ in range(3):  # reloads and a second tab within the window are the same use
+        page.reload()
+    second = page.context.new_page()
+    second.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id[-8:]}"))  # by a suffix, too
+    second.close()
+    assert accesses(memory.id) == (1, ["panel"])
+    # An agent uses it: newest first on the page.
+    palace.daemon.hebbs("--global", "used", memory.id)
+    page.reload()
+    assert accesses(memory.id) == (2, ["used", "panel"])
+    rows = page.locator("#access-history li")
+    assert rows.count() == 2 and "used" in rows.nth(0).inner_text() and "opened in" in rows.nth(1).inner_text()
+    inspected = palace.daemon.hebbs("--global", "inspect", memory.id).stdout
+    assert "accesses (2, newest first)" in inspected and "opened in the Memory Palace" in inspected
+
+
+def test_hebbs_status_prints_the_panel_address(palace: Palace) -> None:
+    text = palace.daemon.hebbs("status", "--global").stdout
+    assert f"panel    {palace.url}" in text
+    status = json.loads(palace.daemon.hebbs("status", "--global", "--format", "json").stdout)
+    assert status["daemon"]["panel"]["url"] == palace.url and status["daemon"]["panel"]["port"] == palace.port
+    assert palace.url in palace.daemon.hebbs("daemon", "status").stdout
+    assert json.loads(palace.daemon.hebbs("daemon", "status", "--format", "json").stdout)["panel"]["url"] == palace.url
+
+
 # The recall playground ------------------------------------------------------------------------------
 
 def test_a_recall_through_the_playground_shows_scores_strategies_and_the_command_line(page: Any, palace: Palace) -> None:

@@ -408,7 +408,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"\nhistory ({len(found.history)} earlier versions)")
     for old in found.history:
         print(f"  {output.when(old.updated_at)}  {output.one_line(old.content, output.width() - 22)}")
+    logged = f", the last {len(found.accesses)} logged" if len(found.accesses) < found.memory.access_count else ""
+    print(f"\naccesses ({found.memory.access_count}{logged}, newest first)")
+    for access in found.accesses:
+        print(f"  {output.when(access.at)}  {ACCESS_VIA.get(access.via, access.via)}")
     return 0
+
+
+ACCESS_VIA = {"used": "used", "recall": "recalled with --reinforce", "panel": "opened in the Memory Palace"}
 
 
 def cmd_source(args: argparse.Namespace) -> int:

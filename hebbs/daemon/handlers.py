@@ -202,7 +202,8 @@ class Handlers:
     async def _inspect(self, conn: Connection, request: Request, command: Inspect) -> Inspection:
         def inspect(engine: "Engine") -> Inspection:
             memory = engine.get(resolve_id(engine, command.id))
-            return Inspection(memory=memory, edges=engine.edges(memory.id), history=engine.history(memory.id))
+            return Inspection(memory=memory, edges=engine.edges(memory.id), history=engine.history(memory.id),
+                              accesses=engine.accesses(memory.id))
 
         return await self._call(request, inspect)
 
@@ -285,7 +286,7 @@ class Handlers:
 
     async def _reinforce(self, conn: Connection, request: Request, command: Reinforce) -> list[Memory]:
         return await self._write(request, lambda engine: engine.reinforce(
-            [resolve_id(engine, i) for i in command.ids]))
+            [resolve_id(engine, i) for i in command.ids], via=command.via))
 
     async def _prime(self, conn: Connection, request: Request, command: Prime) -> Any:
         def prime(engine: Engine) -> RecallResults:
