@@ -120,7 +120,9 @@ def start_daemon(home: Path | str | None = None, *, idle_timeout: float | None =
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         if _answers(path):
             return False
-        command = [sys.executable, "-m", "hebbs.daemon", "--detach", "--home", str(home)]
+        # -P: `-m` would otherwise put the caller's working directory first on sys.path, and a daemon
+        # started inside a checkout of hebbs would run that checkout's code, not the installed one.
+        command = [sys.executable, "-P", "-m", "hebbs.daemon", "--detach", "--home", str(home)]
         if idle_timeout is not None:
             command += ["--idle-timeout", str(idle_timeout)]
         if vault_idle_timeout is not None:

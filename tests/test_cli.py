@@ -218,6 +218,19 @@ def test_index_list_and_watch(shared_daemon: "DaemonHome") -> None:
     assert refused.returncode == 1 and "PATH/.hebbs" in refused.stderr
 
 
+def test_the_daemon_runs_the_installed_hebbs_whatever_the_working_directory(own_home: "DaemonHome",
+                                                                             tmp_path: Path) -> None:
+    """A `hebbs` package in the directory the daemon is started from (a checkout, say) is not run."""
+    decoy = tmp_path / "hebbs" / "daemon"
+    decoy.mkdir(parents=True)
+    (tmp_path / "hebbs" / "__init__.py").write_text("")
+    (decoy / "__init__.py").write_text("")
+    (decoy / "__main__.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")
+    started = _json(own_home.hebbs("daemon", "start", "--idle-timeout", "0", "--format", "json", cwd=tmp_path))
+    own_home.pids.add(started["pid"])
+    assert started["started"] is True and not (tmp_path / "ran").exists()
+
+
 def test_daemon_command(own_home: "DaemonHome") -> None:
     """Tried: `hebbs daemon status` with no daemon (exit 3), `start` (and start again: already
     running), `status` in both formats, `logs`, `stop`, and status again."""
