@@ -29,7 +29,9 @@ def get(vault: OpenVault, memory_id: str) -> Memory:
 
 
 def revise_many(vault: OpenVault, items: Iterable[dict[str, Any]]) -> list[Memory]:
-    """Revise many memories, embedding the changed texts in one call. Each item: id plus the fields to change."""
+    """Revise many memories, all or none: the changed texts embedded in one call, then one batch, so
+    an error in any item (or a crash) leaves every memory as it was. Each item: id plus the fields to
+    change; a memory named twice takes both changes in order."""
     changes = [_prepare(item, n) for n, item in enumerate(items)]
     for c in changes:
         current = vault.memory(c["memory_id"])
@@ -40,7 +42,23 @@ def revise_many(vault: OpenVault, items: Iterable[dict[str, Any]]) -> list[Memor
     for c in changes:
         c["vector"] = next(vectors) if c["content"] is not None else None
     with vault.writing():
-        return [_revise_locked(vault, **c) for c in changes]
+        batch = _Batch()
+        revised = [_revise_into(vault, batch, **c) for c in changes]
+        changed = list(batch.memories.values())
+        vectors = ([mid for mid, _ in batch.vectors], np.vstack([v for _, v in batch.vectors])) if batch.vectors else None
+        analogical.refresh_structure(vault.store, batch.writes)
+        vault.apply(batch.writes, saved=changed + batch.revisions, vectors=vectors, reindexed=changed)
+        return [batch.memories[m.id] for m in revised]
+
+
+class _Batch:
+    """One revise_many call's writes, and the memories as the earlier items of the call left them."""
+
+    def __init__(self) -> None:
+        self.writes = WriteSet()
+        self.memories: dict[str, Memory] = {}
+        self.revisions: list[Memory] = []
+        self.vectors: list[tuple[str, np.ndarray]] = []
 
 
 def history(vault: OpenVault, memory_id: str) -> list[Memory]:
@@ -83,15 +101,14 @@ def _prepare(item: dict[str, Any], n: int) -> dict[str, Any]:
     }
 
 
-def _revise_locked(vault: OpenVault, memory_id: str, content: str | None, importance: float | None,
-                   context: dict[str, Any] | None, entity_id: Any, source: Source | None,
-                   vector: np.ndarray | None) -> Memory:
-    memory = get(vault, memory_id)
+def _revise_into(vault: OpenVault, batch: _Batch, memory_id: str, content: str | None, importance: float | None,
+                 context: dict[str, Any] | None, entity_id: Any, source: Source | None,
+                 vector: np.ndarray | None) -> Memory:
+    memory = batch.memories.get(memory_id) or get(vault, memory_id)
     if memory.kind == MemoryKind.REVISION:
         raise InvalidInput(f"memory {memory_id} is a revision record; revise the memory it belongs to")
     stamp = now_us()
-    writes = WriteSet()
-    revisions: list[Memory] = []
+    writes = batch.writes
     text_changed = content is not None and content != memory.content
     if text_changed:
         revision = Memory(
@@ -101,10 +118,11 @@ def _revise_locked(vault: OpenVault, memory_id: str, content: str | None, import
             superseded_by=memory.id, revision_of=memory.id,
         )
         writes.put_memory(revision)
-        revisions.append(revision)
+        batch.revisions.append(revision)
         writes.put_edge(memory.id, EdgeType.REVISED_FROM, revision.id, 1.0, stamp)
         memory.content = content
         writes.put("vectors", vector_key(memory.id), vector.astype("<f4").tobytes())
+        batch.vectors = [(mid, v) for mid, v in batch.vectors if mid != memory.id] + [(memory.id, vector)]
     if importance is not None:
         memory.importance = importance
     if context is not None:
@@ -117,8 +135,5 @@ def _revise_locked(vault: OpenVault, memory_id: str, content: str | None, import
         memory.entity_id = entity_id
     memory.updated_at = stamp
     writes.put_memory(memory)
-    analogical.refresh_structure(vault.store, writes)
-    vault.apply(writes, saved=[memory, *revisions],
-                vectors=([memory.id], vector.reshape(1, -1)) if text_changed else None,
-                reindexed=[memory])
+    batch.memories[memory.id] = memory
     return memory
