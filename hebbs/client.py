@@ -120,7 +120,9 @@ def start_daemon(home: Path | str | None = None, *, idle_timeout: float | None =
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         if _answers(path):
             return False
-        command = [sys.executable, "-m", "hebbs.daemon", "--detach", "--home", str(home)]
+        # -P: `-m` would otherwise put the caller's working directory first on sys.path, and a daemon
+        # started inside a checkout of hebbs would run that checkout's code, not the installed one.
+        command = [sys.executable, "-P", "-m", "hebbs.daemon", "--detach", "--home", str(home)]
         if idle_timeout is not None:
             command += ["--idle-timeout", str(idle_timeout)]
         if vault_idle_timeout is not None:
@@ -687,9 +689,10 @@ class Client(_BaseClient):
         vault, notes = self._over_brains(command, brains)
         return _with_notes(self.request(command, vault=vault), notes)
 
-    def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
-        """Count these memories as used: what an answer relied on (ids or unique 6+ character suffixes)."""
-        return self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
+    def reinforce(self, ids: Sequence[str] | str, *, via: str = "used") -> list[Memory]:
+        """Count these memories as used: what an answer relied on (ids or unique 6+ character suffixes).
+        `via` names the use in their access log: "used", or "panel" for a memory a person opened."""
+        return self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids), via=via))
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
               max_memories: int = 20, *, now: Any = None,
@@ -1028,8 +1031,8 @@ class AsyncClient(_BaseClient):
         vault, notes = self._over_brains(command, brains)
         return _with_notes(await self.request(command, vault=vault), notes)
 
-    async def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
-        return await self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids)))
+    async def reinforce(self, ids: Sequence[str] | str, *, via: str = "used") -> list[Memory]:
+        return await self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids), via=via))
 
     async def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
                     max_memories: int = 20, *, now: Any = None,

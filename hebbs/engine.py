@@ -16,8 +16,8 @@ from . import validate
 from .config import VaultConfig, load_config
 from .recall import pipeline
 from .recall.prime import prime
-from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Edge, EdgeType, Insight,
-                     Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResults, ReflectAutoResult,
+from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Edge, EdgeType,
+                     Insight, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
 from .store.embed import Embedder, get_embedder
 from .store.lexical_index import LexicalIndex
@@ -304,12 +304,18 @@ class Engine:
         time words and for recency."""
         return prime(self, entity_id, similarity_cue, max_memories, now)
 
-    def reinforce(self, ids: Sequence[str] | str) -> list[Memory]:
+    def reinforce(self, ids: Sequence[str] | str, *, via: str = "used") -> list[Memory]:
         """Count these memories as used: access_count + 1 and last access now, which raises their
         reinforcement score and slows their decay. Call it for the memories an answer actually relied
-        on; recall itself never does unless asked (docs/honesty.md). NotFound if an id does not exist;
+        on; recall itself never does unless asked (docs/honesty.md). `via` names the use in their
+        access log: "used", or "panel" for a memory a person opened. NotFound if an id does not exist;
         an id named twice counts once."""
-        return use.reinforce(self.vault, ids)
+        return use.reinforce(self.vault, ids, via)
+
+    def accesses(self, memory_id: str) -> list[Access]:
+        """When and how the memory was used (reinforced, recalled with reinforce=True, opened in the
+        panel), newest first: its latest 50 accesses (hebbs/store/access_log.py)."""
+        return use.accesses(self.vault, memory_id)
 
     def forget_candidates(self, now: int | None = None) -> list[Memory]:
         """Memories decayed below config.decay.forget_threshold (pinned ones never), least alive first.

@@ -21,7 +21,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from .errors import (ERRORS_BY_CODE, DaemonBusy, DaemonUnavailable, HebbsError,  # noqa: F401
                      IndexingInProgress, InvalidInput, MessageTooLarge, ProtocolError)
-from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
+from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
 from .schema import SourceSection
@@ -237,6 +237,9 @@ class Reinforce(_Command, tag="reinforce"):
     """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
 
     ids: list[IdText]
+    # How they were used, for their access log: "used" (an answer relied on them) or "panel" (opened
+    # in the Memory Palace).
+    via: str = "used"
 
 
 class Prime(_Command, tag="prime"):
@@ -559,6 +562,14 @@ class OpenVault(msgspec.Struct, kw_only=True):
     indexing: bool = False
 
 
+class PanelState(msgspec.Struct, kw_only=True):
+    """Where the panel is served; `url` carries the daemon's token, so only this user's socket hears it."""
+
+    port: int
+    url: str
+    pid: int
+
+
 class DaemonStatus(msgspec.Struct, kw_only=True):
     version: str
     protocol: int = PROTOCOL_VERSION
@@ -579,6 +590,8 @@ class DaemonStatus(msgspec.Struct, kw_only=True):
     requests: int = 0
     open_vaults: list[OpenVault] = []
     vault: VaultStats | None = None
+    # The Memory Palace, when this daemon serves it (None otherwise).
+    panel: PanelState | None = None
 
 
 class Stopping(msgspec.Struct, kw_only=True):
@@ -615,6 +628,8 @@ class Inspection(msgspec.Struct, kw_only=True):
     memory: Memory
     edges: list[Edge] = []
     history: list[Memory] = []
+    # Its logged accesses, newest first (hebbs/store/access_log.py).
+    accesses: list[Access] = []
     # How many times the memory was said again and consolidated into it, and when the latest of those
     # restatements was said (None when never): read from its restatement records in `history`.
     restatements: int = 0
@@ -637,14 +652,6 @@ class ExportChunk(msgspec.Struct, kw_only=True):
 
 class ExportDone(msgspec.Struct, kw_only=True):
     count: int
-
-
-class PanelState(msgspec.Struct, kw_only=True):
-    """Where the panel is served; `url` carries the daemon's token, so only this user's socket hears it."""
-
-    port: int
-    url: str
-    pid: int
 
 
 RESULT_TYPES: dict[str, Any] = {

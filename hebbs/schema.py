@@ -84,6 +84,15 @@ class Edge(msgspec.Struct, kw_only=True):
     created_at: int = 0
 
 
+class Access(msgspec.Struct, kw_only=True):
+    """One logged use of a memory (hebbs/store/access_log.py)."""
+
+    at: int
+    # used: `hebbs used` / reinforce(); recall: returned by a recall with reinforce=True; panel: opened
+    # in the Memory Palace.
+    via: str
+
+
 class ScoringWeights(msgspec.Struct, kw_only=True, frozen=True):
     """How much each factor counts in the composite score; set per recall call."""
 

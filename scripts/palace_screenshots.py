@@ -49,6 +49,20 @@ GLOBAL = [
 ]
 
 
+LARGE_GRAPH = 1500
+SITES = ["north ridge", "river delta", "old quarry", "pine valley", "salt flats", "east harbour", "glacier lake",
+         "red canyon", "moss forest", "dune belt", "basalt cliffs", "reed marsh"]
+SIGHTINGS = ["a heron", "fresh fox tracks", "a new lichen patch", "storm damage", "a nesting pair of kites",
+             "high water", "a collapsed burrow", "frost on the north face", "an unfamiliar beetle", "a dry spring"]
+
+
+def survey(n: int) -> list[dict]:
+    """A field survey's log, one entity per site: enough memories for the large-graph view."""
+    return [{"content": f"Survey visit {i}: {SIGHTINGS[(i * 7) % len(SIGHTINGS)]} at the {SITES[i % len(SITES)]}, "
+                        f"day {i // len(SITES) + 1}.", "entity_id": SITES[i % len(SITES)].replace(" ", "-")}
+            for i in range(n)]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -97,6 +111,17 @@ def main() -> int:
         with Client(vault=notes, home=home) as client:
             client.recall("who manages the Acme account", top_k=5)
             pricing = client.recall("Acme seat price", top_k=1, reinforce=False).results[0].memory
+            # Its access history: an agent's answer relied on it, then a recall that counted as use
+            # (the screenshot's own visit adds "opened in the Memory Palace").
+            client.reinforce(pricing.id)
+            client.recall("what does Acme pay per seat", top_k=1, reinforce=True)
+        large = work / "survey"
+        large.mkdir()
+        run("init", str(large))
+        with Client(vault=large, home=home) as client:  # above the canvas threshold: the large-graph view
+            made = client.remember_many(survey(LARGE_GRAPH), check_contradictions=False, consolidate=False)
+            for a, b in zip(made[::3], made[7::3]):
+                client.add_edge(a.id, "RELATED_TO", b.id, 0.8)
         port = free_port()
         url = json.loads(run("palace", "--port", str(port), "--no-browser", "--format", "json"))["url"]
         vault = str((notes / ".hebbs").resolve())
@@ -109,6 +134,7 @@ def main() -> int:
             ("memory", f"/memory?vault={v}&id={pricing.id}", None),
             ("source", f"/source?vault={v}&id={pricing.id}", None),
             ("graph", f"/graph?vault={g}", "#graph[data-ready='1']"),
+            ("graph-large", f"/graph?vault={quote(str((large / '.hebbs').resolve()), safe='')}", "#graph[data-ready='1']"),
             ("timeline", f"/timeline?vault={g}", None),
             ("contradictions", f"/contradictions?vault={g}", None),
             ("insights", f"/insights?vault={g}", None),
@@ -124,7 +150,7 @@ def main() -> int:
                 if ready:
                     page.wait_for_selector(ready)
                 page.wait_for_timeout(300)
-                page.screenshot(path=str(OUT / f"{name}.png"), full_page=name not in ("graph",))
+                page.screenshot(path=str(OUT / f"{name}.png"), full_page=not name.startswith("graph"))
                 print(f"docs/palace/{name}.png")
             browser.close()
     finally:

@@ -136,6 +136,7 @@ def test_init_status_and_global_brain(shared_daemon: "DaemonHome") -> None:
     status = _json(run("status", "--format", "json", cwd=folder))
     assert status["project"] is None and status["global"]["path"] == str(shared_daemon.home)
     assert status["daemon"]["pid"] > 0
+    assert status["daemon"]["panel"] is None  # the test suite's daemons serve no panel (HEBBS_PANEL=off)
 
     assert _json(run("init", "--format", "json", cwd=folder)) == {"vault": str(folder / ".hebbs"), "created": True}
     assert "already exists" in run("init", str(folder)).stdout
@@ -143,7 +144,7 @@ def test_init_status_and_global_brain(shared_daemon: "DaemonHome") -> None:
     status = _json(run("status", "--format", "json", cwd=folder))
     assert status["project"]["path"] == str(folder / ".hebbs") and status["project"]["memories"] == 0
     text = run("status", cwd=folder).stdout
-    assert text.startswith("daemon ") and "global " in text and "project " in text
+    assert text.startswith("daemon ") and "global " in text and "project " in text and "panel " not in text
 
     brain = _json(run("remember", "global fact for the cli test", "--global", "--format", "json", cwd=folder))
     assert _json(run("--global", "get", brain["id"], "--format", "json"))["id"] == brain["id"]
@@ -215,6 +216,19 @@ def test_index_list_and_watch(shared_daemon: "DaemonHome") -> None:
     assert hit["results"][0]["memory"]["source"]["file_path"] == "carol.md"
     refused = run("index", str(root), "--global", check=False)
     assert refused.returncode == 1 and "PATH/.hebbs" in refused.stderr
+
+
+def test_the_daemon_runs_the_installed_hebbs_whatever_the_working_directory(own_home: "DaemonHome",
+                                                                             tmp_path: Path) -> None:
+    """A `hebbs` package in the directory the daemon is started from (a checkout, say) is not run."""
+    decoy = tmp_path / "hebbs" / "daemon"
+    decoy.mkdir(parents=True)
+    (tmp_path / "hebbs" / "__init__.py").write_text("")
+    (decoy / "__init__.py").write_text("")
+    (decoy / "__main__.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")
+    started = _json(own_home.hebbs("daemon", "start", "--idle-timeout", "0", "--format", "json", cwd=tmp_path))
+    own_home.pids.add(started["pid"])
+    assert started["started"] is True and not (tmp_path / "ran").exists()
 
 
 def test_daemon_command(own_home: "DaemonHome") -> None:

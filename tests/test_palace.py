@@ -171,11 +171,81 @@ def test_memory_page_shows_source_edges_and_the_section_in_its_file(page: Any, p
     assert "Acme uses Salesforce" in page.locator("pre.source").inner_text()  # the whole file, section marked
 
 
-def test_graph_draws_the_memories_and_opens_one_on_click(page: Any, palace: Palace) -> None:
+def test_graph_draws_the_memories(page: Any, palace: Palace) -> None:
     page.goto(palace.page_url(f"/graph?vault={q(palace.home)}"))
     page.wait_for_selector("#graph[data-ready='1']")
     assert page.locator("#graph-status").inner_text().startswith("16 memories")
     assert page.locator("#graph canvas").count() > 0
+
+
+def click_memory_in_graph(page: Any, memory_id: str) -> None:
+    """Click where the page drew this memory (its renderer says where), and land on its page."""
+    spot = page.evaluate("(id) => document.getElementById('graph').hebbsGraph.screenPosition(id)", memory_id)
+    assert spot is not None, f"{memory_id} is not in the graph"
+    page.mouse.click(spot["x"], spot["y"])
+    page.wait_for_url(f"**/memory?**id={memory_id}**")
+
+
+def test_a_small_graph_is_laid_out_by_cytoscape_and_a_click_opens_the_memory(page: Any, palace: Palace) -> None:
+    with palace.daemon.client(global_=True) as client:
+        alice = client.recall("Alice tea", top_k=1, entity_id="alice").results[0].memory
+    page.goto(palace.page_url(f"/graph?vault={q(palace.home)}"))
+    page.wait_for_selector("#graph[data-ready='1']")
+    assert page.locator("#graph").get_attribute("data-renderer") == "cytoscape"
+    click_memory_in_graph(page, alice.id)
+    assert "Alice prefers tea" in page.locator("#memory-content").inner_text()
+    page.go_back()
+    page.wait_for_selector("#graph[data-ready='1']")
+    page.fill("#graph-search", "alice")  # an entity's name focuses its memories
+    expect(page.locator("#graph")).to_have_attribute("data-focused", "1")
+
+
+@pytest.fixture(scope="module")
+def large_vault(palace: Palace) -> tuple[str, list[Any]]:
+    """A project vault above the canvas threshold: 320 memories over 8 entities, with links."""
+    from hebbs.daemon.panel.data import PRESET_LAYOUT_ABOVE
+
+    root = palace.daemon.project()
+    palace.scratch.append(root)
+    count = PRESET_LAYOUT_ABOVE + 70
+    with palace.daemon.client(vault=root) as client:
+        made = client.remember_many([{"content": f"Crew {n % 8} logged observation number {n} of the survey.",
+                                      "entity_id": f"crew-{n % 8}"} for n in range(count)], check_contradictions=False,
+                                     consolidate=False)
+        for a, b in zip(made[::7], made[3::7]):
+            client.add_edge(a.id, "RELATED_TO", b.id, 0.9)
+    return str((root / VAULT_DIR).resolve()), made
+
+
+def test_a_large_graph_is_drawn_on_a_canvas_responds_to_zoom_search_and_click(page: Any, palace: Palace,
+                                                                              large_vault: tuple[str, list[Any]]) -> None:
+    vault, made = large_vault
+    page.goto(palace.page_url(f"/graph?vault={q(vault)}"))
+    page.wait_for_selector("#graph[data-ready='1']")
+    box = page.locator("#graph")
+    assert box.get_attribute("data-renderer") == "canvas"
+    assert box.locator("canvas.graph-canvas").count() == 1
+    status = page.locator("#graph-status").inner_text()
+    assert status.startswith(f"{len(made)} memories, ") and "each entity is a disc" in status
+    assert "RELATED_TO" in page.locator(".legend").inner_text()
+    # Zoom with the wheel: the page draws again at the new scale.
+    zoom = page.evaluate("document.getElementById('graph').hebbsGraph.zoom()")
+    bounds = box.bounding_box()
+    page.mouse.move(bounds["x"] + bounds["width"] / 2, bounds["y"] + bounds["height"] / 2)
+    frames = int(box.get_attribute("data-frames") or 0)
+    page.mouse.wheel(0, -400)
+    page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    assert page.evaluate("document.getElementById('graph').hebbsGraph.zoom()") > zoom
+    assert int(box.get_attribute("data-frames") or 0) > frames
+    # Search focuses an entity's memories; hovering one names it; clicking opens it.
+    page.fill("#graph-search", "crew-3")
+    expect(box).to_have_attribute("data-focused", str(sum(1 for m in made if m.entity_id == "crew-3")))
+    target = next(m for m in made if m.entity_id == "crew-3")
+    spot = page.evaluate("(id) => document.getElementById('graph').hebbsGraph.screenPosition(id)", target.id)
+    page.mouse.move(spot["x"], spot["y"])
+    expect(page.locator(".graph-tip")).to_contain_text(target.content[:30])
+    click_memory_in_graph(page, target.id)
+    assert target.content in page.locator("#memory-content").inner_text()
 
 
 def test_timeline_lists_an_entitys_memories_in_time_order_and_filters_by_kind(page: Any, palace: Palace) -> None:
@@ -200,6 +270,65 @@ def test_insights_show_their_source_memories_and_the_query_log_shows_recalls(pag
     page.goto(palace.page_url(f"/queries?vault={q(palace.home)}"))
     row = page.locator("table.queries tbody tr").first.inner_text()
     assert "sourdough starter" in row and "ms" in row
+
+
+def test_the_memory_page_shows_the_kept_original_as_hebbs_source_does(page: Any, palace: Palace) -> None:
+    with palace.daemon.client(vault=palace.notes) as client:
+        hit = client.recall("Acme contract renewal", top_k=1, reinforce=False).results[0].memory
+    kept = json.loads(palace.daemon.hebbs("--vault", str(palace.notes), "source", hit.id, "--format", "json").stdout)
+    page.goto(palace.page_url(f"/memory?vault={q(palace.vault)}&id={hit.id}"))
+    section = page.locator("#kept-original")
+    text = section.inner_text()
+    assert kept["file"] in text and f"{kept['line_start']}–{kept['line_end']}" in text
+    assert kept["sha256"][:12] in text and "current version" in text
+    assert page.locator("#original-text").inner_text().strip() == kept["text"].strip()
+
+
+def test_a_memory_from_an_agent_has_no_kept_original_section(page: Any, palace: Palace) -> None:
+    with palace.daemon.client(global_=True) as client:
+        memory = client.remember("Agents write memories that come from no file.", entity_id="agents")
+    page.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id}"))
+    assert page.locator("#kept-original").count() == 0
+    assert "not indexed from a notes file" in page.locator("main").inner_text()
+
+
+def test_opening_a_memory_reinforces_it_once_per_window_and_the_page_shows_its_access_history(
+        page: Any, palace: Palace) -> None:
+    def accesses(memory_id: str) -> tuple[int, list[str]]:
+        found = json.loads(palace.daemon.hebbs("--global", "inspect", memory_id, "--format", "json").stdout)
+        return found["memory"].get("access_count", 0), [a["via"] for a in found["accesses"]]
+
+    with palace.daemon.client(global_=True) as client:
+        memory = client.remember("The staging database is wiped every Sunday night.", entity_id="ops-notes")
+    assert accesses(memory.id) == (0, [])
+    page.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id}"))
+    # Opened: used once, through the socket's reinforce; the page it rendered already shows it.
+    assert accesses(memory.id) == (1, ["panel"])
+    assert page.locator("#access-count").inner_text() == "1 time"
+    assert page.locator("#access-history li").all_inner_texts()[0].endswith("opened in the Memory Palace")
+    for _ in range(3):  # reloads and a second tab within the window are the same use
+        page.reload()
+    second = page.context.new_page()
+    second.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id[-8:]}"))  # by a suffix, too
+    second.close()
+    assert accesses(memory.id) == (1, ["panel"])
+    # An agent uses it: newest first on the page.
+    palace.daemon.hebbs("--global", "used", memory.id)
+    page.reload()
+    assert accesses(memory.id) == (2, ["used", "panel"])
+    rows = page.locator("#access-history li")
+    assert rows.count() == 2 and "used" in rows.nth(0).inner_text() and "opened in" in rows.nth(1).inner_text()
+    inspected = palace.daemon.hebbs("--global", "inspect", memory.id).stdout
+    assert "accesses (2, newest first)" in inspected and "opened in the Memory Palace" in inspected
+
+
+def test_hebbs_status_prints_the_panel_address(palace: Palace) -> None:
+    text = palace.daemon.hebbs("status", "--global").stdout
+    assert f"panel    {palace.url}" in text
+    status = json.loads(palace.daemon.hebbs("status", "--global", "--format", "json").stdout)
+    assert status["daemon"]["panel"]["url"] == palace.url and status["daemon"]["panel"]["port"] == palace.port
+    assert palace.url in palace.daemon.hebbs("daemon", "status").stdout
+    assert json.loads(palace.daemon.hebbs("daemon", "status", "--format", "json").stdout)["panel"]["url"] == palace.url
 
 
 # The recall playground ------------------------------------------------------------------------------

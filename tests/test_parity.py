@@ -28,6 +28,7 @@ ENGINE_ONLY = {
     "pending": "the same queue, raw; contradiction_prepare is its door",
     "deferred_sync": "group commit for the daemon's write slot; every client write is durable when answered",
     "wait_durable": "the other half of deferred_sync",
+    "accesses": "the clients have it in inspect (memory, edges, history and accesses in one round trip)",
 }
 # Client only: the daemon, subscriptions, markdown indexing and the wire itself.
 CLIENT_ONLY = {

@@ -408,7 +408,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"\nhistory ({len(found.history)} earlier versions)")
     for old in found.history:
         print(f"  {output.when(old.updated_at)}  {output.one_line(old.content, output.width() - 22)}")
+    logged = f", the last {len(found.accesses)} logged" if len(found.accesses) < found.memory.access_count else ""
+    print(f"\naccesses ({found.memory.access_count}{logged}, newest first)")
+    for access in found.accesses:
+        print(f"  {output.when(access.at)}  {ACCESS_VIA.get(access.via, access.via)}")
     return 0
+
+
+ACCESS_VIA = {"used": "used", "recall": "recalled with --reinforce", "panel": "opened in the Memory Palace"}
 
 
 def cmd_source(args: argparse.Namespace) -> int:
@@ -528,6 +535,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     print(f"daemon   pid {daemon.pid}, up {daemon.uptime_s:.0f}s, model {daemon.model or '(loading)'}, "
           f"{len(daemon.open_vaults)} open vaults, stops after {daemon.idle_timeout_s:.0f}s idle")
+    if daemon.panel is not None:
+        print(f"panel    {daemon.panel.url}  (Memory Palace; the address carries this daemon's token)")
     for name, stats in (("global", global_stats), ("project", project_stats)):
         if stats is None:
             print(f"{name:<8} none here (`hebbs init` creates a project vault in this folder)" if project_error else

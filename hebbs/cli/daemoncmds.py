@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
                   f"closes vaults after {status.vault_idle_timeout_s:.0f}s")
             print(f"connections {status.connections} of at most {status.max_connections}"
                   f" ({status.refused_busy} refused as busy since the start)")
+            if status.panel is not None:
+                print(f"panel {status.panel.url}  (Memory Palace; the address carries this daemon's token)")
             for vault in status.open_vaults:
                 print(f"  open  {vault.path}  (idle {vault.idle_s:.0f}s{', indexing' if vault.indexing else ''})")
         return 0

@@ -205,7 +205,8 @@ class Handlers:
             history = engine.history(memory.id)
             restated = [old.created_at for old in history if old.restatement_of == memory.id]
             return Inspection(memory=memory, edges=engine.edges(memory.id), history=history,
-                              restatements=memory.restatements, last_restated_at=max(restated, default=None))
+                              accesses=engine.accesses(memory.id), restatements=memory.restatements,
+                              last_restated_at=max(restated, default=None))
 
         return await self._call(request, inspect)
 
@@ -288,7 +289,7 @@ class Handlers:
 
     async def _reinforce(self, conn: Connection, request: Request, command: Reinforce) -> list[Memory]:
         return await self._write(request, lambda engine: engine.reinforce(
-            [resolve_id(engine, i) for i in command.ids]))
+            [resolve_id(engine, i) for i in command.ids], via=command.via))
 
     async def _prime(self, conn: Connection, request: Request, command: Prime) -> Any:
         def prime(engine: Engine) -> RecallResults:

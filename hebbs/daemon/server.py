@@ -303,6 +303,7 @@ class Daemon:
             connections=len(self.connections), max_connections=self.limits.max_connections,
             refused_busy=self.refused_busy, subscriptions=sum(len(c.subscriptions) for c in self.connections),
             requests=self.requests, open_vaults=self.pool.describe(),
+            panel=None if self.panel is None else self.panel.serving(),
         )
 
 

@@ -10,6 +10,7 @@ Key layouts (the on-disk format; tests read them back raw):
 - graph:     0xF0 + source(16) + edge_type(1) + target(16)     -> confidence f32 LE + created_at_us u64 LE
              0xF1 + target(16) + edge_type(1) + source(16)     -> same value (the reverse index)
 - meta:      UTF-8 name                                        -> msgpack value
+             (names by prefix: idem/ idempotency.py, access/ access_log.py, reflect_session: reflect.py)
 - vectors_associative: 0x00 + memory_id(16)                    -> float32 LE structural vector
 - query_log: at_us (u64 BE) + random(4)                        -> QueryLogEntry, msgpack
 - pending:   pending_id(16)                                    -> PendingContradiction, msgpack

@@ -1,5 +1,5 @@
 """Forget: memories removed with every trace of them (vectors, temporal and graph entries, revision
-records, idempotency keys, queued contradiction candidates), in one batch."""
+records, idempotency keys, access logs, queued contradiction candidates), in one batch."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from .. import validate
 from ..errors import InvalidInput
 from ..recall import analogical
 from ..schema import EdgeType, Memory, MemoryKind, PendingContradiction
-from ..store import idempotency
+from ..store import access_log, idempotency
 from ..store.open_vault import OpenVault, now_us
 from ..store.storage import WriteSet, decode, edge_keys, memory_key, temporal_keys, vector_key
 from . import reflect
@@ -47,6 +47,7 @@ def forget(vault: OpenVault, ids: Sequence[str] | str | None = None, *, entity_i
             writes.delete("vectors", vector_key(mid))
             writes.delete("vectors_associative", vector_key(mid))
             idempotency.drop(store, writes, mid)
+            access_log.drop(writes, mid)
             if memory is not None and memory.kind != MemoryKind.REVISION:
                 for key in temporal_keys(memory.entity_id, memory.created_at, mid):
                     writes.delete("temporal", key)

@@ -11,21 +11,24 @@ from collections.abc import Sequence
 from .. import validate
 from ..errors import InvalidInput, NotFound
 from ..recall.pipeline import Request
-from ..schema import Memory, MemoryKind, QueryLogEntry, RecallResult
+from ..schema import Access, Memory, MemoryKind, QueryLogEntry, RecallResult
+from ..store import access_log
 from ..store.open_vault import OpenVault, now_us
 from ..store.storage import WriteSet, decode, encode
 from . import associate, decay
 
 
-def reinforce(vault: OpenVault, ids: Sequence[str] | str) -> list[Memory]:
+def reinforce(vault: OpenVault, ids: Sequence[str] | str, via: str = access_log.USED) -> list[Memory]:
     """Count these memories as used: access_count + 1 and last access now, which raises their
-    reinforcement score and slows their decay; used together, they are linked. NotFound if an id
-    does not exist; an id named twice counts once."""
+    reinforcement score and slows their decay; used together, they are linked. `via` names the use in
+    their access log ("used", or "panel": a person opened it). NotFound if an id does not exist; an
+    id named twice counts once."""
     if isinstance(ids, str):
         ids = [ids]
     wanted = list(dict.fromkeys(validate.memory_id(i) for i in ids))
     if not wanted:
         raise InvalidInput("reinforce needs at least one memory id")
+    access_log.check_via(via)
     with vault.writing():
         for mid in wanted:
             entry = vault.entry(mid)
@@ -34,7 +37,7 @@ def reinforce(vault: OpenVault, ids: Sequence[str] | str) -> list[Memory]:
                                else f"memory {mid} is a revision record; reinforce the memory it belongs to")
         writes = WriteSet()
         stamp = now_us()
-        used = _count_use(vault, writes, wanted, stamp)
+        used = _count_use(vault, writes, wanted, stamp, via)
         # Used together: linked (docs/consolidation.md, "Association by use").
         associate.strengthen(writes, vault.store, wanted, stamp, vault.config.decay)
         vault.apply(writes, saved=used)
@@ -49,7 +52,7 @@ def record_recall(vault: OpenVault, request: Request, results: list[RecallResult
             return
         stamp = now_us()
         writes = WriteSet()
-        used = _count_use(vault, writes, [r.memory.id for r in results], stamp) if reinforce else []
+        used = _count_use(vault, writes, [r.memory.id for r in results], stamp, access_log.RECALL) if reinforce else []
         entry = QueryLogEntry(at=stamp, cue=request.cue, strategies=sorted(request.names), weights=request.weights,
                               result_count=len(results), latency_ms=round((time.perf_counter() - started) * 1000, 3),
                               entity_id=request.entity_id)
@@ -68,7 +71,13 @@ def recent_queries(vault: OpenVault, limit: int = 50) -> list[QueryLogEntry]:
     return out
 
 
-def _count_use(vault: OpenVault, writes: WriteSet, ids: Sequence[str], stamp: int) -> list[Memory]:
+def accesses(vault: OpenVault, memory_id: str) -> list[Access]:
+    """The memory's logged accesses, newest first (the latest access_log.KEEP of them)."""
+    return access_log.read(vault.store, validate.memory_id(memory_id))
+
+
+def _count_use(vault: OpenVault, writes: WriteSet, ids: Sequence[str], stamp: int, via: str) -> list[Memory]:
+    """One use of each memory, counted and logged in the same batch."""
     used = []
     for mid in ids:
         current = vault.memory(mid)
@@ -79,4 +88,5 @@ def _count_use(vault: OpenVault, writes: WriteSet, ids: Sequence[str], stamp: in
         current.decay_score = decay.decay_value(current, stamp, vault.config.decay)
         writes.put_memory(current)
         used.append(current)
+    access_log.record(vault.store, writes, [m.id for m in used], stamp, via)
     return used

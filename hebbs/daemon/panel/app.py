@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import logging
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -18,8 +19,8 @@ from starlette.staticfiles import StaticFiles
 
 from hebbs.errors import HebbsError, InvalidInput, NotFound
 from hebbs.protocol import (ContradictionCommit, ContradictionPrepare, ForgetCandidates, Forget, Inspect, Insights,
-                            List, Queries, Recall, Remember, Revise, Status)
-from hebbs.schema import ContradictionVerdict, ScoringWeights
+                            List, Queries, Recall, Reinforce, Remember, Revise, ShowSource, Status)
+from hebbs.schema import ContradictionVerdict, MemoryKind, ScoringWeights
 
 from . import data, pages
 from .host import PanelHost
@@ -27,6 +28,7 @@ from .html import url
 from .security import FORM_FIELD, Guard, token_matches
 
 STATIC = Path(__file__).parent / "static"
+log = logging.getLogger("hebbs.daemon.panel")
 KEEPALIVE_SECONDS = 15.0
 # The panel's forms are small and urlencoded (parsed here: no multipart parser needed).
 MAX_FORM_BYTES = 1024 * 1024
@@ -156,14 +158,39 @@ class Routes:
     async def memory(self, request: Request) -> HTMLResponse:
         async def render(vault: str) -> str:
             inspection = await self.data.command(Inspect(id=_required(request, "id")), vault)
+            if await self._opened(vault, inspection.memory):
+                inspection = await self.data.command(Inspect(id=inspection.memory.id), vault)
             m = inspection.memory
             ids = [x for ed in inspection.edges for x in (ed.source, ed.target)] + ([m.superseded_by] if m.superseded_by else [])
             others = await self.data.view(vault, data.memories_by_id, ids[:400])
             chain = await self.data.view(vault, data.supersession, m)
             lines = await asyncio.to_thread(data.line_range, vault, self.home, m) if m.source else None
-            return pages.memory_page(vault, self.service.token, inspection, others, chain, lines)
+            original = await self._kept_original(vault, m)
+            return pages.memory_page(vault, self.service.token, inspection, others, chain, lines, original)
 
         return await self._guarded(request, "Memory", render)
+
+    async def _opened(self, vault: str, memory: Any) -> bool:
+        """A person opening a memory is using it: reinforce it through the socket's own `reinforce`, once
+        per memory per window (a reload is not a second use). True when it was reinforced now."""
+        if memory.kind == MemoryKind.REVISION or not self.data.opens.first_in_window(vault, memory.id):
+            return False
+        try:
+            await self.data.command(Reinforce(ids=[memory.id], via="panel"), vault)
+        except HebbsError as exc:  # the page still shows; the next open tries again
+            self.data.opens.forget(vault, memory.id)
+            log.warning("opening memory %s did not reinforce it: %s", memory.id, exc)
+            return False
+        return True
+
+    async def _kept_original(self, vault: str, memory: Any) -> Any:
+        """The section as `hebbs source` shows it (the kept file version), or why there is none."""
+        if memory.source is None:
+            return None
+        try:
+            return await self.data.command(ShowSource(id=memory.id), vault)
+        except HebbsError as exc:
+            return str(exc)
 
     async def source(self, request: Request) -> HTMLResponse:
         async def render(vault: str) -> str:
@@ -177,7 +204,7 @@ class Routes:
         async def render(vault: str) -> str:
             return pages.graph_page(vault)
 
-        return await self._guarded(request, "Graph", render, live=False, scripts=("vendor/cytoscape.min.js", "graph.js"))
+        return await self._guarded(request, "Graph", render, live=False, scripts=("graph-canvas.js", "graph.js"))
 
     async def graph_json(self, request: Request) -> Response:
         try:

@@ -224,8 +224,12 @@ def recall_results(vault: str, results: Any, form: dict[str, Any], command: str,
 
 # Memory ------------------------------------------------------------------------------------------
 
+ACCESS_VIA = {"used": "used (an answer relied on it)", "recall": "returned by a recall that counted as use",
+              "panel": "opened in the Memory Palace"}
+
+
 def memory_page(vault: str, token: str, inspection: Any, others: dict[str, Memory], chain: tuple[list[Memory], list[Memory]],
-                lines: tuple[int, int] | None) -> str:
+                lines: tuple[int, int] | None, original: Any = None) -> str:
     m: Memory = inspection.memory
     pinned = str(m.context.get("pinned", "")).lower() == "true"
     meta = [("id", f"<code>{e(m.id)}</code>"), ("kind", kind_badge(m.kind)), ("entity", e(m.entity_id or "—")),
@@ -238,8 +242,8 @@ def memory_page(vault: str, token: str, inspection: Any, others: dict[str, Memor
     if len(context) > 4:  # an indexed section's bookkeeping: there on demand, out of the way
         context_html = (f'<details class="context"><summary>{len(context)} keys: {e(", ".join(list(context)[:6]))}…'
                         f'</summary>{context_html}</details>')
-    access = (f'<dl class="facts"><dt>accessed</dt><dd>{m.access_count} times</dd>'
-              f'<dt>last access</dt><dd>{when(m.last_accessed_at)}</dd></dl>')
+    access = (f'<dl class="facts"><dt>accessed</dt><dd id="access-count">{_count(m.access_count, "time", "times")}</dd>'
+              f'<dt>last access</dt><dd>{when(m.last_accessed_at)}</dd></dl>' + _access_history(m, inspection.accesses))
     source = '<p class="muted">not indexed from a notes file</p>'
     if m.source is not None:
         heading = " › ".join(m.source.heading_path) or "(top of file)"
@@ -288,11 +292,44 @@ def memory_page(vault: str, token: str, inspection: Any, others: dict[str, Memor
     return f"""{superseded}<section class="card memory"><pre class="content-full" id="memory-content">{e(m.content)}</pre>
 <div class="grid2"><div><h3>Metadata</h3><dl class="facts">{meta_html}</dl><h3>Context</h3>{context_html}</div>
 <div><h3>Source</h3>{source}<h3>Access</h3>{access}</div></div></section>
+{_kept_original(vault, m, original)}
 {actions}
 <section class="card"><h2>Edges out ({len(edges_out)})</h2>{edge_rows(edges_out, "target")}
 <h2>Edges in ({len(edges_in)})</h2>{edge_rows(edges_in, "source")}</section>
 <section class="card"><h2>Supersession chain</h2>{chain_html}</section>
 <section class="card"><h2>Revision history ({len(inspection.history)})</h2><ul class="history">{history}</ul></section>"""
+
+
+def _access_history(m: Memory, accesses: list[Any]) -> str:
+    """Newest first; the log keeps the last accesses (hebbs/store/access_log.py), the count all of them."""
+    if not accesses:
+        return ('<p class="muted" id="access-history">no access logged'
+                + (" (earlier ones predate the access log)" if m.access_count else "") + "</p>")
+    rows = "".join(f'<li data-via="{e(a.via)}"><span class="muted">{when(a.at)}</span> {e(ACCESS_VIA.get(a.via, a.via))}</li>'
+                   for a in accesses)
+    older = m.access_count - len(accesses)
+    more = f'<p class="muted small">and {_count(older, "earlier access", "earlier accesses")} not kept in the log</p>' if older > 0 else ""
+    return f'<ol class="access-history" id="access-history">{rows}</ol>{more}'
+
+
+def _kept_original(vault: str, m: Memory, original: Any) -> str:
+    """The section exactly as it was in the file version the memory was indexed from (`hebbs source ID`)."""
+    if m.source is None:
+        return ""
+    if isinstance(original, str) or original is None:
+        why = original or "no kept original"
+        return f'<section class="card kept-original" id="kept-original"><h2>Kept original</h2><p class="muted">{e(why)}</p></section>'
+    o = original
+    heading = " › ".join(o.heading_path) or "(top of file)"
+    version = "the file's current version" if o.latest else "an earlier version of the file"
+    if o.file_removed_at is not None:
+        version += f"; the file was removed {when(o.file_removed_at)}"
+    return f"""<section class="card kept-original" id="kept-original"><h2>Kept original</h2>
+<p class="muted small">as <code>hebbs source {e(short(m.id))}</code> shows it: the section exactly as it was when indexed</p>
+<dl class="facts"><dt>file</dt><dd><code>{e(o.file)}</code></dd><dt>section</dt><dd>{e(heading)}</dd>
+<dt>lines</dt><dd>{o.line_start}–{o.line_end}</dd><dt>version</dt><dd><code title="{e(o.sha256)}">{e(o.sha256[:12])}</code> ({e(version)})</dd>
+<dt>indexed</dt><dd>{when(o.indexed_at)}</dd></dl>
+<pre class="source original" id="original-text">{e(o.text)}</pre></section>"""
 
 
 def forget_confirm(vault: str, token: str, memory: Memory) -> str:
@@ -318,7 +355,8 @@ def graph_page(vault: str) -> str:
 <span id="graph-status" class="muted">loading…</span>
 <span class="legend"><span class="edge-type et-caused_by">CAUSED_BY</span><span class="edge-type et-related_to">RELATED_TO</span>
 <span class="edge-type et-followed_by">FOLLOWED_BY</span><span class="edge-type et-revised_from">REVISED_FROM</span>
-<span class="edge-type et-insight_from">INSIGHT_FROM</span><span class="edge-type et-contradicts">CONTRADICTS</span></span></div>
+<span class="edge-type et-insight_from">INSIGHT_FROM</span><span class="edge-type et-contradicts">CONTRADICTS</span>
+<span class="edge-type et-co_activated">CO_ACTIVATED</span></span></div>
 <div id="graph" class="graph" data-src="{url("/api/graph", vault=vault)}" data-vault="{e(vault)}"></div>"""
 
 

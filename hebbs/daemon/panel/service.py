@@ -134,6 +134,12 @@ class PanelService:
     def active(self) -> bool:
         return self.inflight > 0 or self.feed.clients > 0
 
+    def serving(self) -> PanelState | None:
+        """Where the panel is served now, or None when it is not."""
+        if self._task is None or self._task.done() or self.port is None:
+            return None
+        return self.state()
+
     def state(self) -> PanelState:
         assert self.port is not None
         return PanelState(port=self.port, url=f"http://127.0.0.1:{self.port}/?token={self.token}", pid=os.getpid())
