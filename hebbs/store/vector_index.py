@@ -24,6 +24,7 @@ from ..fsutil import atomic_write
 
 _SNAPSHOT_INDEX = "hnsw.bin"
 _SNAPSHOT_META = "hnsw.meta"
+_NEXT_META = "hnsw.meta.next"
 _PARALLEL_ADD = 1000
 
 
@@ -192,26 +193,21 @@ class VectorIndex:
         os.chmod(tmp_index, 0o600)  # hnswlib creates it with the umask's mode; a vault's files are the user's only
         with open(tmp_index, "rb") as f:
             os.fsync(f.fileno())
-        # The old meta goes first: a crash between the two renames then leaves no meta (the index is
-        # rebuilt) rather than the old meta beside the new index, whose checksum would catch it anyway.
-        (directory / _SNAPSHOT_META).unlink(missing_ok=True)
+        # The new meta is written beside the old one before the index moves, so a crash at any point
+        # leaves one meta whose checksum matches the index file (`load` tries both): the old checkpoint
+        # before the rename, the new one after it. Never no checkpoint, which would mean a full rebuild.
+        atomic_write(directory / _NEXT_META, msgspec.msgpack.encode(decoded))
         os.replace(tmp_index, directory / _SNAPSHOT_INDEX)
-        atomic_write(directory / _SNAPSHOT_META, msgspec.msgpack.encode(decoded))
+        os.replace(directory / _NEXT_META, directory / _SNAPSHOT_META)
 
     @classmethod
     def load(cls, directory: Path, upto: int, dim: int, params: IndexParams) -> "tuple[VectorIndex, int] | None":
         """The checkpoint and the write sequence it reflects, if that is at most `upto` (the database's)
         and it was built with these parameters; otherwise None."""
-        try:
-            meta = msgspec.msgpack.decode((directory / _SNAPSHOT_META).read_bytes(), type=_SnapshotMeta)
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        meta = _matching_meta(directory)
+        if meta is None:
             return None
         if meta.write_seq > upto or meta.dim != dim or meta.params != params or len(meta.ids) != meta.next_label:
-            return None
-        try:
-            if _checksum(directory / _SNAPSHOT_INDEX) != meta.checksum:
-                return None
-        except OSError:
             return None
         ids = meta.ids
         # Built by dict(zip(...)) in C, then the few removed labels taken out.
@@ -235,11 +231,25 @@ class VectorIndex:
 
 def snapshot_intact(directory: Path) -> bool:
     """Whether the checkpoint's index file matches the checksum its meta recorded."""
+    return _matching_meta(directory) is not None
+
+
+def _matching_meta(directory: Path) -> _SnapshotMeta | None:
+    """The meta (current, or the next one a checkpoint crashed while publishing) whose checksum the
+    index file has; None when neither does."""
+    metas = []
+    for name in (_SNAPSHOT_META, _NEXT_META):
+        try:
+            metas.append(msgspec.msgpack.decode((directory / name).read_bytes(), type=_SnapshotMeta))
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    if not metas:
+        return None
     try:
-        meta = msgspec.msgpack.decode((directory / _SNAPSHOT_META).read_bytes(), type=_SnapshotMeta)
-        return _checksum(directory / _SNAPSHOT_INDEX) == meta.checksum
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-        return False
+        checksum = _checksum(directory / _SNAPSHOT_INDEX)
+    except OSError:
+        return None
+    return next((meta for meta in metas if meta.checksum == checksum), None)
 
 
 def _checksum(path: Path) -> str:
