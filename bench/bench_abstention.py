@@ -7,9 +7,13 @@ Two kinds of memory, each its own vault:
   Two harder slices are reported apart and left out of the goal: LoCoMo's adversarial category 5
   (about the wrong speaker of the same conversation), and cross-conversation questions with their
   speakers' names swapped for the vault's own (labels are noisier: the vault may hold a similar event).
-- A notes folder: this repository's docs/ (plus /work/cache/notes-corpus when present, indexed
-  only for its off-topic background), with the hand-written cues of bench/data/docs_cues.jsonl:
-  answerable ones, on-topic unanswerable ones (features hebbs does not have) and off-topic ones.
+- A notes folder: this repository's docs/ plus the Hugo documentation (/work/cache/notes-corpus,
+  bench/notes_corpus.md), with the hand-written cues of bench/data/docs_cues.jsonl (answerable ones,
+  on-topic unanswerable ones: features hebbs does not have, and off-topic ones) and the 50 questions
+  of bench/notes_questions.jsonl that the Hugo notes answer.
+- A help-docs vault never used for fitting or tuning: the Jekyll documentation (docs/_docs of
+  jekyll/jekyll, MIT; /work/cache/jekyll-docs/docs/_docs), with bench/data/jekyll_cues.jsonl, written
+  from its headings before any recall on it. Reported apart ("unseen vault"), never fitted on.
 
 Fit part: conversations 26, 30, 41 and the even-numbered notes cues; report part: 42, 43 and the
 odd ones. `--fit` fits the logistic calibration on the fit part (coefficients to paste into
@@ -47,6 +51,7 @@ from hebbs.vault import index_vault  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIT_CONVERSATIONS = {"26", "30", "41"}
+JEKYLL = Path("/work/cache/jekyll-docs/docs/_docs")
 CROSS_PER_VAULT = 80
 TOP_K = 10
 QUESTION_WORDS = {"What", "When", "Where", "Who", "Why", "How", "Which", "Did", "Does", "Do", "Is", "Are", "Was",
@@ -70,6 +75,11 @@ def build_vaults(workdir: Path, conversations: list[dict], raws: dict[str, dict]
         with Engine.open(path) as engine:
             engine.remember_many([{"content": t["text"], "created_at": t["created_at"]} for t in conv["turns"]],
                                  check_contradictions=False)
+    jekyll = workdir / "jekyll"
+    if JEKYLL.is_dir() and not jekyll.exists():
+        shutil.copytree(JEKYLL, jekyll, ignore=shutil.ignore_patterns(".*"))
+        with Engine.open(jekyll / ".hebbs") as engine:
+            index_vault(engine, jekyll, contradictions=False)
     notes = workdir / "notes"
     if not notes.exists():
         shutil.copytree(ROOT / "docs", notes / "docs")
@@ -119,6 +129,13 @@ def cues(conversations: list[dict], raws: dict[str, dict]) -> list[dict]:
     for n, row in enumerate(json.loads(line) for line in (ROOT / "bench/data/docs_cues.jsonl").open()):
         out.append({"vault": "notes/.hebbs", "cue": row["cue"], "answerable": row["answerable"],
                     "kind": f"notes {row['kind']}", "part": "fit" if n % 2 == 0 else "report", "goal": True})
+    for n, row in enumerate(json.loads(line) for line in (ROOT / "bench/notes_questions.jsonl").open()):
+        out.append({"vault": "notes/.hebbs", "cue": row["question"], "answerable": True,
+                    "kind": "notes answerable (Hugo)", "part": "fit" if n % 2 == 0 else "report", "goal": True})
+    if JEKYLL.is_dir():
+        for row in (json.loads(line) for line in (ROOT / "bench/data/jekyll_cues.jsonl").open()):
+            out.append({"vault": "jekyll/.hebbs", "cue": row["cue"], "answerable": row["answerable"],
+                        "kind": f"jekyll {row['kind']}", "part": "unseen", "goal": True})
     return out
 
 
@@ -265,9 +282,14 @@ def main() -> None:
     results["report part, in code"] = report(
         "report part (held out), the calibration in hebbs/recall/confidence.py as recall returns it", test_rows,
         [r["engine_confidence"] or 0.0 for r in test_rows], conf.DEFAULT_THRESHOLD)
+    unseen = [r for r in rows if r["part"] == "unseen"]
+    if unseen:
+        results["unseen vault, in code"] = report(
+            "unseen vault (Jekyll docs, never fitted on), the calibration in code", unseen,
+            [r["engine_confidence"] or 0.0 for r in unseen], conf.DEFAULT_THRESHOLD)
     agree = sum(((r["engine_confidence"] or 0.0) < conf.DEFAULT_THRESHOLD) == r["engine_abstained"]
-                for r in test_rows)
-    print(f"  (recall's own `abstained` agrees with the threshold on {agree}/{len(test_rows)} cues)")
+                for r in test_rows + unseen)
+    print(f"  (recall's own `abstained` agrees with the threshold on {agree}/{len(test_rows + unseen)} cues)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     if tmp is not None:

@@ -16,6 +16,15 @@ same thing in every vault:
     missing_key    the idf of the rarest cue term the memory lacks, over the idf of the rarest cue
                    term: 1 when the memory misses the cue's most specific word ("install X with
                    Homebrew" answered by a section about installing Y with Homebrew), 0 when it has it
+    word_coverage  the plain share of the cue's terms the memory holds, each counting the same: a
+                   memory that holds one rare word of the cue and none of the rest covers it badly
+    nearest        the cosine of the cue's nearest memory in scope, the same for every result: when
+                   nothing in the scope comes close, nothing in it is about the cue
+
+A time phrase of the cue ("on 9 November, 2022", "last week") is not matched against the memories'
+text: recall reads it as a time range (timewords.py) and a memory's date is not in its words, so
+its terms are left out of the term features (with them, every dated question about a conversation
+looked like a cue about words the vault never saw).
 
 The coefficients were fitted by `bench/bench_abstention.py --fit` on LoCoMo conversations 26, 30,
 41 and half of the notes cues, and checked on the rest (docs/honesty.md has the figures). A recall
@@ -32,8 +41,9 @@ import numpy as np
 
 from ..config import DEFAULT_ABSTAIN_THRESHOLD
 from ..store.lexical_index import tokenize
+from .timewords import understand
 
-FEATURES = ("cosine", "cosine_gap", "term_coverage", "known_terms", "missing_key")
+FEATURES = ("cosine", "cosine_gap", "term_coverage", "known_terms", "missing_key", "word_coverage", "nearest")
 # Fitted by bench/bench_abstention.py --fit (docs/honesty.md); in the order of FEATURES.
 COEFFICIENTS = (2.232, 0.6672, 2.0947, 1.6878, -1.3377)
 INTERCEPT = -2.1758
@@ -48,8 +58,18 @@ BACKGROUND_FROM_RANK = 10
 REFERENCE_DOCS = 1000
 
 
+# Any fixed moment will do: only which words form the time phrase matters here, not its range.
+_TIME_REFERENCE_US = 1_700_000_000_000_000
+
+
 def cue_terms(cue: str) -> list[str]:
-    return list(dict.fromkeys(tokenize(cue)))
+    """The cue's index terms, less those of its time phrase (read as a range, not matched as words)."""
+    terms = list(dict.fromkeys(tokenize(cue)))
+    when = understand(cue, _TIME_REFERENCE_US)
+    if when is None:
+        return terms
+    timed = set(tokenize(when.phrase))
+    return [t for t in terms if t not in timed] or terms
 
 
 def idf(doc_freq: int, docs: int) -> float:
@@ -59,18 +79,20 @@ def idf(doc_freq: int, docs: int) -> float:
 
 
 def features(cosine: float, background: Sequence[float], terms: Mapping[str, float], known: Mapping[str, bool],
-             memory_terms: set[str]) -> dict[str, float]:
+             memory_terms: set[str], nearest: float) -> dict[str, float]:
     """The calibration's inputs for one memory. `terms` maps each cue term to its idf in the vault,
-    `known` says whether any memory of the vault holds it."""
+    `known` says whether any memory of the vault holds it; `nearest` is the best cosine in scope."""
     mean_background = float(np.mean(background)) if len(background) else 0.0
     total = sum(terms.values())
     coverage = sum(w for t, w in terms.items() if t in memory_terms) / total if total > 0 else 0.0
     known_share = sum(w for t, w in terms.items() if known.get(t)) / total if total > 0 else 0.0
     rarest = max(terms.values(), default=0.0)
     missing = max((w for t, w in terms.items() if t not in memory_terms), default=0.0)
+    words = sum(t in memory_terms for t in terms) / len(terms) if terms else 0.0
     return {"cosine": round(cosine, 6), "cosine_gap": round(cosine - mean_background, 6),
             "term_coverage": round(coverage, 6), "known_terms": round(known_share, 6),
-            "missing_key": round(missing / rarest, 6) if rarest > 0 else 0.0}
+            "missing_key": round(missing / rarest, 6) if rarest > 0 else 0.0, "word_coverage": round(words, 6),
+            "nearest": round(max(nearest, cosine), 6)}
 
 
 def calibrated(values: Mapping[str, float], coefficients: Sequence[float] = COEFFICIENTS,
@@ -98,9 +120,10 @@ def assess(cue: str, cue_vector: np.ndarray, vectors: Sequence[np.ndarray], memo
     terms = {t: idf(freqs.get(t, 0), docs) for t in names}
     known = {t: freqs.get(t, 0) > 0 for t in names}
     background = background_of(similarities)
+    nearest = float(max(similarities, default=0.0))
     out = []
     for vector, text in zip(vectors, memory_texts):
-        values = features(float(np.dot(cue_vector, vector)), background, terms, known, set(tokenize(text)))
+        values = features(float(np.dot(cue_vector, vector)), background, terms, known, set(tokenize(text)), nearest)
         out.append((round(calibrated(values), 4), values))
     return out
 
