@@ -204,6 +204,19 @@ class PanelConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
             raise ValueError(f"panel.port must be from 1 to 65535, got {self.port}")
 
 
+class DaemonConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """The daemon's timeouts and limits (docs/reliability.md). Read from $HEBBS_HOME/config.toml only: they
+    belong to the daemon, not to a vault. A flag of `python -m hebbs.daemon`, then $HEBBS_*, overrides
+    each; unset means the built-in default."""
+
+    idle_timeout: float | None = None
+    vault_idle_timeout: float | None = None
+    max_connections: int | None = None
+    connection_idle_timeout: float | None = None
+    frame_timeout: float | None = None
+    log_max_bytes: int | None = None
+
+
 class NotesConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """Where reflect-commit and contradiction reviews write notes into a markdown vault's notes folder
     ([notes]; hebbs/workflows/reflect.py): folders relative to the notes folder, kept out of the index."""
@@ -275,6 +288,7 @@ class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     consolidation: ConsolidationConfig = ConsolidationConfig()
     llm: LLMConfig = LLMConfig()
     panel: PanelConfig = PanelConfig()
+    daemon: DaemonConfig = DaemonConfig()
     notes: NotesConfig = NotesConfig()
     sources: SourcesConfig = SourcesConfig()
 

@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from .errors import InvalidInput
+from .schema import EdgeType, MemoryKind
 
 MAX_TOP_K = 1000
 MAX_CONTENT_CHARS = 1_000_000
@@ -108,3 +109,27 @@ def memory_id(value: Any, field: str = "id") -> str:
         return str(ULID.from_str(value))
     except ValueError:
         raise InvalidInput(f"{field} {value!r} is not a valid memory id (a 26-character ULID)") from None
+
+
+def memory_kind(value: Any) -> MemoryKind:
+    try:
+        return MemoryKind(value.value if isinstance(value, MemoryKind) else value)
+    except ValueError:
+        raise InvalidInput(f"kind must be one of {[k.value for k in MemoryKind]}, got {value!r}") from None
+
+
+def edge_type(value: Any) -> EdgeType:
+    if isinstance(value, EdgeType):
+        return value
+    if isinstance(value, str) and value.upper() in EdgeType.__members__:
+        return EdgeType[value.upper()]
+    raise InvalidInput(f"edge type must be one of {list(EdgeType.__members__)}, got {value!r}")
+
+
+def edge_spec(value: Any) -> tuple[str, EdgeType, float]:
+    """An edge a new memory starts with: (target_id, edge type[, confidence])."""
+    if not isinstance(value, (tuple, list)) or len(value) not in (2, 3):
+        raise InvalidInput(f"an edge is (target_id, edge_type[, confidence]), got {value!r}")
+    target = memory_id(value[0], "edge target")
+    confidence = unit_float(value[2], "edge confidence") if len(value) == 3 else 1.0
+    return target, edge_type(value[1]), confidence

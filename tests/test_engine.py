@@ -388,3 +388,24 @@ def test_a_snapshot_keeps_deleted_slots_reusable(tmp_path, embedder):
             assert eng.recall(m.content, strategies=["similarity"], top_k=1, reinforce=False).ids() == [m.id]
         assert not {made[0].id, made[1].id} & set(eng.recall("snapshot note", strategies=["similarity"],
                                                               top_k=10, reinforce=False).ids())
+
+
+def test_revise_many_is_all_or_none(vault):
+    a = vault.remember("the staging database is postgres 14")
+    b = vault.remember("the queue is rabbitmq")
+    with pytest.raises(NotFound):
+        vault.revise_many([{"id": a.id, "content": "the staging database is postgres 16"},
+                           {"id": str(ULID()), "importance": 0.9}])
+    assert vault.get(a.id).content == "the staging database is postgres 14"
+    assert vault.history(a.id) == []
+    # One memory named twice takes both changes, in order, and keeps both earlier texts.
+    out = vault.revise_many([{"id": a.id, "content": "the staging database is postgres 15"},
+                             {"id": b.id, "importance": 0.8},
+                             {"id": a.id, "content": "the staging database is postgres 16", "importance": 0.7}])
+    assert [m.id for m in out] == [a.id, b.id, a.id]
+    now = vault.get(a.id)
+    assert (now.content, now.importance) == ("the staging database is postgres 16", 0.7)
+    assert [r.content for r in vault.history(a.id)] == ["the staging database is postgres 15",
+                                                       "the staging database is postgres 14"]
+    assert vault.get(b.id).importance == 0.8
+    assert vault.recall("which postgres version is staging on", top_k=1).results[0].memory.id == a.id

@@ -19,6 +19,8 @@ import socket
 import time
 from pathlib import Path
 
+from hebbs.config import DaemonConfig, load_config
+from hebbs.errors import InvalidInput
 from hebbs.offline import disable_telemetry
 from hebbs.paths import ensure_home, hebbs_home, lock_path, log_path, pid_path, socket_path
 
@@ -72,15 +74,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                 "connection_idle_timeout": ("HEBBS_CONNECTION_IDLE_TIMEOUT", DEFAULT_CONNECTION_IDLE_TIMEOUT, float),
                 "frame_timeout": ("HEBBS_FRAME_TIMEOUT", DEFAULT_FRAME_TIMEOUT, float),
                 "log_max_bytes": ("HEBBS_LOG_MAX_BYTES", DEFAULT_MAX_BYTES, int)}
+    configured = _configured(parser, args.home)
     for field, (env, default, kind) in defaults.items():
         if getattr(args, field) is None:
-            setattr(args, field, env_number(env, default, kind))
+            from_file = getattr(configured, field)
+            setattr(args, field, env_number(env, default if from_file is None else from_file, kind))
     try:
         args.limits = Limits(max_connections=args.max_connections, connection_idle_timeout=args.connection_idle_timeout,
                              frame_timeout=args.frame_timeout)
     except ValueError as exc:
         parser.error(str(exc))
     return args
+
+
+def _configured(parser: argparse.ArgumentParser, home: str | None) -> DaemonConfig:
+    """[daemon] of $HEBBS_HOME/config.toml; a broken file stops the start with its error, not a trace."""
+    try:
+        return load_config(hebbs_home(home)).daemon
+    except InvalidInput as exc:
+        parser.error(str(exc))
 
 
 def _socket_answers(path: Path) -> bool:

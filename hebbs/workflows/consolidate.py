@@ -17,11 +17,14 @@ import re
 from collections.abc import Iterable
 
 import numpy as np
-from ulid import ULID
 
+from hebbs.errors import InvalidInput
 from hebbs.schema import EdgeType, Memory, MemoryKind
-from hebbs.store.open_vault import OpenVault
+from hebbs.store.open_vault import OpenVault, now_us
 from hebbs.store.storage import WriteSet, edge_keys, id_bytes, temporal_keys, vector_key
+
+from . import decay
+from .revise import get
 
 MIN_COSINE = 0.9
 MIN_JACCARD = 0.6
@@ -161,3 +164,39 @@ def sweep_pairs(vault: OpenVault) -> list[tuple[str, str]]:
             pairs.append((mid, older))
             taken |= {mid, older}
     return pairs
+
+
+def sweep(vault: OpenVault, *, dry_run: bool = False) -> list[tuple[str, str]]:
+    """Merge every restatement already in the vault into the older memory it repeats, in one batch.
+    Returns (restatement id, surviving id) pairs; dry_run lists them and changes nothing."""
+    with vault.writing():
+        pairs = sweep_pairs(vault)
+        if dry_run or not pairs:
+            return pairs
+        writes = WriteSet()
+        stamp = now_us()
+        saved: list[Memory] = []
+        for new_id, old_id in pairs:
+            survivor, record = merge(writes, vault.get(old_id), vault.get(new_id), stamp,
+                                     lambda m, t: decay.decay_value(m, t, vault.config.decay))
+            for key in temporal_keys(record.entity_id, record.created_at, record.id):
+                writes.delete("temporal", key)
+            writes.delete("vectors", vector_key(record.id))
+            saved += [survivor, record]
+        # `removed` takes the restatements out of both indexes; `saved` then puts their records back in the catalog.
+        vault.apply(writes, saved=saved, removed=[new_id for new_id, _ in pairs])
+        return pairs
+
+
+def unconsolidate(vault: OpenVault, record_id: str) -> Memory:
+    """Undo a consolidation: the restatement record `record_id` (see history) becomes a memory of its own."""
+    record = get(vault, record_id)
+    if record.restatement_of is None:
+        raise InvalidInput(f"memory {record_id} is not a restatement record (look for one in `history`)")
+    vector = vault.embedder.embed([record.content])[0]
+    with vault.writing():
+        writes = WriteSet()
+        restored, survivor = restore(writes, vault, record, vector, now_us())
+        vault.apply(writes, saved=[restored] + ([survivor] if survivor else []),
+                    vectors=([restored.id], vector.reshape(1, -1)), reindexed=[restored])
+        return restored

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..recall import scoring
-from ..config import DEFAULT_HALF_LIVES, DecayConfig
+from ..config import DecayConfig
 from ..errors import InvalidInput
 from ..schema import Memory, MemoryKind
 from ..store.open_vault import HasVault, OpenVault, vault_of

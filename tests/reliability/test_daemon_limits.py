@@ -7,6 +7,8 @@ import logging
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -184,3 +186,30 @@ def test_log_lines_are_rate_limited_cut_and_rotated(tmp_path: Path):
         handler.close()
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
+
+
+def test_daemon_limits_come_from_config_toml_unless_a_flag_or_variable_says_otherwise():
+    configured = ForegroundDaemon()
+    (configured.home / "config.toml").write_text("[daemon]\nmax_connections = 7\nframe_timeout = 12.5\n")
+    try:
+        configured.start()
+        assert configured.client().status(vault=False).max_connections == 7
+    finally:
+        configured.stop()
+    flagged = ForegroundDaemon("--max-connections", "9")
+    (flagged.home / "config.toml").write_text("[daemon]\nmax_connections = 7\n")
+    try:
+        flagged.start()
+        assert flagged.client().status(vault=False).max_connections == 9
+    finally:
+        flagged.stop()
+
+
+def test_a_broken_daemon_section_stops_the_start_with_a_clear_error(tmp_path: Path):
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "config.toml").write_text("[daemon]\nmax_conections = 7\n")
+    run = subprocess.run([sys.executable, "-m", "hebbs.daemon", "--home", str(home)], capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 2
+    assert "max_conections" in run.stderr and "Traceback" not in run.stderr

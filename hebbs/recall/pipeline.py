@@ -1,0 +1,243 @@
+"""One recall, from the caller's options to a ranked and judged answer.
+
+`plan` checks the options and decides which strategies run; `run` merges their candidates, scores
+them (recall/scoring.py), diversifies with MMR, keeps superseded memories below their successors and
+judges each result's confidence (recall/confidence.py). Logging the query, and reinforcing when the
+caller asks, are writes: the facade does them afterwards (workflows/reinforce.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import validate
+from ..errors import InvalidInput, NotFound
+from ..schema import (MemoryKind, RecallResult, RecallResults, ScoreComponents, ScoringWeights, TimeUnderstood)
+from ..store.memory_text import lexical_text
+from ..store.open_vault import OpenVault, now_us
+from . import confidence, scoring, timewords
+from . import fusion as rc
+from .query import Query
+from .registry import REGISTRY, STRATEGIES
+
+DEFAULT_WEIGHTS = ScoringWeights()
+MMR_POOL_EXTRA = 30
+
+
+@dataclass
+class Request:
+    """A recall's options, checked: what `run` needs and what the query log records."""
+    cue: str | None
+    names: set[str]
+    top_k: int
+    weights: ScoringWeights
+    entity_id: str | None
+    window: tuple[int, int] | None
+    reference: int  # "now" for recency and time words
+    understood: timewords.TimeRange | None
+    mmr_lambda: float
+    include_superseded: bool
+    seed: str | None
+    direction: str
+    max_depth: int
+    edge_types: Sequence[str] | None
+    alpha: float | None
+    analogy: Sequence[str] | None
+
+
+def plan(vault: OpenVault, cue: str | None = None, *, strategies: Sequence[str] | None = None, top_k: int = 10,
+         entity_id: str | None = None, time_range: Any = None, weights: ScoringWeights | None = None,
+         include_superseded: bool = False, mmr_lambda: float | None = None, seed: str | None = None,
+         direction: str = "forward", max_depth: int = 5, edge_types: Sequence[str] | None = None,
+         alpha: float | None = None, analogy: Sequence[str] | None = None, now: Any = None,
+         associate: bool = False) -> Request:
+    """Check a recall's options (InvalidInput / NotFound on bad ones) and pick its strategies."""
+    top_k = validate.top_k(top_k)
+    weights = scoring.check_weights(weights or DEFAULT_WEIGHTS)
+    entity_id = validate.entity(entity_id)
+    window = validate.time_range(time_range)
+    reference = validate.timestamp_us(now, "now") if now is not None else now_us()
+    if cue is not None:
+        cue = validate.content(cue, "cue")
+    understood = (timewords.understand(cue, reference)
+                  if cue is not None and window is None and vault.config.recall.time_words.enabled else None)
+    if seed is not None:
+        seed = validate.memory_id(seed, "seed")
+        if seed not in vault:
+            raise NotFound(f"memory {seed} does not exist")
+    names = strategy_names(cue, strategies, seed=seed, analogy=analogy)
+    if associate and cue is not None:
+        names.add("associative")  # one hop along co-activation links (recall/associative.py)
+    if mmr_lambda is not None:
+        lam = validate.unit_float(mmr_lambda, "mmr_lambda")
+    else:
+        # Similarity alone is pure vector search: no diversification or deduplication unless asked.
+        lam = 0.0 if names == {"similarity"} else vault.config.recall.mmr_lambda
+    return Request(cue=cue, names=names, top_k=top_k, weights=weights, entity_id=entity_id, window=window,
+                   reference=reference, understood=understood, mmr_lambda=lam,
+                   include_superseded=include_superseded, seed=seed, direction=direction, max_depth=max_depth,
+                   edge_types=edge_types, analogy=analogy,
+                   alpha=validate.unit_float(alpha, "alpha") if alpha is not None and "analogical" in names else None)
+
+
+def strategy_names(cue: str | None, strategies: Sequence[str] | None, *, seed: str | None = None,
+                   analogy: Sequence[str] | None = None) -> set[str]:
+    """The strategies a call runs: the ones named, or the default for what it gave (cue, seed, analogy)."""
+    if strategies is None or len(strategies) == 0:
+        if analogy is not None:
+            return {"analogical"}
+        if seed is not None:
+            return {"causal"} if cue is None else {"fused", "causal"}
+        return {"fused"} if cue is not None else {"temporal"}
+    if isinstance(strategies, str):
+        strategies = [strategies]
+    names = set()
+    for name in strategies:
+        if name not in STRATEGIES:
+            raise InvalidInput(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")
+        names.add(name)
+    if names & {"similarity", "lexical"} and cue is None:
+        raise InvalidInput("similarity and lexical recall need a cue")
+    if "causal" in names and cue is None and seed is None:
+        raise InvalidInput("causal recall needs a seed memory id, or a cue to find one")
+    if "analogical" in names and cue is None and seed is None and analogy is None:
+        raise InvalidInput("analogical recall needs a cue, a seed memory or an analogy (a, b, c)")
+    if analogy is not None and "analogical" not in names:
+        raise InvalidInput("analogy is used by the analogical strategy only; add it to strategies")
+    if seed is not None and not names & {"causal", "analogical"}:
+        raise InvalidInput("seed is used by the causal and analogical strategies only; add one to strategies")
+    return names
+
+
+def run(vault: OpenVault, request: Request) -> RecallResults:
+    """The ranked answer to a planned recall. Reads only: nothing in the vault changes."""
+    r = request
+
+    def allowed(mid: str) -> bool:
+        entry = vault.entry(mid)
+        if entry is None or entry.kind == MemoryKind.REVISION:
+            return False
+        if entry.superseded_by is not None and not r.include_superseded:
+            return False
+        if r.entity_id is not None and entry.entity_id != r.entity_id:
+            return False
+        return r.window is None or r.window[0] <= entry.created_at <= r.window[1]
+
+    fusion = vault.config.recall.fusion
+    query = Query(
+        cue=r.cue, embed=vault.embedder.embed_query, allowed=allowed, settings=vault.config.recall,
+        limit=max(fusion.normalization_depth, r.top_k * fusion.candidate_factor),
+        entity_id=r.entity_id, window=r.window, seed=r.seed, direction=r.direction, max_depth=r.max_depth,
+        edge_types=r.edge_types, analogy=r.analogy, alpha=r.alpha)
+    candidates, notes = run_strategies(vault, r.names, query)
+    understood = r.understood
+    if understood is not None:
+        # A second pass of the same strategies inside the understood range: memories from then that
+        # the whole-vault pass ranked too low to return still become candidates (docs/recall.md).
+        start, end = understood.start, understood.end
+        inside = dataclasses.replace(
+            query, embed=lambda _cue: query.cue_vector,  # embedded once, and only if a strategy asks
+            allowed=lambda mid: allowed(mid) and start <= vault.entry(mid).created_at <= end)
+        rc.merge(candidates, run_strategies(vault, r.names, inside)[0])
+        notes.append(f"{understood.text()} (UTC): memories from then are preferred; "
+                     f"pass time_range to choose the range yourself")
+
+    preferred = None if understood is None else (understood.start, understood.end)
+    results = rank(vault, candidates, r.weights, r.top_k, r.mmr_lambda, r.include_superseded, r.reference,
+                   preferred)
+    answer = RecallResults(results=results, notes=notes, time_understood=None if understood is None else TimeUnderstood(
+        phrase=understood.phrase, start=understood.start, end=understood.end, text=understood.text()))
+    if r.cue is not None:
+        # The cue's similarity over the whole scope is the background its results stand out from.
+        background = query.cue_hits(vault)
+        judge_confidence(vault, answer, r.cue, query.cue_vector, [sim for _, sim in background])
+    return answer
+
+
+def run_strategies(vault: OpenVault, names: set[str], query: Query) -> tuple[rc.Candidates, list[str]]:
+    """Each named strategy's candidates, merged in registry order."""
+    candidates: rc.Candidates = {}
+    notes: list[str] = []
+    for name, strategy in REGISTRY.items():
+        if name in names:
+            found, said = strategy(vault, query)
+            rc.merge(candidates, found)
+            notes += said
+    return candidates, notes
+
+
+def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vector: np.ndarray,
+                     similarities: list[float]) -> None:
+    """Each result's confidence, and whether the answer abstains (recall/confidence.py)."""
+    lexical = vault.lexical_index
+    judged = confidence.assess(cue, cue_vector, vault.vectors_or_zeros([r.memory.id for r in answer.results]),
+                               [lexical_text(r.memory) for r in answer.results], similarities,
+                               lexical.doc_freqs, max(1, lexical.count()))
+    for result, (value, values) in zip(answer.results, judged):
+        result.confidence = value
+        result.details["confidence_features"] = values
+    answer.threshold = vault.config.recall.abstain_threshold
+    answer.confidence = max((value for value, _ in judged), default=0.0)
+    answer.abstained = confidence.abstains([value for value, _ in judged], answer.threshold)
+    if answer.abstained and not answer.results:
+        answer.notes.append(f"{confidence.NOTE} (no memory in this scope)")
+    elif answer.abstained:
+        answer.notes.append(f"{confidence.NOTE} (best confidence {answer.confidence:.2f} "
+                            f"< {answer.threshold:.2f}); the weak candidates follow")
+
+
+def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, top_k: int, lam: float,
+         include_superseded: bool, stamp: int, preferred: tuple[int, int] | None) -> list[RecallResult]:
+    """The top_k candidates by composite score, diversified by MMR when lam > 0."""
+    config = vault.config
+    ranked: list[tuple[float, str, ScoreComponents]] = []
+    for mid, cand in candidates.items():
+        entry = vault.entry(mid)
+        if entry is None:
+            continue
+        window = scoring.recency_window_days(entry.context_type, config.recall.recency_window, config.decay)
+        parts = scoring.components(entry, cand.relevance, stamp, window)
+        score = scoring.composite(parts, weights)
+        if preferred is not None and preferred[0] <= entry.created_at <= preferred[1]:
+            # Added on top of the weighted factors (so a score can pass 1), and said in details.
+            score += config.recall.time_words.boost
+            cand.details["time_boost"] = config.recall.time_words.boost
+        ranked.append((score, mid, parts))
+    ranked.sort(key=lambda item: item[0], reverse=True)
+    if lam > 0 and len(ranked) > 1:
+        # The pool MMR picks from: with lambda near 1 a candidate far below the top_k never gets
+        # picked, and a pool of 3 * top_k made every recall's cost grow with top_k.
+        pool = ranked[:min(top_k * 3, top_k + MMR_POOL_EXTRA)]
+        vectors = vault.vectors([mid for _, mid, _ in pool])
+        order = rc.mmr_order([score for score, _, _ in pool], vectors, lam, top_k,
+                             config.recall.duplicate_similarity)
+        ranked = [pool[i] for i in order]
+    else:
+        # Room for superseded memories that will be moved below their successors.
+        ranked = ranked[:top_k * 3 if include_superseded else top_k]
+    results = []
+    for score, mid, parts in ranked:
+        memory = vault.memory(mid)
+        if memory is not None:
+            cand = candidates[mid]
+            results.append(RecallResult(memory=memory, score=score, components=parts,
+                                        strategies=cand.strategies, details=cand.details))
+    if include_superseded:
+        results = below_successors(results)
+    return results[:top_k]
+
+
+def below_successors(results: list[RecallResult]) -> list[RecallResult]:
+    """A superseded memory never ranks above the memory that replaced it."""
+    position = {r.memory.id: i for i, r in enumerate(results)}
+    ordered = [r for r in results if r.memory.superseded_by is None or r.memory.superseded_by not in position]
+    for r in results:
+        if r.memory.superseded_by is not None and r.memory.superseded_by in position:
+            successor = next(i for i, o in enumerate(ordered) if o.memory.id == r.memory.superseded_by)
+            ordered.insert(successor + 1, r)
+    return ordered

@@ -1,0 +1,82 @@
+"""Use: what an agent (or a person in the panel) actually used is reinforced, and memories used
+together are linked (workflows/associate.py). Recall itself only logs the query, and reinforces what
+it returned only when the caller asks (docs/honesty.md)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+
+from .. import validate
+from ..errors import InvalidInput, NotFound
+from ..recall.pipeline import Request
+from ..schema import Memory, MemoryKind, QueryLogEntry, RecallResult
+from ..store.open_vault import OpenVault, now_us
+from ..store.storage import WriteSet, decode, encode
+from . import associate, decay
+
+
+def reinforce(vault: OpenVault, ids: Sequence[str] | str) -> list[Memory]:
+    """Count these memories as used: access_count + 1 and last access now, which raises their
+    reinforcement score and slows their decay; used together, they are linked. NotFound if an id
+    does not exist; an id named twice counts once."""
+    if isinstance(ids, str):
+        ids = [ids]
+    wanted = list(dict.fromkeys(validate.memory_id(i) for i in ids))
+    if not wanted:
+        raise InvalidInput("reinforce needs at least one memory id")
+    with vault.writing():
+        for mid in wanted:
+            entry = vault.entry(mid)
+            if entry is None or entry.kind == MemoryKind.REVISION:
+                raise NotFound(f"memory {mid} does not exist" if entry is None
+                               else f"memory {mid} is a revision record; reinforce the memory it belongs to")
+        writes = WriteSet()
+        stamp = now_us()
+        used = _count_use(vault, writes, wanted, stamp)
+        # Used together: linked (docs/consolidation.md, "Association by use").
+        associate.strengthen(writes, vault.store, wanted, stamp, vault.config.decay)
+        vault.apply(writes, saved=used)
+        return used
+
+
+def record_recall(vault: OpenVault, request: Request, results: list[RecallResult], *, reinforce: bool,
+                  started: float) -> None:
+    """Log the query and, only when asked, count what was returned as used: one batch."""
+    with vault.write_lock:
+        if vault.closed:
+            return
+        stamp = now_us()
+        writes = WriteSet()
+        used = _count_use(vault, writes, [r.memory.id for r in results], stamp) if reinforce else []
+        entry = QueryLogEntry(at=stamp, cue=request.cue, strategies=sorted(request.names), weights=request.weights,
+                              result_count=len(results), latency_ms=round((time.perf_counter() - started) * 1000, 3),
+                              entity_id=request.entity_id)
+        writes.put("query_log", stamp.to_bytes(8, "big") + os.urandom(4), encode(entry))
+        # Nobody is told these were kept: no reason to make a recall wait for a disk sync.
+        vault.apply(writes, saved=used, durable=False)
+
+
+def recent_queries(vault: OpenVault, limit: int = 50) -> list[QueryLogEntry]:
+    """The most recent recalls from the query log, newest first."""
+    out = []
+    for _, raw in vault.store.scan("query_log", b"", reverse=True):
+        out.append(decode(raw, QueryLogEntry))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def _count_use(vault: OpenVault, writes: WriteSet, ids: Sequence[str], stamp: int) -> list[Memory]:
+    used = []
+    for mid in ids:
+        current = vault.memory(mid)
+        if current is None:
+            continue
+        current.access_count += 1
+        current.last_accessed_at = stamp
+        current.decay_score = decay.decay_value(current, stamp, vault.config.decay)
+        writes.put_memory(current)
+        used.append(current)
+    return used
