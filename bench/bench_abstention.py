@@ -206,8 +206,12 @@ def fit(rows: list[dict], l2: float = 1e-2, rounds: int = 4) -> tuple[tuple[floa
     return tuple(round(float(v), 4) for v in w[1:]), round(float(w[0]), 4)
 
 
-def pick_threshold(rows: list[dict], scores: list[float], max_false_abstain: float = 0.05) -> float:
-    """The highest threshold (to 0.01) at which at most 5% of answerable cues abstain."""
+def pick_threshold(rows: list[dict], scores: list[float], max_false_abstain: float = 0.04) -> float:
+    """The highest threshold (to 0.01) at which at most 4% of the fit part's answerable cues abstain.
+
+    The goal is 5% on cues never fitted on; with ~400 answerable cues a rate's standard error is about
+    one point, so a threshold set at exactly 5% on the fit part misses the goal on new cues about half
+    the time (it did: 5.3% on the report part). One standard error of margin."""
     answerable = sorted(s for row, s in zip(rows, scores) if row["answerable"])
     allowed = math.floor(max_false_abstain * len(answerable))
     return math.floor(answerable[allowed] * 100) / 100 if answerable else conf.DEFAULT_THRESHOLD
@@ -279,17 +283,18 @@ def main() -> None:
                                              [best(r, coefficients, intercept) for r in fit_rows], threshold)
         results["report part, fitted"] = report("report part (held out), fitted calibration", test_rows,
                                                 [best(r, coefficients, intercept) for r in test_rows], threshold)
+    in_code = (conf.COEFFICIENTS, conf.INTERCEPT)
     results["report part, in code"] = report(
-        "report part (held out), the calibration in hebbs/recall/confidence.py as recall returns it", test_rows,
-        [r["engine_confidence"] or 0.0 for r in test_rows], conf.DEFAULT_THRESHOLD)
+        "report part (held out), the calibration in hebbs/recall/confidence.py", test_rows,
+        [best(r, *in_code) for r in test_rows], conf.DEFAULT_THRESHOLD)
     unseen = [r for r in rows if r["part"] == "unseen"]
     if unseen:
         results["unseen vault, in code"] = report(
             "unseen vault (Jekyll docs, never fitted on), the calibration in code", unseen,
-            [r["engine_confidence"] or 0.0 for r in unseen], conf.DEFAULT_THRESHOLD)
-    agree = sum(((r["engine_confidence"] or 0.0) < conf.DEFAULT_THRESHOLD) == r["engine_abstained"]
-                for r in test_rows + unseen)
-    print(f"  (recall's own `abstained` agrees with the threshold on {agree}/{len(test_rows + unseen)} cues)")
+            [best(r, *in_code) for r in unseen], conf.DEFAULT_THRESHOLD)
+    agree = sum(abs((r["engine_confidence"] or 0.0) - best(r, *in_code)) < 1e-3
+                and r["engine_abstained"] == (best(r, *in_code) < conf.DEFAULT_THRESHOLD) for r in rows)
+    print(f"  (recall's own confidence and `abstained` match the calibration in code on {agree}/{len(rows)} cues)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     if tmp is not None:

@@ -16,8 +16,6 @@ same thing in every vault:
     missing_key    the idf of the rarest cue term the memory lacks, over the idf of the rarest cue
                    term: 1 when the memory misses the cue's most specific word ("install X with
                    Homebrew" answered by a section about installing Y with Homebrew), 0 when it has it
-    word_coverage  the plain share of the cue's terms the memory holds, each counting the same: a
-                   memory that holds one rare word of the cue and none of the rest covers it badly
     nearest        the cosine of the cue's nearest memory in scope, the same for every result: when
                    nothing in the scope comes close, nothing in it is about the cue
 
@@ -43,11 +41,11 @@ from ..config import DEFAULT_ABSTAIN_THRESHOLD
 from ..store.lexical_index import tokenize
 from .timewords import understand
 
-FEATURES = ("cosine", "cosine_gap", "term_coverage", "known_terms", "missing_key", "word_coverage", "nearest")
+FEATURES = ("cosine", "cosine_gap", "term_coverage", "known_terms", "missing_key", "nearest")
 # Fitted by bench/bench_abstention.py --fit (docs/honesty.md); in the order of FEATURES.
-COEFFICIENTS = (2.232, 0.6672, 2.0947, 1.6878, -1.3377)
-INTERCEPT = -2.1758
-# Chosen on the fit part: the highest threshold that abstains on at most 5% of its answerable cues.
+COEFFICIENTS = (1.8649, 0.6585, 1.5044, 1.8246, -0.4827, 1.7859)
+INTERCEPT = -3.5295
+# Chosen on the fit part: the highest threshold that abstains on at most 4% of its answerable cues.
 DEFAULT_THRESHOLD = DEFAULT_ABSTAIN_THRESHOLD
 NOTE = "no good match: nothing relevant known for this cue"
 # Below this rank the cue's similarity hits are its background, not its candidates.
@@ -88,10 +86,9 @@ def features(cosine: float, background: Sequence[float], terms: Mapping[str, flo
     known_share = sum(w for t, w in terms.items() if known.get(t)) / total if total > 0 else 0.0
     rarest = max(terms.values(), default=0.0)
     missing = max((w for t, w in terms.items() if t not in memory_terms), default=0.0)
-    words = sum(t in memory_terms for t in terms) / len(terms) if terms else 0.0
     return {"cosine": round(cosine, 6), "cosine_gap": round(cosine - mean_background, 6),
             "term_coverage": round(coverage, 6), "known_terms": round(known_share, 6),
-            "missing_key": round(missing / rarest, 6) if rarest > 0 else 0.0, "word_coverage": round(words, 6),
+            "missing_key": round(missing / rarest, 6) if rarest > 0 else 0.0,
             "nearest": round(max(nearest, cosine), 6)}
 
 
