@@ -17,7 +17,7 @@ numbers 0.4, revision marker 0.15 (only on top of another cue). It is capped at 
 pairs above 0.35 are queued in the engine's `pending` family for a person or an agent to review.
 Nothing is superseded or deleted here.
 
-Three things look like these cues and are not contradictions (measured on labelled pairs from real
+Several things look like these cues and are not contradictions (measured on labelled pairs from real
 notes and conversations: bench/bench_contradictions.py, docs/honesty.md):
 
     opposite actions   "Add a collaborator" / "Remove a collaborator", "To enable sync, ..." / "To
@@ -36,7 +36,13 @@ notes and conversations: bench/bench_contradictions.py, docs/honesty.md):
     not a claim        code, markup, JSON, table rows, command output and fragments (fewer than three
                        words, or starting with a digit, `, [, :, <, { or $) are examples and data,
                        not statements: two config snippets with different values are two examples.
-                       A leading "Name: " label (a speaker, "Note: ") is not part of the statement.
+                       A leading "Name: " label (a speaker, "Note: ") is not part of the statement;
+                       a "setting_name: value" line is data; "(1)" and "[^2]" are markers.
+    said twice         one negation and one antonym cancel ("all pages are included" / "no pages
+                       are excluded"); a copy cut short holds fewer numbers, not other ones; a
+                       sentence markdown wrapped over lines is one sentence.
+    versions           "Jekyll 2" / "Jekyll 3": a name's number says which thing, it is not a
+                       differing value, and two versions are different objects.
 """
 
 from __future__ import annotations
