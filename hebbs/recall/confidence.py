@@ -16,9 +16,9 @@ same thing in every vault:
     missing_key    the idf of the rarest cue term the memory lacks, over the idf of the rarest cue
                    term: 1 when the memory misses the cue's most specific word ("install X with
                    Homebrew" answered by a section about installing Y with Homebrew), 0 when it has it
-    nearest        the best cosine among the answer's results, the same for all of them: when nothing
-                   the answer holds comes close, nothing in it is about the cue (answer-level
-                   evidence: a result's own confidence puts its own cosine there, see assess)
+    nearest        the cosine of the cue's nearest memory in scope, the same for every result: when
+                   nothing in the scope comes close, the vault knows nothing about the cue
+                   (answer-level evidence: a result's own confidence puts its own cosine there)
 
 A time phrase of the cue ("on 9 November, 2022", "last week") is not matched against the memories'
 text: recall reads it as a time range (timewords.py) and a memory's date is not in its words, so
@@ -81,7 +81,7 @@ def idf(doc_freq: int, docs: int) -> float:
 def features(cosine: float, background: Sequence[float], terms: Mapping[str, float], known: Mapping[str, bool],
              memory_terms: set[str], nearest: float) -> dict[str, float]:
     """The calibration's inputs for one memory. `terms` maps each cue term to its idf in the vault,
-    `known` says whether any memory of the vault holds it; `nearest` is the answer's best cosine."""
+    `known` says whether any memory of the vault holds it; `nearest` is the best cosine in scope."""
     mean_background = float(np.mean(background)) if len(background) else 0.0
     total = sum(terms.values())
     coverage = sum(w for t, w in terms.items() if t in memory_terms) / total if total > 0 else 0.0
@@ -119,8 +119,8 @@ def assess(cue: str, cue_vector: np.ndarray, vectors: Sequence[np.ndarray], memo
            docs: int) -> list[Judged]:
     """The judgement of each result, in order.
 
-    `evidence` reads the calibration with `nearest`, the best cosine among the answer's results:
-    whether the answer holds anything close to the cue. The answer's confidence is the best evidence. A result's own
+    `evidence` reads the calibration with `nearest`, the best cosine in the recall's scope: whether
+    the vault knows anything close to the cue. The answer's confidence is the best evidence. A result's own
     `confidence` puts its own cosine in that place: another memory being close says nothing about
     this one ("Acme uses Salesforce" is no more relevant to "who is on call for billing" because
     the billing note is). For the cue's nearest memory the two are the same.
@@ -134,7 +134,7 @@ def assess(cue: str, cue_vector: np.ndarray, vectors: Sequence[np.ndarray], memo
     known = {t: freqs.get(t, 0) > 0 for t in names}
     background = background_of(similarities)
     cosines = [float(np.dot(cue_vector, vector)) for vector in vectors]
-    nearest = max(cosines, default=0.0)
+    nearest = max([*similarities[:1], *cosines], default=0.0)
     out = []
     for cosine, text in zip(cosines, memory_texts):
         values = features(cosine, background, terms, known, set(tokenize(text)), nearest)
