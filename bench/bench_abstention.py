@@ -13,7 +13,9 @@ Two kinds of memory, each its own vault:
   of bench/notes_questions.jsonl that the Hugo notes answer.
 - A help-docs vault never used for fitting or tuning: the Jekyll documentation (docs/_docs of
   jekyll/jekyll, MIT; /work/cache/jekyll-docs/docs/_docs), with bench/data/jekyll_cues.jsonl, written
-  from its headings before any recall on it. Reported apart ("unseen vault"), never fitted on.
+  from its headings before any recall on it. Reported apart ("unseen vault"), never fitted on. Rebuild:
+  `git --git-dir MIRROR archive 202df571314ba1d18e9fccd81d12aaad4a703c38 docs/_docs | tar -x -C
+  /work/cache/jekyll-docs` from a mirror of jekyll/jekyll; without it the Jekyll rows are skipped.
 
 Fit part: conversations 26, 30, 41 and the even-numbered notes cues; report part: 42, 43 and the
 odd ones. `--fit` fits the logistic calibration on the fit part (coefficients to paste into
