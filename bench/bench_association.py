@@ -62,19 +62,39 @@ def main() -> None:
         hubs = set(sorted(degree, key=degree.get, reverse=True)[:10])
         print(f"replay: {steps} recall-and-use steps; {linked} memories linked; "
               f"top-10 degrees {sorted(degree.values(), reverse=True)[:10]}")
+        per_question: dict[bool, list[float]] = {}
+        partners_seen = partners_right = missed = reachable = 0
         for associate in (False, True):
-            scores, hub_slots, slots, brought = [], 0, 0, 0
+            scores, hub_slots, slots, brought, brought_right = [], 0, 0, 0, 0
             for name, q in held_out:
                 found = engine.recall(q["question"], entity_id=name, top_k=10, associate=associate)
                 ids = found.ids()
+                if not associate:
+                    # What one hop could bring at best: the co-activation partners of the direct top 10.
+                    evidence = {id_of[(name, d)] for d in q["evidence"] if (name, d) in id_of}
+                    partners = {other for i in ids for t, other, *_ in engine.vault.store.edges_from(i)
+                                if t == EdgeType.CO_ACTIVATED} - set(ids)
+                    partners_seen += len(partners)
+                    partners_right += len(partners & evidence)
+                    missed += len(evidence - set(ids))
+                    reachable += len((evidence - set(ids)) & partners)
                 got = {dia_of[i] for i in ids if i in dia_of}
                 scores.append(len(set(q["evidence"]) & got) / len(q["evidence"]))
                 hub_slots += sum(1 for i in ids if i in hubs)
                 slots += len(ids)
-                brought += sum(1 for r in found if r.strategies == ["associative"])
+                alone = [r.memory.id for r in found if r.strategies == ["associative"]]
+                brought += len(alone)
+                brought_right += sum(1 for i in alone if dia_of.get(i) in q["evidence"])
+            per_question[associate] = scores
             print(f"associate {'on ' if associate else 'off'}: held-out questions {len(scores)}, "
                   f"recall@10 {statistics.fmean(scores):.4f}, hub share of top-10 slots {hub_slots / slots:.4f}, "
-                  f"results brought by association alone {brought}")
+                  f"results brought by association alone {brought} (evidence {brought_right})")
+            if not associate:
+                print(f"  one hop from the direct top 10: {partners_seen} partners, {partners_right} of them evidence; "
+                      f"evidence missed {missed}, of it a partner {reachable}")
+        gained = sum(on > off for off, on in zip(per_question[False], per_question[True]))
+        lost = sum(on < off for off, on in zip(per_question[False], per_question[True]))
+        print(f"association on vs off: {gained} held-out questions gained evidence in the top 10, {lost} lost some")
         engine.close()
 
 

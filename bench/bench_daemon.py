@@ -1,19 +1,24 @@
 """What the daemon costs: recall and remember through the socket beside the same calls in-process.
 
-    .venv/bin/python bench/bench_daemon.py [--memories 10000] [--calls 200] [--cli-calls 20]
+    .venv/bin/python bench/bench_daemon.py [--memories 10000] [--calls 200] [--cli-calls 40]
 
-One run, one vault of N memories. Each round times the engine's calls in a fresh process, closes
-it, then sends the same calls through a daemon on a temporary HEBBS_HOME (the SDK over the Unix
-socket, plus a bare ping for the protocol's own cost), and times `hebbs recall` as a whole process,
-as an agent would run it.
+One run: a vault of N memories is filled (in a process of its own) and copied, so that this process
+opens one copy in-process while a daemon on a temporary HEBBS_HOME serves the other. The calls are
+then interleaved, one in-process call and the same call through the socket (the SDK) in turn, so both
+sides see the same machine load and their difference is the socket's cost, not the load's; a bare
+ping gives the protocol's own round trip. Then `hebbs recall` as a whole process, as an agent runs
+it, interleaved with the floor any Python command line pays: the same interpreter starting and
+exiting (`python -c pass`). The CLI runs with its bytecode cached (a temporary PYTHONPYCACHEPREFIX,
+warmed by the first call): with PYTHONDONTWRITEBYTECODE set, as in some sandboxes, every call would
+compile hebbs' modules again, which is not what an installed hebbs does.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -42,23 +47,13 @@ def sentences(n: int, seed: int) -> list[str]:
             for i in range(n)]
 
 
-def timed(fn: Callable[[int], object], calls: int) -> list[float]:
-    fn(0)  # warm-up: first-call costs are not what this measures
-    out = []
-    for i in range(calls):
-        start = time.perf_counter()
-        fn(i)
-        out.append((time.perf_counter() - start) * 1000)
-    return out
-
-
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def row(label: str, ms: list[float]) -> str:
-    return (f"round {label:<36} p50 {pct(ms, 0.5):8.2f} ms   p99 {pct(ms, 0.99):8.2f} ms   "
+    return (f"{label:<40} p50 {pct(ms, 0.5):8.2f} ms   p99 {pct(ms, 0.99):8.2f} ms   "
             f"mean {statistics.mean(ms):8.2f} ms")
 
 
@@ -87,84 +82,100 @@ def fill(vault: Path, memories: int) -> None:
         print(f"filled {engine.count()} memories in {time.perf_counter() - started:.1f}s", flush=True)
 
 
-def in_process(vault: Path, calls: int, seed: int) -> None:
-    """Time the engine's own calls; prints {"recall": [ms...], "remember": [ms...]} as JSON."""
-    from hebbs import Engine
-
-    writes = iter(sentences(calls + 1, seed=seed))
-    with Engine.open(vault) as engine:
-        engine.recall("open the indexes")
-        out = {"recall": timed(lambda i: engine.recall(CUES[i % len(CUES)], top_k=10), calls),
-               "remember": timed(lambda i: engine.remember(next(writes), entity_id="bench"), calls)}
-    print(json.dumps(out))
+def interleaved(fns: dict[str, Callable[[int], object]], calls: int) -> dict[str, list[float]]:
+    """ms per call of each fn, one call of each in turn (the order rotating), after one warm-up round."""
+    out: dict[str, list[float]] = {label: [] for label in fns}
+    order = list(fns.items())
+    for i in range(-1, calls):
+        for label, fn in order:
+            start = time.perf_counter()
+            fn(max(i, 0))
+            if i >= 0:
+                out[label].append((time.perf_counter() - start) * 1000)
+        order = order[1:] + order[:1]
+    return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--cli-calls", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--cli-calls", type=int, default=40)
     parser.add_argument("--fill", metavar="VAULT", help=argparse.SUPPRESS)
-    parser.add_argument("--in-process", metavar="VAULT", help=argparse.SUPPRESS)
-    parser.add_argument("--seed", type=int, default=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fill:
         fill(Path(args.fill), args.memories)
         return 0
-    if args.in_process:
-        in_process(Path(args.in_process), args.calls, args.seed)
-        return 0
 
-    # This process only ever talks to the daemon (it never loads the engine); the fill and the
-    # in-process timings run in fresh processes of their own, so neither side measures in a heap
-    # grown by the other (a heap full of the fill's objects makes every garbage collection slower).
-    from hebbs import Client
+    from hebbs import Client, Engine
     from hebbs.paths import init_vault
+    from hebbs.store.embed import limit_blas_threads
+
+    # The daemon runs with one BLAS thread (hebbs.daemon.main); the in-process side must too, or it
+    # measures OpenBLAS threads fighting the model's on two cores, not the socket.
+    limit_blas_threads(1)
 
     work = Path(tempfile.mkdtemp(prefix="hbb", dir="/tmp"))
-    home, root = work / "h", work / "p"
+    home, root, twin = work / "h", work / "p", work / "q"
     root.mkdir()
     vault, _ = init_vault(root, home)
-    env = dict(os.environ, HEBBS_HOME=str(home))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(HEBBS_HOME=str(home), PYTHONPYCACHEPREFIX=str(work / "pycache"))
     hebbs = str(Path(sys.executable).with_name("hebbs"))
-    me = [sys.executable, str(Path(__file__).resolve())]
-    writes = iter(sentences(args.calls * args.rounds + 4, seed=1000))
-    results: dict[str, list[float]] = {}
+    served = iter(sentences(args.calls + 2, seed=1000))
+    local = iter(sentences(args.calls + 2, seed=1000))
     try:
-        subprocess.run([*me, "--fill", str(vault), "--memories", str(args.memories)], check=True)
-        # Rounds alternate in-process and socket on the same vault, each side opening it from disk;
-        # background work left by the fill (RocksDB compaction, index merges) lands on round 1.
-        for round_ in range(1, args.rounds + 1):
-            timings = json.loads(subprocess.run(
-                [*me, "--in-process", str(vault), "--calls", str(args.calls), "--seed", str(round_ + 10)],
-                check=True, capture_output=True, text=True).stdout)
-            results[f"{round_}:in-process recall"] = timings["recall"]
-            results[f"{round_}:in-process remember"] = timings["remember"]
-            with Client(vault=root, home=home) as client:
-                pid = client.ping().pid  # starts the daemon
-                client.recall("warm up the model and open the vault")
-                # The protocol's own cost: a round trip that touches no vault.
-                results[f"{round_}:socket ping (SDK)"] = timed(lambda i: client.ping(), args.calls)
-                results[f"{round_}:socket recall (SDK)"] = timed(
-                    lambda i: client.recall(CUES[i % len(CUES)], top_k=10), args.calls)
-                results[f"{round_}:socket remember (SDK)"] = timed(
-                    lambda i: client.remember(next(writes), entity_id="bench"), args.calls)
-                results[f"{round_}:CLI `hebbs recall` wall time"] = timed(lambda i: subprocess.run(
-                    [hebbs, "recall", CUES[i % len(CUES)], "--format", "json"], cwd=root, env=env, check=True,
-                    capture_output=True), args.cli_calls)
-                memories = client.status().vault.memories
-                client.shutdown()
-            _wait_gone(pid)
-        print(f"vault: {memories} memories at the end; {args.calls} calls each ({args.cli_calls} for the CLI) "
-              f"per round, {os.cpu_count()} CPUs")
+        # The fill runs in a process of its own: a heap grown by 10k remembers would slow every
+        # garbage collection of the in-process side.
+        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--fill", str(vault),
+                        "--memories", str(args.memories)], check=True)
+        shutil.copytree(root, twin)
+        with Engine.open(twin / ".hebbs") as engine, Client(vault=root, home=home) as client:
+            pid = client.ping().pid  # starts the daemon
+            client.recall("warm up the model and open the vault")
+            engine.recall("open the indexes")
+            results = interleaved({
+                "in-process recall": lambda i: engine.recall(CUES[i % len(CUES)], top_k=10),
+                "socket recall (SDK)": lambda i: client.recall(CUES[i % len(CUES)], top_k=10),
+                "socket ping (SDK)": lambda i: client.ping(),
+            }, args.calls)
+            results |= interleaved({
+                "in-process remember": lambda i: engine.remember(next(local), entity_id="bench"),
+                "socket remember (SDK)": lambda i: client.remember(next(served), entity_id="bench"),
+            }, args.calls)
+            cpu: dict[str, list[float]] = {}
+
+            def process(label: str, argv: list[str]) -> Callable[[int], object]:
+                def run(i: int) -> None:
+                    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    subprocess.run([a.replace("{cue}", CUES[i % len(CUES)]) for a in argv], cwd=root, env=env,
+                                   check=True, capture_output=True)
+                    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    cpu.setdefault(label, []).append((after.ru_utime + after.ru_stime - before.ru_utime
+                                                      - before.ru_stime) * 1000)
+                return run
+
+            results |= interleaved({
+                "process start floor (`python -c pass`)": process("floor", [sys.executable, "-c", "pass"]),
+                "CLI `hebbs recall` wall time": process("cli", [hebbs, "recall", "{cue}", "--format", "json"]),
+            }, args.cli_calls)
+            memories = client.status().vault.memories
+            client.shutdown()
+        _wait_gone(pid)
+        print(f"\nvault: {memories} memories at the end; {args.calls} calls each ({args.cli_calls} for the CLI), "
+              f"interleaved; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (shared machine)")
         for label, ms in results.items():
             print(row(label, ms))
-        last = args.rounds
         for op in ("recall", "remember"):
-            inproc = pct(results[f"{last}:in-process {op}"], 0.5)
-            socket = pct(results[f"{last}:socket {op} (SDK)"], 0.5)
-            print(f"round {last}: socket minus in-process, {op}: {socket - inproc:+.2f} ms at p50")
+            inproc, socket = results[f"in-process {op}"], results[f"socket {op} (SDK)"]
+            print(f"socket minus in-process, {op}: {pct(socket, 0.5) - pct(inproc, 0.5):+.2f} ms at p50, "
+                  f"{pct(socket, 0.99) - pct(inproc, 0.99):+.2f} ms at p99")
+        cli = results["CLI `hebbs recall` wall time"]
+        floor = results["process start floor (`python -c pass`)"]
+        print(f"`hebbs recall` minus the process start floor: {pct(cli, 0.5) - pct(floor, 0.5):+.2f} ms at p50")
+        # CPU time is what the process itself costs; its wall time also counts waiting for a core.
+        print(f"CPU time per process (user + system, p50): `python -c pass` {pct(cpu['floor'], 0.5):.1f} ms, "
+              f"`hebbs recall` {pct(cpu['cli'], 0.5):.1f} ms (the daemon's work not included)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -34,8 +34,9 @@ from bench_strategies import build_vault  # noqa: E402
 
 from hebbs import Engine  # noqa: E402
 from hebbs.recall import confidence, fused, fusion, scoring  # noqa: E402
+from hebbs.workflows import reinforce  # noqa: E402
 from hebbs.schema import ScoringWeights  # noqa: E402
-from hebbs.store.embed import get_embedder  # noqa: E402
+from hebbs.store.embed import get_embedder, limit_blas_threads  # noqa: E402
 
 RELEVANCE_ONLY = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)
 
@@ -82,21 +83,24 @@ def where_time_goes(engine: Engine, queries: int, **kwargs) -> list[tuple[str, f
     prof.wrap(fused, "fuse", "fusion")
     prof.wrap(confidence, "assess", "confidence")
     prof.wrap(vault, "memory", "record reads")
+    prof.wrap(vault, "memories_of", "record reads")
     prof.wrap(vault, "vector_or_zeros", "vector reads")
     prof.wrap(vault, "vectors_or_zeros", "vector reads")
+    prof.wrap(vault, "vectors", "vector reads")
+    prof.wrap(vault.lexical_index, "terms_of", "confidence")
     prof.wrap(fusion, "mmr_order", "MMR")
-    prof.wrap(engine, "_after_recall", "query log write")
+    prof.wrap(reinforce, "record_recall", "query log write")
     prof.wrap(engine, "recall", "recall (rest)")
     try:
         for i in range(queries):
             engine.recall(CUES[i % len(CUES)], reinforce=False, **kwargs)
     finally:
-        for owner in (engine.embedder, vault.vector_index, vault, engine):
-            for attr in ("embed_query", "search", "lexical_hits", "entry", "memory", "vector_or_zeros", "vectors_or_zeros",
-                         "_after_recall", "recall"):
+        for owner in (engine.embedder, vault.vector_index, vault.lexical_index, vault, engine):
+            for attr in ("embed_query", "search", "lexical_hits", "entry", "memory", "memories_of", "vector_or_zeros",
+                         "vectors_or_zeros", "vectors", "terms_of", "recall"):
                 owner.__dict__.pop(attr, None)
         import importlib
-        for module in (scoring, fused, fusion, confidence):
+        for module in (scoring, fused, fusion, confidence, reinforce):
             importlib.reload(module)
     return sorted(((part, t / queries * 1000) for part, t in prof.total.items()), key=lambda item: -item[1])
 
@@ -106,6 +110,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=300)
     args = parser.parse_args()
+    # As the daemon does (hebbs.daemon.main): on two cores, OpenBLAS threads for MMR's small products
+    # fight the model's threads, and a recall at top_k 100 took several times longer for it.
+    limit_blas_threads(1)
     embedder = get_embedder()
     n, q = args.size, args.queries
     with tempfile.TemporaryDirectory(prefix="hebbs-bench-") as tmp:

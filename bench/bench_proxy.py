@@ -1,7 +1,7 @@
 """What `hebbs proxy` adds to a chat completion's latency, against a direct call to the same upstream.
 
 A local OpenAI-compatible stand-in upstream answers at once (so everything measured is the proxy's:
-two recalls through the daemon, the system message, one more HTTP hop). A real daemon serves a
+one recall over both brains through the daemon, the system message, one more HTTP hop). A real daemon serves a
 project vault of 200 memories; `hebbs proxy` runs as the CLI starts it. Direct and proxied calls
 alternate in the same run (the machine is shared and busy): related questions (recall finds
 memories and adds them) and unrelated ones (recall abstains, nothing added).

@@ -615,6 +615,10 @@ class Inspection(msgspec.Struct, kw_only=True):
     memory: Memory
     edges: list[Edge] = []
     history: list[Memory] = []
+    # How many times the memory was said again and consolidated into it, and when the latest of those
+    # restatements was said (None when never): read from its restatement records in `history`.
+    restatements: int = 0
+    last_restated_at: int | None = None
 
 
 class Removed(msgspec.Struct, kw_only=True):

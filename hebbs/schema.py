@@ -40,6 +40,15 @@ class Source(msgspec.Struct, kw_only=True, omit_defaults=True):
     byte_end: int = 0
 
 
+class ConsolidationGain(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What one consolidation added to the surviving memory, kept on the restatement record so that
+    unconsolidate takes back exactly that (hebbs/workflows/consolidate.py)."""
+
+    importance: float = 0.0
+    # The survivor's last access before the merge counted as one.
+    accessed_before: int = 0
+
+
 class Memory(msgspec.Struct, kw_only=True, omit_defaults=True):
     id: str
     content: str
@@ -61,6 +70,8 @@ class Memory(msgspec.Struct, kw_only=True, omit_defaults=True):
     restatements: int = 0
     # On a restatement record (kind REVISION): the memory it was consolidated into.
     restatement_of: str | None = None
+    # On a restatement record: what its consolidation added to that memory.
+    consolidation_gain: ConsolidationGain | None = None
     # Set only on what remember returns: True when the new text was consolidated into this existing memory.
     consolidated: bool = False
 

@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
+from hebbs import InvalidInput
 from hebbs.schema import EdgeType
 
 if TYPE_CHECKING:
@@ -48,6 +51,21 @@ def test_associative_recall_brings_a_co_used_memory_with_its_tag(eng) -> None:
     assert eng.recall("Where does the staging cluster run?", top_k=5, strategies=["similarity"]).ids() == plain.ids()
 
 
+def test_spread_brings_at_most_two_and_lands_below_its_seed(eng) -> None:
+    seed = eng.remember("The staging cluster runs in the Frankfurt region.").id
+    partners = [eng.remember(text).id for text in (
+        "Ask Priya before touching anything on the weekend.", "Lunch on Fridays is pizza.",
+        "The office plant needs water.", "Invoices go out on the first of the month.")]
+    for _ in range(3):  # each used with the seed alone: strong links (0.875 / sqrt(4 x 1))
+        for partner in partners:
+            eng.reinforce([seed, partner])
+    found = eng.recall("Where does the staging cluster run?", top_k=10, associate=True)
+    spread = [r for r in found if r.details.get("associated_with") == seed]
+    assert len(spread) == 2  # four strong links, two brought
+    top = next(r for r in found if r.memory.id == seed)
+    assert all(r.components.relevance < top.components.relevance for r in spread)
+
+
 def test_a_hub_does_not_come_back_for_every_cue(eng) -> None:
     topics = ["sourdough baking", "marathon training", "tax filing", "guitar chords", "garden compost",
               "train timetables", "python packaging", "wedding planning"]
@@ -81,3 +99,34 @@ def test_cli_used_links_and_recall_associate(shared_daemon: "DaemonHome", projec
     assert "associative" in tags[b]
     client = shared_daemon.client(project / ".hebbs")
     assert b in client.recall("staging cluster region", associate=True).ids()
+
+
+def test_the_memories_one_insight_cites_are_linked(eng) -> None:
+    texts = ["The deploy pipeline failed because the Docker image build timed out.",
+             "A deploy to production needs two approvals in the pipeline.",
+             "We roll back a failed production deploy with helm rollback.",
+             "Carol feeds her sourdough starter with rye flour every morning.",
+             "The sourdough loaf needs a long cold proof in the fridge overnight.",
+             "Jupiter's four largest moons are visible with binoculars."]
+    a, b, c, d, e, f = (eng.remember(t).id for t in texts)
+    prepared = eng.reflect_prepare()
+    before = {m: _co(eng, m) for m in (a, b, c, d, e, f)}
+    bad = [{"content": "Deploys fail on builds.", "confidence": 0.8, "source_memory_ids": [a, b]},
+           {"content": "Out of range.", "confidence": 1.5, "source_memory_ids": [d, e]}]
+    with pytest.raises(InvalidInput):
+        eng.reflect_commit(prepared.session_id, bad)
+    assert {m: _co(eng, m) for m in (a, b, c, d, e, f)} == before == {m: {} for m in (a, b, c, d, e, f)}
+    eng.reflect_commit(prepared.session_id, [
+        {"content": "Deploys fail on builds and are rolled back.", "confidence": 0.8, "source_memory_ids": [a, b, c]},
+        {"content": "A failed deploy is rolled back at once.", "confidence": 0.7, "source_memory_ids": [a, c]},
+        {"content": "Carol's bread ferments slowly.", "confidence": 0.6, "source_memory_ids": [d, e]},
+    ])
+    # Cited together in one insight: linked; a pair cited by two insights of one commit counts as one use.
+    assert set(_co(eng, a)) == {b, c} and set(_co(eng, c)) == {a, b} and set(_co(eng, d)) == {e}
+    assert _co(eng, a)[c] == _co(eng, a)[b] == _co(eng, d)[e] == 0.5
+    assert _co(eng, f) == {} and not set(_co(eng, a)) & {d, e}
+    # Links are between memories, not insights: the insights themselves have none.
+    for insight in eng.insights():
+        assert _co(eng, insight.memory.id) == {}
+    eng.reinforce([a, c])  # later use strengthens what reflection linked
+    assert _co(eng, a)[c] > 0.5 and _co(eng, a)[b] == 0.5

@@ -26,6 +26,18 @@ def test_guard_tokens_see_numbers_negations_and_names() -> None:
     assert not is_restatement("I have 2 cats", "I have 3 cats", cosine=0.99)
 
 
+def test_only_light_words_may_be_added_and_a_negation_keeps_its_word() -> None:
+    said = "I do love watching classics."
+    assert is_restatement("Oh, I really do love watching classics!", said, cosine=0.95)
+    assert is_restatement("As I said, I do love watching classics.", said, cosine=0.95)
+    assert not is_restatement("I do love watching classics with my dad.", said, cosine=0.95)  # news
+    assert not is_restatement("I started playing guitar again.", "I started playing guitar.", cosine=0.95)
+    assert not is_restatement("It is rarely fulfilling.", "It is fulfilling.", cosine=0.95)
+    assert not is_restatement("We only ship on Fridays.", "We ship on Fridays.", cosine=0.95)
+    assert not is_restatement("Recall does reinforce; used does not.", "Recall does not reinforce; used does.",
+                              cosine=0.99)
+
+
 def test_restatement_consolidates_and_is_reported(eng) -> None:
     first = eng.remember(FACT, entity_id="caroline", importance=0.5)
     again = eng.remember(FACT.rstrip("."), entity_id="caroline", importance=0.5)
@@ -70,6 +82,30 @@ def test_unconsolidate_restores_the_separate_memory(eng) -> None:
     assert restored.id in [r.memory.id for r in eng.recall("Caroline Boston")]
 
 
+def test_unconsolidate_takes_back_what_the_consolidation_gave(eng) -> None:
+    first = eng.remember(FACT, entity_id="caroline", importance=0.5)
+    before = eng.get(first.id)
+    once = eng.remember(FACT.rstrip("."), entity_id="caroline", importance=0.7)
+    twice = eng.remember(FACT + "!", entity_id="caroline", importance=0.5)
+    assert once.importance == 0.75 and twice.importance == 0.8 and twice.access_count == before.access_count + 2
+    older, newer = sorted(eng.history(first.id), key=lambda r: r.created_at)
+    assert older.consolidation_gain.importance == 0.25 and newer.consolidation_gain.importance == 0.05
+    eng.unconsolidate(newer.id)
+    after_one = eng.get(first.id)
+    assert after_one.importance == 0.75 and after_one.access_count == before.access_count + 1
+    assert after_one.restatements == 1 and after_one.last_accessed_at == once.last_accessed_at
+    eng.unconsolidate(older.id)
+    after = eng.get(first.id)
+    assert after.importance == before.importance and after.access_count == before.access_count
+    assert after.restatements == 0 and after.last_accessed_at == before.last_accessed_at
+    # A revision of the importance in between is kept: only the consolidation's step is taken back.
+    eng.remember(FACT, entity_id="caroline")
+    eng.revise(first.id, importance=0.9)
+    record, = [r for r in eng.history(first.id) if r.restatement_of == first.id]
+    eng.unconsolidate(record.id)
+    assert eng.get(first.id).importance == 0.85
+
+
 def test_sweep_dry_run_lists_and_real_run_merges(eng) -> None:
     first = eng.remember(FACT, entity_id="caroline")
     repeat = eng.remember(FACT, entity_id="caroline", consolidate=False)
@@ -94,6 +130,11 @@ def test_cli_and_protocol(shared_daemon: "DaemonHome", project: Path) -> None:
     assert "would merge 1 restatement" in run("consolidate", "--dry-run", cwd=project).stdout
     assert json.loads(run("consolidate", "--format", "json", cwd=project).stdout) == [
         {"restatement": again["id"], "into": made["id"]}]
+    shown = json.loads(run("inspect", made["id"], "--format", "json", cwd=project).stdout)
+    assert shown["restatements"] == 2
+    assert shown["last_restated_at"] == max(h["created_at"] for h in shown["history"]) == again["created_at"]
+    text = run("inspect", made["id"], cwd=project).stdout
+    assert "restated    2x, last " in text
     restored = json.loads(run("unconsolidate", again["id"], "--format", "json", cwd=project).stdout)
     assert restored.get("kind", "EPISODE") == "EPISODE" and "restatement_of" not in restored
     client = shared_daemon.client(project / ".hebbs")

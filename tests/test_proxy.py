@@ -248,3 +248,26 @@ def test_remember_stores_the_exchange_and_the_key_stays_out_of_logs(proxy, share
     proxy.stop()
     assert KEY not in proxy.log.read_text()
     assert "POST /v1/chat/completions" in proxy.log.read_text()
+
+
+def test_one_recall_over_both_brains_labels_each_memory(proxy, shared_daemon):
+    """The global brain (who the user is) and the project vault answer one recall; each memory in the
+    system message names its brain, and a question neither knows still abstains."""
+    home = shared_daemon.client(global_=True)
+    mine = home.remember("The user's cat is called Biscuit and eats salmon every Sunday.")
+    try:
+        with proxy.client() as client:
+            about_me = client.post("/v1/chat/completions", json=chat("What is my cat called and what does it eat?"))
+            about_me_sent = proxy.upstream.received[-1]["body"]["messages"]
+            about_work = client.post("/v1/chat/completions", json=chat(RELATED))
+            about_work_sent = proxy.upstream.received[-1]["body"]["messages"]
+            unrelated = client.post("/v1/chat/completions", json=chat(UNRELATED))
+        assert about_me.status_code == 200 and about_me.headers["x-hebbs-abstained"] == "false"
+        assert mine.id in about_me.headers["x-hebbs-memories"].split(",")
+        assert f"[{mine.id}] (global brain; confidence" in about_me_sent[1]["content"]
+        assert about_work.headers["x-hebbs-abstained"] == "false" and mine.id not in about_work.headers["x-hebbs-memories"]
+        assert "(project brain, crm.md > Customers > Acme;" in about_work_sent[1]["content"]
+        assert unrelated.headers["x-hebbs-abstained"] == "true" and unrelated.headers["x-hebbs-memories"] == ""
+        assert [m["role"] for m in proxy.upstream.received[-1]["body"]["messages"]] == ["system", "user"]
+    finally:
+        home.forget([mine.id])

@@ -400,7 +400,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if _json(args):
         output.emit_json(found)
         return 0
-    output.print_memory(found.memory)
+    output.print_memory(found.memory, last_restated_at=found.last_restated_at)
     print(f"\nedges ({len(found.edges)})")
     for edge in found.edges:
         arrow = f"-> {edge.target}" if edge.source == found.memory.id else f"<- {edge.source}"

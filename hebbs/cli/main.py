@@ -82,16 +82,39 @@ def _where(shared: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return common
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Unbuilt:
+    """Stands in for the parser of a command this call does not run: its arguments are never built.
+    Building all forty parsers took a good part of a `hebbs recall`'s own time."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def add_mutually_exclusive_group(self, *args: Any, **kwargs: Any) -> "_Unbuilt":
+        return self
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> "_Unbuilt":
+        return self
+
+    def set_defaults(self, **kwargs: Any) -> None:
+        pass
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or (`only`) the top level plus that one command: what a call that
+    names its command needs. `parser.only_built` says whether `only` was a command."""
     shared = _shared()
     common = _where(shared)
     parser = _Parser(prog="hebbs", parents=[common], formatter_class=_HelpFormatter,
                      description="A local-first memory engine for AI agents: remember, recall, reflect.")
     parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    parser.only_built = False  # type: ignore[attr-defined]
 
     def command(name: str, help_text: str, parents: Sequence[argparse.ArgumentParser] = (common,)
-                ) -> argparse.ArgumentParser:
+                ) -> Any:
+        if only is not None and name != only:
+            return _Unbuilt()
+        parser.only_built = True  # type: ignore[attr-defined]
         return sub.add_parser(name, parents=list(parents), help=help_text, description=help_text,
                               formatter_class=_HelpFormatter)
 
@@ -333,7 +356,10 @@ def _memory_fields(p: argparse.ArgumentParser, defaults: bool = True) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _Parser.json_errors = _wants_json(argv)
-    parser = build_parser()
+    named = _command_named(argv)
+    parser = build_parser(only=named) if named is not None else None
+    if parser is None or not parser.only_built:  # type: ignore[attr-defined]
+        parser = build_parser()  # help, a mistyped command, or none: the whole command line
     args = parser.parse_args(argv)
     args.format = getattr(args, "format", "text")
     args.global_ = getattr(args, "global_", False)
@@ -365,6 +391,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         output.print_error(f"unexpected {type(exc).__name__}: {exc} (this is a bug in hebbs; HEBBS_DEBUG=1 shows "
                            "the traceback)", "INTERNAL", json_mode)
         return EXIT_ERROR
+
+
+# The top-level options that take a value (in the next word unless written --opt=value).
+_VALUED = frozenset({"--format", "--home", "--vault"})
+
+
+def _command_named(argv: list[str]) -> str | None:
+    """The command word of argv when it can be told without parsing; None when help or the
+    version is asked for before it, or when the words before it are not plain top-level options."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in _VALUED:
+            skip = True
+        elif word.startswith("-"):
+            if word in ("-h", "--help", "--version", "--") or not word.startswith("--"):
+                return None
+        else:
+            return word
+    return None
 
 
 def _wants_json(argv: list[str]) -> bool:

@@ -83,7 +83,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Seque
         out.write("\n".join(lines(row)) + "\n")
 
 
-def print_memory(memory: Memory, out: TextIO | None = None) -> None:
+def print_memory(memory: Memory, out: TextIO | None = None, *, last_restated_at: int | None = None) -> None:
     out = out or sys.stdout
     fields = [
         ("id", memory.id),
@@ -94,6 +94,9 @@ def print_memory(memory: Memory, out: TextIO | None = None) -> None:
         ("updated", when(memory.updated_at)),
         ("accessed", f"{memory.access_count}x, last {when(memory.last_accessed_at)}"),
     ]
+    if memory.restatements:
+        last = "" if last_restated_at is None else f", last {when(last_restated_at)}"
+        fields.append(("restated", f"{memory.restatements}x{last}"))
     if memory.context:
         fields.append(("context", to_json(memory.context)))
     if memory.source is not None:

@@ -202,7 +202,10 @@ class Handlers:
     async def _inspect(self, conn: Connection, request: Request, command: Inspect) -> Inspection:
         def inspect(engine: "Engine") -> Inspection:
             memory = engine.get(resolve_id(engine, command.id))
-            return Inspection(memory=memory, edges=engine.edges(memory.id), history=engine.history(memory.id))
+            history = engine.history(memory.id)
+            restated = [old.created_at for old in history if old.restatement_of == memory.id]
+            return Inspection(memory=memory, edges=engine.edges(memory.id), history=history,
+                              restatements=memory.restatements, last_restated_at=max(restated, default=None))
 
         return await self._call(request, inspect)
 

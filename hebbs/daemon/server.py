@@ -56,6 +56,8 @@ class Connection:
                                           error=f"the reply is too large to send ({exc}); ask for less"))
         async with self._send_lock:
             self.writer.write(frame)
+            if not self.writer.transport.get_write_buffer_size():
+                return  # the kernel took it all: nothing to wait for (the common case)
             try:
                 async with asyncio.timeout(self.limits.frame_timeout):
                     await self.writer.drain()

@@ -84,6 +84,7 @@ class VaultPool:
         self._executor = executor
         self._opener = opener
         self._slots: dict[Path, VaultSlot] = {}
+        self._slots_by_text: dict[str, VaultSlot] = {}
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a blocking engine call on the worker pool."""
@@ -94,12 +95,19 @@ class VaultPool:
         """The slot for a request's vault_path, checking that a vault is there (without opening it)."""
         if not vault_path:
             raise InvalidInput("this command needs a vault_path")
+        # A path already in its resolved form names the open slot directly: resolving it again is a
+        # dozen system calls per request.
+        slot = self._slots_by_text.get(vault_path)
+        if slot is not None and slot.engine is not None:
+            return slot
         path = Path(vault_path)
         if not path.is_absolute():
             raise InvalidInput(f"vault_path must be absolute, got {vault_path!r}")
         path = path.resolve()
         slot = self._slots.get(path)
         if slot is not None and slot.engine is not None:
+            if str(path) == vault_path:
+                self._slots_by_text[vault_path] = slot
             return slot
         if not is_vault_dir(path, self.home.resolve()):
             folder = path.parent if path.name == VAULT_DIR else path

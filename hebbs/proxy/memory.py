@@ -48,12 +48,36 @@ class Brains:
         return [(name, c) for name, c in (("project", self.project), ("global", self.global_brain)) if c is not None]
 
     async def recall(self, cue: str, top_k: int) -> Recalled:
+        """One recall over both brains (the SDK's `brains=`: the daemon embeds the cue once and merges the
+        two lists on comparable scores); what passes the confidence threshold, in the merged order."""
         cue = cue[:MAX_CUE_CHARS]
         brains = self.named()
-        # Over-fetched: what the proxy itself stored may be left out below.
+        if not brains:
+            return Recalled(abstained=True)
+        asker = brains[0][1]
+        try:
+            # Over-fetched: what the proxy itself stored may be left out below.
+            if len(brains) == 1:
+                answer = await asker.recall(cue, top_k=2 * top_k)
+            else:
+                answer = await asker.recall(cue, top_k=2 * top_k, brains=[name for name, _ in brains])
+        except HebbsError as exc:
+            if len(brains) == 1:
+                log.warning("recall in the %s brain failed: %s", brains[0][0], exc)
+                return Recalled(abstained=True)
+            # One damaged or locked brain must not silence the other: ask each alone.
+            log.warning("recall over both brains failed (%s); asking each brain alone", exc)
+            return await self._each(cue, top_k, brains)
+        if answer.abstained:
+            return Recalled(abstained=True)
+        threshold = answer.threshold or 0.0
+        found = [_found(_brain_of(r, brains[0][0]), r) for r in answer.results
+                 if r.confidence is not None and r.confidence >= threshold and not _echo(r, cue)]
+        return Recalled(found=found[:top_k], abstained=not found)
+
+    async def _each(self, cue: str, top_k: int, brains: list[tuple[str, AsyncClient]]) -> Recalled:
         answers = await asyncio.gather(*(c.recall(cue, top_k=2 * top_k) for _, c in brains), return_exceptions=True)
         found: list[Found] = []
-        abstained = True
         for (name, _), answer in zip(brains, answers):
             if isinstance(answer, HebbsError):
                 log.warning("recall in the %s brain failed: %s", name, answer)
@@ -62,12 +86,11 @@ class Brains:
                 raise answer
             if answer.abstained:
                 continue
-            abstained = False
             threshold = answer.threshold or 0.0
             found += [_found(name, r) for r in answer.results
                       if r.confidence is not None and r.confidence >= threshold and not _echo(r, cue)]
         found.sort(key=lambda f: f.confidence, reverse=True)
-        return Recalled(found=found[:top_k], abstained=abstained or not found)
+        return Recalled(found=found[:top_k], abstained=not found)
 
     async def remember(self, question: str, answer: str, *, model: str | None, recalled: list[str]) -> list[str]:
         """The user's message and the assistant's answer, linked by one exchange id; returns their ids."""
@@ -94,6 +117,11 @@ def _echo(r: RecallResult, cue: str) -> bool:
     if memory.content.strip() == cue.strip():
         return True
     return memory.context.get("origin") == ORIGIN and memory.context.get("role") == "assistant"
+
+
+def _brain_of(r: RecallResult, single: str) -> str:
+    """The brain a merged result came from (its `vault` label); a one-brain answer carries none."""
+    return r.vault if isinstance(r.vault, str) else single
 
 
 def _found(brain: str, r: RecallResult) -> Found:

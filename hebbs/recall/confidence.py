@@ -34,7 +34,7 @@ whose best confidence is below the threshold (config recall.abstain_threshold) i
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -78,20 +78,31 @@ def idf(doc_freq: int, docs: int) -> float:
     return math.log(1.0 + (docs - doc_freq + 0.5) / (doc_freq + 0.5))
 
 
-def features(cosine: float, background: Sequence[float], terms: Mapping[str, float], known: Mapping[str, bool],
-             memory_terms: set[str], nearest: float) -> dict[str, float]:
-    """The calibration's inputs for one memory. `terms` maps each cue term to its idf in the vault,
-    `known` says whether any memory of the vault holds it; `nearest` is the best cosine in scope."""
-    mean_background = float(np.mean(background)) if len(background) else 0.0
-    total = sum(terms.values())
-    coverage = sum(w for t, w in terms.items() if t in memory_terms) / total if total > 0 else 0.0
-    known_share = sum(w for t, w in terms.items() if known.get(t)) / total if total > 0 else 0.0
-    rarest = max(terms.values(), default=0.0)
-    missing = max((w for t, w in terms.items() if t not in memory_terms), default=0.0)
-    return {"cosine": round(cosine, 6), "cosine_gap": round(cosine - mean_background, 6),
-            "term_coverage": round(coverage, 6), "known_terms": round(known_share, 6),
-            "missing_key": round(missing / rarest, 6) if rarest > 0 else 0.0,
-            "nearest": round(max(nearest, cosine), 6)}
+class CueEvidence:
+    """What the features take from the cue and its scope, computed once per recall: each result then
+    costs a dot product and a pass over the cue's few terms."""
+
+    def __init__(self, background: Sequence[float], terms: Mapping[str, float], known: Mapping[str, bool]) -> None:
+        self.mean_background = float(np.mean(background)) if len(background) else 0.0
+        self.total = sum(terms.values())
+        self.known_share = sum(w for t, w in terms.items() if known.get(t)) / self.total if self.total > 0 else 0.0
+        self.rarest = max(terms.values(), default=0.0)
+        self.items = list(terms.items())
+        self.known_rounded = round(self.known_share, 6)
+
+    def features(self, cosine: float, memory_terms: Container[str], nearest: float) -> dict[str, float]:
+        """The calibration's inputs for one memory; `nearest` is the best cosine in scope."""
+        total, rarest = self.total, self.rarest
+        covered, missing = 0.0, 0.0  # sums and maxima as sum() and max(default=0.0) give them (idf > 0)
+        for term, weight in self.items:
+            if term in memory_terms:
+                covered += weight
+            elif weight > missing:
+                missing = weight
+        return {"cosine": round(cosine, 6), "cosine_gap": round(cosine - self.mean_background, 6),
+                "term_coverage": round(covered / total, 6) if total > 0 else 0.0,
+                "known_terms": self.known_rounded, "missing_key": round(missing / rarest, 6) if rarest > 0 else 0.0,
+                "nearest": round(max(nearest, cosine), 6)}
 
 
 def calibrated(values: Mapping[str, float], coefficients: Sequence[float] = COEFFICIENTS,
@@ -116,28 +127,30 @@ class Judged(NamedTuple):
 
 def assess(cue: str, cue_vector: np.ndarray, vectors: Sequence[np.ndarray], memory_texts: Sequence[str],
            similarities: Sequence[float], doc_freq: Callable[[list[str]], dict[str, int]],
-           docs: int) -> list[Judged]:
+           docs: int, memory_terms: Sequence[Container[str]] | None = None) -> list[Judged]:
     """The judgement of each result, in order.
 
     `evidence` reads the calibration with `nearest`, the best cosine in the recall's scope: whether
-    the vault knows anything close to the cue. The answer's confidence is the best evidence. A result's own
-    `confidence` puts its own cosine in that place: another memory being close says nothing about
+    the vault knows anything close to the cue. The answer's confidence is the best evidence. A result's
+    own `confidence` puts its own cosine in that place: another memory being close says nothing about
     this one ("Acme uses Salesforce" is no more relevant to "who is on call for billing" because
     the billing note is). For the cue's nearest memory the two are the same.
 
-    `vectors` and `memory_texts` are the results' stored vectors and lexical texts; `similarities` the
+    `vectors` and `memory_texts` are the results' stored vectors and lexical texts (`memory_terms`,
+    when given, their index terms, so that texts need not be tokenized again); `similarities` the
     cue's similarity hits over the whole recall scope, best first; `doc_freq` gives the vault's
     document frequency of terms, `docs` the number of documents."""
     names = cue_terms(cue)
     freqs = doc_freq(names) if names else {}
     terms = {t: idf(freqs.get(t, 0), docs) for t in names}
-    known = {t: freqs.get(t, 0) > 0 for t in names}
-    background = background_of(similarities)
+    evidence = CueEvidence(background_of(similarities), terms, {t: freqs.get(t, 0) > 0 for t in names})
+    if memory_terms is None:
+        memory_terms = [set(tokenize(text)) for text in memory_texts]
     cosines = [float(np.dot(cue_vector, vector)) for vector in vectors]
     nearest = max([*similarities[:1], *cosines], default=0.0)
     out = []
-    for cosine, text in zip(cosines, memory_texts):
-        values = features(cosine, background, terms, known, set(tokenize(text)), nearest)
+    for cosine, held in zip(cosines, memory_terms):
+        values = evidence.features(cosine, held, nearest)
         own = calibrated({**values, "nearest": values["cosine"]})
         out.append(Judged(round(own, 4), round(calibrated(values), 4), values))
     return out

@@ -172,14 +172,20 @@ def mmr_order(scores: list[float], vectors: np.ndarray, lam: float, k: int,
     sims = vectors @ vectors.T
     picked: list[int] = []
     max_sim = np.full(n, 0.0)
-    available = np.ones(n, dtype=bool)
+    base = lam * rel
+    spread = 1.0 - lam
+    # Added to each candidate's value: -inf once picked, -2.0 once a duplicate of a pick (below any
+    # non-duplicate, order kept among duplicates), else 0. Kept up to date pick by pick: the same
+    # values as masking every round, without two masked writes per pick.
+    penalty = np.where(max_sim >= duplicate_similarity, -2.0, 0.0)
     for _ in range(min(k, n)):
-        value = lam * rel - (1.0 - lam) * max_sim
-        value[max_sim >= duplicate_similarity] -= 2.0  # below any non-duplicate, order kept among duplicates
-        value[~available] = -np.inf
+        value = base - spread * max_sim
+        value += penalty
         best = int(np.argmax(value))
         picked.append(best)
-        available[best] = False
-        max_sim = np.maximum(max_sim, sims[best])
+        row = sims[best]
+        np.maximum(max_sim, row, out=max_sim)
+        penalty[(row >= duplicate_similarity) & (penalty == 0.0)] = -2.0
+        penalty[best] = -np.inf
     return picked
 

@@ -9,6 +9,7 @@ caller asks, are writes: the facade does them afterwards (workflows/reinforce.py
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -148,14 +149,15 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
                      f"pass time_range to choose the range yourself")
 
     preferred = None if understood is None else (understood.start, understood.end)
+    vectors: dict[str, np.ndarray] = {}
     results = rank(vault, candidates, r.weights, r.top_k, r.mmr_lambda, r.include_superseded, r.reference,
-                   preferred)
+                   preferred, vectors)
     answer = RecallResults(results=results, notes=notes, time_understood=None if understood is None else TimeUnderstood(
         phrase=understood.phrase, start=understood.start, end=understood.end, text=understood.text()))
     if r.cue is not None:
         # The cue's similarity over the whole scope is the background its results stand out from.
         background = query.cue_hits(vault)
-        judge_confidence(vault, answer, r.cue, query.cue_vector, [sim for _, sim in background])
+        judge_confidence(vault, answer, r.cue, query.cue_vector, [sim for _, sim in background], vectors)
     return answer
 
 
@@ -172,12 +174,19 @@ def run_strategies(vault: OpenVault, names: set[str], query: Query) -> tuple[rc.
 
 
 def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vector: np.ndarray,
-                     similarities: list[float]) -> None:
-    """Each result's confidence, and whether the answer abstains (recall/confidence.py)."""
+                     similarities: list[float], vectors: dict[str, np.ndarray] | None = None) -> None:
+    """Each result's confidence, and whether the answer abstains (recall/confidence.py). `vectors`:
+    stored vectors already read (MMR's pool), by memory id; the others are read here."""
     lexical = vault.lexical_index
-    judged = confidence.assess(cue, cue_vector, vault.vectors_or_zeros([r.memory.id for r in answer.results]),
-                               [lexical_text(r.memory) for r in answer.results], similarities,
-                               lexical.doc_freqs, max(1, lexical.count()))
+    ids = [r.memory.id for r in answer.results]
+    vectors = vectors or {}
+    missing = [mid for mid in ids if mid not in vectors]
+    if missing:
+        vectors = {**vectors, **dict(zip(missing, vault.vectors_or_zeros(missing)))}
+    texts = [lexical_text(r.memory) for r in answer.results]
+    judged = confidence.assess(cue, cue_vector, [vectors[mid] for mid in ids], texts, similarities,
+                               lexical.doc_freqs, max(1, lexical.count()),
+                               memory_terms=[lexical.terms_of(mid, text) for mid, text in zip(ids, texts)])
     for result, judgement in zip(answer.results, judged):
         result.confidence = judgement.confidence
         result.details["confidence_features"] = judgement.features
@@ -192,37 +201,73 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
 
 
 def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, top_k: int, lam: float,
-         include_superseded: bool, stamp: int, preferred: tuple[int, int] | None) -> list[RecallResult]:
-    """The top_k candidates by composite score, diversified by MMR when lam > 0."""
+         include_superseded: bool, stamp: int, preferred: tuple[int, int] | None,
+         vectors: dict[str, np.ndarray] | None = None) -> list[RecallResult]:
+    """The top_k candidates by composite score, diversified by MMR when lam > 0. The stored vectors
+    MMR reads are left in `vectors`, by memory id, for the confidence step."""
     config = vault.config
-    ranked: list[tuple[float, str, ScoreComponents]] = []
-    for mid, cand in candidates.items():
+    boost = config.recall.time_words.boost if preferred is not None else 0.0
+    if lam > 0:
+        needed = min(top_k * 3, top_k + MMR_POOL_EXTRA)
+    else:
+        needed = top_k * 3 if include_superseded else top_k
+    # Candidates in order of relevance, each scored only while it can still make the first `needed`:
+    # every factor but relevance is at most 1, so a candidate's score is at most its bound below,
+    # and once the bound falls under the needed-th best score no later candidate can get in. With
+    # relevance-only weights that is after about top_k candidates instead of all of them. The
+    # bound adds up the same terms in the same order as scoring.composite, so it is never below it.
+    items = list(candidates.items())
+    by_relevance = sorted(range(len(items)), key=lambda i: items[i][1].relevance, reverse=True)
+    best: list[float] = []  # min-heap of the `needed` best scores so far
+    scored: list[tuple[float, int, str, ScoreComponents]] = []
+    windows: dict[str | None, float] = {}  # recency window by context type: a handful of types per recall
+    for index in by_relevance:
+        mid, cand = items[index]
+        if len(best) >= needed:
+            bound = (weights.relevance * min(1.0, max(0.0, cand.relevance)) + weights.recency
+                     + weights.importance + weights.reinforcement) + boost
+            if bound < best[0]:
+                break
         entry = vault.entry(mid)
         if entry is None:
             continue
-        window = scoring.recency_window_days(entry.context_type, config.recall.recency_window, config.decay)
+        window = windows.get(entry.context_type)
+        if window is None:
+            window = windows[entry.context_type] = scoring.recency_window_days(
+                entry.context_type, config.recall.recency_window, config.decay)
         parts = scoring.components(entry, cand.relevance, stamp, window)
         score = scoring.composite(parts, weights)
         if preferred is not None and preferred[0] <= entry.created_at <= preferred[1]:
             # Added on top of the weighted factors (so a score can pass 1), and said in details.
-            score += config.recall.time_words.boost
-            cand.details["time_boost"] = config.recall.time_words.boost
-        ranked.append((score, mid, parts))
-    ranked.sort(key=lambda item: item[0], reverse=True)
+            score += boost
+            cand.details["time_boost"] = boost
+        scored.append((score, index, mid, parts))
+        if len(best) < needed:
+            heapq.heappush(best, score)
+        elif score > best[0]:
+            heapq.heapreplace(best, score)
+    # Best score first; equal scores in the candidates' own order, as a stable sort of them all gives.
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    ranked = [(score, mid, parts) for score, _, mid, parts in scored]
     if lam > 0 and len(ranked) > 1:
         # The pool MMR picks from: with lambda near 1 a candidate far below the top_k never gets
         # picked, and a pool of 3 * top_k made every recall's cost grow with top_k.
         pool = ranked[:min(top_k * 3, top_k + MMR_POOL_EXTRA)]
-        vectors = vault.vectors([mid for _, mid, _ in pool])
-        order = rc.mmr_order([score for score, _, _ in pool], vectors, lam, top_k,
+        pool_ids = [mid for _, mid, _ in pool]
+        # One RocksDB multi-get: four times cheaper than reading them from the HNSW graph
+        # (hnswlib's get_items), and the confidence step then needs no read of its own.
+        pool_vectors = vault.vectors_or_zeros(pool_ids)
+        order = rc.mmr_order([score for score, _, _ in pool], pool_vectors, lam, top_k,
                              config.recall.duplicate_similarity)
         ranked = [pool[i] for i in order]
+        if vectors is not None:
+            vectors.update((pool_ids[i], pool_vectors[i]) for i in order)
     else:
         # Room for superseded memories that will be moved below their successors.
         ranked = ranked[:top_k * 3 if include_superseded else top_k]
     results = []
-    for score, mid, parts in ranked:
-        memory = vault.memory(mid)
+    memories = vault.memories_of([mid for _, mid, _ in ranked])
+    for (score, mid, parts), memory in zip(ranked, memories):
         if memory is not None:
             cand = candidates[mid]
             results.append(RecallResult(memory=memory, score=score, components=parts,

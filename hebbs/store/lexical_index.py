@@ -62,6 +62,8 @@ OVERSAMPLE = 4
 MIN_PAGE = 32
 
 _ID, _HI, _LO, _BODY = "id", "hi", "lo", "body"
+# How many memories' terms terms_of keeps (a set of words each: about a KB).
+TERMS_CACHE_MAX = 4096
 # Postings keep term frequencies (needed by BM25) but not positions: no phrase queries are run.
 _INDEX_OPTION = "freq"
 
@@ -202,8 +204,28 @@ def tokenize(text: str) -> list[str]:
     out: list[str] = []
     for chunk in _SPLIT.split(_INNER_APOSTROPHE.sub("", text)):
         if chunk:
-            _chunk_tokens(chunk, out)
+            tokens = _chunk_cache.get(chunk)
+            if tokens is None:
+                tokens = _cached_chunk_tokens(chunk)
+            out += tokens
     return out
+
+
+# A chunk's tokens depend on the chunk alone, and words repeat across texts (Zipf): recall's
+# confidence step tokenizes every result, so a repeated word costs one lookup instead of a regex
+# pass, a camelCase check and a stem.
+_chunk_cache: dict[str, tuple[str, ...]] = {}
+_CHUNK_CACHE_MAX = 100_000
+
+
+def _cached_chunk_tokens(chunk: str) -> tuple[str, ...]:
+    found: list[str] = []
+    _chunk_tokens(chunk, found)
+    tokens = tuple(found)
+    if len(_chunk_cache) >= _CHUNK_CACHE_MAX:
+        _chunk_cache.clear()  # crude bound, as for stems
+    _chunk_cache[chunk] = tokens
+    return tokens
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,6 +329,9 @@ class LexicalIndex:
         self._applied_seq = applied_seq
         self._flush_delay = flush_delay
         self._lock = threading.RLock()
+        # memory id -> (its text's length and hash, the text's terms): recall's confidence step asks
+        # for the terms of every result on every call, and the same memories come back again and again.
+        self._terms: dict[str, tuple[tuple[int, int], frozenset[str]]] = {}
         self._pending_seq: int | None = None  # set by commit(), cleared once durable
         self._timer: threading.Timer | None = None
 
@@ -477,6 +502,18 @@ class LexicalIndex:
         if allowed is None:
             return self._page(searcher, q, k, 0)
         return self._filtered(searcher, q, k, allowed)
+
+    def terms_of(self, memory_id: str, text: str) -> frozenset[str]:
+        """The index terms of a memory's text, remembered by id while the text stays the same."""
+        fingerprint = (len(text), hash(text))
+        known = self._terms.get(memory_id)
+        if known is not None and known[0] == fingerprint:
+            return known[1]
+        terms = frozenset(tokenize(text))
+        if len(self._terms) >= TERMS_CACHE_MAX:
+            self._terms.clear()  # crude bound: a warm cache refills from the next recalls
+        self._terms[memory_id] = (fingerprint, terms)
+        return terms
 
     def doc_freqs(self, terms: Iterable[str]) -> dict[str, int]:
         """How many live-or-not-yet-merged documents hold each (already tokenized) term."""

@@ -2,13 +2,16 @@
 
 A vault directory holds:
     db/          the RocksDB database (storage.py)
-    index/       the HNSW snapshot written at clean close (vector_index.py)
+    index/       the HNSW checkpoint (vector_index.py) and the catalog saved at clean close (catalog.py)
     lexical/     the BM25 index (lexical_index.py)
     config.toml  optional settings (config.py)
 
 RocksDB is the source of truth. The HNSW and lexical indexes are derived: each records the vault's
-write sequence number (meta "write_seq", bumped in the same batch as every content change) and is
-rebuilt from RocksDB when its number does not match, so a crash can never leave them silently stale.
+write sequence number (meta "write_seq", bumped in the same batch as every content change) and,
+when it is behind, catches up by re-reading the memories the change log (changelog.py) names for
+the writes it missed, or is rebuilt when the log does not reach back that far. A crash can
+therefore never leave them silently stale, and recovering from one costs the writes since the
+last checkpoint, not the vault.
 
 `OpenVault` owns the store, both indexes, the in-memory catalog, the write lock, the config and the
 embedder. Nothing outside this module touches their private names: readers use the methods below,
@@ -29,17 +32,31 @@ from typing import Protocol
 import numpy as np
 
 from ..config import VaultConfig
-from ..errors import InvalidInput, ModelMismatch, NotFound
+from ..errors import CorruptVault, InvalidInput, ModelMismatch, NotFound
 from ..schema import Memory, MemoryKind, PendingContradiction
+from . import changelog
+from .catalog import Catalog, CatalogEntry
 from .embed import Embedder
 from .lexical_index import LexicalIndex
 from .memory_text import lexical_text
-from .storage import (TIMELINE_ENTITY, Store, WriteSet, decode, encode, id_bytes, id_str, temporal_prefix)
+from .storage import (MEMORY_PREFIX, TIMELINE_ENTITY, Store, WriteSet, decode, encode, id_bytes, id_str, temporal_prefix)
 from .vector_index import VectorIndex
 
 log = logging.getLogger("hebbs.store")
 
 SCHEMA_VERSION = 1
+# Changed vectors between two checkpoints of the HNSW index: what a crash may leave to replay. A
+# replayed vector costs what an insert costs (~1 ms at 100k on 2 cores, busy); a checkpoint costs one
+# write of the index file with writers waiting (~0.3 s at 100k, ~3 s at 1M). So the interval is
+# CHECKPOINT_EVERY, or 0.25% of the index when that is more: at 1M a checkpoint every 2,500 changes.
+CHECKPOINT_EVERY = 500
+
+# Vaults up to this many memories have their records checked inside the open (see _load).
+VERIFY_INLINE_UP_TO = 20_000
+
+
+def checkpoint_interval(indexed: int) -> int:
+    return max(CHECKPOINT_EVERY, indexed // 400)
 
 Filter = Callable[[str], bool]
 Hits = list[tuple[str, float]]
@@ -47,26 +64,6 @@ Hits = list[tuple[str, float]]
 
 def now_us() -> int:
     return time.time_ns() // 1000
-
-
-class CatalogEntry:
-    """What recall filters and the composite score need about a memory, kept in memory so that
-    ranking a few hundred candidates never touches disk: only the final top_k records are read."""
-
-    __slots__ = ("entity_id", "created_at", "superseded_by", "kind", "importance", "access_count", "context_type",
-                 "file", "words")
-
-    def __init__(self, memory: Memory) -> None:
-        self.entity_id = memory.entity_id
-        self.created_at = memory.created_at
-        self.superseded_by = memory.superseded_by
-        self.kind = memory.kind
-        self.importance = memory.importance
-        self.access_count = memory.access_count
-        kind = memory.context.get("type")  # its decay half-life is its recency window (recall/scoring.py)
-        self.context_type = kind if isinstance(kind, str) else None
-        self.file = memory.source.file_path if memory.source is not None else None
-        self.words = len(memory.content.split())  # fusion weighs long memories differently (fusion.lexical_weight_for)
 
 
 class OpenVault:
@@ -78,9 +75,17 @@ class OpenVault:
         self.embedder = embedder
         self.store = store
         self._write_lock = threading.RLock()
-        self._catalog: dict[str, CatalogEntry] = {}
+        self._catalog = Catalog()
         self._pending_pairs: set[frozenset[str]] | None = None
         self._write_seq = int(store.get_meta("write_seq", 0))
+        self._checkpointed_seq = -1  # the write sequence of the vector index's newest checkpoint on disk
+        self._changes_since_checkpoint = 0
+        self._checkpointer: threading.Thread | None = None
+        # Held across a whole checkpoint (its file is written, checked and renamed in several steps);
+        # taken before the write lock, never after it.
+        self._checkpoint_lock = threading.Lock()
+        self._verifier: threading.Thread | None = None
+        self._damage: CorruptVault | None = None
         self._index: VectorIndex
         self._lexical: LexicalIndex
         self._closed = False
@@ -96,19 +101,67 @@ class OpenVault:
         return vault
 
     def _load(self) -> None:
-        for memory in self.store.memories():
-            self._catalog[memory.id] = CatalogEntry(memory)
-        index = VectorIndex.load(self.path / "index", self._write_seq, self.embedder.dim, self.config.index)
-        if index is None:
-            index = self._rebuild_vector_index()
-        self._index = index
+        catalog = Catalog.load(self.path / "index", self.store.db.latest_sequence_number())
+        if catalog is None:
+            catalog = Catalog.from_store(self.store)  # reads every record: damage shows here
+        else:
+            # Reading the catalog from RocksDB used to check every record's block at each open. That
+            # check still runs: inside the open for a small vault (it costs ~30 ms at 20k: a damaged
+            # vault is refused before any caller sees it), beside the first recalls for a large one,
+            # where the first write waits for it: a damaged vault is refused (CORRUPT_VAULT) before
+            # anything is written to it.
+            self._verifier = threading.Thread(target=self._verify_records, name="hebbs-verify", daemon=True)
+            self._verifier.start()
+            if len(catalog) <= VERIFY_INLINE_UP_TO:
+                self._wait_verified()
+        self._catalog = catalog
+        self._index = self._open_vector_index()
         self._lexical = LexicalIndex.open(self.path / "lexical")
-        if self._lexical.applied_seq != self._write_seq:
-            try:
-                self.rebuild_lexical()
-            except BaseException:
-                self._lexical.close()  # its writer lock must not outlive a failed open
-                raise
+        try:
+            self._catch_up_lexical()
+        except BaseException:
+            self._lexical.close()  # its writer lock must not outlive a failed open
+            raise
+        if self._changes_since_checkpoint >= checkpoint_interval(len(self._index)):
+            self._checkpoint_soon()
+
+    def _open_vector_index(self) -> VectorIndex:
+        """The checkpoint, brought forward to the database's write sequence; a rebuild without one."""
+        loaded = VectorIndex.load(self.path / "index", self._write_seq, self.embedder.dim, self.config.index)
+        if loaded is not None:
+            index, at = loaded
+            touched = changelog.touched_since(self.store, at, self._write_seq)
+            if touched is not None:
+                if touched:
+                    log.info("vault %s: bringing the vector index from write %d to %d (%d memories)",
+                             self.path, at, self._write_seq, len(touched))
+                    index.sync(touched, self.store.get_vectors)
+                self._checkpointed_seq = at
+                self._changes_since_checkpoint = len(touched)
+                return index
+        log.info("vault %s: rebuilding the vector index from the database", self.path)
+        index = self._rebuild_vector_index()
+        # Checkpoint it soon (at the end of the open), so that a crash does not pay this rebuild again.
+        self._changes_since_checkpoint = len(index)
+        return index
+
+    def _catch_up_lexical(self) -> None:
+        """Replay the changes the lexical index has not committed (a crash within its flush delay);
+        a full rebuild when the log does not reach back that far."""
+        applied = self._lexical.applied_seq
+        if applied == self._write_seq:
+            return
+        touched = changelog.touched_since(self.store, applied, self._write_seq) if applied >= 0 else None
+        if touched is None:
+            self.rebuild_lexical()
+            return
+        with self._write_lock:
+            memories = dict(zip(touched, (self.store.get_memory(mid) for mid in touched)))
+            self._lexical.remove(id_bytes(mid) for mid, m in memories.items()
+                                 if m is None or m.kind == MemoryKind.REVISION)
+            self._lexical.upsert((id_bytes(mid), lexical_text(m)) for mid, m in memories.items()
+                                 if m is not None and m.kind != MemoryKind.REVISION)
+            self._lexical.commit(self._write_seq)
 
     def _rebuild_vector_index(self) -> VectorIndex:
         index = VectorIndex(self.embedder.dim, self.config.index, capacity=len(self._catalog) + 1024)
@@ -132,18 +185,64 @@ class OpenVault:
             self._lexical.rebuild(items, self._write_seq)
 
     def close(self) -> None:
-        with self._write_lock:
+        if self._verifier is not None:
+            self._verifier.join()  # its iterator must not outlive the database
+        with self._checkpoint_lock, self._write_lock:
             if self._closed:
                 return
             self._closed = True
             try:
-                self._index.save(self.path / "index", self._write_seq)
-            except OSError as exc:
-                # The snapshot is derived: without it the next open rebuilds the index from RocksDB.
-                log.warning("could not save the vector index snapshot of %s (%s); it will be rebuilt", self.path, exc)
+                try:
+                    if self._checkpointed_seq != self._write_seq:
+                        self._index.save(self.path / "index", self._write_seq)
+                        self._checkpointed_seq = self._write_seq
+                except OSError as exc:
+                    # The checkpoint is derived: without it the next open catches up from an older one or rebuilds.
+                    log.warning("could not save the vector index checkpoint of %s (%s); it will be rebuilt",
+                                self.path, exc)
+                self._lexical.flush()
+                changelog.prune(self.store, min(self._checkpointed_seq, self._lexical.applied_seq))
+                # Last write of the session: the catalog is stamped with the database's final sequence,
+                # once the records written behind its back are read into it.
+                untracked = self.store.untracked_memories
+                if untracked is not None:
+                    self._catalog.refresh(self.store, untracked)
+                    self._catalog.save(self.path / "index", self.store.db.latest_sequence_number())
+            except Exception as exc:  # noqa: BLE001 - all derived: the next open reads it back from RocksDB
+                log.warning("could not save the catalog of %s (%s); the next open reads it from the database",
+                            self.path, exc)
             finally:
                 self._lexical.close()
                 self.store.close()
+
+    def _checkpoint_soon(self) -> None:
+        """Checkpoint the vector index in the background (caller holds the write lock), so that a crash
+        replays at most about checkpoint_interval() changed memories instead of rebuilding the index."""
+        if self._checkpointer is not None and self._checkpointer.is_alive():
+            return
+        self._checkpointer = threading.Thread(target=self._checkpoint, name="hebbs-checkpoint", daemon=True)
+        self._checkpointer.start()
+
+    def _checkpoint(self) -> None:
+        directory = self.path / "index"
+        with self._checkpoint_lock:
+            try:
+                # Writers wait only while hnswlib writes its file (a fraction of a second at 100k);
+                # the checksum, fsync and renames run beside them.
+                with self._write_lock:
+                    if self._closed:
+                        return
+                    seq = self._write_seq
+                    meta = self._index.dump(directory, seq)
+                    self._changes_since_checkpoint = 0
+                VectorIndex.publish(directory, meta)
+                with self._write_lock:
+                    if self._closed:
+                        return
+                    self._checkpointed_seq = seq
+                    changelog.prune(self.store, min(seq, self._lexical.applied_seq))
+            except Exception as exc:  # noqa: BLE001 - a failed checkpoint loses nothing: the log stays
+                log.warning("could not checkpoint the vector index of %s (%s)", self.path, exc)
 
     @property
     def closed(self) -> bool:
@@ -176,10 +275,14 @@ class OpenVault:
 
     def entries(self) -> list[tuple[str, CatalogEntry]]:
         """A snapshot of the catalog: safe to iterate while writers change it."""
-        return list(self._catalog.items())
+        return self._catalog.items()
 
     def memory(self, memory_id: str) -> Memory | None:
         return self.store.get_memory(memory_id)
+
+    def memories_of(self, ids: list[str]) -> list[Memory | None]:
+        """These memories (None for one that does not exist), in one read."""
+        return self.store.get_memories(ids) if ids else []
 
     def get(self, memory_id: str) -> Memory:
         memory = self.store.get_memory(memory_id)
@@ -292,10 +395,28 @@ class OpenVault:
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
-        """The write lock, on a vault that must still be open."""
+        """The write lock, on a vault that must still be open (and whose records were found readable)."""
+        self._wait_verified()
         with self._write_lock:
             self.check_open()
             yield
+
+    def _verify_records(self) -> None:
+        try:
+            for _ in self.store.scan("default", MEMORY_PREFIX):
+                if self._closed:
+                    return
+        except CorruptVault as exc:
+            self._damage = exc
+        except Exception as exc:  # noqa: BLE001 - a store closed under it: nothing left to guard
+            log.debug("record check of %s stopped: %s", self.path, exc)
+
+    def _wait_verified(self) -> None:
+        verifier = self._verifier
+        if verifier is not None:
+            verifier.join()
+        if self._damage is not None:
+            raise self._damage
 
     def apply(self, writes: WriteSet, *, saved: Iterable[Memory] = (), removed: Sequence[str] = (),
               vectors: tuple[list[str], np.ndarray] | None = None, reindexed: Sequence[Memory] = (),
@@ -308,11 +429,13 @@ class OpenVault:
         if touches_indexes:
             self._write_seq += 1
             writes.put_meta("write_seq", self._write_seq)
-        self.store.commit(writes, durable=durable)
+            touched = [*removed, *(vectors[0] if vectors is not None else ()), *(m.id for m in reindexed)]
+            changelog.record(writes, self._write_seq, touched)
+        self.store.commit(writes, durable=durable, tracked=True)
         for memory_id in removed:
-            self._catalog.pop(memory_id, None)
+            self._catalog.remove(memory_id)
         for memory in saved:
-            self._catalog[memory.id] = CatalogEntry(memory)
+            self._catalog.put(memory)
         if not touches_indexes:
             return
         if removed:
@@ -324,6 +447,9 @@ class OpenVault:
         if reindexed:
             self._lexical.upsert((id_bytes(m.id), lexical_text(m)) for m in reindexed)
         self._lexical.commit(self._write_seq)
+        self._changes_since_checkpoint += len(removed) + (len(vectors[0]) if vectors is not None else 0)
+        if self._changes_since_checkpoint >= checkpoint_interval(len(self._index)):
+            self._checkpoint_soon()
 
     # Contradiction candidates (the `pending` family) -----------------------------------------
 

@@ -52,6 +52,7 @@ ENTITY_SEPARATOR = b"\xff"
 _EDGE_VALUE = struct.Struct("<fQ")
 log = logging.getLogger("hebbs.storage")
 _HOLDER_FILE = "holder.json"
+_UNTRACKED_LIMIT = 100_000
 # Written beside db/ once the database exists: a vault that has one but no db/ lost its database,
 # which must never pass for a new, empty vault.
 MARKER_FILE = "vault.json"
@@ -189,6 +190,10 @@ class Store:
         self._handles = {name: db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
         self._views = {name: db.get_column_family(name) for name in COLUMN_FAMILIES}
         self.group = GroupCommit(durability, db.latest_sequence_number, lambda: db.flush_wal(True))
+        # Memory records written by commits the open vault did not make itself (workflows that write
+        # records directly, tools, tests): the vault re-reads them before it saves its catalog.
+        # None once too many to track: the saved catalog is then not trusted.
+        self.untracked_memories: set[bytes] | None = set()
 
     @classmethod
     def open(cls, path: os.PathLike | str, *, durability: str = "sync") -> "Store":
@@ -244,11 +249,16 @@ class Store:
     def closed(self) -> bool:
         return self._db is None
 
-    def commit(self, writes: WriteSet, *, durable: bool = True) -> None:
+    def commit(self, writes: WriteSet, *, durable: bool = True, tracked: bool = False) -> None:
         """Apply writes as one atomic batch. durable=False skips the WAL sync: for what can be lost on a
-        power cut without anyone having been told it was kept (the query log, access counts)."""
+        power cut without anyone having been told it was kept (the query log, access counts).
+        tracked=True: the caller keeps the catalog in step with these writes itself (OpenVault.apply)."""
         if not writes.ops:
             return
+        if not tracked and self.untracked_memories is not None:
+            self.untracked_memories.update(key for family, key, _ in writes.ops if family == "default")
+            if len(self.untracked_memories) > _UNTRACKED_LIMIT:
+                self.untracked_memories = None
         batch = rocksdict.WriteBatch(raw_mode=True)
         for family, key, value in writes.ops:
             handle = self._handles[family]
@@ -355,6 +365,20 @@ class Store:
 
     def get_vector(self, memory_id: str) -> bytes | None:
         return self.get("vectors", vector_key(memory_id))
+
+    def get_memories(self, ids: list[str]) -> list[Memory | None]:
+        """One RocksDB multi-get for many memories (a recall's results), in the order asked."""
+        try:
+            raws = self._views["default"].get([memory_key(mid) for mid in ids])
+        except Exception as exc:
+            raise self._read_error("default", exc) from None
+        out: list[Memory | None] = []
+        for memory_id, raw in zip(ids, raws):
+            try:
+                out.append(None if raw is None else _decode_memory(raw))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise CorruptVault(f"memory {memory_id} in {self.path} cannot be decoded: {exc}") from None
+        return out
 
     def get_vectors(self, ids: list[str]) -> list[bytes | None]:
         """One RocksDB multi-get for many vectors: far cheaper than a get per memory."""

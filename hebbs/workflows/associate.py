@@ -34,8 +34,19 @@ def weights_from(store: Store, memory_id: str, now: int, decay: DecayConfig) -> 
 
 def strengthen(writes: WriteSet, store: Store, ids: Sequence[str], now: int, decay: DecayConfig) -> int:
     """Link every pair of `ids` (the first MAX_IDS); returns how many pairs were strengthened."""
-    pairs = list(itertools.combinations(list(dict.fromkeys(ids))[:MAX_IDS], 2))
-    for a, b in pairs:
+    return strengthen_groups(writes, store, [ids], now, decay)
+
+
+def strengthen_groups(writes: WriteSet, store: Store, groups: Sequence[Sequence[str]], now: int,
+                      decay: DecayConfig) -> int:
+    """Link every pair within each group (the first MAX_IDS of each), as one use: a pair found in
+    several groups of one call is strengthened once (the old weight is read from the store, which
+    this batch has not reached yet). Returns how many pairs were strengthened."""
+    pairs: dict[frozenset[str], tuple[str, str]] = {}
+    for ids in groups:
+        for a, b in itertools.combinations(list(dict.fromkeys(ids))[:MAX_IDS], 2):
+            pairs.setdefault(frozenset((a, b)), (a, b))
+    for a, b in pairs.values():
         old = weights_from(store, a, now, decay).get(b, 0.0)
         weight = 1.0 - (1.0 - old) * (1.0 - STEP)
         writes.put_edge(a, EdgeType.CO_ACTIVATED, b, weight, now)

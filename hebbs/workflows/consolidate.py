@@ -3,8 +3,11 @@
 The test (docs/consolidation.md, measured by bench/bench_consolidation.py) needs all of:
 - the same entity and kind, neither superseded;
 - near-identical meaning: cosine of the embeddings >= MIN_COSINE;
-- near-identical wording: word-set Jaccard >= MIN_JACCARD, and words only added or dropped, none replaced;
-- the same guard tokens: numbers, negations and names. "I have 2 cats" then "I have 3 cats" is a
+- near-identical wording: word-set Jaccard >= MIN_JACCARD, and words only added or dropped, none
+  replaced, and only light words at that (function words, intensifiers, discourse markers: "As I
+  said, ..." restates; "... with my dad" tells something new);
+- the same guard tokens, in the same order: numbers, negations (each with the word it negates),
+  quantifiers and frequency words, dates and names. "I have 2 cats" then "I have 3 cats" is a
   change, not a restatement, however close the two vectors are.
 
 The repeat is kept as a restatement record (kind REVISION, `restatement_of` the survivor) reached by
@@ -19,7 +22,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from hebbs.errors import InvalidInput
-from hebbs.schema import EdgeType, Memory, MemoryKind
+from hebbs.schema import ConsolidationGain, EdgeType, Memory, MemoryKind
+from hebbs.store.lexical_index import STOPWORDS
 from hebbs.store.open_vault import OpenVault, now_us
 from hebbs.store.storage import WriteSet, edge_keys, id_bytes, temporal_keys, vector_key
 
@@ -37,7 +41,21 @@ _NUMBER_WORDS = frozenset(
     "zero one two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred "
     "thousand million billion first second third fourth fifth half twice once dozen".split())
 _NEGATIONS = frozenset("not no never none nothing nobody neither nor without cannot can't don't doesn't didn't "
-                       "isn't aren't wasn't weren't won't wouldn't shouldn't couldn't haven't hasn't hadn't".split())
+                       "isn't aren't wasn't weren't won't wouldn't shouldn't couldn't haven't hasn't hadn't "
+                       "rarely seldom hardly barely scarcely".split())
+# How much or how often: "we ship on Fridays" / "we only ship on Fridays" are different facts.
+_QUANTIFIERS = frozenset("always often usually sometimes occasionally almost nearly only all every each some most "
+                         "few many more less least".split())
+# Function words that still tell when, how often or which way: "started playing again", "before
+# the meeting", "turned it off" are news.
+_NOT_LIGHT = frozenset("again further once before after against until off out over under above below up down".split())
+# Words whose addition or removal says nothing new: function words, intensifiers, interjections,
+# and the markers of a repeat ("as I said", "like I mentioned").
+_LIGHT = (STOPWORDS - _NOT_LIGHT) | frozenset(
+    "really so very just actually indeed definitely truly totally quite pretty super "
+    "oh wow yeah yes yep hey hi hello well okay ok um uh ah aww "
+    "like said say mentioned told anyway also too still already "
+    "i'm i've i'll i'd you're we're it's that's there's".split())
 _MONTHS_DAYS = frozenset("january february march april may june july august september october november december "
                          "monday tuesday wednesday thursday friday saturday sunday yesterday today tomorrow".split())
 
@@ -60,6 +78,7 @@ def guard_tokens(text: str) -> frozenset[str]:
             continue
         low = token.lower()
         if (any(c.isdigit() for c in token) or low in _NUMBER_WORDS or low in _NEGATIONS or low.endswith("n't")
+                or low in _QUANTIFIERS
                 or low in _MONTHS_DAYS or (token[0].isupper() and not sentence_start and low != "i")):
             out.add(low)
         sentence_start = False
@@ -76,14 +95,26 @@ def same_guards(a: str, b: str) -> bool:
     added, dropped, changed or moved ("batch 1 item 12" / "batch 12 item 1") makes another fact; the
     same word capitalized differently does not."""
     guards = guard_tokens(a) | guard_tokens(b)
-    return [w for w in words(a) if w in guards] == [w for w in words(b) if w in guards]
+    return _guard_sequence(words(a), guards) == _guard_sequence(words(b), guards)
+
+
+def _guard_sequence(text_words: list[str], guards: frozenset[str]) -> list[tuple[str, str]]:
+    """The guard tokens in order, each negation with the word after it: "does not reinforce; used
+    does" and "does reinforce; used does not" hold one "not" each, negating different things."""
+    return [(w, text_words[n + 1] if n + 1 < len(text_words) and _negation(w) else "")
+            for n, w in enumerate(text_words) if w in guards]
+
+
+def _negation(word: str) -> bool:
+    return word in _NEGATIONS or word.endswith("n't")
 
 
 def no_substitution(a: str, b: str) -> bool:
-    """One text's words contain the other's: words were added or dropped, none replaced. "the blue
-    button" / "the red button" replaces a word, and a replaced word is a changed fact."""
+    """One text's words contain the other's, and what one adds is light: words were added or dropped,
+    none replaced ("the blue button" / "the red button" is a changed fact), and nothing that carries
+    information was added ("watching classics" / "watching classics with my dad")."""
     wa, wb = set(words(a)), set(words(b))
-    return wa <= wb or wb <= wa
+    return (wa <= wb or wb <= wa) and (wa ^ wb) <= _LIGHT
 
 
 def is_restatement(new_text: str, old_text: str, cosine: float) -> bool:
@@ -109,15 +140,18 @@ def find_restated(vault: OpenVault, memory: Memory, vector: np.ndarray, exclude:
 
 def merge(writes: WriteSet, survivor: Memory, new: Memory, stamp: int, decay_value) -> tuple[Memory, Memory]:
     """Fold `new` into `survivor`: returns (survivor updated, the restatement record). The caller commits."""
+    importance = round(min(1.0, max(survivor.importance, new.importance) + IMPORTANCE_STEP), 6)
     record = Memory(
         id=new.id, content=new.content, importance=new.importance, context=new.context, entity_id=new.entity_id,
         created_at=new.created_at, updated_at=stamp, last_accessed_at=stamp, kind=MemoryKind.REVISION,
         source=new.source, superseded_by=survivor.id, revision_of=survivor.id, restatement_of=survivor.id,
+        consolidation_gain=ConsolidationGain(importance=round(importance - survivor.importance, 6),
+                                             accessed_before=survivor.last_accessed_at),
     )
     writes.put_memory(record)
     writes.put_edge(survivor.id, EdgeType.REVISED_FROM, record.id, 1.0, stamp)
     survivor.restatements += 1
-    survivor.importance = round(min(1.0, max(survivor.importance, new.importance) + IMPORTANCE_STEP), 6)
+    survivor.importance = importance
     survivor.access_count += 1
     survivor.last_accessed_at = stamp
     survivor.updated_at = stamp
@@ -126,8 +160,10 @@ def merge(writes: WriteSet, survivor: Memory, new: Memory, stamp: int, decay_val
     return survivor, record
 
 
-def restore(writes: WriteSet, vault: OpenVault, record: Memory, vector: np.ndarray, stamp: int) -> tuple[Memory, Memory | None]:
-    """Undo a merge: the record becomes an EPISODE of its own again. Returns (restored, survivor)."""
+def restore(writes: WriteSet, vault: OpenVault, record: Memory, vector: np.ndarray, stamp: int,
+            decay_value) -> tuple[Memory, Memory | None]:
+    """Undo a merge: the record becomes an EPISODE of its own again, and the survivor gives back what
+    the merge added (one restatement, its importance step, the access it counted). Returns (restored, survivor)."""
     survivor = vault.memory(record.restatement_of) if record.restatement_of else None
     for key in edge_keys(record.restatement_of or "", EdgeType.REVISED_FROM, record.id):
         writes.delete("graph", key)
@@ -142,7 +178,15 @@ def restore(writes: WriteSet, vault: OpenVault, record: Memory, vector: np.ndarr
     writes.put("vectors", vector_key(restored.id), vector.astype("<f4").tobytes())
     if survivor is not None:
         survivor.restatements = max(0, survivor.restatements - 1)
+        gain = record.consolidation_gain
+        if gain is not None:
+            # Taken back as a difference: a revision of the importance since then is kept.
+            survivor.importance = round(min(1.0, max(0.0, survivor.importance - gain.importance)), 6)
+            survivor.access_count = max(0, survivor.access_count - 1)
+            if survivor.last_accessed_at == record.updated_at:  # not used since the merge
+                survivor.last_accessed_at = gain.accessed_before
         survivor.updated_at = stamp
+        survivor.decay_score = decay_value(survivor, stamp)
         writes.put_memory(survivor)
     return restored, survivor
 
@@ -196,7 +240,8 @@ def unconsolidate(vault: OpenVault, record_id: str) -> Memory:
     vector = vault.embedder.embed([record.content])[0]
     with vault.writing():
         writes = WriteSet()
-        restored, survivor = restore(writes, vault, record, vector, now_us())
+        restored, survivor = restore(writes, vault, record, vector, now_us(),
+                                     lambda m, t: decay.decay_value(m, t, vault.config.decay))
         vault.apply(writes, saved=[restored] + ([survivor] if survivor else []),
                     vectors=([restored.id], vector.reshape(1, -1)), reindexed=[restored])
         return restored

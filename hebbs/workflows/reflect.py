@@ -8,7 +8,9 @@ Two steps, so that no LLM is ever needed (docs/reflect.md):
              The set of memories is kept as a session for SESSION_TTL.
     commit   takes the insights written from those prompts, checks every one against the session,
              and stores them all (or, on any error, none) as INSIGHT memories with INSIGHT_FROM
-             edges to their sources; a markdown vault also gets them as notes in ROOT/insights/.
+             edges to their sources, and links the memories each insight cites as used together
+             (CO_ACTIVATED, hebbs/workflows/associate.py); a markdown vault also gets them as notes in
+             ROOT/insights/.
 
 Sessions live in the `meta` family (key reflect_session:<id>), so they survive a daemon restart
 and a vault that the daemon closed and reopened in between.
@@ -38,6 +40,7 @@ from ..schema import (ClusterMember, EdgeType, Insight, InsightInput, Memory, Me
 from ..store.open_vault import HasVault, OpenVault, vault_of
 from ..store.storage import WriteSet, decode
 from ..timefmt import utc_text
+from . import associate
 
 
 
@@ -408,6 +411,9 @@ def commit(engine: Rememberer, session_id: str, insights: Any, *, now: int | Non
         stored = engine.remember_many(items, check_contradictions=False)
         writes = WriteSet()
         writes.put_meta(SESSION_PREFIX + session.id, msgspec.structs.replace(session, committed_at=now))
+        # The memories one insight cites were used together: linked (docs/consolidation.md).
+        associate.strengthen_groups(writes, vault_of(engine).store, [i.source_memory_ids for i in parsed], now,
+                                    vault_of(engine).config.decay)
         vault_of(engine).store.commit(writes)
     files: list[str] = []
     warnings: list[str] = []

@@ -1,0 +1,70 @@
+"""The recall pipeline's shortcuts give the answers the long way gives.
+
+rank() scores candidates in order of relevance and stops once no later one can make the list (a bound
+on the composite score); the confidence step takes each result's index terms from a cache kept by the
+lexical index. Each is compared here with the plain computation it replaces.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from hebbs.recall import pipeline, scoring
+from hebbs.recall.fusion import Candidate
+from hebbs.schema import ScoringWeights
+from hebbs.store.lexical_index import tokenize
+from hebbs.store.open_vault import now_us
+
+WEIGHTS = [ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0), ScoringWeights(),
+           ScoringWeights(relevance=0.2, recency=0.5, importance=0.3, reinforcement=0.0),
+           ScoringWeights(relevance=0.0, recency=0.0, importance=1.0, reinforcement=0.0)]
+
+
+def every_candidate_scored(vault, candidates, weights, stamp, preferred, boost):
+    """The long way: score all of them, then a stable sort by score (what rank() did before)."""
+    config = vault.config
+    ranked = []
+    for mid, cand in candidates.items():
+        entry = vault.entry(mid)
+        window = scoring.recency_window_days(entry.context_type, config.recall.recency_window, config.decay)
+        parts = scoring.components(entry, cand.relevance, stamp, window)
+        score = scoring.composite(parts, weights)
+        if preferred is not None and preferred[0] <= entry.created_at <= preferred[1]:
+            score += boost
+        ranked.append((score, mid))
+    ranked.sort(key=lambda item: item[0], reverse=True)
+    return ranked
+
+
+@pytest.mark.parametrize("weights", WEIGHTS)
+def test_rank_bound_keeps_the_answer(eng, weights):
+    rng = random.Random(7)
+    stamp = now_us()
+    memories = eng.remember_many([
+        {"content": f"memory number {i} about topic {i % 7}", "importance": rng.choice([0.1, 0.5, 0.9, 1.0]),
+         "created_at": stamp - rng.randrange(0, 90) * 86_400_000_000,
+         "context": {"type": rng.choice(["preference", "fact", "event"])}} for i in range(60)],
+        consolidate=False)
+    eng.reinforce([m.id for m in memories[::5]])
+    # Ties on purpose: equal relevance and equal scores must keep the candidates' own order.
+    relevances = [rng.choice([0.0, 0.25, 0.5, 0.5, 0.75, 1.0, rng.random()]) for _ in memories]
+    for trial in range(6):
+        candidates = {m.id: Candidate(rel, ["similarity"]) for m, rel in zip(memories, relevances)}
+        preferred = None if trial % 2 else (stamp - 20 * 86_400_000_000, stamp)
+        boost = eng.vault.config.recall.time_words.boost
+        expected = every_candidate_scored(eng.vault, candidates, weights, stamp, preferred, boost)
+        for top_k in (1, 5, 10, 25):
+            got = pipeline.rank(eng.vault, candidates, weights, top_k, 0.0, False, stamp, preferred)
+            assert [(r.score, r.memory.id) for r in got] == expected[:top_k]
+        rng.shuffle(relevances)
+
+
+def test_terms_of_follows_the_text(vault):
+    lexical = vault.vault.lexical_index
+    text = "parseConfig reads --top-k from ~/.hebbs/config.toml"
+    assert lexical.terms_of("A", text) == frozenset(tokenize(text))
+    assert lexical.terms_of("A", text) is lexical.terms_of("A", text)  # cached
+    revised = "the retry policy changed on Monday"
+    assert lexical.terms_of("A", revised) == frozenset(tokenize(revised))
