@@ -13,7 +13,8 @@ understanding on vs off.
 Part 3, LoCoMo (../shared/data/locomo-dev, evaluation only, read in place): every turn a memory
 dated by its session, every non-adversarial question recalled within its conversation "as of" the
 conversation's last session (now = that date); recall@10 on vs off for the temporal category and
-overall, and how many questions had time words understood.
+overall, how many questions had time words understood, and the recency window of untyped
+memories (recall.untyped_recency_days) from 30 days to five years.
 
     .venv/bin/python bench/bench_timewords.py [--data ../shared/data/locomo-dev] [--skip-locomo]
 """
@@ -34,6 +35,7 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hebbs import Engine  # noqa: E402
+from hebbs.config import RecallConfig  # noqa: E402
 from hebbs.recall.timewords import understand  # noqa: E402
 
 UTC = dt.timezone.utc
@@ -41,6 +43,8 @@ NOW = dt.datetime(2024, 3, 15, 18, 0, tzinfo=UTC)  # a Friday; the diary runs a 
 DEFAULT_BOOST = 0.25
 BOOSTS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.4)
 LOCOMO_BOOSTS = (0.15, 0.25)
+DEFAULT_UNTYPED_DAYS = RecallConfig().untyped_recency_days
+UNTYPED_WINDOWS = (30.0, 90.0, 180.0, 365.0, 730.0, 1825.0)  # recall.untyped_recency_days tried
 
 
 def at(date: str, hour: int = 12) -> dt.datetime:
@@ -190,11 +194,11 @@ def filtered(engine: Engine, ids: dict[str, str]) -> dict[str, float]:
 
 
 def configure(engine: Engine, enabled: bool, boost: float = DEFAULT_BOOST,
-              recency_window: float | str = "half_life") -> None:
+              untyped_days: float = DEFAULT_UNTYPED_DAYS) -> None:
     """The same open vault under other [recall] settings: every configuration sees the same memories."""
     recall = engine.config.recall
     engine.config = msgspec.structs.replace(engine.config, recall=msgspec.structs.replace(
-        recall, recency_window=recency_window,
+        recall, untyped_recency_days=untyped_days,
         time_words=msgspec.structs.replace(recall.time_words, enabled=enabled, boost=boost)))
 
 
@@ -219,6 +223,11 @@ def diary_part(embedder) -> None:
         for boost in BOOSTS:
             configure(engine, enabled=True, boost=boost)
             rows.append((f"on, boost {boost}" + (" (default)" if boost == DEFAULT_BOOST else ""), score(engine, ids)))
+        for days in UNTYPED_WINDOWS:
+            if days != DEFAULT_UNTYPED_DAYS:
+                configure(engine, enabled=True, untyped_days=days)
+                rows.append((f"on, untyped window {days:g} d", score(engine, ids)))
+        configure(engine, enabled=True)
         print(f"\n{'configuration':<26} {'hit@1':>6} {'hit@5':>6}")
         for name, row in rows:
             print(f"{name:<26} {row['hit@1']:>6.3f} {row['hit@5']:>6.3f}")
@@ -253,17 +262,19 @@ def locomo_part(data: Path, embedder) -> None:
     print(f"\nLoCoMo: {sum(len(c['questions']) for c in conversations)} questions ({temporal} temporal), "
           f"recall@10 as of each conversation's last session")
     # (name, time words on, boost, recency window, as of the last session (else: today, as bench_locomo))
-    configs = [("off", False, DEFAULT_BOOST, "half_life", True)]
-    configs += [(f"on {b}", True, b, "half_life", True) for b in LOCOMO_BOOSTS]
-    configs += [(f"win {w}", True, DEFAULT_BOOST, float(w), True) for w in (180, 730)]
-    configs += [("off/today", False, DEFAULT_BOOST, "half_life", False), ("on/today", True, DEFAULT_BOOST, "half_life", False)]
+    configs = [("off", False, DEFAULT_BOOST, DEFAULT_UNTYPED_DAYS, True)]
+    configs += [(f"on {b}", True, b, DEFAULT_UNTYPED_DAYS, True) for b in LOCOMO_BOOSTS]
+    configs += [(f"win {w:g}", True, DEFAULT_BOOST, w, True) for w in UNTYPED_WINDOWS if w != DEFAULT_UNTYPED_DAYS]
+    configs += [("off/today", False, DEFAULT_BOOST, DEFAULT_UNTYPED_DAYS, False),
+                ("on/today", True, DEFAULT_BOOST, DEFAULT_UNTYPED_DAYS, False),
+                ("1825/today", True, DEFAULT_BOOST, 1825.0, False)]
     with tempfile.TemporaryDirectory(prefix="hebbs-timewords-locomo-") as tmp, \
             Engine.open(Path(tmp) / "vault", embedder=embedder) as engine:
         dia_of = lb.build(engine, conversations)
         results = {}
         understood: list[str] = []
         for name, enabled, boost, window, as_of_last in configs:
-            configure(engine, enabled=enabled, boost=boost, recency_window=window)
+            configure(engine, enabled=enabled, boost=boost, untyped_days=window)
             per: dict[str, list[float]] = {}
             for conv in conversations:
                 last = max(t["created_at"] for t in conv["turns"]) if as_of_last else None
@@ -276,9 +287,9 @@ def locomo_part(data: Path, embedder) -> None:
                     for cat in ("overall", lb.CATEGORIES.get(q["category"], str(q["category"]))):
                         per.setdefault(cat, []).append(value)
             results[name] = {cat: statistics.fmean(v) for cat, v in per.items()}
-        print("recall@10; 'on B' = time words on with boost B; 'win W' = on, recency window W days for every "
-              "memory (LoCoMo turns are untyped: 'half_life' gives them decay.default_half_life_days = 30); "
-              "'/today' = now left at the current time, as bench_locomo.py does (recency 0 for every turn)")
+        print(f"recall@10; 'on B' = time words on with boost B; 'win W' = on, recall.untyped_recency_days W "
+              f"(LoCoMo turns are untyped; default {DEFAULT_UNTYPED_DAYS:g}); '/today' = now left at the current "
+              f"time, as bench_locomo.py does (the turns are about three years old)")
         print(f"{'category':<12} " + " ".join(f"{name:>9}" for name, *_ in configs))
         for cat in ["overall"] + list(lb.CATEGORIES.values()):
             print(f"{cat:<12} " + " ".join(f"{results[name][cat]:>9.3f}" for name, *_ in configs))

@@ -40,7 +40,7 @@ TEAM_NOTES = [
 
 @pytest.fixture
 def team(vault: Engine) -> Engine:
-    old = time.time_ns() // 1000 - 40 * DAY_US  # past the 30-day recency window: recency is exactly 0
+    old = time.time_ns() // 1000 - 800 * DAY_US  # past the 730-day recency window of untyped memories: recency is exactly 0
     vault.remember_many([{"content": t, "created_at": old} for t in TEAM_NOTES])
     return vault
 

@@ -28,7 +28,8 @@ def every_candidate_scored(vault, candidates, weights, stamp, preferred, boost):
     ranked = []
     for mid, cand in candidates.items():
         entry = vault.entry(mid)
-        window = scoring.recency_window_days(entry.context_type, config.recall.recency_window, config.decay)
+        window = scoring.recency_window_days(entry.context_type, config.recall.recency_window, config.decay,
+                                             config.recall.untyped_recency_days)
         parts = scoring.components(entry, cand.relevance, stamp, window)
         score = scoring.composite(parts, weights)
         if preferred is not None and preferred[0] <= entry.created_at <= preferred[1]:

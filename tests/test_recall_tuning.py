@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 from ulid import ULID
 
 from hebbs.recall import fusion as rc
@@ -102,3 +103,23 @@ def test_a_question_naming_only_the_note_finds_its_sections(tmp_path: Path, embe
         index_vault(engine, root)
         top = engine.recall("how often do I feed the sourdough starter", top_k=1, reinforce=False).results[0]
         assert top.memory.context["file"] == "sourdough.md"
+
+
+def test_neighbor_support_lifts_a_match_its_nearest_neighbours_share_and_stays_in_range():
+    # a, b, c say the same thing; d is about something else. b and d tie; b's neighbours agree.
+    vectors = {"a": [1.0, 0.0], "b": [0.95, 0.312], "c": [0.9, 0.436], "d": [0.0, 1.0]}
+    cands = {m: rc.Candidate(r) for m, r in (("a", 0.9), ("b", 0.6), ("c", 0.5), ("d", 0.6))}
+    rc.neighbor_support(cands, lambda ids: np.array([vectors[m] for m in ids]), weight=0.2, count=2, pool=50)
+    assert cands["b"].relevance > cands["d"].relevance
+    assert all(0.0 <= c.relevance <= 1.0 for c in cands.values())
+    assert "neighbor_support" in cands["b"].details
+
+
+def test_neighbor_support_off_or_outside_the_pool_changes_nothing():
+    cands = {"a": rc.Candidate(0.9), "b": rc.Candidate(0.5), "c": rc.Candidate(0.1)}
+    vectors_of = lambda ids: np.eye(3)[:len(ids)]  # noqa: E731
+    rc.neighbor_support(cands, vectors_of, weight=0.0, count=5, pool=50)
+    assert [c.relevance for c in cands.values()] == [0.9, 0.5, 0.1]
+    rc.neighbor_support(cands, lambda ids: np.ones((len(ids), 2)) / 2 ** 0.5, weight=0.5, count=5, pool=2)
+    assert cands["c"].relevance == 0.1  # not among the 2 best: untouched
+    assert abs(cands["a"].relevance - 0.7) < 1e-6 and abs(cands["b"].relevance - 0.7) < 1e-6

@@ -97,7 +97,24 @@ def test_recency_follows_the_kind_half_life(tmp_path: Path, embedder) -> None:
                  for r in eng.recall("deploys", weights=ScoringWeights(recency=1.0), now=NOW, reinforce=False)}
         age = (NOW - old).total_seconds() / 86400
         assert found[rule.id] == pytest.approx(1 - age / 730)
-        assert found[task.id] == 0.0 and found[plain.id] == 0.0  # untyped: decay.default_half_life_days = 30
+        assert found[task.id] == 0.0
+        assert found[plain.id] == pytest.approx(1 - age / 730)  # untyped: recall.untyped_recency_days
+
+
+def test_the_untyped_recency_window_is_recall_s_own_setting(tmp_path: Path, embedder) -> None:
+    """Forgetting (decay.default_half_life_days) and ranking an untyped memory are separate settings."""
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "vault" / "config.toml").write_text("[recall]\nuntyped_recency_days = 100\n"
+                                                     "[decay]\ndefault_half_life_days = 5\n")
+    with Engine.open(tmp_path / "vault", embedder=embedder) as eng:
+        old = day(10, 3)
+        plain = eng.remember("deploys happen on Tuesdays", created_at=old)
+        odd = eng.remember("deploys: the approval bot is flaky", context={"type": "gossip"}, created_at=old)
+        found = {r.memory.id: r.components.recency
+                 for r in eng.recall("deploys", weights=ScoringWeights(recency=1.0), now=NOW, reinforce=False)}
+        age = (NOW - old).total_seconds() / 86400
+        assert found[plain.id] == pytest.approx(1 - age / 100)
+        assert found[odd.id] == pytest.approx(1 - age / 100)  # a type no table names is untyped here
 
 
 def test_a_flat_recency_window_is_still_available(tmp_path: Path, embedder) -> None:
@@ -111,7 +128,8 @@ def test_a_flat_recency_window_is_still_available(tmp_path: Path, embedder) -> N
 
 def test_bad_settings_are_named(tmp_path: Path, embedder) -> None:
     for text, name in (("[recall]\nrecency_window = \"weekly\"\n", "recency_window"),
-                       ("[recall.time_words]\nboost = 3\n", "boost")):
+                       ("[recall.time_words]\nboost = 3\n", "boost"),
+                       ("[recall]\nuntyped_recency_days = 0\n", "untyped_recency_days")):
         vault = tmp_path / name
         vault.mkdir()
         (vault / "config.toml").write_text(text)
@@ -126,6 +144,9 @@ def test_recency_window_days() -> None:
     assert scoring.recency_window_days("task", "half_life", decay) == 2.0
     assert scoring.recency_window_days("Rule", "half_life", decay) == 730.0  # built-in table under the vault's
     assert scoring.recency_window_days(None, "half_life", decay) == 30.0
+    assert scoring.recency_window_days(None, "half_life", decay, untyped_days=730.0) == 730.0
+    assert scoring.recency_window_days("chat", "half_life", decay, untyped_days=730.0) == 730.0
+    assert scoring.recency_window_days("task", "half_life", decay, untyped_days=730.0) == 2.0
     assert scoring.recency_window_days("task", 45.0, decay) == 45.0
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..store.open_vault import OpenVault
-from .fusion import fuse, sibling_support
+from .fusion import fuse, neighbor_support, sibling_support
 from .query import Found, Query
 
 
@@ -15,4 +15,5 @@ def recall(vault: OpenVault, query: Query) -> Found:
                  words_of=lambda mid: getattr(vault.entry(mid), "words", 1))
     sibling_support(fused, lambda mid: getattr(vault.entry(mid), "file", None),
                     params.sibling_weight, params.sibling_count)
+    neighbor_support(fused, vault.vectors, params.neighbor_weight, params.neighbor_count, params.neighbor_pool)
     return fused, []

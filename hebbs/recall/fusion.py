@@ -122,6 +122,31 @@ def sibling_support(candidates: Candidates, group_of: Callable[[str], str | None
             cand.relevance /= top
 
 
+
+def neighbor_support(candidates: Candidates, vectors_of: Callable[[list[str]], np.ndarray], weight: float,
+                     count: int, pool: int) -> None:
+    """Memories alike in meaning are relevant together (the cluster hypothesis): each of the `pool`
+    best candidates moves `weight` of the way towards the mean relevance of its `count` nearest
+    neighbours among them, weighted by their cosine. A good match that its closest neighbours also
+    support rises; a lone match that only one channel found, among candidates about something else,
+    sinks. Only the pool changes, each value a convex mix of relevances in 0..1, so it stays in 0..1."""
+    if weight <= 0 or count <= 0 or pool < 2 or len(candidates) < 2:
+        return
+    top = sorted(candidates, key=lambda mid: candidates[mid].relevance, reverse=True)[:pool]
+    vectors = np.asarray(vectors_of(top), dtype=np.float32)
+    relevance = np.array([candidates[mid].relevance for mid in top])
+    sims = np.maximum(vectors @ vectors.T, 0.0)
+    np.fill_diagonal(sims, 0.0)
+    k = min(count, len(top) - 1)
+    kth = -np.partition(-sims, k - 1, axis=1)[:, k - 1:k]
+    sims = np.where(sims >= kth, sims, 0.0)
+    total = sims.sum(axis=1)
+    support = np.divide(sims @ relevance, total, out=np.zeros_like(relevance), where=total > 0)
+    mixed = np.where(total > 0, (1.0 - weight) * relevance + weight * support, relevance)
+    for mid, value, near in zip(top, mixed.tolist(), support.tolist()):
+        candidates[mid].relevance = value
+        candidates[mid].details["neighbor_support"] = round(near, 6)
+
 _IDENTIFIER = re.compile(
     r"""(?x)
     (?<=\w)[_.](?=\w)     # snake_case, file.md, v2.3.1, ERR_CONN_RESET (not \w+[_.]\w+: quadratic on a long word)

@@ -234,7 +234,7 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
         window = windows.get(entry.context_type)
         if window is None:
             window = windows[entry.context_type] = scoring.recency_window_days(
-                entry.context_type, config.recall.recency_window, config.decay)
+                entry.context_type, config.recall.recency_window, config.decay, config.recall.untyped_recency_days)
         parts = scoring.components(entry, cand.relevance, stamp, window)
         score = scoring.composite(parts, weights)
         if preferred is not None and preferred[0] <= entry.created_at <= preferred[1]:

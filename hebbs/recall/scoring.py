@@ -35,9 +35,17 @@ def recency(created_at_us: int, now_us: int, window_days: float = RECENCY_WINDOW
     return max(0.0, 1.0 - age_days / window_days)
 
 
-def recency_window_days(kind: str | None, setting: float | str, decay: DecayConfig) -> float:
-    """The recency window of a memory of this context type: its decay half-life, or one flat window."""
-    return decay.half_life_for(kind) if setting == "half_life" else float(setting)
+def recency_window_days(kind: str | None, setting: float | str, decay: DecayConfig,
+                        untyped_days: float | None = None) -> float:
+    """The recency window of a memory of this context type: its type's decay half-life, or one flat
+    window. A memory whose type has no half-life of its own gets `untyped_days` (recall's
+    untyped_recency_days) when given, else the decay default."""
+    if setting != "half_life":
+        return float(setting)
+    typed = decay.typed_half_life(kind)
+    if typed is not None:
+        return typed
+    return float(decay.default_half_life_days) if untyped_days is None else float(untyped_days)
 
 
 def reinforcement(access_count: int, cap: int = REINFORCEMENT_CAP) -> float:
