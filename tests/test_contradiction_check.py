@@ -76,3 +76,30 @@ def test_find_candidates_over_engine_neighbours(tmp_path, embedder):
         eng.add_pending(found)
         eng.add_pending(found)  # queued once
         assert len(eng.pending()) == len(found)
+
+
+def test_one_negation_and_one_antonym_say_the_same():
+    """Held-out docs: "all pages are included" and "no pages are excluded" agree."""
+    assert classify("If this setting is left empty, all tags and pages are included.",
+                    "If this setting is left empty, no tags or pages are excluded.").confidence == 0.0
+    assert classify("Locked notes open only with the password.",
+                    "Unlocked notes open without the password.").confidence <= THRESHOLD
+
+
+def test_different_versions_are_different_objects():
+    """Two versions' behaviour, each stated as such, is history rather than a disagreement."""
+    verdict = classify("In Jekyll 2, any URL built from the permalink field had a trailing slash added automatically.",
+                       "Jekyll 3 no longer adds a trailing slash automatically to permalink URLs.")
+    assert verdict.confidence <= THRESHOLD
+    assert classify("The request timeout is 30 seconds.", "The request timeout is 60 seconds.").confidence > THRESHOLD
+
+
+def test_soft_wrapped_lines_markers_and_settings_are_not_claims():
+    wrapped = "The format string must adhere to the pattern syntax and should not\ncontain any slashes."
+    assert classify(wrapped, "The format string must adhere to the pattern syntax.").confidence <= THRESHOLD
+    assert classify("Lorem ipsum dolor sit amet, (2) consectetur adipiscing elit.",
+                    "Lorem ipsum dolor sit amet, (1) consectetur adipiscing elit.").confidence == 0.0
+    assert classify("post_excerpt_max_categories: 2", "post_excerpt_max_categories: 0").confidence == 0.0
+    # A copy cut short holds fewer numbers, not other ones.
+    assert classify("An egg is 5 to 8 cm long and 4.5 to 5.5 cm wide, about",
+                    "An egg is 5 to 8 cm long and 4.5 to 5.5 cm wide, about 2 inches").confidence == 0.0

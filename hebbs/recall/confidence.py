@@ -16,6 +16,14 @@ same thing in every vault:
     missing_key    the idf of the rarest cue term the memory lacks, over the idf of the rarest cue
                    term: 1 when the memory misses the cue's most specific word ("install X with
                    Homebrew" answered by a section about installing Y with Homebrew), 0 when it has it
+    nearest        the cosine of the cue's nearest memory in scope, the same for every result: when
+                   nothing in the scope comes close, the vault knows nothing about the cue
+                   (answer-level evidence: a result's own confidence puts its own cosine there)
+
+A time phrase of the cue ("on 9 November, 2022", "last week") is not matched against the memories'
+text: recall reads it as a time range (timewords.py) and a memory's date is not in its words, so
+its terms are left out of the term features (with them, every dated question about a conversation
+looked like a cue about words the vault never saw).
 
 The coefficients were fitted by `bench/bench_abstention.py --fit` on LoCoMo conversations 26, 30,
 41 and half of the notes cues, and checked on the rest (docs/honesty.md has the figures). A recall
@@ -27,17 +35,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Container, Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from ..config import DEFAULT_ABSTAIN_THRESHOLD
 from ..store.lexical_index import tokenize
+from .timewords import understand
 
-FEATURES = ("cosine", "cosine_gap", "term_coverage", "known_terms", "missing_key")
+FEATURES = ("cosine", "cosine_gap", "term_coverage", "known_terms", "missing_key", "nearest")
 # Fitted by bench/bench_abstention.py --fit (docs/honesty.md); in the order of FEATURES.
-COEFFICIENTS = (2.232, 0.6672, 2.0947, 1.6878, -1.3377)
-INTERCEPT = -2.1758
-# Chosen on the fit part: the highest threshold that abstains on at most 5% of its answerable cues.
+COEFFICIENTS = (1.8649, 0.6585, 1.5044, 1.8246, -0.4827, 1.7859)
+INTERCEPT = -3.5295
+# Chosen on the fit part: the highest threshold that abstains on at most 4% of its answerable cues.
 DEFAULT_THRESHOLD = DEFAULT_ABSTAIN_THRESHOLD
 NOTE = "no good match: nothing relevant known for this cue"
 # Below this rank the cue's similarity hits are its background, not its candidates.
@@ -48,8 +58,18 @@ BACKGROUND_FROM_RANK = 10
 REFERENCE_DOCS = 1000
 
 
+# Any fixed moment will do: only which words form the time phrase matters here, not its range.
+_TIME_REFERENCE_US = 1_700_000_000_000_000
+
+
 def cue_terms(cue: str) -> list[str]:
-    return list(dict.fromkeys(tokenize(cue)))
+    """The cue's index terms, less those of its time phrase (read as a range, not matched as words)."""
+    terms = list(dict.fromkeys(tokenize(cue)))
+    when = understand(cue, _TIME_REFERENCE_US)
+    if when is None:
+        return terms
+    timed = set(tokenize(when.phrase))
+    return [t for t in terms if t not in timed] or terms
 
 
 def idf(doc_freq: int, docs: int) -> float:
@@ -70,8 +90,8 @@ class CueEvidence:
         self.items = list(terms.items())
         self.known_rounded = round(self.known_share, 6)
 
-    def features(self, cosine: float, memory_terms: Container[str]) -> dict[str, float]:
-        """The calibration's inputs for one memory."""
+    def features(self, cosine: float, memory_terms: Container[str], nearest: float) -> dict[str, float]:
+        """The calibration's inputs for one memory; `nearest` is the best cosine in scope."""
         total, rarest = self.total, self.rarest
         covered, missing = 0.0, 0.0  # sums and maxima as sum() and max(default=0.0) give them (idf > 0)
         for term, weight in self.items:
@@ -81,7 +101,8 @@ class CueEvidence:
                 missing = weight
         return {"cosine": round(cosine, 6), "cosine_gap": round(cosine - self.mean_background, 6),
                 "term_coverage": round(covered / total, 6) if total > 0 else 0.0,
-                "known_terms": self.known_rounded, "missing_key": round(missing / rarest, 6) if rarest > 0 else 0.0}
+                "known_terms": self.known_rounded, "missing_key": round(missing / rarest, 6) if rarest > 0 else 0.0,
+                "nearest": round(max(nearest, cosine), 6)}
 
 
 def calibrated(values: Mapping[str, float], coefficients: Sequence[float] = COEFFICIENTS,
@@ -96,10 +117,24 @@ def background_of(similarities: Sequence[float]) -> list[float]:
     return tail if len(tail) >= 5 else list(similarities)
 
 
+class Judged(NamedTuple):
+    """One result's confidence (on its own evidence), the answer-level evidence it gives, and the
+    features both were computed from."""
+    confidence: float
+    evidence: float
+    features: dict[str, float]
+
+
 def assess(cue: str, cue_vector: np.ndarray, vectors: Sequence[np.ndarray], memory_texts: Sequence[str],
            similarities: Sequence[float], doc_freq: Callable[[list[str]], dict[str, int]],
-           docs: int, memory_terms: Sequence[Container[str]] | None = None) -> list[tuple[float, dict[str, float]]]:
-    """(confidence, features) for each result, in order.
+           docs: int, memory_terms: Sequence[Container[str]] | None = None) -> list[Judged]:
+    """The judgement of each result, in order.
+
+    `evidence` reads the calibration with `nearest`, the best cosine in the recall's scope: whether
+    the vault knows anything close to the cue. The answer's confidence is the best evidence. A result's
+    own `confidence` puts its own cosine in that place: another memory being close says nothing about
+    this one ("Acme uses Salesforce" is no more relevant to "who is on call for billing" because
+    the billing note is). For the cue's nearest memory the two are the same.
 
     `vectors` and `memory_texts` are the results' stored vectors and lexical texts (`memory_terms`,
     when given, their index terms, so that texts need not be tokenized again); `similarities` the
@@ -111,10 +146,13 @@ def assess(cue: str, cue_vector: np.ndarray, vectors: Sequence[np.ndarray], memo
     evidence = CueEvidence(background_of(similarities), terms, {t: freqs.get(t, 0) > 0 for t in names})
     if memory_terms is None:
         memory_terms = [set(tokenize(text)) for text in memory_texts]
+    cosines = [float(np.dot(cue_vector, vector)) for vector in vectors]
+    nearest = max([*similarities[:1], *cosines], default=0.0)
     out = []
-    for vector, held in zip(vectors, memory_terms):
-        values = evidence.features(float(np.dot(cue_vector, vector)), held)
-        out.append((round(calibrated(values), 4), values))
+    for cosine, held in zip(cosines, memory_terms):
+        values = evidence.features(cosine, held, nearest)
+        own = calibrated({**values, "nearest": values["cosine"]})
+        out.append(Judged(round(own, 4), round(calibrated(values), 4), values))
     return out
 
 

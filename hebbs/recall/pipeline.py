@@ -187,12 +187,12 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
     judged = confidence.assess(cue, cue_vector, [vectors[mid] for mid in ids], texts, similarities,
                                lexical.doc_freqs, max(1, lexical.count()),
                                memory_terms=[lexical.terms_of(mid, text) for mid, text in zip(ids, texts)])
-    for result, (value, values) in zip(answer.results, judged):
-        result.confidence = value
-        result.details["confidence_features"] = values
+    for result, judgement in zip(answer.results, judged):
+        result.confidence = judgement.confidence
+        result.details["confidence_features"] = judgement.features
     answer.threshold = vault.config.recall.abstain_threshold
-    answer.confidence = max((value for value, _ in judged), default=0.0)
-    answer.abstained = confidence.abstains([value for value, _ in judged], answer.threshold)
+    answer.confidence = max((j.evidence for j in judged), default=0.0)
+    answer.abstained = confidence.abstains([j.evidence for j in judged], answer.threshold)
     if answer.abstained and not answer.results:
         answer.notes.append(f"{confidence.NOTE} (no memory in this scope)")
     elif answer.abstained:

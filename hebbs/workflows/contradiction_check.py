@@ -17,7 +17,7 @@ numbers 0.4, revision marker 0.15 (only on top of another cue). It is capped at 
 pairs above 0.35 are queued in the engine's `pending` family for a person or an agent to review.
 Nothing is superseded or deleted here.
 
-Three things look like these cues and are not contradictions (measured on labelled pairs from real
+Several things look like these cues and are not contradictions (measured on labelled pairs from real
 notes and conversations: bench/bench_contradictions.py, docs/honesty.md):
 
     opposite actions   "Add a collaborator" / "Remove a collaborator", "To enable sync, ..." / "To
@@ -36,7 +36,13 @@ notes and conversations: bench/bench_contradictions.py, docs/honesty.md):
     not a claim        code, markup, JSON, table rows, command output and fragments (fewer than three
                        words, or starting with a digit, `, [, :, <, { or $) are examples and data,
                        not statements: two config snippets with different values are two examples.
-                       A leading "Name: " label (a speaker, "Note: ") is not part of the statement.
+                       A leading "Name: " label (a speaker, "Note: ") is not part of the statement;
+                       a "setting_name: value" line is data; "(1)" and "[^2]" are markers.
+    said twice         one negation and one antonym cancel ("all pages are included" / "no pages
+                       are excluded"); a copy cut short holds fewer numbers, not other ones; a
+                       sentence markdown wrapped over lines is one sentence.
+    versions           "Jekyll 2" / "Jekyll 3": a name's number says which thing, it is not a
+                       differing value, and two versions are different objects.
 """
 
 from __future__ import annotations
@@ -123,6 +129,17 @@ _CONDITIONAL = {"if", "when", "whenever", "unless", "whether"}
 _LABEL = re.compile(r"^[A-Z][\w'’. -]{0,30}:\s+")
 MIN_CLAIM_TOKENS = 3
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+# Markdown wraps a sentence over lines: a line that does not end a sentence, followed by one that
+# goes on in lower case, is the same sentence (split there, "must adhere to X and should not
+# contain" would face "must adhere to X." as its negation).
+_SOFT_WRAP = re.compile(r"(?<=[^\s.!?:;])[ \t]*\n(?=[a-z])(?![\w-]*:\s)")
+# Annotation and footnote markers ("(1)", "[^2]") number a note, not a quantity.
+_MARKER = re.compile(r"\(\d{1,2}\)|\[\^\w+\]")
+# A capitalized name or "version" followed by a number names which thing ("Jekyll 3", "Python 2.7"):
+# two sentences about different versions describe two things, they do not disagree on a number.
+_VERSION = re.compile(r"\b(?:[A-Z][A-Za-z]+|[Vv]ersion)\s+v?\d+(?:\.\d+)*\b")
+# "post_excerpt_max_categories: 2": a setting and its value, data rather than a statement.
+_SETTING = re.compile(r"^[\w.-]*[_.-][\w.-]*\s*:\s")
 # Words that carry a cue are not part of "the same statement" (nor is "longer" of "no longer").
 _CUE_WORDS = set(ANTONYMS) | _NEGATIONS | {w for m in _REVISION_MARKERS for w in m.rstrip(":").split()}
 
@@ -141,19 +158,20 @@ class _Sentence(msgspec.Struct):
     markers: frozenset[str]
     actions: frozenset[str]  # action verbs used as instructions ("Add a ...", "to remove ...")
     question: bool
+    versions: frozenset[str] = frozenset()  # a name and its number: "jekyll 3", "python 2.7"
 
 
 @lru_cache(maxsize=1024)
 def _analyze(text: str) -> tuple[_Sentence, ...]:
     out = []
-    for raw in _SENTENCE.split(text):
+    for raw in _SENTENCE.split(_SOFT_WRAP.sub(" ", text)):
         raw = raw.strip().lstrip("#>-*+ ").strip()
         if not raw:
             continue
         if not _claim_like(raw):
             continue
         low = raw.lower().replace("’", "'")
-        toks = _TOKEN.findall(_LABEL.sub("", raw, count=1).lower().replace("’", "'"))
+        toks = _TOKEN.findall(_MARKER.sub(" ", _LABEL.sub("", raw, count=1)).lower().replace("’", "'"))
         tokens = frozenset(t for t in toks)
         negated = bool(tokens & _NEGATIONS) or any(t.endswith("n't") for t in toks)
         numbers = frozenset(t.replace(",", ".") for t in toks if _NUMBER.match(t))
@@ -162,7 +180,10 @@ def _analyze(text: str) -> tuple[_Sentence, ...]:
         if len(words) < 2:
             continue
         markers = frozenset(_MARKER_RE.findall(low))
-        out.append(_Sentence(raw, tokens, words, negated, numbers, markers, _instructed(toks), raw.endswith("?")))
+        versions = frozenset(m.group(0).lower() for m in _VERSION.finditer(raw))
+        numbers -= {v.split()[-1].lstrip("v") for v in versions}  # a version's number names, it does not count
+        out.append(_Sentence(raw, tokens, words, negated, numbers, markers, _instructed(toks), raw.endswith("?"),
+                             versions))
     return tuple(out)
 
 
@@ -170,7 +191,7 @@ def _claim_like(raw: str) -> bool:
     """Prose that states something, as opposed to code, data, output or a fragment."""
     if any(mark in raw for mark in _MARKUP) or raw.count("|") >= 2:
         return False
-    if not (raw[0].isalpha() or raw[0] in "\"'(“‘"):
+    if not (raw[0].isalpha() or raw[0] in "\"'(“‘") or _SETTING.match(raw):
         return False
     toks = _TOKEN.findall(raw.lower())
     return len(toks) >= MIN_CLAIM_TOKENS and sum(bool(_NUMBER.match(t)) for t in toks) <= 0.3 * len(toks)
@@ -247,6 +268,9 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subje
                 score *= DIFFERENT_OBJECTS
                 reasons.append(f"different objects? only a: {', '.join(sorted(only_x)[:3])}; "
                                f"only b: {', '.join(sorted(only_y)[:3])}")
+            elif x.versions and y.versions and not x.versions & y.versions:
+                score *= DIFFERENT_OBJECTS
+                reasons.append(f"different versions? {', '.join(sorted(x.versions))} / {', '.join(sorted(y.versions))}")
             elif different_subjects is not None:
                 score *= DIFFERENT_OBJECTS
                 reasons.append(f"different subjects? {different_subjects}")
@@ -265,13 +289,18 @@ def _cues(x: _Sentence, y: _Sentence) -> tuple[float, list[str]]:
     # Each pair is named in alphabetical order, whichever side holds which word.
     antonyms = sorted({tuple(sorted((p, q))) for p in x.tokens - y.tokens for q in ANTONYMS.get(p, ())
                        if q in y.tokens - x.tokens and not (p in x.actions and q in y.actions)})
+    if len(antonyms) == 1 and x.negated != y.negated:
+        # "No pages are excluded" says what "all pages are included" says: one negation and one
+        # antonym cancel, and the two agree.
+        return 0.0, []
     if antonyms:
         score += W_ANTONYM
         reasons.append("antonyms: " + ", ".join(f"{p} / {q}" for p, q in antonyms[:3]))
     if x.negated != y.negated:
         score += W_NEGATION
         reasons.append("negation: only " + ("a" if x.negated else "b") + " negates")
-    if x.numbers and y.numbers and x.numbers != y.numbers:
+    # Each side must hold a number the other lacks: a copy cut short holds fewer, not other, numbers.
+    if x.numbers - y.numbers and y.numbers - x.numbers:
         score += W_NUMBER
         reasons.append(f"numbers differ: {', '.join(sorted(x.numbers))} vs {', '.join(sorted(y.numbers))}")
     if x.markers != y.markers and score:
