@@ -187,3 +187,14 @@ def test_recent_memories_merge_on_one_timeline() -> None:
                           ScoringWeights(relevance=1, recency=0, importance=0, reinforcement=0), top_k=10)
     assert [r.memory.content for r in merged] == ["a3", "b2", "a1", "b0"]
     assert [r.components.relevance for r in merged] == [1.0, 0.75, 0.5, 0.25]
+
+
+def test_a_time_word_boost_survives_the_merge() -> None:
+    """Tried: 'dinner with Sam in April 2023' over an empty global brain ranked the April dinner below
+    the newest one, because the merged score was rebuilt from the components without the boost."""
+    april = _result("april dinner", 10, 0.8, 2)
+    april.details["time_boost"] = 0.25
+    newest = _result("newest dinner", 30, 1.0, 1)
+    merged = merge_recall([VaultRecall("project", "/p", RecallResults(results=[newest, april]))],
+                          ScoringWeights(), top_k=10)
+    assert [r.memory.content for r in merged.results] == ["april dinner", "newest dinner"]
