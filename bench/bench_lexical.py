@@ -138,7 +138,7 @@ def bench(n_docs: int, directory: Path) -> None:
     reopen_s = time.perf_counter() - t0
     print(f"reopen:               {ms(reopen_s)} (applied_seq {ix.applied_seq}, {ix.count()} docs, "
           f"tokenize calls during open: {calls()})")
-    lexical.tokenize = tokenize  # unwrap before the rebuild
+    lexical_index.tokenize = tokenize  # unwrap before the rebuild
 
     t0 = time.perf_counter()
     ix.rebuild(corpus.items(), seq + 1)
@@ -173,15 +173,15 @@ def time_searches(ix: LexicalIndex, queries: list[str],
 
 
 def count_tokenize_calls() -> Callable[[], int]:
-    """Wrap lexical.tokenize to prove reopening does not re-tokenize stored documents."""
-    original = lexical.tokenize
+    """Wrap lexical_index.tokenize to prove reopening does not re-tokenize stored documents."""
+    original = lexical_index.tokenize
     calls = [0]
 
     def counting(text: str) -> list[str]:
         calls[0] += 1
         return original(text)
 
-    lexical.tokenize = counting  # type: ignore[assignment]
+    lexical_index.tokenize = counting  # type: ignore[assignment]
     return lambda: calls[0]
 
 

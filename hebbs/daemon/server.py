@@ -18,8 +18,8 @@ from typing import Any
 
 from hebbs.errors import DaemonBusy, HebbsError
 from hebbs.paths import socket_path
-from hebbs.protocol import (ERROR, HEADER, OK, PROGRESS, BadRequest, DaemonStatus, MessageTooLarge, Response,
-                            clip, decode_request, encode_frame, excerpt, frame_length)
+from hebbs.protocol import (ERROR, HEADER, OK, PROGRESS, BadRequest, DaemonStatus, MessageTooLarge, Request,
+                            Response, clip, decode_request, encode_frame, excerpt, frame_length)
 
 from .handlers import Handlers, Subscription
 from .limits import Limits
