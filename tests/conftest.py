@@ -40,3 +40,27 @@ def vault(tmp_path: Path, embedder):
 @pytest.fixture
 def eng(vault):
     return vault
+
+
+@pytest.fixture
+def index_recovery(monkeypatch) -> dict[str, int]:
+    """How often an open rebuilt the vector index in full, or caught a checkpoint up from the change
+    log (counted by call: log records can be swallowed by another test's logging setup). Reset the
+    counts between opens with `.update(rebuild=0, sync=0)`."""
+    from hebbs.store.open_vault import OpenVault
+    from hebbs.store.vector_index import VectorIndex
+
+    calls = {"rebuild": 0, "sync": 0}
+    rebuild, sync = OpenVault._rebuild_vector_index, VectorIndex.sync
+
+    def counted_rebuild(self):
+        calls["rebuild"] += 1
+        return rebuild(self)
+
+    def counted_sync(self, ids, stored):
+        calls["sync"] += 1
+        return sync(self, ids, stored)
+
+    monkeypatch.setattr(OpenVault, "_rebuild_vector_index", counted_rebuild)
+    monkeypatch.setattr(VectorIndex, "sync", counted_sync)
+    return calls

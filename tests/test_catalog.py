@@ -8,8 +8,6 @@ from hebbs import Engine
 from hebbs.schema import Memory, MemoryKind, Source
 from hebbs.store import changelog
 from hebbs.store.catalog import Catalog
-from hebbs.store.open_vault import OpenVault
-from hebbs.store.vector_index import VectorIndex
 from hebbs.store.storage import Store, WriteSet, id_bytes, temporal_keys, vector_key
 
 FIELDS = ("entity_id", "created_at", "superseded_by", "kind", "importance", "access_count", "context_type",
@@ -91,26 +89,7 @@ def test_reopen_uses_the_saved_catalog_only_while_the_database_has_not_moved(tmp
         assert eng.vault.entry(stray.id) is not None and eng.vault.entry(stray.id).entity_id == "harbour"
 
 
-def _watch_index_recovery(monkeypatch) -> dict[str, int]:
-    """Count full rebuilds and catch-ups of the vector index (log records can be swallowed by another
-    test's logging setup; these calls cannot)."""
-    calls = {"rebuild": 0, "sync": 0}
-    rebuild, sync = OpenVault._rebuild_vector_index, VectorIndex.sync
-
-    def counted_rebuild(self):
-        calls["rebuild"] += 1
-        return rebuild(self)
-
-    def counted_sync(self, ids, stored):
-        calls["sync"] += 1
-        return sync(self, ids, stored)
-
-    monkeypatch.setattr(OpenVault, "_rebuild_vector_index", counted_rebuild)
-    monkeypatch.setattr(VectorIndex, "sync", counted_sync)
-    return calls
-
-
-def test_an_index_behind_catches_up_from_the_log_and_rebuilds_without_it(tmp_path, embedder, monkeypatch):
+def test_an_index_behind_catches_up_from_the_log_and_rebuilds_without_it(tmp_path, embedder, index_recovery):
     path = tmp_path / "v"
     with Engine.open(path, embedder=embedder) as eng:
         eng.remember("first memory about tea")
@@ -123,7 +102,8 @@ def test_an_index_behind_catches_up_from_the_log_and_rebuilds_without_it(tmp_pat
     eng._store.close()
     eng._lexical.close()
     eng._closed = True
-    calls = _watch_index_recovery(monkeypatch)
+    calls = index_recovery
+    calls.update(rebuild=0, sync=0)
     with Engine.open(path, embedder=embedder) as eng:
         assert later.id in eng.vault.vector_index and gone.id not in eng.vault.vector_index
         assert eng.recall("coffee", strategies=["similarity"], top_k=1).ids() == [later.id]

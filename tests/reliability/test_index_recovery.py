@@ -16,31 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from hebbs import Engine
-from hebbs.store.open_vault import OpenVault
 from hebbs.store.storage import id_bytes
-from hebbs.store.vector_index import VectorIndex
 
 # Small, so that a child checkpoints several times before it is killed.
 CHECKPOINT_EVERY = 15
-
-
-def _watch_index_recovery(monkeypatch) -> dict[str, int]:
-    """Count full rebuilds and catch-ups of the vector index (log records can be swallowed by another
-    test's logging setup; these calls cannot)."""
-    calls = {"rebuild": 0, "sync": 0}
-    rebuild, sync = OpenVault._rebuild_vector_index, VectorIndex.sync
-
-    def counted_rebuild(self):
-        calls["rebuild"] += 1
-        return rebuild(self)
-
-    def counted_sync(self, ids, stored):
-        calls["sync"] += 1
-        return sync(self, ids, stored)
-
-    monkeypatch.setattr(OpenVault, "_rebuild_vector_index", counted_rebuild)
-    monkeypatch.setattr(VectorIndex, "sync", counted_sync)
-    return calls
 
 
 def _writer(path: Path) -> str:
@@ -125,7 +104,7 @@ def _expected(lines: list[str], state: dict[str, str]) -> set[str]:
     return in_flight
 
 
-def test_kill_9_mid_writes_recovers_from_checkpoint_and_log(tmp_path, embedder, monkeypatch):
+def test_kill_9_mid_writes_recovers_from_checkpoint_and_log(tmp_path, embedder, index_recovery):
     path = tmp_path / "vault"
     rng = random.Random(7)
     state: dict[str, str] = {}
@@ -135,7 +114,8 @@ def test_kill_9_mid_writes_recovers_from_checkpoint_and_log(tmp_path, embedder, 
         undecided = _expected(lines, state)
         forgotten |= {line.split()[1] for line in lines if line.startswith("forgot ")}
         forgotten -= undecided
-        calls = _watch_index_recovery(monkeypatch)
+        calls = index_recovery
+        calls.update(rebuild=0, sync=0)
         with Engine.open(path, embedder=embedder) as eng:
             _check(eng, state, forgotten - set(state))
         if round_ > 0:
