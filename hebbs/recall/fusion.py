@@ -122,7 +122,6 @@ def sibling_support(candidates: Candidates, group_of: Callable[[str], str | None
             cand.relevance /= top
 
 
-
 def neighbor_support(candidates: Candidates, vectors_of: Callable[[list[str]], np.ndarray], weight: float,
                      count: int, pool: int) -> None:
     """Memories alike in meaning are relevant together (the cluster hypothesis): each of the `pool`
@@ -146,6 +145,7 @@ def neighbor_support(candidates: Candidates, vectors_of: Callable[[list[str]], n
     for mid, value, near in zip(top, mixed.tolist(), support.tolist()):
         candidates[mid].relevance = value
         candidates[mid].details["neighbor_support"] = round(near, 6)
+
 
 _IDENTIFIER = re.compile(
     r"""(?x)
