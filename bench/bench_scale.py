@@ -267,7 +267,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--write-ops", type=int, default=50)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/hebbs-bench-scale"))
-    parser.add_argument("--ef-construction", type=int, nargs="+", default=[],
+    parser.add_argument("--ef-construction", nargs="+", default=[],
                         help="SIZE=EF: build the vault of that size with [index] ef_construction = EF")
     parser.add_argument("--child", nargs="+")
     args = parser.parse_args()
