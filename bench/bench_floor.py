@@ -86,7 +86,6 @@ def where_time_goes(engine: Engine, queries: int, **kwargs) -> list[tuple[str, f
     prof.wrap(vault, "memories_of", "record reads")
     prof.wrap(vault, "vector_or_zeros", "vector reads")
     prof.wrap(vault, "vectors_or_zeros", "vector reads")
-    prof.wrap(vault, "vectors", "vector reads")
     prof.wrap(vault.lexical_index, "terms_of", "confidence")
     prof.wrap(fusion, "mmr_order", "MMR")
     prof.wrap(reinforce, "record_recall", "query log write")

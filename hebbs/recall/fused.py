@@ -15,5 +15,5 @@ def recall(vault: OpenVault, query: Query) -> Found:
                  words_of=lambda mid: getattr(vault.entry(mid), "words", 1))
     sibling_support(fused, lambda mid: getattr(vault.entry(mid), "file", None),
                     params.sibling_weight, params.sibling_count)
-    neighbor_support(fused, vault.vectors, params.neighbor_weight, params.neighbor_count, params.neighbor_pool)
+    neighbor_support(fused, lambda ids: query.stored_vectors(vault, ids), params.neighbor_weight, params.neighbor_count, params.neighbor_pool)
     return fused, []

@@ -23,7 +23,7 @@ from ..store.memory_text import lexical_text
 from ..store.open_vault import OpenVault, now_us
 from . import confidence, scoring, timewords
 from . import fusion as rc
-from .query import Query
+from .query import Query, cached_vectors
 from .registry import REGISTRY, STRATEGIES
 
 DEFAULT_WEIGHTS = ScoringWeights()
@@ -149,7 +149,7 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
                      f"pass time_range to choose the range yourself")
 
     preferred = None if understood is None else (understood.start, understood.end)
-    vectors: dict[str, np.ndarray] = {}
+    vectors = query.vectors
     results = rank(vault, candidates, r.weights, r.top_k, r.mmr_lambda, r.include_superseded, r.reference,
                    preferred, vectors)
     answer = RecallResults(results=results, notes=notes, time_understood=None if understood is None else TimeUnderstood(
@@ -176,15 +176,12 @@ def run_strategies(vault: OpenVault, names: set[str], query: Query) -> tuple[rc.
 def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vector: np.ndarray,
                      similarities: list[float], vectors: dict[str, np.ndarray] | None = None) -> None:
     """Each result's confidence, and whether the answer abstains (recall/confidence.py). `vectors`:
-    stored vectors already read (MMR's pool), by memory id; the others are read here."""
+    stored vectors already read in this recall, by memory id; the others are read here."""
     lexical = vault.lexical_index
     ids = [r.memory.id for r in answer.results]
-    vectors = vectors or {}
-    missing = [mid for mid in ids if mid not in vectors]
-    if missing:
-        vectors = {**vectors, **dict(zip(missing, vault.vectors_or_zeros(missing)))}
+    stored = cached_vectors(vault, {} if vectors is None else vectors, ids)
     texts = [lexical_text(r.memory) for r in answer.results]
-    judged = confidence.assess(cue, cue_vector, [vectors[mid] for mid in ids], texts, similarities,
+    judged = confidence.assess(cue, cue_vector, list(stored), texts, similarities,
                                lexical.doc_freqs, max(1, lexical.count()),
                                memory_terms=[lexical.terms_of(mid, text) for mid, text in zip(ids, texts)])
     for result, judgement in zip(answer.results, judged):
@@ -254,14 +251,12 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
         # picked, and a pool of 3 * top_k made every recall's cost grow with top_k.
         pool = ranked[:min(top_k * 3, top_k + MMR_POOL_EXTRA)]
         pool_ids = [mid for _, mid, _ in pool]
-        # One RocksDB multi-get: four times cheaper than reading them from the HNSW graph
-        # (hnswlib's get_items), and the confidence step then needs no read of its own.
-        pool_vectors = vault.vectors_or_zeros(pool_ids)
+        # From RocksDB, four times cheaper than the HNSW graph (hnswlib's get_items), and only those
+        # neighbour support has not read already; the confidence step reads none of them again.
+        pool_vectors = cached_vectors(vault, {} if vectors is None else vectors, pool_ids)
         order = rc.mmr_order([score for score, _, _ in pool], pool_vectors, lam, top_k,
                              config.recall.duplicate_similarity)
         ranked = [pool[i] for i in order]
-        if vectors is not None:
-            vectors.update((pool_ids[i], pool_vectors[i]) for i in order)
     else:
         # Room for superseded memories that will be moved below their successors.
         ranked = ranked[:top_k * 3 if include_superseded else top_k]

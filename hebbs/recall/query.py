@@ -29,6 +29,10 @@ class Query:
     alpha: float | None = None
     analogy: Sequence[str] | None = None
     _cue_hits: list[tuple[str, float]] | None = field(default=None, init=False, repr=False)
+    # Stored vectors read during this recall, by memory id: neighbour support, MMR and confidence
+    # look at overlapping memories, and each is read from RocksDB once (a copy made by
+    # dataclasses.replace, the time-word pass, shares it).
+    vectors: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def filtered(self) -> bool:
@@ -46,6 +50,20 @@ class Query:
         if self._cue_hits is None:
             self._cue_hits = vault.similar(self.cue_vector, self.limit, self.allowed, narrow=self.filtered)
         return self._cue_hits
+
+    def stored_vectors(self, vault: OpenVault, ids: list[str]) -> np.ndarray:
+        """These memories' stored vectors, one row each (zeros for one without), read at most once per recall."""
+        return cached_vectors(vault, self.vectors, ids)
+
+
+def cached_vectors(vault: OpenVault, cache: dict[str, np.ndarray], ids: list[str]) -> np.ndarray:
+    """Rows of `cache` for `ids`, the missing ones first read in one multi-get and kept in it."""
+    missing = [mid for mid in ids if mid not in cache]
+    if missing:
+        cache.update(zip(missing, vault.vectors_or_zeros(missing)))
+    if not ids:
+        return np.zeros((0, vault.embedder.dim), dtype=np.float32)
+    return np.stack([cache[mid] for mid in ids])
 
 
 Found = tuple[Candidates, list[str]]  # candidates and notes for the caller

@@ -306,11 +306,6 @@ class OpenVault:
         vector = self.vector(memory_id)
         return np.zeros(self.embedder.dim, dtype=np.float32) if vector is None else vector
 
-    def vectors(self, ids: list[str]) -> np.ndarray:
-        """The indexed vectors of these memories, one row each (zeros for one not indexed), in one read
-        from the HNSW graph: recall's diversity step needs a few hundred at large top_k."""
-        return self._index.vectors(ids)
-
     # Candidates ------------------------------------------------------------------------------
 
     def similar(self, vector: np.ndarray, k: int, allowed: Filter, narrow: bool = True) -> Hits:
