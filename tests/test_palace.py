@@ -214,6 +214,8 @@ def large_vault(palace: Palace) -> tuple[str, list[Any]]:
                                      consolidate=False)
         for a, b in zip(made[::7], made[3::7]):
             client.add_edge(a.id, "RELATED_TO", b.id, 0.9)
+        # Neighbours in time, so neighbours on their entity's spiral unless the layout parts them.
+        client.add_edge(made[8].id, "CONTRADICTS", made[16].id, 0.9)
     return str((root / VAULT_DIR).resolve()), made
 
 
@@ -246,6 +248,49 @@ def test_a_large_graph_is_drawn_on_a_canvas_responds_to_zoom_search_and_click(pa
     expect(page.locator(".graph-tip")).to_contain_text(target.content[:30])
     click_memory_in_graph(page, target.id)
     assert target.content in page.locator("#memory-content").inner_text()
+
+
+def test_a_large_graph_parts_contradictions_and_answers_the_keyboard(page: Any, palace: Palace,
+                                                                       large_vault: tuple[str, list[Any]]) -> None:
+    vault, made = large_vault
+    page.goto(palace.page_url(f"/graph?vault={q(vault)}"))
+    page.wait_for_selector("#graph[data-ready='1']")
+    box = page.locator("#graph")
+
+    def spot(memory: Any) -> dict[str, float]:
+        return page.evaluate("(id) => document.getElementById('graph').hebbsGraph.screenPosition(id)", memory.id)
+
+    def apart(a: Any, b: Any) -> float:
+        p, r = spot(a), spot(b)
+        return float(((p["x"] - r["x"]) ** 2 + (p["y"] - r["y"]) ** 2) ** 0.5)
+
+    # made[8] and made[16] contradict: the second is drawn across its entity's disc from the first.
+    same_entity = [m for m in made if m.entity_id == made[8].entity_id and m.id != made[8].id]
+    assert apart(made[8], made[16]) >= max(apart(made[8], m) for m in same_entity) - 0.5
+    canvas = box.locator("canvas.graph-canvas")
+    canvas.focus()
+    before = spot(made[0])
+    page.keyboard.press("ArrowRight")
+    page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    assert spot(made[0])["x"] < before["x"]
+    zoom = page.evaluate("document.getElementById('graph').hebbsGraph.zoom()")
+    page.keyboard.press("+")
+    assert page.evaluate("document.getElementById('graph').hebbsGraph.zoom()") > zoom
+    # Stepping goes through a search's matches; Enter opens the selected memory.
+    page.fill("#graph-search", "crew-5")
+    canvas.focus()
+    page.keyboard.press("n")
+    chosen = box.get_attribute("data-selected")
+    assert chosen in {m.id for m in made if m.entity_id == "crew-5"}
+    page.keyboard.press("n")
+    assert box.get_attribute("data-selected") not in {"", chosen}
+    page.keyboard.press("Escape")
+    assert box.get_attribute("data-selected") == ""
+    page.keyboard.press("p")
+    chosen = box.get_attribute("data-selected")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/memory?**")
+    assert next(m for m in made if m.id == chosen).content in page.locator("#memory-content").inner_text()
 
 
 def test_timeline_lists_an_entitys_memories_in_time_order_and_filters_by_kind(page: Any, palace: Palace) -> None:

@@ -202,7 +202,9 @@ def graph(engine: "Engine", limit: int = GRAPH_LIMIT) -> GraphView:
     kept = [(index[e.source], index[e.target], e.edge_type) for e in edges
             if e.source in index and e.target in index and not (large and e.edge_type == "FOLLOWED_BY")]
     if large:
-        for node, (x, y) in zip(nodes, cluster_layout(memories)):
+        contradictions = [(s, t) for s, t, kind in kept if kind == "CONTRADICTS"]
+        for node, (x, y) in zip(nodes, draw_apart(cluster_layout(memories), contradictions,
+                                                 [m.entity_id or "" for m in memories])):
             node.x, node.y = x, y
     return GraphView(nodes=nodes, edges=kept, total_nodes=total, total_edges=len(edges), sampled=total > limit,
                      followed_by_hidden=large)
@@ -229,6 +231,24 @@ def cluster_layout(memories: list[Memory]) -> list[tuple[float, float]]:
             positions[i] = (round(cx + r * math.cos(angle), 1), round(cy + r * math.sin(angle), 1))
         x += 2 * radius + 2 * NODE_SPACING
         row_height = max(row_height, 2 * radius)
+    return positions
+
+
+def draw_apart(positions: list[tuple[float, float]], pairs: list[tuple[int, int]],
+               groups: list[str]) -> list[tuple[float, float]]:
+    """Contradicting memories of one entity would sit side by side on its spiral, where a dashed
+    edge between neighbours is easy to miss: each pair's second memory swaps places with whichever
+    memory of the same entity lies farthest from the first, so the edge spans the disc."""
+    positions = list(positions)
+    members: dict[str, list[int]] = {}
+    for i, group in enumerate(groups):
+        members.setdefault(group, []).append(i)
+    for a, b in pairs:
+        if groups[a] != groups[b]:
+            continue  # different discs: already apart
+        far = max(members[groups[a]], key=lambda i: math.dist(positions[a], positions[i]))
+        if far != a:
+            positions[b], positions[far] = positions[far], positions[b]
     return positions
 
 

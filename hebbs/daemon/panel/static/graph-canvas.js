@@ -31,7 +31,9 @@
     const canvas = document.createElement("canvas");
     canvas.className = "graph-canvas";
     canvas.setAttribute("role", "img");
-    canvas.setAttribute("aria-label", `graph of ${n} memories`);
+    canvas.tabIndex = 0;
+    canvas.setAttribute("aria-label", `graph of ${n} memories. Keys: arrows pan, + and - zoom, 0 fits, ` +
+      "n and p (or ] and [) step through the memories (a search's matches when searching), Enter opens, Escape clears");
     box.appendChild(canvas);
     const tip = document.createElement("div");
     tip.className = "graph-tip";
@@ -41,6 +43,7 @@
     const dpr = Math.min(window.devicePixelRatio || 1, 2);
     let width = 0, height = 0, k = 1, tx = 0, ty = 0;
     let mode = initialMode || "kind", fill = new Array(n), hits = null, hover = -1, pending = false, dragging = null;
+    let selected = -1;
 
     function paint() {
       fill = ids.map((_, i) => (mode === "entity" ? colours.entity(entities[i]) : colours.kind[kinds[i]] || "#999"));
@@ -115,6 +118,7 @@
       ctx.lineWidth = 2 / k;
       if (hits) hits.forEach((i) => ring(i, 1.5));
       if (hover >= 0) ring(hover, 1);
+      if (selected >= 0) { ctx.lineWidth = 3 / k; ring(selected, 3); }
       // Labels when zoomed in (or for a search's hits), in screen space so they stay legible.
       ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
       ctx.font = "11px system-ui, sans-serif";
@@ -194,6 +198,39 @@
       if (!was || was.moved) return;
       const i = at(evt.clientX, evt.clientY);
       if (i >= 0) box.dispatchEvent(new CustomEvent("open-memory", { detail: ids[i] }));
+    });
+    // Keyboard: the same moves as the pointer, and a selection to step through and open.
+    function select(i) {
+      selected = i;
+      box.dataset.selected = i >= 0 ? ids[i] : "";
+      if (i < 0) { tip.hidden = true; redraw(); return; }
+      if (!visible(i, -40)) { tx = width / 2 - xs[i] * k; ty = height / 2 - ys[i] * k; }
+      tip.textContent = labels[i] + (entities[i] ? ` · ${entities[i]}` : "");
+      tip.style.left = (xs[i] * k + tx + 12) + "px"; tip.style.top = (ys[i] * k + ty + 12) + "px";
+      tip.hidden = false;
+      redraw();
+    }
+    function step(by) {
+      const order = hits ? [...hits].sort((a, b) => a - b) : null;
+      const count = order ? order.length : n;
+      if (count === 0) return;
+      const pos = order ? order.indexOf(selected) : selected;
+      const next = pos < 0 ? (by > 0 ? 0 : count - 1) : (pos + by + count) % count;
+      select(order ? order[next] : next);
+    }
+    canvas.addEventListener("keydown", (evt) => {
+      const pan = 60;
+      const moves = { ArrowLeft: [pan, 0], ArrowRight: [-pan, 0], ArrowUp: [0, pan], ArrowDown: [0, -pan] };
+      if (moves[evt.key]) { tx += moves[evt.key][0]; ty += moves[evt.key][1]; redraw(); }
+      else if (evt.key === "+" || evt.key === "=") zoomAt(1.25, width / 2, height / 2);
+      else if (evt.key === "-" || evt.key === "_") zoomAt(0.8, width / 2, height / 2);
+      else if (evt.key === "0") { fit(hits || ids.keys(), hits ? 60 : 20); redraw(); }
+      else if (evt.key === "n" || evt.key === "]") step(1);
+      else if (evt.key === "p" || evt.key === "[") step(-1);
+      else if (evt.key === "Enter" && selected >= 0) box.dispatchEvent(new CustomEvent("open-memory", { detail: ids[selected] }));
+      else if (evt.key === "Escape") select(-1);
+      else return;
+      evt.preventDefault();
     });
     new ResizeObserver(() => { resize(); redraw(); }).observe(box);
 
