@@ -27,6 +27,7 @@ from ..config import load_config
 from ..errors import HebbsError, InvalidInput
 from ..fsutil import atomic_write
 from ..schema import Memory
+from .lexical_index import damaged_segment_files
 from .vector_index import snapshot_intact
 from .storage import (COLUMN_FAMILIES, MARKER_FILE, MEMORY_PREFIX, TIMELINE_ENTITY, VECTOR_PREFIX, decode_memory,
                       id_str, memory_key, storage_options, temporal_prefix)
@@ -93,6 +94,14 @@ def doctor(vault: os.PathLike | str, *, export: os.PathLike | str | None = None)
     return report
 
 
+def _derived_advice(check: FileCheck) -> str:
+    if check.kind == "lexical index" and check.problem and "checksum" in check.problem:
+        # Unlike the other derived files, nothing at open notices this: the index still opens.
+        return (f"{check.path} (lexical index) is damaged and would keep answering from the damage: "
+                "remove that folder while no process has the vault open; the next open rebuilds it")
+    return f"{check.path} ({check.kind}) is rebuilt at the next open or index run: nothing to do"
+
+
 # Files -----------------------------------------------------------------------------------------
 
 def _db_kind(name: str) -> str:
@@ -148,6 +157,11 @@ def _side_files(path: Path) -> list[FileCheck]:
     check = FileCheck(path=str(lexical), kind="lexical index", derived=True)
     if lexical.exists() and not lexical.is_dir():
         check.ok, check.problem = False, "not a directory"
+    elif lexical.is_dir():
+        damaged = damaged_segment_files(lexical)
+        if damaged:
+            names = ", ".join(f"{name} ({problem})" for name, problem in damaged)
+            check.ok, check.problem = False, f"segment files fail their checksum: {names}"
     out.append(check)
     notes_manifest = path / "vault-manifest.json"
     if notes_manifest.exists():
@@ -313,8 +327,7 @@ def _blame_files(report: DoctorReport, error: str) -> None:
 
 
 def _advice(report: DoctorReport, path: Path) -> list[str]:
-    out = [f"{f.path} ({f.kind}) is rebuilt at the next open or index run: nothing to do"
-           for f in report.files if not f.ok and f.derived]
+    out = [_derived_advice(f) for f in report.files if not f.ok and f.derived]
     if report.healthy:
         return out or ["no damage found"]
     if report.opened != "direct":

@@ -25,7 +25,9 @@ import logging
 import os
 import re
 import shutil
+import struct
 import threading
+import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
@@ -39,7 +41,7 @@ try:
 except ImportError:  # Windows: tantivy's own lock still protects the writer, just not our wipe
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["tokenize", "LexicalIndex", "LexicalIndexBusy", "FORMAT_VERSION"]
+__all__ = ["tokenize", "LexicalIndex", "LexicalIndexBusy", "FORMAT_VERSION", "damaged_segment_files"]
 
 log = logging.getLogger("hebbs.lexical")  # the name users and tests filter on
 
@@ -308,6 +310,64 @@ def _open_tantivy(path: Path, schema: tantivy.Schema) -> tantivy.Index:
     hits = searcher.search(_term_query(schema, "probe"), 1, count=False).hits
     searcher.fast_field_values(_HI, [addr for _, addr in hits])
     return index
+
+
+# tantivy ends every segment file with a footer: JSON {"version", "crc"}, its length and a magic
+# number (u32 little-endian each); crc is the CRC-32 of the bytes before the footer. tantivy itself
+# never checks it when it reads, so a flipped bit in a posting list would go unnoticed.
+_FOOTER_MAGIC = 1337
+_FOOTER_MAX_LEN = 50_000
+_SEGMENT_FILE = re.compile(r"^[0-9a-f]{32}\.[a-z]+$")
+
+
+def damaged_segment_files(directory: os.PathLike[str] | str) -> list[tuple[str, str]]:
+    """(file name, what is wrong) for each file of a committed segment whose checksum fails, read in
+    chunks so that a large index does not pass through memory at once. Files of segments that were
+    never committed (a crash mid-write leaves them, empty) are not part of the index."""
+    directory = Path(directory)
+    try:
+        meta = json.loads((directory / "meta.json").read_bytes())
+        committed = {str(segment["segment_id"]).replace("-", "") for segment in meta["segments"]}
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, KeyError, TypeError):
+        return [("meta.json", "unreadable")]
+    damaged: list[tuple[str, str]] = []
+    for path in sorted(directory.iterdir()):
+        if not _SEGMENT_FILE.match(path.name) or path.name.split(".")[0] not in committed:
+            continue
+        try:
+            problem = _footer_problem(path)
+        except OSError as exc:
+            problem = f"unreadable ({exc.strerror or exc})"
+        if problem:
+            damaged.append((path.name, problem))
+    return damaged
+
+
+def _footer_problem(path: Path) -> str | None:
+    with path.open("rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size < 8:
+            return "too short for its footer"
+        f.seek(size - 8)
+        length, magic = struct.unpack("<II", f.read(8))
+        if magic != _FOOTER_MAGIC or length > min(_FOOTER_MAX_LEN, size - 8):
+            return "its footer is damaged"
+        f.seek(size - 8 - length)
+        try:
+            expected = json.loads(f.read(length))["crc"]
+        except (ValueError, KeyError, TypeError):
+            return "its footer is damaged"
+        f.seek(0)
+        remaining, crc = size - 8 - length, 0
+        while remaining:
+            chunk = f.read(min(remaining, 1 << 20))
+            if not chunk:
+                return "shorter than its footer says"
+            crc = zlib.crc32(chunk, crc)
+            remaining -= len(chunk)
+    return None if crc == expected else "checksum mismatch"
 
 
 def _term_query(schema: tantivy.Schema, token: str) -> tantivy.Query:

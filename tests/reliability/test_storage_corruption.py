@@ -144,3 +144,23 @@ def test_the_doctor_reads_a_vault_the_engine_holds_open(damaged_base, tmp_path, 
         report = doctor(root / ".hebbs")
     assert report.healthy and report.opened == "direct"
     assert report.memories_readable == TOTAL + 1
+
+
+def test_the_doctor_finds_a_flipped_lexical_segment_the_open_does_not_notice(damaged_base, tmp_path, embedder):
+    root = copy_vault(damaged_base, tmp_path / "notes")
+    vault = root / ".hebbs"
+    assert [f.problem for f in doctor(vault).files if f.kind == "lexical index"] == [None]
+    target = find_file(vault, "lexical")
+    damage(target, "bitflip")
+    report = doctor(vault)
+    lexical = next(f for f in report.files if f.kind == "lexical index")
+    assert not lexical.ok and target.name in lexical.problem and "checksum" in lexical.problem
+    advice = " ".join(report.advice)
+    assert "remove that folder" in advice and str(vault / "lexical") in advice
+    # Following the advice: the next open rebuilds the index from the database, and it answers.
+    import shutil
+    shutil.rmtree(vault / "lexical")
+    with Engine.open(vault, embedder=embedder) as eng:
+        hits = eng.recall("late memory 7 written before the crash", strategies=["lexical"], top_k=3, reinforce=False)
+        assert "late memory 7 " in hits.results[0].memory.content
+    assert all(f.ok for f in doctor(vault).files if f.kind == "lexical index")
