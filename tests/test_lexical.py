@@ -415,3 +415,12 @@ def test_concurrent_writes_and_searches(index_dir: Path) -> None:
         thread.join()
         assert not errors
         assert ix.count() == 100 and len(ix.search("concurrent", 200)) == 100
+
+
+def test_weighted_terms_rank_by_weight_and_plain_search_is_weight_one(ix: LexicalIndex) -> None:
+    ix.upsert([(mid(1), "apples grow in the orchard"), (mid(2), "pears ripen in the cellar")])
+    ix.commit(1)
+    assert ids(ix.search_terms({"appl": 1.0, "pear": 3.0}, 2)) == [mid(2), mid(1)]
+    assert ids(ix.search_terms({"appl": 3.0, "pear": 1.0}, 2)) == [mid(1), mid(2)]
+    assert ix.search_terms({"appl": 1.0}, 5) == ix.search("apples", 5)
+    assert ix.search_terms({"appl": 0.0}, 5) == [] and ix.search_terms({}, 5) == []

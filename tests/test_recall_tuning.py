@@ -123,3 +123,43 @@ def test_neighbor_support_off_or_outside_the_pool_changes_nothing():
     rc.neighbor_support(cands, lambda ids: np.ones((len(ids), 2)) / 2 ** 0.5, weight=0.5, count=5, pool=2)
     assert cands["c"].relevance == 0.1  # not among the 2 best: untouched
     assert abs(cands["a"].relevance - 0.7) < 1e-6 and abs(cands["b"].relevance - 0.7) < 1e-6
+
+
+def test_feedback_terms_keep_the_cue_and_add_what_the_best_candidates_share():
+    top = [(1.0, ["index", "catalog", "catalog", "library"]), (0.5, ["catalog", "card", "library"])]
+    weights = rc.feedback_terms(["index", "retriev"], top, count=2, weight=0.5)
+    assert weights["retriev"] == 0.25  # the cue's own terms share 1 - weight
+    assert set(weights) == {"index", "retriev", "catalog", "library"}  # the 2 heaviest feedback terms
+    assert weights["catalog"] > weights["library"] and abs(sum(weights.values()) - 1.0) < 1e-9
+    assert rc.feedback_terms(["index"], [], count=5, weight=0.5) == {"index": 0.5}
+    assert rc.feedback_terms([], top, count=5, weight=0.5) == {}
+
+
+def test_a_cue_of_several_sentences_is_the_mean_of_its_sentences(embedder):
+    from hebbs.recall.query import cue_embedding
+
+    one = "How are library catalogs kept up to date?"
+    two = one + " What does it cost to automate them?"
+    assert np.allclose(cue_embedding(embedder, one), embedder.embed_query(one))
+    mean = embedder.embed_queries([one, "What does it cost to automate them?"]).mean(axis=0)
+    assert np.allclose(cue_embedding(embedder, two), mean / np.linalg.norm(mean), atol=1e-6)
+    assert np.allclose(cue_embedding(embedder, two, by_sentence=False), embedder.embed_query(two))
+    assert np.allclose(cue_embedding(embedder, "Use v2.3 e.g. for this"), embedder.embed_query("Use v2.3 e.g. for this"))
+
+
+def test_only_a_long_cue_gets_lexical_feedback(tmp_path: Path, embedder):
+    from hebbs import Engine
+
+    texts = ["Automatic indexing assigns subject headings to documents by counting their words.",
+             "Subject headings in library catalogs are assigned by trained indexers.",
+             "Citation counts show which journals scientists read most.",
+             "The cafeteria serves soup on Mondays."]
+    long_cue = ("How well does automatic indexing by computer compare with the subject headings that "
+                "trained human indexers assign to documents in library catalogs and journals?")
+    with Engine.open(tmp_path / "v", embedder=embedder) as engine:
+        engine.remember_many([{"content": t} for t in texts], check_contradictions=False)
+        long_results = engine.recall(long_cue, top_k=3, reinforce=False).results
+        assert all(r.details.get("lexical_feedback") for r in long_results)
+        assert {r.memory.content for r in long_results[:2]} == set(texts[:2])
+        short = engine.recall("subject headings", top_k=3, reinforce=False).results
+        assert not any(r.details.get("lexical_feedback") for r in short)

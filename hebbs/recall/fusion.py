@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 
+import heapq
 import math
 import re
 
@@ -145,6 +146,32 @@ def neighbor_support(candidates: Candidates, vectors_of: Callable[[list[str]], n
     for mid, value, near in zip(top, mixed.tolist(), support.tolist()):
         candidates[mid].relevance = value
         candidates[mid].details["neighbor_support"] = round(near, 6)
+
+
+def feedback_terms(cue_terms: list[str], top: list[tuple[float, list[str]]], count: int,
+                   weight: float) -> dict[str, float]:
+    """Relevance-model expansion of a cue (RM3): the cue's own terms share 1 - weight equally; the
+    `count` terms heaviest in the best candidates share `weight`, each term's mass being the sum over
+    candidates of the candidate's relevance times the term's share of its text. A long cue states
+    its topic in many words, of which BM25 weighs each alike; its best matches tell which of those
+    words, and which words it did not use, the relevant memories actually share."""
+    own = list(dict.fromkeys(cue_terms))
+    if not own:
+        return {}
+    mass: dict[str, float] = {}
+    for relevance, terms in top:
+        if not terms or relevance <= 0:
+            continue
+        share = relevance / len(terms)
+        for term in terms:
+            mass[term] = mass.get(term, 0.0) + share
+    heaviest = heapq.nlargest(count, mass.items(), key=lambda item: (item[1], item[0]))
+    total = sum(m for _, m in heaviest)
+    weights = {t: (1.0 - weight) / len(own) for t in own}
+    if total > 0:
+        for term, m in heaviest:
+            weights[term] = weights.get(term, 0.0) + weight * m / total
+    return weights
 
 
 _IDENTIFIER = re.compile(

@@ -23,7 +23,7 @@ from ..store.memory_text import lexical_text
 from ..store.open_vault import OpenVault, now_us
 from . import confidence, scoring, timewords
 from . import fusion as rc
-from .query import Query, cached_vectors
+from .query import Query, cached_vectors, cue_embedding
 from .registry import REGISTRY, STRATEGIES
 
 DEFAULT_WEIGHTS = ScoringWeights()
@@ -131,7 +131,8 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
 
     fusion = vault.config.recall.fusion
     query = Query(
-        cue=r.cue, embed=vault.embedder.embed_query, allowed=allowed, settings=vault.config.recall,
+        cue=r.cue, embed=lambda cue: cue_embedding(vault.embedder, cue, vault.config.recall.cue_by_sentence),
+        allowed=allowed, settings=vault.config.recall,
         limit=max(fusion.normalization_depth, r.top_k * fusion.candidate_factor),
         entity_id=r.entity_id, window=r.window, seed=r.seed, direction=r.direction, max_depth=r.max_depth,
         edge_types=r.edge_types, analogy=r.analogy, alpha=r.alpha)

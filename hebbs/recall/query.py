@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -9,6 +10,7 @@ from functools import cached_property
 import numpy as np
 
 from ..config import RecallConfig
+from ..store.embed import Embedder
 from ..store.open_vault import Filter, OpenVault
 from .fusion import Candidates
 
@@ -64,6 +66,22 @@ def cached_vectors(vault: OpenVault, cache: dict[str, np.ndarray], ids: list[str
     if not ids:
         return np.zeros((0, vault.embedder.dim), dtype=np.float32)
     return np.stack([cache[mid] for mid in ids])
+
+
+# A sentence ends at . ? or ! followed by space and what starts a sentence: "e.g. this" and "v2.3" stay whole.
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z\"'(])")
+
+
+def cue_embedding(embedder: Embedder, cue: str, by_sentence: bool = True) -> np.ndarray:
+    """The cue's embedding; with by_sentence, a cue of several sentences is embedded as the mean of
+    its sentences' embeddings (normalized): a paragraph that asks several things is then searched for
+    each of them, where one embedding of the whole blurs them and the model reads only its start."""
+    sentences = [s for s in _SENTENCE_END.split(cue.strip()) if s.strip()] if by_sentence else []
+    if len(sentences) < 2:
+        return embedder.embed_query(cue)
+    mean = embedder.embed_queries(sentences).mean(axis=0)
+    norm = float(np.linalg.norm(mean))
+    return (mean / norm).astype(np.float32) if norm > 0 else embedder.embed_query(cue)
 
 
 Found = tuple[Candidates, list[str]]  # candidates and notes for the caller

@@ -374,6 +374,10 @@ def _term_query(schema: tantivy.Schema, token: str) -> tantivy.Query:
     return tantivy.Query.term_query(schema, _BODY, token, index_option=_INDEX_OPTION)
 
 
+def _weighted(query: tantivy.Query, weight: float) -> tantivy.Query:
+    return query if weight == 1.0 else tantivy.Query.boost_query(query, weight)
+
+
 class LexicalIndex:
     """BM25 index of (memory id, text); see the module docstring for the durability model.
 
@@ -551,13 +555,19 @@ class LexicalIndex:
         """
         if k <= 0:
             return []
-        terms = list(dict.fromkeys(tokenize(query)))[:MAX_QUERY_TERMS]
-        if not terms:
+        return self.search_terms(dict.fromkeys(tokenize(query), 1.0), k, allowed=allowed)
+
+    def search_terms(self, weights: dict[str, float], k: int, *,
+                     allowed: Callable[[bytes], bool] | None = None) -> list[tuple[bytes, float]]:
+        """BM25 top-k over already tokenized terms, each term's score multiplied by its weight
+        (pseudo-relevance feedback: the cue's terms plus terms of its best matches)."""
+        terms = [(t, w) for t, w in weights.items() if w > 0][:MAX_QUERY_TERMS]
+        if k <= 0 or not terms:
             return []
         searcher = self._searcher()
         if searcher.num_docs == 0:
             return []
-        subqueries = [(tantivy.Occur.Should, _term_query(self._schema, t)) for t in terms]
+        subqueries = [(tantivy.Occur.Should, _weighted(_term_query(self._schema, t), w)) for t, w in terms]
         q = subqueries[0][1] if len(subqueries) == 1 else tantivy.Query.boolean_query(subqueries)
         if allowed is None:
             return self._page(searcher, q, k, 0)

@@ -338,6 +338,11 @@ class OpenVault:
         hits = self._lexical.search(cue, k, allowed=lambda raw: allowed(id_str(raw)))
         return [(id_str(raw), score) for raw, score in hits]
 
+    def lexical_hits_weighted(self, weights: dict[str, float], k: int, allowed: Filter) -> Hits:
+        """The k best BM25 matches of weighted index terms (lexical_index.tokenize output) that pass `allowed`."""
+        hits = self._lexical.search_terms(weights, k, allowed=lambda raw: allowed(id_str(raw)))
+        return [(id_str(raw), score) for raw, score in hits]
+
     def newest(self, entity_id: str | None, window: tuple[int, int] | None, k: int, allowed: Filter) -> list[str]:
         """Up to k memory ids, newest first, within the entity's timeline (or all of them) and the window."""
         start, end = window or (0, 2**63 - 1)
