@@ -402,9 +402,13 @@ class OpenVault:
 
     def _verify_records(self) -> None:
         try:
-            for _ in self.store.scan("default", MEMORY_PREFIX, cached=False):
-                if self._closed:
-                    return
+            for count, _ in enumerate(self.store.scan("default", MEMORY_PREFIX, cached=False)):
+                if count % 1024 == 0:
+                    if self._closed:
+                        return
+                    # Hand the GIL over: without this, a recall arriving beside the check waited up to
+                    # the interpreter's 5 ms switch interval each time it gave the GIL up.
+                    time.sleep(0)
         except CorruptVault as exc:
             self._damage = exc
         except Exception as exc:  # noqa: BLE001 - a store closed under it: nothing left to guard
