@@ -364,8 +364,9 @@ class Store:
 
     def memories(self) -> Iterator[Memory]:
         """Every decodable record. An undecodable one is logged and skipped, never deleted: one bad
-        record must not make the rest of the vault unreadable."""
-        for key, raw in self.scan("default", MEMORY_PREFIX):
+        record must not make the rest of the vault unreadable. Read past the block cache: a whole-family
+        pass would fill it with blocks nobody reads again soon."""
+        for key, raw in self.scan("default", MEMORY_PREFIX, cached=False):
             try:
                 yield _decode_memory(raw)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -396,7 +397,7 @@ class Store:
             raise self._read_error("vectors", exc) from None
 
     def vectors(self) -> Iterator[tuple[str, bytes]]:
-        for key, raw in self.scan("vectors", VECTOR_PREFIX):
+        for key, raw in self.scan("vectors", VECTOR_PREFIX, cached=False):
             yield id_str(key[1:]), raw
 
     def edges_from(self, memory_id: str) -> Iterator[tuple[EdgeType, str, float, int]]:
@@ -447,7 +448,8 @@ def _write_marker(marker: Path) -> None:
 def _write_holder(path: Path) -> None:
     """Record who holds the vault so that a second opener can name them."""
     holder = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(_cmdline())}
-    atomic_write(path / _HOLDER_FILE, json.dumps(holder).encode())
+    # Only a hint for the message of a second opener (the lock itself is RocksDB's): a power cut may lose it.
+    atomic_write(path / _HOLDER_FILE, json.dumps(holder).encode(), durable=False)
 
 
 def _describe_holder(path: Path) -> str:
