@@ -216,7 +216,7 @@ class Catalog:
         superseded_by: list[str | None] = []
         context_type: list[str | None] = []
         file: list[str | None] = []
-        for key, raw in store.scan("default", MEMORY_PREFIX):
+        for key, raw in store.scan("default", MEMORY_PREFIX, cached=False):
             try:
                 m = _decode_fields(raw)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:

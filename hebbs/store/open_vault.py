@@ -102,18 +102,19 @@ class OpenVault:
 
     def _load(self) -> None:
         catalog = Catalog.load(self.path / "index", self.store.db.latest_sequence_number())
+        # Reading the catalog from RocksDB used to check every record's block at each open. That
+        # check still runs: inside the open for a small vault (it costs ~30 ms at 20k: a damaged vault
+        # is refused before any caller sees it), beside the first recalls for a large one, where the
+        # first write waits for it: a damaged vault is refused (CORRUPT_VAULT) before anything is
+        # written to it. It starts once the indexes are loaded: a thread iterating a million records
+        # shares the GIL, and running beside the loads it made them take longer.
+        verify_later = catalog is not None and len(catalog) > VERIFY_INLINE_UP_TO
         if catalog is None:
             catalog = Catalog.from_store(self.store)  # reads every record: damage shows here
-        else:
-            # Reading the catalog from RocksDB used to check every record's block at each open. That
-            # check still runs: inside the open for a small vault (it costs ~30 ms at 20k: a damaged
-            # vault is refused before any caller sees it), beside the first recalls for a large one,
-            # where the first write waits for it: a damaged vault is refused (CORRUPT_VAULT) before
-            # anything is written to it.
-            self._verifier = threading.Thread(target=self._verify_records, name="hebbs-verify", daemon=True)
-            self._verifier.start()
-            if len(catalog) <= VERIFY_INLINE_UP_TO:
-                self._wait_verified()
+        elif not verify_later:
+            self._verify_records()
+            if self._damage is not None:
+                raise self._damage
         self._catalog = catalog
         self._index = self._open_vector_index()
         self._lexical = LexicalIndex.open(self.path / "lexical")
@@ -122,6 +123,9 @@ class OpenVault:
         except BaseException:
             self._lexical.close()  # its writer lock must not outlive a failed open
             raise
+        if verify_later:
+            self._verifier = threading.Thread(target=self._verify_records, name="hebbs-verify", daemon=True)
+            self._verifier.start()
         if self._changes_since_checkpoint >= checkpoint_interval(len(self._index)):
             self._checkpoint_soon()
 
@@ -403,9 +407,13 @@ class OpenVault:
 
     def _verify_records(self) -> None:
         try:
-            for _ in self.store.scan("default", MEMORY_PREFIX):
-                if self._closed:
-                    return
+            for count, _ in enumerate(self.store.scan("default", MEMORY_PREFIX, cached=False)):
+                if count % 1024 == 0:
+                    if self._closed:
+                        return
+                    # Hand the GIL over: without this, a recall arriving beside the check waited up to
+                    # the interpreter's 5 ms switch interval each time it gave the GIL up.
+                    time.sleep(0)
         except CorruptVault as exc:
             self._damage = exc
         except Exception as exc:  # noqa: BLE001 - a store closed under it: nothing left to guard

@@ -307,7 +307,7 @@ class Store:
         return default if raw is None else _decode_any(raw)
 
     def scan(self, family: str, prefix: bytes = b"", *, reverse: bool = False,
-             start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+             start: bytes | None = None, cached: bool = True) -> Iterator[tuple[bytes, bytes]]:
         """Items whose key starts with prefix, in key order (or reversed).
 
         RocksDB ends an iteration at a block it cannot read exactly as at the end of the data; only
@@ -315,15 +315,22 @@ class Store:
         it. So where a scan runs off its end, a fresh iterator is put at the same place and its
         status checked: a damaged block there fails again (a block that fails its checksum is never
         cached) and raises CorruptVault. A scan that stops at a key outside the prefix needs no check.
-        (Cheaper than testing an explicit iterator at every step from Python: bench/bench_scan.py.)"""
+        (Cheaper than testing an explicit iterator at every step from Python: bench/bench_scan.py.)
+
+        cached=False: the blocks read are not kept in the block cache, for a scan of the whole family
+        that nobody reads again soon (at 1M memories, one filled the cache: 256 MB of RSS)."""
         view = self._views[family]
+        options = None
+        if not cached:
+            options = rocksdict.ReadOptions()
+            options.fill_cache(False)
         if reverse:
             # Seek past every key with this prefix: the prefix followed by 0xFF bytes sorts after them all.
             seek = start if start is not None else prefix + b"\xff" * 40
-            items = view.items(backwards=True, from_key=seek)
+            items = view.items(backwards=True, from_key=seek, read_opt=options)
         else:
             seek = start if start is not None else prefix
-            items = view.items(from_key=seek)
+            items = view.items(from_key=seek, read_opt=options)
         last: bytes | None = None
         try:
             for key, value in items:
@@ -357,8 +364,9 @@ class Store:
 
     def memories(self) -> Iterator[Memory]:
         """Every decodable record. An undecodable one is logged and skipped, never deleted: one bad
-        record must not make the rest of the vault unreadable."""
-        for key, raw in self.scan("default", MEMORY_PREFIX):
+        record must not make the rest of the vault unreadable. Read past the block cache: a whole-family
+        pass would fill it with blocks nobody reads again soon."""
+        for key, raw in self.scan("default", MEMORY_PREFIX, cached=False):
             try:
                 yield _decode_memory(raw)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -389,7 +397,7 @@ class Store:
             raise self._read_error("vectors", exc) from None
 
     def vectors(self) -> Iterator[tuple[str, bytes]]:
-        for key, raw in self.scan("vectors", VECTOR_PREFIX):
+        for key, raw in self.scan("vectors", VECTOR_PREFIX, cached=False):
             yield id_str(key[1:]), raw
 
     def edges_from(self, memory_id: str) -> Iterator[tuple[EdgeType, str, float, int]]:
@@ -440,7 +448,8 @@ def _write_marker(marker: Path) -> None:
 def _write_holder(path: Path) -> None:
     """Record who holds the vault so that a second opener can name them."""
     holder = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(_cmdline())}
-    atomic_write(path / _HOLDER_FILE, json.dumps(holder).encode())
+    # Only a hint for the message of a second opener (the lock itself is RocksDB's): a power cut may lose it.
+    atomic_write(path / _HOLDER_FILE, json.dumps(holder).encode(), durable=False)
 
 
 def _describe_holder(path: Path) -> str:
