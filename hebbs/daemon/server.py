@@ -3,15 +3,20 @@
 Each connection is read by its own task and its requests are answered in order; engine calls run
 on a worker pool, so a slow or dead client only ever stalls its own task. Bad input is answered
 with an error frame (or, when the framing itself is broken, by closing that one connection).
+
+The worker that computed a reply also sends it (WorkerReply): handing the result back to the loop
+first cost a thread wake-up and a loop turn between the engine and the client, a quarter of what
+the socket added to a recall (bench/bench_daemon.py, docs/performance.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -21,7 +26,7 @@ from hebbs.paths import socket_path
 from hebbs.protocol import (ERROR, HEADER, OK, PROGRESS, BadRequest, DaemonStatus, MessageTooLarge, Request,
                             Response, clip, decode_request, encode_frame, excerpt, frame_length)
 
-from .handlers import Handlers, Subscription
+from .handlers import SENT, Handlers, Subscription
 from .limits import Limits
 from .vaults import VaultPool
 
@@ -38,6 +43,45 @@ class Stalled(ConnectionError):
     """The client left a frame half-sent, or stopped taking its replies, for longer than frame_timeout."""
 
 
+class WorkerReply:
+    """One OK reply, encoded and written by the worker thread that computed it.
+
+    Made on the loop while nothing else can write to the connection: its send lock is held, its
+    write buffer is empty, and its task awaits this request. The worker writes to a duplicate of the
+    socket's descriptor: should the transport close the socket meanwhile (the client reset the
+    connection), the descriptor's number may be reused for another file, never written to by
+    mistake. What the socket does not take at once goes to the transport, on the loop, before the
+    request's task resumes (call_soon_threadsafe keeps order)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter, fd: int,
+                 request_id: Any) -> None:
+        self._loop = loop
+        self._writer = writer
+        self._fd = fd
+        self._request_id = request_id
+
+    def encode(self, data: Any) -> bytes | None:
+        """The reply frame, or None when it is too large (the loop then sends the usual error)."""
+        try:
+            return encode_frame(Response(id=self._request_id, status=OK, data=data))
+        except MessageTooLarge:
+            return None
+
+    def write(self, frame: bytes) -> None:
+        try:
+            written = os.write(self._fd, frame)
+        except BlockingIOError:
+            written = 0
+        except OSError:
+            return  # the client is gone: the loop sees the connection end on its next read
+        if written < len(frame):
+            self._loop.call_soon_threadsafe(self._writer.write, memoryview(frame)[written:])
+
+    def close(self) -> None:
+        """Called by the worker once done (it owns the descriptor from submission on)."""
+        os.close(self._fd)
+
+
 class Connection:
     """One client: its stream, its subscriptions, and a lock so frames never interleave."""
 
@@ -47,6 +91,8 @@ class Connection:
         self.limits = limits
         self.subscriptions: dict[str, Subscription] = {}
         self._send_lock = asyncio.Lock()
+        sock = writer.get_extra_info("socket")
+        self._fd = -1 if sock is None else sock.fileno()
 
     async def send(self, response: Response) -> None:
         try:
@@ -56,13 +102,28 @@ class Connection:
                                           error=f"the reply is too large to send ({exc}); ask for less"))
         async with self._send_lock:
             self.writer.write(frame)
-            if not self.writer.transport.get_write_buffer_size():
-                return  # the kernel took it all: nothing to wait for (the common case)
-            try:
-                async with asyncio.timeout(self.limits.frame_timeout):
-                    await self.writer.drain()
-            except TimeoutError:
-                raise Stalled(f"the client took no reply data for {self.limits.frame_timeout:g}s") from None
+            await self._drained()
+
+    async def _drained(self) -> None:
+        if not self.writer.transport.get_write_buffer_size():
+            return  # the kernel took it all: nothing to wait for (the common case)
+        try:
+            async with asyncio.timeout(self.limits.frame_timeout):
+                await self.writer.drain()
+        except TimeoutError:
+            raise Stalled(f"the client took no reply data for {self.limits.frame_timeout:g}s") from None
+
+    @contextlib.asynccontextmanager
+    async def replying(self, request_id: Any) -> AsyncIterator[WorkerReply | None]:
+        """A WorkerReply for this request, or None when the reply must go through the loop (earlier
+        replies still queued, the connection closing). The worker closes the WorkerReply."""
+        async with self._send_lock:
+            transport = self.writer.transport
+            if self._fd < 0 or transport.is_closing() or transport.get_write_buffer_size():
+                yield None
+                return
+            yield WorkerReply(asyncio.get_running_loop(), self.writer, os.dup(self._fd), request_id)
+            await self._drained()
 
     async def progress(self, request_id: Any, data: Any) -> None:
         await self.send(Response(id=request_id, status=PROGRESS, data=data))
@@ -281,6 +342,8 @@ class Daemon:
             request = decode_request(body)
             request_id = request.id
             data = await self.handlers.dispatch(conn, request)
+            if data is SENT:
+                return  # the worker that computed it sent it
             response = Response(id=request_id, status=OK, data=data)
         except BadRequest as exc:
             response = Response(id=exc.request_id, status=ERROR, status_code=exc.status_code, error=str(exc))
