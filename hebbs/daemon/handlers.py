@@ -73,6 +73,8 @@ SENT = SentReply()
 class WorkerReply(Protocol):
     """server.WorkerReply: a reply the worker thread encodes and writes; the worker closes it."""
 
+    handed_over: bool
+
     def encode(self, data: Any) -> bytes | None: ...
 
     def write(self, frame: bytes) -> None: ...
@@ -152,7 +154,8 @@ class Handlers:
         (returning SENT), or returns it. The change listeners hear of a request that changes a vault
         before its client does (so that the panel never shows a client what it had before its own write);
         of any other, after. `unsubmitted` undoes what the worker would have, should submitting fail.
-        Shielded: a cancelled request's worker still runs and cleans up after itself."""
+        Shielded: a cancelled request's worker still runs and cleans up after itself (it closes the
+        WorkerReply; until it has it, Connection.replying does)."""
         notify = None
         if reply is not None and changes and self.daemon.change_listeners:
             # Not for reads: waking the loop just before the reply goes out slows the reply down.
@@ -161,11 +164,11 @@ class Handlers:
         try:
             future = self.pool.submit(_answer, work, reply, notify)
         except BaseException:
-            if reply is not None:
-                reply.close()
             if unsubmitted is not None:
                 unsubmitted()
             raise
+        if reply is not None:
+            reply.handed_over = True
         result = await asyncio.shield(future)
         if result is SENT and notify is None:
             self.daemon.notify_change(request)
