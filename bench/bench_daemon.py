@@ -82,16 +82,39 @@ def fill(vault: Path, memories: int) -> None:
         print(f"filled {engine.count()} memories in {time.perf_counter() - started:.1f}s", flush=True)
 
 
-def interleaved(fns: dict[str, Callable[[int], object]], calls: int) -> dict[str, list[float]]:
-    """ms per call of each fn, one call of each in turn (the order rotating), after one warm-up round."""
+def process_cpu_ns(pid: int) -> int:
+    """CPU time a process has used so far, in ns, all its threads (the scheduler's exact count, not ticks)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # a thread that ended meanwhile
+    return total
+
+
+def interleaved(fns: dict[str, Callable[[int], object]], calls: int, daemon: int | None = None,
+                cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+    """ms per call of each fn, one call of each in turn (the order rotating), after one warm-up round.
+    With `cpu`, also the CPU ms each call cost: this process's, plus the daemon's (pid `daemon`) for
+    the socket calls. Load stretches wall time (waiting for a core), hardly CPU time."""
     out: dict[str, list[float]] = {label: [] for label in fns}
     order = list(fns.items())
     for i in range(-1, calls):
         for label, fn in order:
+            served = daemon is not None and label.startswith("socket")
+            before = process_cpu_ns(daemon) if served and cpu is not None else 0
+            cpu_start = time.process_time_ns()
             start = time.perf_counter()
             fn(max(i, 0))
+            elapsed = time.perf_counter() - start
+            used = time.process_time_ns() - cpu_start
+            if served and cpu is not None:
+                used += process_cpu_ns(daemon) - before
             if i >= 0:
-                out[label].append((time.perf_counter() - start) * 1000)
+                out[label].append(elapsed * 1000)
+                if cpu is not None:
+                    cpu.setdefault(label, []).append(used / 1e6)
         order = order[1:] + order[:1]
     return out
 
@@ -134,15 +157,16 @@ def main() -> int:
             pid = client.ping().pid  # starts the daemon
             client.recall("warm up the model and open the vault")
             engine.recall("open the indexes")
+            call_cpu: dict[str, list[float]] = {}
             results = interleaved({
                 "in-process recall": lambda i: engine.recall(CUES[i % len(CUES)], top_k=10),
                 "socket recall (SDK)": lambda i: client.recall(CUES[i % len(CUES)], top_k=10),
                 "socket ping (SDK)": lambda i: client.ping(),
-            }, args.calls)
+            }, args.calls, pid, call_cpu)
             results |= interleaved({
                 "in-process remember": lambda i: engine.remember(next(local), entity_id="bench"),
                 "socket remember (SDK)": lambda i: client.remember(next(served), entity_id="bench"),
-            }, args.calls)
+            }, args.calls, pid, call_cpu)
             cpu: dict[str, list[float]] = {}
 
             def process(label: str, argv: list[str]) -> Callable[[int], object]:
@@ -170,6 +194,16 @@ def main() -> int:
             inproc, socket = results[f"in-process {op}"], results[f"socket {op} (SDK)"]
             print(f"socket minus in-process, {op}: {pct(socket, 0.5) - pct(inproc, 0.5):+.2f} ms at p50, "
                   f"{pct(socket, 0.99) - pct(inproc, 0.99):+.2f} ms at p99")
+        # What a call costs in CPU, however loaded the machine: the socket side counts the SDK's
+        # process and the whole daemon (its threads; what a call leaves the loop to do after the
+        # reply lands in the next call's count, hence the means).
+        print("CPU time per call (user + system; the socket side: this process + the daemon):")
+        for label, ms in call_cpu.items():
+            print(f"  {label:<38} p50 {pct(ms, 0.5):8.2f} ms   mean {statistics.mean(ms):8.2f} ms")
+        for op in ("recall", "remember"):
+            inproc, socket = call_cpu[f"in-process {op}"], call_cpu[f"socket {op} (SDK)"]
+            print(f"socket minus in-process CPU, {op}: {statistics.mean(socket) - statistics.mean(inproc):+.2f} ms "
+                  f"mean, {pct(socket, 0.5) - pct(inproc, 0.5):+.2f} ms at p50")
         cli = results["CLI `hebbs recall` wall time"]
         floor = results["process start floor (`python -c pass`)"]
         print(f"`hebbs recall` minus the process start floor: {pct(cli, 0.5) - pct(floor, 0.5):+.2f} ms at p50")

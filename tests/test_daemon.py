@@ -243,6 +243,21 @@ def test_eight_concurrent_clients_lose_and_duplicate_nothing(shared_daemon: "Dae
             assert len(hb.recall(strategies=["temporal"], entity_id=f"c{n}", top_k=100)) == 24
 
 
+def test_a_reply_larger_than_the_socket_takes_at_once_arrives_whole(shared_daemon: "DaemonHome",
+                                                                     project: Path) -> None:
+    """Tried: a recall whose reply (about 600 kB) is far more than a Unix socket takes in one write.
+    The worker that computed it writes what the socket takes and leaves the rest to the event loop:
+    the client gets every byte, in order, and the same connection serves the next request."""
+    texts = [f"oversized reply part {i}: " + f"word{i} " * 500 for i in range(160)]
+    with shared_daemon.client(project) as hb:
+        stored = hb.remember_many([{"content": t, "entity_id": "big"} for t in texts])
+        found = hb.recall(strategies=["temporal"], entity_id="big", top_k=len(texts))
+        assert sorted(r.memory.id for r in found) == sorted(m.id for m in stored)
+        assert {r.memory.content for r in found} == set(texts)
+        assert hb.get(stored[0].id).content == texts[0]
+        assert hb.ping().pong
+
+
 # Life cycle -------------------------------------------------------------------------------------
 
 def test_auto_start_permissions_and_stop(own_home: "DaemonHome") -> None:

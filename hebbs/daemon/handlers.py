@@ -1,18 +1,21 @@
 """What each command does: the engine calls behind the protocol.
 
 Every handler takes the connection, the request and its decoded command, and returns the reply's
-data (progress frames, where a command streams, go out through the connection as it runs).
+data (progress frames, where a command streams, go out through the connection as it runs), or SENT
+when the worker thread that computed the reply sent it itself (_reply, _reply_write).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import os
 import secrets
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import msgspec
@@ -57,6 +60,28 @@ class Subscription:
         self.pushed: set[str] = set()
 
 
+class SentReply:
+    """What a handler returns when the worker that computed its reply has sent it already."""
+
+    def __repr__(self) -> str:
+        return "SENT"
+
+
+SENT = SentReply()
+
+
+class WorkerReply(Protocol):
+    """server.WorkerReply: a reply the worker thread encodes and writes; the worker closes it."""
+
+    handed_over: bool
+
+    def encode(self, data: Any) -> bytes | None: ...
+
+    def write(self, frame: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Connection(Protocol):
     """The client a request came from (server.Connection): where progress frames and pushes go."""
 
@@ -64,12 +89,17 @@ class Connection(Protocol):
 
     async def progress(self, request_id: Any, data: Any) -> None: ...
 
+    def replying(self, request_id: Any) -> AbstractAsyncContextManager[WorkerReply | None]: ...
+
 
 class Daemon(Protocol):
     """What the handlers need of the server that owns them (server.Daemon)."""
 
     version: str
     pool: VaultPool
+    change_listeners: list[Callable[[Request], None]]
+
+    def notify_change(self, request: Request) -> None: ...
 
     def status(self) -> DaemonStatus: ...
 
@@ -85,7 +115,8 @@ class Handlers:
         command = request.command
         handler: Callable[..., Any] = getattr(self, "_" + command.__struct_config__.tag)
         data = await handler(conn, request, command)
-        self.daemon.notify_change(request)
+        if data is not SENT:  # _in_worker told the listeners
+            self.daemon.notify_change(request)
         return data
 
     async def _call(self, request: Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -97,14 +128,51 @@ class Handlers:
         async with self.pool.use(slot) as engine:
             return await self.pool.run(fn, engine, *args, **kwargs)
 
-    async def _write(self, request: Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def _reply(self, conn: Connection, request: Request, fn: Callable[["Engine"], Any], *,
+                     changes: bool = False) -> Any:
+        """Run fn(engine) on the request's vault, off the event loop; its result is the reply.
+        `changes`: the call may change the vault (the listeners must hear of it before the client)."""
         slot = self.pool.slot(request.vault_path)
-        async with self.pool.use(slot) as engine:
-            async with slot.write_lock:
-                result, seq = await self.pool.run(_deferring_sync, fn, engine, *args, **kwargs)
-            # Outside the write slot: the next writer's batch joins this WAL sync (group commit).
-            await self.pool.run(engine.wait_durable, seq)
-            return result
+        async with self.pool.use(slot) as engine, conn.replying(request.id) as reply:
+            return await self._in_worker(request, reply, functools.partial(fn, engine), changes)
+
+    async def _reply_write(self, conn: Connection, request: Request, fn: Callable[["Engine"], Any]) -> Any:
+        """_reply for a write. Writes to a vault go one at a time, through its write slot: taken here on
+        the loop, so a burst of writers waits in the loop rather than in worker threads blocked on the
+        engine's lock. The worker frees the slot as soon as its batch is written and only then waits for
+        durability, so the next writer's batch joins the same WAL sync (group commit)."""
+        slot = self.pool.slot(request.vault_path)
+        async with self.pool.use(slot) as engine, conn.replying(request.id) as reply:
+            await slot.write_lock.acquire()
+            free = functools.partial(asyncio.get_running_loop().call_soon_threadsafe, slot.write_lock.release)
+            return await self._in_worker(request, reply, functools.partial(_write_durably, free, fn, engine),
+                                         True, unsubmitted=slot.write_lock.release)
+
+    async def _in_worker(self, request: Request, reply: WorkerReply | None, work: Callable[[], Any], changes: bool,
+                         unsubmitted: Callable[[], None] | None = None) -> Any:
+        """work() on a worker thread, which then sends its result as the reply when it has a WorkerReply
+        (returning SENT), or returns it. The change listeners hear of a request that changes a vault
+        before its client does (so that the panel never shows a client what it had before its own write);
+        of any other, after. `unsubmitted` undoes what the worker would have, should submitting fail.
+        Shielded: a cancelled request's worker still runs and cleans up after itself (it closes the
+        WorkerReply; until it has it, Connection.replying does)."""
+        notify = None
+        if reply is not None and changes and self.daemon.change_listeners:
+            # Not for reads: waking the loop just before the reply goes out slows the reply down.
+            notify = functools.partial(asyncio.get_running_loop().call_soon_threadsafe, self.daemon.notify_change,
+                                       request)
+        try:
+            future = self.pool.submit(_answer, work, reply, notify)
+        except BaseException:
+            if unsubmitted is not None:
+                unsubmitted()
+            raise
+        if reply is not None:
+            reply.handed_over = True
+        result = await asyncio.shield(future)
+        if result is SENT and notify is None:
+            self.daemon.notify_change(request)
+        return result
 
     # Daemon ---------------------------------------------------------------------------------
 
@@ -136,23 +204,24 @@ class Handlers:
             raise InvalidInput("remember needs content (or items for a batch)")
         else:
             items = [_item(command)]
-        def remember(engine: "Engine") -> list[Memory]:
+        def remember(engine: "Engine") -> list[Memory] | Memory:
             for item in items:  # short ids, as text output shows them, name what a memory supersedes
                 item["supersedes"] = [resolve_id(engine, old) for old in item["supersedes"] or ()]
-            return engine.remember_many(items, check_contradictions=command.check_contradictions,
-                                       consolidate=command.consolidate)
+            memories = engine.remember_many(items, check_contradictions=command.check_contradictions,
+                                            consolidate=command.consolidate)
+            return memories if command.items is not None else memories[0]
 
-        memories = await self._write(request, remember)
-        return memories if command.items is not None else memories[0]
+        return await self._reply_write(conn, request, remember)
 
     async def _unconsolidate(self, conn: Connection, request: Request, command: Unconsolidate) -> Memory:
-        return await self._write(request, lambda engine: engine.unconsolidate(resolve_id(engine, command.id)))
+        return await self._reply_write(conn, request,
+                                       lambda engine: engine.unconsolidate(resolve_id(engine, command.id)))
 
     async def _consolidate(self, conn: Connection, request: Request, command: Consolidate) -> list[tuple[str, str]]:
-        return await self._write(request, lambda engine: engine.consolidate(dry_run=command.dry_run))
+        return await self._reply_write(conn, request, lambda engine: engine.consolidate(dry_run=command.dry_run))
 
     async def _get(self, conn: Connection, request: Request, command: Get) -> Memory:
-        return await self._call(request, lambda engine: engine.get(resolve_id(engine, command.id)))
+        return await self._reply(conn, request, lambda engine: engine.get(resolve_id(engine, command.id)))
 
     async def _revise(self, conn: Connection, request: Request, command: Revise) -> Memory:
         def revise(engine: "Engine") -> Memory:
@@ -161,43 +230,46 @@ class Handlers:
                                  importance=command.importance, context=command.context, entity_id=entity,
                                  source=command.source)
 
-        return await self._write(request, revise)
+        return await self._reply_write(conn, request, revise)
 
     async def _revise_many(self, conn: Connection, request: Request, command: ReviseMany) -> list[Memory]:
-        return await self._write(request, lambda engine: engine.revise_many(
+        return await self._reply_write(conn, request, lambda engine: engine.revise_many(
             [_revision(engine, item) for item in command.items]))
 
     async def _history(self, conn: Connection, request: Request, command: History) -> list[Memory]:
-        return await self._call(request, lambda engine: engine.history(resolve_id(engine, command.id)))
+        return await self._reply(conn, request, lambda engine: engine.history(resolve_id(engine, command.id)))
 
     # Edges ----------------------------------------------------------------------------------
 
     async def _add_edge(self, conn: Connection, request: Request, command: AddEdge) -> Any:
-        return await self._write(request, lambda engine: engine.add_edge(
+        return await self._reply_write(conn, request, lambda engine: engine.add_edge(
             resolve_id(engine, command.source), command.edge_type, resolve_id(engine, command.target),
             command.confidence))
 
     async def _remove_edge(self, conn: Connection, request: Request, command: RemoveEdge) -> Removed:
-        await self._write(request, lambda engine: engine.remove_edge(
-            resolve_id(engine, command.source), command.edge_type, resolve_id(engine, command.target)))
-        return Removed(removed=1)
+        def remove_edge(engine: "Engine") -> Removed:
+            engine.remove_edge(resolve_id(engine, command.source), command.edge_type,
+                               resolve_id(engine, command.target))
+            return Removed(removed=1)
+
+        return await self._reply_write(conn, request, remove_edge)
 
     async def _edges(self, conn: Connection, request: Request, command: Edges) -> Any:
-        return await self._call(request, lambda engine: engine.edges(resolve_id(engine, command.id),
+        return await self._reply(conn, request, lambda engine: engine.edges(resolve_id(engine, command.id),
                                                                      command.direction))
 
     async def _neighbors(self, conn: Connection, request: Request, command: Neighbors) -> Any:
         k = validate.top_k(command.k)
-        return await self._call(request, lambda engine: engine.neighbors(resolve_id(engine, command.id), k))
+        return await self._reply(conn, request, lambda engine: engine.neighbors(resolve_id(engine, command.id), k))
 
     async def _forget(self, conn: Connection, request: Request, command: Forget) -> Forgotten:
-        def forget(engine: "Engine") -> int:
+        def forget(engine: "Engine") -> Forgotten:
             ids = None if command.ids is None else [resolve_id(engine, i) for i in command.ids]
             if ids is not None and not ids and command.entity_id is None:
-                return 0
-            return engine.forget(ids, entity_id=command.entity_id)
+                return Forgotten(forgotten=0)
+            return Forgotten(forgotten=engine.forget(ids, entity_id=command.entity_id))
 
-        return Forgotten(forgotten=await self._write(request, forget))
+        return await self._reply_write(conn, request, forget)
 
     async def _inspect(self, conn: Connection, request: Request, command: Inspect) -> Inspection:
         def inspect(engine: "Engine") -> Inspection:
@@ -208,7 +280,7 @@ class Handlers:
                               accesses=engine.accesses(memory.id), restatements=memory.restatements,
                               last_restated_at=max(restated, default=None))
 
-        return await self._call(request, inspect)
+        return await self._reply(conn, request, inspect)
 
     async def _source(self, conn: Connection, request: Request, command: ShowSource) -> SourceSection:
         def source(engine: "Engine") -> SourceSection:
@@ -218,12 +290,12 @@ class Handlers:
                 memory_id = command.id  # a forgotten memory: its kept original may still name it
             return engine.source(memory_id)
 
-        return await self._call(request, source)
+        return await self._reply(conn, request, source)
 
     async def _queries(self, conn: Connection, request: Request, command: Queries) -> Any:
         if not 1 <= command.limit <= MAX_QUERIES:
             raise InvalidInput(f"limit must be from 1 to {MAX_QUERIES}, got {command.limit}")
-        return await self._call(request, lambda engine: engine.queries(command.limit))
+        return await self._reply(conn, request, lambda engine: engine.queries(command.limit))
 
     async def _export(self, conn: Connection, request: Request, command: Export) -> ExportDone:
         slot = self.pool.slot(request.vault_path)
@@ -241,32 +313,33 @@ class Handlers:
     # they never hold the vault's write slot; the engine takes its own lock for the commit inside.
 
     async def _reflect_prepare(self, conn: Connection, request: Request, command: ReflectPrepare) -> Any:
-        return await self._write(request, lambda engine: engine.reflect_prepare(
+        return await self._reply_write(conn, request, lambda engine: engine.reflect_prepare(
             entity_id=command.entity_id, since=command.since, max_memories=command.max_memories))
 
     async def _reflect_commit(self, conn: Connection, request: Request, command: ReflectCommit) -> Any:
-        return await self._write(request, lambda engine: engine.reflect_commit(command.session_id, command.insights))
+        return await self._reply_write(conn, request,
+                                       lambda engine: engine.reflect_commit(command.session_id, command.insights))
 
     async def _insights(self, conn: Connection, request: Request, command: Insights) -> Any:
-        return await self._call(request, lambda engine: engine.insights(
+        return await self._reply(conn, request, lambda engine: engine.insights(
             entity_id=command.entity_id, min_confidence=command.min_confidence, max_results=command.max_results))
 
     async def _contradiction_prepare(self, conn: Connection, request: Request, command: ContradictionPrepare) -> Any:
-        return await self._write(request, lambda engine: engine.contradiction_prepare(command.max_results))
+        return await self._reply_write(conn, request, lambda engine: engine.contradiction_prepare(command.max_results))
 
     async def _contradiction_commit(self, conn: Connection, request: Request, command: ContradictionCommit) -> Any:
-        return await self._write(request, lambda engine: engine.contradiction_commit(command.verdicts))
+        return await self._reply_write(conn, request, lambda engine: engine.contradiction_commit(command.verdicts))
 
     async def _reflect(self, conn: Connection, request: Request, command: Reflect) -> Any:
-        return await self._call(request, lambda engine: engine.reflect(
-            entity_id=command.entity_id, since=command.since, max_memories=command.max_memories))
+        return await self._reply(conn, request, lambda engine: engine.reflect(
+            entity_id=command.entity_id, since=command.since, max_memories=command.max_memories), changes=True)
 
     async def _contradiction_auto(self, conn: Connection, request: Request, command: ContradictionAuto) -> Any:
-        return await self._call(request, lambda engine: engine.contradiction_auto(
-            max_results=command.max_results, min_confidence=command.min_confidence))
+        return await self._reply(conn, request, lambda engine: engine.contradiction_auto(
+            max_results=command.max_results, min_confidence=command.min_confidence), changes=True)
 
     async def _forget_candidates(self, conn: Connection, request: Request, command: ForgetCandidates) -> Any:
-        return await self._call(request, lambda engine: engine.forget_candidates(command.now))
+        return await self._reply(conn, request, lambda engine: engine.forget_candidates(command.now))
 
     # Recall ---------------------------------------------------------------------------------
 
@@ -282,13 +355,13 @@ class Handlers:
                 analogy=command.analogy, now=command.now, associate=command.associate)
 
         if command.vaults is None:
-            return await self._call(request, recall)
+            return await self._reply(conn, request, recall)
         answers = await self._each_vault(request, command.vaults, recall)
         return brains.merge_recall(answers, scoring.check_weights(command.weights or ScoringWeights()),
                                    validate.top_k(command.top_k))
 
     async def _reinforce(self, conn: Connection, request: Request, command: Reinforce) -> list[Memory]:
-        return await self._write(request, lambda engine: engine.reinforce(
+        return await self._reply_write(conn, request, lambda engine: engine.reinforce(
             [resolve_id(engine, i) for i in command.ids], via=command.via))
 
     async def _prime(self, conn: Connection, request: Request, command: Prime) -> Any:
@@ -297,7 +370,7 @@ class Handlers:
                                 now=command.now)
 
         if command.vaults is None:
-            return await self._call(request, prime)
+            return await self._reply(conn, request, prime)
         answers = await self._each_vault(request, command.vaults, prime)
         return brains.merge_prime(answers, ScoringWeights(), command.max_memories)
 
@@ -496,11 +569,32 @@ class Handlers:
         return job.result()
 
 
-def _deferring_sync(fn: Callable[..., Any], engine: "Engine", *args: Any, **kwargs: Any) -> tuple[Any, int]:
-    """fn's result and the write sequence its reply must wait for before it is sent."""
-    with engine.deferred_sync(wait=False) as deferral:
-        result = fn(engine, *args, **kwargs)
-    return result, deferral.seq
+def _answer(work: Callable[[], Any], reply: WorkerReply | None, notify: Callable[[], Any] | None) -> Any:
+    """In a worker: work()'s result, or SENT once it went out as the reply (listeners told first, so a
+    client's next request always finds them told: the loop runs callbacks in the order they came)."""
+    try:
+        data = work()
+        frame = None if reply is None else reply.encode(data)
+        if frame is None:
+            return data
+        if notify is not None:
+            notify()
+        reply.write(frame)
+        return SENT
+    finally:
+        if reply is not None:
+            reply.close()
+
+
+def _write_durably(free_slot: Callable[[], Any], fn: Callable[["Engine"], Any], engine: "Engine") -> Any:
+    """In a worker: fn(engine) holding the vault's write slot, then (the slot freed) its durability."""
+    try:
+        with engine.deferred_sync(wait=False) as deferral:
+            result = fn(engine)
+    finally:
+        free_slot()
+    engine.wait_durable(deferral.seq)
+    return result
 
 
 def _item(source: Remember | RememberItem) -> dict[str, Any]:

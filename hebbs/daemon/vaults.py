@@ -91,6 +91,10 @@ class VaultPool:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
 
+    def submit(self, fn: Callable[..., T], *args: Any) -> "asyncio.Future[T]":
+        """fn(*args) on the worker pool, started now: the future of its result, awaitable on the loop."""
+        return asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
     def slot(self, vault_path: str | None) -> VaultSlot:
         """The slot for a request's vault_path, checking that a vault is there (without opening it)."""
         if not vault_path:
