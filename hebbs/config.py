@@ -129,7 +129,8 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # A cue of several sentences is embedded as the mean of its sentences' embeddings (recall.query.
     # cue_embedding): a paragraph-long question asks several things, and one embedding of the whole
     # blurs them. CISI (52 of 76 queries have several sentences) nDCG@10 0.453 against 0.450;
-    # single-sentence cues are untouched.
+    # single-sentence cues are untouched. Fused recall only: similarity alone searches the cue's own
+    # embedding, so that it stays the plain vector search a caller compares with hnswlib.
     cue_by_sentence: bool = True
     # A recall whose best result's confidence is below this abstains: "nothing relevant known"
     # (hebbs/recall/confidence.py; the default was chosen on data, docs/honesty.md).

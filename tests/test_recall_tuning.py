@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 from ulid import ULID
 
 from hebbs.recall import fusion as rc
@@ -145,6 +146,23 @@ def test_a_cue_of_several_sentences_is_the_mean_of_its_sentences(embedder):
     assert np.allclose(cue_embedding(embedder, two), mean / np.linalg.norm(mean), atol=1e-6)
     assert np.allclose(cue_embedding(embedder, two, by_sentence=False), embedder.embed_query(two))
     assert np.allclose(cue_embedding(embedder, "Use v2.3 e.g. for this"), embedder.embed_query("Use v2.3 e.g. for this"))
+
+
+def test_similarity_alone_searches_the_cue_as_a_whole(tmp_path: Path, embedder):
+    from hebbs import Engine, ScoringWeights
+
+    texts = ["Library catalogs are updated every night from the acquisitions list.",
+             "Automating a catalog costs about a year of a librarian's time.",
+             "The reading room opens at nine.", "Journals are bound every spring."]
+    cue = "How are library catalogs kept up to date? What does it cost to automate them?"
+    with Engine.open(tmp_path / "v", embedder=embedder) as engine:
+        made = engine.remember_many([{"content": t} for t in texts], check_contradictions=False)
+        cosines = embedder.embed(texts) @ embedder.embed_query(cue)
+        got = engine.recall(cue, strategies=["similarity"], top_k=4, reinforce=False,
+                            weights=ScoringWeights(relevance=1.0, recency=0.0, importance=0.0,
+                                                   reinforcement=0.0)).results
+    assert [r.memory.id for r in got] == [made[i].id for i in np.argsort(-cosines)]
+    assert [r.details["similarity"] for r in got] == pytest.approx(sorted(cosines, reverse=True), abs=1e-5)
 
 
 def test_only_a_long_cue_gets_lexical_feedback(tmp_path: Path, embedder):
