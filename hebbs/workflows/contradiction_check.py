@@ -70,6 +70,8 @@ W_ANTONYM = 0.45
 W_NEGATION = 0.4
 W_NUMBER = 0.4
 W_REVISION = 0.15
+W_VALUE = 0.4
+W_DEFAULT = 0.45
 MIN_OVERLAP = 0.65
 DIFFERENT_OBJECTS = 0.5
 
@@ -140,6 +142,23 @@ _MARKER = re.compile(r"\(\d{1,2}\)|\[\^\w+\]")
 _VERSION = re.compile(r"\b(?:[A-Z][A-Za-z]+|[Vv]ersion)\s+v?\d+(?:\.\d+)*\b")
 # "post_excerpt_max_categories: 2": a setting and its value, data rather than a statement.
 _SETTING = re.compile(r"^[\w.-]*[_.-][\w.-]*\s*:\s")
+# Fenced code is an example, not a claim; its lines are dropped before sentences are split.
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.S | re.M)
+# A short span in backticks or quotes is a literal: a value, a property, a command ("the `"stop"`
+# property", "returns a `Boolean`"). Its words name something, they are not predicates, so an
+# antonym inside one is no cue; but the same sentence with another literal is a differing value.
+_LITERAL = re.compile(r"`([^`\n]{1,60})`|\"([^\"\n]{1,40})\"|“([^”\n]{1,40})”")
+MAX_LITERAL_TOKENS = 3
+# "`check` checks whether ...": prose that starts with a literal, unlike a line of code.
+_LITERAL_LEAD = re.compile(r"^`[A-Za-z_][\w.()-]{0,39}`\s+[a-z]+\s+[a-z]+\s+[a-z]+")
+# "Use this setting to specify which tags should be excluded": what follows a verb of choosing and
+# "which" / "whether" is the choice a setting offers, not a statement that it is so.
+_CHOICE = re.compile(r"\b(?:specif\w*|choos\w*|chose\w*|select\w*|decid\w*|control\w*|determin\w*|configur\w*)"
+                     r"\s+(?:which|whether|what|if)\b(.*)", re.I)
+# A setting's default stated as a line ("* Default: false") or in a table's "Default" column.
+_DEFAULT_LINE = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?(?:\*\*)?Default(?: value)?(?:\*\*)?:(?:\*\*)?[ \t]*(\S[^\n]*)$",
+                           re.M | re.I)
+_TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}")
 # Words that carry a cue are not part of "the same statement" (nor is "longer" of "no longer").
 _CUE_WORDS = set(ANTONYMS) | _NEGATIONS | {w for m in _REVISION_MARKERS for w in m.rstrip(":").split()}
 
@@ -159,6 +178,10 @@ class _Sentence(msgspec.Struct):
     actions: frozenset[str]  # action verbs used as instructions ("Add a ...", "to remove ...")
     question: bool
     versions: frozenset[str] = frozenset()  # a name and its number: "jekyll 3", "python 2.7"
+    literal_words: frozenset[str] = frozenset()  # words inside short backtick or quoted spans
+    template: str = ""  # the sentence with each literal replaced by a placeholder
+    literals: tuple[str, ...] = ()  # those literals, in order
+    choice_words: frozenset[str] = frozenset()  # words of a choice offered ("specify which ... are excluded")
 
 
 @lru_cache(maxsize=1024)
@@ -182,8 +205,13 @@ def _analyze(text: str) -> tuple[_Sentence, ...]:
         markers = frozenset(_MARKER_RE.findall(low))
         versions = frozenset(m.group(0).lower() for m in _VERSION.finditer(raw))
         numbers -= {v.split()[-1].lstrip("v") for v in versions}  # a version's number names, it does not count
+        spans = [next(g for g in m.groups() if g is not None) for m in _LITERAL.finditer(raw)]
+        spans = [span for span in spans if len(_TOKEN.findall(span.lower())) <= MAX_LITERAL_TOKENS]
+        literal_words = frozenset(t for span in spans for t in _TOKEN.findall(span.lower().replace("’", "'")))
+        template = " ".join(_LITERAL.sub("§", low).split()).rstrip(".!:;")
         out.append(_Sentence(raw, tokens, words, negated, numbers, markers, _instructed(toks), raw.endswith("?"),
-                             versions))
+                             versions, literal_words, template, tuple(" ".join(sp.lower().split()) for sp in spans),
+                             frozenset(_TOKEN.findall(m.group(1).lower())) if (m := _CHOICE.search(raw)) else frozenset()))
     return tuple(out)
 
 
@@ -191,7 +219,7 @@ def _claim_like(raw: str) -> bool:
     """Prose that states something, as opposed to code, data, output or a fragment."""
     if any(mark in raw for mark in _MARKUP) or raw.count("|") >= 2:
         return False
-    if not (raw[0].isalpha() or raw[0] in "\"'(“‘") or _SETTING.match(raw):
+    if not (raw[0].isalpha() or raw[0] in "\"'(“‘" or _LITERAL_LEAD.match(raw)) or _SETTING.match(raw):
         return False
     toks = _TOKEN.findall(raw.lower())
     return len(toks) >= MIN_CLAIM_TOKENS and sum(bool(_NUMBER.match(t)) for t in toks) <= 0.3 * len(toks)
@@ -219,7 +247,50 @@ def _stem(word: str) -> str:
 def classify(a: str, b: str, subjects: tuple[str | None, str | None] = (None, None)) -> Verdict:
     """How likely two texts contradict each other (0 .. MAX_CONFIDENCE), and why. `subjects` name
     what each text is about when known (a section's heading, a note's name)."""
-    return _judge(_analyze(a), _analyze(b), _different_subjects(a, b, subjects))
+    return _verdict(a, b, _analyze(a), _analyze(b), subjects)
+
+
+def _verdict(a: str, b: str, xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...],
+             subjects: tuple[str | None, str | None]) -> Verdict:
+    sentences = _judge(xs, ys, _different_subjects(a, b, subjects), _subject_words(subjects))
+    defaults = _default_conflict(a, b, subjects)
+    return defaults if defaults.confidence > sentences.confidence else sentences
+
+
+def _subject_words(subjects: tuple[str | None, str | None]) -> tuple[frozenset[str], frozenset[str]]:
+    return tuple(frozenset(_TOKEN.findall((s or "").lower().replace("-", " "))) for s in subjects)  # type: ignore[return-value]
+
+
+@lru_cache(maxsize=1024)
+def _defaults(text: str) -> frozenset[str]:
+    """The defaults a section states: "Default: X" lines and the "Default" column of a table."""
+    found = {m.group(1) for m in _DEFAULT_LINE.finditer(text)}
+    lines = text.splitlines()
+    for i, line in enumerate(lines[:-2]):
+        cells = [c.strip().lower() for c in line.strip().strip("|").split("|")]
+        if "default" in cells and "|" in line and _TABLE_SEPARATOR.match(lines[i + 1]):
+            row = [c.strip() for c in lines[i + 2].strip().strip("|").split("|")]
+            if len(row) == len(cells):
+                found.add(row[cells.index("default")])
+    return frozenset(v for v in (_value(x) for x in found) if v)
+
+
+def _value(text: str) -> str:
+    return " ".join(re.sub(r"</?code>|[`*\"“”]", "", text).lower().split()).rstrip(".")
+
+
+def _default_conflict(a: str, b: str, subjects: tuple[str | None, str | None]) -> Verdict:
+    """Two sections about the same named setting that state different defaults: a fact changed. The
+    subject must be known and shared; two settings with different defaults are two settings."""
+    x, y = subjects
+    if not x or not y or " ".join(x.lower().split()) != " ".join(y.lower().split()):
+        return Verdict(0.0, [])
+    da, db = _defaults(a), _defaults(b)
+    if len(da) != 1 or len(db) != 1 or da == db:
+        return Verdict(0.0, [])
+    (va,), (vb,) = da, db
+    return Verdict(W_DEFAULT, [f"defaults differ for {x}: {va} vs {vb}", f"a: {_quote('Default: ' + va)}",
+                               f"b: {_quote('Default: ' + vb)}"])
 
 
 def subject_of(memory: Memory) -> str | None:
@@ -246,7 +317,8 @@ def _names(text: str, subject: str) -> bool:
     return re.search(r"(?<!\w)" + re.escape(subject) + r"(?!\w)", " ".join(text.lower().split())) is not None
 
 
-def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subjects: str | None = None) -> Verdict:
+def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subjects: str | None = None,
+           subject_words: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())) -> Verdict:
     best = Verdict(0.0, [])
     for x in xs:
         for y in ys:
@@ -260,7 +332,7 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subje
             overlap = shared / len(x.words | y.words)
             if overlap < MIN_OVERLAP:
                 continue
-            score, reasons = _cues(x, y)
+            score, reasons = _cues(x, y, subject_words)
             if not reasons:
                 continue
             only_x, only_y = x.words - y.words, y.words - x.words
@@ -274,7 +346,8 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subje
             elif different_subjects is not None:
                 score *= DIFFERENT_OBJECTS
                 reasons.append(f"different subjects? {different_subjects}")
-            elif x.tokens & _CONDITIONAL and y.tokens & _CONDITIONAL:
+            elif x.tokens & _CONDITIONAL and y.tokens & _CONDITIONAL and x.template != y.template:
+                # (the same template around one differing literal means the same condition)
                 score *= DIFFERENT_OBJECTS
                 reasons.append("different cases? both are conditions")
             confidence = round(min(MAX_CONFIDENCE, score * (0.5 + 0.5 * overlap)), 3)
@@ -283,12 +356,20 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subje
     return best
 
 
-def _cues(x: _Sentence, y: _Sentence) -> tuple[float, list[str]]:
+def _cues(x: _Sentence, y: _Sentence,
+          subject_words: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())) -> tuple[float, list[str]]:
     score = 0.0
     reasons: list[str] = []
-    # Each pair is named in alphabetical order, whichever side holds which word.
+    sa, sb = subject_words
+    # Each pair is named in alphabetical order, whichever side holds which word. Not an antonym:
+    # two instructions (add / remove a collaborator); a literal's word (the "stop" property); two
+    # choices a setting offers ("specify which tags are included" / "excluded"); nor
+    # the words that tell the two subjects apart ("npm stop" / "npm start", "Enable 2FA" / "Disable 2FA").
     antonyms = sorted({tuple(sorted((p, q))) for p in x.tokens - y.tokens for q in ANTONYMS.get(p, ())
-                       if q in y.tokens - x.tokens and not (p in x.actions and q in y.actions)})
+                       if q in y.tokens - x.tokens and not (p in x.actions and q in y.actions)
+                       and p not in x.literal_words and q not in y.literal_words
+                       and not (p in x.choice_words and q in y.choice_words)
+                       and not (p in sa - sb and q in sb - sa)})
     if len(antonyms) == 1 and x.negated != y.negated:
         # "No pages are excluded" says what "all pages are included" says: one negation and one
         # antonym cancel, and the two agree.
@@ -303,6 +384,19 @@ def _cues(x: _Sentence, y: _Sentence) -> tuple[float, list[str]]:
     if x.numbers - y.numbers and y.numbers - x.numbers:
         score += W_NUMBER
         reasons.append(f"numbers differ: {', '.join(sorted(x.numbers))} vs {', '.join(sorted(y.numbers))}")
+    # The same sentence with another literal in the value's place: "returns a `Boolean`" / "returns
+    # a `Promise<boolean>`". A literal in the subject's place (the sentence's first third: "The `and`
+    # function evaluates ..." / "The `or` function ...") or naming the section's own subject says
+    # which thing is described, not what it is. Literals holding numbers are left to the numbers cue.
+    if x.literals and x.template == y.template and len(x.literals) == len(y.literals) and "numbers" not in "".join(reasons):
+        changed = [(i, p, q) for i, (p, q) in enumerate(zip(x.literals, y.literals)) if p != q]
+        if len(changed) == 1:
+            i, p, q = changed[0]
+            slot = [m.start() for m in re.finditer("§", x.template)][i]
+            named = set(_TOKEN.findall(p)) <= sa - sb and set(_TOKEN.findall(q)) <= sb - sa
+            if slot >= len(x.template) / 3 and not named:
+                score += W_VALUE
+                reasons.append(f"values differ: {p} vs {q}")
     if x.markers != y.markers and score:
         # A change marker alone is common prose; it only strengthens another cue.
         score += W_REVISION
@@ -363,8 +457,7 @@ def find_candidates(engine: Any, memory_ids: Iterable[str], *, k: int = NEIGHBOR
             b = memory(other)
             if b is None or (skip is not None and skip(a, b)):
                 continue
-            verdict = _judge(analysis(a), analysis(b),
-                             _different_subjects(a.content, b.content, (subject_of(a), subject_of(b))))
+            verdict = _verdict(a.content, b.content, analysis(a), analysis(b), (subject_of(a), subject_of(b)))
             if verdict.confidence > threshold:
                 out.append(PendingContradiction(
                     id=str(ULID()), memory_a=mid, memory_b=other, similarity=round(float(similarity), 4),
