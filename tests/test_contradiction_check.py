@@ -148,12 +148,30 @@ NEW_DEFAULT = OLD_DEFAULT.replace('`"none"`', '`"all"` ')
 
 def test_the_same_setting_with_another_default_is_a_candidate():
     verdict = classify(OLD_DEFAULT, NEW_DEFAULT, ("Trailing Commas", "Trailing Commas"))
-    assert verdict.confidence > THRESHOLD and verdict.reasons[0] == "defaults differ for Trailing Commas: none vs all"
+    assert verdict.confidence > THRESHOLD and verdict.reasons[0] == "defaults differ for trailing commas: none vs all"
     assert classify("## save\n\n* Default: true\n* Type: Boolean", "## save\n\n* Default: false\n* Type: Boolean",
                     ("save", "save")).confidence > THRESHOLD
-    # Two settings with different defaults are two settings.
+    # Two settings with different defaults are two settings, also under one generic heading.
     assert classify("## save\n\n* Default: true\n* Type: Boolean", "## dry-run\n\n* Default: false\n* Type: Boolean",
                     ("save", "dry-run")).confidence == 0.0
+    assert classify("## Options\n\n### --audit-level\n\n* Default: **low**\n",
+                    "## Options\n\n### --format\n\n* Default: **table**\n", ("Options", "Options")).confidence == 0.0
+
+
+def test_a_negation_counts_only_where_it_bears_on_the_shared_statement():
+    """pnpm docs: "Node does not use X, but instead, bar is resolved ..." denies "use", not "resolved"."""
+    assert classify("Node does not use the copy in the project folder, but instead, bar is resolved to its real location.",
+                    "bar is resolved to its real location in the store.").confidence <= THRESHOLD
+    assert classify("forget me please", "do not forget me please").confidence > THRESHOLD
+
+
+def test_headings_and_sentences_both_memories_hold_are_not_where_they_differ():
+    # Headings name cases ("Store path is NOT specified"); they assert nothing.
+    assert classify("### Store path is specified\n\nCopying occurs between the store and other disks.",
+                    "### Store path is NOT specified\n\nOne store is created per disk.").confidence == 0.0
+    # Both memories describe the same two options: neither disagrees with the other.
+    both = "Only development packages will be fetched.\nDevelopment packages will not be fetched."
+    assert classify("### --dev\n\n" + both, "Options of fetch.\n\n" + both).confidence == 0.0
 
 
 def test_a_vault_with_an_outdated_copy_queues_the_changed_default_not_parallel_commands(tmp_path, embedder):

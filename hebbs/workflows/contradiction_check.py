@@ -118,6 +118,9 @@ _REVISION_MARKERS = ("no longer", "not anymore", "anymore", "any more", "now", "
                      "formerly", "changed to", "was changed", "has changed", "turns out", "actually", "in fact",
                      "correction", "update:", "updated")
 _MARKER_RE = re.compile(r"\b(?:" + "|".join(re.escape(m) for m in _REVISION_MARKERS) + r")(?!\w)")
+_NEGATION_SKIP = {"be", "been", "being", "is", "are", "was", "were", "do", "does", "did", "have", "has", "had", "a",
+                  "an", "the", "to", "any", "longer", "more", "yet", "only", "always", "ever", "really", "even",
+                  "necessarily", "just", "so", "very", "all", "get", "got", "going", "it", "that", "this", "been"}
 _STOP = set("""
 a an the and or but if then so of to in on at by for with from as is are was were be been being am do does did
 has have had it its this that these those there here i we you he she they me us him her them my our your their
@@ -182,13 +185,17 @@ class _Sentence(msgspec.Struct):
     template: str = ""  # the sentence with each literal replaced by a placeholder
     literals: tuple[str, ...] = ()  # those literals, in order
     choice_words: frozenset[str] = frozenset()  # words of a choice offered ("specify which ... are excluded")
+    negates: frozenset[str] = frozenset()  # the words the sentence's negations bear on (stemmed)
+    key: str = ""  # the sentence's tokens: two sentences with one key say the same thing
 
 
 @lru_cache(maxsize=1024)
 def _analyze(text: str) -> tuple[_Sentence, ...]:
     out = []
     for raw in _SENTENCE.split(_SOFT_WRAP.sub(" ", text)):
-        raw = raw.strip().lstrip("#>-*+ ").strip()
+        if raw.lstrip().startswith("#"):
+            continue  # a heading names a section ("Store path is NOT specified"), it does not assert
+        raw = raw.strip().lstrip(">-*+ ").strip()
         if not raw:
             continue
         if not _claim_like(raw):
@@ -197,6 +204,7 @@ def _analyze(text: str) -> tuple[_Sentence, ...]:
         toks = _TOKEN.findall(_MARKER.sub(" ", _LABEL.sub("", raw, count=1)).lower().replace("’", "'"))
         tokens = frozenset(t for t in toks)
         negated = bool(tokens & _NEGATIONS) or any(t.endswith("n't") for t in toks)
+        negates = _negated_words(toks)
         numbers = frozenset(t.replace(",", ".") for t in toks if _NUMBER.match(t))
         words = frozenset(_stem(t) for t in toks if t not in _STOP and t not in _CUE_WORDS and not _NUMBER.match(t)
                           and not t.endswith("n't") and len(t) > 1)
@@ -211,8 +219,22 @@ def _analyze(text: str) -> tuple[_Sentence, ...]:
         template = " ".join(_LITERAL.sub("§", low).split()).rstrip(".!:;")
         out.append(_Sentence(raw, tokens, words, negated, numbers, markers, _instructed(toks), raw.endswith("?"),
                              versions, literal_words, template, tuple(" ".join(sp.lower().split()) for sp in spans),
-                             frozenset(_TOKEN.findall(m.group(1).lower())) if (m := _CHOICE.search(raw)) else frozenset()))
+                             frozenset(_TOKEN.findall(m.group(1).lower())) if (m := _CHOICE.search(raw)) else frozenset(),
+                             negates, " ".join(toks)))
     return tuple(out)
+
+
+def _negated_words(toks: list[str]) -> frozenset[str]:
+    """The word each negation bears on: the next one past auxiliaries ("does not *renew*", "will
+    not be *fetched*", "no longer *uses*"). "Node does not use X, but instead Y is resolved" negates
+    "use", so it does not deny "Y is resolved"."""
+    out = set()
+    for i, tok in enumerate(toks):
+        if tok in _NEGATIONS or tok.endswith("n't"):
+            nxt = next((t for t in toks[i + 1:] if t not in _NEGATION_SKIP), None)
+            if nxt is not None:
+                out.add(_stem(nxt))
+    return frozenset(out)
 
 
 def _claim_like(raw: str) -> bool:
@@ -262,17 +284,25 @@ def _subject_words(subjects: tuple[str | None, str | None]) -> tuple[frozenset[s
 
 
 @lru_cache(maxsize=1024)
-def _defaults(text: str) -> frozenset[str]:
-    """The defaults a section states: "Default: X" lines and the "Default" column of a table."""
-    found = {m.group(1) for m in _DEFAULT_LINE.finditer(text)}
+def _defaults(text: str) -> frozenset[tuple[str | None, str]]:
+    """The defaults a section states, each with the heading it stands under in the text (None
+    before any): "Default: X" lines and the "Default" column of a table. A page of options under
+    one "Options" heading gives each option its own sub-heading, and that names the setting."""
+    found: set[tuple[str | None, str]] = set()
     lines = text.splitlines()
-    for i, line in enumerate(lines[:-2]):
+    heading: str | None = None
+    for i, line in enumerate(lines):
+        if line.startswith("#"):
+            heading = _value(line.lstrip("#"))
+            continue
+        if m := _DEFAULT_LINE.match(line):
+            found.add((heading, _value(m.group(1))))
         cells = [c.strip().lower() for c in line.strip().strip("|").split("|")]
-        if "default" in cells and "|" in line and _TABLE_SEPARATOR.match(lines[i + 1]):
+        if "default" in cells and "|" in line and i + 2 < len(lines) and _TABLE_SEPARATOR.match(lines[i + 1]):
             row = [c.strip() for c in lines[i + 2].strip().strip("|").split("|")]
             if len(row) == len(cells):
-                found.add(row[cells.index("default")])
-    return frozenset(v for v in (_value(x) for x in found) if v)
+                found.add((heading, _value(row[cells.index("default")])))
+    return frozenset((h, v) for h, v in found if v)
 
 
 def _value(text: str) -> str:
@@ -282,15 +312,21 @@ def _value(text: str) -> str:
 def _default_conflict(a: str, b: str, subjects: tuple[str | None, str | None]) -> Verdict:
     """Two sections about the same named setting that state different defaults: a fact changed. The
     subject must be known and shared; two settings with different defaults are two settings."""
-    x, y = subjects
-    if not x or not y or " ".join(x.lower().split()) != " ".join(y.lower().split()):
-        return Verdict(0.0, [])
-    da, db = _defaults(a), _defaults(b)
-    if len(da) != 1 or len(db) != 1 or da == db:
-        return Verdict(0.0, [])
-    (va,), (vb,) = da, db
-    return Verdict(W_DEFAULT, [f"defaults differ for {x}: {va} vs {vb}", f"a: {_quote('Default: ' + va)}",
-                               f"b: {_quote('Default: ' + vb)}"])
+    def by_setting(text: str, subject: str | None) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for heading, value in _defaults(text):
+            name = heading or (_value(subject) if subject else None)
+            if name:
+                out.setdefault(name, set()).add(value)
+        return out
+
+    da, db = by_setting(a, subjects[0]), by_setting(b, subjects[1])
+    for name in sorted(da.keys() & db.keys()):
+        if len(da[name]) == 1 and len(db[name]) == 1 and da[name] != db[name]:
+            (va,), (vb,) = da[name], db[name]
+            return Verdict(W_DEFAULT, [f"defaults differ for {name}: {va} vs {vb}", f"a: {_quote('Default: ' + va)}",
+                                       f"b: {_quote('Default: ' + vb)}"])
+    return Verdict(0.0, [])
 
 
 def subject_of(memory: Memory) -> str | None:
@@ -320,9 +356,12 @@ def _names(text: str, subject: str) -> bool:
 def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subjects: str | None = None,
            subject_words: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())) -> Verdict:
     best = Verdict(0.0, [])
+    # A sentence both memories hold is not where they differ: when each says "only dev packages
+    # are fetched" and "dev packages are not fetched", they describe two options alike.
+    keys_x, keys_y = {x.key for x in xs}, {y.key for y in ys}
     for x in xs:
         for y in ys:
-            if x.question or y.question:
+            if x.question or y.question or x.key in keys_y or y.key in keys_x:
                 continue
             shared = len(x.words & y.words)
             if shared < 2:
@@ -336,6 +375,9 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subje
             if not reasons:
                 continue
             only_x, only_y = x.words - y.words, y.words - x.words
+            if any(r.startswith("values differ") for r in reasons):
+                # The differing literal is the disagreement, not a sign of two objects.
+                only_x, only_y = only_x - x.literal_words, only_y - y.literal_words
             if only_x and only_y:
                 score *= DIFFERENT_OBJECTS
                 reasons.append(f"different objects? only a: {', '.join(sorted(only_x)[:3])}; "
@@ -377,7 +419,7 @@ def _cues(x: _Sentence, y: _Sentence,
     if antonyms:
         score += W_ANTONYM
         reasons.append("antonyms: " + ", ".join(f"{p} / {q}" for p, q in antonyms[:3]))
-    if x.negated != y.negated:
+    if x.negated != y.negated and (x.negates if x.negated else y.negates) & {_stem(t) for t in (y if x.negated else x).tokens}:
         score += W_NEGATION
         reasons.append("negation: only " + ("a" if x.negated else "b") + " negates")
     # Each side must hold a number the other lacks: a copy cut short holds fewer, not other, numbers.
@@ -385,8 +427,8 @@ def _cues(x: _Sentence, y: _Sentence,
         score += W_NUMBER
         reasons.append(f"numbers differ: {', '.join(sorted(x.numbers))} vs {', '.join(sorted(y.numbers))}")
     # The same sentence with another literal in the value's place: "returns a `Boolean`" / "returns
-    # a `Promise<boolean>`". A literal in the subject's place (the sentence's first third: "The `and`
-    # function evaluates ..." / "The `or` function ...") or naming the section's own subject says
+    # a `Promise<boolean>`". A literal in the subject's place (within the first three words: "The
+    # `and` function evaluates ..." / "The `or` function ...") or naming the section's own subject says
     # which thing is described, not what it is. Literals holding numbers are left to the numbers cue.
     if x.literals and x.template == y.template and len(x.literals) == len(y.literals) and "numbers" not in "".join(reasons):
         changed = [(i, p, q) for i, (p, q) in enumerate(zip(x.literals, y.literals)) if p != q]
@@ -394,7 +436,7 @@ def _cues(x: _Sentence, y: _Sentence,
             i, p, q = changed[0]
             slot = [m.start() for m in re.finditer("§", x.template)][i]
             named = set(_TOKEN.findall(p)) <= sa - sb and set(_TOKEN.findall(q)) <= sb - sa
-            if slot >= len(x.template) / 3 and not named:
+            if len(x.template[:slot].split()) >= 3 and not named:
                 score += W_VALUE
                 reasons.append(f"values differ: {p} vs {q}")
     if x.markers != y.markers and score:
