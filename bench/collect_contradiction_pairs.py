@@ -32,7 +32,9 @@ from hebbs.workflows import contradiction_check as cc  # noqa: E402
 
 LOOSE_OVERLAP = 0.4
 PREVIOUS = [Path(__file__).resolve().parent / "data" / name
-            for name in ("contradiction_pairs.jsonl", "contradiction_pairs_heldout.jsonl")]
+            for name in ("contradiction_pairs.jsonl", "contradiction_pairs_heldout.jsonl",
+                         "contradiction_pairs_heldout2.jsonl", "contradiction_pairs_heldout3.jsonl")
+            if (Path(__file__).resolve().parent / "data" / name).exists()]
 
 
 def surface_cue(a: str, b: str) -> bool:
