@@ -41,6 +41,7 @@ HELD_OUT = ROOT / "bench/data/contradiction_pairs_heldout.jsonl"
 # Labelled and committed before the check first ran on it; see the module docstring.
 HELD_OUT_2 = ROOT / "bench/data/contradiction_pairs_heldout2.jsonl"
 HELD_OUT_3 = ROOT / "bench/data/contradiction_pairs_heldout3.jsonl"
+HELD_OUT_4 = ROOT / "bench/data/contradiction_pairs_heldout4.jsonl"
 
 
 def texts(data: Path) -> dict[tuple[str, str], str]:
@@ -120,7 +121,8 @@ def main() -> None:
                         ("held out (labelled before the check first ran on them; "
                          "its first run: precision 0.222, recall 0.333)", HELD_OUT),
                        ("held out 2 (labelled before the check first ran on them)", HELD_OUT_2),
-                       ("held out 3 (labelled before the check first ran on them)", HELD_OUT_3)):
+                       ("held out 3 (labelled before the check first ran on them)", HELD_OUT_3),
+                       ("held out 4 (labelled before the check first ran on them)", HELD_OUT_4)):
         rows = [json.loads(line) for line in path.open()]
         by_source = {s: sum(r["source"] == s for r in rows) for s in sorted({r["source"] for r in rows})}
         print(f"{title}: {len(rows)} labelled pairs ({', '.join(f'{n} {s}' for s, n in by_source.items())}); "

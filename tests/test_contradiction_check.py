@@ -194,3 +194,28 @@ def test_a_vault_with_an_outdated_copy_queues_the_changed_default_not_parallel_c
         pairs = {frozenset((files[p.memory_a], files[p.memory_b])) for p in eng.pending()}
         assert pairs == {frozenset(("v1/options.md", "v2/options.md"))}
         assert all(m.superseded_by is None for m in eng.memories())  # queued for review, nothing resolved
+
+
+def test_examples_typo_fixes_code_lines_and_cross_references_are_not_values():
+    """Vite docs, two versions side by side: what changed there is not a changed fact."""
+    assert classify("You can specify additional CLI options like `--port` or `--open`.",
+                    "You can specify additional CLI options like `--port` or `--https`.").confidence == 0.0
+    assert classify("In the build, `.wasm` files smaller than `assetInlineLimit` will be inlined as base64 strings.",
+                    "In the build, `.wasm` files smaller than `assetsInlineLimit` will be inlined as base64 strings."
+                    ).confidence == 0.0
+    assert classify("target: 'ws://localhost:5174',", "target: 'ws://localhost:5173',").confidence == 0.0
+    # Each page links the other in backticks; they stay two settings.
+    assert classify("## ssr.noExternal\n\nBy default, only linked dependencies are not externalized. "
+                    "See `ssr.external`.",
+                    "## ssr.external\n\nBy default, all dependencies are externalized except for linked dependencies. "
+                    "Listed ones take priority over `ssr.noExternal`.",
+                    ("ssr.noExternal", "ssr.external")).confidence <= THRESHOLD
+    # A default is compared without quotes and notes, and not from a code example.
+    assert classify("## worker.format\n\n- **Default:** `'iife'`", "## worker.format\n\n- **Default:** `iife`",
+                    ("worker.format", "worker.format")).confidence == 0.0
+    assert classify("## css.modules\n\n```ts\n/** default: undefined */\n```",
+                    "## css.modules\n\n```ts\n/** default: null */\n```",
+                    ("css.modules", "css.modules")).confidence == 0.0
+    # A renamed value stays a candidate.
+    assert classify("## build.minify\n\n- **Default:** `'esbuild'`", "## build.minify\n\n- **Default:** `'oxc'`",
+                    ("build.minify", "build.minify")).confidence > THRESHOLD

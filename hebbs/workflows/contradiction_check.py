@@ -50,6 +50,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable
+from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any
 
@@ -152,6 +153,9 @@ _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.S | r
 # antonym inside one is no cue; but the same sentence with another literal is a differing value.
 _LITERAL = re.compile(r"`([^`\n]{1,60})`|\"([^\"\n]{1,40})\"|“([^”\n]{1,40})”")
 MAX_LITERAL_TOKENS = 3
+_EXAMPLE = re.compile(r"\b(?:like|such as|e\.g\.?|eg|including)(?:\s+(?:the|a|an))?(?:\s*§\s*(?:,|or|and))*\s*$")
+RESPELLED = 0.93
+_LINK_TEXT = re.compile(r"\[[^\]\n]*\]\([^)\n]*\)")
 # "`check` checks whether ...": prose that starts with a literal, unlike a line of code.
 _LITERAL_LEAD = re.compile(r"^`[A-Za-z_][\w.()-]{0,39}`\s+[a-z]+\s+[a-z]+\s+[a-z]+")
 # "Use this setting to specify which tags should be excluded": what follows a verb of choosing and
@@ -243,6 +247,8 @@ def _claim_like(raw: str) -> bool:
         return False
     if not (raw[0].isalpha() or raw[0] in "\"'(“‘" or _LITERAL_LEAD.match(raw)) or _SETTING.match(raw):
         return False
+    if raw.endswith((",", "{", "[", "(")):
+        return False  # a line of code or data that goes on ("target: 'ws://localhost:5174',")
     toks = _TOKEN.findall(raw.lower())
     return len(toks) >= MIN_CLAIM_TOKENS and sum(bool(_NUMBER.match(t)) for t in toks) <= 0.3 * len(toks)
 
@@ -291,7 +297,12 @@ def _defaults(text: str) -> frozenset[tuple[str | None, str]]:
     found: set[tuple[str | None, str]] = set()
     lines = text.splitlines()
     heading: str | None = None
+    fenced = False
     for i, line in enumerate(lines):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        if fenced:
+            continue  # a default in a code example's comment belongs to the example
         if line.startswith("#"):
             heading = _value(line.lstrip("#"))
             continue
@@ -306,7 +317,9 @@ def _defaults(text: str) -> frozenset[tuple[str | None, str]]:
 
 
 def _value(text: str) -> str:
-    return " ".join(re.sub(r"</?code>|[`*\"“”]", "", text).lower().split()).rstrip(".")
+    """A value as written, without markup, quotes or a note in parentheses ("`4096` (4 KiB)")."""
+    text = re.sub(r"\s\([^)]*\)", "", text)
+    return " ".join(re.sub(r"</?code>|[`*\"“”']", "", text).lower().split()).rstrip(".")
 
 
 def _default_conflict(a: str, b: str, subjects: tuple[str | None, str | None]) -> Verdict:
@@ -339,7 +352,9 @@ def subject_of(memory: Memory) -> str | None:
 
 
 def _different_subjects(a: str, b: str, subjects: tuple[str | None, str | None]) -> str | None:
-    """"x / y" when the texts are about differently named subjects, neither named in the other."""
+    """"x / y" when the texts are about differently named subjects, neither named in the other's
+    prose. A name in backticks or a link is a cross-reference: two settings' pages often point at
+    each other ("takes priority over `ssr.noExternal`") and stay about two settings."""
     x, y = subjects
     if not x or not y:
         return None
@@ -350,6 +365,7 @@ def _different_subjects(a: str, b: str, subjects: tuple[str | None, str | None])
 
 
 def _names(text: str, subject: str) -> bool:
+    text = _LINK_TEXT.sub(" ", _LITERAL.sub(" ", text))
     return re.search(r"(?<!\w)" + re.escape(subject) + r"(?!\w)", " ".join(text.lower().split())) is not None
 
 
@@ -427,16 +443,20 @@ def _cues(x: _Sentence, y: _Sentence,
         score += W_NUMBER
         reasons.append(f"numbers differ: {', '.join(sorted(x.numbers))} vs {', '.join(sorted(y.numbers))}")
     # The same sentence with another literal in the value's place: "returns a `Boolean`" / "returns
-    # a `Promise<boolean>`". A literal in the subject's place (within the first three words: "The
-    # `and` function evaluates ..." / "The `or` function ...") or naming the section's own subject says
-    # which thing is described, not what it is. Literals holding numbers are left to the numbers cue.
+    # a `Promise<boolean>`". Not a value: a literal in the subject's place (within the first three
+    # words: "The `and` function evaluates ..." / "The `or` function ...") or naming the section's own
+    # subject says which thing is described; one right after "like", "such as", "e.g." is an
+    # example (options like `--port` or `--open`); one spelled nearly alike is a typo fixed
+    # (`assetInlineLimit` / `assetsInlineLimit`). Literals holding numbers are left to the numbers cue.
     if x.literals and x.template == y.template and len(x.literals) == len(y.literals) and "numbers" not in "".join(reasons):
         changed = [(i, p, q) for i, (p, q) in enumerate(zip(x.literals, y.literals)) if p != q]
         if len(changed) == 1:
             i, p, q = changed[0]
             slot = [m.start() for m in re.finditer("§", x.template)][i]
             named = set(_TOKEN.findall(p)) <= sa - sb and set(_TOKEN.findall(q)) <= sb - sa
-            if len(x.template[:slot].split()) >= 3 and not named:
+            example = _EXAMPLE.search(x.template[:slot]) is not None
+            respelled = SequenceMatcher(None, p, q).ratio() >= RESPELLED
+            if len(x.template[:slot].split()) >= 3 and not (named or example or respelled):
                 score += W_VALUE
                 reasons.append(f"values differ: {p} vs {q}")
     if x.markers != y.markers and score:
