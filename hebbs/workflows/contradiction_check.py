@@ -9,11 +9,17 @@ one of these cues:
     negation       one sentence negates, the other does not ("is" / "is not", "never", "no longer")
     antonyms       a word on one side and its opposite on the other (reliable/unreliable, fast/slow...)
     numbers        the same statement with different numbers ("timeout is 30 s" / "timeout is 60 s")
+    values         the same sentence with another literal in the value's place ("returns a `Boolean`" /
+                   "returns a `Promise<boolean>`", "the setting goes in `.npmrc`" / "`pnpm-workspace.yaml`")
     revision       a marker that something changed ("no longer", "now", "instead", "switched to")
+
+And, apart from sentences: two sections about the same named setting (the heading above a
+"Default: X" line or a table's Default column) that state different defaults.
 
 confidence = min(0.75, sum of cue weights x (0.5 + 0.5 x overlap)), where overlap is that Jaccard
 index of the two sentences' content words (lightly stemmed). Weights: antonyms 0.45, negation 0.4,
-numbers 0.4, revision marker 0.15 (only on top of another cue). It is capped at 0.75 because a heuristic never knows;
+numbers 0.4, values 0.4, revision marker 0.15 (only on top of another cue); a changed default
+scores 0.45. It is capped at 0.75 because a heuristic never knows;
 pairs above 0.35 are queued in the engine's `pending` family for a person or an agent to review.
 Nothing is superseded or deleted here.
 
@@ -43,6 +49,22 @@ notes and conversations: bench/bench_contradictions.py, docs/honesty.md):
                        sentence markdown wrapped over lines is one sentence.
     versions           "Jekyll 2" / "Jekyll 3": a name's number says which thing, it is not a
                        differing value, and two versions are different objects.
+    names and choices  a word in backticks or quotes is a literal (the "stop" property), not an
+                       antonym; the words that tell two sections' subjects apart ("npm stop" / "npm
+                       start") are not antonyms; what follows "specify/choose ... which/whether" is
+                       a choice a setting offers, not a claim.
+    negation scope     a negation counts only if the word it bears on is in the other sentence
+                       ("Node does not use X, but instead bar is resolved" does not deny "bar is
+                       resolved").
+    headings, shared   a heading names a case ("Store path is NOT specified"), it asserts nothing; a
+                       sentence both memories hold is not where they differ (two pages that each
+                       describe --dev and --prod).
+    not a new value    a literal after "like", "such as", "e.g." is an example; two spelled nearly
+                       alike are a typo fixed; a literal in the subject's place (the first three
+                       words) or naming the section's subject says which thing; a default belongs
+                       to the heading right above it, is compared without quotes or notes, and is
+                       never read from a code example; a subject named only in backticks or a link
+                       is a cross-reference, not what the other section is about.
 """
 
 from __future__ import annotations
