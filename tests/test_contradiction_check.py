@@ -126,7 +126,8 @@ def test_a_choice_a_setting_offers_is_not_a_claim():
 
 def test_the_same_sentence_with_another_value_is_a_candidate():
     verdict = classify("`check` checks whether the file is formatted with those options and returns a `Boolean`.",
-                       "`check` checks whether the file is formatted with those options and returns a `Promise<boolean>`.")
+                       "`check` checks whether the file is formatted with those options and returns a "
+                       "`Promise<boolean>`.")
     assert verdict.confidence > THRESHOLD
     assert verdict.reasons[0] == "values differ: boolean vs promise<boolean>"
     # A literal in the subject's place names which thing is described.
@@ -160,7 +161,8 @@ def test_the_same_setting_with_another_default_is_a_candidate():
 
 def test_a_negation_counts_only_where_it_bears_on_the_shared_statement():
     """pnpm docs: "Node does not use X, but instead, bar is resolved ..." denies "use", not "resolved"."""
-    assert classify("Node does not use the copy in the project folder, but instead, bar is resolved to its real location.",
+    assert classify("Node does not use the copy in the project folder, but instead, bar is resolved to its real "
+                    "location.",
                     "bar is resolved to its real location in the store.").confidence <= THRESHOLD
     assert classify("forget me please", "do not forget me please").confidence > THRESHOLD
 

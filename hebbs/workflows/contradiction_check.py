@@ -245,9 +245,13 @@ def _analyze(text: str) -> tuple[_Sentence, ...]:
         template = " ".join(_LITERAL.sub("§", low).split()).rstrip(".!:;")
         out.append(_Sentence(raw, tokens, words, negated, numbers, markers, _instructed(toks), raw.endswith("?"),
                              versions, literal_words, template, tuple(" ".join(sp.lower().split()) for sp in spans),
-                             frozenset(_TOKEN.findall(m.group(1).lower())) if (m := _CHOICE.search(raw)) else frozenset(),
-                             negates, " ".join(toks)))
+                             _choice_words(raw), negates, " ".join(toks)))
     return tuple(out)
+
+
+def _choice_words(raw: str) -> frozenset[str]:
+    m = _CHOICE.search(raw)
+    return frozenset(_TOKEN.findall(m.group(1).lower())) if m else frozenset()
 
 
 def _negated_words(toks: list[str]) -> frozenset[str]:
@@ -308,7 +312,9 @@ def _verdict(a: str, b: str, xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...
 
 
 def _subject_words(subjects: tuple[str | None, str | None]) -> tuple[frozenset[str], frozenset[str]]:
-    return tuple(frozenset(_TOKEN.findall((s or "").lower().replace("-", " "))) for s in subjects)  # type: ignore[return-value]
+    def words(subject: str | None) -> frozenset[str]:
+        return frozenset(_TOKEN.findall((subject or "").lower().replace("-", " ")))
+    return words(subjects[0]), words(subjects[1])
 
 
 @lru_cache(maxsize=1024)
@@ -457,7 +463,8 @@ def _cues(x: _Sentence, y: _Sentence,
     if antonyms:
         score += W_ANTONYM
         reasons.append("antonyms: " + ", ".join(f"{p} / {q}" for p, q in antonyms[:3]))
-    if x.negated != y.negated and (x.negates if x.negated else y.negates) & {_stem(t) for t in (y if x.negated else x).tokens}:
+    negated, other = (x, y) if x.negated else (y, x)
+    if x.negated != y.negated and negated.negates & {_stem(t) for t in other.tokens}:
         score += W_NEGATION
         reasons.append("negation: only " + ("a" if x.negated else "b") + " negates")
     # Each side must hold a number the other lacks: a copy cut short holds fewer, not other, numbers.
@@ -470,7 +477,8 @@ def _cues(x: _Sentence, y: _Sentence,
     # subject says which thing is described; one right after "like", "such as", "e.g." is an
     # example (options like `--port` or `--open`); one spelled nearly alike is a typo fixed
     # (`assetInlineLimit` / `assetsInlineLimit`). Literals holding numbers are left to the numbers cue.
-    if x.literals and x.template == y.template and len(x.literals) == len(y.literals) and "numbers" not in "".join(reasons):
+    same_template = x.template == y.template and len(x.literals) == len(y.literals)
+    if x.literals and same_template and not any(r.startswith("numbers") for r in reasons):
         changed = [(i, p, q) for i, (p, q) in enumerate(zip(x.literals, y.literals)) if p != q]
         if len(changed) == 1:
             i, p, q = changed[0]
