@@ -9,11 +9,17 @@ one of these cues:
     negation       one sentence negates, the other does not ("is" / "is not", "never", "no longer")
     antonyms       a word on one side and its opposite on the other (reliable/unreliable, fast/slow...)
     numbers        the same statement with different numbers ("timeout is 30 s" / "timeout is 60 s")
+    values         the same sentence with another literal in the value's place ("returns a `Boolean`" /
+                   "returns a `Promise<boolean>`", "the setting goes in `.npmrc`" / "`pnpm-workspace.yaml`")
     revision       a marker that something changed ("no longer", "now", "instead", "switched to")
+
+And, apart from sentences: two sections about the same named setting (the heading above a
+"Default: X" line or a table's Default column) that state different defaults.
 
 confidence = min(0.75, sum of cue weights x (0.5 + 0.5 x overlap)), where overlap is that Jaccard
 index of the two sentences' content words (lightly stemmed). Weights: antonyms 0.45, negation 0.4,
-numbers 0.4, revision marker 0.15 (only on top of another cue). It is capped at 0.75 because a heuristic never knows;
+numbers 0.4, values 0.4, revision marker 0.15 (only on top of another cue); a changed default
+scores 0.45. It is capped at 0.75 because a heuristic never knows;
 pairs above 0.35 are queued in the engine's `pending` family for a person or an agent to review.
 Nothing is superseded or deleted here.
 
@@ -43,6 +49,22 @@ notes and conversations: bench/bench_contradictions.py, docs/honesty.md):
                        sentence markdown wrapped over lines is one sentence.
     versions           "Jekyll 2" / "Jekyll 3": a name's number says which thing, it is not a
                        differing value, and two versions are different objects.
+    names and choices  a word in backticks or quotes is a literal (the "stop" property), not an
+                       antonym; the words that tell two sections' subjects apart ("npm stop" / "npm
+                       start") are not antonyms; what follows "specify/choose ... which/whether" is
+                       a choice a setting offers, not a claim.
+    negation scope     a negation counts only if the word it bears on is in the other sentence
+                       ("Node does not use X, but instead bar is resolved" does not deny "bar is
+                       resolved").
+    headings, shared   a heading names a case ("Store path is NOT specified"), it asserts nothing; a
+                       sentence both memories hold is not where they differ (two pages that each
+                       describe --dev and --prod).
+    not a new value    a literal after "like", "such as", "e.g." is an example; two spelled nearly
+                       alike are a typo fixed; a literal in the subject's place (the first three
+                       words) or naming the section's subject says which thing; a default belongs
+                       to the heading right above it, is compared without quotes or notes, and is
+                       never read from a code example; a subject named only in backticks or a link
+                       is a cross-reference, not what the other section is about.
 """
 
 from __future__ import annotations
@@ -50,6 +72,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable
+from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any
 
@@ -70,6 +93,8 @@ W_ANTONYM = 0.45
 W_NEGATION = 0.4
 W_NUMBER = 0.4
 W_REVISION = 0.15
+W_VALUE = 0.4
+W_DEFAULT = 0.45
 MIN_OVERLAP = 0.65
 DIFFERENT_OBJECTS = 0.5
 
@@ -116,6 +141,9 @@ _REVISION_MARKERS = ("no longer", "not anymore", "anymore", "any more", "now", "
                      "formerly", "changed to", "was changed", "has changed", "turns out", "actually", "in fact",
                      "correction", "update:", "updated")
 _MARKER_RE = re.compile(r"\b(?:" + "|".join(re.escape(m) for m in _REVISION_MARKERS) + r")(?!\w)")
+_NEGATION_SKIP = {"be", "been", "being", "is", "are", "was", "were", "do", "does", "did", "have", "has", "had", "a",
+                  "an", "the", "to", "any", "longer", "more", "yet", "only", "always", "ever", "really", "even",
+                  "necessarily", "just", "so", "very", "all", "get", "got", "going", "it", "that", "this", "been"}
 _STOP = set("""
 a an the and or but if then so of to in on at by for with from as is are was were be been being am do does did
 has have had it its this that these those there here i we you he she they me us him her them my our your their
@@ -140,6 +168,26 @@ _MARKER = re.compile(r"\(\d{1,2}\)|\[\^\w+\]")
 _VERSION = re.compile(r"\b(?:[A-Z][A-Za-z]+|[Vv]ersion)\s+v?\d+(?:\.\d+)*\b")
 # "post_excerpt_max_categories: 2": a setting and its value, data rather than a statement.
 _SETTING = re.compile(r"^[\w.-]*[_.-][\w.-]*\s*:\s")
+# Fenced code is an example, not a claim; its lines are dropped before sentences are split.
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.S | re.M)
+# A short span in backticks or quotes is a literal: a value, a property, a command ("the `"stop"`
+# property", "returns a `Boolean`"). Its words name something, they are not predicates, so an
+# antonym inside one is no cue; but the same sentence with another literal is a differing value.
+_LITERAL = re.compile(r"`([^`\n]{1,60})`|\"([^\"\n]{1,40})\"|“([^”\n]{1,40})”")
+MAX_LITERAL_TOKENS = 3
+_EXAMPLE = re.compile(r"\b(?:like|such as|e\.g\.?|eg|including)(?:\s+(?:the|a|an))?(?:\s*§\s*(?:,|or|and))*\s*$")
+RESPELLED = 0.93
+_LINK_TEXT = re.compile(r"\[[^\]\n]*\]\([^)\n]*\)")
+# "`check` checks whether ...": prose that starts with a literal, unlike a line of code.
+_LITERAL_LEAD = re.compile(r"^`[A-Za-z_][\w.()-]{0,39}`\s+[a-z]+\s+[a-z]+\s+[a-z]+")
+# "Use this setting to specify which tags should be excluded": what follows a verb of choosing and
+# "which" / "whether" is the choice a setting offers, not a statement that it is so.
+_CHOICE = re.compile(r"\b(?:specif\w*|choos\w*|chose\w*|select\w*|decid\w*|control\w*|determin\w*|configur\w*)"
+                     r"\s+(?:which|whether|what|if)\b(.*)", re.I)
+# A setting's default stated as a line ("* Default: false") or in a table's "Default" column.
+_DEFAULT_LINE = re.compile(r"^[ \t]*(?:[-*+][ \t]+)?(?:\*\*)?Default(?: value)?(?:\*\*)?:(?:\*\*)?[ \t]*(\S[^\n]*)$",
+                           re.M | re.I)
+_TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}")
 # Words that carry a cue are not part of "the same statement" (nor is "longer" of "no longer").
 _CUE_WORDS = set(ANTONYMS) | _NEGATIONS | {w for m in _REVISION_MARKERS for w in m.rstrip(":").split()}
 
@@ -159,13 +207,21 @@ class _Sentence(msgspec.Struct):
     actions: frozenset[str]  # action verbs used as instructions ("Add a ...", "to remove ...")
     question: bool
     versions: frozenset[str] = frozenset()  # a name and its number: "jekyll 3", "python 2.7"
+    literal_words: frozenset[str] = frozenset()  # words inside short backtick or quoted spans
+    template: str = ""  # the sentence with each literal replaced by a placeholder
+    literals: tuple[str, ...] = ()  # those literals, in order
+    choice_words: frozenset[str] = frozenset()  # words of a choice offered ("specify which ... are excluded")
+    negates: frozenset[str] = frozenset()  # the words the sentence's negations bear on (stemmed)
+    key: str = ""  # the sentence's tokens: two sentences with one key say the same thing
 
 
 @lru_cache(maxsize=1024)
 def _analyze(text: str) -> tuple[_Sentence, ...]:
     out = []
     for raw in _SENTENCE.split(_SOFT_WRAP.sub(" ", text)):
-        raw = raw.strip().lstrip("#>-*+ ").strip()
+        if raw.lstrip().startswith("#"):
+            continue  # a heading names a section ("Store path is NOT specified"), it does not assert
+        raw = raw.strip().lstrip(">-*+ ").strip()
         if not raw:
             continue
         if not _claim_like(raw):
@@ -174,6 +230,7 @@ def _analyze(text: str) -> tuple[_Sentence, ...]:
         toks = _TOKEN.findall(_MARKER.sub(" ", _LABEL.sub("", raw, count=1)).lower().replace("’", "'"))
         tokens = frozenset(t for t in toks)
         negated = bool(tokens & _NEGATIONS) or any(t.endswith("n't") for t in toks)
+        negates = _negated_words(toks)
         numbers = frozenset(t.replace(",", ".") for t in toks if _NUMBER.match(t))
         words = frozenset(_stem(t) for t in toks if t not in _STOP and t not in _CUE_WORDS and not _NUMBER.match(t)
                           and not t.endswith("n't") and len(t) > 1)
@@ -182,17 +239,42 @@ def _analyze(text: str) -> tuple[_Sentence, ...]:
         markers = frozenset(_MARKER_RE.findall(low))
         versions = frozenset(m.group(0).lower() for m in _VERSION.finditer(raw))
         numbers -= {v.split()[-1].lstrip("v") for v in versions}  # a version's number names, it does not count
+        spans = [next(g for g in m.groups() if g is not None) for m in _LITERAL.finditer(raw)]
+        spans = [span for span in spans if len(_TOKEN.findall(span.lower())) <= MAX_LITERAL_TOKENS]
+        literal_words = frozenset(t for span in spans for t in _TOKEN.findall(span.lower().replace("’", "'")))
+        template = " ".join(_LITERAL.sub("§", low).split()).rstrip(".!:;")
         out.append(_Sentence(raw, tokens, words, negated, numbers, markers, _instructed(toks), raw.endswith("?"),
-                             versions))
+                             versions, literal_words, template, tuple(" ".join(sp.lower().split()) for sp in spans),
+                             _choice_words(raw), negates, " ".join(toks)))
     return tuple(out)
+
+
+def _choice_words(raw: str) -> frozenset[str]:
+    m = _CHOICE.search(raw)
+    return frozenset(_TOKEN.findall(m.group(1).lower())) if m else frozenset()
+
+
+def _negated_words(toks: list[str]) -> frozenset[str]:
+    """The word each negation bears on: the next one past auxiliaries ("does not *renew*", "will
+    not be *fetched*", "no longer *uses*"). "Node does not use X, but instead Y is resolved" negates
+    "use", so it does not deny "Y is resolved"."""
+    out = set()
+    for i, tok in enumerate(toks):
+        if tok in _NEGATIONS or tok.endswith("n't"):
+            nxt = next((t for t in toks[i + 1:] if t not in _NEGATION_SKIP), None)
+            if nxt is not None:
+                out.add(_stem(nxt))
+    return frozenset(out)
 
 
 def _claim_like(raw: str) -> bool:
     """Prose that states something, as opposed to code, data, output or a fragment."""
     if any(mark in raw for mark in _MARKUP) or raw.count("|") >= 2:
         return False
-    if not (raw[0].isalpha() or raw[0] in "\"'(“‘") or _SETTING.match(raw):
+    if not (raw[0].isalpha() or raw[0] in "\"'(“‘" or _LITERAL_LEAD.match(raw)) or _SETTING.match(raw):
         return False
+    if raw.endswith((",", "{", "[", "(")):
+        return False  # a line of code or data that goes on ("target: 'ws://localhost:5174',")
     toks = _TOKEN.findall(raw.lower())
     return len(toks) >= MIN_CLAIM_TOKENS and sum(bool(_NUMBER.match(t)) for t in toks) <= 0.3 * len(toks)
 
@@ -219,7 +301,73 @@ def _stem(word: str) -> str:
 def classify(a: str, b: str, subjects: tuple[str | None, str | None] = (None, None)) -> Verdict:
     """How likely two texts contradict each other (0 .. MAX_CONFIDENCE), and why. `subjects` name
     what each text is about when known (a section's heading, a note's name)."""
-    return _judge(_analyze(a), _analyze(b), _different_subjects(a, b, subjects))
+    return _verdict(a, b, _analyze(a), _analyze(b), subjects)
+
+
+def _verdict(a: str, b: str, xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...],
+             subjects: tuple[str | None, str | None]) -> Verdict:
+    sentences = _judge(xs, ys, _different_subjects(a, b, subjects), _subject_words(subjects))
+    defaults = _default_conflict(a, b, subjects)
+    return defaults if defaults.confidence > sentences.confidence else sentences
+
+
+def _subject_words(subjects: tuple[str | None, str | None]) -> tuple[frozenset[str], frozenset[str]]:
+    def words(subject: str | None) -> frozenset[str]:
+        return frozenset(_TOKEN.findall((subject or "").lower().replace("-", " ")))
+    return words(subjects[0]), words(subjects[1])
+
+
+@lru_cache(maxsize=1024)
+def _defaults(text: str) -> frozenset[tuple[str | None, str]]:
+    """The defaults a section states, each with the heading it stands under in the text (None
+    before any): "Default: X" lines and the "Default" column of a table. A page of options under
+    one "Options" heading gives each option its own sub-heading, and that names the setting."""
+    found: set[tuple[str | None, str]] = set()
+    lines = text.splitlines()
+    heading: str | None = None
+    fenced = False
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        if fenced:
+            continue  # a default in a code example's comment belongs to the example
+        if line.startswith("#"):
+            heading = _value(line.lstrip("#"))
+            continue
+        if m := _DEFAULT_LINE.match(line):
+            found.add((heading, _value(m.group(1))))
+        cells = [c.strip().lower() for c in line.strip().strip("|").split("|")]
+        if "default" in cells and "|" in line and i + 2 < len(lines) and _TABLE_SEPARATOR.match(lines[i + 1]):
+            row = [c.strip() for c in lines[i + 2].strip().strip("|").split("|")]
+            if len(row) == len(cells):
+                found.add((heading, _value(row[cells.index("default")])))
+    return frozenset((h, v) for h, v in found if v)
+
+
+def _value(text: str) -> str:
+    """A value as written, without markup, quotes or a note in parentheses ("`4096` (4 KiB)")."""
+    text = re.sub(r"\s\([^)]*\)", "", text)
+    return " ".join(re.sub(r"</?code>|[`*\"“”']", "", text).lower().split()).rstrip(".")
+
+
+def _default_conflict(a: str, b: str, subjects: tuple[str | None, str | None]) -> Verdict:
+    """Two sections about the same named setting that state different defaults: a fact changed. The
+    subject must be known and shared; two settings with different defaults are two settings."""
+    def by_setting(text: str, subject: str | None) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for heading, value in _defaults(text):
+            name = heading or (_value(subject) if subject else None)
+            if name:
+                out.setdefault(name, set()).add(value)
+        return out
+
+    da, db = by_setting(a, subjects[0]), by_setting(b, subjects[1])
+    for name in sorted(da.keys() & db.keys()):
+        if len(da[name]) == 1 and len(db[name]) == 1 and da[name] != db[name]:
+            (va,), (vb,) = da[name], db[name]
+            return Verdict(W_DEFAULT, [f"defaults differ for {name}: {va} vs {vb}", f"a: {_quote('Default: ' + va)}",
+                                       f"b: {_quote('Default: ' + vb)}"])
+    return Verdict(0.0, [])
 
 
 def subject_of(memory: Memory) -> str | None:
@@ -232,7 +380,9 @@ def subject_of(memory: Memory) -> str | None:
 
 
 def _different_subjects(a: str, b: str, subjects: tuple[str | None, str | None]) -> str | None:
-    """"x / y" when the texts are about differently named subjects, neither named in the other."""
+    """"x / y" when the texts are about differently named subjects, neither named in the other's
+    prose. A name in backticks or a link is a cross-reference: two settings' pages often point at
+    each other ("takes priority over `ssr.noExternal`") and stay about two settings."""
     x, y = subjects
     if not x or not y:
         return None
@@ -243,14 +393,19 @@ def _different_subjects(a: str, b: str, subjects: tuple[str | None, str | None])
 
 
 def _names(text: str, subject: str) -> bool:
+    text = _LINK_TEXT.sub(" ", _LITERAL.sub(" ", text))
     return re.search(r"(?<!\w)" + re.escape(subject) + r"(?!\w)", " ".join(text.lower().split())) is not None
 
 
-def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subjects: str | None = None) -> Verdict:
+def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subjects: str | None = None,
+           subject_words: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())) -> Verdict:
     best = Verdict(0.0, [])
+    # A sentence both memories hold is not where they differ: when each says "only dev packages
+    # are fetched" and "dev packages are not fetched", they describe two options alike.
+    keys_x, keys_y = {x.key for x in xs}, {y.key for y in ys}
     for x in xs:
         for y in ys:
-            if x.question or y.question:
+            if x.question or y.question or x.key in keys_y or y.key in keys_x:
                 continue
             shared = len(x.words & y.words)
             if shared < 2:
@@ -260,10 +415,13 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subje
             overlap = shared / len(x.words | y.words)
             if overlap < MIN_OVERLAP:
                 continue
-            score, reasons = _cues(x, y)
+            score, reasons = _cues(x, y, subject_words)
             if not reasons:
                 continue
             only_x, only_y = x.words - y.words, y.words - x.words
+            if any(r.startswith("values differ") for r in reasons):
+                # The differing literal is the disagreement, not a sign of two objects.
+                only_x, only_y = only_x - x.literal_words, only_y - y.literal_words
             if only_x and only_y:
                 score *= DIFFERENT_OBJECTS
                 reasons.append(f"different objects? only a: {', '.join(sorted(only_x)[:3])}; "
@@ -274,7 +432,8 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subje
             elif different_subjects is not None:
                 score *= DIFFERENT_OBJECTS
                 reasons.append(f"different subjects? {different_subjects}")
-            elif x.tokens & _CONDITIONAL and y.tokens & _CONDITIONAL:
+            elif x.tokens & _CONDITIONAL and y.tokens & _CONDITIONAL and x.template != y.template:
+                # (the same template around one differing literal means the same condition)
                 score *= DIFFERENT_OBJECTS
                 reasons.append("different cases? both are conditions")
             confidence = round(min(MAX_CONFIDENCE, score * (0.5 + 0.5 * overlap)), 3)
@@ -283,12 +442,20 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subje
     return best
 
 
-def _cues(x: _Sentence, y: _Sentence) -> tuple[float, list[str]]:
+def _cues(x: _Sentence, y: _Sentence,
+          subject_words: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())) -> tuple[float, list[str]]:
     score = 0.0
     reasons: list[str] = []
-    # Each pair is named in alphabetical order, whichever side holds which word.
+    sa, sb = subject_words
+    # Each pair is named in alphabetical order, whichever side holds which word. Not an antonym:
+    # two instructions (add / remove a collaborator); a literal's word (the "stop" property); two
+    # choices a setting offers ("specify which tags are included" / "excluded"); nor
+    # the words that tell the two subjects apart ("npm stop" / "npm start", "Enable 2FA" / "Disable 2FA").
     antonyms = sorted({tuple(sorted((p, q))) for p in x.tokens - y.tokens for q in ANTONYMS.get(p, ())
-                       if q in y.tokens - x.tokens and not (p in x.actions and q in y.actions)})
+                       if q in y.tokens - x.tokens and not (p in x.actions and q in y.actions)
+                       and p not in x.literal_words and q not in y.literal_words
+                       and not (p in x.choice_words and q in y.choice_words)
+                       and not (p in sa - sb and q in sb - sa)})
     if len(antonyms) == 1 and x.negated != y.negated:
         # "No pages are excluded" says what "all pages are included" says: one negation and one
         # antonym cancel, and the two agree.
@@ -296,13 +463,32 @@ def _cues(x: _Sentence, y: _Sentence) -> tuple[float, list[str]]:
     if antonyms:
         score += W_ANTONYM
         reasons.append("antonyms: " + ", ".join(f"{p} / {q}" for p, q in antonyms[:3]))
-    if x.negated != y.negated:
+    negated, other = (x, y) if x.negated else (y, x)
+    if x.negated != y.negated and negated.negates & {_stem(t) for t in other.tokens}:
         score += W_NEGATION
         reasons.append("negation: only " + ("a" if x.negated else "b") + " negates")
     # Each side must hold a number the other lacks: a copy cut short holds fewer, not other, numbers.
     if x.numbers - y.numbers and y.numbers - x.numbers:
         score += W_NUMBER
         reasons.append(f"numbers differ: {', '.join(sorted(x.numbers))} vs {', '.join(sorted(y.numbers))}")
+    # The same sentence with another literal in the value's place: "returns a `Boolean`" / "returns
+    # a `Promise<boolean>`". Not a value: a literal in the subject's place (within the first three
+    # words: "The `and` function evaluates ..." / "The `or` function ...") or naming the section's own
+    # subject says which thing is described; one right after "like", "such as", "e.g." is an
+    # example (options like `--port` or `--open`); one spelled nearly alike is a typo fixed
+    # (`assetInlineLimit` / `assetsInlineLimit`). Literals holding numbers are left to the numbers cue.
+    same_template = x.template == y.template and len(x.literals) == len(y.literals)
+    if x.literals and same_template and not any(r.startswith("numbers") for r in reasons):
+        changed = [(i, p, q) for i, (p, q) in enumerate(zip(x.literals, y.literals)) if p != q]
+        if len(changed) == 1:
+            i, p, q = changed[0]
+            slot = [m.start() for m in re.finditer("§", x.template)][i]
+            named = set(_TOKEN.findall(p)) <= sa - sb and set(_TOKEN.findall(q)) <= sb - sa
+            example = _EXAMPLE.search(x.template[:slot]) is not None
+            respelled = SequenceMatcher(None, p, q).ratio() >= RESPELLED
+            if len(x.template[:slot].split()) >= 3 and not (named or example or respelled):
+                score += W_VALUE
+                reasons.append(f"values differ: {p} vs {q}")
     if x.markers != y.markers and score:
         # A change marker alone is common prose; it only strengthens another cue.
         score += W_REVISION
@@ -363,8 +549,7 @@ def find_candidates(engine: Any, memory_ids: Iterable[str], *, k: int = NEIGHBOR
             b = memory(other)
             if b is None or (skip is not None and skip(a, b)):
                 continue
-            verdict = _judge(analysis(a), analysis(b),
-                             _different_subjects(a.content, b.content, (subject_of(a), subject_of(b))))
+            verdict = _verdict(a.content, b.content, analysis(a), analysis(b), (subject_of(a), subject_of(b)))
             if verdict.confidence > threshold:
                 out.append(PendingContradiction(
                     id=str(ULID()), memory_a=mid, memory_b=other, similarity=round(float(similarity), 4),
