@@ -66,6 +66,39 @@ def now_us() -> int:
     return time.time_ns() // 1000
 
 
+class Scope:
+    """The memories a recall may return: not revisions, not superseded (unless include_superseded), of
+    one entity and within a time window when given. A Filter like any other, which searches can also
+    ask about many ids at once (`passing`): one vectorized pass over the catalog's columns."""
+
+    __slots__ = ("_catalog", "entity_id", "window", "include_superseded")
+
+    def __init__(self, catalog: Catalog, entity_id: str | None, window: tuple[int, int] | None,
+                 include_superseded: bool) -> None:
+        self._catalog = catalog
+        self.entity_id = entity_id
+        self.window = window
+        self.include_superseded = include_superseded
+
+    def __call__(self, memory_id: str) -> bool:
+        entry = self._catalog.get(memory_id)
+        if entry is None or entry.kind == MemoryKind.REVISION:
+            return False
+        if entry.superseded_by is not None and not self.include_superseded:
+            return False
+        if self.entity_id is not None and entry.entity_id != self.entity_id:
+            return False
+        return self.window is None or self.window[0] <= entry.created_at <= self.window[1]
+
+    def passing(self, ids: list[str]) -> list[bool]:
+        return self._catalog.in_scope(ids, self.entity_id, self.window, self.include_superseded)
+
+    def within(self, start: int, end: int) -> "Scope":
+        """This scope narrowed to memories created from start to end."""
+        window = (start, end) if self.window is None else (max(start, self.window[0]), min(end, self.window[1]))
+        return Scope(self._catalog, self.entity_id, window, self.include_superseded)
+
+
 class OpenVault:
     """An open vault's state. Thread-safe: writes are serialized by `writing()`, reads run concurrently."""
 
@@ -270,6 +303,16 @@ class OpenVault:
     def entry(self, memory_id: str) -> CatalogEntry | None:
         return self._catalog.get(memory_id)
 
+    def ranking_fields(self, ids: list[str]) -> list[tuple[int, float, int, str | None] | None]:
+        """(created_at, importance, access_count, context type) of each memory, None for one that does
+        not exist: what the composite score reads, for many candidates in one step."""
+        return self._catalog.ranking_fields(ids)
+
+    def scope(self, entity_id: str | None = None, window: tuple[int, int] | None = None,
+              include_superseded: bool = False) -> Scope:
+        """The filter of what a recall may return (see Scope)."""
+        return Scope(self._catalog, entity_id, window, include_superseded)
+
     def __contains__(self, memory_id: object) -> bool:
         return memory_id in self._catalog
 
@@ -320,7 +363,10 @@ class OpenVault:
             ask = int(want * factor) + 8
             hits = self._index.search(vector, ask if want < len(self._index) else want,
                                       ef=max(self.config.index.ef_search, ask))
-            kept = [(mid, sim) for mid, sim in hits if allowed(mid)]
+            if isinstance(allowed, Scope):
+                kept = [hit for hit, keep in zip(hits, allowed.passing([mid for mid, _ in hits])) if keep]
+            else:
+                kept = [(mid, sim) for mid, sim in hits if allowed(mid)]
             if len(kept) >= k or len(hits) >= len(self._index) or want >= len(self._index):
                 return kept[:k]
             want *= 4
