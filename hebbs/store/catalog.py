@@ -213,6 +213,21 @@ class Catalog:
         context_type = cols.context_type
         return [None if row < 0 else (*fields, context_type[row]) for row, fields in zip(rows, numbers)]
 
+    def files_of(self, ids: list[str]) -> list[str | None]:
+        """The source file of each memory (None for one without, or an unknown id)."""
+        cols = self._cols
+        rows, file = cols.row, cols.file
+        return [None if row is None else file[row] for row in map(rows.get, ids)]
+
+    def words_of(self, ids: list[str]) -> list[int | None]:
+        """The length in words of each memory (None for an unknown id)."""
+        cols = self._cols
+        rows = [cols.row.get(memory_id, -1) for memory_id in ids]
+        if not rows:
+            return []
+        words = cols.numbers["words"][[max(row, 0) for row in rows]].tolist()
+        return [None if row < 0 else count for row, count in zip(rows, words)]
+
     def in_scope(self, ids: list[str], entity_id: str | None, window: tuple[int, int] | None,
                  include_superseded: bool) -> list[bool]:
         """For each id, whether recall may return it: a known memory, not a revision, not superseded

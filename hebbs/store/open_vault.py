@@ -308,6 +308,14 @@ class OpenVault:
         not exist: what the composite score reads, for many candidates in one step."""
         return self._catalog.ranking_fields(ids)
 
+    def files_of(self, ids: list[str]) -> list[str | None]:
+        """The source file of each memory: None for one not indexed from a file, or that does not exist."""
+        return self._catalog.files_of(ids)
+
+    def words_of(self, ids: list[str]) -> list[int | None]:
+        """The length in words of each memory's content, None for one that does not exist."""
+        return self._catalog.words_of(ids)
+
     def scope(self, entity_id: str | None = None, window: tuple[int, int] | None = None,
               include_superseded: bool = False) -> Scope:
         """The filter of what a recall may return (see Scope)."""
@@ -339,8 +347,14 @@ class OpenVault:
 
     def vectors_or_zeros(self, ids: list[str]) -> np.ndarray:
         """The vectors of these memories, one row each (zeros for a memory without one), in one read."""
-        out = np.zeros((len(ids), self.embedder.dim), dtype=np.float32)
-        for row, raw in enumerate(self.store.get_vectors(ids) if ids else []):
+        dim = self.embedder.dim
+        raws = self.store.get_vectors(ids) if ids else []
+        width = dim * 4
+        if raws and all(raw is not None and len(raw) == width for raw in raws):
+            # The usual case, decoded in one step rather than a row at a time.
+            return np.frombuffer(b"".join(raws), dtype="<f4").reshape(len(raws), dim).astype(np.float32)
+        out = np.zeros((len(ids), dim), dtype=np.float32)
+        for row, raw in enumerate(raws):
             if raw is not None:
                 out[row] = np.frombuffer(raw, dtype="<f4")
         return out
