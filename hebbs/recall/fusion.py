@@ -201,16 +201,19 @@ def mmr_order(scores: list[float], vectors: np.ndarray, lam: float, k: int,
     spread = 1.0 - lam
     # Added to each candidate's value: -inf once picked, -2.0 once a duplicate of a pick (below any
     # non-duplicate, order kept among duplicates), else 0. Kept up to date pick by pick: the same
-    # values as masking every round, without two masked writes per pick.
+    # values as masking every round; a pick's duplicates come from one row of a matrix built once,
+    # and the loop writes into arrays it allocated once (at top_k 100 it ran 100 rounds).
     penalty = np.where(max_sim >= duplicate_similarity, -2.0, 0.0)
+    duplicate_of = np.where(sims >= duplicate_similarity, -2.0, 0.0)
+    value = np.empty(n)
     for _ in range(min(k, n)):
-        value = base - spread * max_sim
+        np.multiply(spread, max_sim, out=value)
+        np.subtract(base, value, out=value)
         value += penalty
-        best = int(np.argmax(value))
+        best = int(value.argmax())
         picked.append(best)
-        row = sims[best]
-        np.maximum(max_sim, row, out=max_sim)
-        penalty[(row >= duplicate_similarity) & (penalty == 0.0)] = -2.0
+        np.maximum(max_sim, sims[best], out=max_sim)
+        np.minimum(penalty, duplicate_of[best], out=penalty)  # 0 -> -2 for its duplicates; -2 and -inf stay
         penalty[best] = -np.inf
     return picked
 

@@ -124,17 +124,18 @@ class VectorIndex:
                 return []
             k = min(k, live)
             ef_used = max(ef or self.params.ef_search, k)
+            query = vector.reshape(1, -1).astype(np.float32, copy=False)
             self._index.set_ef(ef_used)
             try:
-                labels, distances = self._index.knn_query(vector.reshape(1, -1).astype(np.float32), k=k)
+                labels, distances = self._index.knn_query(query, k=k)
             except RuntimeError:
                 # Raised when the graph cannot produce k live neighbours (many deletions): ask for fewer.
-                labels, distances = self._index.knn_query(vector.reshape(1, -1).astype(np.float32),
-                                                          k=max(1, k // 2))
+                labels, distances = self._index.knn_query(query, k=max(1, k // 2))
             finally:
                 self._index.set_ef(self.params.ef_search)
-            return [(self._id_of[label], 1.0 - float(dist))
-                    for label, dist in zip(labels[0].tolist(), distances[0].tolist()) if label in self._id_of]
+            id_of = self._id_of.get
+            hits = [(id_of(label), 1.0 - dist) for label, dist in zip(labels[0].tolist(), distances[0].tolist())]
+            return [hit for hit in hits if hit[0] is not None]
 
     def vectors(self, ids: list[str]) -> np.ndarray:
         """The stored (unit) vectors of these memories, one row each; a row of zeros for an id not indexed.
