@@ -17,7 +17,7 @@ import numpy as np
 from ..config import FusionParams
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     relevance: float
     strategies: list[str] = field(default_factory=list)
@@ -60,16 +60,20 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
     sim_rank = {mid: r for r, (mid, _) in enumerate(sim_hits)}
     lex_rank = {mid: r for r, (mid, _) in enumerate(lex_hits)}
     out: Candidates = {}
+    sim_weight = 1.0 - wl
     for mid in sim_rank.keys() | lex_rank.keys():
-        relevance = wl * lex.get(mid, 0.0) + (1.0 - wl) * sim.get(mid, 0.0)
-        found = [name for name, ranks in (("similarity", sim_rank), ("lexical", lex_rank)) if mid in ranks]
+        relevance = wl * lex.get(mid, 0.0) + sim_weight * sim.get(mid, 0.0)
         details: dict = {"lexical_weight": wl}
-        if mid in sim_rank:
-            details["similarity"] = round(sim_hits[sim_rank[mid]][1], 6)
-            details["similarity_rank"] = sim_rank[mid] + 1
-        if mid in lex_rank:
-            details["bm25"] = round(lex_hits[lex_rank[mid]][1], 4)
-            details["lexical_rank"] = lex_rank[mid] + 1
+        at_sim, at_lex = sim_rank.get(mid), lex_rank.get(mid)
+        if at_sim is not None:
+            found = ["similarity"] if at_lex is None else ["similarity", "lexical"]
+            details["similarity"] = round(sim_hits[at_sim][1], 6)
+            details["similarity_rank"] = at_sim + 1
+        else:
+            found = ["lexical"]
+        if at_lex is not None:
+            details["bm25"] = round(lex_hits[at_lex][1], 4)
+            details["lexical_rank"] = at_lex + 1
         out[mid] = Candidate(min(1.0, max(0.0, relevance)), found, details)
     return out
 
