@@ -135,9 +135,12 @@ def neighbor_support(candidates: Candidates, vectors_of: Callable[[list[str]], n
     sinks. Only the pool changes, each value a convex mix of relevances in 0..1, so it stays in 0..1."""
     if weight <= 0 or count <= 0 or pool < 2 or len(candidates) < 2:
         return
-    top = sorted(candidates, key=lambda mid: candidates[mid].relevance, reverse=True)[:pool]
+    ids = list(candidates)
+    relevances = [cand.relevance for cand in candidates.values()]
+    order = sorted(range(len(ids)), key=relevances.__getitem__, reverse=True)[:pool]
+    top = [ids[i] for i in order]
     vectors = np.asarray(vectors_of(top), dtype=np.float32)
-    relevance = np.array([candidates[mid].relevance for mid in top])
+    relevance = np.array([relevances[i] for i in order])
     sims = np.maximum(vectors @ vectors.T, 0.0)
     np.fill_diagonal(sims, 0.0)
     k = min(count, len(top) - 1)

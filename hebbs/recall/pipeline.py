@@ -207,7 +207,8 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
     # relevance-only weights that is after about top_k candidates instead of all of them. The
     # bound adds up the same terms in the same order as scoring.composite, so it is never below it.
     items = list(candidates.items())
-    by_relevance = sorted(range(len(items)), key=lambda i: items[i][1].relevance, reverse=True)
+    relevances = [cand.relevance for _, cand in items]
+    by_relevance = sorted(range(len(items)), key=relevances.__getitem__, reverse=True)
     best: list[float] = []  # min-heap of the `needed` best scores so far
     scored: list[tuple[float, int, scoring.Factors]] = []
     windows: dict[str | None, float] = {}  # recency window by context type: a handful of types per recall
@@ -219,7 +220,7 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
             batch = by_relevance[position:position + needed - len(best)]
         else:
             end = position
-            while end < len(by_relevance) and (weights.relevance * min(1.0, max(0.0, items[by_relevance[end]][1].relevance))
+            while end < len(by_relevance) and (weights.relevance * min(1.0, max(0.0, relevances[by_relevance[end]]))
                                                + weights.recency + weights.importance + weights.reinforcement
                                                ) + boost >= best[0]:
                 end += 1
@@ -237,7 +238,7 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
                 window = windows[context_type] = scoring.recency_window_days(
                     context_type, config.recall.recency_window, config.decay, config.recall.untyped_recency_days)
             known.append((index, created_at))
-            inputs.append((items[index][1].relevance, created_at, importance, access_count, window))
+            inputs.append((relevances[index], created_at, importance, access_count, window))
         for (index, created_at), (score, factors) in zip(known, scoring.composite_many(inputs, stamp, weights)):
             if preferred is not None and preferred[0] <= created_at <= preferred[1]:
                 # Added on top of the weighted factors (so a score can pass 1), and said in details.
