@@ -61,7 +61,10 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
     lex_rank = {mid: r for r, (mid, _) in enumerate(lex_hits)}
     out: Candidates = {}
     sim_weight = 1.0 - wl
-    for mid in sim_rank.keys() | lex_rank.keys():
+    # Similarity hits in their order, then lexical-only ones in theirs: a fixed order, because ties in
+    # relevance keep it (neighbour support's pool, rank's ties). A set union's order followed the
+    # process's string hashes, so the same recall could answer differently in another process.
+    for mid in [*sim_rank, *(mid for mid in lex_rank if mid not in sim_rank)]:
         relevance = wl * lex.get(mid, 0.0) + sim_weight * sim.get(mid, 0.0)
         details: dict = {"lexical_weight": wl}
         at_sim, at_lex = sim_rank.get(mid), lex_rank.get(mid)
