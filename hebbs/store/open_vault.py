@@ -395,7 +395,10 @@ class OpenVault:
 
     def lexical_hits(self, cue: str, k: int, allowed: Filter) -> Hits:
         """The k best BM25 matches that pass `allowed`, as (id, score), best first."""
-        hits = self._lexical.search(cue, k, allowed=lambda raw: allowed(id_str(raw)))
+        if isinstance(allowed, Scope):
+            hits = self._lexical.search(cue, k, passing=lambda raws: allowed.passing([id_str(raw) for raw in raws]))
+        else:
+            hits = self._lexical.search(cue, k, allowed=lambda raw: allowed(id_str(raw)))
         return [(id_str(raw), score) for raw, score in hits]
 
     def newest(self, entity_id: str | None, window: tuple[int, int] | None, k: int, allowed: Filter) -> list[str]:

@@ -87,12 +87,14 @@ def id_str(raw: bytes) -> str:
     every lexical hit it filters, hundreds per query at large top_k)."""
     if len(raw) != 16:
         return str(ULID.from_bytes(raw))  # let ulid raise its error
-    n = int.from_bytes(raw, "big")
-    pairs = []
-    for _ in range(13):
-        pairs.append(_PAIRS[n & 1023])
-        n >>= 10
-    return "".join(reversed(pairs))
+    # 13 pairs of 10 bits (the top 2 of 130 are zero), unrolled over two 64-bit halves: twice as fast
+    # as a loop over one 128-bit int (a filtered lexical search converts a page of 200 ids).
+    hi, lo = int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:], "big")
+    p = _PAIRS
+    return "".join((p[hi >> 56], p[(hi >> 46) & 1023], p[(hi >> 36) & 1023], p[(hi >> 26) & 1023],
+                    p[(hi >> 16) & 1023], p[(hi >> 6) & 1023], p[((hi & 63) << 4) | (lo >> 60)],
+                    p[(lo >> 50) & 1023], p[(lo >> 40) & 1023], p[(lo >> 30) & 1023], p[(lo >> 20) & 1023],
+                    p[(lo >> 10) & 1023], p[lo & 1023]))
 
 
 def memory_key(memory_id: str) -> bytes:
