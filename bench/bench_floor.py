@@ -37,6 +37,7 @@ from hebbs.recall import confidence, fused, fusion, scoring  # noqa: E402
 from hebbs.workflows import reinforce  # noqa: E402
 from hebbs.schema import ScoringWeights  # noqa: E402
 from hebbs.store.embed import get_embedder, limit_blas_threads  # noqa: E402
+from hebbs.store.open_vault import Scope  # noqa: E402
 
 RELEVANCE_ONLY = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)
 
@@ -73,13 +74,18 @@ class Profiler:
 
 def where_time_goes(engine: Engine, queries: int, **kwargs) -> list[tuple[str, float]]:
     prof = Profiler()
+    scope_passing = Scope.passing
     vault = engine.vault
     prof.wrap(engine.embedder, "embed_query", "embedding")
     prof.wrap(vault.vector_index, "search", "ANN (hnswlib)")
     prof.wrap(vault, "lexical_hits", "lexical (BM25)")
     prof.wrap(vault, "entry", "catalog filters/lookups")
+    prof.wrap(Scope, "passing", "catalog filters/lookups")  # the scope check of a search's hits, in one pass
+    for batch in ("ranking_fields", "files_of", "words_of"):
+        prof.wrap(vault, batch, "catalog filters/lookups")
     prof.wrap(scoring, "components", "scoring")
     prof.wrap(scoring, "composite", "scoring")
+    prof.wrap(scoring, "composite_many", "scoring")
     prof.wrap(fused, "fuse", "fusion")
     prof.wrap(confidence, "assess", "confidence")
     prof.wrap(vault, "memory", "record reads")
@@ -96,8 +102,9 @@ def where_time_goes(engine: Engine, queries: int, **kwargs) -> list[tuple[str, f
     finally:
         for owner in (engine.embedder, vault.vector_index, vault.lexical_index, vault, engine):
             for attr in ("embed_query", "search", "lexical_hits", "entry", "memory", "memories_of", "vector_or_zeros",
-                         "vectors_or_zeros", "vectors", "terms_of", "recall"):
+                         "vectors_or_zeros", "vectors", "terms_of", "recall", "ranking_fields", "files_of", "words_of"):
                 owner.__dict__.pop(attr, None)
+        Scope.passing = scope_passing
         import importlib
         for module in (scoring, fused, fusion, confidence, reinforce):
             importlib.reload(module)

@@ -2,15 +2,18 @@
 
 rank() scores candidates in order of relevance and stops once no later one can make the list (a bound
 on the composite score); the confidence step takes each result's index terms from a cache kept by the
-lexical index. Each is compared here with the plain computation it replaces.
+lexical index; searches ask the recall scope about all their hits in one vectorized pass; MMR keeps
+its penalties up to date pick by pick. Each is compared here with the plain computation it replaces.
 """
 
 from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
+from hebbs.recall import fusion as rc
 from hebbs.recall import pipeline, scoring
 from hebbs.recall.fusion import Candidate
 from hebbs.schema import ScoringWeights
@@ -69,3 +72,56 @@ def test_terms_of_follows_the_text(vault):
     assert lexical.terms_of("A", text) is lexical.terms_of("A", text)  # cached
     revised = "the retry policy changed on Monday"
     assert lexical.terms_of("A", revised) == frozenset(tokenize(revised))
+
+
+def test_scope_passing_is_the_per_memory_check(eng):
+    """Scope.passing (one pass over the catalog's columns) says what calling the scope on each id says."""
+    stamp = now_us()
+    rng = random.Random(3)
+    memories = eng.remember_many([
+        {"content": f"note {i} on subject {i % 5}", "entity_id": rng.choice([None, "ann", "bo"]),
+         "created_at": stamp - rng.randrange(0, 60) * 86_400_000_000} for i in range(40)], consolidate=False)
+    eng.remember("note 0 on subject 0, corrected", supersedes=[memories[0].id, memories[1].id])
+    eng.revise(memories[2].id, content="note 2, revised")
+    ids = [m.id for m in memories] + [r.id for r in eng.history(memories[2].id)] + ["01ARZ3NDEKTSV4RRFFQ69G5FAV"]
+    vault = eng.vault
+    for entity in (None, "ann", "bo", "nobody"):
+        for window in (None, (stamp - 30 * 86_400_000_000, stamp), (stamp + 1, stamp + 2), (0, 2**63 - 1)):
+            for include_superseded in (False, True):
+                scope = vault.scope(entity, window, include_superseded)
+                assert scope.passing(ids) == [scope(mid) for mid in ids]
+                inside = scope.within(stamp - 10 * 86_400_000_000, stamp)
+                assert inside.passing(ids) == [inside(mid) for mid in ids]
+    assert vault.scope().passing([]) == []
+
+
+def reference_mmr(scores, vectors, lam, k, duplicate_similarity):
+    """MMR as first written: every round masks the picked and the duplicates of a pick afresh."""
+    rel = np.asarray(scores, dtype=np.float64)
+    if rel.max() > 0:
+        rel = rel / rel.max()
+    sims = vectors @ vectors.T
+    picked: list[int] = []
+    max_sim = np.zeros(len(scores))
+    duplicate = np.zeros(len(scores), dtype=bool)
+    for _ in range(min(k, len(scores))):
+        value = lam * rel - (1.0 - lam) * max_sim
+        value = value + np.where(duplicate, -2.0, 0.0)
+        value[picked] = -np.inf
+        best = int(np.argmax(value))
+        picked.append(best)
+        max_sim = np.maximum(max_sim, sims[best])
+        duplicate |= sims[best] >= duplicate_similarity
+    return picked
+
+
+def test_mmr_order_is_the_plain_computation():
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(1, 60))
+        centres = rng.standard_normal((max(2, n // 4), 16))
+        vectors = centres[rng.integers(0, len(centres), n)] + rng.standard_normal((n, 16)) * rng.choice([0.0, 0.02, 0.5])
+        vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+        scores = list(np.round(rng.random(n), int(rng.choice([1, 3]))))
+        lam, k, dup = float(rng.choice([0.0, 0.5, 0.7, 1.0])), int(rng.integers(1, 50)), float(rng.choice([0.9, 0.95, 1.0]))
+        assert rc.mmr_order(scores, vectors, lam, k, dup) == reference_mmr(scores, vectors, lam, k, dup)

@@ -89,6 +89,27 @@ def test_fast_ulid_text_matches_the_ulid_library():
         assert id_bytes(str(u)) == u.bytes
     u = ULID()
     assert id_bytes(str(u).lower()) == u.bytes  # non-canonical text still goes through the library
+    for bad in ("8" + str(u)[1:], str(u)[:-1] + "U", str(u)[:-1] + "é", str(u)[:-1] + "_", " " + str(u)[1:]):
+        try:
+            expected: object = ULID.from_str(bad).bytes
+        except ValueError as exc:
+            expected = type(exc)
+        try:
+            got: object = id_bytes(bad)
+        except ValueError as exc:
+            got = type(exc)
+        assert got == expected, bad
+
+
+def test_fused_candidates_come_in_a_fixed_order():
+    """Ties in relevance keep the candidates' order, so that order may not follow string hashes (a
+    set's order did, and the same recall answered differently in another process)."""
+    sim_hits = [("s1", 0.9), ("both", 0.8), ("s2", 0.7)]
+    lex_hits = [("l1", 5.0), ("both", 4.0), ("l2", 1.0)]
+    fused = rc.fuse("plain words", sim_hits, lex_hits, FusionParams(), words_of=lambda mid: 10)
+    assert list(fused) == ["s1", "both", "s2", "l1", "l2"]
+    assert fused["both"].strategies == ["similarity", "lexical"]
+    assert fused["l1"].strategies == ["lexical"] and fused["s2"].strategies == ["similarity"]
 
 
 def test_a_question_naming_only_the_note_finds_its_sections(tmp_path: Path, embedder):

@@ -83,7 +83,9 @@ class CueEvidence:
     costs a dot product and a pass over the cue's few terms."""
 
     def __init__(self, background: Sequence[float], terms: Mapping[str, float], known: Mapping[str, bool]) -> None:
-        self.mean_background = float(np.mean(background)) if len(background) else 0.0
+        # np.mean's own arithmetic (one pairwise sum, then a division), without its overhead.
+        self.mean_background = (float(np.add.reduce(np.asarray(background, dtype=np.float64)) / len(background))
+                                if len(background) else 0.0)
         self.total = sum(terms.values())
         self.known_share = sum(w for t, w in terms.items() if known.get(t)) / self.total if self.total > 0 else 0.0
         self.rarest = max(terms.values(), default=0.0)
@@ -107,7 +109,10 @@ class CueEvidence:
 
 def calibrated(values: Mapping[str, float], coefficients: Sequence[float] = COEFFICIENTS,
                intercept: float = INTERCEPT) -> float:
-    z = intercept + sum(c * values[name] for c, name in zip(coefficients, FEATURES))
+    return _logistic(intercept + sum(c * values[name] for c, name in zip(coefficients, FEATURES)))
+
+
+def _logistic(z: float) -> float:
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
 
@@ -149,10 +154,16 @@ def assess(cue: str, cue_vector: np.ndarray, vectors: Sequence[np.ndarray], memo
     cosines = [float(np.dot(cue_vector, vector)) for vector in vectors]
     nearest = max([*similarities[:1], *cosines], default=0.0)
     out = []
+    c_cosine, c_gap, c_coverage, c_known, c_missing, c_nearest = COEFFICIENTS
     for cosine, held in zip(cosines, memory_terms):
         values = evidence.features(cosine, held, nearest)
-        own = calibrated({**values, "nearest": values["cosine"]})
-        out.append(Judged(round(own, 4), round(calibrated(values), 4), values))
+        # calibrated(), unrolled: the same sum in the same order, shared by both readings up to the
+        # last term (`nearest`, which a result's own confidence reads as its own cosine).
+        partial = (c_cosine * values["cosine"] + c_gap * values["cosine_gap"] + c_coverage * values["term_coverage"]
+                   + c_known * values["known_terms"] + c_missing * values["missing_key"])
+        own = _logistic(INTERCEPT + (partial + c_nearest * values["cosine"]))
+        out.append(Judged(round(own, 4), round(_logistic(INTERCEPT + (partial + c_nearest * values["nearest"])), 4),
+                          values))
     return out
 
 

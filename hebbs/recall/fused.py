@@ -14,20 +14,26 @@ def recall(vault: OpenVault, query: Query) -> Found:
     sim_hits = query.cue_hits(vault)
     lex_hits = vault.lexical_hits(query.cue, query.limit, query.allowed)
     params = query.settings.fusion
-
-    def words_of(mid: str) -> int:
-        return getattr(vault.entry(mid), "words", 1)
-
-    fused = fuse(query.cue, sim_hits, lex_hits, params, words_of=words_of)
+    # Catalog fields read for all candidates in one step each, not one entry per candidate.
+    words = _words(vault, sim_hits, lex_hits)
+    fused = fuse(query.cue, sim_hits, lex_hits, params, words_of=words.__getitem__)
     expanded = feedback_hits(vault, query, fused, params)
     if expanded is not None:
-        fused = fuse(query.cue, sim_hits, expanded, params, words_of=words_of)
+        words.update(_words(vault, [], expanded))
+        fused = fuse(query.cue, sim_hits, expanded, params, words_of=words.__getitem__)
         for cand in fused.values():
             cand.details["lexical_feedback"] = True  # its bm25 score is the expanded cue's
-    sibling_support(fused, lambda mid: getattr(vault.entry(mid), "file", None),
-                    params.sibling_weight, params.sibling_count)
+    if params.sibling_weight > 0 and params.sibling_count > 0:
+        files = dict(zip(fused, vault.files_of(list(fused))))
+        sibling_support(fused, files.__getitem__, params.sibling_weight, params.sibling_count)
     neighbor_support(fused, lambda ids: query.stored_vectors(vault, ids), params.neighbor_weight, params.neighbor_count, params.neighbor_pool)
     return fused, []
+
+
+def _words(vault: OpenVault, sim_hits: Hits, lex_hits: Hits) -> dict[str, int]:
+    """Word counts of the memories fusion's length rule looks at: each channel's top 10."""
+    in_play = [mid for mid, _ in sim_hits[:10] + lex_hits[:10]]
+    return {mid: 1 if count is None else count for mid, count in zip(in_play, vault.words_of(in_play))}
 
 
 def feedback_hits(vault: OpenVault, query: Query, fused: Candidates, params: FusionParams) -> Hits | None:

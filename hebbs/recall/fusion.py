@@ -18,7 +18,7 @@ import numpy as np
 from ..config import FusionParams
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     relevance: float
     strategies: list[str] = field(default_factory=list)
@@ -61,16 +61,23 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
     sim_rank = {mid: r for r, (mid, _) in enumerate(sim_hits)}
     lex_rank = {mid: r for r, (mid, _) in enumerate(lex_hits)}
     out: Candidates = {}
-    for mid in sim_rank.keys() | lex_rank.keys():
-        relevance = wl * lex.get(mid, 0.0) + (1.0 - wl) * sim.get(mid, 0.0)
-        found = [name for name, ranks in (("similarity", sim_rank), ("lexical", lex_rank)) if mid in ranks]
+    sim_weight = 1.0 - wl
+    # Similarity hits in their order, then lexical-only ones in theirs: a fixed order, because ties in
+    # relevance keep it (neighbour support's pool, rank's ties). A set union's order followed the
+    # process's string hashes, so the same recall could answer differently in another process.
+    for mid in [*sim_rank, *(mid for mid in lex_rank if mid not in sim_rank)]:
+        relevance = wl * lex.get(mid, 0.0) + sim_weight * sim.get(mid, 0.0)
         details: dict = {"lexical_weight": wl}
-        if mid in sim_rank:
-            details["similarity"] = round(sim_hits[sim_rank[mid]][1], 6)
-            details["similarity_rank"] = sim_rank[mid] + 1
-        if mid in lex_rank:
-            details["bm25"] = round(lex_hits[lex_rank[mid]][1], 4)
-            details["lexical_rank"] = lex_rank[mid] + 1
+        at_sim, at_lex = sim_rank.get(mid), lex_rank.get(mid)
+        if at_sim is not None:
+            found = ["similarity"] if at_lex is None else ["similarity", "lexical"]
+            details["similarity"] = round(sim_hits[at_sim][1], 6)
+            details["similarity_rank"] = at_sim + 1
+        else:
+            found = ["lexical"]
+        if at_lex is not None:
+            details["bm25"] = round(lex_hits[at_lex][1], 4)
+            details["lexical_rank"] = at_lex + 1
         out[mid] = Candidate(min(1.0, max(0.0, relevance)), found, details)
     return out
 
@@ -132,9 +139,12 @@ def neighbor_support(candidates: Candidates, vectors_of: Callable[[list[str]], n
     sinks. Only the pool changes, each value a convex mix of relevances in 0..1, so it stays in 0..1."""
     if weight <= 0 or count <= 0 or pool < 2 or len(candidates) < 2:
         return
-    top = sorted(candidates, key=lambda mid: candidates[mid].relevance, reverse=True)[:pool]
+    ids = list(candidates)
+    relevances = [cand.relevance for cand in candidates.values()]
+    order = sorted(range(len(ids)), key=relevances.__getitem__, reverse=True)[:pool]
+    top = [ids[i] for i in order]
     vectors = np.asarray(vectors_of(top), dtype=np.float32)
-    relevance = np.array([candidates[mid].relevance for mid in top])
+    relevance = np.array([relevances[i] for i in order])
     sims = np.maximum(vectors @ vectors.T, 0.0)
     np.fill_diagonal(sims, 0.0)
     k = min(count, len(top) - 1)
@@ -228,16 +238,19 @@ def mmr_order(scores: list[float], vectors: np.ndarray, lam: float, k: int,
     spread = 1.0 - lam
     # Added to each candidate's value: -inf once picked, -2.0 once a duplicate of a pick (below any
     # non-duplicate, order kept among duplicates), else 0. Kept up to date pick by pick: the same
-    # values as masking every round, without two masked writes per pick.
+    # values as masking every round; a pick's duplicates come from one row of a matrix built once,
+    # and the loop writes into arrays it allocated once (at top_k 100 it ran 100 rounds).
     penalty = np.where(max_sim >= duplicate_similarity, -2.0, 0.0)
+    duplicate_of = np.where(sims >= duplicate_similarity, -2.0, 0.0)
+    value = np.empty(n)
     for _ in range(min(k, n)):
-        value = base - spread * max_sim
+        np.multiply(spread, max_sim, out=value)
+        np.subtract(base, value, out=value)
         value += penalty
-        best = int(np.argmax(value))
+        best = int(value.argmax())
         picked.append(best)
-        row = sims[best]
-        np.maximum(max_sim, row, out=max_sim)
-        penalty[(row >= duplicate_similarity) & (penalty == 0.0)] = -2.0
+        np.maximum(max_sim, sims[best], out=max_sim)
+        np.minimum(penalty, duplicate_of[best], out=penalty)  # 0 -> -2 for its duplicates; -2 and -inf stay
         penalty[best] = -np.inf
     return picked
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import validate
 from ..errors import InvalidInput, NotFound
-from ..schema import (MemoryKind, RecallResult, RecallResults, ScoreComponents, ScoringWeights, TimeUnderstood)
+from ..schema import (RecallResult, RecallResults, ScoreComponents, ScoringWeights, TimeUnderstood)
 from ..store.memory_text import lexical_text
 from ..store.open_vault import OpenVault, now_us
 from . import confidence, scoring, timewords
@@ -119,16 +119,7 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
     """The ranked answer to a planned recall. Reads only: nothing in the vault changes."""
     r = request
 
-    def allowed(mid: str) -> bool:
-        entry = vault.entry(mid)
-        if entry is None or entry.kind == MemoryKind.REVISION:
-            return False
-        if entry.superseded_by is not None and not r.include_superseded:
-            return False
-        if r.entity_id is not None and entry.entity_id != r.entity_id:
-            return False
-        return r.window is None or r.window[0] <= entry.created_at <= r.window[1]
-
+    allowed = vault.scope(r.entity_id, r.window, r.include_superseded)
     fusion = vault.config.recall.fusion
     query = Query(
         # The sentence mean serves fusion (a paragraph asks several things); similarity alone stays
@@ -144,10 +135,9 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
     if understood is not None:
         # A second pass of the same strategies inside the understood range: memories from then that
         # the whole-vault pass ranked too low to return still become candidates (docs/recall.md).
-        start, end = understood.start, understood.end
         inside = dataclasses.replace(
             query, embed=lambda _cue: query.cue_vector,  # embedded once, and only if a strategy asks
-            allowed=lambda mid: allowed(mid) and start <= vault.entry(mid).created_at <= end)
+            allowed=allowed.within(understood.start, understood.end))
         rc.merge(candidates, run_strategies(vault, r.names, inside)[0])
         notes.append(f"{understood.text()} (UTC): memories from then are preferred; "
                      f"pass time_range to choose the range yourself")
@@ -172,7 +162,10 @@ def run_strategies(vault: OpenVault, names: set[str], query: Query) -> tuple[rc.
     for name, strategy in REGISTRY.items():
         if name in names:
             found, said = strategy(vault, query)
-            rc.merge(candidates, found)
+            if candidates:
+                rc.merge(candidates, found)
+            else:
+                candidates = found  # a strategy's candidates are its own, built fresh for this call: no copy
             notes += said
     return candidates, notes
 
@@ -218,38 +211,53 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
     # relevance-only weights that is after about top_k candidates instead of all of them. The
     # bound adds up the same terms in the same order as scoring.composite, so it is never below it.
     items = list(candidates.items())
-    by_relevance = sorted(range(len(items)), key=lambda i: items[i][1].relevance, reverse=True)
+    relevances = [cand.relevance for _, cand in items]
+    by_relevance = sorted(range(len(items)), key=relevances.__getitem__, reverse=True)
     best: list[float] = []  # min-heap of the `needed` best scores so far
-    scored: list[tuple[float, int, str, ScoreComponents]] = []
+    scored: list[tuple[float, int, scoring.Factors]] = []
     windows: dict[str | None, float] = {}  # recency window by context type: a handful of types per recall
-    for index in by_relevance:
-        mid, cand = items[index]
-        if len(best) >= needed:
-            bound = (weights.relevance * min(1.0, max(0.0, cand.relevance)) + weights.recency
-                     + weights.importance + weights.reinforcement) + boost
-            if bound < best[0]:
-                break
-        entry = vault.entry(mid)
-        if entry is None:
-            continue
-        window = windows.get(entry.context_type)
-        if window is None:
-            window = windows[entry.context_type] = scoring.recency_window_days(
-                entry.context_type, config.recall.recency_window, config.decay, config.recall.untyped_recency_days)
-        parts = scoring.components(entry, cand.relevance, stamp, window)
-        score = scoring.composite(parts, weights)
-        if preferred is not None and preferred[0] <= entry.created_at <= preferred[1]:
-            # Added on top of the weighted factors (so a score can pass 1), and said in details.
-            score += boost
-            cand.details["time_boost"] = boost
-        scored.append((score, index, mid, parts))
+    position = 0
+    while position < len(by_relevance):
+        # Scored a batch at a time (one catalog read, one pass of arithmetic): first enough to fill
+        # `needed`, then every candidate whose bound still reaches the needed-th best score so far.
         if len(best) < needed:
-            heapq.heappush(best, score)
-        elif score > best[0]:
-            heapq.heapreplace(best, score)
+            batch = by_relevance[position:position + needed - len(best)]
+        else:
+            end = position
+            while end < len(by_relevance) and (weights.relevance * min(1.0, max(0.0, relevances[by_relevance[end]]))
+                                               + weights.recency + weights.importance + weights.reinforcement
+                                               ) + boost >= best[0]:
+                end += 1
+            if end == position:
+                break
+            batch = by_relevance[position:end]
+        position += len(batch)
+        known, inputs = [], []
+        for index, fields in zip(batch, vault.ranking_fields([items[i][0] for i in batch])):
+            if fields is None:
+                continue
+            created_at, importance, access_count, context_type = fields
+            window = windows.get(context_type)
+            if window is None:
+                window = windows[context_type] = scoring.recency_window_days(
+                    context_type, config.recall.recency_window, config.decay, config.recall.untyped_recency_days)
+            known.append((index, created_at))
+            inputs.append((relevances[index], created_at, importance, access_count, window))
+        for (index, created_at), (score, factors) in zip(known, scoring.composite_many(inputs, stamp, weights)):
+            if preferred is not None and preferred[0] <= created_at <= preferred[1]:
+                # Added on top of the weighted factors (so a score can pass 1), and said in details.
+                score += boost
+                items[index][1].details["time_boost"] = boost
+            scored.append((score, index, factors))
+            if len(best) < needed:
+                heapq.heappush(best, score)
+            elif score > best[0]:
+                heapq.heapreplace(best, score)
     # Best score first; equal scores in the candidates' own order, as a stable sort of them all gives.
+    # Only the first `needed` can be returned (or enter MMR's pool): their factors become components.
     scored.sort(key=lambda item: (-item[0], item[1]))
-    ranked = [(score, mid, parts) for score, _, mid, parts in scored]
+    ranked = [(score, items[index][0], ScoreComponents(relevance=f[0], recency=f[1], importance=f[2], reinforcement=f[3]))
+              for score, index, f in scored[:needed]]
     if lam > 0 and len(ranked) > 1:
         # The pool MMR picks from: with lambda near 1 a candidate far below the top_k never gets
         # picked, and a pool of 3 * top_k made every recall's cost grow with top_k.

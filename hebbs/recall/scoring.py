@@ -9,6 +9,7 @@ Every factor lies in 0..1 so the weights mean what they say. Relevance comes fro
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Protocol
 
 from ..config import DecayConfig
@@ -73,6 +74,30 @@ def components(memory: Scorable, relevance: float, now_us: int,
 def composite(parts: ScoreComponents, weights: ScoringWeights) -> float:
     return (weights.relevance * parts.relevance + weights.recency * parts.recency
             + weights.importance * parts.importance + weights.reinforcement * parts.reinforcement)
+
+
+Factors = tuple[float, float, float, float]  # relevance, recency, importance, reinforcement
+
+
+def composite_many(candidates: Sequence[tuple[float, int, float, int, float]], now_us: int,
+                   weights: ScoringWeights) -> list[tuple[float, Factors]]:
+    """components() and composite() of many candidates at once, each given as (relevance, created_at,
+    importance, access_count, recency window in days): the same arithmetic in the same order, so the
+    same floats, without a ScoreComponents per candidate (recall builds those for its results only)."""
+    w_relevance, w_recency, w_importance, w_reinforcement = (weights.relevance, weights.recency, weights.importance,
+                                                             weights.reinforcement)
+    reinforcements: dict[int, float] = {}  # by access count: most candidates share a few values
+    out = []
+    for relevance, created_at, importance, access_count, window_days in candidates:
+        relevance = min(1.0, max(0.0, relevance))
+        recent = max(0.0, 1.0 - (max(0, now_us - created_at) / US_PER_DAY) / window_days)
+        reinforced = reinforcements.get(access_count)
+        if reinforced is None:
+            reinforced = reinforcements[access_count] = reinforcement(access_count)
+        score = (w_relevance * relevance + w_recency * recent + w_importance * importance
+                 + w_reinforcement * reinforced)
+        out.append((score, (relevance, recent, importance, reinforced)))
+    return out
 
 
 def decay_score(importance: float, last_accessed_us: int, access_count: int, now_us: int,

@@ -543,22 +543,23 @@ class LexicalIndex:
         """Number of live documents once pending commits are applied."""
         return self._searcher().num_docs
 
-    def search(self, query: str, k: int, *,
-               allowed: Callable[[bytes], bool] | None = None) -> list[tuple[bytes, float]]:
+    def search(self, query: str, k: int, *, allowed: Callable[[bytes], bool] | None = None,
+               passing: Callable[[list[bytes]], list[bool]] | None = None) -> list[tuple[bytes, float]]:
         """BM25 top-k (memory id, score) by score desc; any token may match (OR).
 
         Query text goes through `tokenize` and straight into term queries, never through a query
         parser, so quotes, colons, AND/OR and friends are just text. Repeated terms are deduped:
         identifier expansion already repeats parts ("reset ERR_CONN_RESET" yields "reset" twice)
         and counting them twice would let that artefact, not the user, decide the ranking.
-        With `allowed`, pages deeper until k allowed hits are found or results run out.
+        With `allowed`, pages deeper until k allowed hits are found or results run out; `passing`
+        is the same filter asked about a whole page of hits at once.
         """
         if k <= 0:
             return []
-        return self.search_terms(dict.fromkeys(tokenize(query), 1.0), k, allowed=allowed)
+        return self.search_terms(dict.fromkeys(tokenize(query), 1.0), k, allowed=allowed, passing=passing)
 
-    def search_terms(self, weights: dict[str, float], k: int, *,
-                     allowed: Callable[[bytes], bool] | None = None) -> list[tuple[bytes, float]]:
+    def search_terms(self, weights: dict[str, float], k: int, *, allowed: Callable[[bytes], bool] | None = None,
+                     passing: Callable[[list[bytes]], list[bool]] | None = None) -> list[tuple[bytes, float]]:
         """BM25 top-k over already tokenized terms, each term's score multiplied by its weight
         (pseudo-relevance feedback: the cue's terms plus terms of its best matches)."""
         terms = [(t, w) for t, w in weights.items() if w > 0][:MAX_QUERY_TERMS]
@@ -569,9 +570,11 @@ class LexicalIndex:
             return []
         subqueries = [(tantivy.Occur.Should, _weighted(_term_query(self._schema, t), w)) for t, w in terms]
         q = subqueries[0][1] if len(subqueries) == 1 else tantivy.Query.boolean_query(subqueries)
-        if allowed is None:
+        if passing is None and allowed is not None:
+            passing = lambda raws: [allowed(raw) for raw in raws]  # noqa: E731
+        if passing is None:
             return self._page(searcher, q, k, 0)
-        return self._filtered(searcher, q, k, allowed)
+        return self._filtered(searcher, q, k, passing)
 
     def terms_of(self, memory_id: str, text: str) -> frozenset[str]:
         """The index terms of a memory's text, remembered by id while the text stays the same."""
@@ -593,12 +596,12 @@ class LexicalIndex:
     # ---- internals -------------------------------------------------------------------------
 
     def _filtered(self, searcher: tantivy.Searcher, q: tantivy.Query, k: int,
-                  allowed: Callable[[bytes], bool]) -> list[tuple[bytes, float]]:
+                  passing: Callable[[list[bytes]], list[bool]]) -> list[tuple[bytes, float]]:
         results: list[tuple[bytes, float]] = []
         offset, page = 0, max(k * OVERSAMPLE, MIN_PAGE)
         while len(results) < k:
             hits = self._page(searcher, q, page, offset)
-            results.extend(h for h in hits if allowed(h[0]))
+            results.extend(hit for hit, keep in zip(hits, passing([raw for raw, _ in hits])) if keep)
             if len(hits) < page:
                 break  # exhausted every matching document
             # Geometric pages keep the total work O(final depth) even though tantivy recomputes

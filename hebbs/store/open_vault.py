@@ -37,7 +37,7 @@ from ..schema import Memory, MemoryKind, PendingContradiction
 from . import changelog
 from .catalog import Catalog, CatalogEntry
 from .embed import Embedder
-from .lexical_index import LexicalIndex
+from .lexical_index import LexicalIndex, tokenize
 from .memory_text import lexical_text
 from .storage import (MEMORY_PREFIX, TIMELINE_ENTITY, Store, WriteSet, decode, encode, id_bytes, id_str, temporal_prefix)
 from .vector_index import VectorIndex
@@ -64,6 +64,39 @@ Hits = list[tuple[str, float]]
 
 def now_us() -> int:
     return time.time_ns() // 1000
+
+
+class Scope:
+    """The memories a recall may return: not revisions, not superseded (unless include_superseded), of
+    one entity and within a time window when given. A Filter like any other, which searches can also
+    ask about many ids at once (`passing`): one vectorized pass over the catalog's columns."""
+
+    __slots__ = ("_catalog", "entity_id", "window", "include_superseded")
+
+    def __init__(self, catalog: Catalog, entity_id: str | None, window: tuple[int, int] | None,
+                 include_superseded: bool) -> None:
+        self._catalog = catalog
+        self.entity_id = entity_id
+        self.window = window
+        self.include_superseded = include_superseded
+
+    def __call__(self, memory_id: str) -> bool:
+        entry = self._catalog.get(memory_id)
+        if entry is None or entry.kind == MemoryKind.REVISION:
+            return False
+        if entry.superseded_by is not None and not self.include_superseded:
+            return False
+        if self.entity_id is not None and entry.entity_id != self.entity_id:
+            return False
+        return self.window is None or self.window[0] <= entry.created_at <= self.window[1]
+
+    def passing(self, ids: list[str]) -> list[bool]:
+        return self._catalog.in_scope(ids, self.entity_id, self.window, self.include_superseded)
+
+    def within(self, start: int, end: int) -> "Scope":
+        """This scope narrowed to memories created from start to end."""
+        window = (start, end) if self.window is None else (max(start, self.window[0]), min(end, self.window[1]))
+        return Scope(self._catalog, self.entity_id, window, self.include_superseded)
 
 
 class OpenVault:
@@ -274,6 +307,24 @@ class OpenVault:
     def entry(self, memory_id: str) -> CatalogEntry | None:
         return self._catalog.get(memory_id)
 
+    def ranking_fields(self, ids: list[str]) -> list[tuple[int, float, int, str | None] | None]:
+        """(created_at, importance, access_count, context type) of each memory, None for one that does
+        not exist: what the composite score reads, for many candidates in one step."""
+        return self._catalog.ranking_fields(ids)
+
+    def files_of(self, ids: list[str]) -> list[str | None]:
+        """The source file of each memory: None for one not indexed from a file, or that does not exist."""
+        return self._catalog.files_of(ids)
+
+    def words_of(self, ids: list[str]) -> list[int | None]:
+        """The length in words of each memory's content, None for one that does not exist."""
+        return self._catalog.words_of(ids)
+
+    def scope(self, entity_id: str | None = None, window: tuple[int, int] | None = None,
+              include_superseded: bool = False) -> Scope:
+        """The filter of what a recall may return (see Scope)."""
+        return Scope(self._catalog, entity_id, window, include_superseded)
+
     def __contains__(self, memory_id: object) -> bool:
         return memory_id in self._catalog
 
@@ -300,8 +351,14 @@ class OpenVault:
 
     def vectors_or_zeros(self, ids: list[str]) -> np.ndarray:
         """The vectors of these memories, one row each (zeros for a memory without one), in one read."""
-        out = np.zeros((len(ids), self.embedder.dim), dtype=np.float32)
-        for row, raw in enumerate(self.store.get_vectors(ids) if ids else []):
+        dim = self.embedder.dim
+        raws = self.store.get_vectors(ids) if ids else []
+        width = dim * 4
+        if raws and all(raw is not None and len(raw) == width for raw in raws):
+            # The usual case, decoded in one step rather than a row at a time.
+            return np.frombuffer(b"".join(raws), dtype="<f4").reshape(len(raws), dim).astype(np.float32)
+        out = np.zeros((len(ids), dim), dtype=np.float32)
+        for row, raw in enumerate(raws):
             if raw is not None:
                 out[row] = np.frombuffer(raw, dtype="<f4")
         return out
@@ -324,7 +381,10 @@ class OpenVault:
             ask = int(want * factor) + 8
             hits = self._index.search(vector, ask if want < len(self._index) else want,
                                       ef=max(self.config.index.ef_search, ask))
-            kept = [(mid, sim) for mid, sim in hits if allowed(mid)]
+            if isinstance(allowed, Scope):
+                kept = [hit for hit, keep in zip(hits, allowed.passing([mid for mid, _ in hits])) if keep]
+            else:
+                kept = [(mid, sim) for mid, sim in hits if allowed(mid)]
             if len(kept) >= k or len(hits) >= len(self._index) or want >= len(self._index):
                 return kept[:k]
             want *= 4
@@ -339,12 +399,15 @@ class OpenVault:
 
     def lexical_hits(self, cue: str, k: int, allowed: Filter) -> Hits:
         """The k best BM25 matches that pass `allowed`, as (id, score), best first."""
-        hits = self._lexical.search(cue, k, allowed=lambda raw: allowed(id_str(raw)))
-        return [(id_str(raw), score) for raw, score in hits]
+        return self.lexical_hits_weighted(dict.fromkeys(tokenize(cue), 1.0), k, allowed)
 
     def lexical_hits_weighted(self, weights: dict[str, float], k: int, allowed: Filter) -> Hits:
         """The k best BM25 matches of weighted index terms (lexical_index.tokenize output) that pass `allowed`."""
-        hits = self._lexical.search_terms(weights, k, allowed=lambda raw: allowed(id_str(raw)))
+        if isinstance(allowed, Scope):
+            hits = self._lexical.search_terms(weights, k,
+                                              passing=lambda raws: allowed.passing([id_str(raw) for raw in raws]))
+        else:
+            hits = self._lexical.search_terms(weights, k, allowed=lambda raw: allowed(id_str(raw)))
         return [(id_str(raw), score) for raw, score in hits]
 
     def newest(self, entity_id: str | None, window: tuple[int, int] | None, k: int, allowed: Filter) -> list[str]:

@@ -64,16 +64,21 @@ _decode_any = msgspec.msgpack.Decoder().decode
 
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_CANONICAL = frozenset(_CROCKFORD)
-_TO_BASE32 = str.maketrans(_CROCKFORD, "0123456789abcdefghijklmnopqrstuv")  # the digits int(x, 32) reads
+# Crockford's digits as the ones int(x, 32) reads; every other byte becomes "!", which int() refuses.
+_TO_BASE32 = bytes(b"0123456789abcdefghijklmnopqrstuv"[_CROCKFORD.find(chr(c))] if chr(c) in _CROCKFORD else ord("!")
+                   for c in range(256))
 # Every 10-bit value as its two Crockford base32 digits: a ULID is 13 such pairs.
 _PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]
 
 
 def id_bytes(memory_id: str) -> bytes:
-    """16 bytes of a ULID's text; canonical (upper-case) text takes a fast path through int(text, 32)."""
-    if len(memory_id) == 26 and memory_id[0] <= "7" and _CANONICAL.issuperset(memory_id):
-        return int(memory_id.translate(_TO_BASE32), 32).to_bytes(16, "big")
+    """16 bytes of a ULID's text; canonical (upper-case) text takes a fast path through int(text, 32)
+    (a recall turns dozens of ids into keys: bytes.translate costs a fifth of str.translate)."""
+    if len(memory_id) == 26 and memory_id[0] <= "7":
+        try:
+            return int(memory_id.encode().translate(_TO_BASE32), 32).to_bytes(16, "big")
+        except (ValueError, UnicodeEncodeError):
+            pass  # not canonical: ulid reads it, or says why not
     return ULID.from_str(memory_id).bytes
 
 
@@ -82,12 +87,14 @@ def id_str(raw: bytes) -> str:
     every lexical hit it filters, hundreds per query at large top_k)."""
     if len(raw) != 16:
         return str(ULID.from_bytes(raw))  # let ulid raise its error
-    n = int.from_bytes(raw, "big")
-    pairs = []
-    for _ in range(13):
-        pairs.append(_PAIRS[n & 1023])
-        n >>= 10
-    return "".join(reversed(pairs))
+    # 13 pairs of 10 bits (the top 2 of 130 are zero), unrolled over two 64-bit halves: twice as fast
+    # as a loop over one 128-bit int (a filtered lexical search converts a page of 200 ids).
+    hi, lo = int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:], "big")
+    p = _PAIRS
+    return "".join((p[hi >> 56], p[(hi >> 46) & 1023], p[(hi >> 36) & 1023], p[(hi >> 26) & 1023],
+                    p[(hi >> 16) & 1023], p[(hi >> 6) & 1023], p[((hi & 63) << 4) | (lo >> 60)],
+                    p[(lo >> 50) & 1023], p[(lo >> 40) & 1023], p[(lo >> 30) & 1023], p[(lo >> 20) & 1023],
+                    p[(lo >> 10) & 1023], p[lo & 1023]))
 
 
 def memory_key(memory_id: str) -> bytes:
