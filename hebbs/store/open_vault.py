@@ -99,6 +99,11 @@ class Scope:
         return Scope(self._catalog, self.entity_id, window, self.include_superseded)
 
 
+def passing(allowed: Filter, ids: list[str]) -> list[bool]:
+    """`allowed` asked about many ids: in one vectorized step when it is a Scope, one by one otherwise."""
+    return allowed.passing(ids) if isinstance(allowed, Scope) else [allowed(mid) for mid in ids]
+
+
 class OpenVault:
     """An open vault's state. Thread-safe: writes are serialized by `writing()`, reads run concurrently."""
 
@@ -381,10 +386,7 @@ class OpenVault:
             ask = int(want * factor) + 8
             hits = self._index.search(vector, ask if want < len(self._index) else want,
                                       ef=max(self.config.index.ef_search, ask))
-            if isinstance(allowed, Scope):
-                kept = [hit for hit, keep in zip(hits, allowed.passing([mid for mid, _ in hits])) if keep]
-            else:
-                kept = [(mid, sim) for mid, sim in hits if allowed(mid)]
+            kept = [hit for hit, keep in zip(hits, passing(allowed, [mid for mid, _ in hits])) if keep]
             if len(kept) >= k or len(hits) >= len(self._index) or want >= len(self._index):
                 return kept[:k]
             want *= 4
@@ -403,11 +405,8 @@ class OpenVault:
 
     def lexical_hits_weighted(self, weights: dict[str, float], k: int, allowed: Filter) -> Hits:
         """The k best BM25 matches of weighted index terms (lexical_index.tokenize output) that pass `allowed`."""
-        if isinstance(allowed, Scope):
-            hits = self._lexical.search_terms(weights, k,
-                                              passing=lambda raws: allowed.passing([id_str(raw) for raw in raws]))
-        else:
-            hits = self._lexical.search_terms(weights, k, allowed=lambda raw: allowed(id_str(raw)))
+        hits = self._lexical.search_terms(weights, k,
+                                          passing=lambda raws: passing(allowed, [id_str(raw) for raw in raws]))
         return [(id_str(raw), score) for raw, score in hits]
 
     def newest(self, entity_id: str | None, window: tuple[int, int] | None, k: int, allowed: Filter) -> list[str]:
