@@ -171,16 +171,32 @@ def test_memory_page_shows_source_edges_and_the_section_in_its_file(page: Any, p
     assert "Acme uses Salesforce" in page.locator("pre.source").inner_text()  # the whole file, section marked
 
 
-def test_graph_draws_the_memories(page: Any, palace: Palace) -> None:
-    page.goto(palace.page_url(f"/graph?vault={q(palace.home)}"))
+def open_graph(page: Any, palace: Palace, vault: str) -> Any:
+    """The graph page of `vault`, once its graph is drawn: the graph's box."""
+    page.goto(palace.page_url(f"/graph?vault={q(vault)}"))
     page.wait_for_selector("#graph[data-ready='1']")
+    return page.locator("#graph")
+
+
+def graph_position(page: Any, memory_id: str) -> dict[str, float] | None:
+    """Where the page drew this memory (its renderer says where), in client coordinates."""
+    return page.evaluate("(id) => document.getElementById('graph').hebbsGraph.screenPosition(id)", memory_id)
+
+
+def next_frame(page: Any) -> None:
+    """Wait until the canvas has drawn what the last event asked for (it draws on the next frame)."""
+    page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+
+def test_graph_draws_the_memories(page: Any, palace: Palace) -> None:
+    open_graph(page, palace, palace.home)
     assert page.locator("#graph-status").inner_text().startswith("16 memories")
     assert page.locator("#graph canvas").count() > 0
 
 
 def click_memory_in_graph(page: Any, memory_id: str) -> None:
     """Click where the page drew this memory (its renderer says where), and land on its page."""
-    spot = page.evaluate("(id) => document.getElementById('graph').hebbsGraph.screenPosition(id)", memory_id)
+    spot = graph_position(page, memory_id)
     assert spot is not None, f"{memory_id} is not in the graph"
     page.mouse.click(spot["x"], spot["y"])
     page.wait_for_url(f"**/memory?**id={memory_id}**")
@@ -189,9 +205,7 @@ def click_memory_in_graph(page: Any, memory_id: str) -> None:
 def test_a_small_graph_is_laid_out_by_cytoscape_and_a_click_opens_the_memory(page: Any, palace: Palace) -> None:
     with palace.daemon.client(global_=True) as client:
         alice = client.recall("Alice tea", top_k=1, entity_id="alice").results[0].memory
-    page.goto(palace.page_url(f"/graph?vault={q(palace.home)}"))
-    page.wait_for_selector("#graph[data-ready='1']")
-    assert page.locator("#graph").get_attribute("data-renderer") == "cytoscape"
+    assert open_graph(page, palace, palace.home).get_attribute("data-renderer") == "cytoscape"
     click_memory_in_graph(page, alice.id)
     assert "Alice prefers tea" in page.locator("#memory-content").inner_text()
     page.go_back()
@@ -222,9 +236,7 @@ def large_vault(palace: Palace) -> tuple[str, list[Any]]:
 def test_a_large_graph_is_drawn_on_a_canvas_responds_to_zoom_search_and_click(page: Any, palace: Palace,
                                                                               large_vault: tuple[str, list[Any]]) -> None:
     vault, made = large_vault
-    page.goto(palace.page_url(f"/graph?vault={q(vault)}"))
-    page.wait_for_selector("#graph[data-ready='1']")
-    box = page.locator("#graph")
+    box = open_graph(page, palace, vault)
     assert box.get_attribute("data-renderer") == "canvas"
     assert box.locator("canvas.graph-canvas").count() == 1
     status = page.locator("#graph-status").inner_text()
@@ -236,14 +248,14 @@ def test_a_large_graph_is_drawn_on_a_canvas_responds_to_zoom_search_and_click(pa
     page.mouse.move(bounds["x"] + bounds["width"] / 2, bounds["y"] + bounds["height"] / 2)
     frames = int(box.get_attribute("data-frames") or 0)
     page.mouse.wheel(0, -400)
-    page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    next_frame(page)
     assert page.evaluate("document.getElementById('graph').hebbsGraph.zoom()") > zoom
     assert int(box.get_attribute("data-frames") or 0) > frames
     # Search focuses an entity's memories; hovering one names it; clicking opens it.
     page.fill("#graph-search", "crew-3")
     expect(box).to_have_attribute("data-focused", str(sum(1 for m in made if m.entity_id == "crew-3")))
     target = next(m for m in made if m.entity_id == "crew-3")
-    spot = page.evaluate("(id) => document.getElementById('graph').hebbsGraph.screenPosition(id)", target.id)
+    spot = graph_position(page, target.id)
     page.mouse.move(spot["x"], spot["y"])
     expect(page.locator(".graph-tip")).to_contain_text(target.content[:30])
     click_memory_in_graph(page, target.id)
@@ -253,12 +265,10 @@ def test_a_large_graph_is_drawn_on_a_canvas_responds_to_zoom_search_and_click(pa
 def test_a_large_graph_parts_contradictions_and_answers_the_keyboard(page: Any, palace: Palace,
                                                                        large_vault: tuple[str, list[Any]]) -> None:
     vault, made = large_vault
-    page.goto(palace.page_url(f"/graph?vault={q(vault)}"))
-    page.wait_for_selector("#graph[data-ready='1']")
-    box = page.locator("#graph")
+    box = open_graph(page, palace, vault)
 
     def spot(memory: Any) -> dict[str, float]:
-        return page.evaluate("(id) => document.getElementById('graph').hebbsGraph.screenPosition(id)", memory.id)
+        return graph_position(page, memory.id)
 
     def apart(a: Any, b: Any) -> float:
         p, r = spot(a), spot(b)
@@ -271,7 +281,7 @@ def test_a_large_graph_parts_contradictions_and_answers_the_keyboard(page: Any, 
     canvas.focus()
     before = spot(made[0])
     page.keyboard.press("ArrowRight")
-    page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    next_frame(page)
     assert spot(made[0])["x"] < before["x"]
     zoom = page.evaluate("document.getElementById('graph').hebbsGraph.zoom()")
     page.keyboard.press("+")
