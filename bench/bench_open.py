@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_scale import cues, rss_mb  # noqa: E402
+from bench_scale import cues, open_and_recall_once, rss_mb  # noqa: E402
 
 STEPS = ("rocksdb open", "catalog load", "checkpoint meta + checksum", "vector index (all of it)", "lexical index open")
 
@@ -39,8 +39,6 @@ STEPS = ("rocksdb open", "catalog load", "checkpoint meta + checksum", "vector i
 def child_open(path: Path) -> dict:
     import hnswlib
 
-    from hebbs import Engine
-    from hebbs.schema import ScoringWeights
     from hebbs.store import catalog, lexical_index, open_vault, storage, vector_index
     from hebbs.store.embed import get_embedder
 
@@ -66,13 +64,8 @@ def child_open(path: Path) -> dict:
     texts, vectors = cues(embedder.dim, 51)
     precomputed = dict(zip(texts, vectors))
     embedder.embed_query = lambda text: precomputed[text]
-    relevance_only = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)
     before = rss_mb()
-    began = time.perf_counter()
-    engine = Engine.open(path, embedder=embedder)
-    opened = time.perf_counter() - began
-    engine.recall(texts[0], strategies=["similarity"], weights=relevance_only, reinforce=False)
-    first = time.perf_counter() - began
+    engine, opened, first = open_and_recall_once(path, embedder, texts[0])
     for text in texts[1:]:
         engine.recall(text, reinforce=False)
     out = {"steps": steps, "open_s": opened, "first_s": first, "rss_before_mb": before, "rss_mb": rss_mb()}

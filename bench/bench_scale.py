@@ -142,8 +142,21 @@ def build(path: Path, n: int, ef_construction: int | None) -> dict:
 
 # Children ------------------------------------------------------------------------------------
 
-def child_probe(path: Path, queries: int, write_ops: int) -> dict:
+def open_and_recall_once(path: Path, embedder, cue: str):
+    """Engine.open, then one similarity-only recall with relevance-only weights: (engine, seconds to
+    open, seconds to open and answer), the clean-open figures every bench here reports."""
     from hebbs import Engine
+    from hebbs.schema import ScoringWeights
+
+    began = time.perf_counter()
+    engine = Engine.open(path, embedder=embedder)
+    opened = time.perf_counter() - began
+    engine.recall(cue, strategies=["similarity"], reinforce=False,
+                  weights=ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0))
+    return engine, opened, time.perf_counter() - began
+
+
+def child_probe(path: Path, queries: int, write_ops: int) -> dict:
     from hebbs.schema import ScoringWeights
     from hebbs.store.embed import get_embedder
 
@@ -159,11 +172,7 @@ def child_probe(path: Path, queries: int, write_ops: int) -> dict:
     real_embed_query = embedder.embed_query
     embedder.embed_query = lambda text: precomputed[text] if text in precomputed else real_embed_query(text)
     before = rss_mb()
-    t = time.perf_counter()
-    engine = Engine.open(path, embedder=embedder)
-    opened = time.perf_counter() - t
-    engine.recall(texts[0], strategies=["similarity"], weights=relevance_only, reinforce=False)
-    first = time.perf_counter() - t
+    engine, opened, first = open_and_recall_once(path, embedder, texts[0])
     out: dict = {"open_s": opened, "open_first_recall_s": first, "memories": len(engine.vault.vector_index)}
     if queries:
         for text in texts[:50]:
