@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -236,7 +237,8 @@ class Catalog:
         if not ids:
             return []
         cols = self._cols
-        rows = np.fromiter((cols.row.get(memory_id, -1) for memory_id in ids), dtype=np.int64, count=len(ids))
+        row_list = list(map(cols.row.get, ids, repeat(-1)))
+        rows = np.array(row_list, dtype=np.int64)
         numbers = cols.numbers[np.maximum(rows, 0)]
         keep = (rows >= 0) & (numbers["kind"] != _REVISION)
         if window is not None:
@@ -246,11 +248,10 @@ class Catalog:
         if include_superseded and entity_id is None:
             return out
         superseded, entities = cols.superseded_by, cols.entity_id
-        for i, row in enumerate(rows.tolist()):
-            if out[i] and ((not include_superseded and superseded[row] is not None)
-                           or (entity_id is not None and entities[row] != entity_id)):
-                out[i] = False
-        return out
+        if entity_id is None:
+            return [ok and superseded[row] is None for ok, row in zip(out, row_list)]
+        return [ok and (include_superseded or superseded[row] is None) and entities[row] == entity_id
+                for ok, row in zip(out, row_list)]
 
     def items(self) -> list[tuple[str, CatalogEntry]]:
         """Every memory with its fields: a snapshot, safe to iterate while writers change the catalog."""
