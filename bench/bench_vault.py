@@ -7,10 +7,12 @@ Generates a deterministic vault of notes with realistic, varied prose (front mat
 tags, wiki-links, the odd code block and the odd long section), then measures in one run:
 
 1. the first index (phase 1 + phase 2, contradiction checks included), as sections/s;
-2. the raw throughput of the model on exactly the texts that were indexed (one embed() call);
+2. the raw throughput of the model on exactly the texts indexing handed it (title and heading path
+   included, caught at embed_documents), in one length-sorted call;
 3. a re-index with nothing changed.
 
-Goals: sections/s >= 0.8 x raw (indexing keeps the model at least 80% busy), re-index < 2 s.
+Goals: sections/s >= 0.8 x raw over the whole index (indexing keeps the model at least 80% busy),
+>= 0.9 x raw in the embed phase (issue 16), re-index < 2 s.
 """
 
 from __future__ import annotations
@@ -103,23 +105,31 @@ def make_vault(root: Path, notes: int, seed: int = 42) -> int:
 
 
 class TimedEmbedder:
-    """The real embedder, with a stopwatch around embed(): how long the model was busy during indexing."""
+    """A stopwatch around the embedder's embed_documents (what remember and revise call): how long
+    the model was busy during indexing, and exactly which texts it was given."""
 
-    def __init__(self, inner) -> None:
-        self.inner = inner
+    def __init__(self, embedder) -> None:
+        self.embedder = embedder
+        self.inner = embedder.embed_documents
         self.seconds = 0.0
         self.calls = 0
+        self.texts: list[str] = []
 
-    def embed(self, texts):
+    def __enter__(self) -> "TimedEmbedder":
+        self.embedder.embed_documents = self.embed_documents  # the instance's, shared with the open vault
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        del self.embedder.embed_documents
+
+    def embed_documents(self, texts):
         t = time.perf_counter()
         try:
-            return self.inner.embed(texts)
+            return self.inner(texts)
         finally:
             self.seconds += time.perf_counter() - t
             self.calls += 1
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
+            self.texts.extend(texts)
 
 
 def main() -> None:
@@ -153,15 +163,11 @@ def main() -> None:
             stages[p.stage + "_end"] = time.perf_counter()
 
         with Engine.open(root / ".hebbs", embedder=embedder) as engine:
-            timed = TimedEmbedder(embedder)
-            engine.embedder = timed
-            t = time.perf_counter()
-            summary = index_vault(engine, root, progress=progress)
-            first = time.perf_counter() - t
-            engine.embedder = embedder
-            texts = [m.content for m in engine.memories() if m.source is not None]
+            with TimedEmbedder(embedder) as timed:
+                t = time.perf_counter()
+                summary = index_vault(engine, root, progress=progress)
+                first = time.perf_counter() - t
             sections = summary.sections_added
-            assert sections == len(texts)
             print(f"first index: {first:.1f} s for {sections} sections -> {sections / first:.1f} sections/s "
                   f"({summary.files_changed} files, {summary.edges_added} edges, "
                   f"{summary.contradiction_candidates} contradiction candidates)")
@@ -169,14 +175,20 @@ def main() -> None:
                 if stage + "_start" in stages:
                     print(f"  {stage:6s} {stages[stage + '_end'] - stages[stage + '_start']:7.1f} s")
 
+            # The model's own throughput on exactly the texts indexing gave it (title and heading path
+            # included), in one call: embed() sorts a call's texts by length, so this is the
+            # length-sorted floor.
             t = time.perf_counter()
-            embedder.embed(texts)
+            embedder.embed_documents(timed.texts)
             raw_seconds = time.perf_counter() - t
-            raw = len(texts) / raw_seconds
-            ratio = (sections / first) / raw
-            print(f"raw model:   {raw_seconds:.1f} s for the same {len(texts)} texts -> {raw:.1f} texts/s")
-            print(f"model busy:  {ratio:.0%} by throughput (indexing sections/s over raw texts/s; goal >= 80%)")
-            print(f"             {timed.seconds / first:.0%} by clock (time inside embed() over indexing time; "
+            raw = len(timed.texts) / raw_seconds
+            print(f"raw model:   {raw_seconds:.1f} s for the same {len(timed.texts)} texts -> {raw:.1f} texts/s")
+            print(f"model busy:  {(sections / first) / raw:.0%} by throughput (indexing sections/s over raw texts/s, "
+                  f"parse and contradiction checks included; goal >= 80%)")
+            embed_phase = stages["embed_end"] - stages["embed_start"] if "embed_start" in stages else first
+            print(f"             {(sections / embed_phase) / raw:.0%} in the embed phase alone "
+                  f"(its sections/s over raw texts/s; issue 16's goal >= 90%)")
+            print(f"             {timed.seconds / first:.0%} by clock (time inside the model over indexing time; "
                   f"{timed.seconds:.1f} s in {timed.calls} calls)")
 
             t = time.perf_counter()
