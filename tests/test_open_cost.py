@@ -1,4 +1,5 @@
-"""What an open keeps and leaves behind: the vector index's label map after removals and a checkpoint,
+"""What an open keeps and leaves behind: the vector index's label map after removals and a checkpoint
+(and its id -> label map, left unbuilt until a write needs it),
 a whole-family scan that stays out of RocksDB's block cache, and the record check of a large vault,
 which runs after the indexes are loaded and still refuses writes to a damaged vault."""
 
@@ -31,6 +32,25 @@ def test_labels_survive_removals_and_a_checkpoint(tmp_path):
     assert loaded.search(vectors[11], 1)[0][0] == "m11"
     assert np.allclose(loaded.vectors(["m11"])[0], vectors[11] / np.linalg.norm(vectors[11]), atol=1e-6)
 
+
+
+def test_a_loaded_index_searches_without_its_id_map_and_builds_it_for_writes(tmp_path):
+    rng = np.random.default_rng(2)
+    vectors = rng.normal(size=(8, 8)).astype("float32")
+    index = VectorIndex(8, IndexParams(), capacity=16)
+    ids = [f"m{i}" for i in range(8)]
+    index.add(ids, vectors)
+    index.remove(["m1"])
+    VectorIndex.publish(tmp_path, index.dump(tmp_path, 3))
+    loaded, _ = VectorIndex.load(tmp_path, 3, 8, IndexParams())
+    assert len(loaded) == 7
+    assert loaded.search(vectors[5], 1)[0][0] == "m5"
+    assert loaded._label_of is None  # an open that only searches never builds the id -> label map
+    loaded.remove(["m3"])
+    loaded.add(["m4"], vectors[7:8])  # an update keeps its label
+    assert len(loaded) == 6
+    assert [mid for mid, _ in loaded.search(vectors[7], 2)] in (["m4", "m7"], ["m7", "m4"])
+    assert "m3" not in {mid for mid, _ in loaded.search(vectors[3], 6)}
 
 def test_an_uncached_scan_leaves_the_block_cache_alone(tmp_path):
     store = Store.open(tmp_path / "db")
