@@ -33,7 +33,6 @@ def test_labels_survive_removals_and_a_checkpoint(tmp_path):
     assert np.allclose(loaded.vectors(["m11"])[0], vectors[11] / np.linalg.norm(vectors[11]), atol=1e-6)
 
 
-
 def test_a_loaded_index_searches_without_its_id_map_and_builds_it_for_writes(tmp_path):
     rng = np.random.default_rng(2)
     vectors = rng.normal(size=(8, 8)).astype("float32")
@@ -51,6 +50,7 @@ def test_a_loaded_index_searches_without_its_id_map_and_builds_it_for_writes(tmp
     assert len(loaded) == 6
     assert [mid for mid, _ in loaded.search(vectors[7], 2)] in (["m4", "m7"], ["m7", "m4"])
     assert "m3" not in {mid for mid, _ in loaded.search(vectors[3], 6)}
+
 
 def test_an_uncached_scan_leaves_the_block_cache_alone(tmp_path):
     store = Store.open(tmp_path / "db")

@@ -12,8 +12,5 @@ def recall(vault: OpenVault, query: Query) -> Found:
 
 
 def candidates(hits: list[tuple[str, float]]) -> Candidates:
-    # Built for every hit of a 50-deep search on each recall: the plainest loop is the cheapest.
-    out: Candidates = {}
-    for rank, (mid, sim) in enumerate(hits, 1):
-        out[mid] = Candidate(sim if sim > 0.0 else 0.0, ["similarity"], {"similarity": round(sim, 6), "similarity_rank": rank})
-    return out
+    return {mid: Candidate(max(0.0, sim), ["similarity"], {"similarity": round(sim, 6), "similarity_rank": rank + 1})
+            for rank, (mid, sim) in enumerate(hits)}
