@@ -128,6 +128,10 @@ class _Columns:
         self.row: dict[str, int] = dict(zip(ids, range(len(ids))))  # type: ignore[arg-type]
         self.row.pop(None, None)  # type: ignore[call-overload]
 
+    def rows_of(self, ids: list[str]) -> list[int]:
+        """The row of each id, -1 for an unknown one."""
+        return list(map(self.row.get, ids, repeat(-1)))
+
     def entry(self, row: int) -> CatalogEntry:
         entry = CatalogEntry()
         entry.created_at, entry.importance, entry.access_count, kind, entry.words = self.numbers[row].item()
@@ -207,7 +211,7 @@ class Catalog:
         """(created_at, importance, access_count, context_type) of each memory, None for an unknown id:
         what the composite score reads, without building an entry per candidate."""
         cols = self._cols
-        rows = [cols.row.get(memory_id, -1) for memory_id in ids]
+        rows = cols.rows_of(ids)
         if not rows:
             return []
         numbers = cols.numbers[[max(row, 0) for row in rows]][["created_at", "importance", "access_count"]].tolist()
@@ -217,13 +221,13 @@ class Catalog:
     def files_of(self, ids: list[str]) -> list[str | None]:
         """The source file of each memory (None for one without, or an unknown id)."""
         cols = self._cols
-        rows, file = cols.row, cols.file
-        return [None if row is None else file[row] for row in map(rows.get, ids)]
+        file = cols.file
+        return [None if row < 0 else file[row] for row in cols.rows_of(ids)]
 
     def words_of(self, ids: list[str]) -> list[int | None]:
         """The length in words of each memory (None for an unknown id)."""
         cols = self._cols
-        rows = [cols.row.get(memory_id, -1) for memory_id in ids]
+        rows = cols.rows_of(ids)
         if not rows:
             return []
         words = cols.numbers["words"][[max(row, 0) for row in rows]].tolist()
@@ -237,7 +241,7 @@ class Catalog:
         if not ids:
             return []
         cols = self._cols
-        row_list = list(map(cols.row.get, ids, repeat(-1)))
+        row_list = cols.rows_of(ids)
         rows = np.array(row_list, dtype=np.int64)
         numbers = cols.numbers[np.maximum(rows, 0)]
         keep = (rows >= 0) & (numbers["kind"] != _REVISION)

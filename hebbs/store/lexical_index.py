@@ -543,25 +543,26 @@ class LexicalIndex:
         """Number of live documents once pending commits are applied."""
         return self._searcher().num_docs
 
-    def search(self, query: str, k: int, *, allowed: Callable[[bytes], bool] | None = None,
-               passing: Callable[[list[bytes]], list[bool]] | None = None) -> list[tuple[bytes, float]]:
+    def search(self, query: str, k: int, *,
+               allowed: Callable[[bytes], bool] | None = None) -> list[tuple[bytes, float]]:
         """BM25 top-k (memory id, score) by score desc; any token may match (OR).
 
         Query text goes through `tokenize` and straight into term queries, never through a query
         parser, so quotes, colons, AND/OR and friends are just text. Repeated terms are deduped:
         identifier expansion already repeats parts ("reset ERR_CONN_RESET" yields "reset" twice)
         and counting them twice would let that artefact, not the user, decide the ranking.
-        With `allowed`, pages deeper until k allowed hits are found or results run out; `passing`
-        is the same filter asked about a whole page of hits at once.
+        With `allowed`, pages deeper until k allowed hits are found or results run out.
         """
         if k <= 0:
             return []
-        return self.search_terms(dict.fromkeys(tokenize(query), 1.0), k, allowed=allowed, passing=passing)
+        passing = None if allowed is None else (lambda raws: [allowed(raw) for raw in raws])
+        return self.search_terms(dict.fromkeys(tokenize(query), 1.0), k, passing=passing)
 
-    def search_terms(self, weights: dict[str, float], k: int, *, allowed: Callable[[bytes], bool] | None = None,
+    def search_terms(self, weights: dict[str, float], k: int, *,
                      passing: Callable[[list[bytes]], list[bool]] | None = None) -> list[tuple[bytes, float]]:
         """BM25 top-k over already tokenized terms, each term's score multiplied by its weight
-        (pseudo-relevance feedback: the cue's terms plus terms of its best matches)."""
+        (pseudo-relevance feedback: the cue's terms plus terms of its best matches). `passing`, the
+        filter asked about a whole page of hits at once, pages deeper as `search`'s `allowed` does."""
         terms = [(t, w) for t, w in weights.items() if w > 0][:MAX_QUERY_TERMS]
         if k <= 0 or not terms:
             return []
@@ -570,8 +571,6 @@ class LexicalIndex:
             return []
         subqueries = [(tantivy.Occur.Should, _weighted(_term_query(self._schema, t), w)) for t, w in terms]
         q = subqueries[0][1] if len(subqueries) == 1 else tantivy.Query.boolean_query(subqueries)
-        if passing is None and allowed is not None:
-            passing = lambda raws: [allowed(raw) for raw in raws]  # noqa: E731
         if passing is None:
             return self._page(searcher, q, k, 0)
         return self._filtered(searcher, q, k, passing)
