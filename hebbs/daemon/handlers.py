@@ -1,8 +1,11 @@
 """What each command does: the engine calls behind the protocol.
 
 Every handler takes the connection, the request and its decoded command, and returns the reply's
-data (progress frames, where a command streams, go out through the connection as it runs), or SENT
-when the worker thread that computed the reply sent it itself (_reply, _reply_write).
+data (progress frames, where a command streams, go out through the connection as it runs).
+
+A request that is one engine call on one vault (recall, prime, get, remember) is also described by
+`Handlers.direct`: the connection's own thread runs that call itself when the vault is open, without
+the two thread hand-offs of going through the event loop and a worker (server.py).
 """
 
 from __future__ import annotations
@@ -15,8 +18,7 @@ import secrets
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol
 
 import msgspec
 
@@ -27,8 +29,8 @@ from hebbs.recall import brains, scoring
 from hebbs.protocol import (AddEdge, Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare,
                             DaemonStatus, Edges, Export, ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates,
                             Forgotten, Get, History, Index, IndexCancel, IndexCancelled, IndexFollow,
-                            IndexingInProgress, Insights, Inspect, Inspection, List, Neighbors, Panel, PanelState, Pong,
-                            Prime, Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember,
+                            IndexingInProgress, Insights, Inspect, Inspection, List, Neighbors, Panel, PanelState, Ping,
+                            Pong, Prime, Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember,
                             RememberItem, RemoveEdge, Removed, Request, Revise, ReviseItem, ReviseMany, ScanSummary,
                             ShowSource, Status, Stopping, Subscribe, Subscribed, SubscriptionPush, Unconsolidate,
                             Consolidate)
@@ -60,26 +62,13 @@ class Subscription:
         self.pushed: set[str] = set()
 
 
-class SentReply:
-    """What a handler returns when the worker that computed its reply has sent it already."""
+class Work(NamedTuple):
+    """One engine call on one vault (or, for a request without one, a call given None), and whether
+    it writes: then it holds the vault's write slot, and the change listeners hear of it."""
 
-    def __repr__(self) -> str:
-        return "SENT"
-
-
-SENT = SentReply()
-
-
-class WorkerReply(Protocol):
-    """server.WorkerReply: a reply the worker thread encodes and writes; the worker closes it."""
-
-    handed_over: bool
-
-    def encode(self, data: Any) -> bytes | None: ...
-
-    def write(self, frame: bytes) -> None: ...
-
-    def close(self) -> None: ...
+    call: Callable[["Engine | None"], Any]
+    writes: bool = False
+    on_vault: bool = True
 
 
 class Connection(Protocol):
@@ -88,8 +77,6 @@ class Connection(Protocol):
     subscriptions: dict[str, Subscription]
 
     async def progress(self, request_id: Any, data: Any) -> None: ...
-
-    def replying(self, request_id: Any) -> AbstractAsyncContextManager[WorkerReply | None]: ...
 
 
 class Daemon(Protocol):
@@ -115,9 +102,25 @@ class Handlers:
         command = request.command
         handler: Callable[..., Any] = getattr(self, "_" + command.__struct_config__.tag)
         data = await handler(conn, request, command)
-        if data is not SENT:  # _in_worker told the listeners
-            self.daemon.notify_change(request)
+        self.daemon.notify_change(request)
         return data
+
+    def direct(self, request: Request) -> Work | None:
+        """The engine call a request comes to, when it is one call on one vault (recall and prime of a
+        single vault, get, remember) or needs nothing of the daemon's loop (ping), for a connection's
+        own thread to run; None for any other."""
+        command = request.command
+        if isinstance(command, Recall) and command.vaults is None:
+            return Work(_recalling(command))
+        if isinstance(command, Prime) and command.vaults is None:
+            return Work(_priming(command))
+        if isinstance(command, Get):
+            return Work(_getting(command))
+        if isinstance(command, Remember):
+            return Work(_remembering(command), writes=True)
+        if isinstance(command, Ping):
+            return Work(lambda _: self._pong(), on_vault=False)
+        return None
 
     async def _call(self, request: Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run fn(engine, ...) on the request's vault, off the event loop."""
@@ -128,55 +131,32 @@ class Handlers:
         async with self.pool.use(slot) as engine:
             return await self.pool.run(fn, engine, *args, **kwargs)
 
-    async def _reply(self, conn: Connection, request: Request, fn: Callable[["Engine"], Any], *,
-                     changes: bool = False) -> Any:
-        """Run fn(engine) on the request's vault, off the event loop; its result is the reply.
-        `changes`: the call may change the vault (the listeners must hear of it before the client)."""
-        slot = self.pool.slot(request.vault_path)
-        async with self.pool.use(slot) as engine, conn.replying(request.id) as reply:
-            return await self._in_worker(request, reply, functools.partial(fn, engine), changes)
+    async def _reply(self, conn: Connection, request: Request, fn: Callable[["Engine"], Any]) -> Any:
+        """fn(engine) on the request's vault, on a worker thread; its result is the reply."""
+        return await self._call(request, fn)
 
     async def _reply_write(self, conn: Connection, request: Request, fn: Callable[["Engine"], Any]) -> Any:
-        """_reply for a write. Writes to a vault go one at a time, through its write slot: taken here on
-        the loop, so a burst of writers waits in the loop rather than in worker threads blocked on the
-        engine's lock. The worker frees the slot as soon as its batch is written and only then waits for
-        durability, so the next writer's batch joins the same WAL sync (group commit)."""
+        """_reply for a write: it holds the vault's write slot while its batch is written (write_durably).
+        Writers that come through the loop queue for a worker one at a time per vault (slot.loop_writers),
+        so that a burst of them waits in the loop, not in worker threads blocked on the write slot; the
+        next one goes as soon as the batch before it is written, to join its WAL sync."""
         slot = self.pool.slot(request.vault_path)
-        async with self.pool.use(slot) as engine, conn.replying(request.id) as reply:
-            await slot.write_lock.acquire()
-            free = functools.partial(asyncio.get_running_loop().call_soon_threadsafe, slot.write_lock.release)
-            return await self._in_worker(request, reply, functools.partial(_write_durably, free, fn, engine),
-                                         True, unsubmitted=slot.write_lock.release)
-
-    async def _in_worker(self, request: Request, reply: WorkerReply | None, work: Callable[[], Any], changes: bool,
-                         unsubmitted: Callable[[], None] | None = None) -> Any:
-        """work() on a worker thread, which then sends its result as the reply when it has a WorkerReply
-        (returning SENT), or returns it. The change listeners hear of a request that changes a vault
-        before its client does (so that the panel never shows a client what it had before its own write);
-        of any other, after. `unsubmitted` undoes what the worker would have, should submitting fail.
-        Shielded: a cancelled request's worker still runs and cleans up after itself (it closes the
-        WorkerReply; until it has it, Connection.replying does)."""
-        notify = None
-        if reply is not None and changes and self.daemon.change_listeners:
-            # Not for reads: waking the loop just before the reply goes out slows the reply down.
-            notify = functools.partial(asyncio.get_running_loop().call_soon_threadsafe, self.daemon.notify_change,
-                                       request)
-        try:
-            future = self.pool.submit(_answer, work, reply, notify)
-        except BaseException:
-            if unsubmitted is not None:
-                unsubmitted()
-            raise
-        if reply is not None:
-            reply.handed_over = True
-        result = await asyncio.shield(future)
-        if result is SENT and notify is None:
-            self.daemon.notify_change(request)
-        return result
+        async with self.pool.use(slot) as engine:
+            await slot.loop_writers.acquire()
+            written = functools.partial(asyncio.get_running_loop().call_soon_threadsafe, slot.loop_writers.release)
+            try:
+                future = self.pool.submit(write_durably, slot.write_lock, fn, engine, written)
+            except BaseException:
+                slot.loop_writers.release()
+                raise
+            return await future
 
     # Daemon ---------------------------------------------------------------------------------
 
     async def _ping(self, conn: Connection, request: Request, command: Any) -> Any:
+        return self._pong()
+
+    def _pong(self) -> Pong:
         return Pong(version=self.daemon.version, pid=os.getpid())
 
     async def _status(self, conn: Connection, request: Request, command: Status) -> Any:
@@ -196,22 +176,7 @@ class Handlers:
     # Memories -------------------------------------------------------------------------------
 
     async def _remember(self, conn: Connection, request: Request, command: Remember) -> Any:
-        if command.items is not None:
-            if command.content is not None:
-                raise InvalidInput("remember takes content (one memory) or items (a batch), not both")
-            items = [_item(i) for i in command.items]
-        elif command.content is None:
-            raise InvalidInput("remember needs content (or items for a batch)")
-        else:
-            items = [_item(command)]
-        def remember(engine: "Engine") -> list[Memory] | Memory:
-            for item in items:  # short ids, as text output shows them, name what a memory supersedes
-                item["supersedes"] = [resolve_id(engine, old) for old in item["supersedes"] or ()]
-            memories = engine.remember_many(items, check_contradictions=command.check_contradictions,
-                                            consolidate=command.consolidate)
-            return memories if command.items is not None else memories[0]
-
-        return await self._reply_write(conn, request, remember)
+        return await self._reply_write(conn, request, _remembering(command))
 
     async def _unconsolidate(self, conn: Connection, request: Request, command: Unconsolidate) -> Memory:
         return await self._reply_write(conn, request,
@@ -221,7 +186,7 @@ class Handlers:
         return await self._reply_write(conn, request, lambda engine: engine.consolidate(dry_run=command.dry_run))
 
     async def _get(self, conn: Connection, request: Request, command: Get) -> Memory:
-        return await self._reply(conn, request, lambda engine: engine.get(resolve_id(engine, command.id)))
+        return await self._reply(conn, request, _getting(command))
 
     async def _revise(self, conn: Connection, request: Request, command: Revise) -> Memory:
         def revise(engine: "Engine") -> Memory:
@@ -332,11 +297,11 @@ class Handlers:
 
     async def _reflect(self, conn: Connection, request: Request, command: Reflect) -> Any:
         return await self._reply(conn, request, lambda engine: engine.reflect(
-            entity_id=command.entity_id, since=command.since, max_memories=command.max_memories), changes=True)
+            entity_id=command.entity_id, since=command.since, max_memories=command.max_memories))
 
     async def _contradiction_auto(self, conn: Connection, request: Request, command: ContradictionAuto) -> Any:
         return await self._reply(conn, request, lambda engine: engine.contradiction_auto(
-            max_results=command.max_results, min_confidence=command.min_confidence), changes=True)
+            max_results=command.max_results, min_confidence=command.min_confidence))
 
     async def _forget_candidates(self, conn: Connection, request: Request, command: ForgetCandidates) -> Any:
         return await self._reply(conn, request, lambda engine: engine.forget_candidates(command.now))
@@ -344,16 +309,7 @@ class Handlers:
     # Recall ---------------------------------------------------------------------------------
 
     async def _recall(self, conn: Connection, request: Request, command: Recall) -> Any:
-        def recall(engine: Engine) -> RecallResults:
-            return engine.recall(
-                command.cue, strategies=command.strategies, top_k=command.top_k, entity_id=command.entity_id,
-                time_range=command.time_range, weights=command.weights,
-                include_superseded=command.include_superseded, reinforce=command.reinforce,
-                mmr_lambda=command.mmr_lambda,
-                seed=None if command.seed is None else resolve_id(engine, command.seed), direction=command.direction,
-                max_depth=command.max_depth, edge_types=command.edge_types, alpha=command.alpha,
-                analogy=command.analogy, now=command.now, associate=command.associate)
-
+        recall = _recalling(command)
         if command.vaults is None:
             return await self._reply(conn, request, recall)
         answers = await self._each_vault(request, command.vaults, recall)
@@ -365,10 +321,7 @@ class Handlers:
             [resolve_id(engine, i) for i in command.ids], via=command.via))
 
     async def _prime(self, conn: Connection, request: Request, command: Prime) -> Any:
-        def prime(engine: Engine) -> RecallResults:
-            return engine.prime(command.entity_id, command.similarity_cue, command.max_memories,
-                                now=command.now)
-
+        prime = _priming(command)
         if command.vaults is None:
             return await self._reply(conn, request, prime)
         answers = await self._each_vault(request, command.vaults, prime)
@@ -569,32 +522,60 @@ class Handlers:
         return job.result()
 
 
-def _answer(work: Callable[[], Any], reply: WorkerReply | None, notify: Callable[[], Any] | None) -> Any:
-    """In a worker: work()'s result, or SENT once it went out as the reply (listeners told first, so a
-    client's next request always finds them told: the loop runs callbacks in the order they came)."""
+def write_durably(write_lock: threading.Lock, fn: Callable[["Engine"], Any], engine: "Engine",
+                  written: Callable[[], Any] | None = None) -> Any:
+    """fn(engine) holding the vault's write slot, then (the slot free for the next writer, whose batch
+    joins the same WAL sync) waiting for its durability. `written` is called once the slot is free."""
     try:
-        data = work()
-        frame = None if reply is None else reply.encode(data)
-        if frame is None:
-            return data
-        if notify is not None:
-            notify()
-        reply.write(frame)
-        return SENT
-    finally:
-        if reply is not None:
-            reply.close()
-
-
-def _write_durably(free_slot: Callable[[], Any], fn: Callable[["Engine"], Any], engine: "Engine") -> Any:
-    """In a worker: fn(engine) holding the vault's write slot, then (the slot freed) its durability."""
-    try:
-        with engine.deferred_sync(wait=False) as deferral:
+        with write_lock, engine.deferred_sync(wait=False) as deferral:
             result = fn(engine)
     finally:
-        free_slot()
+        if written is not None:
+            written()
     engine.wait_durable(deferral.seq)
     return result
+
+
+def _recalling(command: Recall) -> Callable[["Engine"], RecallResults]:
+    def recall(engine: "Engine") -> RecallResults:
+        return engine.recall(
+            command.cue, strategies=command.strategies, top_k=command.top_k, entity_id=command.entity_id,
+            time_range=command.time_range, weights=command.weights,
+            include_superseded=command.include_superseded, reinforce=command.reinforce,
+            mmr_lambda=command.mmr_lambda,
+            seed=None if command.seed is None else resolve_id(engine, command.seed), direction=command.direction,
+            max_depth=command.max_depth, edge_types=command.edge_types, alpha=command.alpha,
+            analogy=command.analogy, now=command.now, associate=command.associate)
+    return recall
+
+
+def _priming(command: Prime) -> Callable[["Engine"], RecallResults]:
+    return lambda engine: engine.prime(command.entity_id, command.similarity_cue, command.max_memories,
+                                       now=command.now)
+
+
+def _getting(command: Get) -> Callable[["Engine"], Memory]:
+    return lambda engine: engine.get(resolve_id(engine, command.id))
+
+
+def _remembering(command: Remember) -> Callable[["Engine"], list[Memory] | Memory]:
+    """The remember call (its input checked now, before any vault is touched)."""
+    if command.items is not None:
+        if command.content is not None:
+            raise InvalidInput("remember takes content (one memory) or items (a batch), not both")
+        items = [_item(i) for i in command.items]
+    elif command.content is None:
+        raise InvalidInput("remember needs content (or items for a batch)")
+    else:
+        items = [_item(command)]
+
+    def remember(engine: "Engine") -> list[Memory] | Memory:
+        for item in items:  # short ids, as text output shows them, name what a memory supersedes
+            item["supersedes"] = [resolve_id(engine, old) for old in item["supersedes"] or ()]
+        memories = engine.remember_many(items, check_contradictions=command.check_contradictions,
+                                        consolidate=command.consolidate)
+        return memories if command.items is not None else memories[0]
+    return remember
 
 
 def _item(source: Remember | RememberItem) -> dict[str, Any]:

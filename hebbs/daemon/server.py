@@ -1,12 +1,18 @@
-"""The daemon's event loop: one Unix socket, many connections, frames in and out.
+"""The daemon's socket: one Unix socket, a thread per connection, and an event loop for the rest.
 
-Each connection is read by its own task and its requests are answered in order; engine calls run
-on a worker pool, so a slow or dead client only ever stalls its own task. Bad input is answered
-with an error frame (or, when the framing itself is broken, by closing that one connection).
+Each connection is served by a thread of its own, with blocking reads: it reads a request, answers
+it, and reads the next, so a slow or dead client only ever stalls its own thread. A request that is
+one engine call on an open vault (recall, prime, get, remember: Handlers.direct) is run by that
+thread itself. Every other request goes to the event loop, whose handlers run their engine calls on
+a worker pool; meanwhile the connection's thread sends the progress frames the handler asks for.
 
-The worker that computed a reply also sends it (WorkerReply): handing the result back to the loop
-first cost a thread wake-up and a loop turn between the engine and the client, a quarter of what
-the socket added to a recall (bench/bench_daemon.py, docs/performance.md).
+Before, the loop read every connection and handed each call to a worker, which wrote the reply: two
+thread wake-ups between the client and the engine (on a 2-core VM, waking an idle thread is costly),
+plus the loop's own Python. That was most of what the socket added to a recall (bench/bench_daemon.py,
+docs/performance.md).
+
+Bad input is answered with an error frame (or, when the framing itself is broken, by closing that one
+connection).
 """
 
 from __future__ import annotations
@@ -15,9 +21,13 @@ import asyncio
 import contextlib
 import logging
 import os
+import queue
+import select
+import socket
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +36,7 @@ from hebbs.paths import socket_path
 from hebbs.protocol import (ERROR, HEADER, OK, PROGRESS, BadRequest, DaemonStatus, MessageTooLarge, Request,
                             Response, clip, decode_request, encode_frame, excerpt, frame_length)
 
-from .handlers import SENT, Handlers, Subscription
+from .handlers import Handlers, Subscription, Work, write_durably
 from .limits import Limits
 from .vaults import VaultPool
 
@@ -37,163 +47,157 @@ DRAIN_SECONDS = 30.0
 BACKLOG = 1024
 # An error message quotes at most this much (of a path, a value) back to the client.
 MAX_ERROR_CHARS = 2000
-
-
-IDLE, FRAME = "idle", "frame"  # what a connection waits for: its next frame, or the rest of one begun
+RECV_CHUNK = 1 << 16
 
 
 class Stalled(ConnectionError):
     """The client left a frame half-sent, or stopped taking its replies, for longer than frame_timeout."""
 
 
-class WorkerReply:
-    """One OK reply, encoded and written by the worker thread that computed it.
-
-    Made on the loop while nothing else can write to the connection: its send lock is held, its
-    write buffer is empty, and its task awaits this request. The worker writes to a duplicate of the
-    socket's descriptor: should the transport close the socket meanwhile (the client reset the
-    connection), the descriptor's number may be reused for another file, never written to by
-    mistake. What the socket does not take at once goes to the transport, on the loop, before the
-    request's task resumes (call_soon_threadsafe keeps order)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, writer: asyncio.StreamWriter, fd: int,
-                 request_id: Any) -> None:
-        self._loop = loop
-        self._writer = writer
-        self._fd = fd
-        self._request_id = request_id
-        # Set on the loop once a worker has it: from then on the worker closes it, else the loop does.
-        self.handed_over = False
-
-    def encode(self, data: Any) -> bytes | None:
-        """The reply frame, or None when it is too large (the loop then sends the usual error)."""
-        try:
-            return encode_frame(Response(id=self._request_id, status=OK, data=data))
-        except MessageTooLarge:
-            return None
-
-    def write(self, frame: bytes) -> None:
-        try:
-            written = os.write(self._fd, frame)
-        except BlockingIOError:
-            written = 0
-        except OSError:
-            return  # the client is gone: the loop sees the connection end on its next read
-        if written < len(frame):
-            self._loop.call_soon_threadsafe(self._writer.write, memoryview(frame)[written:])
-
-    def close(self) -> None:
-        os.close(self._fd)
+class _Idle(Exception):
+    """The connection sent nothing for its idle timeout."""
 
 
 class Connection:
-    """One client: its stream, its subscriptions, and a lock so frames never interleave."""
+    """One client, served by its own thread: its socket, its subscriptions, and the frames the loop
+    hands it to send while one of its requests runs there (progress, subscription pushes)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limits: Limits) -> None:
-        self.reader = reader
-        self.writer = writer
+    def __init__(self, sock: socket.socket, limits: Limits, loop: asyncio.AbstractEventLoop) -> None:
+        sock.setblocking(False)
+        self.sock = sock
         self.limits = limits
         self.subscriptions: dict[str, Subscription] = {}
-        self._send_lock = asyncio.Lock()
-        sock = writer.get_extra_info("socket")
-        self._fd = -1 if sock is None else sock.fileno()
-        # The idle and frame timeouts: what the connection waits for (IDLE, FRAME, or None while it
-        # serves), since when, and one watchdog timer for its whole life. asyncio.timeout around each
-        # read armed and cancelled a timer twice a request, about 25 µs each on a loaded 2-core machine.
-        self._loop = asyncio.get_running_loop()
-        self._waiting_for: str | None = None
-        self._since = 0.0
-        self._expired: str | None = None
-        self._watchdog = self._loop.call_later(limits.frame_timeout, self._watch)
+        self._loop = loop
+        self._buffer = bytearray()
+        # (frame, the loop's future to settle once it is sent), or None: the request on the loop is done.
+        self._outbox: "queue.SimpleQueue[tuple[bytes, asyncio.Future[None]] | None]" = queue.SimpleQueue()
+        # Whether a request of this connection runs on the loop, so that its thread takes frames to send.
+        self._taking = False
+        self._taking_lock = threading.Lock()
 
-    async def send(self, response: Response) -> None:
-        try:
-            frame = encode_frame(response)
-        except MessageTooLarge as exc:
-            frame = encode_frame(Response(id=response.id, status=ERROR, status_code=MessageTooLarge.status_code,
-                                          error=f"the reply is too large to send ({exc}); ask for less"))
-        async with self._send_lock:
-            self.writer.write(frame)
-            await self._drained()
+    # Reading -------------------------------------------------------------------------------
 
-    async def _drained(self) -> None:
-        if not self.writer.transport.get_write_buffer_size():
-            return  # the kernel took it all: nothing to wait for (the common case)
-        try:
-            async with asyncio.timeout(self.limits.frame_timeout):
-                await self.writer.drain()
-        except TimeoutError:
-            raise Stalled(f"the client took no reply data for {self.limits.frame_timeout:g}s") from None
-
-    @contextlib.asynccontextmanager
-    async def replying(self, request_id: Any) -> AsyncIterator[WorkerReply | None]:
-        """A WorkerReply for this request, or None when the reply must go through the loop (earlier
-        replies still queued, the connection closing). A worker it was handed over to closes it."""
-        async with self._send_lock:
-            transport = self.writer.transport
-            if self._fd < 0 or transport.is_closing() or transport.get_write_buffer_size():
-                yield None
-                return
-            reply = WorkerReply(self._loop, self.writer, os.dup(self._fd), request_id)
-            try:
-                yield reply
-            finally:
-                if not reply.handed_over:
-                    reply.close()
-            await self._drained()
-
-    async def progress(self, request_id: Any, data: Any) -> None:
-        await self.send(Response(id=request_id, status=PROGRESS, data=data))
-
-    async def read_frame(self) -> bytes | None:
+    def read_frame(self) -> bytes | None:
         """The next frame's body; None at a clean end of stream between frames, or when the
         connection sat idle past its timeout (a subscription keeps it open: it waits on purpose)."""
-        try:
-            self._wait_for(IDLE)
-            try:
-                first = await self.reader.readexactly(1)
-            except asyncio.IncompleteReadError:
-                if self._expired == IDLE:
-                    log.info("closing a connection idle for %gs", self.limits.connection_idle_timeout)
-                return None
-            self._wait_for(FRAME)
-            try:
-                header = first + await self.reader.readexactly(HEADER.size - 1)
-                return await self.reader.readexactly(frame_length(header))
-            except asyncio.IncompleteReadError:
-                if self._expired == FRAME:
-                    raise Stalled(f"a frame was left half-sent for {self.limits.frame_timeout:g}s") from None
-                raise
-        finally:
-            self._waiting_for = None
-
-    def _wait_for(self, what: str) -> None:
-        self._waiting_for = what
-        self._since = self._loop.time()
-
-    def _deadline(self) -> float | None:
-        if self._waiting_for == FRAME:
-            return self._since + self.limits.frame_timeout
         idle = self.limits.connection_idle_timeout
-        if self._waiting_for == IDLE and idle > 0 and not self.subscriptions:
-            return self._since + idle
+        try:
+            if not self._fill(1, None if idle <= 0 or self.subscriptions else time.monotonic() + idle):
+                return None
+        except _Idle:
+            log.info("closing a connection idle for %gs", idle)
+            return None
+        deadline = time.monotonic() + self.limits.frame_timeout
+        try:
+            if self._fill(HEADER.size, deadline):
+                length = frame_length(bytes(self._buffer[:HEADER.size]))
+                if self._fill(HEADER.size + length, deadline):
+                    body = bytes(self._buffer[HEADER.size:HEADER.size + length])
+                    del self._buffer[:HEADER.size + length]
+                    return body
+        except _Idle:
+            raise Stalled(f"a frame was left half-sent for {self.limits.frame_timeout:g}s") from None
+        log.info("connection closed mid-frame (%d bytes)", len(self._buffer))
         return None
 
-    def _watch(self) -> None:
-        """End the pending read of a connection past its deadline (read_frame then says why)."""
-        deadline = self._deadline()
-        now = self._loop.time()
-        if deadline is not None and now >= deadline:
-            self._expired = self._waiting_for
-            self.writer.transport.abort()
-            return
-        # It looks again at the deadline, or sooner: a frame begun meanwhile must not outlast its timeout.
-        soon = now + self.limits.frame_timeout
-        self._watchdog = self._loop.call_at(soon if deadline is None else min(deadline, soon), self._watch)
+    def _fill(self, size: int, deadline: float | None) -> bool:
+        """Read until the buffer holds `size` bytes: False at the end of the stream; _Idle past the deadline."""
+        while len(self._buffer) < size:
+            try:
+                chunk = self.sock.recv(max(RECV_CHUNK, size - len(self._buffer)))
+            except BlockingIOError:
+                self._wait(select.POLLIN, deadline)
+                continue
+            if not chunk:
+                return False
+            self._buffer += chunk
+        return True
 
-    def close(self) -> None:
-        """Stop the watchdog: the connection is done."""
-        self._watchdog.cancel()
+    def _wait(self, event: int, deadline: float | None) -> None:
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic()) * 1000
+        poller = select.poll()
+        poller.register(self.sock, event)
+        if not poller.poll(timeout):
+            raise _Idle()
+
+    # Writing -------------------------------------------------------------------------------
+
+    def send(self, response: Response) -> None:
+        self.send_frame(_frame(response))
+
+    def send_frame(self, frame: bytes) -> None:
+        view = memoryview(frame)
+        deadline = time.monotonic() + self.limits.frame_timeout
+        while view:
+            try:
+                view = view[self.sock.send(view):]
+            except BlockingIOError:
+                try:
+                    self._wait(select.POLLOUT, deadline)
+                except _Idle:
+                    raise Stalled(f"the client took no reply data for {self.limits.frame_timeout:g}s") from None
+
+    async def progress(self, request_id: Any, data: Any) -> None:
+        """Send a progress frame (on the loop, for a handler): this connection's thread sends it."""
+        frame = _frame(Response(id=request_id, status=PROGRESS, data=data))
+        sent = self._loop.create_future()
+        with self._taking_lock:
+            if not self._taking:
+                raise ConnectionResetError("the connection is no longer waiting for this request")
+            self._outbox.put((frame, sent))
+        await sent
+
+    def on_loop(self, answer: "Future[Response]") -> Response:
+        """Wait for a request running on the loop, sending the frames it hands over meanwhile."""
+        answer.add_done_callback(lambda _: self._outbox.put(None))
+        alive = True
+        while (item := self._outbox.get()) is not None:
+            frame, sent = item
+            error: BaseException | None = None
+            if alive:
+                try:
+                    self.send_frame(frame)
+                except (ConnectionError, OSError) as exc:
+                    alive, error = False, exc
+            else:
+                error = ConnectionResetError("the client went away")
+            self._loop.call_soon_threadsafe(_settle, sent, error)
+        with self._taking_lock:
+            self._taking = False
+            while True:  # frames handed over after the request ended: nobody will send them
+                try:
+                    leftover = self._outbox.get_nowait()
+                except queue.Empty:
+                    break
+                if leftover is not None:
+                    self._loop.call_soon_threadsafe(_settle, leftover[1], ConnectionResetError("request ended"))
+        return answer.result()
+
+    def taking_frames(self) -> None:
+        with self._taking_lock:
+            self._taking = True
+
+    def shutdown(self) -> None:
+        """End the connection from outside its thread: a blocked read or write returns at once."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+
+
+def _frame(response: Response) -> bytes:
+    try:
+        return encode_frame(response)
+    except MessageTooLarge as exc:
+        return encode_frame(Response(id=response.id, status=ERROR, status_code=MessageTooLarge.status_code,
+                                     error=f"the reply is too large to send ({exc}); ask for less"))
+
+
+def _settle(future: "asyncio.Future[None]", error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
 
 
 class Daemon:
@@ -214,19 +218,30 @@ class Daemon:
         self.refused_busy = 0
         self.closed_stalled = 0
         self.model_id: str | None = None
+        # Connection threads and the loop both count requests: under this lock. Once stopping is set,
+        # no connection starts another request (the vaults are about to close).
+        self._counts = threading.Lock()
+        self._stopping = False
         self._inflight = 0
         self._last_activity = time.monotonic()
         self._stop = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         # The Memory Palace web panel (hebbs.daemon.panel), served from this loop; None until started.
         self.panel: Any = None
-        # Called with each request that went through the handlers: the panel's live updates.
+        # Called with each request that went through the handlers, and each write a connection's thread
+        # did (Handlers.direct; its reads change nothing a listener shows): the panel's live updates.
         self.change_listeners: list[Callable[[Request], None]] = []
 
     # Running -------------------------------------------------------------------------------
 
     async def serve(self, on_listening: Callable[[], None] | None = None) -> None:
-        server = await asyncio.start_unix_server(self._on_connect, path=str(self.socket_path), backlog=BACKLOG)
+        self._loop = asyncio.get_running_loop()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(self.socket_path))
         os.chmod(self.socket_path, 0o600)
+        listener.listen(BACKLOG)
+        listener.setblocking(False)
+        self._loop.add_reader(listener.fileno(), self._accept, listener)
         log.info("listening on %s (pid %d, idle timeout %ss, vault idle timeout %ss, at most %d connections, "
                  "connection idle timeout %ss, frame timeout %ss, descriptor limit %s)", self.socket_path,
                  os.getpid(), self.idle_timeout, self.pool.idle_timeout, self.limits.max_connections,
@@ -239,18 +254,21 @@ class Daemon:
             await self._stop.wait()
         finally:
             log.info("shutting down")
-            server.close()
+            self._loop.remove_reader(listener.fileno())
+            listener.close()
             if self.panel is not None:
                 await self.panel.stop()
             for task in background:
                 task.cancel()
-            # Let requests already running finish: closing a vault under a running engine call
-            # would pull RocksDB out from under it.
+            # Let requests already running finish, and start no more: closing a vault under a running
+            # engine call would pull RocksDB out from under it.
+            with self._counts:
+                self._stopping = True
             deadline = time.monotonic() + DRAIN_SECONDS
             while self._inflight and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             for conn in list(self.connections):
-                conn.writer.close()
+                conn.shutdown()
             await asyncio.gather(*background, return_exceptions=True)
             await self.pool.close_all()
             self._executor.shutdown(wait=True)
@@ -319,7 +337,7 @@ class Daemon:
 
     def _idle_for(self) -> float:
         # An open subscription is a client waiting on us: the daemon is not idle while one exists.
-        if self._inflight or any(c.subscriptions for c in self.connections):
+        if self._inflight or any(c.subscriptions for c in list(self.connections)):
             return 0.0
         # A browser showing the panel is a user looking: not idle either.
         if self.panel is not None and self.panel.active():
@@ -328,48 +346,71 @@ class Daemon:
 
     # Connections ---------------------------------------------------------------------------
 
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self.connections) >= self.limits.max_connections:
-            await self._refuse_busy(writer)
-            return
-        conn = Connection(reader, writer, self.limits)
-        self.connections.add(conn)
+    def _accept(self, listener: socket.socket) -> None:
+        """On the loop, when clients are waiting: a thread for each (or a BUSY frame past the limit)."""
+        assert self._loop is not None
+        while True:
+            try:
+                sock, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # out of descriptors, say: the client waits in the backlog
+                log.warning("accepting a connection failed: %s", exc)
+                return
+            if len(self.connections) >= self.limits.max_connections:
+                self._refuse_busy(sock)
+                continue
+            conn = Connection(sock, self.limits, self._loop)
+            self.connections.add(conn)
+            try:
+                threading.Thread(target=self._serve, args=(conn,), name="hebbs-connection", daemon=True).start()
+            except RuntimeError as exc:  # no thread to be had (a process or memory limit): as if busy
+                log.warning("no thread for a new connection: %s", exc)
+                self.connections.discard(conn)
+                self._refuse_busy(sock)
+
+    def _serve(self, conn: Connection) -> None:
+        """A connection's thread: its requests, one after another, until it ends."""
         try:
-            while not self._stop.is_set():
+            while True:
                 try:
-                    body = await conn.read_frame()
+                    body = conn.read_frame()
                 except MessageTooLarge as exc:
-                    await conn.send(Response(status=ERROR, status_code=exc.status_code, error=str(exc)))
+                    conn.send(Response(status=ERROR, status_code=exc.status_code, error=str(exc)))
                     break
-                except asyncio.IncompleteReadError as exc:
-                    log.info("connection closed mid-frame (%d bytes of %s)", len(exc.partial), exc.expected)
+                if body is None or not self._begin():
                     break
-                if body is None:
-                    break
-                self.requests += 1
-                self._inflight += 1
-                self._last_activity = time.monotonic()
                 try:
-                    await self._answer(conn, body)
+                    self._answer(conn, body)
                 finally:
-                    self._inflight -= 1
-                    self._last_activity = time.monotonic()
+                    self._end()
         except Stalled as exc:
             self.closed_stalled += 1
             log.info("closing a stalled connection: %s", exc)
         except (ConnectionError, OSError):
             pass  # the client went away; nothing to tell it
-        except asyncio.CancelledError:
-            raise
         except Exception:
             log.exception("connection handler failed")
         finally:
-            conn.close()
             conn.subscriptions.clear()
             self.connections.discard(conn)
-            await _close(writer)
+            conn.sock.close()
 
-    async def _refuse_busy(self, writer: asyncio.StreamWriter) -> None:
+    def _begin(self) -> bool:
+        with self._counts:
+            if self._stopping:
+                return False
+            self.requests += 1
+            self._inflight += 1
+            self._last_activity = time.monotonic()
+            return True
+
+    def _end(self) -> None:
+        with self._counts:
+            self._inflight -= 1
+            self._last_activity = time.monotonic()
+
+    def _refuse_busy(self, sock: socket.socket) -> None:
         """Tell a client over the connection limit so, in a frame it reads as the reply to its request."""
         self.refused_busy += 1
         log.warning("refusing a connection: %d connections open, the limit (--max-connections)",
@@ -377,35 +418,63 @@ class Daemon:
         frame = encode_frame(Response(status=ERROR, status_code=DaemonBusy.status_code,
                                       error=f"the daemon is serving {len(self.connections)} connections, its limit; "
                                             "close idle clients, try again shortly, or raise --max-connections"))
-        try:
-            writer.write(frame)
-            async with asyncio.timeout(1.0):
-                await writer.drain()
-        except (TimeoutError, ConnectionError, OSError):
-            pass
-        await _close(writer)
+        with contextlib.suppress(OSError):
+            sock.setblocking(False)
+            sock.send(frame)  # a few hundred bytes: an empty socket buffer takes them at once
+        sock.close()
 
-    async def _answer(self, conn: Connection, body: bytes) -> None:
+    def _answer(self, conn: Connection, body: bytes) -> None:
+        """On the connection's thread: one request, answered."""
+        assert self._loop is not None
         request_id: Any = None
         try:
             request = decode_request(body)
             request_id = request.id
-            data = await self.handlers.dispatch(conn, request)
-            if data is SENT:
-                return  # the worker that computed it sent it
-            response = Response(id=request_id, status=OK, data=data)
+            work = self.handlers.direct(request)
+            if work is not None:
+                response = self._run_direct(request, work)
+                if response is not None:
+                    conn.send(response)
+                    return
+            conn.taking_frames()
+            response = conn.on_loop(asyncio.run_coroutine_threadsafe(self._respond(conn, request), self._loop))
+        except CancelledError:  # the loop stopped under the request
+            raise ConnectionAbortedError("the daemon is stopping") from None
+        except ConnectionError:
+            raise  # this client is gone: no reply to give
         except BadRequest as exc:
             response = Response(id=exc.request_id, status=ERROR, status_code=exc.status_code, error=str(exc))
-        except HebbsError as exc:
-            response = Response(id=request_id, status=ERROR, status_code=exc.status_code,
-                                error=clip(str(exc), MAX_ERROR_CHARS))
+        except Exception as exc:  # noqa: BLE001 - _failure tells a user error from a bug
+            response = _failure(exc, request_id)
+        conn.send(response)
+
+    def _run_direct(self, request: Request, work: Work) -> Response | None:
+        """The request's engine call, on this thread, when its vault is open; None when it is not (the
+        loop then opens it). Listeners hear of a write before its client does, as through the loop."""
+        assert self._loop is not None
+        if not work.on_vault:
+            return Response(id=request.id, status=OK, data=work.call(None))
+        slot = self.pool.slot(request.vault_path)
+        engine = self.pool.try_use(slot)
+        if engine is None:
+            return None
+        try:
+            data = write_durably(slot.write_lock, work.call, engine) if work.writes else work.call(engine)
+        finally:
+            self.pool.release(slot)
+        if work.writes and self.change_listeners:
+            self._loop.call_soon_threadsafe(self.notify_change, request)
+        return Response(id=request.id, status=OK, data=data)
+
+    async def _respond(self, conn: Connection, request: Request) -> Response:
+        """On the loop: a request whose handler is not one engine call on an open vault."""
+        try:
+            data = await self.handlers.dispatch(conn, request)
         except ConnectionError:
             raise  # this client is gone (a progress frame could not be sent): no reply to give
-        except Exception as exc:
-            log.exception("request %s failed", excerpt(request_id))
-            response = Response(id=request_id, status=ERROR, status_code="INTERNAL",
-                                error=clip(f"{type(exc).__name__}: {exc}", MAX_ERROR_CHARS))
-        await conn.send(response)
+        except Exception as exc:  # noqa: BLE001 - _failure tells a user error from a bug
+            return _failure(exc, request.id)
+        return Response(id=request.id, status=OK, data=data)
 
     def status(self) -> DaemonStatus:
         return DaemonStatus(
@@ -413,21 +482,16 @@ class Daemon:
             started_at=int(self.started_at * 1_000_000), uptime_s=round(time.time() - self.started_at, 3),
             idle_timeout_s=self.idle_timeout, vault_idle_timeout_s=self.pool.idle_timeout, model=self.model_id,
             connections=len(self.connections), max_connections=self.limits.max_connections,
-            refused_busy=self.refused_busy, subscriptions=sum(len(c.subscriptions) for c in self.connections),
+            refused_busy=self.refused_busy, subscriptions=sum(len(c.subscriptions) for c in list(self.connections)),
             requests=self.requests, open_vaults=self.pool.describe(),
             panel=None if self.panel is None else self.panel.serving(),
         )
 
 
-async def _close(writer: asyncio.StreamWriter) -> None:
-    if writer.transport.get_write_buffer_size():
-        # Replies the client never took: close() would wait for them to drain, holding the
-        # descriptor for as long as the client stays deaf. Drop them.
-        writer.transport.abort()
-        return
-    writer.close()
-    try:
-        async with asyncio.timeout(1.0):
-            await writer.wait_closed()
-    except (TimeoutError, ConnectionError, OSError):
-        pass
+def _failure(exc: Exception, request_id: Any) -> Response:
+    """The error reply for a request that raised: its message for a HebbsError, else INTERNAL (logged)."""
+    if isinstance(exc, HebbsError):
+        return Response(id=request_id, status=ERROR, status_code=exc.status_code, error=clip(str(exc), MAX_ERROR_CHARS))
+    log.exception("request %s failed", excerpt(request_id), exc_info=exc)
+    return Response(id=request_id, status=ERROR, status_code="INTERNAL",
+                    error=clip(f"{type(exc).__name__}: {exc}", MAX_ERROR_CHARS))

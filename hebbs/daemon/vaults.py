@@ -3,6 +3,10 @@
 Closing an idle vault releases its RocksDB lock, so a script can open it in-process while the
 daemon sleeps. A vault in use (a request running on it, an index run) is never closed under it:
 `use()` counts users before it waits, and the reaper only closes a slot nobody counts.
+
+A connection's own thread may use an open vault directly (`try_use`, no trip through the event
+loop): the count and the closing flag are kept under a lock, so that thread either sees the vault
+closing and goes through the loop, or the reaper sees it counted and leaves the vault open.
 """
 
 from __future__ import annotations
@@ -40,9 +44,15 @@ class VaultSlot:
         self.sweeper: "DecaySweeper | None" = None
         # Guards opening and closing, so two first requests open the vault once.
         self.open_lock = asyncio.Lock()
-        # Writes are serialized here, before a worker thread is taken: a burst of writers waits
-        # in the event loop instead of filling the pool with threads blocked on the engine's lock.
-        self.write_lock = asyncio.Lock()
+        # Guards `users` and `closing` between the loop and connection threads.
+        self.guard = threading.Lock()
+        # Set while the vault closes: try_use then leaves the request to the loop, which waits.
+        self.closing = False
+        # Writes to the vault go one at a time (a connection thread or a worker holds it while its
+        # batch is written, and lets go before waiting for durability: the next batch joins that sync).
+        self.write_lock = threading.Lock()
+        # Writers that come through the event loop wait here for their turn before taking a worker.
+        self.loop_writers = asyncio.Lock()
         self.users = 0
         self.indexing = False
         # The newest progress report of the index run in progress (hebbs.vault.indexer.Progress).
@@ -120,7 +130,8 @@ class VaultPool:
 
     @contextlib.asynccontextmanager
     async def use(self, slot: VaultSlot) -> AsyncIterator["Engine"]:
-        slot.users += 1
+        with slot.guard:
+            slot.users += 1
         try:
             async with slot.open_lock:
                 if slot.engine is None:
@@ -130,6 +141,19 @@ class VaultPool:
                 engine = slot.engine
             yield engine
         finally:
+            self.release(slot)
+
+    def try_use(self, slot: VaultSlot) -> "Engine | None":
+        """The slot's engine, counted as used (release() it after), when it is open and not closing;
+        None otherwise (then use() on the loop opens it, or waits for the close to finish)."""
+        with slot.guard:
+            if slot.engine is None or slot.closing:
+                return None
+            slot.users += 1
+            return slot.engine
+
+    def release(self, slot: VaultSlot) -> None:
+        with slot.guard:
             slot.users -= 1
             slot.last_used = time.monotonic()
 
@@ -141,9 +165,11 @@ class VaultPool:
 
     async def _close(self, slot: VaultSlot, reason: str) -> None:
         async with slot.open_lock:
-            # A request may have arrived while we waited for the lock.
-            if slot.engine is None or (slot.users and reason == "idle"):
-                return
+            with slot.guard:
+                # A request may have arrived while we waited for the lock.
+                if slot.engine is None or (slot.users and reason == "idle"):
+                    return
+                slot.closing = True
             log.info("closing vault %s (%s)", slot.path, reason)
             try:
                 if slot.sweeper is not None:
@@ -154,6 +180,7 @@ class VaultPool:
             finally:
                 # Only now: until the close is done the vault counts as open (its lock is still held).
                 slot.engine = None
+                slot.closing = False
 
     async def close_all(self) -> None:
         for slot in list(self._slots.values()):

@@ -9,11 +9,9 @@ every other read. They are kept here, small, and read-only.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,10 +54,6 @@ class _PanelConnection:
 
     async def progress(self, request_id: Any, data: Any) -> None:
         pass
-
-    @contextlib.asynccontextmanager
-    async def replying(self, request_id: Any) -> AsyncIterator[None]:
-        yield None  # replies come back to the panel's route, which renders them
 
     async def send(self, response: Any) -> None:
         pass
