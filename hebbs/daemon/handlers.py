@@ -66,7 +66,7 @@ class Work(NamedTuple):
     """One engine call on one vault (or, for a request without one, a call given None), and whether
     it writes: then it holds the vault's write slot, and the change listeners hear of it."""
 
-    call: Callable[["Engine | None"], Any]
+    call: Callable[[Any], Any]
     writes: bool = False
     on_vault: bool = True
 

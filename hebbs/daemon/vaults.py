@@ -93,6 +93,7 @@ class VaultPool:
         self.idle_timeout = idle_timeout
         self._executor = executor
         self._opener = opener
+        # Connection threads add slots too (slot()): walk it through list(), taken in one step.
         self._slots: dict[Path, VaultSlot] = {}
         self._slots_by_text: dict[str, VaultSlot] = {}
 
@@ -196,4 +197,4 @@ class VaultPool:
     def describe(self) -> list[OpenVault]:
         now = time.monotonic()
         return [OpenVault(path=str(s.path), idle_s=round(now - s.last_used, 3), in_use=s.users, indexing=s.indexing)
-                for s in self._slots.values() if s.engine is not None]
+                for s in list(self._slots.values()) if s.engine is not None]
