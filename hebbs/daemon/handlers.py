@@ -64,7 +64,7 @@ class Subscription:
 
 class Work(NamedTuple):
     """One engine call on one vault (or, for a request without one, a call given None), and whether
-    it writes: then it holds the vault's write slot, and the change listeners hear of it."""
+    it writes (then the change listeners hear of it)."""
 
     call: Callable[[Any], Any]
     writes: bool = False
@@ -136,16 +136,16 @@ class Handlers:
         return await self._call(request, fn)
 
     async def _reply_write(self, conn: Connection, request: Request, fn: Callable[["Engine"], Any]) -> Any:
-        """_reply for a write: it holds the vault's write slot while its batch is written (write_durably).
-        Writers that come through the loop queue for a worker one at a time per vault (slot.loop_writers),
-        so that a burst of them waits in the loop, not in worker threads blocked on the write slot; the
-        next one goes as soon as the batch before it is written, to join its WAL sync."""
+        """_reply for a write. Writers that come through the loop take a worker one at a time per vault
+        (slot.loop_writers), so that a burst of them waits in the loop, not in worker threads blocked on
+        the engine's lock; the next one goes as soon as the batch before it is written, to join its WAL
+        sync (write_durably)."""
         slot = self.pool.slot(request.vault_path)
         async with self.pool.use(slot) as engine:
             await slot.loop_writers.acquire()
             written = functools.partial(asyncio.get_running_loop().call_soon_threadsafe, slot.loop_writers.release)
             try:
-                future = self.pool.submit(write_durably, slot.write_lock, fn, engine, written)
+                future = self.pool.submit(write_durably, fn, engine, written)
             except BaseException:
                 slot.loop_writers.release()
                 raise
@@ -522,16 +522,14 @@ class Handlers:
         return job.result()
 
 
-def write_durably(write_lock: threading.Lock, fn: Callable[["Engine"], Any], engine: "Engine",
-                  written: Callable[[], Any] | None = None) -> Any:
-    """fn(engine) holding the vault's write slot, then (the slot free for the next writer, whose batch
-    joins the same WAL sync) waiting for its durability. `written` is called once the slot is free."""
+def write_durably(fn: Callable[["Engine"], Any], engine: "Engine", written: Callable[[], Any]) -> Any:
+    """fn(engine), then `written()` (the next writer may start, and its batch join this one's WAL
+    sync), then waiting for this one's durability."""
     try:
-        with write_lock, engine.deferred_sync(wait=False) as deferral:
+        with engine.deferred_sync(wait=False) as deferral:
             result = fn(engine)
     finally:
-        if written is not None:
-            written()
+        written()
     engine.wait_durable(deferral.seq)
     return result
 

@@ -36,7 +36,7 @@ from hebbs.paths import socket_path
 from hebbs.protocol import (ERROR, HEADER, OK, PROGRESS, BadRequest, DaemonStatus, MessageTooLarge, Request,
                             Response, clip, decode_request, encode_frame, excerpt, frame_length)
 
-from .handlers import Handlers, Subscription, Work, write_durably
+from .handlers import Handlers, Subscription, Work
 from .limits import Limits
 from .vaults import VaultPool
 
@@ -459,7 +459,9 @@ class Daemon:
         if engine is None:
             return None
         try:
-            data = write_durably(slot.write_lock, work.call, engine) if work.writes else work.call(engine)
+            # A write needs no turn of its own: the engine embeds outside its write lock and shares the
+            # WAL sync of concurrent writers (Engine.remember_many).
+            data = work.call(engine)
         finally:
             self.pool.release(slot)
         if work.writes and self.change_listeners:

@@ -48,10 +48,10 @@ class VaultSlot:
         self.guard = threading.Lock()
         # Set while the vault closes: try_use then leaves the request to the loop, which waits.
         self.closing = False
-        # Writes to the vault go one at a time (a connection thread or a worker holds it while its
-        # batch is written, and lets go before waiting for durability: the next batch joins that sync).
-        self.write_lock = threading.Lock()
-        # Writers that come through the event loop wait here for their turn before taking a worker.
+        # Writers that come through the event loop take a worker one at a time, so that a burst of them
+        # waits in the loop rather than in worker threads blocked on the engine's write lock. (A
+        # connection thread's remember needs no turn here: the engine embeds outside its lock, writes
+        # under it, and waits for durability after it, sharing the WAL sync with concurrent writers.)
         self.loop_writers = asyncio.Lock()
         self.users = 0
         self.indexing = False
