@@ -4,11 +4,11 @@
 
 Uses the vaults bench_scale.py builds (vault-N in --workdir; build them with it first). Each round is
 a fresh child process that opens the vault the way bench_scale's probe does, with each step of the
-open timed and its RSS growth read (RocksDB, catalog, checkpoint meta + checksum, the whole vector
-index load, lexical index), then the first recall (similarity only, relevance-only weights, the cue's
-vector precomputed) and the RSS after 50 default recalls; then, in the same process and warm,
-hnswlib's own `load_index` of the same checkpoint file: the floor of the vector index step.
-Medians over the rounds are printed.
+open timed and its RSS growth read (RocksDB, catalog, checkpoint metas, the whole vector index
+load, the wait for the checkpoint's checksum once hnswlib's load is done, lexical index), then the
+first recall (similarity only, relevance-only weights, the cue's vector precomputed) and the RSS
+after 50 default recalls; then, in the same process and warm, hnswlib's own `load_index` of the same
+checkpoint file: the floor of the vector index step. Medians over the rounds are printed.
 
 Last, the GIL check: whether another Python thread runs while `load_index` loads that file (a thread
 counting loop turns, during the load and during a sleep as long). It is why the index is not loaded
@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_scale import cues, open_and_recall_once, rss_mb  # noqa: E402
 
-STEPS = ("rocksdb open", "catalog load", "checkpoint meta + checksum", "vector index (all of it)", "lexical index open")
+STEPS = ("rocksdb open", "catalog load", "checkpoint metas", "vector index (all of it)",
+         "waiting for the checksum after the load", "lexical index open")
 
 
 def child_open(path: Path) -> dict:
@@ -56,9 +57,10 @@ def child_open(path: Path) -> dict:
         setattr(owner, name, wrapper)
 
     for owner, name, label in ((storage.Store, "open", STEPS[0]), (catalog.Catalog, "load", STEPS[1]),
-                               (vector_index, "_matching_meta", STEPS[2]),
+                               (vector_index, "_metas", STEPS[2]),
                                (open_vault.OpenVault, "_open_vector_index", STEPS[3]),
-                               (lexical_index.LexicalIndex, "open", STEPS[4])):
+                               (vector_index._Checksumming, "result", STEPS[4]),
+                               (lexical_index.LexicalIndex, "open", STEPS[5])):
         timed(owner, name, label)
     embedder = get_embedder(None)
     texts, vectors = cues(embedder.dim, 51)

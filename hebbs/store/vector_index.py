@@ -9,6 +9,7 @@ re-reading only the memories changed since (changelog.py), and without one the i
 
 from __future__ import annotations
 
+import mmap
 import os
 import threading
 from collections.abc import Callable
@@ -25,13 +26,17 @@ from ..fsutil import atomic_write
 _SNAPSHOT_INDEX = "hnsw.bin"
 _SNAPSHOT_META = "hnsw.meta"
 _NEXT_META = "hnsw.meta.next"
+# hnswlib's header is 96 bytes; damage anywhere past it makes load_index raise, not crash (it checks
+# the file's layout against its size before reading it), so this much is checked before loading.
+_HEAD_BYTES = 4096
 _PARALLEL_ADD = 1000
 
 
 class _SnapshotMeta(msgspec.Struct):
     write_seq: int
-    # hnswlib trusts the bytes it loads (a damaged file can crash the process), so they are checked
-    # first, at every open: xxh3-128 reads several GB/s (sha256 took 0.4 s of a 100k vault's open).
+    # hnswlib trusts the bytes it loads (a damaged header can crash the process, and damage anywhere
+    # can crash a search), so they are checked at every open: xxh3-128 reads several GB/s (sha256
+    # took 0.4 s of a 100k vault's open).
     checksum: str
     dim: int
     params: IndexParams
@@ -39,6 +44,8 @@ class _SnapshotMeta(msgspec.Struct):
     # entries and inverting them took 100 ms; a list and two dict(zip(...)) take a fraction.
     ids: list[str]
     next_label: int
+    # xxh3-128 of the file's first _HEAD_BYTES ("" in checkpoints written before it was recorded).
+    head_checksum: str = ""
 
 
 class VectorIndex:
@@ -205,8 +212,7 @@ class VectorIndex:
     @staticmethod
     def publish(directory: Path, meta: bytes) -> None:
         tmp_index = directory / f".{_SNAPSHOT_INDEX}.tmp"
-        decoded = msgspec.msgpack.decode(meta, type=_SnapshotMeta)
-        decoded.checksum = _checksum(tmp_index)
+        decoded = seal(msgspec.msgpack.decode(meta, type=_SnapshotMeta), tmp_index)
         os.chmod(tmp_index, 0o600)  # hnswlib creates it with the umask's mode; a vault's files are the user's only
         with open(tmp_index, "rb") as f:
             os.fsync(f.fileno())
@@ -221,24 +227,59 @@ class VectorIndex:
     def load(cls, directory: Path, upto: int, dim: int, params: IndexParams) -> "tuple[VectorIndex, int] | None":
         """The checkpoint and the write sequence it reflects, if that is at most `upto` (the database's)
         and it was built with these parameters; otherwise None."""
-        meta = _matching_meta(directory)
-        if meta is None:
+        metas = _metas(directory)
+        if not metas:
             return None
-        if meta.write_seq > upto or meta.dim != dim or meta.params != params or len(meta.ids) != meta.next_label:
-            return None
-        ids = meta.ids
-        live = len(ids) - ids.count("")
-        raw = hnswlib.Index(space="cosine", dim=dim)
+        path = directory / _SNAPSHOT_INDEX
+        # The whole file is hashed on the other core while hnswlib loads it (the hash releases the
+        # GIL, the load holds it): at 1M memories the hash alone took 0.4 s of a 2.2 s open. Only
+        # the header has to be known intact before the load, and the index is used only once the
+        # whole file matches a meta.
+        whole = _Checksumming(path)
         try:
-            raw.load_index(str(directory / _SNAPSHOT_INDEX), max_elements=max(live, 16),
-                           allow_replace_deleted=True)
-        except (RuntimeError, OSError):
+            head = _head_checksum(path)
+        except OSError:
+            whole.result()
+            return None
+        vouched = next((m for m in metas if m.head_checksum == head and _usable(m, upto, dim, params)), None)
+        raw = None if vouched is None else _load_raw(path, vouched)
+        checksum = whole.result()
+        # Not necessarily `vouched`: two checkpoints can share a header (same count and entry point).
+        meta = next((m for m in metas if m.checksum == checksum), None)
+        if meta is None or not _usable(meta, upto, dim, params):
+            return None
+        if vouched is None:  # a checkpoint older than head checksums: loaded now that the whole file is known good
+            raw = _load_raw(path, meta)
+        if raw is None:
             return None
         index = cls(dim, params, loaded=raw)
-        index._id_of = ids
+        index._id_of = meta.ids
         index._label_of = None
-        index._live = live
+        index._live = len(meta.ids) - meta.ids.count("")
         return index, meta.write_seq
+
+
+def _usable(meta: _SnapshotMeta, upto: int, dim: int, params: IndexParams) -> bool:
+    """Whether the checkpoint `meta` describes can serve a vault at database sequence `upto`."""
+    return meta.write_seq <= upto and meta.dim == dim and meta.params == params and len(meta.ids) == meta.next_label
+
+
+def _load_raw(path: Path, meta: _SnapshotMeta) -> hnswlib.Index | None:
+    raw = hnswlib.Index(space="cosine", dim=meta.dim)
+    try:
+        # max_elements only sets the capacity (hnswlib takes at least the file's count).
+        raw.load_index(str(path), max_elements=max(len(meta.ids) - meta.ids.count(""), 16),
+                       allow_replace_deleted=True)
+    except (RuntimeError, OSError, MemoryError):
+        return None
+    return raw
+
+
+def seal(meta: _SnapshotMeta, path: Path) -> _SnapshotMeta:
+    """`meta` with the checksums of the index file at `path`."""
+    meta.checksum = _checksum(path)
+    meta.head_checksum = _head_checksum(path)
+    return meta
 
 
 def snapshot_intact(directory: Path) -> bool:
@@ -249,12 +290,7 @@ def snapshot_intact(directory: Path) -> bool:
 def _matching_meta(directory: Path) -> _SnapshotMeta | None:
     """The meta (current, or the next one a checkpoint crashed while publishing) whose checksum the
     index file has; None when neither does."""
-    metas = []
-    for name in (_SNAPSHOT_META, _NEXT_META):
-        try:
-            metas.append(msgspec.msgpack.decode((directory / name).read_bytes(), type=_SnapshotMeta))
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-            continue
+    metas = _metas(directory)
     if not metas:
         return None
     try:
@@ -262,6 +298,55 @@ def _matching_meta(directory: Path) -> _SnapshotMeta | None:
     except OSError:
         return None
     return next((meta for meta in metas if meta.checksum == checksum), None)
+
+
+def _metas(directory: Path) -> list[_SnapshotMeta]:
+    """The current meta and the next one (left by a checkpoint that crashed while publishing), as present."""
+    metas = []
+    for name in (_SNAPSHOT_META, _NEXT_META):
+        try:
+            metas.append(msgspec.msgpack.decode((directory / name).read_bytes(), type=_SnapshotMeta))
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return metas
+
+
+class _Checksumming:
+    """The checksum of a file, computed on a thread of its own from the moment this is made."""
+
+    def __init__(self, path: Path) -> None:
+        self._checksum: str | None = None
+        self._hashing = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(path,), name="hebbs-checksum", daemon=True)
+        self._thread.start()
+        # Until the thread is inside the hash (which runs without the GIL), it needs the GIL to get
+        # there: a caller going straight into hnswlib's load would hold it, and the hash would
+        # only start once the load was over.
+        self._hashing.wait()
+
+    def _run(self, path: Path) -> None:
+        try:
+            with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                digest = xxhash.xxh3_128()
+                self._hashing.set()
+                # One update over the whole mapping, so that the hash runs without the GIL from start
+                # to end; reading block by block would need the GIL that hnswlib's load holds.
+                digest.update(mapped)
+                self._checksum = digest.hexdigest()
+        except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
+            self._checksum = None
+        finally:
+            self._hashing.set()
+
+    def result(self) -> str | None:
+        """The file's checksum; None when it could not be read."""
+        self._thread.join()
+        return self._checksum
+
+
+def _head_checksum(path: Path) -> str:
+    with open(path, "rb") as f:
+        return xxhash.xxh3_128(f.read(_HEAD_BYTES)).hexdigest()
 
 
 def _checksum(path: Path) -> str:

@@ -172,7 +172,7 @@ def test_a_crash_while_a_checkpoint_is_published_leaves_a_usable_checkpoint(tmp_
     # The steps of publish, stopped after each one.
     tmp_index = directory / f".{vi._SNAPSHOT_INDEX}.tmp"
     decoded = msgspec.msgpack.decode(meta, type=vi._SnapshotMeta)
-    decoded.checksum = vi._checksum(tmp_index)
+    decoded = vi.seal(decoded, tmp_index)
     atomic_write(directory / vi._NEXT_META, msgspec.msgpack.encode(decoded))
     assert vi.VectorIndex.load(directory, 2, 8, IndexParams())[1] == 1  # killed before the index moved
     os.replace(tmp_index, directory / vi._SNAPSHOT_INDEX)
@@ -180,3 +180,58 @@ def test_a_crash_while_a_checkpoint_is_published_leaves_a_usable_checkpoint(tmp_
     os.replace(directory / vi._NEXT_META, directory / vi._SNAPSHOT_META)
     loaded, at = vi.VectorIndex.load(directory, 2, 8, IndexParams())
     assert at == 2 and len(loaded) == 20
+
+
+def test_a_damaged_checkpoint_is_refused_and_a_damaged_header_never_reaches_hnswlib(tmp_path, monkeypatch):
+    """The whole file is hashed while hnswlib loads it; hnswlib can crash on a damaged header, so the
+    header's own checksum is checked before the load, and damage past it is caught once both end."""
+    import msgspec
+
+    from hebbs.config import IndexParams
+    from hebbs.store import vector_index as vi
+
+    rng = np.random.default_rng(5)
+    directory = tmp_path / "index"
+    index = vi.VectorIndex(8, IndexParams(), capacity=64)
+    index.add([f"m{i}" for i in range(200)], rng.normal(size=(200, 8)).astype("float32"))
+    index.save(directory, 7)
+    path = directory / vi._SNAPSHOT_INDEX
+    intact = path.read_bytes()
+    loads: list[str] = []
+    load_index = vi.hnswlib.Index.load_index
+    monkeypatch.setattr(vi.hnswlib.Index, "load_index",
+                        lambda self, *a, **kw: (loads.append(a[0]), load_index(self, *a, **kw))[1])
+
+    loaded, at = vi.VectorIndex.load(directory, 7, 8, IndexParams())
+    assert at == 7 and len(loaded) == 200 and len(loads) == 1
+
+    for offset in (40, len(intact) // 2, len(intact) - 1):  # in the header, in the vectors, in the links
+        damaged = bytearray(intact)
+        damaged[offset] ^= 0xFF
+        path.write_bytes(bytes(damaged))
+        loads.clear()
+        assert vi.VectorIndex.load(directory, 7, 8, IndexParams()) is None
+        assert loads == ([] if offset < vi._HEAD_BYTES else [str(path)])
+
+    path.write_bytes(intact)
+    current = directory / vi._SNAPSHOT_META
+    good = current.read_bytes()
+
+    # Killed after the new index moved in, before its meta did, where the old checkpoint had the same
+    # header (same count and entry point): the header vouches for both metas, the whole file for one.
+    meta = msgspec.msgpack.decode(good, type=vi._SnapshotMeta)
+    meta.write_seq, meta.checksum = 6, "0" * 32
+    current.write_bytes(msgspec.msgpack.encode(meta))
+    (directory / vi._NEXT_META).write_bytes(good)
+    loads.clear()
+    loaded, at = vi.VectorIndex.load(directory, 7, 8, IndexParams())
+    assert at == 7 and len(loaded) == 200 and len(loads) == 1
+    (directory / vi._NEXT_META).unlink()
+
+    # A checkpoint written before head checksums were recorded is checked whole, then loaded.
+    meta = msgspec.msgpack.decode(good, type=vi._SnapshotMeta)
+    meta.head_checksum = ""
+    current.write_bytes(msgspec.msgpack.encode(meta))
+    loaded, at = vi.VectorIndex.load(directory, 7, 8, IndexParams())
+    assert at == 7 and len(loaded) == 200
+    assert loaded.search(rng.normal(size=8).astype("float32"), 5)
