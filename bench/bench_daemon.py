@@ -6,11 +6,12 @@ One run: a vault of N memories is filled (in a process of its own) and copied, s
 opens one copy in-process while a daemon on a temporary HEBBS_HOME serves the other. The calls are
 then interleaved, one in-process call and the same call through the socket (the SDK) in turn, so both
 sides see the same machine load and their difference is the socket's cost, not the load's; a bare
-ping gives the protocol's own round trip. CPU time per call is measured in passes of its own. Then `hebbs recall` as a whole process, as an agent runs
-it, interleaved with the floor any Python command line pays: the same interpreter starting and
-exiting (`python -c pass`). The CLI runs with its bytecode cached (a temporary PYTHONPYCACHEPREFIX,
-warmed by the first call): with PYTHONDONTWRITEBYTECODE set, as in some sandboxes, every call would
-compile hebbs' modules again, which is not what an installed hebbs does.
+ping gives the protocol's own round trip. CPU time per call is measured in passes of its own. Then
+`hebbs recall` as a whole process, as an agent runs it, interleaved with the floor any Python
+command line pays: the same interpreter starting and exiting (`python -c pass`). The CLI runs with
+its bytecode cached (a temporary PYTHONPYCACHEPREFIX, warmed by the first call): with
+PYTHONDONTWRITEBYTECODE set, as in some sandboxes, every call would compile hebbs' modules again,
+which is not what an installed hebbs does.
 """
 
 from __future__ import annotations
