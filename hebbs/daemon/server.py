@@ -450,7 +450,9 @@ class Daemon:
 
     def _run_direct(self, request: Request, work: Work) -> Response | None:
         """The request's engine call, on this thread, when its vault is open; None when it is not (the
-        loop then opens it). Listeners hear of a write before its client does, as through the loop."""
+        loop then opens it). The change listeners' call for a write is queued on the loop before the
+        reply goes out, so whatever the client asks next through the loop (the panel's reads too)
+        runs after the listeners were told."""
         assert self._loop is not None
         if not work.on_vault:
             return Response(id=request.id, status=OK, data=work.call(None))

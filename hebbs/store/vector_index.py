@@ -242,20 +242,25 @@ class VectorIndex:
             whole.result()
             return None
         vouched = next((m for m in metas if m.head_checksum == head and _usable(m, upto, dim, params)), None)
-        raw = None if vouched is None else _load_raw(path, vouched)
+        raw, live = None, 0
+        if vouched is not None:
+            live = _live(vouched)
+            raw = _load_raw(path, dim, live)
         checksum = whole.result()
         # Not necessarily `vouched`: two checkpoints can share a header (same count and entry point).
         meta = next((m for m in metas if m.checksum == checksum), None)
         if meta is None or not _usable(meta, upto, dim, params):
             return None
-        if vouched is None:  # a checkpoint older than head checksums: loaded now that the whole file is known good
-            raw = _load_raw(path, meta)
+        if meta is not vouched:
+            live = _live(meta)
+            if vouched is None:  # a checkpoint older than head checksums: loaded now that the whole file is known good
+                raw = _load_raw(path, dim, live)
         if raw is None:
             return None
         index = cls(dim, params, loaded=raw)
         index._id_of = meta.ids
         index._label_of = None
-        index._live = len(meta.ids) - meta.ids.count("")
+        index._live = live
         return index, meta.write_seq
 
 
@@ -264,12 +269,16 @@ def _usable(meta: _SnapshotMeta, upto: int, dim: int, params: IndexParams) -> bo
     return meta.write_seq <= upto and meta.dim == dim and meta.params == params and len(meta.ids) == meta.next_label
 
 
-def _load_raw(path: Path, meta: _SnapshotMeta) -> hnswlib.Index | None:
-    raw = hnswlib.Index(space="cosine", dim=meta.dim)
+def _live(meta: _SnapshotMeta) -> int:
+    """How many labels of the checkpoint hold a memory (a count over every label: once per open)."""
+    return len(meta.ids) - meta.ids.count("")
+
+
+def _load_raw(path: Path, dim: int, live: int) -> hnswlib.Index | None:
+    raw = hnswlib.Index(space="cosine", dim=dim)
     try:
         # max_elements only sets the capacity (hnswlib takes at least the file's count).
-        raw.load_index(str(path), max_elements=max(len(meta.ids) - meta.ids.count(""), 16),
-                       allow_replace_deleted=True)
+        raw.load_index(str(path), max_elements=max(live, 16), allow_replace_deleted=True)
     except (RuntimeError, OSError, MemoryError):
         return None
     return raw
