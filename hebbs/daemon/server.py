@@ -216,7 +216,6 @@ class Daemon:
         self.connections: set[Connection] = set()
         self.requests = 0
         self.refused_busy = 0
-        self.closed_stalled = 0
         self.model_id: str | None = None
         # Connection threads and the loop both count requests: under this lock. Once stopping is set,
         # no connection starts another request (the vaults are about to close).
@@ -385,7 +384,6 @@ class Daemon:
                 finally:
                     self._end()
         except Stalled as exc:
-            self.closed_stalled += 1
             log.info("closing a stalled connection: %s", exc)
         except (ConnectionError, OSError):
             pass  # the client went away; nothing to tell it
