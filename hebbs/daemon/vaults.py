@@ -7,6 +7,12 @@ daemon sleeps. A vault in use (a request running on it, an index run) is never c
 A connection's own thread may use an open vault directly (`try_use`, no trip through the event
 loop): the count and the closing flag are kept under a lock, so that thread either sees the vault
 closing and goes through the loop, or the reaper sees it counted and leaves the vault open.
+
+A vault folder deleted or moved while the daemon holds it open is noticed at the next request on
+its path: the daemon's handle still points at the old files, so a write through it would be
+acknowledged and then lost (deleted) or land in the moved copy. The old vault is closed once the
+requests already inside it are done, and the path is opened afresh, or refused when no vault is
+there any more.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -22,7 +29,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from hebbs.errors import InvalidInput, ModelMismatch, VaultNotInitialized
+from hebbs.errors import InvalidInput, ModelMismatch, VaultBusy, VaultNotInitialized
 from hebbs.paths import VAULT_DIR, is_vault_dir
 from hebbs.protocol import OpenVault
 
@@ -32,6 +39,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hebbs.daemon")
 T = TypeVar("T")
+# How long a request waits for the requests still running on a moved or deleted vault.
+RETIRE_WAIT_S = 30.0
 
 
 class VaultSlot:
@@ -54,6 +63,12 @@ class VaultSlot:
         # under it, and waits for durability after it, sharing the WAL sync with concurrent writers.)
         self.loop_writers = asyncio.Lock()
         self.users = 0
+        # Of the users, those that hold the engine (the others wait for it to open).
+        self.active = 0
+        # What the vault's folder and database were when it was opened (see `moved`).
+        self.identity: tuple[int, int, int] | None = None
+        self._db_text = str(path / "db")
+        self._path_text = str(path)
         self.indexing = False
         # The newest progress report of the index run in progress (hebbs.vault.indexer.Progress).
         self.progress: Any = None
@@ -63,6 +78,18 @@ class VaultSlot:
         self.index_cancel: "threading.Event | None" = None
         self.followers: list[tuple[Any, Any]] = []
         self.last_used = time.monotonic()
+
+    def current_identity(self) -> tuple[int, int, int] | None:
+        """The device and inodes of the vault's folder and database now; None when either is gone."""
+        try:
+            root, db = os.stat(self._path_text), os.stat(self._db_text)
+        except OSError:
+            return None
+        return root.st_dev, root.st_ino, db.st_ino
+
+    def moved(self) -> bool:
+        """Whether the open vault's folder was deleted, moved or replaced since it was opened."""
+        return self.current_identity() != self.identity
 
 
 def open_engine(path: Path) -> "Engine":
@@ -135,14 +162,31 @@ class VaultPool:
             slot.users += 1
         try:
             async with slot.open_lock:
+                if slot.engine is not None and slot.moved():
+                    await self._retire(slot)
                 if slot.engine is None:
+                    # Checked again here: the folder may have gone since slot() found it, and opening
+                    # a missing vault would create an empty one in its place.
+                    if not is_vault_dir(slot.path, self.home.resolve()):
+                        folder = slot.path.parent if slot.path.name == VAULT_DIR else slot.path
+                        raise VaultNotInitialized(f"no hebbs vault at {slot.path} any more; "
+                                                  f"run `hebbs init {folder}` to create one")
                     log.info("opening vault %s", slot.path)
                     slot.engine = await self.run(self._opener, slot.path)
+                    slot.identity = slot.current_identity()
                     slot.sweeper = start_sweeper(slot.engine)
                 engine = slot.engine
-            yield engine
+                with slot.guard:
+                    slot.active += 1
+            try:
+                yield engine
+            finally:
+                with slot.guard:
+                    slot.active -= 1
         finally:
-            self.release(slot)
+            with slot.guard:
+                slot.users -= 1
+                slot.last_used = time.monotonic()
 
     def try_use(self, slot: VaultSlot) -> "Engine | None":
         """The slot's engine, counted as used (release() it after), when it is open and not closing;
@@ -151,12 +195,37 @@ class VaultPool:
             if slot.engine is None or slot.closing:
                 return None
             slot.users += 1
-            return slot.engine
+            slot.active += 1
+        if slot.moved():
+            self.release(slot)
+            return None  # use() on the loop closes the old vault and opens what is there now
+        return slot.engine
 
     def release(self, slot: VaultSlot) -> None:
+        """Done with an engine try_use() gave."""
         with slot.guard:
             slot.users -= 1
+            slot.active -= 1
             slot.last_used = time.monotonic()
+
+    async def _retire(self, slot: VaultSlot) -> None:
+        """Close a vault whose folder was deleted or moved under it (the caller holds open_lock),
+        once the requests already running on it are done."""
+        log.warning("vault %s was deleted or moved while open: closing the old files", slot.path)
+        with slot.guard:
+            slot.closing = True  # new direct requests go through the loop and wait for open_lock
+        deadline = time.monotonic() + RETIRE_WAIT_S
+        while slot.active and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        if slot.active:
+            with slot.guard:
+                slot.closing = False
+            raise VaultBusy(f"the vault at {slot.path} was deleted or moved while {slot.active} request(s) "
+                            f"still run on it; retry when they are done")
+        try:
+            await self._close_locked(slot, reason="moved")
+        except Exception:  # noqa: BLE001 - its files are gone or elsewhere: what is there now is opened next
+            log.exception("closing the moved or deleted vault %s failed", slot.path)
 
     async def close_idle(self) -> None:
         now = time.monotonic()
@@ -171,17 +240,23 @@ class VaultPool:
                 if slot.engine is None or (slot.users and reason == "idle"):
                     return
                 slot.closing = True
-            log.info("closing vault %s (%s)", slot.path, reason)
-            try:
-                if slot.sweeper is not None:
-                    # A sweep mid-batch must finish its RocksDB commit before the database goes away.
-                    sweeper, slot.sweeper = slot.sweeper, None
-                    await self.run(sweeper.stop)
-                await self.run(slot.engine.close)
-            finally:
-                # Only now: until the close is done the vault counts as open (its lock is still held).
-                slot.engine = None
-                slot.closing = False
+            await self._close_locked(slot, reason)
+
+    async def _close_locked(self, slot: VaultSlot, reason: str) -> None:
+        """Close the slot's engine (the caller holds open_lock and has set slot.closing)."""
+        assert slot.engine is not None
+        log.info("closing vault %s (%s)", slot.path, reason)
+        try:
+            if slot.sweeper is not None:
+                # A sweep mid-batch must finish its RocksDB commit before the database goes away.
+                sweeper, slot.sweeper = slot.sweeper, None
+                await self.run(sweeper.stop)
+            await self.run(slot.engine.close)
+        finally:
+            # Only now: until the close is done the vault counts as open (its lock is still held).
+            slot.engine = None
+            slot.identity = None
+            slot.closing = False
 
     async def close_all(self) -> None:
         for slot in list(self._slots.values()):

@@ -254,8 +254,14 @@ class OpenVault:
                 log.warning("could not save the catalog of %s (%s); the next open reads it from the database",
                             self.path, exc)
             finally:
-                self._lexical.close()
-                self.store.close()
+                try:
+                    self._lexical.close()
+                except Exception as exc:  # noqa: BLE001 - derived: the next open catches it up from the database
+                    log.warning("could not close the lexical index of %s (%s)", self.path, exc)
+                finally:
+                    # Whatever happened above: an open database keeps its lock, and the vault could
+                    # not be opened again by this process.
+                    self.store.close()
 
     def _checkpoint_soon(self) -> None:
         """Checkpoint the vector index in the background (caller holds the write lock), so that a crash
