@@ -163,11 +163,18 @@ def init_vault(root: os.PathLike | str, home: Path | None = None, *, nested: boo
                 f"--nested to create a separate vault anyway")
     created = not vault.is_dir()
     vault.mkdir(mode=0o700, exist_ok=True)
-    config = vault / CONFIG_FILE
-    if not config.exists():
-        config.write_text(DEFAULT_CONFIG_TEXT)
+    if _write_new_private(vault / CONFIG_FILE, DEFAULT_CONFIG_TEXT):
         created = True
-    ignore = vault / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("# hebbs vault: derived from the notes, private to this machine\n*\n")
+    _write_new_private(vault / ".gitignore", "# hebbs vault: derived from the notes, private to this machine\n*\n")
     return vault, created
+
+
+def _write_new_private(path: Path, text: str) -> bool:
+    """Create path with text, readable by the user only (whatever the umask); False if it exists."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    return True

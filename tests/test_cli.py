@@ -157,6 +157,30 @@ def test_init_status_and_global_brain(shared_daemon: "DaemonHome") -> None:
     assert bad.returncode == 1 and "JSON object" in json.loads(bad.stderr)["error"]
 
 
+def test_init_creates_a_missing_folder_and_every_file_is_private(shared_daemon: "DaemonHome") -> None:
+    """Tried, under umask 022: `hebbs init` of a folder that does not exist yet (as the errors that
+    suggest `hebbs init PATH` promise), then a memory and `export -o`: every file the CLI and the
+    daemon wrote is the user's only."""
+    import os
+    import stat
+
+    from daemon_fixtures import short_tmp
+
+    folder = short_tmp("hbm") / "new" / "notes"
+    run = shared_daemon.hebbs
+    previous = os.umask(0o022)
+    try:
+        assert _json(run("init", str(folder), "--format", "json")) == {"vault": str(folder / ".hebbs"), "created": True}
+        run("remember", "a private fact", cwd=folder)
+        run("export", "-o", str(folder / "memories.jsonl"), cwd=folder)
+    finally:
+        os.umask(previous)
+    loose = [str(path) for path in [folder / "memories.jsonl", *(folder / ".hebbs").rglob("*")]
+             if stat.S_IMODE(path.stat().st_mode) & 0o077]
+    assert loose == []
+    assert "a private fact" in (folder / "memories.jsonl").read_text()
+
+
 def test_subscribe_reads_stdin(shared_daemon: "DaemonHome", project: Path) -> None:
     """Tried: `hebbs subscribe --format json` fed three lines on stdin: one JSON line per fed line,
     the planted memory in the first only, nothing for unrelated text."""

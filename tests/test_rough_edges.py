@@ -66,7 +66,9 @@ def _cases(bad: dict[str, Path]) -> list[tuple[str, list[str], int]]:
             return [name] + [str(path) if a == "{P}" else a for a in base] + list(extra)
 
         if "{P}" in base:
-            if name in FOLDER_ARGS:
+            if name == "init":
+                kinds = [bad["file"]]  # a missing folder is created (test_cli.py)
+            elif name in FOLDER_ARGS:
                 kinds = [bad["missing"], bad["file"]]
             elif name in ("export", "doctor"):
                 kinds = [bad["missing_folder"], bad["dir"]]

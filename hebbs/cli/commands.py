@@ -14,7 +14,7 @@ import msgspec
 from hebbs.recall.brains import BRAINS, GLOBAL, PROJECT
 from hebbs.client import Client, to_micros
 from hebbs.errors import InvalidInput, VaultNotInitialized
-from hebbs.paths import hebbs_home, init_vault, resolve_vault
+from hebbs.paths import VAULT_DIR, hebbs_home, init_vault, resolve_vault
 from hebbs.protocol import MAX_FRAME, RememberItem, ReviseItem
 from hebbs.schema import ScoringWeights
 
@@ -70,7 +70,8 @@ def open_output(path: str) -> IO[str]:
     if not target.absolute().parent.is_dir():
         raise InvalidInput(f"cannot write {path}: the folder {target.absolute().parent} does not exist")
     try:
-        return open(target, "w", encoding="utf-8")
+        # Memories are private: a new file is the user's only (an existing one keeps its mode).
+        return os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8")
     except OSError as exc:
         raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from None
 
@@ -123,7 +124,18 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.global_ or args.vault:
         raise InvalidInput("hebbs init takes the notes folder as PATH; --global and --vault do not apply (the "
                            "global brain needs no init)")
-    vault, created = init_vault(args.path, hebbs_home(args.home), nested=args.nested)
+    home = hebbs_home(args.home)
+    if home.exists() and not home.is_dir():
+        raise InvalidInput(f"{home} is not a directory, so it cannot be a HEBBS_HOME")
+    root = Path(args.path).expanduser()
+    if not root.exists() and root.name != VAULT_DIR:
+        # `hebbs init ~/new-notes` starts a notes folder as well as its vault (what the errors that
+        # suggest `hebbs init PATH` promise).
+        try:
+            root.mkdir(parents=True)
+        except OSError as exc:
+            raise InvalidInput(f"cannot create the folder {args.path}: {exc.strerror or exc}") from None
+    vault, created = init_vault(root, home, nested=args.nested)
     if _json(args):
         output.emit_json({"vault": str(vault), "created": created})
     elif created:
