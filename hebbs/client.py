@@ -22,6 +22,7 @@ import os
 import select
 import socket
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -489,8 +490,9 @@ class Client(_BaseClient):
     """Talks to the daemon of `home` about one vault: `vault` (a notes folder or its .hebbs dir),
     the global brain (`global_=True`), or else the nearest project vault above the current directory.
 
-    One connection, one request at a time: give each thread its own Client (they are cheap), or use
-    AsyncClient. `timeout` bounds each socket operation (None: wait as long as the daemon works).
+    One connection, one request at a time: threads sharing a Client take turns (give each its own
+    Client to run them side by side; they are cheap), or use AsyncClient. `timeout` bounds each
+    socket operation (None: wait as long as the daemon works).
     """
 
     def __init__(self, vault: os.PathLike | str | None = None, global_: bool = False,
@@ -499,6 +501,10 @@ class Client(_BaseClient):
         super().__init__(vault, global_, home, autostart, cwd)
         self.timeout = timeout
         self._sock: socket.socket | None = None
+        # Two threads on one connection interleave their frames: one read the other's reply header
+        # as a length (a "frame of 2 GB refused"), or waited forever for a reply already taken.
+        self._turn = threading.Lock()
+        self._turn_owner: int | None = None
 
     # Transport --------------------------------------------------------------------------------
 
@@ -516,6 +522,17 @@ class Client(_BaseClient):
         """Send one command and return its reply's data, decoded to the command's result type.
 
         `vault`: this client's vault (True), none (False), or the vault directory given."""
+        if self._turn_owner == threading.get_ident():
+            raise InvalidInput("a Client cannot send a request from inside a progress callback of its own "
+                               "request; use another Client")
+        with self._turn:
+            self._turn_owner = threading.get_ident()
+            try:
+                return self._request(command, vault, progress)
+            finally:
+                self._turn_owner = None
+
+    def _request(self, command: _Command, vault: bool | str, progress: ProgressCallback | None) -> Any:
         request_id, frame = self._frame(command, vault)
         for attempt in range(2):
             if self._sock is not None and _closed_by_daemon(self._sock):

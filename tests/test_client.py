@@ -113,6 +113,38 @@ def test_vault_discovery_walks_up(shared_daemon, project: Path) -> None:
     local.close()
 
 
+def test_threads_sharing_one_client_take_turns(shared_daemon, project: Path) -> None:
+    """Tried: 4 threads x 15 remember + get through one Client. Before the client took turns, their
+    frames interleaved on the one connection: 'frame of 2065852772 bytes refused' (a reply's JSON
+    read as a length), bad file descriptors, and a thread waiting for a reply another had taken.
+    A request from inside its own progress callback is refused rather than left to deadlock."""
+    import threading
+
+    failures: list[BaseException] = []
+    with Client(project, home=shared_daemon.home, timeout=60) as client:
+        def work(n: int) -> None:
+            try:
+                for i in range(15):
+                    memory = client.remember(f"thread {n} noted fact {i}")
+                    assert client.get(memory.id).content == f"thread {n} noted fact {i}"
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failures == [] and client.count() == 60
+
+        client._turn_owner = threading.get_ident()  # as inside one of its own requests
+        try:
+            with pytest.raises(InvalidInput, match="progress callback"):
+                client.count()
+        finally:
+            client._turn_owner = None
+
+
 def test_subscription_pushes_a_planted_match_once(shared_daemon, project: Path) -> None:
     """Tried: plant one memory among unrelated ones, subscribe, feed text about it twice and
     unrelated text once: the planted memory is pushed on the first feed only, nothing else is."""
