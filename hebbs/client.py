@@ -96,11 +96,15 @@ def _answers(path: Path) -> bool:
         return False
 
 
-def _log_tail(home: Path, lines: int = 20) -> str:
+def _log_tail(home: Path, since: int = 0, lines: int = 20) -> str:
+    """The log's last lines written from byte `since` on (what one start attempt wrote, not older runs)."""
     try:
-        return "\n".join(log_path(home).read_text(errors="replace").splitlines()[-lines:])
+        with open(log_path(home), "rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
     except OSError:
         return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(nothing in the log)"
 
 
 def start_daemon(home: Path | str | None = None, *, idle_timeout: float | None = None,
@@ -129,17 +133,18 @@ def start_daemon(home: Path | str | None = None, *, idle_timeout: float | None =
         if vault_idle_timeout is not None:
             command += ["--vault-idle-timeout", str(vault_idle_timeout)]
         log_fd = os.open(log_path(home), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        began = os.fstat(log_fd).st_size
         try:
             done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
                                   timeout=START_TIMEOUT, check=False)
         except subprocess.TimeoutExpired:
             raise DaemonUnavailable(f"the daemon did not answer within {START_TIMEOUT:.0f}s; "
-                                    f"see {log_path(home)}:\n{_log_tail(home)}") from None
+                                    f"see {log_path(home)}:\n{_log_tail(home, began)}") from None
         finally:
             os.close(log_fd)
         if done.returncode != 0 or not _answers(path):
             raise DaemonUnavailable(f"the daemon failed to start (exit {done.returncode}); "
-                                    f"see {log_path(home)}:\n{_log_tail(home)}")
+                                    f"see {log_path(home)}:\n{_log_tail(home, began)}")
         return True
     finally:
         os.close(lock_fd)

@@ -26,6 +26,14 @@ class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
     ef_construction: int = 200
     ef_search: int = 50
 
+    def __post_init__(self) -> None:
+        # Checked here: hnswlib takes a negative M as a type error deep inside the first write.
+        if not 2 <= self.m <= 128:
+            raise ValueError(f"index.m must be from 2 to 128, got {self.m}")
+        if self.ef_construction < 1 or self.ef_search < 1:
+            raise ValueError(f"index.ef_construction and index.ef_search must be 1 or more, got "
+                             f"{self.ef_construction} and {self.ef_search}")
+
 
 class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """How the lexical and similarity channels combine into one relevance (see recall.fuse).

@@ -181,6 +181,60 @@ def test_init_creates_a_missing_folder_and_every_file_is_private(shared_daemon: 
     assert "a private fact" in (folder / "memories.jsonl").read_text()
 
 
+def test_values_json_cannot_carry_are_refused_before_anything_runs(shared_daemon: "DaemonHome", project: Path) -> None:
+    """Tried: NaN and infinity for float options (JSON carries them as null, "not given": a revise
+    with --importance nan said it had revised and changed nothing), a NaN or negative daemon timeout
+    (a NaN one made `hebbs status` fail for the daemon's whole life), `daemon logs -n -5`, and an
+    [index] m the HNSW library cannot take. Each is a one-line error naming the value."""
+    run = shared_daemon.hebbs
+    memory = _json(run("remember", "a fact whose importance stays", "--importance", "0.4", "--format", "json",
+                       cwd=project))
+    for argv, says in ((["revise", memory["id"], "--importance", "nan"], "'nan' is not a finite number"),
+                       (["recall", "fact", "--mmr", "inf"], "'inf' is not a finite number"),
+                       (["daemon", "start", "--idle-timeout", "nan"], "'nan' is not a finite number"),
+                       (["daemon", "start", "--vault-idle-timeout", "-1"], "0 or more; got -1.0"),
+                       (["daemon", "logs", "-n", "-5"], "--lines must be 1 or more")):
+        done = run(*argv, cwd=project, check=False)
+        assert done.returncode in (1, 2) and says in done.stderr and "Traceback" not in done.stderr, (argv, done.stderr)
+    assert _json(run("get", memory["id"], "--format", "json", cwd=project))["importance"] == 0.4
+
+    fresh = shared_daemon.project()  # a vault the daemon has not opened: its config is read at the open
+    config = fresh / ".hebbs" / "config.toml"
+    config.write_text(config.read_text().replace("m = 16", "m = -3"))
+    done = run("recall", "fact", cwd=fresh, check=False)
+    assert done.returncode == 1 and "index.m must be from 2 to 128, got -3" in done.stderr
+    assert "INTERNAL" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_text_output_shows_control_characters_as_escapes(shared_daemon: "DaemonHome", project: Path) -> None:
+    """Tried: a memory holding ESC and CR (anyone's text can), printed by get and recall in text mode:
+    the terminal gets escapes, not a colour change or an overwritten line; JSON keeps the text as is."""
+    run = shared_daemon.hebbs
+    content = "x\x1b[31mred\rover"
+    memory = _json(run("remember", content, "--format", "json", cwd=project))
+    # (recall's table folds whitespace, CR included, into one line of text)
+    for argv, escaped in ((["get", memory["id"]], "x\\x1b[31mred\\x0dover"),
+                          (["recall", "red", "--strategy", "similarity"], "x\\x1b[31mred over")):
+        shown = run(*argv, cwd=project).stdout
+        assert "\x1b" not in shown and "\r" not in shown and escaped in shown
+    assert _json(run("get", memory["id"], "--format", "json", cwd=project))["content"] == content
+
+
+def test_prime_outside_any_project_reads_the_global_brain(shared_daemon: "DaemonHome") -> None:
+    """Tried: `hebbs prime` in a folder with no project vault above it (docs/cli.md: it reads the
+    global brain and a note says so); with --no-global it asks for `hebbs init`."""
+    from daemon_fixtures import short_tmp
+
+    folder = short_tmp("hbg")
+    run = shared_daemon.hebbs
+    run("--global", "remember", "the user prefers green tea", "--entity", "prime-fallback", cwd=folder)
+    found = _json(run("prime", "--entity", "prime-fallback", "--format", "json", cwd=folder))
+    assert [r["memory"]["content"] for r in found["results"]] == ["the user prefers green tea"]
+    assert any("no project vault" in note for note in found["notes"])
+    alone = run("prime", "--no-global", cwd=folder, check=False)
+    assert alone.returncode == 1 and "hebbs init" in alone.stderr
+
+
 def test_subscribe_reads_stdin(shared_daemon: "DaemonHome", project: Path) -> None:
     """Tried: `hebbs subscribe --format json` fed three lines on stdin: one JSON line per fed line,
     the planted memory in the first only, nothing for unrelated text."""

@@ -363,7 +363,10 @@ def cmd_used(args: argparse.Namespace) -> int:
 
 
 def cmd_prime(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
+    # Both brains from wherever the command runs: the SDK reads the global one alone, with a note,
+    # in a folder without a project vault (client_for would refuse there).
+    both = args.vault is None and not args.global_ and not args.no_global
+    with Client(home=hebbs_home(args.home)) if both else client_for(args) as client:
         alone = ([GLOBAL] if args.global_ else [PROJECT]) if args.no_global else None
         found = client.prime(args.entity, args.cue, args.max_memories, brains=alone,
                              now=_time(args.now, "--now") if args.now else None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import time
@@ -13,6 +14,7 @@ from typing import Any
 import msgspec
 
 from hebbs.client import Client, start_daemon
+from hebbs.errors import InvalidInput
 from hebbs.paths import hebbs_home, log_path
 from hebbs.protocol import DaemonBusy, DaemonUnavailable
 
@@ -26,6 +28,8 @@ def run(args: argparse.Namespace) -> int:
     json_mode = args.format == "json"
     action = args.action
     if action == "logs":
+        if args.lines < 1:
+            raise InvalidInput(f"--lines must be 1 or more, got {args.lines}")
         return _logs(home, args.lines, json_mode)
     probe = Client(global_=True, home=home, autostart=False)
     if action == "status":
@@ -58,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  open  {vault.path}  (idle {vault.idle_s:.0f}s{', indexing' if vault.indexing else ''})")
         return 0
     if action == "start":
+        for flag, value in (("--idle-timeout", args.idle_timeout), ("--vault-idle-timeout", args.vault_idle_timeout)):
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise InvalidInput(f"{flag} must be a number of seconds, 0 or more; got {value}")
         started = start_daemon(home, idle_timeout=args.idle_timeout, vault_idle_timeout=args.vault_idle_timeout)
         pid = probe.ping().pid
         if json_mode:

@@ -7,6 +7,7 @@ a recall through the CLI is one process start plus one socket round trip.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -18,6 +19,9 @@ from hebbs.schema import EdgeType
 from . import output
 
 FORMATS = ("text", "json")
+# Commands whose stdout is data to keep byte for byte (JSON lines, a note's original text), even in
+# text mode; every other text output shows control characters as escapes (output.Printable).
+RAW_OUTPUT = frozenset({"export", "source"})
 EDGE_TYPES = tuple(EdgeType.__members__)
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = output.EXIT_OK, output.EXIT_ERROR, output.EXIT_USAGE, \
     output.EXIT_INTERRUPTED
@@ -58,6 +62,19 @@ class _Version(argparse.Action):
 
         print(f"hebbs {version()}")
         parser.exit()
+
+
+def number(text: str) -> float:
+    """A float option's value: NaN and infinity are refused here, because JSON carries them as null,
+    which the daemon reads as "not given" (a revise with --importance nan changed nothing and said
+    it had revised)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
 
 
 def _shared() -> argparse.ArgumentParser:
@@ -187,7 +204,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("source", help="memory id, or its last 6+ characters")
     p.add_argument("edge_type", metavar="TYPE", type=str.upper, choices=EDGE_TYPES, help="the edge type")
     p.add_argument("target", help="memory id, or its last 6+ characters")
-    p.add_argument("--confidence", type=float, default=1.0, help="0..1")
+    p.add_argument("--confidence", type=number, default=1.0, help="0..1")
 
     p = command("remove-edge", "delete the edge SOURCE -[TYPE]-> TARGET")
     p.add_argument("source", help="memory id, or its last 6+ characters")
@@ -220,7 +237,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     reinforcing.add_argument("--reinforce", action="store_true",
                              help="count every returned memory as used (old behaviour; prefer `hebbs used ID`)")
     reinforcing.add_argument("--no-reinforce", action="store_true", help="the default: recall changes no score")
-    p.add_argument("--mmr", type=float, metavar="LAMBDA",
+    p.add_argument("--mmr", type=number, metavar="LAMBDA",
                    help="diversify: 1 = pure relevance, lower = more diverse (default: the vault's "
                         "recall.mmr_lambda, 0.9)")
     p.add_argument("--seed", metavar="ID", help="causal: the memory to walk the graph from (default: the cue's "
@@ -230,7 +247,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--max-depth", type=int, default=5, help="causal: how many edges away, 1..20")
     p.add_argument("--edge-type", action="append", type=str.upper, choices=EDGE_TYPES, dest="edge_types",
                    help="causal: walk only these edge types (repeatable) (default: every type but FOLLOWED_BY)")
-    p.add_argument("--alpha", type=float,
+    p.add_argument("--alpha", type=number,
                    help="analogical: weight of plain similarity against shape, 0..1 (default: the vault's "
                         "recall.analogical_alpha, 0.5)")
     p.add_argument("--analogy", nargs=3, metavar=("A", "B", "C"),
@@ -258,7 +275,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     p = command("subscribe", "read lines from stdin and print memories that match them, each once")
     p.add_argument("--entity", help="only this entity's memories (default: every entity)")
-    p.add_argument("--threshold", type=float, default=0.5, help="minimum confidence, 0..1")
+    p.add_argument("--threshold", type=number, default=0.5, help="minimum confidence, 0..1")
 
     p = command("queries", "the most recent recalls (the query log)")
     p.add_argument("--limit", type=int, default=20, help="how many")
@@ -281,7 +298,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     p = command("insights", "the insights reflection stored, newest first")
     p.add_argument("--entity", help="only this entity's insights (default: every entity)")
-    p.add_argument("--min-confidence", type=float, default=0.0, help="0..1")
+    p.add_argument("--min-confidence", type=number, default=0.0, help="0..1")
     p.add_argument("--limit", type=int, default=100, help="how many")
 
     p = command("contradictions", "list pending contradiction candidates; `commit --file` applies verdicts (a "
@@ -290,7 +307,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("action", nargs="?", choices=["list", "commit", "auto"], default="list", help="what to do")
     p.add_argument("--file", help='commit: {"verdicts": [{"pending_id", "verdict"}]} (- reads stdin)')
     p.add_argument("--limit", type=int, default=100, help="how many candidates")
-    p.add_argument("--min-confidence", type=float, default=0.7, help="auto: commit only verdicts at least this sure")
+    p.add_argument("--min-confidence", type=number, default=0.7, help="auto: commit only verdicts at least this sure")
 
     p = command("export", "write every memory as JSON lines")
     p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
@@ -325,9 +342,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     # The daemon serves every vault: --global and --vault mean nothing to it.
     p = command("daemon", "control the background daemon", parents=(shared,))
     p.add_argument("action", choices=["status", "start", "stop", "logs"], help="what to do")
-    p.add_argument("--idle-timeout", type=float,
+    p.add_argument("--idle-timeout", type=number,
                    help="start: stop after this many idle seconds, 0 = never (default: 300)")
-    p.add_argument("--vault-idle-timeout", type=float,
+    p.add_argument("--vault-idle-timeout", type=number,
                    help="start: close vaults unused for this many seconds (default: 300)")
     p.add_argument("-n", "--lines", type=int, default=40, help="logs: how many lines")
     return parser
@@ -342,12 +359,12 @@ def _reflect_scope(p: argparse.ArgumentParser) -> None:
 
 def _memory_fields(p: argparse.ArgumentParser, defaults: bool = True) -> None:
     if defaults:
-        p.add_argument("--importance", type=float, default=0.5, help="0..1")
+        p.add_argument("--importance", type=number, default=0.5, help="0..1")
         p.add_argument("--entity", help="who or what the memory is about (default: none)")
         p.add_argument("--context", metavar="JSON", help='a JSON object, e.g. \'{"type": "preference"}\' '
                                                          "(default: {})")
     else:
-        p.add_argument("--importance", type=float, help="0..1 (unchanged when not given)")
+        p.add_argument("--importance", type=number, help="0..1 (unchanged when not given)")
         p.add_argument("--entity", help="move the memory to this entity (unchanged when not given)")
         p.add_argument("--context", metavar="JSON", help="a JSON object replacing the context (unchanged when "
                                                          "not given)")
@@ -371,6 +388,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     json_mode = args.format == "json"
     from . import dispatch
 
+    stdout = sys.stdout
+    if not json_mode and args.command not in RAW_OUTPUT:
+        sys.stdout = output.Printable(stdout)  # type: ignore[assignment]
     try:
         return dispatch.run(args)
     except HebbsError as exc:
@@ -391,6 +411,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         output.print_error(f"unexpected {type(exc).__name__}: {exc} (this is a bug in hebbs; HEBBS_DEBUG=1 shows "
                            "the traceback)", "INTERNAL", json_mode)
         return EXIT_ERROR
+    finally:
+        sys.stdout = stdout
 
 
 # The top-level options that take a value (in the next word unless written --opt=value).

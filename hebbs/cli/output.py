@@ -25,6 +25,25 @@ WRAP_LINES = 4
 _encoder = msgspec.json.Encoder()
 
 
+# Control characters a terminal would act on (ESC starts colour, cursor and title sequences; CR
+# overwrites a line), shown as escapes instead: a memory's text is anyone's text.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
+
+
+class Printable:
+    """A text stream that shows control characters in what it is given as escapes (text mode's stdout)."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        self._inner.write(text.translate(_CONTROLS))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 def short_id(memory_id: str) -> str:
     """The random tail of a ULID: its first characters are a timestamp, shared by neighbours in time."""
     return memory_id[-SHORT_ID:]

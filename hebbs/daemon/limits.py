@@ -10,6 +10,7 @@ leaves a frame half-sent, or its replies unread, for frame_timeout.
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 
@@ -34,7 +35,8 @@ class Limits(msgspec.Struct, kw_only=True, frozen=True):
     def __post_init__(self) -> None:
         if self.max_connections < 1:
             raise ValueError(f"max connections must be at least 1, got {self.max_connections}")
-        if self.connection_idle_timeout < 0 or not self.frame_timeout > 0:
+        if not (self.connection_idle_timeout >= 0 and self.frame_timeout > 0) \
+                or not math.isfinite(self.connection_idle_timeout + self.frame_timeout):
             raise ValueError("the connection idle timeout must be at least 0 and the frame timeout above 0")
 
     def fitted(self, fd_limit: int) -> "Limits":

@@ -13,11 +13,13 @@ import asyncio
 import faulthandler
 import fcntl
 import logging
+import math
 import os
 import signal
 import socket
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from hebbs.config import DaemonConfig, load_config
 from hebbs.errors import InvalidInput
@@ -79,12 +81,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if getattr(args, field) is None:
             from_file = getattr(configured, field)
             setattr(args, field, env_number(env, default if from_file is None else from_file, kind))
+    for field, what in (("idle_timeout", "the idle timeout"), ("vault_idle_timeout", "the vault idle timeout")):
+        value = getattr(args, field)
+        if not (math.isfinite(value) and value >= 0):
+            _refuse(parser, f"{what} must be a number of seconds, 0 or more; got {value}")
+    if args.log_max_bytes < 1:
+        _refuse(parser, f"the log size cap must be at least 1 byte; got {args.log_max_bytes}")
     try:
         args.limits = Limits(max_connections=args.max_connections, connection_idle_timeout=args.connection_idle_timeout,
                              frame_timeout=args.frame_timeout)
     except ValueError as exc:
-        parser.error(str(exc))
+        _refuse(parser, str(exc))
     return args
+
+
+def _refuse(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    """Stop the start with one line (the start's caller shows it): the usage text would bury it."""
+    parser.exit(2, f"{parser.prog}: {message}\n")
 
 
 def _configured(parser: argparse.ArgumentParser, home: str | None) -> DaemonConfig:
@@ -92,7 +105,7 @@ def _configured(parser: argparse.ArgumentParser, home: str | None) -> DaemonConf
     try:
         return load_config(hebbs_home(home)).daemon
     except InvalidInput as exc:
-        parser.error(str(exc))
+        _refuse(parser, str(exc))
 
 
 def _socket_answers(path: Path) -> bool:
