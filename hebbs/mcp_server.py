@@ -24,15 +24,15 @@ from typing import Annotated, Any, Literal
 from typing_extensions import NotRequired, TypedDict
 
 import msgspec
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.types import ToolAnnotations
-from pydantic import Field
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import Field, ValidationError
 
 from .recall.brains import BRAINS, GLOBAL, PROJECT
 from .client import AsyncClient
 from .errors import HebbsError, InvalidInput, NotFound, VaultNotInitialized
-from .paths import hebbs_home, resolve_vault
+from .paths import find_project_vault, hebbs_home, resolve_vault
 from .schema import Memory, RecallResult, RecallResults
 
 Brain = Literal["project", "global"]
@@ -48,7 +48,8 @@ notes folder: architecture, decisions, conventions).
   If it says `abstained`, or nothing relevant comes back, say you do not know rather than guess.
 - When the user states a preference, corrects you, makes a decision or tells you a new fact, call
   `remember` (one self-contained fact per call). A preference of the user goes to the global brain.
-- After answering from recalled memories, call `used` with the ids your answer relied on (only those).
+- After answering from recalled memories, call `used` once with all the ids your answer relied on
+  (only those).
 - When a memory is wrong, `revise` it; when the user asks you to forget, `forget` it.
 - Never store secrets (passwords, API keys, tokens, private keys) or guesses.
 """
@@ -101,6 +102,16 @@ class HebbsTools:
             return [PROJECT, GLOBAL]
         return [brain]
 
+    def has_project(self) -> bool:
+        """Whether there is a project brain: --vault, or a `.hebbs/` above the working directory now (the
+        client looks for it again on every read over both brains)."""
+        return self.vault is not None or find_project_vault(self.cwd, self.home) is not None
+
+    def answering(self, wanted: list[str]) -> str:
+        """The brain whose results come back unlabelled from a read of `wanted`: a read over both
+        brains is a merged, labelled list unless the client skipped the project brain for want of a vault."""
+        return GLOBAL if len(wanted) > 1 and not self.has_project() else wanted[0]
+
     async def on_brain_holding(self, brain: str | None, call: Callable[[AsyncClient], Awaitable[Any]],
                                found: Callable[[Any], bool] = lambda result: True) -> Any:
         """call() on the named brain, or else on the first brain (default first) that knows the id:
@@ -124,6 +135,13 @@ class HebbsTools:
             return answers[0]
         assert missing is not None
         raise missing
+
+    async def holder(self, memory_id: str) -> tuple[str, str]:
+        """(the brain holding the memory, its full id), the default brain first; changes nothing."""
+        async def look(client: AsyncClient) -> tuple[str, str]:
+            return _brain_of(self, client), (await client.get(memory_id)).id
+
+        return await self.on_brain_holding(None, look)
 
     async def close(self) -> None:
         for client in self._clients.values():
@@ -175,13 +193,33 @@ def dump(value: Any) -> str:
     return _encoder.encode(value).decode()
 
 
-def _tool_error(exc: HebbsError) -> ToolError:
-    hint = ""
-    if isinstance(exc, VaultNotInitialized):
-        # The message speaks of CLI flags; say what works from here.
-        hint = (" (through MCP: pass brain='global' to use the global brain, or start `hebbs mcp --vault PATH` "
-                "in a project)")
-    return ToolError(f"{exc} [{exc.status_code}]{hint}")
+def _tool_error(exc: HebbsError, tools: HebbsTools) -> ToolError:
+    if isinstance(exc, VaultNotInitialized) and not tools.has_project():
+        # The client's message names SDK arguments (vault=PATH, global_=True); say what works from here.
+        return ToolError(f"no project vault in {tools.cwd} or any folder above it; pass brain='global' to use the "
+                         f"global brain, or run `hebbs init` in the project, or start `hebbs mcp --vault PATH` "
+                         f"[{exc.status_code}]")
+    return ToolError(f"{exc} [{exc.status_code}]")
+
+
+def _invalid_arguments(exc: ValidationError) -> str:
+    """pydantic's report on a tool's arguments as one line in hebbs' own form."""
+    problems = [f"{'.'.join(map(str, error['loc']))}: {error['msg'][:1].lower()}{error['msg'][1:]}"
+                for error in exc.errors()]
+    return f"{'; '.join(problems)} [{InvalidInput.status_code}]"
+
+
+class _Server(MCPServer):
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            # The SDK refuses arguments that do not fit a tool's schema with pydantic's multi-line text
+            # and a link to its docs; an agent reads hebbs' errors better.
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            raise ToolError(f"Error executing tool {name}: {_invalid_arguments(exc.__cause__)}") from exc.__cause__
 
 
 # The server ------------------------------------------------------------------------------------
@@ -194,9 +232,9 @@ ReadBrainArg = Annotated[Brains, Field(description="project, global, or both (de
 
 
 def build_server(tools: HebbsTools) -> MCPServer:
-    server = MCPServer(name="hebbs", version=_version(), instructions=INSTRUCTIONS,
-                       description="Local long-term memory for agents: remember, recall, reflect.",
-                       log_level="WARNING")
+    server = _Server(name="hebbs", version=_version(), instructions=INSTRUCTIONS,
+                     description="Local long-term memory for agents: remember, recall, reflect.",
+                     log_level="WARNING")
 
     def tool(description: str, **hints: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register an async tool whose HebbsErrors come back as tool errors the agent can read."""
@@ -206,7 +244,7 @@ def build_server(tools: HebbsTools) -> MCPServer:
                 try:
                     return await fn(*args, **kwargs)
                 except HebbsError as exc:
-                    raise _tool_error(exc) from None
+                    raise _tool_error(exc, tools) from None
 
             server.add_tool(call, name=fn.__name__, description=description, structured_output=False,
                             annotations=ToolAnnotations(**{f"{k}_hint": v for k, v in hints.items()}))
@@ -231,7 +269,11 @@ def build_server(tools: HebbsTools) -> MCPServer:
     ) -> str:
         memory = await tools.client(brain).remember(content, importance=importance, entity_id=entity_id,
                                                     context=context)
-        return dump(memory_view(memory, brain or tools.default))
+        view = memory_view(memory, brain or tools.default)
+        if memory.consolidated:
+            # Said before: this is the existing memory, strengthened, not a new one (docs/consolidation.md).
+            view["consolidated"] = True
+        return dump(view)
 
     @tool("Find memories relevant to a cue. Call it before answering anything that depends on the user's "
           "earlier preferences, decisions or facts about the project, and whenever the user asks what you "
@@ -248,7 +290,7 @@ def build_server(tools: HebbsTools) -> MCPServer:
         wanted = tools.brains_for(brain)
         found = await tools.client(wanted[0]).recall(cue, top_k=top_k, entity_id=entity_id,
                                                      brains=wanted if len(wanted) > 1 else None)
-        return dump(results_view(found, wanted[0]))
+        return dump(results_view(found, tools.answering(wanted)))
 
     @tool("Load context at the start of a conversation: the most recent memories plus those relevant to "
           "the cue, from both brains by default (who the user is and what this project is). Call it once, "
@@ -262,7 +304,7 @@ def build_server(tools: HebbsTools) -> MCPServer:
     ) -> str:
         wanted = tools.brains_for(brain)
         found = await tools.client(wanted[0]).prime(entity_id, cue, max_memories, brains=wanted)
-        return dump(results_view(found, wanted[0]))
+        return dump(results_view(found, tools.answering(wanted)))
 
     @tool("Correct a memory in place (its earlier text is kept as history). Call it when the user corrects "
           "something you remembered, or a fact changed. Give only what changes.", read_only=False,
@@ -295,20 +337,27 @@ def build_server(tools: HebbsTools) -> MCPServer:
         return dump({"forgotten": total})
 
     @tool("Tell hebbs which recalled memories you actually used in your answer: they count as useful and "
-          "rank higher next time. Call it after answering from recalled memories; do not call it for "
-          "memories you only saw.", read_only=False, destructive=False)
+          "rank higher next time. Call it after answering from recalled memories, naming all of them in one "
+          "call (memories used together are linked); do not call it for memories you only saw. An unknown id "
+          "fails the whole call and counts nothing.", read_only=False, destructive=False)
     async def used(
         ids: Annotated[list[str], Field(min_length=1, description="ids of the memories you used")],
         brain: IdBrainArg = None,
     ) -> str:
+        # Every id is placed before any is counted, so an unknown one changes nothing; the daemon
+        # resolves short ids and refuses unknown ones within a brain's single call.
+        groups: dict[str, list[str]] = {}
+        if brain is not None:
+            groups[brain] = ids
+        else:
+            for memory_id in ids:
+                name, full_id = await tools.holder(memory_id)
+                groups.setdefault(name, []).append(full_id)
         done: list[dict[str, Any]] = []
-        for memory_id in ids:
-            async def reinforce_in(client: AsyncClient) -> list[dict[str, Any]]:
-                return [{"id": m.id, "content": m.content, "used": m.access_count, "brain": _brain_of(tools, client)}
-                        for m in await client.reinforce([memory_id])]
-
-            # Like forget: an id a vault does not hold may reinforce nothing there rather than fail.
-            done += await tools.on_brain_holding(brain, reinforce_in, found=bool)
+        for name, group in groups.items():
+            # One call per brain: memories used together get linked (CO_ACTIVATED).
+            done += [{"id": m.id, "content": m.content, "used": m.access_count, "brain": name}
+                     for m in await tools.client(name).reinforce(group)]
         return dump({"used": done})
 
     @tool("First step of reflection: group a brain's memories into clusters, each with a ready prompt. Call "

@@ -135,6 +135,66 @@ def test_remember_recall_prime_revise_forget(daemon: Any, project: Path) -> None
     assert out["after"]["results"] == []
 
 
+def test_reads_without_a_project_vault_label_the_global_brain(daemon: Any, project: Path) -> None:
+    """Tried: recall and prime over both brains from a folder without a project vault: the project
+    brain is skipped, every result is labelled global, and revise by that label finds the memory."""
+    nowhere = Path(str(project) + "-novault")
+    nowhere.mkdir()
+
+    async def scenario(session: ClientSession) -> dict[str, Any]:
+        made = await call(session, "remember", content="The sales team tracks its leads in Salesforce CRM",
+                          brain="global")
+        found = await call(session, "recall", cue="Salesforce CRM", top_k=1)
+        primed = await call(session, "prime", cue="Salesforce CRM")
+        label = found["results"][0]["brain"]
+        revised = await call(session, "revise", id=made["id"], importance=0.6, brain=label)
+        return {"made": made, "found": found, "primed": primed, "revised": revised}
+
+    try:
+        out = run(daemon.home, nowhere, scenario)
+    finally:
+        nowhere.rmdir()
+    assert [(r["id"], r["brain"]) for r in out["found"]["results"]] == [(out["made"]["id"], "global")]
+    assert any("project brain was skipped" in note for note in out["found"]["notes"])
+    assert out["made"]["id"] in {r["id"] for r in out["primed"]["results"]}
+    assert {r["brain"] for r in out["primed"]["results"]} == {"global"}
+    assert out["revised"]["brain"] == "global" and out["revised"]["importance"] == 0.6
+
+
+def test_used_counts_all_or_nothing_and_links_what_was_used_together(daemon: Any, project: Path) -> None:
+    """Tried: used on two project memories (one by short id) and a global one in one call, then used
+    with a known id and an unknown one: the first counts each once and links the project pair, the
+    second fails and counts nothing."""
+    async def scenario(session: ClientSession) -> dict[str, Any]:
+        a = await call(session, "remember", content="The billing service retries failed charges hourly")
+        b = await call(session, "remember", content="Invoices are emailed on the first day of the month")
+        c = await call(session, "remember", content="The user reads invoices on a tablet", brain="global")
+        used = await call(session, "used", ids=[a["id"], b["id"][-8:], c["id"]])
+        bad = await session.call_tool("used", {"ids": [a["id"], "ZZZZZZZZ"]})
+        return {"ids": [a["id"], b["id"], c["id"]], "used": used, "bad": bad}
+
+    out = run(daemon.home, project, scenario)
+    a, b, c = out["ids"]
+    assert [(u["id"], u["used"], u["brain"]) for u in out["used"]["used"]] == [
+        (a, 1, "project"), (b, 1, "project"), (c, 1, "global")]
+    assert out["bad"].is_error and "NOT_FOUND" in out["bad"].content[0].text
+    with daemon.client(project) as hb:
+        assert hb.get(a).access_count == 1 and hb.get(b).access_count == 1
+        assert [e.target for e in hb.edges(a, "out") if e.edge_type == "CO_ACTIVATED"] == [b]
+
+
+def test_remember_says_when_it_consolidated(daemon: Any, project: Path) -> None:
+    """Tried: the same fact remembered twice: the second answer is the first memory, marked consolidated."""
+    fact = "Caroline moved to Boston in 2021 for her new job."
+
+    async def scenario(session: ClientSession) -> list[Any]:
+        return [await call(session, "remember", content=text, entity_id="caroline") for text in (fact, fact[:-1])]
+
+    first, again = run(daemon.home, project, scenario)
+    assert "consolidated" not in first
+    assert again["id"] == first["id"] and again["consolidated"] is True
+
+
 def test_reflection_round_trip_and_insights_resource(daemon: Any, project: Path) -> None:
     """Tried: reflect_prepare on five related memories, reflect_commit of an insight citing them (the
     session's brain remembered by the server), then the insights and stats resources."""
@@ -214,8 +274,11 @@ def test_errors_come_back_as_tool_errors(daemon: Any, project: Path) -> None:
     assert all(e.is_error for e in errors)
     texts = [e.content[0].text for e in errors]
     assert "NOT_FOUND" in texts[0] and "NOT_FOUND" in texts[1]
-    assert "importance" in texts[2] and "brain" in texts[3]
+    assert texts[2].endswith("importance: input should be less than or equal to 1 [INVALID_REQUEST]")
+    assert "brain: input should be" in texts[3] and texts[3].endswith("[INVALID_REQUEST]")
+    assert not any("pydantic" in t or "\n" in t for t in texts)
     assert "VAULT_NOT_INITIALIZED" in texts[5] and "brain='global'" in texts[5]
+    assert "global_=True" not in texts[5] and "vault=PATH" not in texts[5]
     assert "results" in last
 
 
