@@ -92,6 +92,8 @@ def init_command(path: Path) -> str:
 
 def vault_for_path(path: os.PathLike | str, home: Path) -> Path:
     """`--vault PATH`: PATH may be the notes folder (holding .hebbs/) or the vault directory itself."""
+    if not str(path).strip():
+        raise InvalidInput("the vault path is empty (give a notes folder or a vault directory)")
     path = Path(path).expanduser().absolute()
     if (path / VAULT_DIR).is_dir() and not _same(path / VAULT_DIR, home):
         return path / VAULT_DIR

@@ -193,7 +193,9 @@ def test_values_json_cannot_carry_are_refused_before_anything_runs(shared_daemon
                        (["recall", "fact", "--mmr", "inf"], "'inf' is not a finite number"),
                        (["daemon", "start", "--idle-timeout", "nan"], "'nan' is not a finite number"),
                        (["daemon", "start", "--vault-idle-timeout", "-1"], "0 or more; got -1.0"),
-                       (["daemon", "logs", "-n", "-5"], "--lines must be 1 or more")):
+                       (["daemon", "logs", "-n", "-5"], "--lines must be 1 or more"),
+                       (["recall", "x", "--vault", ""], "the vault path is empty"),
+                       (["doctor", "--export", "/nonexistent/x.jsonl"], "the folder /nonexistent does not exist")):
         done = run(*argv, cwd=project, check=False)
         assert done.returncode in (1, 2) and says in done.stderr and "Traceback" not in done.stderr, (argv, done.stderr)
     assert _json(run("get", memory["id"], "--format", "json", cwd=project))["importance"] == 0.4

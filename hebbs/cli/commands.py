@@ -63,12 +63,21 @@ def open_input(path: str, *, binary: bool = False) -> IO[Any]:
         raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def open_output(path: str) -> IO[str]:
+def writable_target(path: str) -> Path:
+    """The file the user named for writing, once it is known that it can be: errors name the problem."""
     target = Path(path).expanduser()
     if target.is_dir():
         raise InvalidInput(f"{path} is a directory; give a file name, e.g. {os.path.join(path, 'memories.jsonl')}")
-    if not target.absolute().parent.is_dir():
-        raise InvalidInput(f"cannot write {path}: the folder {target.absolute().parent} does not exist")
+    folder = target.absolute().parent
+    if not folder.is_dir():
+        raise InvalidInput(f"cannot write {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise InvalidInput(f"cannot write {path}: the folder {folder} is not writable")
+    return target
+
+
+def open_output(path: str) -> IO[str]:
+    target = writable_target(path)
     try:
         # Memories are private: a new file is the user's only (an existing one keeps its mode).
         return os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8")
@@ -567,6 +576,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     daemon cannot open the vault. Exit code 0 when no damage was found, 1 otherwise."""
     from hebbs.store.doctor import doctor
 
+    if args.export is not None:
+        writable_target(args.export)  # said before the checks run, not as a temporary file's errno after
     report = doctor(resolve_vault(args.vault, args.global_, hebbs_home(args.home)), export=args.export)
     if _json(args):
         output.emit_json(report)

@@ -193,7 +193,7 @@ def _pending_raw(engine: OpenVault | HasVault, pending_id: str) -> bytes:
         raise InvalidInput(f"pending_id {pending_id!r} is not a valid id (a 26-character ULID)") from None
     raw = vault_of(engine).store.get("pending", key)
     if raw is None:
-        raise NotFound(f"no pending contradiction candidate {pending_id} (see contradiction-prepare)")
+        raise NotFound(f"no pending contradiction candidate {pending_id} (`hebbs contradictions` lists the pending ones)")
     return raw
 
 
