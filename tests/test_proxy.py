@@ -71,6 +71,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(status, {"error": {"message": f"stand-in failure {status}", "type": "stand_in"}})
         systems = sum(1 for m in body["messages"] if m["role"] == "system")
         text = f"You asked: {body['messages'][-1]['content']} ({systems} system messages)"
+        if model.startswith("cut-"):
+            return self._cut_stream(model, text)
         if not body.get("stream"):
             return self._send(200, {"id": "chatcmpl-1", "object": "chat.completion", "model": model, "choices": [
                 {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
@@ -84,6 +86,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             time.sleep(0.05)
         self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self.close_connection = True
+
+    def _cut_stream(self, model: str, text: str) -> None:
+        """The first chunk of a streamed answer, then the connection closes: cleanly at the end of a
+        close-delimited body (`cut-close`), or short of the content-length it promised (`cut-broken`)."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        if model == "cut-broken":
+            self.send_header("content-length", "100000")
+        self.end_headers()
+        event = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": model,
+                 "choices": [{"index": 0, "delta": {"content": text[:10]}, "finish_reason": None}]}
+        self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
         self.wfile.flush()
         self.close_connection = True
 
@@ -135,11 +151,15 @@ def upstream() -> Iterator[StandIn]:
     server.server_close()
 
 
-@pytest.fixture
-def proxy(shared_daemon, project, upstream, tmp_path) -> Iterator[Proxy]:
+def index_crm_note(daemon: Any, project: Path) -> None:
     (project / "crm.md").write_text("# Customers\n\n## Acme\n\nAcme uses Salesforce as its CRM and renews the "
                                     "contract every March.\n", encoding="utf-8")
-    shared_daemon.hebbs("index", str(project), "--format", "json")
+    daemon.hebbs("index", str(project), "--format", "json")
+
+
+@pytest.fixture
+def proxy(shared_daemon, project, upstream, tmp_path) -> Iterator[Proxy]:
+    index_crm_note(shared_daemon, project)
     running = Proxy(shared_daemon, project, upstream, tmp_path / "proxy.log")
     yield running
     running.stop()
@@ -207,6 +227,7 @@ def test_models_pass_through_and_bad_host_is_refused(proxy):
 
 
 def test_unreachable_upstream_is_an_error_not_an_answer(shared_daemon, project, tmp_path):
+    index_crm_note(shared_daemon, project)
     dead = StandIn()
     dead.server_close()  # nothing listens on its port any more
     running = Proxy(shared_daemon, project, dead, tmp_path / "proxy.log")
@@ -214,8 +235,28 @@ def test_unreachable_upstream_is_an_error_not_an_answer(shared_daemon, project, 
         with running.client() as client:
             reply = client.post("/v1/chat/completions", json=chat(RELATED))
         assert reply.status_code == 502 and reply.json()["error"]["type"] == "upstream_unreachable"
+        # The memories recalled for the request that never got through are still named.
+        assert reply.headers["x-hebbs-abstained"] == "false" and reply.headers["x-hebbs-memories"]
     finally:
         running.stop()
+
+
+def test_bad_requests_and_wrong_methods_are_said(proxy):
+    with proxy.client() as client:
+        not_json = client.post("/v1/chat/completions", content=b"{not json",
+                               headers={"content-type": "application/json"})
+        no_messages = client.post("/v1/chat/completions", json={"model": "stand-in"})
+        get_chat = client.get("/v1/chat/completions")
+        post_models = client.post("/v1/models", json={})
+        unknown = client.get("/v1/embeddings")
+    for reply in (not_json, no_messages):
+        assert reply.status_code == 400 and reply.json()["error"]["type"] == "invalid_request_error"
+        assert reply.headers["x-hebbs-memories"] == "" and reply.headers["x-hebbs-abstained"] == "true"
+    assert get_chat.status_code == 405 and get_chat.headers["allow"] == "POST"
+    assert get_chat.json()["error"]["type"] == "method_not_allowed"
+    assert post_models.status_code == 405 and post_models.headers["allow"] == "GET, HEAD"
+    assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found"
+    assert proxy.upstream.received == []
 
 
 def test_remember_stores_the_exchange_and_the_key_stays_out_of_logs(proxy, shared_daemon, project):
@@ -271,3 +312,37 @@ def test_one_recall_over_both_brains_labels_each_memory(proxy, shared_daemon):
         assert [m["role"] for m in proxy.upstream.received[-1]["body"]["messages"]] == ["system", "user"]
     finally:
         home.forget([mine.id])
+
+
+@pytest.mark.parametrize("cut", ["cut-close", "cut-broken"])
+def test_a_stream_cut_short_is_flagged_and_not_remembered(proxy, shared_daemon, project, cut):
+    """An upstream that stops after one chunk (no finish_reason, no [DONE]) did not give an answer: the
+    client is told in the stream, the proxy logs it, and nothing of the exchange is remembered."""
+    with proxy.client() as client, client.stream("POST", "/v1/chat/completions",
+                                                 json=chat("Which port does the staging cache use?", model=cut,
+                                                           stream=True)) as r:
+        assert r.status_code == 200
+        events = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+    assert "[DONE]" not in events
+    assert json.loads(events[0])["choices"][0]["delta"]["content"] == "You asked:"
+    assert json.loads(events[-1])["error"]["type"] == "upstream_incomplete"
+    proxy.stop()  # uvicorn finishes what the request left running (its background remember) before it exits
+    assert "not remembering the exchange" in proxy.log.read_text()
+    assert [m for m in shared_daemon.client(vault=project).export() if m.context.get("origin") == "proxy"] == []
+
+
+def test_a_long_message_is_not_fed_back_as_its_own_memory(proxy, shared_daemon, project):
+    """The cue is cut to its first characters; the check for the message itself must not be."""
+    message = " ".join(f"Step {i}: copy the nightly backup of the billing ledger to the cold-storage bucket "
+                       f"and verify checksum {i * 7919}." for i in range(40))
+    assert len(message) > 3500
+    vault = shared_daemon.client(vault=project)
+
+    def asked() -> list[Any]:
+        return [m for m in vault.export() if m.context.get("role") == "user" and m.content == message]
+
+    with proxy.client() as client:
+        assert client.post("/v1/chat/completions", json=chat(message)).status_code == 200
+        shared_daemon.wait_until(lambda: len(asked()) == 1, what="the message remembered")
+        again = client.post("/v1/chat/completions", json=chat(message))
+    assert again.status_code == 200 and asked()[0].id not in again.headers["x-hebbs-memories"].split(",")

@@ -49,6 +49,13 @@ class ProxyConfig(msgspec.Struct, kw_only=True):
             raise ValueError("--api-key-env is the NAME of an environment variable (like OPENAI_API_KEY), not the key")
 
 
+class Answer(msgspec.Struct):
+    """The assistant's answer as it went by to the client; only a whole one is remembered."""
+
+    parts: list[str] = []
+    whole: bool = False
+
+
 def api_key(config: ProxyConfig) -> str | None:
     if config.api_key_env is None:
         return None
@@ -73,12 +80,13 @@ def build_app(config: ProxyConfig, brains: Brains) -> Any:
         return _passed(reply, reply.content)
 
     async def chat(request: Request) -> Response:
+        nothing = _memory_headers(Recalled(abstained=True))
         try:
             body = json.loads(await request.body())
         except ValueError:
-            return _error(400, "the request body is not JSON", "invalid_request_error")
+            return _error(400, "the request body is not JSON", "invalid_request_error", nothing)
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            return _error(400, "a chat completion request needs a `messages` list", "invalid_request_error")
+            return _error(400, "a chat completion request needs a `messages` list", "invalid_request_error", nothing)
         question = latest_user_text(body["messages"])
         recalled = Recalled(abstained=True)
         if question and question.strip():
@@ -86,10 +94,10 @@ def build_app(config: ProxyConfig, brains: Brains) -> Any:
             if recalled.found:
                 body["messages"] = with_memories(body["messages"], system_message(recalled.found))
         ids = [f.id for f in recalled.found]
-        extra = {"x-hebbs-memories": ",".join(ids), "x-hebbs-abstained": "true" if recalled.abstained else "false"}
+        extra = _memory_headers(recalled)
         model = body.get("model") if isinstance(body.get("model"), str) else None
 
-        def remember_later(answer: list[str]) -> BackgroundTask | None:
+        def remember_later(answer: Answer) -> BackgroundTask | None:
             if not config.remember or not question:
                 return None
             return BackgroundTask(_remember, brains, question, answer, model, ids)
@@ -100,28 +108,35 @@ def build_app(config: ProxyConfig, brains: Brains) -> Any:
             try:
                 reply = await http.send(outgoing, stream=True)
             except httpx.HTTPError as exc:
-                return _unreachable(exc)
+                return _unreachable(exc, extra)
             if reply.status_code >= 400:
                 content = await reply.aread()
                 await reply.aclose()
                 return _passed(reply, content, extra)
-            answer: list[str] = []
+            answer = Answer()
             return StreamingResponse(_relay(reply, answer), status_code=reply.status_code,
                                      headers=_headers(reply, extra), background=remember_later(answer))
         try:
             reply = await http.post(url, json=body)
         except httpx.HTTPError as exc:
-            return _unreachable(exc)
-        answer = [_answer_text(reply)] if reply.status_code < 300 else []
-        return _passed(reply, reply.content, extra, background=remember_later(answer) if answer else None)
+            return _unreachable(exc, extra)
+        answered = reply.status_code < 300
+        return _passed(reply, reply.content, extra,
+                       background=remember_later(Answer(parts=[_answer_text(reply)], whole=True)) if answered else None)
 
-    async def not_found(request: Request) -> Response:
-        return _error(404, f"hebbs proxy serves POST /v1/chat/completions and GET /v1/models, not {request.url.path}",
-                      "not_found")
+    served = [Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models, methods=["GET"])]
 
-    app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
-                            Route("/v1/models", models, methods=["GET"]),
-                            Route("/{path:path}", not_found, methods=["GET", "POST", "PUT", "DELETE", "PATCH"])],
+    async def not_served(request: Request) -> Response:
+        path = request.url.path
+        for route in served:
+            if route.path == path:
+                allow = ", ".join(sorted(route.methods or ()))
+                return _error(405, f"hebbs proxy takes {allow} at {path}, not {request.method}", "method_not_allowed",
+                              {"allow": allow})
+        return _error(404, f"hebbs proxy serves POST /v1/chat/completions and GET /v1/models, not {path}", "not_found")
+
+    app = Starlette(routes=[*served,
+                            Route("/{path:path}", not_served, methods=["GET", "POST", "PUT", "DELETE", "PATCH"])],
                     lifespan=_closing(http))
     return HostGuard(app, config.port)
 
@@ -135,29 +150,59 @@ def _closing(http: httpx.AsyncClient) -> Any:
     return lifespan
 
 
-async def _relay(reply: httpx.Response, answer: list[str]) -> AsyncIterator[bytes]:
-    """The upstream's bytes as they come; the answer's text is gathered from the SSE deltas on the way."""
+async def _relay(reply: httpx.Response, answer: Answer) -> AsyncIterator[bytes]:
+    """The upstream's bytes as they come; the answer's text is gathered from the SSE deltas on the way.
+
+    A stream that stops short (the upstream broke off before `[DONE]`, or closed before `[DONE]` and
+    before any finish_reason) is no answer: it is not remembered, and an SSE stream ends with an error
+    event, which OpenAI's clients raise as an APIError (the 200 and part of the answer are already
+    sent, so the stream is the only place left to say it)."""
     pending = b""
+    finished = False
+    broke: httpx.HTTPError | None = None
     try:
         async for chunk in reply.aiter_raw():
-            yield chunk
             pending += chunk
             *lines, pending = pending.split(b"\n")
             for line in lines:
-                answer.append(_delta_text(line))
+                data = _sse_data(line)
+                if data == b"[DONE]":
+                    answer.whole = True  # before the yield: a client may hang up as soon as it reads [DONE]
+                elif data is not None:
+                    text, stop = _delta(data)
+                    answer.parts.append(text)
+                    finished = finished or stop
+            yield chunk
+    except httpx.HTTPError as exc:
+        broke = exc
     finally:
         await reply.aclose()
+    # Some servers send no [DONE]: for them a finish_reason and a clean close end the answer.
+    answer.whole = answer.whole or (finished and broke is None)
+    if answer.whole:
+        return
+    why = f"{type(broke).__name__}: {broke}" if broke else "it closed before a finish_reason or [DONE]"
+    log.warning("the upstream's streamed answer stopped short (%s): not remembering the exchange", why)
+    if reply.headers.get("content-type", "").startswith("text/event-stream"):
+        error = {"message": f"hebbs proxy: the upstream's stream stopped short ({why})", "type": "upstream_incomplete",
+                 "code": None}
+        # The blank line first ends any event the upstream left open; an extra one dispatches nothing.
+        yield b"\n\ndata: " + json.dumps({"error": error}).encode() + b"\n\n"
 
 
-def _delta_text(line: bytes) -> str:
+def _sse_data(line: bytes) -> bytes | None:
     line = line.strip()
-    if not line.startswith(b"data:") or line == b"data: [DONE]":
-        return ""
+    return line[5:].strip() if line.startswith(b"data:") else None
+
+
+def _delta(data: bytes) -> tuple[str, bool]:
+    """The text of one chunk's deltas, and whether a choice finished in it."""
     try:
-        event = json.loads(line[5:])
-        return "".join((c.get("delta") or {}).get("content") or "" for c in event.get("choices") or [])
+        choices = json.loads(data).get("choices") or []
+        text = "".join((c.get("delta") or {}).get("content") or "" for c in choices)
+        return text, any(c.get("finish_reason") for c in choices)
     except (ValueError, AttributeError, TypeError):
-        return ""
+        return "", False
 
 
 def _answer_text(reply: httpx.Response) -> str:
@@ -168,9 +213,11 @@ def _answer_text(reply: httpx.Response) -> str:
         return ""
 
 
-async def _remember(brains: Brains, question: str, answer: list[str], model: str | None, recalled: list[str]) -> None:
+async def _remember(brains: Brains, question: str, answer: Answer, model: str | None, recalled: list[str]) -> None:
+    if not answer.whole:
+        return  # cut short upstream (_relay logged it) or dropped by the client: half an answer is not memory
     try:
-        await brains.remember(question, "".join(answer), model=model, recalled=recalled)
+        await brains.remember(question, "".join(answer.parts), model=model, recalled=recalled)
     except Exception as exc:  # the answer was already sent: a failed remember is logged, never raised
         log.warning("could not remember the exchange: %s", exc)
 
@@ -185,13 +232,20 @@ def _passed(reply: httpx.Response, content: bytes, extra: dict[str, str] | None 
     return Response(content, status_code=reply.status_code, headers=_headers(reply, extra), background=background)
 
 
-def _error(status: int, message: str, kind: str) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind, "code": None}}, status_code=status)
+def _memory_headers(recalled: Recalled) -> dict[str, str]:
+    return {"x-hebbs-memories": ",".join(f.id for f in recalled.found),
+            "x-hebbs-abstained": "true" if recalled.abstained else "false"}
 
 
-def _unreachable(exc: httpx.HTTPError) -> JSONResponse:
+def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "code": None}}, status_code=status,
+                        headers=headers)
+
+
+def _unreachable(exc: httpx.HTTPError, headers: dict[str, str] | None = None) -> JSONResponse:
     # Not an upstream answer (it never gave one): said so, in the shape OpenAI clients read.
-    return _error(502, f"hebbs proxy could not reach the upstream: {type(exc).__name__}: {exc}", "upstream_unreachable")
+    return _error(502, f"hebbs proxy could not reach the upstream: {type(exc).__name__}: {exc}", "upstream_unreachable",
+                  headers)
 
 
 class HostGuard:

@@ -47,10 +47,11 @@ class Brains:
     def named(self) -> list[tuple[str, AsyncClient]]:
         return [(name, c) for name, c in (("project", self.project), ("global", self.global_brain)) if c is not None]
 
-    async def recall(self, cue: str, top_k: int) -> Recalled:
+    async def recall(self, message: str, top_k: int) -> Recalled:
         """One recall over both brains (the SDK's `brains=`: the daemon embeds the cue once and merges the
         two lists on comparable scores); what passes the confidence threshold, in the merged order."""
-        cue = cue[:MAX_CUE_CHARS]
+        cue = message[:MAX_CUE_CHARS]
+        said = _normalized(message)  # the whole message, not the cue: a long one stored earlier is still itself
         brains = self.named()
         if not brains:
             return Recalled(abstained=True)
@@ -67,15 +68,15 @@ class Brains:
                 return Recalled(abstained=True)
             # One damaged or locked brain must not silence the other: ask each alone.
             log.warning("recall over both brains failed (%s); asking each brain alone", exc)
-            return await self._each(cue, top_k, brains)
+            return await self._each(cue, said, top_k, brains)
         if answer.abstained:
             return Recalled(abstained=True)
         threshold = answer.threshold or 0.0
         found = [_found(_brain_of(r, brains[0][0]), r) for r in answer.results
-                 if r.confidence is not None and r.confidence >= threshold and not _echo(r, cue)]
+                 if r.confidence is not None and r.confidence >= threshold and not _echo(r, said)]
         return Recalled(found=found[:top_k], abstained=not found)
 
-    async def _each(self, cue: str, top_k: int, brains: list[tuple[str, AsyncClient]]) -> Recalled:
+    async def _each(self, cue: str, said: str, top_k: int, brains: list[tuple[str, AsyncClient]]) -> Recalled:
         answers = await asyncio.gather(*(c.recall(cue, top_k=2 * top_k) for _, c in brains), return_exceptions=True)
         found: list[Found] = []
         for (name, _), answer in zip(brains, answers):
@@ -88,7 +89,7 @@ class Brains:
                 continue
             threshold = answer.threshold or 0.0
             found += [_found(name, r) for r in answer.results
-                      if r.confidence is not None and r.confidence >= threshold and not _echo(r, cue)]
+                      if r.confidence is not None and r.confidence >= threshold and not _echo(r, said)]
         found.sort(key=lambda f: f.confidence, reverse=True)
         return Recalled(found=found[:top_k], abstained=not found)
 
@@ -109,12 +110,17 @@ class Brains:
         return ids
 
 
-def _echo(r: RecallResult, cue: str) -> bool:
-    """What adds nothing to the conversation: the very message being answered, stored by an earlier
-    exchange, and an earlier answer of a model (what the user said is memory; what a model said is not
-    evidence, and citing it would feed a model its own guesses back)."""
+def _normalized(text: str) -> str:
+    # A client may send the same message again with other line breaks or spacing.
+    return " ".join(text.split())
+
+
+def _echo(r: RecallResult, said: str) -> bool:
+    """What adds nothing to the conversation: the very message being answered (`said`, normalized),
+    stored by an earlier exchange, and an earlier answer of a model (what the user said is memory; what
+    a model said is not evidence, and citing it would feed a model its own guesses back)."""
     memory = r.memory
-    if memory.content.strip() == cue.strip():
+    if _normalized(memory.content) == said:
         return True
     return memory.context.get("origin") == ORIGIN and memory.context.get("role") == "assistant"
 
