@@ -8,12 +8,14 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from . import validate
 from .config import VaultConfig, load_config
+from .errors import InvalidInput, VaultNotInitialized
+from .paths import hebbs_home, vault_for_path
 from .recall import pipeline
 from .recall.prime import prime
 from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Edge, EdgeType,
@@ -36,12 +38,63 @@ from .workflows import source as sources
 
 def _acknowledged_when_durable(method: Callable[..., Any]) -> Callable[..., Any]:
     """The call returns once its writes are durable (config storage.durability). The wait comes after
-    the method has released the engine's lock, so concurrent writers share one WAL sync."""
+    the method has released the engine's lock, so concurrent writers share one WAL sync.
+
+    On a closed vault the call raises InvalidInput, as _reading does, also when close() overtook it
+    before its write (its reads of the closed store would otherwise say the vault is damaged)."""
     @functools.wraps(method)
     def wrapper(self: "Engine", *args: Any, **kwargs: Any) -> Any:
+        vault = self.vault
+        if vault.closed:
+            raise vault.closed_error()
         with self._store.deferred_sync():
-            return method(self, *args, **kwargs)
+            try:
+                return method(self, *args, **kwargs)
+            except Exception:
+                if vault.closed:
+                    raise vault.closed_error() from None
+                raise
     return wrapper
+
+
+def _reading(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A read of the open vault. Once close() has run it raises InvalidInput ("vault ... is closed"), as
+    a write does; so does a read that close() overtook halfway, which would otherwise fail inside the
+    closed store or index with whatever error that part raises."""
+    @functools.wraps(method)
+    def wrapper(self: "Engine", *args: Any, **kwargs: Any) -> Any:
+        vault = self.vault
+        if vault.closed:
+            raise vault.closed_error()
+        try:
+            return method(self, *args, **kwargs)
+        except Exception:
+            if vault.closed:
+                raise vault.closed_error() from None
+            raise
+    return wrapper
+
+
+def _vault_directory(path: os.PathLike | str) -> Path:
+    """The directory Engine.open(path) means, created if missing: a notes folder holding an initialized
+    `.hebbs/` vault means that vault, as for Client(path) (paths.vault_for_path); any other path is
+    the vault directory itself."""
+    shown = str(path)
+    try:
+        path = Path(path).expanduser()
+        try:
+            path = vault_for_path(path, hebbs_home())
+        except VaultNotInitialized:
+            pass  # no vault there yet: the engine makes one at path itself
+        path = path.resolve()
+        if path.exists() and not path.is_dir():
+            raise InvalidInput(f"{path} is a file, not a vault directory")
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return path
+    except InvalidInput:
+        raise
+    except (OSError, ValueError, TypeError) as exc:
+        raise InvalidInput(f"cannot open a vault at {shown!r}: {exc}") from None
 
 
 class Engine:
@@ -74,9 +127,9 @@ class Engine:
     @classmethod
     def open(cls, path: os.PathLike | str, *, model: str | os.PathLike | None = None,
              embedder: Embedder | None = None) -> "Engine":
-        """Open the vault at path, creating it if missing."""
-        path = Path(path).expanduser().resolve()
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        """Open the vault at path, creating it if missing. A notes folder holding a vault made by
+        `hebbs init` opens that vault (path/.hebbs), as Client(path) does."""
+        path = _vault_directory(path)
         config = load_config(path)
         store = Store.open(path / "db", durability=config.storage.durability)
         try:
@@ -162,6 +215,7 @@ class Engine:
         return remembering.remember_many(self.vault, items, check_contradictions=check_contradictions,
                                       consolidate_restatements=consolidate)
 
+    @_reading
     def get(self, memory_id: str) -> Memory:
         return revising.get(self.vault, memory_id)
 
@@ -176,10 +230,12 @@ class Engine:
         """Revise many memories, embedding the changed texts in batches. Each item: id plus the fields to change."""
         return revising.revise_many(self.vault, items)
 
+    @_reading
     def history(self, memory_id: str) -> list[Memory]:
         """Earlier versions of a memory, newest first."""
         return revising.history(self.vault, memory_id)
 
+    @_reading
     def source(self, memory_id: str) -> SourceSection:
         """The section a memory was indexed from, exactly as it was in that file version, even after the
         file changed or was deleted (hebbs/store/originals.py). A revision reads the version it held."""
@@ -212,14 +268,16 @@ class Engine:
         """Delete one edge (both its graph keys, in one batch); NotFound if there is no such edge."""
         linking.remove_edge(self.vault, source, edge_type, target)
 
+    @_reading
     def edges(self, memory_id: str, direction: str = "both") -> list[Edge]:
         return linking.edges(self.vault, memory_id, direction)
 
+    @_reading
     def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
         """Similar memories, by embedding alone: the k memories whose stored vectors are nearest to this
         memory's own, nearest first, as (id, cosine similarity). No cue is embedded and nothing is
         reinforced; the memory itself, revision records and superseded memories are left out."""
-        return self.vault.neighbors(validate.memory_id(memory_id), k)
+        return self.vault.neighbors(validate.memory_id(memory_id), validate.top_k(k, "k"))
 
     # Contradiction candidates (the `pending` family) -----------------------------------------
 
@@ -229,11 +287,13 @@ class Engine:
         the vault opened) is not queued twice. Returns how many were queued."""
         return self.vault.add_pending(items)
 
+    @_reading
     def pending(self) -> list[PendingContradiction]:
         return self.vault.pending()
 
     # Reflection and contradiction review: hebbs/workflows/reflect.py, contradictions.py, llm.py; docs/reflect.md
 
+    @_reading
     def reflect_prepare(self, entity_id: str | None = None, since: Any = None,
                         max_memories: int = 500) -> ReflectPrepared:
         """Cluster the scope's memories; each cluster comes with a prompt. Answer it, then reflect_commit."""
@@ -244,11 +304,13 @@ class Engine:
         """Store insights ({content, confidence, source_memory_ids, tags}) drawn from a prepared session."""
         return reflect.commit(self, session_id, insights)
 
+    @_reading
     def insights(self, entity_id: str | None = None, min_confidence: float = 0.0,
                  max_results: int = 100) -> list[Insight]:
         return reflect.list_insights(self.vault, entity_id=entity_id, min_confidence=min_confidence,
                                      max_results=max_results)
 
+    @_reading
     def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
         """The queued contradiction candidates, both sides in full, most likely first."""
         return contradiction_review.prepare(self.vault, max_results=max_results)
@@ -272,8 +334,9 @@ class Engine:
     # Recall ----------------------------------------------------------------------------------
 
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | None = None, top_k: int = 10,
-               entity_id: str | None = None, time_range: Any = None, weights: ScoringWeights | None = None,
-               include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
+               entity_id: str | None = None, time_range: Any = None,
+               weights: ScoringWeights | Mapping[str, float] | None = None, include_superseded: bool = False,
+               reinforce: bool = False, mmr_lambda: float | None = None,
                seed: str | None = None, direction: str = "forward", max_depth: int = 5,
                edge_types: Sequence[str] | None = None, alpha: float | None = None,
                analogy: Sequence[str] | None = None, now: Any = None, associate: bool = False,
@@ -286,15 +349,24 @@ class Engine:
         Recall changes nothing that ranking reads: the same call twice gives the same answer. Call
         reinforce(ids) for the memories actually used, or pass reinforce=True to count every returned
         memory as an access (the old behaviour). With a cue, every result carries a confidence and
-        the answer says whether it abstained (docs/honesty.md)."""
+        the answer says whether it abstained (docs/honesty.md). `weights`: a ScoringWeights, or a mapping
+        of some of its fields (the others keep their defaults)."""
         started = time.perf_counter()
-        request = pipeline.plan(
-            self.vault, cue, strategies=strategies, top_k=top_k, entity_id=entity_id, time_range=time_range,
-            weights=weights, include_superseded=include_superseded, mmr_lambda=mmr_lambda, seed=seed,
-            direction=direction, max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy, now=now,
-            associate=associate)
-        answer = pipeline.run(self.vault, request)
-        use.record_recall(self.vault, request, answer.results, reinforce=reinforce, started=started)
+        # What @_reading does, written out on the hot path: a closed vault, or one closed under this
+        # recall, is InvalidInput.
+        self.vault.check_open()
+        try:
+            request = pipeline.plan(
+                self.vault, cue, strategies=strategies, top_k=top_k, entity_id=entity_id, time_range=time_range,
+                weights=weights, include_superseded=include_superseded, mmr_lambda=mmr_lambda, seed=seed,
+                direction=direction, max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy,
+                now=now, associate=associate)
+            answer = pipeline.run(self.vault, request)
+            use.record_recall(self.vault, request, answer.results, reinforce=reinforce, started=started)
+        except Exception:
+            if self.vault.closed:
+                raise self.vault.closed_error() from None
+            raise
         return answer
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
@@ -312,16 +384,20 @@ class Engine:
         an id named twice counts once."""
         return use.reinforce(self.vault, ids, via)
 
+    @_reading
     def accesses(self, memory_id: str) -> list[Access]:
         """When and how the memory was used (reinforced, recalled with reinforce=True, opened in the
         panel), newest first: its latest 50 accesses (hebbs/store/access_log.py)."""
         return use.accesses(self.vault, memory_id)
 
-    def forget_candidates(self, now: int | None = None) -> list[Memory]:
+    @_reading
+    def forget_candidates(self, now: Any = None) -> list[Memory]:
         """Memories decayed below config.decay.forget_threshold (pinned ones never), least alive first.
-        Listing deletes nothing: pass their ids to forget(), or set decay.auto_forget."""
+        Listing deletes nothing: pass their ids to forget(), or set decay.auto_forget. `now`: judge
+        decay as of this time (microseconds since the epoch, or a timezone-aware datetime)."""
         return decay.forget_candidates(self.vault, now)
 
+    @_reading
     def queries(self, limit: int = 50) -> list[QueryLogEntry]:
         """The most recent recalls, newest first."""
         return use.recent_queries(self.vault, limit)
@@ -329,13 +405,26 @@ class Engine:
     # Whole-vault views -----------------------------------------------------------------------
 
     def memories(self, *, include_revisions: bool = False) -> Iterator[Memory]:
-        for memory in self.vault.store.memories():
-            if include_revisions or memory.kind != MemoryKind.REVISION:
-                yield memory
+        """Every memory, in id order; InvalidInput on a closed vault (also for an iteration close() overtook)."""
+        self.vault.check_open()
+        return self._memories(include_revisions)
 
+    def _memories(self, include_revisions: bool) -> Iterator[Memory]:
+        vault = self.vault
+        try:
+            for memory in vault.store.memories():
+                if include_revisions or memory.kind != MemoryKind.REVISION:
+                    yield memory
+        except Exception:
+            if vault.closed:
+                raise vault.closed_error() from None
+            raise
+
+    @_reading
     def count(self) -> int:
         return sum(1 for _, e in self.vault.entries() if e.kind != MemoryKind.REVISION)
 
+    @_reading
     def stats(self) -> VaultStats:
         kinds: dict[str, int] = {}
         entries = [e for _, e in self.vault.entries()]

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from .validate import INT64, MAX_NESTING
 from .errors import (ERRORS_BY_CODE, DaemonBusy, DaemonUnavailable, HebbsError,  # noqa: F401
                      IndexingInProgress, InvalidInput, MessageTooLarge, ProtocolError)
 from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
@@ -41,10 +42,9 @@ MAX_ID_CHARS = 64
 MAX_NAME_CHARS = 512
 # 9999-12-31T23:59:59.999999Z, the last instant a datetime can hold.
 MAX_MICROS = 253_402_300_799_999_999
-# The deepest any request goes (request > command > items > item > context) plus room for a context's
-# own nesting; msgspec's recursion would otherwise end in a RecursionError long after this.
-MAX_NESTING = 64
-INT64 = (-(2**63), 2**63 - 1)
+# MAX_NESTING: the deepest any request goes (request > command > items > item > context) plus room for
+# a context's own nesting; msgspec's recursion would otherwise end in a RecursionError long after
+# this. The engine applies the same limits to what it is given in process (validate.py).
 
 # A filesystem path: bounded, and no NUL byte, which no system call accepts.
 PathText = Annotated[str, Meta(max_length=MAX_PATH_CHARS, pattern="^[^\x00]*$")]

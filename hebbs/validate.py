@@ -16,6 +16,25 @@ MAX_CONTENT_CHARS = 1_000_000
 # The last microsecond of year 9999 UTC: past it no date library (Python's datetime included) can
 # show the time, so a stored value beyond it would break every command that prints it.
 MAX_TIMESTAMP_US = 253_402_300_800_000_000 - 1
+# Limits the engine and the daemon share (hebbs/protocol.py refuses requests that nest deeper than
+# MAX_NESTING or hold an integer outside INT64; `queries` is capped at MAX_QUERIES), so a call behaves
+# alike in process and through a client.
+MAX_NESTING = 64
+INT64 = (-(2**63), 2**63 - 1)
+MAX_QUERIES = 10_000
+EDGE_DIRECTIONS = ("out", "in", "both")
+
+
+def unicode_text(value: str, field: str) -> str:
+    """value, refused when it holds a lone surrogate: such a string cannot be stored or tokenized.
+    Nearly free for ASCII text (str.isascii reads a flag)."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(f"{field} is not valid Unicode: it holds a lone surrogate "
+                               f"{value[exc.start]!r} at character {exc.start}") from None
+    return value
 
 
 def content(value: Any, field: str = "content") -> str:
@@ -25,6 +44,8 @@ def content(value: Any, field: str = "content") -> str:
         raise InvalidInput(f"{field} must not be empty")
     if len(value) > MAX_CONTENT_CHARS:
         raise InvalidInput(f"{field} is {len(value)} characters; the limit is {MAX_CONTENT_CHARS}")
+    if not value.isascii():
+        unicode_text(value, field)
     return value
 
 
@@ -41,11 +62,33 @@ def context(value: Any) -> dict[str, Any]:
         return {}
     if not isinstance(value, dict):
         raise InvalidInput(f"context must be a JSON object (dict), got {type(value).__name__}")
+    _check_structure(value, "context")
     try:
         # Round-trip through JSON so the stored context is exactly what a JSON client would read back.
         return msgspec.json.decode(msgspec.json.encode(value))
-    except (TypeError, msgspec.EncodeError, OverflowError) as exc:
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"context is not valid Unicode: it holds a lone surrogate "
+                           f"{exc.object[exc.start]!r}") from None
+    except (TypeError, msgspec.EncodeError, OverflowError, RecursionError) as exc:
         raise InvalidInput(f"context must be JSON-serializable: {exc}") from None
+
+
+def _check_structure(value: Any, field: str) -> None:
+    """What the daemon refuses in a request: nesting deeper than MAX_NESTING levels, or an integer
+    outside INT64 (the storage format holds 64 bits). Iterative, so no depth can overflow the stack."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, (list, tuple, set, frozenset)):
+            if isinstance(item, int) and not isinstance(item, bool) and not INT64[0] <= item <= INT64[1]:
+                shown = item if item.bit_length() <= 128 else f"of {item.bit_length()} bits"
+                raise InvalidInput(f"{field} holds an integer {shown} that does not fit in 64 bits")
+            continue
+        if depth > MAX_NESTING:
+            raise InvalidInput(f"{field} nests deeper than {MAX_NESTING} levels")
+        stack.extend((v, depth + 1) for v in item)
 
 
 def entity(value: Any) -> str | None:
@@ -53,6 +96,7 @@ def entity(value: Any) -> str | None:
         return None
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(f"entity_id must be a non-empty string or None, got {value!r}")
+    unicode_text(value, "entity_id")
     if len(value.encode()) > 512:
         raise InvalidInput("entity_id is longer than 512 bytes")
     if value in ("__global__", "__all__"):
@@ -92,11 +136,35 @@ def time_range(value: Any) -> tuple[int, int] | None:
     return start, end
 
 
-def top_k(value: Any) -> int:
+def reference_time(value: Any, field: str = "now") -> int | None:
+    """The time a call judges by: None (the caller's current time), integer microseconds since the
+    epoch as given, or a timezone-aware datetime."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    return timestamp_us(value, field)
+
+
+def positive_int(value: Any, field: str, limit: int) -> int:
+    """An integer from 1 to limit."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"top_k must be an integer, got {value!r}")
+        raise InvalidInput(f"{field} must be an integer, got {value!r}")
+    if not 1 <= value <= limit:
+        raise InvalidInput(f"{field} must be from 1 to {limit}, got {value}")
+    return value
+
+
+def top_k(value: Any, field: str = "top_k") -> int:
+    # positive_int(value, field, MAX_TOP_K) written out: every recall calls this.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{field} must be an integer, got {value!r}")
     if not 1 <= value <= MAX_TOP_K:
-        raise InvalidInput(f"top_k must be from 1 to {MAX_TOP_K}, got {value}")
+        raise InvalidInput(f"{field} must be from 1 to {MAX_TOP_K}, got {value}")
+    return value
+
+
+def edge_direction(value: Any) -> str:
+    if not isinstance(value, str) or value not in EDGE_DIRECTIONS:
+        raise InvalidInput(f"direction must be one of {list(EDGE_DIRECTIONS)}, got {value!r}")
     return value
 
 

@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 FEED_TOP_K = 20
 EXPORT_CHUNK_BYTES = 4 * 1024 * 1024
 EXPORT_CHUNK_ITEMS = 1000
-MAX_QUERIES = 10_000
 SHORT_ID_MIN = 6
 ULID_LENGTH = 26
 
@@ -258,8 +257,6 @@ class Handlers:
         return await self._reply(conn, request, source)
 
     async def _queries(self, conn: Connection, request: Request, command: Queries) -> Any:
-        if not 1 <= command.limit <= MAX_QUERIES:
-            raise InvalidInput(f"limit must be from 1 to {MAX_QUERIES}, got {command.limit}")
         return await self._reply(conn, request, lambda engine: engine.queries(command.limit))
 
     async def _export(self, conn: Connection, request: Request, command: Export) -> ExportDone:

@@ -222,6 +222,7 @@ class OpenVault:
     def rebuild_lexical(self) -> None:
         """Re-tokenize every memory from the `default` family (after a crash, or if the index was deleted)."""
         with self._write_lock:
+            self.check_open()
             items = ((id_bytes(m.id), lexical_text(m)) for m in self.store.memories()
                      if m.kind != MemoryKind.REVISION)
             self._lexical.rebuild(items, self._write_seq)
@@ -465,7 +466,11 @@ class OpenVault:
 
     def check_open(self) -> None:
         if self._closed:
-            raise InvalidInput(f"vault {self.path} is closed")
+            raise self.closed_error()
+
+    def closed_error(self) -> InvalidInput:
+        """What a call on this vault raises once close() has run."""
+        return InvalidInput(f"vault {self.path} is closed")
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:

@@ -44,6 +44,7 @@ def remove_edge(vault: OpenVault, source: str, edge_type: str | EdgeType, target
 
 def edges(vault: OpenVault, memory_id: str, direction: str = "both") -> list[Edge]:
     memory_id = validate.memory_id(memory_id)
+    direction = validate.edge_direction(direction)
     out: list[Edge] = []
     if direction in ("out", "both"):
         out += [Edge(source=memory_id, target=t, edge_type=k.name, confidence=c, created_at=ts)

@@ -63,6 +63,7 @@ def record_recall(vault: OpenVault, request: Request, results: list[RecallResult
 
 def recent_queries(vault: OpenVault, limit: int = 50) -> list[QueryLogEntry]:
     """The most recent recalls from the query log, newest first."""
+    limit = validate.positive_int(limit, "limit", validate.MAX_QUERIES)
     out = []
     for _, raw in vault.store.scan("query_log", b"", reverse=True):
         out.append(decode(raw, QueryLogEntry))

@@ -108,7 +108,8 @@ def _prepare(item: dict[str, Any], n: int) -> _Prepared:
     )
     supersedes = [validate.memory_id(s, "supersedes") for s in item.get("supersedes") or ()]
     edges = [validate.edge_spec(e) for e in item.get("edges") or ()]
-    return _Prepared(memory, supersedes, edges, idempotency.check(item.get("key")))
+    key = idempotency.check(item.get("key"))
+    return _Prepared(memory, supersedes, edges, None if key is None else validate.unicode_text(key, "key"))
 
 
 def _unkeyed(vault: OpenVault, prepared: list[_Prepared]) -> list[_Prepared]:

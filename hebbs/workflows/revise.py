@@ -63,6 +63,7 @@ class _Batch:
 
 def history(vault: OpenVault, memory_id: str) -> list[Memory]:
     """Earlier versions of a memory, newest first."""
+    memory_id = validate.memory_id(memory_id)
     store = vault.store
     revisions = [store.get_memory(target) for edge_type, target, _, _ in store.edges_from(memory_id)
                  if edge_type == EdgeType.REVISED_FROM]
