@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from . import validate
 from .errors import HebbsError, InvalidInput, VaultNotInitialized
 from .paths import (ensure_home, find_project_vault, hebbs_home, log_path, resolve_vault, socket_path,
                     spawn_lock_path)
@@ -230,14 +231,7 @@ def _time_range(value: Any) -> tuple[int | None, int | None] | None:
 
 
 def _weights(value: Any) -> ScoringWeights | None:
-    if value is None or isinstance(value, ScoringWeights):
-        return value
-    if isinstance(value, dict):
-        return ScoringWeights(**value)
-    if isinstance(value, (tuple, list)) and len(value) == 4:
-        r, t, i, f = value
-        return ScoringWeights(relevance=r, recency=t, importance=i, reinforcement=f)
-    raise InvalidInput("weights must be a ScoringWeights, a dict, or (relevance, recency, importance, reinforcement)")
+    return None if value is None else validate.scoring_weights(value)
 
 
 def _edge_specs(edges: Iterable[Any] | None) -> list[tuple[str, str, float]]:

@@ -767,5 +767,8 @@ def decode_data(raw: msgspec.Raw, type_: Any) -> Any:
 def request_frame(request_id: Any, command: _Command, vault_path: str | None) -> bytes:
     try:
         return encode_frame(Request(id=request_id, command=command, vault_path=vault_path))
+    except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 text can carry it
+        raise InvalidInput(f"this {command.__struct_config__.tag} cannot be sent: a text holds a lone surrogate "
+                           f"{exc.object[exc.start]!r}, which is not valid Unicode") from None
     except (TypeError, msgspec.EncodeError) as exc:  # e.g. a context holding something JSON cannot carry
         raise InvalidInput(f"this {command.__struct_config__.tag} cannot be sent: {exc}") from None

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
 from .errors import InvalidInput
-from .schema import EdgeType, MemoryKind
+from .schema import EdgeType, MemoryKind, ScoringWeights
 
 MAX_TOP_K = 1000
 MAX_CONTENT_CHARS = 1_000_000
@@ -201,3 +202,22 @@ def edge_spec(value: Any) -> tuple[str, EdgeType, float]:
     target = memory_id(value[0], "edge target")
     confidence = unit_float(value[2], "edge confidence") if len(value) == 3 else 1.0
     return target, edge_type(value[1]), confidence
+
+
+WEIGHT_NAMES = tuple(ScoringWeights.__struct_fields__)
+
+
+def scoring_weights(value: Any) -> ScoringWeights:
+    """A ScoringWeights from one, from a mapping of some of its fields (the others keep their
+    defaults), or from four numbers in field order (relevance, recency, importance, reinforcement)."""
+    if isinstance(value, ScoringWeights):
+        return value
+    if isinstance(value, Mapping):
+        unknown = [name for name in value if name not in WEIGHT_NAMES]
+        if unknown:
+            raise InvalidInput(f"unknown scoring weights {unknown}; known: {', '.join(WEIGHT_NAMES)}")
+        return ScoringWeights(**value)
+    if isinstance(value, (tuple, list)) and len(value) == len(WEIGHT_NAMES):
+        return ScoringWeights(**dict(zip(WEIGHT_NAMES, value)))
+    raise InvalidInput(f"weights must be a ScoringWeights, a mapping of {', '.join(WEIGHT_NAMES)}, or those four "
+                       f"numbers in that order, got {type(value).__name__}")

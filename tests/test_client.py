@@ -98,6 +98,17 @@ def test_status_and_errors_are_typed(shared_daemon, project: Path) -> None:
         Client(vault="/tmp", home=shared_daemon.home)  # an explicit path with no vault is refused at once
 
 
+def test_what_the_wire_cannot_carry_is_invalid_input(shared_daemon, project: Path) -> None:
+    """Tried: a lone surrogate in a memory (no UTF-8 can carry it: a raw UnicodeEncodeError before),
+    and weights naming an unknown factor (a raw TypeError before)."""
+    with Client(project, home=shared_daemon.home) as client:
+        with pytest.raises(InvalidInput, match="lone surrogate"):
+            client.remember("bad \ud800 text")
+        with pytest.raises(InvalidInput, match="unknown scoring weights"):
+            client.recall("anything", weights={"bogus": 1})
+        assert client.recall("anything", weights={"relevance": 1}).results == []
+
+
 def test_vault_discovery_walks_up(shared_daemon, project: Path) -> None:
     """Tried: a Client created in a subfolder of a project finds the project's .hebbs; one created with
     global_=True uses HEBBS_HOME; the two are different brains."""

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
+from .. import validate
 from ..config import DecayConfig
 from ..errors import InvalidInput
 from ..schema import ScoreComponents, ScoringWeights
@@ -21,32 +22,16 @@ RECENCY_WINDOW_DAYS = 30.0
 REINFORCEMENT_CAP = 100
 
 
-WEIGHT_NAMES = tuple(ScoringWeights.__struct_fields__)
-
-
 def check_weights(weights: ScoringWeights | Mapping[str, float] | Sequence[float]) -> ScoringWeights:
     """The weights, checked; a mapping of some of them (the others keep their defaults) or four
     numbers (relevance, recency, importance, reinforcement) become a ScoringWeights, as the client does."""
-    if not isinstance(weights, ScoringWeights):
-        weights = _weights_from(weights)
+    weights = validate.scoring_weights(weights)
     values = (weights.relevance, weights.recency, weights.importance, weights.reinforcement)
     if any(not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0 for v in values):
         raise InvalidInput(f"scoring weights must be finite numbers >= 0, got {weights}")
     if sum(values) == 0:
         raise InvalidInput("at least one scoring weight must be above 0")
     return weights
-
-
-def _weights_from(value: Any) -> ScoringWeights:
-    if isinstance(value, Mapping):
-        unknown = [name for name in value if name not in WEIGHT_NAMES]
-        if unknown:
-            raise InvalidInput(f"unknown scoring weights {unknown}; known: {', '.join(WEIGHT_NAMES)}")
-        return ScoringWeights(**value)
-    if isinstance(value, (tuple, list)) and len(value) == len(WEIGHT_NAMES):
-        return ScoringWeights(**dict(zip(WEIGHT_NAMES, value)))
-    raise InvalidInput(f"weights must be a ScoringWeights, a mapping of {', '.join(WEIGHT_NAMES)}, or those four "
-                       f"numbers in that order, got {type(value).__name__}")
 
 
 def recency(created_at_us: int, now_us: int, window_days: float = RECENCY_WINDOW_DAYS) -> float:
