@@ -293,3 +293,18 @@ def test_the_client_and_the_engine_refuse_the_same_input(vault, shared_daemon, p
         assert hb.forget_candidates(now=-1) == [] == vault.forget_candidates(now=-1)
         assert hb.recall("memory", weights={"relevance": 1}, reinforce=False).results
         assert vault.recall("memory", weights={"relevance": 1}, reinforce=False).results
+
+
+def test_an_edge_from_a_memory_to_itself_is_refused(vault):
+    memory = vault.remember("a memory that cannot cause itself")
+    with pytest.raises(InvalidInput, match="itself"):
+        vault.add_edge(memory.id, "CAUSED_BY", memory.id)
+    assert vault.edges(memory.id) == []
+
+
+def test_revising_importance_refreshes_the_decay_score(vault):
+    """QA: `get` showed importance 0.95 beside the decay score of the old 0.5 until the next sweep."""
+    memory = vault.remember("a fact that became important", importance=0.5)
+    revised = vault.revise(memory.id, importance=0.95)
+    assert revised.decay_score == pytest.approx(memory.decay_score * 0.95 / 0.5, rel=1e-3)
+    assert vault.get(memory.id).decay_score == revised.decay_score

@@ -4,7 +4,7 @@ same batch (a memory's shape is its edges)."""
 from __future__ import annotations
 
 from .. import validate
-from ..errors import NotFound
+from ..errors import InvalidInput, NotFound
 from ..recall import analogical
 from ..schema import Edge, EdgeType
 from ..store.open_vault import OpenVault, now_us
@@ -15,6 +15,8 @@ def add_edge(vault: OpenVault, source: str, edge_type: str | EdgeType, target: s
     source, target = validate.memory_id(source, "source"), validate.memory_id(target, "target")
     kind = validate.edge_type(edge_type)
     confidence = validate.unit_float(confidence, "confidence")
+    if source == target:
+        raise InvalidInput(f"an edge joins two memories; {source} -[{kind.name}]-> itself says nothing")
     with vault.writing():
         for mid in (source, target):
             if mid not in vault:

@@ -17,6 +17,7 @@ from ..schema import EdgeType, Memory, MemoryKind, Source
 from ..store.memory_text import embedding_text
 from ..store.open_vault import OpenVault, now_us
 from ..store.storage import WriteSet, id_bytes, temporal_key, vector_key
+from . import decay
 
 REVISION_FIELDS = {"id", "content", "importance", "context", "entity_id", "source"}
 
@@ -135,6 +136,10 @@ def _revise_into(vault: OpenVault, batch: _Batch, memory_id: str, content: str |
         writes.put("temporal", temporal_key(entity_id, memory.created_at, memory.id), id_bytes(memory.id))
         memory.entity_id = entity_id
     memory.updated_at = stamp
+    if importance is not None or context is not None:
+        # Both feed the decay score (importance, and the half-life of the context's type): a stored
+        # score from before would show the old importance until the next sweep.
+        memory.decay_score = decay.decay_value(memory, stamp, vault.config.decay)
     writes.put_memory(memory)
     batch.memories[memory.id] = memory
     return memory
