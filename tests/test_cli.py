@@ -328,3 +328,19 @@ def test_daemon_command(own_home: "DaemonHome") -> None:
     assert _json(run("daemon", "stop", "--format", "json")) == {"stopped": True, "pid": started["pid"]}
     done = run("daemon", "status", check=False)
     assert done.returncode == 3 and "no daemon running" in done.stdout
+
+
+def test_tables_align_wide_characters() -> None:
+    """Tried: a CJK entity in a table (each character takes two terminal columns): the columns after it
+    start at the same terminal column on every line, and a long cell is cut to its display width."""
+    import io
+
+    from hebbs.cli import output
+
+    out = io.StringIO()
+    output.table(["entity", "found by", "content"], [["东京办公室", "similarity", "东京" * 200], ["berlin", "lexical", "x"]],
+                 out=out)
+    lines = out.getvalue().splitlines()
+    starts = {output.display_width(line[:line.index(word)]) for line, word in zip(lines, ("found", "similarity", "lexical"))}
+    assert len(starts) == 1
+    assert output.display_width(lines[1]) <= output.width()

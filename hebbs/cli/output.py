@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import sys
 import textwrap
+import unicodedata
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -65,9 +66,35 @@ def when(micros: int | None) -> str:
     return local_text(micros)
 
 
+def display_width(text: str) -> int:
+    """Terminal columns the text takes: CJK and other wide characters take two, combining marks none."""
+    if text.isascii():
+        return len(text)
+    return sum(_columns(c) for c in text)
+
+
+def _columns(char: str) -> int:
+    if unicodedata.combining(char):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in "WF" else 1
+
+
+def _pad(text: str, columns: int, *, right: bool = False) -> str:
+    fill = " " * max(0, columns - display_width(text))
+    return fill + text if right else text + fill
+
+
 def one_line(text: str, width: int) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[:max(1, width - 1)] + "…"
+    if display_width(flat) <= width:
+        return flat
+    room, used, kept = max(1, width - 1), 0, []
+    for char in flat:
+        used += _columns(char)
+        if used > room:
+            break
+        kept.append(char)
+    return "".join(kept) + "…"
 
 
 def width() -> int:
@@ -81,16 +108,16 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Seque
     out = out or sys.stdout
     if not rows:
         return
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    widths = [max(display_width(h), *(display_width(r[i]) for r in rows)) for i, h in enumerate(headers)]
     indent = sum(widths[:-1]) + 2 * (len(headers) - 1)
     room = max(20, width() - indent)
 
     def lines(cells: Sequence[str]) -> list[str]:
         parts = []
         for i, cell in enumerate(cells[:-1]):
-            parts.append(cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]))
+            parts.append(_pad(cell, widths[i], right=i in right))
         last = " ".join(cells[-1].split())
-        if not wrap or len(last) <= room:
+        if not wrap or display_width(last) <= room:
             return ["  ".join(parts + [one_line(last, room)]).rstrip()]
         wrapped = textwrap.wrap(last, room)
         if len(wrapped) > WRAP_LINES:
