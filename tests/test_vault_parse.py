@@ -233,8 +233,12 @@ def test_symlinks_outside_the_vault_are_not_followed(tmp_path):
     (root / "out-file.md").symlink_to(outside / "secret.md")
     (root / "alias").symlink_to(root / "real", target_is_directory=True)  # inside: followed, but not twice
     (root / "loop").symlink_to(root, target_is_directory=True)
-    found = walk_notes(root, VaultFilter(root))
+    (root / "gone.md").symlink_to(root / "nowhere.md")
+    vault_filter = VaultFilter(root)
+    found = walk_notes(root, vault_filter)
     assert sorted(found) == ["real/n.md"]
+    # Skipped, and said: a user wondering why a note is missing from recall finds out at the index.
+    assert sorted(w.split(":")[0] for w in vault_filter.warnings) == ["gone.md", "out-dir", "out-file.md"]
 
 
 # The manifest file -------------------------------------------------------------------------------

@@ -161,9 +161,9 @@ def scan_vault(engine: Any, root: os.PathLike | str, *, paths: Iterable[os.PathL
         if manifest.fresh:
             manifest.dirty = True  # unknown engine state: phase 2 reconciles (adopts what is there)
         vfilter = VaultFilter(root)
-        plan.warnings += vfilter.warnings
         originals = kept.open_originals(engine)
         present, candidates = _candidates(root, manifest, vfilter, None if reparse else paths)
+        plan.warnings += vfilter.warnings  # after the walk, which adds the links it skipped
         changed: dict[str, FileEntry] = {}
         removed: list[str] = []
         to_parse: list[tuple[str, bytes, os.stat_result, str]] = []

@@ -82,13 +82,21 @@ def walk_notes(root: Path, vault_filter: VaultFilter, under: Iterable[str] = (""
         seen_dirs.add(real_dir)
         try:
             entries = list(os.scandir(directory))
-        except OSError:
+        except OSError as exc:
+            vault_filter.warnings.append(f"{rel_dir or '.'}/: cannot be read ({exc.strerror or exc}); its notes "
+                                         f"are left as they were")
             return
         for entry in entries:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             try:
                 link = entry.is_symlink()
                 if link and not inside(os.path.realpath(entry.path)):
+                    if rel.lower().endswith(".md") or entry.is_dir(follow_symlinks=True):
+                        vault_filter.warnings.append(f"{rel}: a link to outside the notes folder ({os.readlink(entry.path)}); "
+                                                     f"not indexed")
+                    continue
+                if link and rel.lower().endswith(".md") and not os.path.exists(entry.path):
+                    vault_filter.warnings.append(f"{rel}: a link to nothing ({os.readlink(entry.path)}); not indexed")
                     continue
                 if entry.is_dir(follow_symlinks=True):
                     if not vault_filter.ignored(rel, is_dir=True):
