@@ -528,6 +528,9 @@ class Client(_BaseClient):
             self._turn_owner = threading.get_ident()
             try:
                 return self._request(command, vault, progress)
+            except TimeoutError:
+                raise DaemonUnavailable(f"no reply from the daemon within {self.timeout:g}s (this Client's timeout); "
+                                        f"the request may still complete there") from None
             finally:
                 self._turn_owner = None
 
