@@ -205,21 +205,11 @@ def _pending_error(sock: socket.socket) -> HebbsError | None:
 # Arguments ------------------------------------------------------------------------------------
 
 def to_micros(value: Any, field: str) -> int | None:
-    """A tz-aware datetime, an ISO 8601 text or microseconds since the epoch, as microseconds."""
+    """A tz-aware datetime, an ISO 8601 text or microseconds since the epoch, as microseconds (an
+    integer goes as given: the daemon checks its range)."""
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
-    if isinstance(value, str):
-        try:
-            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidInput(f"{field} {value!r} is not an ISO 8601 time") from None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise InvalidInput(f"{field} must be timezone-aware (naive datetimes are ambiguous)")
-        return int(round(value.timestamp() * 1_000_000))
-    raise InvalidInput(f"{field} must be a datetime, an ISO 8601 text or microseconds, got {value!r}")
+    return validate.timestamp_us(value, field)
 
 
 def _time_range(value: Any) -> tuple[int | None, int | None] | None:

@@ -106,9 +106,17 @@ def entity(value: Any) -> str | None:
 
 
 def timestamp_us(value: Any, field: str) -> int | None:
-    """A tz-aware datetime or integer microseconds since the epoch."""
+    """A tz-aware datetime, an ISO 8601 text (UTC when it names no offset) or integer microseconds
+    since the epoch."""
     if value is None:
         return None
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(f"{field} {value!r} is not an ISO 8601 time") from None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
     if isinstance(value, dt.datetime):
         if value.tzinfo is None or value.utcoffset() is None:
             raise InvalidInput(f"{field} must be timezone-aware (naive datetimes are ambiguous)")
@@ -120,7 +128,8 @@ def timestamp_us(value: Any, field: str) -> int | None:
             raise InvalidInput(f"{field} must be before year 10000 (at most {MAX_TIMESTAMP_US} microseconds), "
                                f"got {value}")
         return value
-    raise InvalidInput(f"{field} must be a timezone-aware datetime or microseconds since the epoch, got {value!r}")
+    raise InvalidInput(f"{field} must be a timezone-aware datetime, an ISO 8601 text or microseconds since the "
+                       f"epoch, got {value!r}")
 
 
 def time_range(value: Any) -> tuple[int, int] | None:

@@ -308,3 +308,16 @@ def test_revising_importance_refreshes_the_decay_score(vault):
     revised = vault.revise(memory.id, importance=0.95)
     assert revised.decay_score == pytest.approx(memory.decay_score * 0.95 / 0.5, rel=1e-3)
     assert vault.get(memory.id).decay_score == revised.decay_score
+
+
+def test_times_may_be_iso_8601_text_as_through_a_client(vault):
+    """QA: the Client took ISO 8601 text for created_at, since and now, and the engine refused it."""
+    memory = vault.remember("a dated fact", created_at="2024-05-01T12:00:00Z")
+    assert memory.created_at == 1714564800000000
+    naive = vault.remember("a text with no offset is UTC", created_at="2024-05-01T12:00:00")
+    assert naive.created_at == memory.created_at
+    with pytest.raises(InvalidInput, match="not an ISO 8601 time"):
+        vault.remember("x", created_at="next tuesday")
+    vault.remember("a later fact", created_at="2024-06-01T00:00:00+02:00")
+    found = vault.recall("fact", time_range=("2024-05-01", "2024-05-02"), strategies=["similarity"])
+    assert {r.memory.id for r in found.results} == {memory.id, naive.id}  # not the later fact
