@@ -15,7 +15,6 @@ Like the CLI, this module must not import numpy, the model or the engine.
 
 from __future__ import annotations
 
-import datetime as dt
 import fcntl
 import itertools
 import os
