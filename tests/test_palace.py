@@ -75,6 +75,11 @@ class Palace:
     def page_url(self, path: str) -> str:
         return self.base + path
 
+    def cookie(self) -> dict[str, str]:
+        """The Cookie header a browser holds once it opened the printed address."""
+        traded = raw(self, "GET", f"/?token={self.token}").getheader("Set-Cookie")
+        return {"Cookie": traded.split(";", 1)[0]}
+
 
 @pytest.fixture(scope="module")
 def palace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Palace]:
@@ -357,9 +362,10 @@ def test_opening_a_memory_reinforces_it_once_per_window_and_the_page_shows_its_a
         memory = client.remember("The staging database is wiped every Sunday night.", entity_id="ops-notes")
     assert accesses(memory.id) == (0, [])
     page.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id}"))
-    # Opened: used once, through the socket's reinforce; the page it rendered already shows it.
+    # Opened: the page says so once (a POST), which reinforces through the socket's own reinforce,
+    # then shows itself again with that use.
+    expect(page.locator("#access-count")).to_have_text("1 time")
     assert accesses(memory.id) == (1, ["panel"])
-    assert page.locator("#access-count").inner_text() == "1 time"
     assert page.locator("#access-history li").all_inner_texts()[0].endswith("opened in the Memory Palace")
     for _ in range(3):  # reloads and a second tab within the window are the same use
         page.reload()
@@ -370,6 +376,7 @@ def test_opening_a_memory_reinforces_it_once_per_window_and_the_page_shows_its_a
     # An agent uses it: newest first on the page.
     palace.daemon.hebbs("--global", "used", memory.id)
     page.reload()
+    expect(page.locator("#access-count")).to_have_text("2 times")
     assert accesses(memory.id) == (2, ["used", "panel"])
     rows = page.locator("#access-history li")
     assert rows.count() == 2 and "used" in rows.nth(0).inner_text() and "opened in" in rows.nth(1).inner_text()
@@ -500,7 +507,7 @@ def raw(palace: Palace, method: str, path: str, *, host: str | None = None, head
 
 
 def test_a_foreign_host_header_is_refused_even_with_the_token(palace: Palace) -> None:
-    cookie = {"Cookie": f"hebbs_panel={palace.token}"}
+    cookie = palace.cookie()
     assert raw(palace, "GET", "/", headers=cookie).status == 200
     assert raw(palace, "GET", "/", host=f"localhost:{palace.port}", headers=cookie).status == 200
     for host in (f"evil.example:{palace.port}", "127.0.0.1", f"127.0.0.1:{palace.port + 1}", f"attacker.localhost:{palace.port}"):
@@ -511,19 +518,20 @@ def test_a_foreign_host_header_is_refused_even_with_the_token(palace: Palace) ->
 def test_every_page_and_action_needs_the_token(palace: Palace) -> None:
     for path in ("/", "/recall", "/graph", f"/api/graph?vault={q(palace.home)}", "/events", "/queries"):
         assert raw(palace, "GET", path).status == 403, path
-        assert raw(palace, "GET", path, headers={"Cookie": "hebbs_panel=wrong"}).status == 403, path
+        assert raw(palace, "GET", path, headers={"Cookie": f"hebbs_panel_{palace.port}=wrong"}).status == 403, path
+        # The cookie holds a session value of its own, not the token.
+        assert raw(palace, "GET", path, headers={"Cookie": f"hebbs_panel_{palace.port}={palace.token}"}).status == 403
     with palace.daemon.client(global_=True) as client:
         memory = client.remember("A memory nobody may forget without the token.")
     form = f"vault={q(palace.home)}&id={memory.id}&confirm=yes"
     # Without the token, with a wrong one, and with the cookie alone (what a cross-site form would send).
     assert raw(palace, "POST", "/memory/forget", body=form).status == 403
-    assert raw(palace, "POST", "/memory/forget", body=form + "&token=wrong",
-               headers={"Cookie": f"hebbs_panel={palace.token}"}).status == 403
-    assert raw(palace, "POST", "/memory/forget", body=form, headers={"Cookie": f"hebbs_panel={palace.token}"}).status == 403
+    cookie = palace.cookie()
+    assert raw(palace, "POST", "/memory/forget", body=form + "&token=wrong", headers=cookie).status == 403
+    assert raw(palace, "POST", "/memory/forget", body=form, headers=cookie).status == 403
     with palace.daemon.client(global_=True) as client:
         assert client.get(memory.id).id == memory.id  # still there
-    done = raw(palace, "POST", "/memory/forget", body=form + f"&token={palace.token}",
-               headers={"Cookie": f"hebbs_panel={palace.token}"})
+    done = raw(palace, "POST", "/memory/forget", body=form + f"&token={palace.token}", headers=cookie)
     assert done.status == 303
 
 
@@ -531,14 +539,17 @@ def test_the_printed_address_trades_its_token_for_a_strict_cookie(palace: Palace
     response = raw(palace, "GET", f"/?token={palace.token}")
     assert response.status == 303 and response.getheader("Location") == "/"
     cookie = response.getheader("Set-Cookie")
-    assert f"hebbs_panel={palace.token}" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    # Named after the port: cookies ignore ports, and two daemons' panels must not overwrite each other's.
+    assert cookie.startswith(f"hebbs_panel_{palace.port}=") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert palace.token not in cookie  # a session value: the token, which authorizes changes, stays out of it
 
 
 def test_responses_carry_a_self_only_policy_and_no_path_leaves_the_panel(palace: Palace) -> None:
-    cookie = {"Cookie": f"hebbs_panel={palace.token}"}
+    cookie = palace.cookie()
     response = raw(palace, "GET", "/", headers=cookie)
     csp = response.getheader("Content-Security-Policy")
     assert "default-src 'self'" in csp and "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert "worker-src 'self'" in csp and "'unsafe-inline'" not in csp
     assert response.getheader("X-Content-Type-Options") == "nosniff"
     assert raw(palace, "GET", "/static/panel.css").status == 200
     for path in ("/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2fservice.py", "/static//etc/passwd",
@@ -582,14 +593,16 @@ def test_an_index_run_shows_its_progress_on_the_overview_and_can_be_cancelled(pa
         (big / f"note-{n:04d}.md").write_text(f"# Note {n}\n\nFact number {n} about project {n % 17}.\n\n"
                                              f"## Detail\n\nMore about item {n}, owned by team {n % 5}.\n")
     hebbs = str(Path(sys.executable).with_name("hebbs"))
+    # The overview is open before the run starts: it notices the run without a reload.
+    page.goto(palace.page_url("/"))
+    page.wait_for_selector("#live.on")
+    page.evaluate("window.__not_reloaded = true")
     run = subprocess.Popen([hebbs, "index", str(big)], env=palace.daemon.env(), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not page.locator("[data-indexing]").count():
-            assert run.poll() is None and time.monotonic() < deadline, "the run ended before the page saw it"
-            page.goto(palace.page_url("/"))
+        page.wait_for_selector("[data-indexing]")
         assert "indexing:" in page.locator("[data-indexing]").inner_text()
+        assert page.evaluate("window.__not_reloaded") is True
         page.locator("[data-indexing] button:has-text('Cancel')").click()
         _, stderr = run.communicate(timeout=120)
     finally:
@@ -646,3 +659,179 @@ def test_the_daemon_serves_the_panel_from_its_start_as_configured(monkeypatch: p
         assert served["port"] == port
     finally:
         off.cleanup()
+
+
+# QA findings ------------------------------------------------------------------------------------------
+
+def test_eight_tabs_all_load_and_follow_live_updates(browser: Any, palace: Palace) -> None:
+    """Each page used to hold its own event stream: the 7th tab waited for one of the six connections."""
+    context = browser.new_context()
+    try:
+        tabs = []
+        for n in range(8):
+            tab = context.new_page()
+            tab.set_default_timeout(UI_WAIT_MS)
+            tab.goto(palace.url if n == 0 else palace.page_url(f"/timeline?vault={q(palace.home)}&entity=tabs"))
+            if n == 0:
+                tab.goto(palace.page_url(f"/timeline?vault={q(palace.home)}&entity=tabs"))
+            tab.wait_for_selector("#live.on")
+            tabs.append(tab)
+        palace.daemon.hebbs("--global", "remember", "Eight tabs follow one event stream.", "--entity", "tabs")
+        for tab in tabs:
+            tab.wait_for_selector("text=Eight tabs follow one event stream.")
+    finally:
+        context.close()
+
+
+def test_no_get_changes_a_memory(palace: Palace) -> None:
+    """A page on another local port could make the browser GET anything: a GET never reinforces."""
+    with palace.daemon.client(global_=True) as client:
+        memory = client.remember("The lighthouse keeper logs the weather at dawn.", entity_id="lighthouse")
+    cookie = palace.cookie()
+    assert raw(palace, "GET", f"/memory?vault={q(palace.home)}&id={memory.id}", headers=cookie).status == 200
+    assert raw(palace, "GET", f"/recall?vault={q(palace.home)}&cue=lighthouse+weather&run=1&reinforce=1",
+               headers=cookie).status == 200
+    with palace.daemon.client(global_=True) as client:
+        assert client.get(memory.id).access_count == 0
+    # The same recall posted with the token counts; the page's own POST says it was opened.
+    form = f"vault={q(palace.home)}&cue=lighthouse+weather&top_k=1&run=1&reinforce=1&token={palace.token}"
+    assert raw(palace, "POST", "/recall", body=form, headers=cookie).status == 200
+    assert raw(palace, "POST", "/recall", body=form.replace(palace.token, "wrong"), headers=cookie).status == 403
+    with palace.daemon.client(global_=True) as client:
+        assert client.get(memory.id).access_count == 1
+
+
+def test_a_cookie_sent_by_another_site_or_port_is_refused(palace: Palace) -> None:
+    cookie = palace.cookie()
+    for site in ("same-site", "cross-site"):
+        assert raw(palace, "GET", "/", headers={**cookie, "Sec-Fetch-Site": site}).status == 403, site
+    for site in ("same-origin", "none"):
+        assert raw(palace, "GET", "/", headers={**cookie, "Sec-Fetch-Site": site}).status == 200, site
+    # A client that carries the token itself is not riding a cookie.
+    assert raw(palace, "GET", "/", headers={"X-Hebbs-Token": palace.token, "Sec-Fetch-Site": "cross-site"}).status == 200
+
+
+def test_bad_requests_get_clear_pages_never_a_500_or_an_off_site_redirect(palace: Palace) -> None:
+    cookie = palace.cookie()
+    pin = raw(palace, "POST", "/memory/pin", body=f"vault={q(palace.home)}&pinned=1&token={palace.token}", headers=cookie)
+    assert pin.status == 400 and pin.getheader("Content-Type").startswith("text/html")
+    snowman = raw(palace, "GET", f"/%E2%98%83?token={palace.token}")
+    assert snowman.status == 303 and snowman.getheader("Location") == "/%E2%98%83"
+    missing = raw(palace, "GET", "/%E2%98%83", headers=cookie)
+    assert missing.status == 404 and missing.getheader("Content-Type").startswith("text/html")
+    for path in ("//evil.com/x", "/\\evil.com/x"):
+        moved = raw(palace, "GET", f"{path}?token={palace.token}")
+        assert moved.status == 303 and not moved.getheader("Location").startswith(("//", "/\\")), path
+    unknown = raw(palace, "POST", "/memory/pin", body=f"vault=%2Fetc&id=x&token={palace.token}", headers=cookie)
+    assert unknown.status == 404 and unknown.getheader("Content-Type").startswith("text/html")
+    for weight in ("nan", "-1"):
+        assert raw(palace, "GET", f"/recall?vault={q(palace.home)}&w_relevance={weight}&run=1",
+                   headers=cookie).status == 400, weight
+
+
+def test_a_live_refresh_keeps_unsaved_text(page: Any, palace: Palace) -> None:
+    with palace.daemon.client(global_=True) as client:
+        memory = client.remember("The harbour ferry leaves at seven.", entity_id="harbour")
+    page.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id}"))
+    expect(page.locator("#access-count")).to_have_text("1 time")  # its own refresh after the open is done
+    page.wait_for_selector("#live.on")
+    page.fill("form.supersede textarea[name=content]", "The harbour ferry leaves at eight now.")
+    page.click("#memory-content")  # the field loses focus, its text unsaved
+    before = page.evaluate("document.body.dataset.updatedAt || ''")
+    palace.daemon.hebbs("--global", "remember", "Another memory arrives meanwhile.", "--entity", "harbour")
+    expect(page.locator("body")).not_to_have_attribute("data-updated-at", before)
+    assert page.input_value("form.supersede textarea[name=content]") == "The harbour ferry leaves at eight now."
+
+
+def test_a_playground_error_shows_beside_the_form_which_keeps_its_values(page: Any, palace: Palace) -> None:
+    page.goto(palace.page_url(f"/recall?vault={q(palace.home)}"))
+    page.fill("input[name=cue]", "sourdough")
+    page.fill("input[name=since]", "2030-01-02T00:00")
+    page.fill("input[name=until]", "2030-01-01T00:00")
+    page.click("button:has-text('Recall')")
+    expect(page.locator("#results .error")).to_contain_text("time_range start is after its end")
+    assert page.input_value("input[name=cue]") == "sourdough"
+    assert page.input_value("input[name=since]") == "2030-01-02T00:00"
+
+
+def test_a_page_says_when_its_daemon_stopped_and_when_it_restarted(browser: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from daemon_fixtures import DaemonHome, wait_until
+
+    port = free_port()
+    monkeypatch.setenv("HEBBS_PANEL", "on")
+    monkeypatch.setenv("HEBBS_PANEL_PORT", str(port))
+    daemon = DaemonHome(idle_timeout=0)
+    context = browser.new_context()
+    try:
+        daemon.start()
+        token = Path(daemon.home) / "panel.token"
+        wait_until(token.exists, what="the panel's token")
+        page = context.new_page()
+        page.set_default_timeout(UI_WAIT_MS)
+        page.goto(f"http://127.0.0.1:{port}/?token={token.read_text().strip()}")
+        page.wait_for_selector("#live.on")
+        daemon.stop()
+        expect(page.locator("#daemon-banner")).to_contain_text("The daemon stopped")
+        daemon.start()
+        expect(page.locator("#daemon-banner")).to_contain_text("The daemon restarted: open the panel again with `hebbs palace`")
+        page.reload()  # the page itself says so too, not a plain-text 403
+        assert "run `hebbs palace` again" in page.locator(".error").inner_text()
+    finally:
+        context.close()
+        daemon.cleanup()
+
+
+def test_contradictions_say_how_many_are_pending_beyond_those_shown(page: Any, palace: Palace) -> None:
+    root = palace.daemon.project()
+    palace.scratch.append(root)
+    with palace.daemon.client(vault=root) as client:
+        for name in ("build", "release"):
+            client.remember(f"The {name} pipeline is reliable.", entity_id=name)
+            client.remember(f"The {name} pipeline is unreliable.", entity_id=name)
+        pending = len(client.contradiction_prepare().candidates)
+    assert pending >= 2
+    vault = str((root / VAULT_DIR).resolve())
+    page.goto(palace.page_url(f"/contradictions?vault={q(vault)}&limit=1"))
+    assert page.locator("article.candidate").count() == 1
+    assert page.locator("#candidates-shown").inner_text().startswith(f"1 of {pending} pending shown")
+    page.click(f"text=show all {pending}")
+    assert page.locator("article.candidate").count() == pending
+
+
+def test_forgetting_says_forgotten_and_a_second_tab_hears_it_was_already_gone(page: Any, palace: Palace) -> None:
+    with palace.daemon.client(global_=True) as client:
+        memory = client.remember("The spare key hangs behind the shed door.", entity_id="keys")
+    address = palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id}")
+    other = page.context.new_page()
+    for tab in (page, other):
+        tab.goto(address)
+        tab.click("button:has-text('Forget')")
+        tab.wait_for_selector("text=Forget this memory?")
+    page.click("button:has-text('Yes, forget it')")
+    expect(page.locator(".notice")).to_have_text("memory forgotten")
+    other.click("button:has-text('Yes, forget it')")
+    expect(other.locator(".notice")).to_contain_text("already gone")
+    other.close()
+
+
+def test_the_small_graph_keeps_the_console_free_of_policy_errors(page: Any, palace: Palace) -> None:
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    open_graph(page, palace, palace.home)
+    assert page.locator("#graph").get_attribute("data-renderer") == "cytoscape"
+    assert not errors, errors
+
+
+def test_a_very_long_entity_name_wraps_and_bidi_controls_stay_inside_their_text(page: Any, palace: Palace) -> None:
+    entity = "x" * 300
+    with palace.daemon.client(global_=True) as client:
+        memory = client.remember("Invoice \u202egnp.exe\u202c was attached to the ticket.", entity_id=entity)
+    for path in ("/", f"/timeline?vault={q(palace.home)}", f"/memory?vault={q(palace.home)}&id={memory.id}"):
+        page.goto(palace.page_url(path))
+        wide = page.evaluate("""() => Array.from(document.querySelectorAll('main *')).filter((el) =>
+            el.getBoundingClientRect().right > 1280).slice(0, 3).map((el) => el.tagName + '.' + el.className)""")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280, (path, wide)
+    page.goto(palace.page_url(f"/timeline?vault={q(palace.home)}&entity={entity}"))
+    link = page.locator("a.mem-link").first
+    assert link.get_attribute("dir") == "auto"
+    assert link.evaluate("(a) => getComputedStyle(a).unicodeBidi") == "isolate"

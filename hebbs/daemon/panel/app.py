@@ -6,12 +6,14 @@ import asyncio
 import datetime as dt
 import json
 import logging
+import math
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
 
 import msgspec
 from starlette.applications import Starlette
+from starlette.datastructures import QueryParams
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -32,12 +34,16 @@ log = logging.getLogger("hebbs.daemon.panel")
 KEEPALIVE_SECONDS = 15.0
 # The panel's forms are small and urlencoded (parsed here: no multipart parser needed).
 MAX_FORM_BYTES = 1024 * 1024
+# Pending contradictions a page shows unless asked for more (each is two memories in full).
+CONTRADICTIONS_SHOWN = 100
 
 
 def build_app(service: PanelHost) -> Any:
     routes = Routes(service)
     app = Starlette(routes=[
-        Route("/", routes.overview), Route("/recall", routes.recall), Route("/memory", routes.memory),
+        Route("/", routes.overview), Route("/recall", routes.recall, methods=["GET", "POST"]),
+        Route("/memory", routes.memory), Route("/memory/opened", routes.opened, methods=["POST"]),
+        Route("/api/alive", routes.alive),
         Route("/source", routes.source), Route("/graph", routes.graph), Route("/api/graph", routes.graph_json),
         Route("/timeline", routes.timeline), Route("/contradictions", routes.contradictions),
         Route("/insights", routes.insights), Route("/queries", routes.queries), Route("/events", routes.events),
@@ -47,7 +53,7 @@ def build_app(service: PanelHost) -> Any:
         Route("/contradictions/verdict", routes.verdict, methods=["POST"]),
         Route("/index/cancel", routes.cancel_index, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC, follow_symlink=False), name="static"),
-    ])
+    ], exception_handlers={HTTPException: routes.http_error})
     return Guard(app, service.token, lambda: service.port or 0)
 
 
@@ -81,31 +87,51 @@ class Routes:
         finally:
             self.service.inflight -= 1
 
-    async def _form(self, request: Request) -> dict[str, str]:
+    async def _posted(self, request: Request) -> QueryParams:
         """The posted form, once its token is checked (the cookie alone never authorizes a change)."""
         if len(await request.body()) > MAX_FORM_BYTES:
             raise PermissionError
-        form = dict(parse_qsl((await request.body()).decode("utf-8", errors="replace"), keep_blank_values=True))
+        form = QueryParams((await request.body()).decode("utf-8", errors="replace"))
         if not (token_matches(form.get(FORM_FIELD), self.service.token)
                 or request.scope.get("state", {}).get("token_in_header")):
             raise PermissionError
+        return form
+
+    async def _form(self, request: Request) -> dict[str, str]:
+        form = dict((await self._posted(request)).items())
         form["vault"] = self.service.vaults.check(form.get("vault"))
         return form
+
+    def _refused(self, request: Request) -> HTMLResponse:
+        return self._page(request, "Not allowed", str(self.home), pages.error_box(
+            "a change needs the panel's token in the form or the X-Hebbs-Token header"), status=403, live=False)
 
     async def _act(self, request: Request, act: Any) -> Response:
         try:
             form = await self._form(request)
         except PermissionError:
-            return Response("a change needs the panel's token in the form or the X-Hebbs-Token header", 403)
+            return self._refused(request)
         except HebbsError as exc:
-            return Response(str(exc), 404)
+            return self._page(request, "Not done", str(self.home), pages.error_box(str(exc)), status=404, live=False)
         self.service.inflight += 1
         try:
             return await act(form)
         except HebbsError as exc:
-            return self._page(request, "Not done", form["vault"], pages.error_box(str(exc)), status=400, live=False)
+            status = 404 if isinstance(exc, NotFound) else 400
+            return self._page(request, "Not done", form["vault"], pages.error_box(str(exc)), status=status, live=False)
         finally:
             self.service.inflight -= 1
+
+    async def http_error(self, request: Request, exc: HTTPException) -> HTMLResponse:
+        """Starlette's own 404 and 405, as the panel's error page rather than bare text."""
+        message = {404: "there is no such page in the Memory Palace", 405: "this page does not take that method"}
+        return self._page(request, "Not found" if exc.status_code == 404 else "Not allowed", str(self.home),
+                          pages.error_box(message.get(exc.status_code, str(exc.detail))), status=exc.status_code,
+                          live=False)
+
+    async def alive(self, request: Request) -> Response:
+        """For open pages to tell a stopped daemon (no answer) from a restarted one (403: a new token)."""
+        return Response(status_code=204)
 
     # Pages ----------------------------------------------------------------------------------------
 
@@ -142,24 +168,47 @@ class Routes:
         return card
 
     async def recall(self, request: Request) -> HTMLResponse:
+        params = request.query_params
+        if request.method == "POST":
+            # A recall that counts as use changes scores: a POST with the token, never a GET.
+            try:
+                params = await self._posted(request)
+            except PermissionError:
+                return self._refused(request)
+        failed = False
+
         async def render(vault: str) -> str:
-            form = recall_form(request)
+            nonlocal failed
+            form, problems = recall_form(params, reinforce_allowed=request.method == "POST")
             entities = await self.data.cached_view(vault, data.entity_names)
-            body = pages.recall_form(vault, form, entities)
-            if request.query_params.get("run"):
-                command, ignored = recall_command(form)
-                results = await self.data.command(command, vault)
-                body += '<div class="results" id="results">' + pages.recall_results(
-                    vault, results, form, pages.command_line(vault, self.home, form), ignored) + "</div>"
+            body = pages.recall_form(vault, self.service.token, form, entities)
+            results = ""
+            if params.get("run") and not problems:
+                try:
+                    command, ignored = recall_command(form)
+                    found = await self.data.command(command, vault)
+                    results = pages.recall_results(vault, found, form, pages.command_line(vault, self.home, form), ignored)
+                except HebbsError as exc:
+                    problems.append(str(exc))
+            if params.get("reinforce") and request.method != "POST":
+                results = pages.notice("this recall did not count as use: one that does runs only from the "
+                                       "Recall button (a link cannot reinforce)") + results
+            if problems:
+                failed = True
+                # Beside the form, which keeps what was typed: the error is one field to fix, not a dead end.
+                results = "".join(pages.error_box(p) for p in problems) + results
+            if results:
+                body += f'<div class="results" id="results">{results}</div>'
             return f'<div class="playground-grid">{body}</div>'
 
-        return await self._guarded(request, "Recall playground", render, live=False)
+        response = await self._guarded(request, "Recall playground", render, live=False)
+        if failed:
+            response.status_code = 400
+        return response
 
     async def memory(self, request: Request) -> HTMLResponse:
         async def render(vault: str) -> str:
             inspection = await self.data.command(Inspect(id=_required(request, "id")), vault)
-            if await self._opened(vault, inspection.memory):
-                inspection = await self.data.command(Inspect(id=inspection.memory.id), vault)
             m = inspection.memory
             ids = [x for ed in inspection.edges for x in (ed.source, ed.target)] + ([m.superseded_by] if m.superseded_by else [])
             others = await self.data.view(vault, data.memories_by_id, ids[:400])
@@ -169,6 +218,15 @@ class Routes:
             return pages.memory_page(vault, self.service.token, inspection, others, chain, lines, original)
 
         return await self._guarded(request, "Memory", render)
+
+    async def opened(self, request: Request) -> Response:
+        """The memory page, once per load, says a person opened it (a POST: the page's GET, which a live
+        refresh or another site's <img> repeats, never writes). 200 when that counted as a use, else 204."""
+        async def act(form: dict[str, str]) -> Response:
+            memory = (await self.data.command(Inspect(id=_field(form, "id")), form["vault"])).memory
+            return Response(status_code=200 if await self._opened(form["vault"], memory) else 204)
+
+        return await self._act(request, act)
 
     async def _opened(self, vault: str, memory: Any) -> bool:
         """A person opening a memory is using it: reinforce it through the socket's own `reinforce`, once
@@ -222,14 +280,17 @@ class Routes:
                 raise InvalidInput(f"kind must be EPISODE or INSIGHT, got {kind!r}")
             entities = await self.data.cached_view(vault, data.entity_names)
             memories, total = await self.data.view(vault, data.timeline, entity, kind)
-            return pages.timeline_page(vault, entity, kind, entities, memories, total)
+            return pages.timeline_page(vault, entity, kind, entities, memories, total, request.query_params.get("done"))
 
         return await self._guarded(request, "Timeline", render)
 
     async def contradictions(self, request: Request) -> HTMLResponse:
         async def render(vault: str) -> str:
-            prepared = await self.data.command(ContradictionPrepare(max_results=100), vault)
-            return pages.contradictions_page(vault, self.service.token, prepared, request.query_params.get("done"))
+            limit = _int(request.query_params.get("limit"), "limit", CONTRADICTIONS_SHOWN)
+            prepared = await self.data.command(ContradictionPrepare(max_results=max(limit, 1)), vault)
+            pending = (await self.data.cached_view(vault, data.summary)).pending_contradictions
+            return pages.contradictions_page(vault, self.service.token, prepared, request.query_params.get("done"),
+                                             pending)
 
         return await self._guarded(request, "Contradictions", render)
 
@@ -273,7 +334,7 @@ class Routes:
         async def act(form: dict[str, str]) -> Response:
             entity = (form.get("entity") or "").strip() or None
             importance = _float(form.get("importance"), "importance")
-            memory = await self.data.command(Revise(id=form["id"], content=form.get("content") or None,
+            memory = await self.data.command(Revise(id=_field(form, "id"), content=form.get("content") or None,
                                                     importance=importance, entity_id=entity), form["vault"])
             return _back("/memory", vault=form["vault"], id=memory.id)
 
@@ -281,7 +342,7 @@ class Routes:
 
     async def pin(self, request: Request) -> Response:
         async def act(form: dict[str, str]) -> Response:
-            inspection = await self.data.command(Inspect(id=form["id"]), form["vault"])
+            inspection = await self.data.command(Inspect(id=_field(form, "id")), form["vault"])
             context = dict(inspection.memory.context)
             if form.get("pinned") == "1":
                 context["pinned"] = True
@@ -294,7 +355,7 @@ class Routes:
 
     async def supersede(self, request: Request) -> Response:
         async def act(form: dict[str, str]) -> Response:
-            old = (await self.data.command(Inspect(id=form["id"]), form["vault"])).memory
+            old = (await self.data.command(Inspect(id=_field(form, "id")), form["vault"])).memory
             content = (form.get("content") or "").strip()
             if not content:
                 raise InvalidInput("write the new memory that supersedes this one")
@@ -306,12 +367,19 @@ class Routes:
 
     async def forget(self, request: Request) -> Response:
         async def act(form: dict[str, str]) -> Response:
+            memory_id = _field(form, "id")
             if form.get("confirm") != "yes":
-                memory = (await self.data.command(Inspect(id=form["id"]), form["vault"])).memory
+                memory = (await self.data.command(Inspect(id=memory_id), form["vault"])).memory
                 return self._page(request, "Forget this memory?", form["vault"],
                                   pages.forget_confirm(form["vault"], self.service.token, memory), live=False)
-            await self.data.command(Forget(ids=[form["id"]]), form["vault"])
-            return _back("/timeline", vault=form["vault"])
+            try:
+                done = await self.data.command(Forget(ids=[memory_id]), form["vault"])
+            except NotFound:
+                done = None
+            # Another tab may have forgotten it first: that is not this click's success.
+            said = ("memory forgotten" if done is not None and done.forgotten else
+                    "that memory was already gone (forgotten elsewhere, perhaps in another tab)")
+            return _back("/timeline", vault=form["vault"], done=said)
 
         return await self._act(request, act)
 
@@ -341,20 +409,38 @@ class Routes:
 
 # Recall form ----------------------------------------------------------------------------------------
 
-def recall_form(request: Request) -> dict[str, Any]:
-    q = request.query_params
-    weights = {name: _float(q.get(f"w_{name}"), name, default) for name, default in pages.WEIGHTS}
+def recall_form(q: QueryParams, reinforce_allowed: bool) -> tuple[dict[str, Any], list[str]]:
+    """The playground's fields, and what is wrong with them: a bad field keeps its default, so the form
+    can be shown again with the error beside it."""
+    problems: list[str] = []
+
+    def parsed(parse: Any, *args: Any) -> Any:
+        try:
+            return parse(*args)
+        except InvalidInput as exc:
+            problems.append(str(exc))
+            return args[-1]
+
+    weights = {name: parsed(_float, q.get(f"w_{name}"), name, default) for name, default in pages.WEIGHTS}
+    for name, default in pages.WEIGHTS:
+        if weights[name] < 0:  # said per field here: the engine's message would print the whole struct
+            problems.append(f"the {name} weight must be 0 or more, got {weights[name]:g}")
+            weights[name] = default
     strategies = [s for s in q.getlist("strategy") if s in pages.STRATEGIES]
-    top_k = _int(q.get("top_k"), "top-k", 10)
-    depth = _int(q.get("depth"), "depth", 3)
+    top_k = parsed(_int, q.get("top_k"), "top-k", 10)
+    depth = parsed(_int, q.get("depth"), "depth", 3)
     direction = q.get("direction") or "forward"
     if direction not in ("forward", "backward", "both"):
-        raise InvalidInput(f"direction must be forward, backward or both, got {direction!r}")
-    return {"cue": (q.get("cue") or "").strip(), "strategies": strategies, "weights": weights, "top_k": top_k,
+        problems.append(f"direction must be forward, backward or both, got {direction!r}")
+        direction = "forward"
+    form = {"cue": (q.get("cue") or "").strip(), "strategies": strategies, "weights": weights, "top_k": top_k,
             "entity": q.get("entity") or "", "since": q.get("since") or "", "until": q.get("until") or "",
             "seed": (q.get("seed") or "").strip(), "direction": direction, "depth": depth,
             "include_superseded": bool(q.get("include_superseded")),
+            # Shown checked as asked; honoured only for a POST (the route says when it was not).
             "reinforce": bool(q.get("reinforce")) if q.get("run") else False}
+    form["reinforce_now"] = form["reinforce"] and reinforce_allowed
+    return form, problems
 
 
 def recall_command(form: dict[str, Any]) -> tuple[Recall, list[str]]:
@@ -365,7 +451,7 @@ def recall_command(form: dict[str, Any]) -> tuple[Recall, list[str]]:
     fields: dict[str, Any] = dict(
         cue=form["cue"] or None, strategies=form["strategies"] or None, top_k=form["top_k"],
         entity_id=form["entity"] or None, time_range=window, weights=ScoringWeights(**form["weights"]),
-        include_superseded=form["include_superseded"], reinforce=form["reinforce"])
+        include_superseded=form["include_superseded"], reinforce=form["reinforce_now"])
     ignored: list[str] = []
     if "causal" in form["strategies"]:
         wanted = {"seed": form["seed"] or None, "direction": form["direction"], "max_depth": form["depth"]}
@@ -393,9 +479,12 @@ def _float(raw: str | None, what: str, default: float | None = None) -> float | 
     if raw in (None, ""):
         return default
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
-        raise InvalidInput(f"{what} must be a number, got {raw!r}") from None
+        value = math.nan
+    if not math.isfinite(value):
+        raise InvalidInput(f"{what} must be a number, got {raw!r}")
+    return value
 
 
 def _int(raw: str | None, what: str, default: int) -> int:
@@ -405,6 +494,13 @@ def _int(raw: str | None, what: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise InvalidInput(f"{what} must be a whole number, got {raw!r}") from None
+
+
+def _field(form: dict[str, str], name: str) -> str:
+    value = form.get(name)
+    if not value:
+        raise InvalidInput(f"this action needs the form field {name}")
+    return value
 
 
 def _required(request: Request, name: str) -> str:

@@ -48,7 +48,8 @@ def kind_badge(kind: Any) -> str:
 
 
 def memory_link(vault: str, memory: Memory, n: int = 160) -> str:
-    return f'<a class="mem-link" href="{url("/memory", vault=vault, id=memory.id)}">{e(snippet(memory.content, n))}</a>'
+    return (f'<a class="mem-link" dir="auto" href="{url("/memory", vault=vault, id=memory.id)}">'
+            f'{e(snippet(memory.content, n))}</a>')
 
 
 def bar(value: float, label: str, title: str = "", css: str = "") -> str:

@@ -79,7 +79,7 @@ def _vault_card(card: dict[str, Any], home: Path, token: str) -> str:
         f'<meter min="0" max="{top}" value="{n}"></meter><span class="num">{n}</span></li>'
         for name, n in summary.entities)
     more = summary.entity_count - len(summary.entities)
-    entity_html = (f'<ul class="entities">{entities}</ul>' + (f'<p class="muted">and {more} more entities</p>' if more > 0 else "")
+    entity_html = (f'<ul class="entities">{entities}</ul>' + (f'<p class="muted">and {more} more {"entity" if more == 1 else "entities"}</p>' if more > 0 else "")
                    + (f'<p class="muted">{_count(summary.no_entity, "memory", "memories")} without an entity</p>'
                       if summary.no_entity else ""))
     candidates = card["candidates"]
@@ -91,7 +91,7 @@ def _vault_card(card: dict[str, Any], home: Path, token: str) -> str:
     notes = _notes_state(card, token)
     return f"""<section class="card vault" data-vault-card="{e(vault)}">{head}
 <p class="path"><code>{e(vault)}</code></p>
-<div class="big"><span class="count" data-memories="{stats.memories}">{stats.memories}</span> memories {kinds}
+<div class="big"><span class="count" data-memories="{stats.memories}">{stats.memories}</span> {"memory" if stats.memories == 1 else "memories"} {kinds}
 <span class="chip">superseded {stats.superseded}</span></div>
 <div class="grid2"><div><h3>Entities ({summary.entity_count})</h3>{entity_html or '<p class="muted">no entities</p>'}</div>
 <div><h3>Upkeep</h3><dl class="facts"><dt>contradictions</dt><dd>{pending_html}</dd>
@@ -128,7 +128,7 @@ def sweep_text(sweeper: Any) -> str | None:
 
 # Recall playground -----------------------------------------------------------------------------------
 
-def recall_form(vault: str, form: dict[str, Any], entities: list[tuple[str, int]]) -> str:
+def recall_form(vault: str, token: str, form: dict[str, Any], entities: list[tuple[str, int]]) -> str:
     checks = "".join(
         f'<label class="check"><input type="checkbox" name="strategy" value="{s}"'
         f'{" checked" if s in form["strategies"] else ""}> {s}</label>' for s in STRATEGIES)
@@ -140,7 +140,9 @@ def recall_form(vault: str, form: dict[str, Any], entities: list[tuple[str, int]
         f'<option value="{e(n)}"{" selected" if n == form["entity"] else ""}>{e(n)} ({c})</option>' for n, c in entities)
     directions = "".join(f'<option{" selected" if d == form["direction"] else ""}>{d}</option>'
                          for d in ("forward", "backward", "both"))
-    return f"""<form class="card playground" method="get" action="/recall" id="recall-form">{hidden(vault=vault, run="1")}
+    # The token is for the script, which posts a recall that counts as use (a GET must not change scores);
+    # as a hidden field it would land in the address of every plain recall.
+    return f"""<form class="card playground" method="get" action="/recall" id="recall-form" data-token="{e(token)}">{hidden(vault=vault, run="1")}
 <label class="cue">cue <input type="search" name="cue" value="{e(form["cue"])}" placeholder="what to look for" autofocus></label>
 <fieldset><legend>strategies <span class="muted">(none: lexical + similarity fused)</span></legend>{checks}
 <div class="causal"><label>causal seed <input name="seed" value="{e(form["seed"])}" placeholder="memory id (optional)" size="28"></label>
@@ -288,7 +290,8 @@ def memory_page(vault: str, token: str, inspection: Any, others: dict[str, Memor
 {button_form("/memory/forget", "Forget…", token, "danger", vault=vault, id=m.id)}</div>
 <form method="post" action="/memory/supersede" class="supersede">{hidden(token=token, vault=vault, id=m.id)}
 <label>supersede with a new memory<textarea name="content" rows="2" placeholder="the corrected fact"></textarea></label>
-<button type="submit">Supersede</button></form></section>"""
+<button type="submit">Supersede</button></form>
+<form method="post" action="/memory/opened" id="memory-opened" hidden>{hidden(token=token, vault=vault, id=m.id)}</form></section>"""
     return f"""{superseded}<section class="card memory"><pre class="content-full" id="memory-content">{e(m.content)}</pre>
 <div class="grid2"><div><h3>Metadata</h3><dl class="facts">{meta_html}</dl><h3>Context</h3>{context_html}</div>
 <div><h3>Source</h3>{source}<h3>Access</h3>{access}</div></div></section>
@@ -361,7 +364,7 @@ def graph_page(vault: str) -> str:
 
 
 def timeline_page(vault: str, entity: str | None, kind: str | None, entities: list[tuple[str, int]],
-                  memories: list[Memory], total: int) -> str:
+                  memories: list[Memory], total: int, message: str | None = None) -> str:
     options = '<option value="">every entity</option>' + "".join(
         f'<option value="{e(n)}"{" selected" if n == entity else ""}>{e(n)} ({c})</option>' for n, c in entities)
     kinds = '<option value="">every kind</option>' + "".join(
@@ -369,7 +372,7 @@ def timeline_page(vault: str, entity: str | None, kind: str | None, entities: li
     form = (f'<form method="get" action="/timeline" class="card filters auto-submit">{hidden(vault=vault)}'
             f'<label>entity <select name="entity">{options}</select></label>'
             f'<label>kind <select name="kind">{kinds}</select></label><noscript><button>show</button></noscript></form>')
-    shown = f'<p class="muted">{total} memories' + (f", the newest {len(memories)} shown" if total > len(memories) else "") + ", oldest first</p>"
+    shown = f'<p class="muted">{_count(total, "memory", "memories")}' + (f", the newest {len(memories)} shown" if total > len(memories) else "") + ", oldest first</p>"
     items, day = [], None
     for m in memories:
         this_day = when(m.created_at)[:10]
@@ -379,13 +382,17 @@ def timeline_page(vault: str, entity: str | None, kind: str | None, entities: li
         items.append(f'<li class="event{" superseded" if m.superseded_by else ""}"><time>{when(m.created_at)[11:19]}</time>'
                      f'{kind_badge(m.kind)}{f"<span class=chip>{e(m.entity_id)}</span>" if m.entity_id and not entity else ""}'
                      f'{memory_link(vault, m, 220)}</li>')
-    return form + shown + f'<section class="card"><ol class="timeline">{"".join(items)}</ol></section>'
+    return (notice(message) if message else "") + form + shown + f'<section class="card"><ol class="timeline">{"".join(items)}</ol></section>'
 
 
 # Contradictions, insights, query log -----------------------------------------------------------------
 
-def contradictions_page(vault: str, token: str, prepared: Any, message: str | None) -> str:
+def contradictions_page(vault: str, token: str, prepared: Any, message: str | None, pending: int) -> str:
     out = [notice(message)] if message else []
+    shown = len(prepared.candidates)
+    if pending > shown:
+        out.append(f'<p class="muted" id="candidates-shown">{shown} of {pending} pending shown: settle these and the next '
+                   f'come up, or <a href="{url("/contradictions", vault=vault, limit=pending)}">show all {pending}</a></p>')
     if not prepared.candidates:
         out.append('<p class="muted" id="no-candidates">No contradiction candidates pending.</p>')
     for c in prepared.candidates:
@@ -403,7 +410,7 @@ def contradictions_page(vault: str, token: str, prepared: Any, message: str | No
 <p class="muted small">confidence {c.confidence:.2f} · similarity {c.similarity:.2f} · queued {when(c.created_at)}</p>
 <div class="sides">{sides}</div><ul class="reasons">{reasons}</ul><div class="row verdicts">{verdicts}</div></article>""")
     if prepared.dropped:
-        out.append(notice(f"{prepared.dropped} candidates dropped: a side was forgotten or replaced since"))
+        out.append(notice(f"{_count(prepared.dropped, 'candidate', 'candidates')} dropped: a side was forgotten or replaced since"))
     return "".join(out)
 
 
@@ -418,7 +425,7 @@ def insights_page(vault: str, insights: list[Any], sources: dict[str, Memory]) -
                       for s in i.source_ids)
         out.append(f"""<article class="card insight"><p class="content">{memory_link(vault, i.memory, 600)}</p>
 <p>{conf}{tags}<span class="muted small"> {when(i.memory.created_at)}</span></p>
-<h3>drawn from {len(i.source_ids)} memories</h3><ul class="sources">{src}</ul></article>""")
+<h3>drawn from {_count(len(i.source_ids), "memory", "memories")}</h3><ul class="sources">{src}</ul></article>""")
     return "".join(out)
 
 

@@ -1,31 +1,39 @@
 """What keeps the panel the user's own: the Host check, the per-daemon token, strict response headers.
 
 - Only `127.0.0.1:PORT` and `localhost:PORT` are accepted as Host (a DNS-rebinding page gets 403).
-- Every request but the static files needs the token: from the cookie the first visit sets (the URL
-  `hebbs palace` prints carries it once), or the X-Hebbs-Token header. A request that changes
-  something must also carry it in the form or the header, never in the cookie alone, so another
-  site's form cannot post through the user's cookie.
+- Every request but the static files needs the token (the URL `hebbs palace` prints carries it once,
+  or the X-Hebbs-Token header) or the session cookie the first visit trades it for. The cookie holds
+  a separate random session value, never the token, and is named after the port: cookies ignore
+  ports, so two daemons' panels on 127.0.0.1 would otherwise overwrite each other's. A request
+  that changes something must also carry the token in the form or the header, never the cookie
+  alone, so another site's form cannot post through the user's cookie.
+- SameSite does not tell ports apart: a page on another 127.0.0.1 port is "same-site" and its
+  browser requests carry the cookie. A request that only has the cookie is refused when the
+  browser says it came from another site or port (Sec-Fetch-Site: same-site or cross-site).
 - Content-Security-Policy allows this origin only: no external asset, no inline script or style.
 """
 
 from __future__ import annotations
 
+import html
 import os
 import secrets
-from http.cookies import SimpleCookie
+from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Any, Awaitable, Callable
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from hebbs.fsutil import atomic_write
 
 TOKEN_FILE = "panel.token"
-COOKIE = "hebbs_panel"
+COOKIE_PREFIX = "hebbs_panel_"
 HEADER = "x-hebbs-token"
+# What a browser says about where a request came from; absent from non-browser clients.
+FOREIGN_SITES = frozenset({"same-site", "cross-site"})
 FORM_FIELD = "token"
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+       "font-src 'self'; worker-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
@@ -49,6 +57,10 @@ def token_matches(given: str | None, token: str) -> bool:
     return given is not None and secrets.compare_digest(given.encode(), token.encode())
 
 
+def cookie_name(port: int) -> str:
+    return f"{COOKIE_PREFIX}{port}"
+
+
 class Guard:
     """ASGI middleware: Host check, token check, security headers on every response."""
 
@@ -56,6 +68,8 @@ class Guard:
         self.app = app
         self.token = token
         self.port = port
+        # What the cookie holds: it authorizes reading pages, never a change (which needs the token).
+        self.session = secrets.token_urlsafe(32)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -63,7 +77,7 @@ class Guard:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         port = self.port()
         if headers.get("host") not in (f"127.0.0.1:{port}", f"localhost:{port}"):
-            return await _deny(send, "This panel answers only to http://127.0.0.1:%d/ (Host header refused)." % port)
+            return await _deny(send, f"This panel answers only to http://127.0.0.1:{port}/ (Host header refused).")
         path: str = scope["path"]
         if path.startswith("/static/"):
             return await self.app(scope, receive, _with_headers(send, cache=True))
@@ -72,13 +86,18 @@ class Guard:
             # The URL `hebbs palace` printed: trade the token for a cookie and drop it from the address bar.
             rest = urlencode([(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"))
                               if k != FORM_FIELD])
-            location = path + ("?" + rest if rest else "")
-            cookie = f"{COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
+            # One leading slash: "//evil.com/x" would be another site's address to the browser.
+            location = "/" + quote(path.lstrip("/"), safe="/") + ("?" + rest if rest else "")
+            cookie = f"{cookie_name(port)}={self.session}; Path=/; HttpOnly; SameSite=Strict"
             return await _redirect(send, location, cookie)
-        cookie = SimpleCookie(headers.get("cookie", "")).get(COOKIE)
-        presented = headers.get(HEADER) or (cookie.value if cookie else None)
-        if not token_matches(presented, self.token):
-            return await _deny(send, "This panel needs its token: open the address `hebbs palace` prints.")
+        if not token_matches(headers.get(HEADER), self.token):
+            cookie = _cookies(headers.get("cookie", "")).get(cookie_name(port))
+            if not token_matches(cookie, self.session):
+                return await _deny(send, "This panel needs its token: open the address `hebbs palace` prints. "
+                                         "If the daemon restarted, its token changed: run `hebbs palace` again.")
+            if headers.get("sec-fetch-site") in FOREIGN_SITES:
+                return await _deny(send, "This panel refuses requests that another site or another local port "
+                                         "made the browser send: open it from its own pages.")
         if scope["method"] not in SAFE_METHODS:
             # The form field is checked by the route (it has to read the body); the header is enough here.
             scope.setdefault("state", {})["token_in_header"] = token_matches(headers.get(HEADER), self.token)
@@ -94,17 +113,27 @@ def _with_headers(send: Any, cache: bool) -> Any:
     return wrapped
 
 
+def _cookies(header: str) -> dict[str, str]:
+    try:
+        return {name: morsel.value for name, morsel in SimpleCookie(header).items()}
+    except CookieError:  # another site's malformed cookie on 127.0.0.1 is not ours to fail on
+        return {}
+
+
 async def _deny(send: Any, text: str) -> None:
-    body = text.encode()
+    # A page, not plain text: a tab left open when the daemon restarted lands here on its next click.
+    body = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Not allowed · hebbs Memory Palace</title>'
+            f'<link rel="stylesheet" href="/static/panel.css"></head><body><main><h1>Not allowed</h1>'
+            f'<div class="error" role="alert">{html.escape(text)}</div></main></body></html>').encode()
     await send({"type": "http.response.start", "status": 403,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode()),
+                "headers": [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode()),
                             *HEADERS, (b"cache-control", b"no-store")]})
     await send({"type": "http.response.body", "body": body})
 
 
 async def _redirect(send: Any, location: str, cookie: str) -> None:
     await send({"type": "http.response.start", "status": 303,
-                "headers": [(b"location", location.encode("latin-1")), (b"set-cookie", cookie.encode()),
+                "headers": [(b"location", location.encode("ascii")), (b"set-cookie", cookie.encode()),
                             (b"content-length", b"0"), *HEADERS, (b"cache-control", b"no-store")]})
     await send({"type": "http.response.body", "body": b""})
 

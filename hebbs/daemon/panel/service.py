@@ -26,6 +26,8 @@ from .security import new_token, remove_token
 log = logging.getLogger("hebbs.daemon.panel")
 KNOWN_VAULTS_FILE = "panel-vaults.json"
 STOP_SECONDS = 3.0
+# How often open pages are told of an index run that started (see PanelService._watch_index).
+INDEX_WATCH_SECONDS = 1.0
 
 
 def autostart_port(home: Path) -> int | None:
@@ -128,6 +130,7 @@ class PanelService:
         self.inflight = 0
         self._server: Any = None
         self._task: asyncio.Task[None] | None = None
+        self._watch: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         daemon.change_listeners.append(self.feed.on_request)
 
@@ -171,9 +174,26 @@ class PanelService:
             await asyncio.sleep(0.01)
         if self._task.done():
             self._task.result()  # raises what stopped it
+        self._watch = asyncio.create_task(self._watch_index())
         log.info("panel on http://127.0.0.1:%d/", port)
 
+    async def _watch_index(self) -> None:
+        """The change listeners hear an index run only once it is answered, at its end: an open page
+        learns that one started (and then follows its progress) from this watch over the pool."""
+        running: set[str] = set()
+        while True:
+            await asyncio.sleep(INDEX_WATCH_SECONDS)
+            if not self.feed.clients:
+                continue
+            now = {str(slot.path) for slot in self.daemon.pool.known() if slot.indexing}
+            for vault in now - running:
+                self.feed.publish({"vault": vault, "command": "index_started"})
+            running = now
+
     async def _stop_server(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         if self._task is None:
             return
         self.feed.close()  # event streams end, so the server's graceful stop does not wait on them

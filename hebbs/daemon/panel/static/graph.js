@@ -87,7 +87,8 @@
   }
 
   function describe(view) {
-    let shown = `${view.nodes.length} memories, ${view.edges.length} edges`;
+    const count = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+    let shown = `${count(view.nodes.length, "memory", "memories")}, ${count(view.edges.length, "edge", "edges")}`;
     if (view.sampled) shown += ` shown: the ${view.nodes.length} most connected of ${view.total_nodes} memories (sampled to stay responsive)`;
     if (view.followed_by_hidden) shown += "; each entity is a disc, oldest memory in the middle; FOLLOWED_BY edges left out (the spiral is the time order)";
     return shown;
@@ -107,6 +108,13 @@
       graph = window.HebbsCanvasGraph(box, view, colours, mode);
     } else {
       box.dataset.renderer = "cytoscape";
+      // Cytoscape inserts a <style> for its container unless an element with this id exists; the
+      // CSP refuses inline styles, and panel.css carries the rule.
+      if (!document.getElementById("__________cytoscape_stylesheet")) {
+        const marker = document.createElement("meta");
+        marker.id = "__________cytoscape_stylesheet";
+        document.head.appendChild(marker);
+      }
       await loadScript("/static/vendor/cytoscape.min.js");
       graph = cytoscapeGraph(view, mode);
     }

@@ -3,10 +3,80 @@
 (function () {
   "use strict";
   const vault = document.body.dataset.vault;
+  const live = document.getElementById("live");
+
+  // The daemon's state, in a banner: without it a stopped daemon greys one dot and every action
+  // fails silently, and a restarted one (new token) answers every tab with 403.
+  const SAID = {
+    stopped: "The daemon stopped: this page shows what it last knew and nothing can be changed. "
+      + "Start it again with `hebbs palace`.",
+    restarted: "The daemon restarted: open the panel again with `hebbs palace` (the old token is no longer valid).",
+    reopened: "The panel was opened again with the daemon's new token: reload this page to use it.",
+  };
+  function say(state) {
+    document.body.dataset.daemon = state;
+    let banner = document.getElementById("daemon-banner");
+    if (state === "up") { if (banner) banner.remove(); return; }
+    if (!banner) {
+      banner = document.createElement("div");
+      banner.id = "daemon-banner";
+      banner.className = "banner";
+      banner.setAttribute("role", "alert");
+      document.body.prepend(banner);
+    }
+    banner.textContent = SAID[state];
+  }
+  let checking = false;
+  async function check() {
+    if (checking) return;
+    checking = true;
+    const before = document.body.dataset.daemon;
+    try {
+      const response = await fetch("/api/alive", { credentials: "same-origin", cache: "no-store" });
+      if (response.status === 403) say("restarted");
+      // This page's forms still carry the old token: it has to be loaded again.
+      else if (response.ok) say(before === "restarted" || before === "reopened" ? "reopened" : "up");
+    } catch (err) {
+      say("stopped");
+    } finally {
+      checking = false;
+    }
+  }
+
+  // Fields holding what the user typed and has not saved: a refresh carries them into the fresh page.
+  function fields(root) {
+    const seen = {};
+    return Array.from(root.querySelectorAll("input, textarea, select")).map((field) => {
+      const form = field.form ? (field.form.getAttribute("action") || "") + "#" + (field.form.id || field.form.className) : "";
+      const key = form + "|" + field.name;
+      seen[key] = (seen[key] || 0) + 1;
+      return [key + "|" + seen[key], field];
+    });
+  }
+  function edited(field) {
+    if (field.type === "hidden") return false;
+    if (field.type === "checkbox" || field.type === "radio") return field.checked !== field.defaultChecked;
+    if (field.tagName === "SELECT") return Array.from(field.options).some((o) => o.selected !== o.defaultSelected);
+    return field.value !== field.defaultValue;
+  }
+  function unsaved(root) {
+    const kept = new Map();
+    fields(root).forEach(([key, field]) => {
+      if (edited(field)) kept.set(key, { value: field.value, checked: field.checked });
+    });
+    return kept;
+  }
+  function restore(root, kept) {
+    fields(root).forEach(([key, field]) => {
+      const old = kept.get(key);
+      if (!old) return;
+      if (field.type === "checkbox" || field.type === "radio") field.checked = old.checked;
+      else field.value = old.value;
+    });
+  }
 
   // Live: when the daemon reports a change to this vault, fetch this page again and swap its <main>.
   // Pages where the user is typing (a focused field) wait for the next change instead of losing input.
-  const live = document.getElementById("live");
   let pending = false;
   let refreshing = false;
   async function refresh() {
@@ -18,30 +88,50 @@
     refreshing = true;
     try {
       const response = await fetch(location.href, { credentials: "same-origin" });
-      if (!response.ok) return;
+      if (!response.ok) { check(); return; }
       const doc = new DOMParser().parseFromString(await response.text(), "text/html");
       const fresh = doc.getElementById("main");
       if (fresh) {
+        const kept = unsaved(main);
         main.replaceChildren(...fresh.childNodes);
+        restore(main, kept);
         main.classList.remove("flash"); void main.offsetWidth; main.classList.add("flash");
         document.body.dataset.updatedAt = String(Date.now());
         hook(main);
       }
+    } catch (err) {
+      check();
     } finally {
       refreshing = false;
       if (pending) { pending = false; setTimeout(refresh, 200); }
     }
   }
-  if (window.EventSource) {
-    const source = new EventSource("/events");
-    source.addEventListener("open", () => live && live.classList.add("on"));
-    source.addEventListener("error", () => live && live.classList.remove("on"));
-    source.addEventListener("change", (event) => {
+
+  function heard(message) {
+    if (message.type === "open") {
+      if (live) live.classList.add("on");
+      if (document.body.dataset.daemon && document.body.dataset.daemon !== "up") check();
+    } else if (message.type === "error") {
+      if (live) live.classList.remove("on");
+      check();
+    } else if (message.type === "change") {
       let change = {};
-      try { change = JSON.parse(event.data); } catch (e) { return; }
+      try { change = JSON.parse(message.data); } catch (e) { return; }
       // The overview shows every vault; other pages show one.
       if (location.pathname === "/" || !change.vault || change.vault === vault) refresh();
-    });
+    }
+  }
+  if (window.SharedWorker) {
+    // One stream for all tabs (events-worker.js says why).
+    const worker = new SharedWorker("/static/events-worker.js");
+    worker.port.addEventListener("message", (event) => heard(event.data));
+    worker.port.start();
+    window.addEventListener("pagehide", (event) => { if (!event.persisted) worker.port.postMessage("bye"); });
+  } else if (window.EventSource) {
+    const source = new EventSource("/events");
+    source.addEventListener("open", () => heard({ type: "open" }));
+    source.addEventListener("error", () => heard({ type: "error" }));
+    source.addEventListener("change", (event) => heard({ type: "change", data: event.data }));
   }
 
   function hook(root) {
@@ -62,12 +152,26 @@
       select.addEventListener("change", () => select.form.submit());
     });
     // The playground recalls in place: the same GET (so the address still names the request), its
-    // results swapped in without reloading the page and its scripts.
+    // results swapped in without reloading the page and its scripts. A recall that counts as use
+    // changes scores, so it is a POST with the token; its address then only shows it again.
     root.querySelectorAll("form#recall-form").forEach((form) => {
       form.addEventListener("submit", async (event) => {
         event.preventDefault();
-        const target = form.action + "?" + new URLSearchParams(new FormData(form)).toString();
-        const response = await fetch(target, { credentials: "same-origin" });
+        const params = new URLSearchParams(new FormData(form));
+        const target = form.action + "?" + params.toString();
+        let response;
+        try {
+          if (form.elements.reinforce && form.elements.reinforce.checked) {
+            params.set("token", form.dataset.token);
+            response = await fetch(form.action, { method: "POST", body: params, credentials: "same-origin" });
+          } else {
+            response = await fetch(target, { credentials: "same-origin" });
+          }
+        } catch (err) {
+          check();
+          return;
+        }
+        if (response.status === 403) { check(); return; }
         const doc = new DOMParser().parseFromString(await response.text(), "text/html");
         const fresh = doc.getElementById("main");
         const main = document.getElementById("main");
@@ -84,4 +188,13 @@
   const picker = document.getElementById("vault-select");
   if (picker) picker.addEventListener("change", () => picker.form.submit());
   hook(document);
+
+  // Opening a memory's page is a use of it, said once per page load by a POST: the page's own GET
+  // is repeated by live refreshes (and could be made by another site), so it must not count.
+  const opened = document.getElementById("memory-opened");
+  if (opened) {
+    fetch(opened.action, { method: "POST", body: new URLSearchParams(new FormData(opened)), credentials: "same-origin" })
+      .then((response) => { if (response.status === 200) refresh(); else if (response.status === 403) check(); })
+      .catch(check);
+  }
 })();
