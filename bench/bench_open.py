@@ -38,7 +38,7 @@ STEPS = ("rocksdb open", "catalog load", "checkpoint metas", "vector index (all 
 
 
 def child_open(path: Path) -> dict:
-    import hnswlib
+    import hebbs_hnswlib as hnswlib
 
     from hebbs.store import catalog, lexical_index, open_vault, storage, vector_index
     from hebbs.store.embed import get_embedder
@@ -80,7 +80,7 @@ def child_open(path: Path) -> dict:
 
 
 def child_gil(path: Path) -> dict:
-    import hnswlib
+    import hebbs_hnswlib as hnswlib
 
     turns = 0
     stop = False

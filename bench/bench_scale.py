@@ -228,7 +228,7 @@ def child_crash_writer(path: Path) -> None:
 
 
 def child_floor(path: Path, queries: int) -> dict:
-    import hnswlib
+    import hebbs_hnswlib as hnswlib
 
     from hebbs.store.embed import get_embedder
     dim = get_embedder(None).dim

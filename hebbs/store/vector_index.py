@@ -1,4 +1,5 @@
-"""The HNSW vector index over a vault's `vectors` family (hnswlib, cosine space).
+"""The HNSW vector index over a vault's `vectors` family (hnswlib, cosine space: hebbs_hnswlib, built
+from vendor/hnswlib with a loader that maps a checkpoint where it lies instead of copying it).
 
 hnswlib knows integer labels only; this module keeps the label <-> memory id mapping. The index is
 derived data, checkpointed to disk (at every clean close, and while the vault is written, every few
@@ -15,7 +16,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import hnswlib
+import hebbs_hnswlib as hnswlib
 import msgspec
 import numpy as np
 import xxhash
@@ -26,8 +27,8 @@ from ..fsutil import atomic_write
 _SNAPSHOT_INDEX = "hnsw.bin"
 _SNAPSHOT_META = "hnsw.meta"
 _NEXT_META = "hnsw.meta.next"
-# hnswlib's header is 96 bytes; damage anywhere past it makes load_index raise, not crash (it checks
-# the file's layout against its size before reading it), so this much is checked before loading.
+# hnswlib's header is 96 bytes; damage anywhere past it makes the load raise, not crash (it checks the
+# file's layout against its size), so this much is checked before loading.
 _HEAD_BYTES = 4096
 _PARALLEL_ADD = 1000
 
@@ -231,10 +232,9 @@ class VectorIndex:
         if not metas:
             return None
         path = directory / _SNAPSHOT_INDEX
-        # The whole file is hashed on the other core while hnswlib loads it (the hash releases the
-        # GIL, the load holds it): at 1M memories the hash alone took 0.4 s of a 2.2 s open. Only
-        # the header has to be known intact before the load, and the index is used only once the
-        # whole file matches a meta.
+        # The whole file is hashed on the other core while it is loaded (both run without the GIL):
+        # at 1M memories the hash alone takes 0.3-0.4 s. Only the header has to be known intact
+        # before the load, and the index is used only once the whole file matches a meta.
         whole = _Checksumming(path)
         try:
             head = _head_checksum(path)
@@ -277,8 +277,12 @@ def _live(meta: _SnapshotMeta) -> int:
 def _load_raw(path: Path, dim: int, live: int) -> hnswlib.Index | None:
     raw = hnswlib.Index(space="cosine", dim=dim)
     try:
-        # max_elements only sets the capacity (hnswlib takes at least the file's count).
-        raw.load_index(str(path), max_elements=max(live, 16), allow_replace_deleted=True)
+        # Mapped copy-on-write, not read: at 1M memories hnswlib's load_index spent 1.0-1.1 s copying
+        # 1.7 GB into fresh memory, the mapped load 0.2-0.25 s (docs/performance.md), and it runs
+        # without the GIL. The file must not change in place while mapped: checkpoints are written
+        # beside it and renamed over it, which leaves the mapped one intact. max_elements only sets
+        # the capacity (at least the file's count).
+        raw.load_index_mapped(str(path), max_elements=max(live, 16), allow_replace_deleted=True)
     except (RuntimeError, OSError, MemoryError):
         return None
     return raw
@@ -329,8 +333,8 @@ class _Checksumming:
         self._thread = threading.Thread(target=self._run, args=(path,), name="hebbs-checksum", daemon=True)
         self._thread.start()
         # Until the thread is inside the hash (which runs without the GIL), it needs the GIL to get
-        # there: a caller going straight into hnswlib's load would hold it, and the hash would
-        # only start once the load was over.
+        # there: a caller going straight into Python work, or into a load that holds the GIL, would
+        # start the hash only once that was over.
         self._hashing.wait()
 
     def _run(self, path: Path) -> None:
@@ -339,7 +343,7 @@ class _Checksumming:
                 digest = xxhash.xxh3_128()
                 self._hashing.set()
                 # One update over the whole mapping, so that the hash runs without the GIL from start
-                # to end; reading block by block would need the GIL that hnswlib's load holds.
+                # to end; reading block by block would take the GIL at every block.
                 digest.update(mapped)
                 self._checksum = digest.hexdigest()
         except (OSError, ValueError):  # ValueError: an empty file cannot be mapped

@@ -198,8 +198,8 @@ def test_a_damaged_checkpoint_is_refused_and_a_damaged_header_never_reaches_hnsw
     path = directory / vi._SNAPSHOT_INDEX
     intact = path.read_bytes()
     loads: list[str] = []
-    load_index = vi.hnswlib.Index.load_index
-    monkeypatch.setattr(vi.hnswlib.Index, "load_index",
+    load_index = vi.hnswlib.Index.load_index_mapped
+    monkeypatch.setattr(vi.hnswlib.Index, "load_index_mapped",
                         lambda self, *a, **kw: (loads.append(a[0]), load_index(self, *a, **kw))[1])
 
     loaded, at = vi.VectorIndex.load(directory, 7, 8, IndexParams())
