@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,15 @@ def _reading(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _clear_frames(exc: BaseException | None) -> None:
+    """Drop the local variables of every finished frame in exc's traceback and in the ones it chains."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__cause__ or exc.__context__
+
+
 def _vault_directory(path: os.PathLike | str) -> Path:
     """The directory Engine.open(path) means, created if missing: a notes folder holding an initialized
     `.hebbs/` vault means that vault, as for Client(path) (paths.vault_for_path); any other path is
@@ -135,7 +145,11 @@ class Engine:
         try:
             embedder = embedder or get_embedder(model or config.model or store.get_meta("model_spec"))
             return cls(OpenVault.open(path, store, embedder, config))
-        except BaseException:
+        except BaseException as exc:
+            # The frames of the failure still hold what they were reading (a RocksDB iterator that
+            # met a damaged block): while it lives the database keeps its lock, and every later open
+            # in this process, the daemon's included, was refused as "in use by another process".
+            _clear_frames(exc)
             store.close()
             raise
 

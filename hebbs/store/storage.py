@@ -23,6 +23,7 @@ import datetime as dt
 import json
 import logging
 import os
+import re
 import socket
 import struct
 from collections.abc import Iterator
@@ -221,7 +222,9 @@ class Store:
             db = rocksdict.Rdict(str(path), options=opts, column_families={n: opts for n in COLUMN_FAMILIES[1:]})
         except Exception as exc:  # rocksdict raises plain Exception for every RocksDB status
             text = str(exc)
-            if "lock" in text.lower() and "No such file" not in text:
+            # RocksDB's "While lock file: .../LOCK" or "lock hold by current process"; a word of its
+            # own: "block checksum mismatch" is damage, and called the vault busy it sent users away.
+            if re.search(r"\block\b", text, re.IGNORECASE) and "No such file" not in text:
                 raise VaultBusy(f"vault {path} is in use by {_describe_holder(path)}; "
                                 "stop that process (or use the hebbs daemon, which shares one open vault)") from None
             raise CorruptVault(f"vault {path.parent} cannot be opened: its database {path} is damaged ({text}). "

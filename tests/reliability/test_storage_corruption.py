@@ -128,6 +128,9 @@ def test_a_flipped_block_names_the_family_and_the_doctor_saves_the_rest(damaged_
         Engine.open(vault, embedder=embedder)
     message = str(caught.value)
     assert "'default'" in message and "hebbs doctor" in message and "--export" in message
+    # Said again, not "in use by another process": the failed open let go of the database's lock.
+    with pytest.raises(CorruptVault):
+        Engine.open(vault, embedder=embedder)
     report = doctor(vault, export=tmp_path / "saved.jsonl")
     default = next(f for f in report.families if f.family == "default")
     assert default.damaged and default.errors
@@ -164,3 +167,25 @@ def test_the_doctor_finds_a_flipped_lexical_segment_the_open_does_not_notice(dam
         hits = eng.recall("late memory 7 written before the crash", strategies=["lexical"], top_k=3, reinforce=False)
         assert "late memory 7 " in hits.results[0].memory.content
     assert all(f.ok for f in doctor(vault).files if f.kind == "lexical index")
+
+
+def test_a_damaged_table_of_any_family_is_damage_every_time_never_busy(tmp_path, embedder):
+    """QA found two ways a damaged vault was called busy: the first failed open kept RocksDB's lock
+    (its iterator lived on in the failure's frames), and "block checksum mismatch" matched "lock"."""
+    import shutil
+
+    pristine = tmp_path / "pristine"
+    with Engine.open(pristine, embedder=embedder) as eng:
+        eng.remember_many([{"content": f"memory {i} about the harbour crane " * 5} for i in range(60)])
+    outcomes = set()
+    for table in sorted((pristine / "db").glob("*.sst")):
+        vault = tmp_path / table.stem
+        shutil.copytree(pristine, vault)
+        damage(vault / "db" / table.name, "bitflip")
+        for _ in range(2):
+            try:
+                Engine.open(vault, embedder=embedder).close()
+                outcomes.add("opened")
+            except CorruptVault:
+                outcomes.add("corrupt")
+    assert "corrupt" in outcomes and outcomes <= {"corrupt", "opened"}
