@@ -271,3 +271,19 @@ def test_the_verdicts_file_format():
     for raw, message in (("[", "not valid JSON"), ("{}", "must be"), (unknown, "one of")):
         with pytest.raises(InvalidInput, match=message):
             load_verdicts_file(raw)
+
+
+def test_a_note_section_edited_after_a_revision_verdict_is_recalled_again(tmp_path, embedder):
+    """QA: a note superseded by a 'revision' verdict and then edited stayed superseded, so recall never
+    showed what the file says now."""
+    with Engine.open(tmp_path / "vault", embedder=embedder) as eng:
+        older = eng.remember("The API gateway timeout is 30 seconds.",
+                             source=Source(file_path="gateway.md", heading_path=["Gateway"]))
+        eng.remember("The API gateway timeout is 60 seconds.")
+        [candidate] = eng.contradiction_prepare().candidates
+        eng.contradiction_commit([{"pending_id": candidate.pending_id, "verdict": "revision", "confidence": 0.9}])
+        assert eng.get(older.id).superseded_by is not None
+        eng.revise(older.id, content="The API gateway timeout is 45 seconds.")
+        assert eng.get(older.id).superseded_by is None
+        found = eng.recall("API gateway timeout", strategies=["lexical"])
+        assert older.id in [r.memory.id for r in found.results]

@@ -123,6 +123,11 @@ def _revise_into(vault: OpenVault, batch: _Batch, memory_id: str, content: str |
         batch.revisions.append(revision)
         writes.put_edge(memory.id, EdgeType.REVISED_FROM, revision.id, 1.0, stamp)
         memory.content = content
+        if memory.source is not None and memory.superseded_by is not None:
+            # A note section edited after a verdict superseded it: the file says something new, which
+            # the verdict never judged (the indexer checks it for contradictions again). Left
+            # superseded, the note's current text was hidden from recall.
+            memory.superseded_by = None
         writes.put("vectors", vector_key(memory.id), vector.astype("<f4").tobytes())
         batch.vectors = [(mid, v) for mid, v in batch.vectors if mid != memory.id] + [(memory.id, vector)]
     if importance is not None:
