@@ -120,6 +120,24 @@ def test_sweep_dry_run_lists_and_real_run_merges(eng) -> None:
     assert any(e.edge_type == EdgeType.REVISED_FROM.name and e.target == repeat.id for e in eng.edges(first.id))
 
 
+def test_one_sweep_folds_every_copy_into_the_oldest_and_leaves_note_sections_alone(eng) -> None:
+    """QA: five copies needed three sweeps, the records nested (a copy folded into a copy), and two
+    note sections with one text were merged, which the next index undid by storing the section again."""
+    from hebbs import Source
+
+    copies = [eng.remember("The coffee machine is on the second floor.", entity_id="office", consolidate=False)
+              for _ in range(5)]
+    sections = [eng.remember("# Alpha The release train leaves on Fridays.", entity_id="shared", consolidate=False,
+                             source=Source(file_path=name, heading_path=["Alpha"])) for name in ("a.md", "b.md")]
+    pairs = eng.consolidate()
+    assert sorted(pairs) == sorted((c.id, copies[0].id) for c in copies[1:])
+    survivor = eng.get(copies[0].id)
+    assert survivor.restatements == 4 and survivor.importance == 0.7
+    assert all(eng.get(c.id).restatement_of == copies[0].id for c in copies[1:])
+    assert all(eng.get(s.id).kind == MemoryKind.EPISODE for s in sections)
+    assert eng.consolidate() == []
+
+
 def test_cli_and_protocol(shared_daemon: "DaemonHome", project: Path) -> None:
     run = shared_daemon.hebbs
     made = json.loads(run("remember", FACT, "--format", "json", cwd=project).stdout)

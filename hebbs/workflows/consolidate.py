@@ -35,6 +35,8 @@ MIN_JACCARD = 0.6
 # A restatement adds this much importance (capped at 1): said again, it matters a little more.
 IMPORTANCE_STEP = 0.05
 _NEIGHBOURS = 5
+# A sweep gathers every copy of a memory at once: more neighbours than one remember looks at.
+_SWEEP_NEIGHBOURS = 20
 
 _WORD = re.compile(r"[A-Za-z0-9']+")
 _NUMBER_WORDS = frozenset(
@@ -192,21 +194,35 @@ def restore(writes: WriteSet, vault: OpenVault, record: Memory, vector: np.ndarr
 
 
 def sweep_pairs(vault: OpenVault) -> list[tuple[str, str]]:
-    """(restatement, survivor) pairs over the whole vault, the older memory surviving; each memory in one pair."""
-    taken: set[str] = set()
+    """(restatement, survivor) pairs over the whole vault: every restatement of a memory folded into
+    the oldest memory it repeats, in one run.
+
+    Oldest first, each memory not folded yet collects the newer memories that restate it. A survivor
+    is never folded itself, so no record points at another record (a run that paired memories two by
+    two needed several runs for five copies and left records nested). A note's section is never
+    folded away: its file would bring it back at the next index."""
+    folded: set[str] = set()
     pairs: list[tuple[str, str]] = []
     live = sorted(((mid, e) for mid, e in vault.entries()
-                   if e.kind != MemoryKind.REVISION and e.superseded_by is None), key=lambda x: x[1].created_at)
-    for mid, _ in reversed(live):  # newest first: each is folded into an older one
-        if mid in taken:
+                   if e.kind != MemoryKind.REVISION and e.superseded_by is None), key=lambda x: (x[1].created_at, x[0]))
+    for mid, entry in live:
+        if mid in folded:
             continue
         memory, vector = vault.memory(mid), vault.vector(mid)
         if memory is None or vector is None:
             continue
-        older = find_restated(vault, memory, vector, exclude=taken)
-        if older is not None and vault.entry(older).created_at <= memory.created_at:
-            pairs.append((mid, older))
-            taken |= {mid, older}
+
+        def newer_peer(other: str, survivor: str = mid, since: int = entry.created_at) -> bool:
+            found = vault.entry(other)
+            return (other != survivor and other not in folded and found is not None and found.file is None
+                    and found.superseded_by is None and found.kind == memory.kind
+                    and found.entity_id == memory.entity_id and (found.created_at, other) > (since, survivor))
+
+        for other, cosine in vault.similar(vector, _SWEEP_NEIGHBOURS, newer_peer):
+            restatement = vault.memory(other)
+            if restatement is not None and is_restatement(restatement.content, memory.content, cosine):
+                pairs.append((other, mid))
+                folded.add(other)
     return pairs
 
 
@@ -220,13 +236,16 @@ def sweep(vault: OpenVault, *, dry_run: bool = False) -> list[tuple[str, str]]:
         writes = WriteSet()
         stamp = now_us()
         saved: list[Memory] = []
+        survivors: dict[str, Memory] = {}  # one object per survivor: several restatements add up on it
         for new_id, old_id in pairs:
-            survivor, record = merge(writes, vault.get(old_id), vault.get(new_id), stamp,
+            survivor = survivors.setdefault(old_id, vault.get(old_id))
+            survivor, record = merge(writes, survivor, vault.get(new_id), stamp,
                                      lambda m, t: decay.decay_value(m, t, vault.config.decay))
             for key in temporal_keys(record.entity_id, record.created_at, record.id):
                 writes.delete("temporal", key)
             writes.delete("vectors", vector_key(record.id))
-            saved += [survivor, record]
+            saved.append(record)
+        saved += survivors.values()
         # `removed` takes the restatements out of both indexes; `saved` then puts their records back in the catalog.
         vault.apply(writes, saved=saved, removed=[new_id for new_id, _ in pairs])
         return pairs
