@@ -338,6 +338,7 @@ def _advice(report: DoctorReport, path: Path) -> list[str]:
                    "restore the vault from a backup to get them back")
     if report.exported is None:
         out.append(f"save what is readable: hebbs doctor --vault {path} --export memories.jsonl")
-    out.append("then move the damaged vault aside, create a new one (hebbs init, or re-index the notes) and "
-               "`hebbs import memories.jsonl`")
+    out.append("then move the damaged vault aside, create a new one with `hebbs init`, `hebbs import "
+               "memories.jsonl`, and only then `hebbs index` the notes (it adopts the imported sections; "
+               "indexing first stores them twice)")
     return out
