@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hebbs.client import Client
-from hebbs.errors import Cancelled, InvalidInput, VaultNotInitialized
+from hebbs.errors import Cancelled, HebbsError, InvalidInput, VaultNotInitialized
 from hebbs.paths import VAULT_DIR, enclosing_vault, hebbs_home, init_vault
 from hebbs.protocol import IndexingInProgress
 
@@ -231,6 +231,8 @@ class _Watch:
         self.client = _client(args, root)
         # The watcher may call back from its own threads: one request at a time on our connection.
         self._lock = threading.Lock()
+        # Set at Ctrl-C, once the run in progress is cancelled: its Cancelled error is said already.
+        self.stopping = False
 
     def _request(self, phase: int, paths: list[str] | None) -> Any:
         while True:
@@ -251,6 +253,8 @@ class _Watch:
         return result
 
     def error(self, exc: BaseException) -> None:
+        if self.stopping and isinstance(exc, Cancelled):
+            return
         # The watcher keeps running; say what went wrong and carry on with the next change.
         status_code = getattr(exc, "status_code", "INTERNAL")
         output.print_error(f"watch: {exc}", status_code, self.args.format == "json")
@@ -289,12 +293,26 @@ def cmd_watch(args: argparse.Namespace, root: Path) -> int:
             while True:
                 time.sleep(3600)
         except KeyboardInterrupt:
-            pass
+            watch.stopping = True
+            _cancel_run_in_progress(args, root)
         finally:
             watcher.stop(timeout=STOP_TIMEOUT)
     if args.format != "json":
         print("stopped watching")
     return 0
+
+
+def _cancel_run_in_progress(args: argparse.Namespace, root: Path) -> None:
+    """Ctrl-C while the watcher's own index run goes on: stop that run in the daemon, as `hebbs index`
+    does, instead of waiting (up to STOP_TIMEOUT, silently) for it to end."""
+    try:
+        with _client(args, root) as client:
+            cancelled = client.index_cancel(root).cancelled
+    except HebbsError:
+        return  # no daemon to ask, or nothing to cancel: there is nothing to wait for either
+    if cancelled and args.format != "json":
+        print(f"cancelled the index run in progress; what it indexed stays, `hebbs index {shlex.quote(str(root))}` "
+              f"does the rest", file=sys.stderr)
 
 
 def _builtins(value: Any) -> dict[str, Any]:
