@@ -81,6 +81,31 @@ def test_a_memory_not_from_a_note_has_no_source(notes, embedder):
             engine.source(memory.id)
 
 
+def test_a_damaged_index_of_the_originals_is_said_and_loses_no_blob(notes, embedder):
+    """QA: garbage in sources/index.msgpack.z made `source` blame the user ("not indexed from a note"),
+    the doctor report no damage, and the next index run overwrite it and sweep every old version."""
+    from hebbs import doctor
+
+    write(notes, "deploy.md", DEPLOY_V1)
+    with Engine.open(notes / ".hebbs", embedder=embedder) as engine:
+        index_vault(engine, notes)
+        memory = memory_with(engine, "90 days")
+    sources = notes / ".hebbs" / "sources"
+    old_blobs = {blob.name for blob in (sources / "blobs").rglob("*") if blob.is_file()}
+    (sources / "index.msgpack.z").write_bytes(os.urandom(500))
+    report = doctor(notes / ".hebbs")
+    assert any(f.kind == "kept originals index" and not f.ok for f in report.files)
+    assert any("hebbs source" in line for line in report.advice)
+    with Engine.open(notes / ".hebbs", embedder=embedder) as engine:
+        with pytest.raises(NotFound, match="index was damaged"):
+            engine.source(memory.id)
+        write(notes, "deploy.md", DEPLOY_V2)
+        index_vault(engine, notes)
+        assert "30 days" in engine.source(memory_with(engine, "30 days").id).text
+    assert (sources / "index.msgpack.z.damaged").exists()
+    assert old_blobs <= {blob.name for blob in (sources / "blobs").rglob("*") if blob.is_file()}
+
+
 def test_vault_indexed_before_originals_were_kept_is_backfilled(notes, embedder):
     write(notes, "deploy.md", DEPLOY_V1)
     vault = notes / ".hebbs"

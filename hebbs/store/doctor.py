@@ -28,6 +28,7 @@ from ..errors import HebbsError, InvalidInput
 from ..fsutil import atomic_write
 from ..schema import Memory
 from .lexical_index import damaged_segment_files
+from .originals import DAMAGED_INDEX_FILE, INDEX_FILE, SOURCES_DIR, Originals
 from .vector_index import snapshot_intact
 from .storage import (COLUMN_FAMILIES, MARKER_FILE, MEMORY_PREFIX, TIMELINE_ENTITY, VECTOR_PREFIX, decode_memory,
                       id_str, memory_key, storage_options, temporal_prefix)
@@ -95,6 +96,11 @@ def doctor(vault: os.PathLike | str, *, export: os.PathLike | str | None = None)
 
 
 def _derived_advice(check: FileCheck) -> str:
+    if check.kind == "kept originals index":
+        # Not rebuilt from anything: the map from memories to the file versions they came from is gone.
+        return (f"{check.path} (kept originals index) is damaged: `hebbs source` cannot find the versions "
+                "kept before it; the next index run keeps versions again, and keeps every old blob while "
+                f"{DAMAGED_INDEX_FILE} is beside it (delete that file to let them be pruned)")
     if check.kind == "lexical index" and check.problem and "checksum" in check.problem:
         # Unlike the other derived files, nothing at open notices this: the index still opens.
         return (f"{check.path} (lexical index) is damaged and would keep answering from the damage: "
@@ -163,6 +169,14 @@ def _side_files(path: Path) -> list[FileCheck]:
             names = ", ".join(f"{name} ({problem})" for name, problem in damaged)
             check.ok, check.problem = False, f"segment files fail their checksum: {names}"
     out.append(check)
+    kept = path / SOURCES_DIR / INDEX_FILE
+    if kept.exists() or (path / SOURCES_DIR / DAMAGED_INDEX_FILE).exists():
+        check = FileCheck(path=str(kept), kind="kept originals index", derived=True, size=_size(kept))
+        if (path / SOURCES_DIR / DAMAGED_INDEX_FILE).exists():
+            check.ok, check.problem = False, f"was damaged: moved aside to {DAMAGED_INDEX_FILE}"
+        elif not Originals.readable_index(kept):
+            check.ok, check.problem = False, "unreadable"
+        out.append(check)
     notes_manifest = path / "vault-manifest.json"
     if notes_manifest.exists():
         check = FileCheck(path=str(notes_manifest), kind="notes manifest", derived=True,

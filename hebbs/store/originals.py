@@ -20,7 +20,9 @@ only as recent, then those of live memories. The newest version of a file still 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import os
 import tempfile
 import threading
@@ -43,7 +45,9 @@ except ImportError:  # pragma: no cover - zstandard is a dependency; this keeps 
 
 SOURCES_DIR = "sources"
 INDEX_FILE = "index.msgpack.z"
+DAMAGED_INDEX_FILE = "index.msgpack.z.damaged"
 _ZSTD, _ZLIB = b"z", b"d"
+log = logging.getLogger("hebbs.store")
 
 
 class Version(msgspec.Struct, kw_only=True):
@@ -99,15 +103,37 @@ class Originals:
         self._index = self._load()
         self._dirty = False
 
-    def _load(self) -> _Index:
+    @staticmethod
+    def readable_index(path: Path) -> bool:
+        """Whether the index file at path decodes (hebbs doctor's check; reading it changes nothing)."""
         try:
-            raw = _decompress((self.dir / INDEX_FILE).read_bytes())
+            msgspec.msgpack.decode(_decompress(path.read_bytes()) or b"", type=_Index)
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            return False
+        return True
+
+    @property
+    def damaged_index(self) -> Path | None:
+        """Where a damaged index was moved aside, while it is there (see _load)."""
+        path = self.dir / DAMAGED_INDEX_FILE
+        return path if path.exists() else None
+
+    def _load(self) -> _Index:
+        path = self.dir / INDEX_FILE
+        try:
+            raw = _decompress(path.read_bytes())
         except FileNotFoundError:
             return _Index()
         try:
             return msgspec.msgpack.decode(raw or b"", type=_Index)
         except (msgspec.DecodeError, msgspec.ValidationError):
             # A damaged index loses the map, not the vault: the next index run keeps versions anew.
+            # It is moved aside rather than overwritten, and while it is there no blob is swept: the
+            # versions it listed stay on disk for whoever can repair it (hebbs doctor says so).
+            log.warning("the kept originals' index %s is damaged: moved aside to %s; versions kept before "
+                        "cannot be looked up", path, DAMAGED_INDEX_FILE)
+            with contextlib.suppress(OSError):
+                os.replace(path, self.dir / DAMAGED_INDEX_FILE)
             return _Index()
 
     # -- writing (the indexer) --
@@ -216,7 +242,7 @@ class Originals:
     def _sweep_blobs(self, keep: set[str]) -> None:
         """Delete blobs nobody lists (pruned ones, and any a crash left before the index was saved)."""
         root = self.dir / "blobs"
-        if not root.is_dir():
+        if not root.is_dir() or self.damaged_index is not None:
             return
         for sub in root.iterdir():
             for blob in sub.iterdir():

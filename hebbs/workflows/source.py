@@ -24,6 +24,10 @@ def source(vault: OpenVault, memory_id: str) -> SourceSection:
             raise
         return originals.section(kept_id, originals.refs(kept_id)[-1])
     refs = originals.refs(memory.revision_of or memory.id)
+    if not refs and originals.damaged_index is not None and memory.source is not None:
+        raise NotFound(f"the original of memory {memory.id} cannot be looked up: the kept originals' index was "
+                       f"damaged and moved aside to {originals.damaged_index} (the kept versions are still on "
+                       f"disk); what is indexed from now on is kept again")
     if not refs:
         raise NotFound(f"memory {memory.id} has no kept original: it was not indexed from a note "
                        "(or [sources] keep was false when it was)")
