@@ -138,6 +138,15 @@ def test_one_sweep_folds_every_copy_into_the_oldest_and_leaves_note_sections_alo
     assert eng.consolidate() == []
 
 
+def test_a_restatement_of_another_type_stays_a_memory_of_its_own(eng) -> None:
+    """QA: a fact remembered again with type "fact" was folded into an untyped copy, and so decayed in 30
+    days instead of 180."""
+    first = eng.remember("The coffee machine is on the second floor.", entity_id="office")
+    typed = eng.remember("The coffee machine is on the second floor.", entity_id="office", context={"type": "fact"})
+    assert not typed.consolidated and typed.id != first.id
+    assert eng.consolidate() == []
+
+
 def test_cli_and_protocol(shared_daemon: "DaemonHome", project: Path) -> None:
     run = shared_daemon.hebbs
     made = json.loads(run("remember", FACT, "--format", "json", cwd=project).stdout)

@@ -190,8 +190,9 @@ def _print_files_and_warnings(committed: ReflectCommitted | ContradictionCommitt
     for path in committed.files:
         print(f"note: wrote {path}")
     if committed.files:
-        print("note: hebbs writes these notes into your notes folder; [notes] in .hebbs/config.toml moves the "
-              "folder or turns them off")
+        print("note: hebbs writes these notes into your notes folder; [notes] in .hebbs/config.toml names another "
+              "folder for the next ones (move the old ones yourself: outside it they are indexed as notes) or "
+              "turns them off")
     for warning in committed.warnings:
         print(f"warning: {warning}")
 

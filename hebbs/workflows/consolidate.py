@@ -127,17 +127,26 @@ def is_restatement(new_text: str, old_text: str, cosine: float) -> bool:
 def find_restated(vault: OpenVault, memory: Memory, vector: np.ndarray, exclude: Iterable[str] = ()) -> str | None:
     """The id of the existing memory that `memory` restates, or None."""
     skip = set(exclude) | {memory.id}
+    kind = _context_type(memory)
 
     def allowed(mid: str) -> bool:
         entry = vault.entry(mid)
+        # A different context type is a different memory to decay: folding a "fact" into an untyped
+        # copy made it fade in 30 days instead of 180.
         return (mid not in skip and entry is not None and entry.superseded_by is None
-                and entry.kind == memory.kind and entry.entity_id == memory.entity_id)
+                and entry.kind == memory.kind and entry.entity_id == memory.entity_id and entry.context_type == kind)
 
     for mid, cosine in vault.similar(vector, _NEIGHBOURS, allowed):
         old = vault.memory(mid)
         if old is not None and is_restatement(memory.content, old.content, cosine):
             return mid
     return None
+
+
+def _context_type(memory: Memory) -> str | None:
+    """The memory's context type as the catalog keeps it (recall/scoring.py: its decay half-life)."""
+    kind = memory.context.get("type")
+    return kind if isinstance(kind, str) else None
 
 
 def merge(writes: WriteSet, survivor: Memory, new: Memory, stamp: int, decay_value) -> tuple[Memory, Memory]:
@@ -216,7 +225,8 @@ def sweep_pairs(vault: OpenVault) -> list[tuple[str, str]]:
             found = vault.entry(other)
             return (other != survivor and other not in folded and found is not None and found.file is None
                     and found.superseded_by is None and found.kind == memory.kind
-                    and found.entity_id == memory.entity_id and (found.created_at, other) > (since, survivor))
+                    and found.entity_id == memory.entity_id and found.context_type == entry.context_type
+                    and (found.created_at, other) > (since, survivor))
 
         for other, cosine in vault.similar(vector, _SWEEP_NEIGHBOURS, newer_peer):
             restatement = vault.memory(other)
