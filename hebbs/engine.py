@@ -5,6 +5,7 @@ memory operations composed from the layers below it: recall strategies (recall/)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
@@ -39,41 +40,37 @@ from .workflows import source as sources
 
 def _acknowledged_when_durable(method: Callable[..., Any]) -> Callable[..., Any]:
     """The call returns once its writes are durable (config storage.durability). The wait comes after
-    the method has released the engine's lock, so concurrent writers share one WAL sync.
-
-    On a closed vault the call raises InvalidInput, as _reading does, also when close() overtook it
-    before its write (its reads of the closed store would otherwise say the vault is damaged)."""
+    the method has released the engine's lock, so concurrent writers share one WAL sync. On a closed
+    vault it raises InvalidInput, as a read does (_said_closed)."""
     @functools.wraps(method)
     def wrapper(self: "Engine", *args: Any, **kwargs: Any) -> Any:
-        vault = self.vault
-        if vault.closed:
-            raise vault.closed_error()
-        with self._store.deferred_sync():
-            try:
-                return method(self, *args, **kwargs)
-            except Exception:
-                if vault.closed:
-                    raise vault.closed_error() from None
-                raise
+        with _said_closed(self.vault), self._store.deferred_sync():
+            return method(self, *args, **kwargs)
     return wrapper
 
 
 def _reading(method: Callable[..., Any]) -> Callable[..., Any]:
-    """A read of the open vault. Once close() has run it raises InvalidInput ("vault ... is closed"), as
-    a write does; so does a read that close() overtook halfway, which would otherwise fail inside the
-    closed store or index with whatever error that part raises."""
+    """A read of the open vault: InvalidInput once it is closed (_said_closed)."""
     @functools.wraps(method)
     def wrapper(self: "Engine", *args: Any, **kwargs: Any) -> Any:
-        vault = self.vault
-        if vault.closed:
-            raise vault.closed_error()
-        try:
+        with _said_closed(self.vault):
             return method(self, *args, **kwargs)
-        except Exception:
-            if vault.closed:
-                raise vault.closed_error() from None
-            raise
     return wrapper
+
+
+@contextlib.contextmanager
+def _said_closed(vault: OpenVault) -> Iterator[None]:
+    """InvalidInput ("vault ... is closed") for a call on a closed vault, and for one that close()
+    overtook halfway, which would otherwise fail inside the closed store or index with whatever error
+    that part raises (for a write's reads: that the vault is damaged)."""
+    if vault.closed:
+        raise vault.closed_error()
+    try:
+        yield
+    except Exception:
+        if vault.closed:
+            raise vault.closed_error() from None
+        raise
 
 
 def _clear_frames(exc: BaseException | None) -> None:
