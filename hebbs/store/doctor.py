@@ -294,7 +294,10 @@ def _check_families(db: rocksdict.Rdict, report: DoctorReport) -> dict[str, Memo
         check = FamilyCheck(family=family)
         report.families.append(check)
         if family not in present:
-            check.damaged, check.errors = True, ["the column family is missing"]
+            # A repaired copy has no family whose tables were all lost, nor one that was only ever empty.
+            why = ("missing from the repaired copy (all its tables were lost, or it was empty)"
+                   if report.opened == "repaired copy" else "the column family is missing")
+            check.damaged, check.errors = True, [why]
             contents[family] = {}
             continue
         contents[family] = _read_family(db.get_column_family(family), check)
@@ -329,6 +332,12 @@ def _check_families(db: rocksdict.Rdict, report: DoctorReport) -> dict[str, Memo
         memories[memory.id] = memory
     default_check.readable = len(default)
     report.memories_lost = sorted(known - set(memories))
+    if report.memories_lost and not default_check.damaged:
+        # Its tables can be lost whole (a truncated file is dropped by the repair): then nothing in it
+        # reads as damaged, yet the other families still list the memories it held.
+        default_check.damaged = True
+        default_check.errors.append(f"{len(report.memories_lost)} memories that the timeline and the vectors "
+                                    f"list are not in it")
     return memories
 
 

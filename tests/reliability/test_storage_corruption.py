@@ -189,3 +189,23 @@ def test_a_damaged_table_of_any_family_is_damage_every_time_never_busy(tmp_path,
             except CorruptVault:
                 outcomes.add("corrupt")
     assert "corrupt" in outcomes and outcomes <= {"corrupt", "opened"}
+
+
+def test_the_doctor_names_default_when_its_table_is_cut_short(tmp_path, embedder):
+    """QA: a truncated table holding every memory was dropped by the repair; the doctor then called
+    `default` ok with 0 keys and blamed `query_log`, a family that had only been empty."""
+    import shutil
+
+    pristine = tmp_path / "pristine"
+    with Engine.open(pristine, embedder=embedder) as eng:
+        eng.remember_many([{"content": f"memory {i} about the harbour crane " * 5} for i in range(60)])
+    reports = []
+    for table in sorted((pristine / "db").glob("*.sst")):
+        vault = tmp_path / table.stem
+        shutil.copytree(pristine, vault)
+        damage(vault / "db" / table.name, "truncate")
+        reports.append(doctor(vault))
+    [report] = [r for r in reports if r.memories_lost]
+    default = next(f for f in report.families if f.family == "default")
+    assert default.damaged and "60 memories" in " ".join(default.errors)
+    assert all("or it was empty" in " ".join(f.errors) for f in report.families if f.family != "default" and f.damaged)
