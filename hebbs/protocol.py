@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from .validate import INT64, MAX_NESTING
+from .validate import INT64, MAX_NESTING, structure_problem
 from .errors import (ERRORS_BY_CODE, DaemonBusy, DaemonUnavailable, HebbsError,  # noqa: F401
                      IndexingInProgress, InvalidInput, MessageTooLarge, ProtocolError)
 from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
@@ -483,7 +483,7 @@ def decode_request(body: bytes) -> Request:
             or (isinstance(request_id, str) and len(request_id) <= MAX_REQUEST_ID_CHARS)):
         raise BadRequest(f"id must be null, a number that fits in 64 bits or a string of at most "
                          f"{MAX_REQUEST_ID_CHARS} characters")
-    problem = _structure_problem(raw)
+    problem = structure_problem(raw, "the request", lambda n: excerpt(str(n)))
     if problem:
         raise BadRequest(problem, request_id)
     command = raw.get("command")
@@ -496,23 +496,6 @@ def decode_request(body: bytes) -> Request:
         return msgspec.convert(raw, Request)
     except msgspec.ValidationError as exc:
         raise BadRequest(f"invalid {command['type']} request: {exc}", request_id) from None
-
-
-def _structure_problem(raw: Any) -> str | None:
-    """Nesting deeper than MAX_NESTING, or an integer beyond 64 bits, anywhere in the request."""
-    stack: list[tuple[Any, int]] = [(raw, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict):
-            value = value.values()
-        elif not isinstance(value, list):
-            if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
-                return f"integer {excerpt(str(value))} does not fit in 64 bits"
-            continue
-        if depth > MAX_NESTING:
-            return f"the request nests deeper than {MAX_NESTING} levels"
-        stack.extend((v, depth + 1) for v in value)
-    return None
 
 
 def clip(text: str, limit: int) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -45,8 +45,7 @@ def content(value: Any, field: str = "content") -> str:
         raise InvalidInput(f"{field} must not be empty")
     if len(value) > MAX_CONTENT_CHARS:
         raise InvalidInput(f"{field} is {len(value)} characters; the limit is {MAX_CONTENT_CHARS}")
-    if not value.isascii():
-        unicode_text(value, field)
+    unicode_text(value, field)
     return value
 
 
@@ -63,7 +62,9 @@ def context(value: Any) -> dict[str, Any]:
         return {}
     if not isinstance(value, dict):
         raise InvalidInput(f"context must be a JSON object (dict), got {type(value).__name__}")
-    _check_structure(value, "context")
+    problem = structure_problem(value, "context", _shown_int)
+    if problem:
+        raise InvalidInput(problem)
     try:
         # Round-trip through JSON so the stored context is exactly what a JSON client would read back.
         return msgspec.json.decode(msgspec.json.encode(value))
@@ -74,22 +75,27 @@ def context(value: Any) -> dict[str, Any]:
         raise InvalidInput(f"context must be JSON-serializable: {exc}") from None
 
 
-def _check_structure(value: Any, field: str) -> None:
-    """What the daemon refuses in a request: nesting deeper than MAX_NESTING levels, or an integer
-    outside INT64 (the storage format holds 64 bits). Iterative, so no depth can overflow the stack."""
+def structure_problem(value: Any, what: str, show: Callable[[int], str]) -> str | None:
+    """What JSON storage cannot hold anywhere in value: nesting deeper than MAX_NESTING levels, or an
+    integer outside INT64 (the storage format holds 64 bits); None when there is neither. Iterative,
+    so no depth can overflow the stack. The daemon checks every request with it, the engine a context."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
             item = item.values()
         elif not isinstance(item, (list, tuple, set, frozenset)):
-            if isinstance(item, int) and not isinstance(item, bool) and not INT64[0] <= item <= INT64[1]:
-                shown = item if item.bit_length() <= 128 else f"of {item.bit_length()} bits"
-                raise InvalidInput(f"{field} holds an integer {shown} that does not fit in 64 bits")
+            if isinstance(item, int) and not INT64[0] <= item <= INT64[1]:
+                return f"{what} holds an integer {show(item)} that does not fit in 64 bits"
             continue
         if depth > MAX_NESTING:
-            raise InvalidInput(f"{field} nests deeper than {MAX_NESTING} levels")
+            return f"{what} nests deeper than {MAX_NESTING} levels"
         stack.extend((v, depth + 1) for v in item)
+    return None
+
+
+def _shown_int(value: int) -> str:
+    return str(value) if value.bit_length() <= 128 else f"of {value.bit_length()} bits"
 
 
 def entity(value: Any) -> str | None:
