@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import time
@@ -14,6 +13,7 @@ from typing import Any
 import msgspec
 
 from hebbs.client import Client, start_daemon
+from hebbs.daemon.limits import check_seconds
 from hebbs.errors import InvalidInput
 from hebbs.paths import hebbs_home, log_path
 from hebbs.protocol import DaemonBusy, DaemonUnavailable
@@ -63,8 +63,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if action == "start":
         for flag, value in (("--idle-timeout", args.idle_timeout), ("--vault-idle-timeout", args.vault_idle_timeout)):
-            if value is not None and not (math.isfinite(value) and value >= 0):
-                raise InvalidInput(f"{flag} must be a number of seconds, 0 or more; got {value}")
+            try:
+                if value is not None:
+                    check_seconds(value, flag)
+            except ValueError as exc:
+                raise InvalidInput(str(exc)) from None
         started = start_daemon(home, idle_timeout=args.idle_timeout, vault_idle_timeout=args.vault_idle_timeout)
         pid = probe.ping().pid
         if json_mode:

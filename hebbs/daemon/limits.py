@@ -25,6 +25,14 @@ RESERVED_FDS = 200
 WANTED_FDS = 65_536
 
 
+def check_seconds(value: float, what: str) -> float:
+    """A timeout in seconds, 0 or more: ValueError for a negative one, NaN or infinity (a NaN idle
+    timeout made every status call fail for the daemon's life)."""
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{what} must be a number of seconds, 0 or more; got {value}")
+    return value
+
+
 class Limits(msgspec.Struct, kw_only=True, frozen=True):
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     # Seconds a connection may wait between requests; 0 = forever.

@@ -13,7 +13,6 @@ import asyncio
 import faulthandler
 import fcntl
 import logging
-import math
 import os
 import signal
 import socket
@@ -26,7 +25,7 @@ from hebbs.errors import InvalidInput
 from hebbs.offline import disable_telemetry
 from hebbs.paths import ensure_home, hebbs_home, lock_path, log_path, pid_path, socket_path
 
-from .limits import (DEFAULT_CONNECTION_IDLE_TIMEOUT, DEFAULT_FRAME_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits,
+from .limits import (DEFAULT_CONNECTION_IDLE_TIMEOUT, DEFAULT_FRAME_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits, check_seconds,
                      env_number, raise_fd_limit)
 from .logsetup import BACKUPS, DEFAULT_MAX_BYTES, setup_logging
 
@@ -81,13 +80,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if getattr(args, field) is None:
             from_file = getattr(configured, field)
             setattr(args, field, env_number(env, default if from_file is None else from_file, kind))
-    for field, what in (("idle_timeout", "the idle timeout"), ("vault_idle_timeout", "the vault idle timeout")):
-        value = getattr(args, field)
-        if not (math.isfinite(value) and value >= 0):
-            _refuse(parser, f"{what} must be a number of seconds, 0 or more; got {value}")
     if args.log_max_bytes < 1:
         _refuse(parser, f"the log size cap must be at least 1 byte; got {args.log_max_bytes}")
     try:
+        check_seconds(args.idle_timeout, "the idle timeout")
+        check_seconds(args.vault_idle_timeout, "the vault idle timeout")
         args.limits = Limits(max_connections=args.max_connections, connection_idle_timeout=args.connection_idle_timeout,
                              frame_timeout=args.frame_timeout)
     except ValueError as exc:
