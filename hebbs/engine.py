@@ -344,6 +344,7 @@ class Engine:
 
     # Recall ----------------------------------------------------------------------------------
 
+    @_reading
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None,
                weights: ScoringWeights | Mapping[str, float] | None = None, include_superseded: bool = False,
@@ -363,21 +364,13 @@ class Engine:
         the answer says whether it abstained (docs/honesty.md). `weights`: a ScoringWeights, or a mapping
         of some of its fields (the others keep their defaults)."""
         started = time.perf_counter()
-        # What @_reading does, written out on the hot path: a closed vault, or one closed under this
-        # recall, is InvalidInput.
-        self.vault.check_open()
-        try:
-            request = pipeline.plan(
-                self.vault, cue, strategies=strategies, top_k=top_k, entity_id=entity_id, time_range=time_range,
-                weights=weights, include_superseded=include_superseded, mmr_lambda=mmr_lambda, seed=seed,
-                direction=direction, max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy,
-                now=now, associate=associate)
-            answer = pipeline.run(self.vault, request)
-            use.record_recall(self.vault, request, answer.results, reinforce=reinforce, started=started)
-        except Exception:
-            if self.vault.closed:
-                raise self.vault.closed_error() from None
-            raise
+        request = pipeline.plan(
+            self.vault, cue, strategies=strategies, top_k=top_k, entity_id=entity_id, time_range=time_range,
+            weights=weights, include_superseded=include_superseded, mmr_lambda=mmr_lambda, seed=seed,
+            direction=direction, max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy, now=now,
+            associate=associate)
+        answer = pipeline.run(self.vault, request)
+        use.record_recall(self.vault, request, answer.results, reinforce=reinforce, started=started)
         return answer
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
@@ -421,15 +414,10 @@ class Engine:
         return self._memories(include_revisions)
 
     def _memories(self, include_revisions: bool) -> Iterator[Memory]:
-        vault = self.vault
-        try:
-            for memory in vault.store.memories():
+        with _said_closed(self.vault):
+            for memory in self.vault.store.memories():
                 if include_revisions or memory.kind != MemoryKind.REVISION:
                     yield memory
-        except Exception:
-            if vault.closed:
-                raise vault.closed_error() from None
-            raise
 
     @_reading
     def count(self) -> int:
