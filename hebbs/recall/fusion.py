@@ -190,6 +190,7 @@ _IDENTIFIER = re.compile(
     | (?<![\w-])--?[a-z][\w-]*   # --top-k, -v
     | \b[a-z]+[A-Z]\w*   # camelCase
     | \b[A-Za-z]+\d\w*   # letters then digits: sha256, e2e, v2
+    | \b[A-Za-z][A-Za-z0-9]*-\d   # ticket and key style: PROJ-4471, ZX-4092, RFC-7231
     | `[^`]+`            # anything quoted as code
     """)
 
