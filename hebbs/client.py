@@ -203,12 +203,12 @@ def _pending_error(sock: socket.socket) -> HebbsError | None:
 
 # Arguments ------------------------------------------------------------------------------------
 
-def to_micros(value: Any, field: str) -> int | None:
+def to_micros(value: Any, field: str, *, day_end: bool = False) -> int | None:
     """A tz-aware datetime, an ISO 8601 text or microseconds since the epoch, as microseconds (an
-    integer goes as given: the daemon checks its range)."""
+    integer goes as given: the daemon checks its range). day_end: a date alone is its day's last microsecond."""
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
-    return validate.timestamp_us(value, field)
+    return validate.timestamp_us(value, field, day_end=day_end)
 
 
 def _time_range(value: Any) -> tuple[int | None, int | None] | None:
@@ -216,7 +216,7 @@ def _time_range(value: Any) -> tuple[int | None, int | None] | None:
         return None
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise InvalidInput("time_range must be a pair (start, end); either may be None")
-    return to_micros(value[0], "time_range start"), to_micros(value[1], "time_range end")
+    return to_micros(value[0], "time_range start"), to_micros(value[1], "time_range end", day_end=True)
 
 
 def _weights(value: Any) -> ScoringWeights | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -111,11 +112,18 @@ def entity(value: Any) -> str | None:
     return value
 
 
-def timestamp_us(value: Any, field: str) -> int | None:
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def timestamp_us(value: Any, field: str, *, day_end: bool = False) -> int | None:
     """A tz-aware datetime, an ISO 8601 text (UTC when it names no offset) or integer microseconds
-    since the epoch."""
+    since the epoch. With day_end (the end of a range), a date alone ("2026-03-31") is the last
+    microsecond of that UTC day: a range "..2026-03-31" includes the whole 31st, not its midnight."""
     if value is None:
         return None
+    if day_end and isinstance(value, str) and _DATE_ONLY.fullmatch(value.strip()):
+        start = timestamp_us(value.strip(), field)
+        return start + 86_400_000_000 - 1
     if isinstance(value, str):
         try:
             value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -144,7 +152,7 @@ def time_range(value: Any) -> tuple[int, int] | None:
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise InvalidInput("time_range must be a pair (start, end); either may be None")
     start = timestamp_us(value[0], "time_range start")
-    end = timestamp_us(value[1], "time_range end")
+    end = timestamp_us(value[1], "time_range end", day_end=True)
     start = 0 if start is None else start
     end = 2**63 - 1 if end is None else end
     if start > end:

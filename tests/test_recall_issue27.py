@@ -48,3 +48,20 @@ def test_a_hyphenated_ticket_key_is_an_identifier(shared_daemon: "DaemonHome", p
         assert found["results"][0]["memory"]["content"].rstrip().endswith(f"Tracked as PROJ-{4460 + i}."), (i, found)
         assert found["abstained"] is False
         assert found["results"][0]["details"]["lexical_weight"] == 0.8
+
+
+def test_a_date_only_end_of_a_time_range_is_the_whole_day(shared_daemon: "DaemonHome", project: Path) -> None:
+    """Tried: a memory remembered 2026-03-31 14:23, then `--time-range 2026-01-01..2026-03-31`. Before,
+    the end meant 2026-03-31 00:00 and the memory was missed. A date alone as the end now means the
+    whole day, through the CLI and the SDK alike; a time given as the end is still exact."""
+    shared_daemon.hebbs("remember", "The quarterly vendor review found two duplicate invoices",
+                        "--created-at", "2026-03-31T14:23:00Z", cwd=project)
+    shared_daemon.hebbs("remember", "The vendor review of April found nothing", "--created-at",
+                        "2026-04-01T00:00:00Z", cwd=project)
+    found = _recall(shared_daemon, project, "vendor review", "--time-range", "2026-01-01..2026-03-31")
+    assert [r["memory"]["content"] for r in found["results"]] == [
+        "The quarterly vendor review found two duplicate invoices"]
+    exact = _recall(shared_daemon, project, "vendor review", "--time-range", "2026-01-01..2026-03-31T12:00:00Z")
+    assert exact["results"] == []
+    with shared_daemon.client(project) as hb:
+        assert len(hb.recall("vendor review", time_range=("2026-01-01", "2026-03-31")).results) == 1

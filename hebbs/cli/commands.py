@@ -117,14 +117,14 @@ def parse_time_range(raw: str | None) -> tuple[int | None, int | None] | None:
     if ".." not in raw:
         raise InvalidInput(f"--time-range takes START..END (either side may be empty), got {raw!r}")
     start, end = raw.split("..", 1)
-    return (_time(start, "time range start"), _time(end, "time range end"))
+    return (_time(start, "time range start"), _time(end, "time range end", day_end=True))
 
 
-def _time(raw: str, field: str) -> int | None:
+def _time(raw: str, field: str, day_end: bool = False) -> int | None:
     raw = raw.strip()
     if not raw:
         return None
-    return to_micros(int(raw) if raw.isdigit() else raw, field)
+    return to_micros(int(raw) if raw.isdigit() else raw, field, day_end=day_end)
 
 
 # Commands --------------------------------------------------------------------------------------

@@ -231,7 +231,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--weights", metavar="R:T:I:F",
                    help="relevance:recency:importance:reinforcement, e.g. 0.5:0.2:0.2:0.1 (default: 0.5:0.2:0.2:0.1)")
     p.add_argument("--time-range", metavar="START..END",
-                   help="ISO 8601 times (or microseconds); either side may be empty")
+                   help="ISO 8601 times (or microseconds); either side may be empty; a date alone as END "
+                        "means that whole day (UTC)")
     p.add_argument("--include-superseded", action="store_true", help="also return memories replaced by newer ones")
     reinforcing = p.add_mutually_exclusive_group()
     reinforcing.add_argument("--reinforce", action="store_true",
