@@ -927,7 +927,7 @@ class BFIndex {
 PYBIND11_PLUGIN(hebbs_hnswlib) {
         py::module m("hebbs_hnswlib");
 
-        py::class_<Index<float>>(m, "Index")
+        py::class_<Index<float>>(m, "Index", py::module_local())
         .def(py::init(&Index<float>::createFromParams), py::arg("params"))
            /* WARNING: Index::createFromIndex is not thread-safe with Index::addItems */
         .def(py::init(&Index<float>::createFromIndex), py::arg("index"))
@@ -1011,7 +1011,7 @@ PYBIND11_PLUGIN(hebbs_hnswlib) {
             return "<hnswlib.Index(space='" + a.space_name + "', dim="+std::to_string(a.dim)+")>";
         });
 
-        py::class_<BFIndex<float>>(m, "BFIndex")
+        py::class_<BFIndex<float>>(m, "BFIndex", py::module_local())
         .def(py::init<const std::string &, const int>(), py::arg("space"), py::arg("dim"))
         .def("init_index", &BFIndex<float>::init_new_index, py::arg("max_elements"))
         .def("knn_query",
