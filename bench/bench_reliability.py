@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "reliability"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the harness's processes.py
 
 from daemon_harness import ForegroundDaemon, soak, storm  # noqa: E402
 

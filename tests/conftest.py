@@ -12,12 +12,29 @@ from pathlib import Path
 
 import pytest
 
+import processes
+
 _SESSION_DIR = Path(tempfile.mkdtemp(prefix="hebbs-tests-"))
 os.environ.setdefault("HEBBS_MODEL_CACHE", str(_SESSION_DIR / "models"))
 os.environ["HEBBS_HOME"] = str(_SESSION_DIR / "home")
 # The many daemons tests start must not all reach for the panel's port 6381; the panel's own tests
 # serve it on a free port through `hebbs palace --port`.
 os.environ["HEBBS_PANEL"] = "off"
+
+
+@pytest.fixture(autouse=True)
+def _children_end_with_their_test():
+    """A child a test started (tests/processes.py) does not outlive the test, whatever its outcome;
+    children of wider fixtures (started before this one) are left to those fixtures."""
+    before = processes.running()
+    yield
+    processes.stop_all(keep=before)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _children_end_with_the_session():
+    yield
+    processes.stop_all()
 
 
 @pytest.fixture(scope="session")

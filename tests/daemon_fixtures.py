@@ -24,6 +24,8 @@ from hebbs.client import Client, start_daemon
 from hebbs.paths import init_vault, pid_path, socket_path
 from hebbs.protocol import DaemonUnavailable
 
+import processes
+
 # conftest.py sets this for the whole session; the fallback keeps this module usable on its own.
 os.environ.setdefault("HEBBS_MODEL_CACHE", tempfile.mkdtemp(prefix="hbmodels"))
 
@@ -93,7 +95,7 @@ class DaemonHome:
     def hebbs(self, *args: str, cwd: os.PathLike | str | None = None, stdin: str | None = None,
               check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run the real `hebbs` console script against this home."""
-        done = subprocess.run([str(Path(sys.executable).with_name("hebbs")), *args], cwd=cwd, env=self.env(),
+        done = processes.run([str(Path(sys.executable).with_name("hebbs")), *args], cwd=cwd, env=self.env(),
                               input=stdin, capture_output=True, text=True, timeout=WAIT)
         if check and done.returncode != 0:
             raise AssertionError(f"hebbs {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")

@@ -3,16 +3,17 @@ a layer above its own, recall strategies never import each other, and no package
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
+
+import processes
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_import_contracts_are_kept() -> None:
     lint = Path(sys.executable).parent / "lint-imports"
-    run = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    run = processes.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "0 broken" in run.stdout
 
@@ -32,3 +33,27 @@ def test_engine_is_a_thin_facade() -> None:
     assert not too_long, f"Engine methods doing work themselves (statements): {too_long}"
     imported = {alias.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for alias in n.names}
     assert "WriteSet" not in imported, "Engine builds write batches itself; that belongs in hebbs/workflows/"
+
+
+SPAWNERS = {"Popen", "run", "call", "check_call", "check_output", "getoutput", "getstatusoutput"}
+
+
+def test_every_child_a_test_starts_gets_default_signals() -> None:
+    """A child started under `nohup` or `trap "" INT` inherits SIGINT ignored: a test that then sends it
+    Ctrl-C waits for nothing and leaves it running. Every subprocess call in tests/ goes through
+    tests/processes.py (or passes preexec_fn itself), and the processes it starts are stopped by conftest."""
+    import ast
+
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if path.name == "processes.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SPAWNERS
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "subprocess"
+                    and not any(k.arg == "preexec_fn" for k in node.keywords)):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in {
+                    "system", "popen", "spawnv", "spawnl"} and getattr(node.func.value, "id", "") == "os":
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, "use processes.popen/run (tests/processes.py): " + ", ".join(offenders)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+import processes
 
 if TYPE_CHECKING:
     from daemon_fixtures import DaemonHome
@@ -29,7 +30,7 @@ def test_cli_imports_nothing_heavy() -> None:
     interpreter; none of numpy, onnxruntime, hnswlib, rocksdict or the engine may be loaded."""
     code = ("import sys, hebbs.cli.main, hebbs.cli.commands, hebbs.cli.output, hebbs.client; "
             f"print([m for m in {HEAVY!r} if m in sys.modules])")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = processes.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
 
@@ -278,7 +279,7 @@ def test_index_list_and_watch(shared_daemon: "DaemonHome") -> None:
     hit = _json(run("recall", "which CRM does Acme use", "--top-k", "1", "--format", "json", cwd=root))
     assert hit["results"][0]["memory"]["source"]["file_path"] == "acme.md"
 
-    watcher = subprocess.Popen([str(Path(sys.executable).with_name("hebbs")), "watch", str(root), "--format", "json"],
+    watcher = processes.popen([str(Path(sys.executable).with_name("hebbs")), "watch", str(root), "--format", "json"],
                                env=shared_daemon.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert json.loads(watcher.stdout.readline())["event"] == "indexed"  # the catch-up run
@@ -296,6 +297,36 @@ def test_index_list_and_watch(shared_daemon: "DaemonHome") -> None:
     assert hit["results"][0]["memory"]["source"]["file_path"] == "carol.md"
     refused = run("index", str(root), "--global", check=False)
     assert refused.returncode == 1 and "PATH/.hebbs" in refused.stderr
+
+
+def _sigint_ignored() -> None:
+    """What `cmd &` in a script, or `trap "" INT`, hands a command down: SIGINT ignored."""
+    processes.default_signals()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.timeout(240)
+def test_watch_stops_on_ctrl_c_and_sigterm_even_when_started_with_sigint_ignored(shared_daemon: "DaemonHome") -> None:
+    """Tried: `hebbs watch` started with SIGINT ignored (as under `nohup ... &` or `trap "" INT`), then
+    sent SIGINT; again, sent SIGTERM. Each time the watcher stops cleanly (exit 0, no traceback)."""
+    from daemon_fixtures import short_tmp
+
+    root = short_tmp("hbn")
+    _notes(root)
+    hebbs = str(Path(sys.executable).with_name("hebbs"))
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with processes.started([hebbs, "watch", str(root), "--format", "json"], env=shared_daemon.env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=_sigint_ignored) as watcher:
+            while json.loads(watcher.stdout.readline())["event"] != "watching":
+                pass
+            watcher.send_signal(sig)
+            try:
+                code = watcher.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                code = None
+            assert code == 0, f"{sig.name}: the watcher did not stop ({code})"
+            assert "Traceback" not in watcher.stderr.read()
 
 
 def test_the_daemon_runs_the_installed_hebbs_whatever_the_working_directory(own_home: "DaemonHome",

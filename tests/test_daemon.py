@@ -19,6 +19,8 @@ from hebbs.client import Client
 from hebbs.paths import lock_path, log_path, pid_path, socket_path
 from hebbs.protocol import MAX_FRAME
 
+import processes
+
 if TYPE_CHECKING:
     from daemon_fixtures import DaemonHome
 
@@ -322,7 +324,7 @@ def test_two_daemons_racing_to_start(own_home: "DaemonHome") -> None:
     once. Exactly one daemon serves (both start commands exit 0, one saying another serves); both
     clients talk to that one."""
     command = [sys.executable, "-m", "hebbs.daemon", "--detach", "--home", str(own_home.home)]
-    racers = [subprocess.Popen(command, stdin=subprocess.DEVNULL) for _ in range(2)]
+    racers = [processes.popen(command, stdin=subprocess.DEVNULL) for _ in range(2)]
     assert [p.wait(timeout=60) for p in racers] == [0, 0]
     pids: list[int] = []
 

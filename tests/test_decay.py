@@ -17,6 +17,8 @@ from hebbs import Engine
 from hebbs.workflows import decay
 from hebbs.config import DecayConfig
 
+import processes
+
 DAY_US = 86_400 * 1_000_000
 LOG_CAP = math.log2(1 + 100)
 
@@ -207,7 +209,7 @@ def test_killed_child_sweep_resumes_where_it_stopped(tmp_path: Path, embedder):
     now = made[-1].last_accessed_at + 45 * DAY_US
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    child = subprocess.Popen([sys.executable, str(script), str(vault), str(now)], stdout=subprocess.PIPE, text=True,
+    child = processes.popen([sys.executable, str(script), str(vault), str(now)], stdout=subprocess.PIPE, text=True,
                              env=dict(os.environ))
     lines: list[str] = []
     timer = threading.Timer(300, child.kill)  # a guard against a hung child, not a timing assertion

@@ -20,6 +20,8 @@ from ulid import ULID
 from hebbs import Engine, InvalidInput, MemoryKind, ModelMismatch, NotFound, ScoringWeights
 from hebbs.store.storage import COLUMN_FAMILIES, Store, WriteSet, id_bytes
 
+import processes
+
 UTC = dt.timezone.utc
 
 
@@ -238,7 +240,7 @@ try:
 except VaultBusy as e:
     print(e)
 """
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
+        out = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert f"process {os.getpid()}" in out and "in use" in out
     # Closing released the lock: the same path opens again, in this process and in another.
     with Engine.open(tmp_path / "v", embedder=embedder):
@@ -271,7 +273,7 @@ def test_crash_mid_write_leaves_nothing_half_written(tmp_path, embedder):
                     print("writing", flush=True)
         """)
     for round_ in range(3):
-        proc = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
+        proc = processes.popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
         assert proc.stdout.readline().strip() == "writing"
         time.sleep(0.2 * round_)
         proc.send_signal(signal.SIGKILL)

@@ -19,6 +19,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+import processes
+
 pytest_plugins = ["daemon_fixtures"]
 
 TOOLS = {"remember", "recall", "prime", "revise", "forget", "used", "reflect_prepare", "reflect_commit",
@@ -328,7 +330,7 @@ def test_nothing_else_imports_mcp() -> None:
 
     code = ("import sys, hebbs, hebbs.client, hebbs.recall.brains, hebbs.cli.main, hebbs.cli.commands; "
             "hebbs.Client; print([m for m in ('mcp', 'pydantic', 'hebbs.mcp_server') if m in sys.modules])")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = processes.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
 

@@ -21,6 +21,8 @@ from playwright.sync_api import expect
 
 from hebbs.paths import VAULT_DIR
 
+import processes
+
 pytest_plugins = ["daemon_fixtures"]
 
 CHROMIUM = "/usr/bin/chromium"
@@ -597,7 +599,7 @@ def test_an_index_run_shows_its_progress_on_the_overview_and_can_be_cancelled(pa
     page.goto(palace.page_url("/"))
     page.wait_for_selector("#live.on")
     page.evaluate("window.__not_reloaded = true")
-    run = subprocess.Popen([hebbs, "index", str(big)], env=palace.daemon.env(), stdout=subprocess.PIPE,
+    run = processes.popen([hebbs, "index", str(big)], env=palace.daemon.env(), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     try:
         page.wait_for_selector("[data-indexing]")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,8 @@ import hebbs
 from hebbs import AsyncClient, Client, Engine
 from hebbs.errors import NotFound
 from hebbs.schema import Edge, Memory
+
+import processes
 
 pytest_plugins = ["daemon_fixtures"]
 
@@ -99,7 +100,7 @@ def test_dir_hebbs_and_version() -> None:
     code = ("import sys; from hebbs.cli.main import main\n"
             "try:\n    main(['--version'])\nexcept SystemExit as exc:\n    assert exc.code == 0\n"
             "print([m for m in ('numpy', 'onnxruntime', 'hnswlib', 'hebbs.engine') if m in sys.modules])")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    done = processes.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     version_line, heavy = done.stdout.strip().splitlines()
     assert version_line == f"hebbs {hebbs.__version__}" and heavy == "[]"
 

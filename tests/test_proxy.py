@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
+import processes
+
 pytest_plugins = ["daemon_fixtures"]
 
 KEY = "sk-test-4f1d9c0b7e2a"
@@ -116,7 +118,7 @@ class Proxy:
         self.log = log
         self.upstream = upstream
         hebbs = str(Path(sys.executable).with_name("hebbs"))
-        self.process = subprocess.Popen(
+        self.process = processes.popen(
             [hebbs, "proxy", "--upstream", upstream.base_url, "--port", str(self.port), "--api-key-env", KEY_ENV,
              "--remember", "--vault", str(project)],
             env=daemon.env(**{KEY_ENV: KEY}), stdout=log.open("wb"), stderr=subprocess.STDOUT)

@@ -27,6 +27,8 @@ from hebbs.cli.main import EXIT_ERROR, EXIT_USAGE, build_parser, main
 from hebbs.errors import VaultNotInitialized
 from hebbs.paths import init_vault
 
+import processes
+
 if TYPE_CHECKING:
     from daemon_fixtures import DaemonHome
 
@@ -172,7 +174,7 @@ def test_ctrl_c_cancels_the_index_run_in_the_daemon(shared_daemon: "DaemonHome",
     root = shared_daemon.project()
     total = _notes(root, 80, 10)
     hebbs = str(Path(sys.executable).with_name("hebbs"))
-    proc = subprocess.Popen([hebbs, "index", str(root)], env=shared_daemon.env(), stdout=subprocess.PIPE,
+    proc = processes.popen([hebbs, "index", str(root)], env=shared_daemon.env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     client = shared_daemon.client(root)
     shared_daemon.wait_until(lambda: client.count() > 0, timeout=300, what="the first committed batch")
@@ -186,7 +188,7 @@ def test_ctrl_c_cancels_the_index_run_in_the_daemon(shared_daemon: "DaemonHome",
     time.sleep(1.0)  # a run that went on would still be committing batches
     assert client.count() == len(kept)
 
-    again = json.loads(subprocess.run([hebbs, "index", str(root), "--format", "json"], env=shared_daemon.env(),
+    again = json.loads(processes.run([hebbs, "index", str(root), "--format", "json"], env=shared_daemon.env(),
                                       capture_output=True, text=True, check=True, timeout=300).stdout)
     assert again["sections_total"] == total and client.count() == total
     assert kept <= {m.id for m in client.memories()}, "a memory the cancelled run committed was lost"
@@ -203,7 +205,7 @@ def test_cancel_and_follow_a_run_started_elsewhere(shared_daemon: "DaemonHome") 
     root = shared_daemon.project()
     _notes(root, 200, 10)
     hebbs = str(Path(sys.executable).with_name("hebbs"))
-    first = subprocess.Popen([hebbs, "index", str(root), "--format", "json"], env=shared_daemon.env(),
+    first = processes.popen([hebbs, "index", str(root), "--format", "json"], env=shared_daemon.env(),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     shared_daemon.wait_until(lambda: _indexing(shared_daemon, root), timeout=120, what="the run to start")
     busy = shared_daemon.hebbs("index", str(root), check=False)
@@ -211,7 +213,7 @@ def test_cancel_and_follow_a_run_started_elsewhere(shared_daemon: "DaemonHome") 
     suggested = re.findall(r"`(hebbs [^`]+)`", busy.stderr)
     follow_cmd = next(c for c in suggested if "--follow" in c)
     cancel_cmd = next(c for c in suggested if "--cancel" in c)
-    follower = subprocess.Popen(shlex.split(follow_cmd.replace("hebbs", hebbs, 1)) + ["--format", "json"],
+    follower = processes.popen(shlex.split(follow_cmd.replace("hebbs", hebbs, 1)) + ["--format", "json"],
                                 env=shared_daemon.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.5)  # let the follower attach; if it attaches late it finds no run and says so
     cancelled = json.loads(shared_daemon.hebbs(*shlex.split(cancel_cmd)[1:], "--format", "json").stdout)
@@ -278,10 +280,10 @@ def test_init_hides_the_vault_from_git(shared_daemon: "DaemonHome", tmp_path: Pa
     then sees only the notes."""
     shared_daemon.hebbs("init", str(tmp_path))
     assert (tmp_path / ".hebbs" / ".gitignore").read_text().splitlines()[-1] == "*"
-    if subprocess.run(["git", "--version"], capture_output=True).returncode == 0:
+    if processes.run(["git", "--version"], capture_output=True).returncode == 0:
         (tmp_path / "a.md").write_text("# A\n")
-        subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path,
+        processes.run(["git", "init", "-q", str(tmp_path)], check=True)
+        status = processes.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path,
                                 capture_output=True, text=True, check=True).stdout
         assert status.split() == ["??", "a.md"]
 
@@ -364,7 +366,7 @@ def test_recall_table_shows_rank_and_uses_the_width(shared_daemon: "DaemonHome",
     text = ("The quarterly planning meeting moved from Tuesday to Thursday because the finance team needs "
             "Monday and Tuesday to close the books, and the product leads asked for the extra days.")
     shared_daemon.hebbs("remember", text, cwd=project)
-    done = subprocess.run([str(Path(sys.executable).with_name("hebbs")), "recall", "planning meeting moved"],
+    done = processes.run([str(Path(sys.executable).with_name("hebbs")), "recall", "planning meeting moved"],
                           cwd=project, env=shared_daemon.env(COLUMNS="110"), capture_output=True, text=True,
                           check=True)
     lines = done.stdout.splitlines()

@@ -17,6 +17,8 @@ from hebbs import Engine, MemoryKind, NotFound
 from hebbs.vault import apply_plan, index_vault, list_vault, scan_vault
 from hebbs.vault.manifest import SYNCED, load_manifest, manifest_path
 
+import processes
+
 
 class CountingEmbedder:
     """Wraps the real embedder and counts the texts sent to the model."""
@@ -406,7 +408,7 @@ CHILD = textwrap.dedent("""
 
 def run_and_kill(root: Path, stage: str, fraction: float) -> bool:
     """Index in a child process and SIGKILL it once `stage` reaches `fraction`; True if it was killed."""
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(root)], stdout=subprocess.PIPE, text=True,
+    proc = processes.popen([sys.executable, "-c", CHILD, str(root)], stdout=subprocess.PIPE, text=True,
                             env=os.environ.copy())
     killed = False
     for line in proc.stdout:

@@ -16,6 +16,8 @@ from hebbs.vault.manifest import FileEntry, Manifest, SectionEntry, load_manifes
 from hebbs.vault.parse import Link, estimate_tokens, parse_note
 from hebbs.vault.walk import VaultFilter, walk_notes
 
+import processes
+
 
 @pytest.fixture(scope="session")
 def tokenizer(tmp_path_factory):
@@ -273,7 +275,7 @@ def test_manifest_save_survives_kill_9(tmp_path):
                 print("ready", flush=True)
     """)
     for delay in (0.05, 0.2, 0.5):
-        proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        proc = processes.popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
         assert proc.stdout.readline().strip() == "ready"
         time.sleep(delay)  # only to spread the kill points, nothing is asserted about time
         os.kill(proc.pid, signal.SIGKILL)

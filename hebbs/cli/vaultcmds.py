@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 import threading
 import time
@@ -273,6 +274,7 @@ class _Watch:
 def cmd_watch(args: argparse.Namespace, root: Path) -> int:
     from hebbs.vault import VaultWatcher  # watchdog, only for this command
 
+    _stop_on_signals()
     _ensure_vault(args, root)
     watch = _Watch(args, root)
     # Catch up first, so the watcher only has to follow changes from now on.
@@ -283,13 +285,13 @@ def cmd_watch(args: argparse.Namespace, root: Path) -> int:
         else:
             print_summary(root, summary)
         watcher = VaultWatcher(root, on_phase1=watch.phase1, on_phase2=watch.phase2, on_error=watch.error)
-        watcher.start()
-        # Said only now that the watches are in place: an edit from here on will be seen.
-        if args.format == "json":
-            output.emit_json({"event": "watching", "path": str(root)})
-        else:
-            print(f"watching {root} (Ctrl-C stops)", flush=True)
         try:
+            watcher.start()
+            # Said only now that the watches are in place: an edit from here on will be seen.
+            if args.format == "json":
+                output.emit_json({"event": "watching", "path": str(root)})
+            else:
+                print(f"watching {root} (Ctrl-C stops)", flush=True)
             while True:
                 time.sleep(3600)
         except KeyboardInterrupt:
@@ -300,6 +302,18 @@ def cmd_watch(args: argparse.Namespace, root: Path) -> int:
     if args.format != "json":
         print("stopped watching")
     return 0
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM stop the watcher cleanly, even when it was started with SIGINT ignored (as
+    `cmd &` or `nohup` in a script hand it down): a watcher runs until told to stop, so the way to tell
+    it must always work."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def _cancel_run_in_progress(args: argparse.Namespace, root: Path) -> None:

@@ -28,6 +28,8 @@ import msgspec
 from hebbs.client import Client
 from hebbs.paths import init_vault, log_path, socket_path
 
+import processes
+
 START_WAIT = 120.0
 HEADER = struct.Struct(">I")
 
@@ -44,10 +46,11 @@ class ForegroundDaemon:
         limits = self.fd_limits
 
         def set_limits() -> None:
+            processes.default_signals()
             if limits is not None:
                 resource.setrlimit(resource.RLIMIT_NOFILE, limits)
 
-        self.proc = subprocess.Popen([sys.executable, "-m", "hebbs.daemon", "--home", str(self.home), *self.flags],
+        self.proc = processes.popen([sys.executable, "-m", "hebbs.daemon", "--home", str(self.home), *self.flags],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      env=self.env, preexec_fn=set_limits)
         deadline = time.monotonic() + START_WAIT

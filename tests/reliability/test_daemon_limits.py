@@ -7,7 +7,6 @@ import logging
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -19,6 +18,8 @@ from daemon_harness import ForegroundDaemon, final_reply, frame, raw_connect
 
 from hebbs.client import Client
 from hebbs.errors import DaemonBusy, DaemonUnavailable
+
+import processes
 
 CAP = 12
 IDLE = 3.0
@@ -209,7 +210,7 @@ def test_a_broken_daemon_section_stops_the_start_with_a_clear_error(tmp_path: Pa
     home = tmp_path / "h"
     home.mkdir()
     (home / "config.toml").write_text("[daemon]\nmax_conections = 7\n")
-    run = subprocess.run([sys.executable, "-m", "hebbs.daemon", "--home", str(home)], capture_output=True,
+    run = processes.run([sys.executable, "-m", "hebbs.daemon", "--home", str(home)], capture_output=True,
                          text=True, timeout=60)
     assert run.returncode == 2
     assert "max_conections" in run.stderr and "Traceback" not in run.stderr

@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+import processes
 
 # Variables that would hide the defect: onnxruntime stays quiet on its own under CI or unit tests.
 HIDING_ENV = ("CI", "ORT_DISABLE_TELEMETRY", "ORT_RUNNING_UNIT_TESTS", "XDG_CACHE_HOME")
@@ -31,7 +32,7 @@ DRIVER = r"""
 import subprocess, sys, time
 hebbs, notes, linger = sys.argv[1], sys.argv[2], float(sys.argv[3])
 def run(*args):
-    done = subprocess.run([hebbs, *args], capture_output=True, text=True, timeout=300)
+    done = processes.run([hebbs, *args], capture_output=True, text=True, timeout=300)
     print("$ hebbs", *args, "->", done.returncode, done.stdout[-300:], done.stderr[-300:], flush=True)
     if done.returncode:
         sys.exit(done.returncode)
@@ -120,7 +121,7 @@ def offline_run():
     env.update(HOME=str(home), HEBBS_HOME=str(hebbs_home), HEBBS_IDLE_TIMEOUT="120", PYTHONDONTWRITEBYTECODE="1")
     hebbs = str(Path(sys.executable).with_name("hebbs"))
     started = time.monotonic()
-    done = subprocess.run([strace, "-ff", "-qq", "-e", TRACED, "-o", str(traces / "trace"), sys.executable, "-c",
+    done = processes.run([strace, "-ff", "-qq", "-e", TRACED, "-o", str(traces / "trace"), sys.executable, "-c",
                            DRIVER, hebbs, str(notes), str(LINGER_SECONDS)],
                           cwd=notes, env=env, capture_output=True, text=True, timeout=600)
     yield {"done": done, "lines": _trace_lines(traces), "home": home, "allowed": [hebbs_home, notes, model_cache],

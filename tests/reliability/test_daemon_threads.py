@@ -15,7 +15,7 @@ from hebbs.paths import init_vault, log_path
 
 pytest_plugins = ["daemon_fixtures"]
 
-SECONDS = 4.0
+ROUNDS = 4
 WRITERS = 3
 
 
@@ -28,13 +28,21 @@ def test_direct_calls_race_idle_closes_and_loop_writes(make_daemon):
     forgotten: list[str] = []
     failures: list[BaseException] = []
     stop = threading.Event()
-    # Set now and then for long enough that the vault closes; when it clears, every client comes back
-    # at once, to a vault the loop is opening again.
+    # Set until every client has paused and the vault has closed; when it clears, every client comes
+    # back at once, to a vault the loop is opening again. Each round waits for what it needs instead of
+    # hoping a sleep is long enough: on a loaded machine the clients may never leave 50 ms of silence.
     quiet = threading.Event()
+    paused: set[int] = set()
+    lock = threading.Lock()
 
     def pause() -> None:
+        me = threading.get_ident()
         while quiet.is_set():
+            with lock:
+                paused.add(me)
             time.sleep(0.01)
+        with lock:
+            paused.discard(me)
 
     def writer(n: int) -> None:
         try:
@@ -68,12 +76,23 @@ def test_direct_calls_race_idle_closes_and_loop_writes(make_daemon):
     threads.append(threading.Thread(target=loop_writer))
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + SECONDS
-    while time.monotonic() < deadline:
-        time.sleep(0.3)
+
+    def closes() -> int:
+        return log_path(daemon.home).read_text().count("(idle)")
+
+    def progress() -> list[int]:
+        return [len(ids) for ids in remembered] + [len(forgotten)]
+
+    for _ in range(ROUNDS):
         quiet.set()
-        time.sleep(0.3)
+        daemon.wait_until(lambda: failures or len(paused) == len(threads), what="every client to pause")
+        assert not failures, repr(failures[0])
+        closed = closes()
+        daemon.wait_until(lambda: closes() > closed, what="the idle vault to close")
+        before = progress()
         quiet.clear()
+        daemon.wait_until(lambda: failures or all(now > then for now, then in zip(progress(), before)),
+                          what="every client to be served by the reopened vault")
     stop.set()
     for thread in threads:
         thread.join(timeout=60)
@@ -88,7 +107,7 @@ def test_direct_calls_race_idle_closes_and_loop_writes(make_daemon):
             with pytest.raises(HebbsError):
                 client.get(memory_id)
     log = log_path(daemon.home).read_text()
-    assert log.count("(idle)") >= 3, "the vault never closed while the clients ran: the race was not tested"
+    assert log.count("(idle)") >= ROUNDS
 
 
 def test_try_use_never_hands_out_a_closing_vault(tmp_path, embedder):

@@ -18,6 +18,8 @@ import numpy as np
 from hebbs import Engine
 from hebbs.store.storage import id_bytes
 
+import processes
+
 # Small, so that a child checkpoints several times before it is killed.
 CHECKPOINT_EVERY = 15
 
@@ -62,7 +64,7 @@ def _writer(path: Path) -> str:
 def _run_and_kill(path: Path, seed: int, acks_before_kill: int) -> list[str]:
     """A child writes until it has acknowledged `acks_before_kill` operations, then is SIGKILLed
     mid-write. Returns every line it printed (each printed line is an acknowledged operation)."""
-    proc = subprocess.Popen([sys.executable, "-c", _writer(path), str(seed)], stdout=subprocess.PIPE, text=True)
+    proc = processes.popen([sys.executable, "-c", _writer(path), str(seed)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "open"
     lines: list[str] = []
     enough = threading.Event()

@@ -27,6 +27,8 @@ from hebbs.vault import indexer
 sys.path.insert(0, str(Path(__file__).parent))
 from storage_faults import copy_vault, damage, find_file  # noqa: E402
 
+import processes
+
 NOTES, REMEMBERED, IN_WAL = 3, 400, 20
 TOTAL = NOTES + REMEMBERED + IN_WAL
 
@@ -74,7 +76,7 @@ def damaged_base(tmp_path_factory, embedder) -> Path:
         print("acknowledged", flush=True)
         import time; time.sleep(60)
         """)
-    proc = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
+    proc = processes.popen([sys.executable, "-c", writer], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "acknowledged"
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -22,6 +22,8 @@ from hebbs import Engine
 from hebbs.vault import indexer
 from hebbs.vault.manifest import load_manifest
 
+import processes
+
 BATCH = 1000
 
 
@@ -42,7 +44,7 @@ def _kill_during_batches(path: Path, rounds: int, seed: int) -> set[int]:
     acked: set[int] = set()
     next_batch = 0
     for round_ in range(rounds):
-        proc = subprocess.Popen([sys.executable, "-c", writer, str(next_batch)], stdout=subprocess.PIPE, text=True)
+        proc = processes.popen([sys.executable, "-c", writer, str(next_batch)], stdout=subprocess.PIPE, text=True)
         assert proc.stdout.readline().strip() == "open"
         lines: list[str] = []
         first_ack = threading.Event()
@@ -117,7 +119,7 @@ def _kill_during_index(root: Path, rounds: int, seed: int) -> None:
         """)
     rng = random.Random(seed)
     for round_ in range(rounds):
-        proc = subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.PIPE, text=True)
+        proc = processes.popen([sys.executable, "-c", runner], stdout=subprocess.PIPE, text=True)
         assert proc.stdout.readline().strip() == "open"
         time.sleep(rng.uniform(0.2, 2.5))
         proc.send_signal(signal.SIGKILL)
