@@ -109,9 +109,9 @@ def configurations(engine: Engine, mmr_lambdas: list[float]) -> dict[str, Callab
     def plain_rrf(cue: str, entity: str, k: int) -> list[str]:
         depth = 100  # fixed, so the baseline does not move with hebbs' own candidate settings
         sim = engine.recall(cue, entity_id=entity, top_k=depth, strategies=["similarity"], reinforce=False,
-                            weights=RELEVANCE_ONLY, mmr_lambda=0.0).ids()
+                            weights=RELEVANCE_ONLY, mmr_lambda=1.0).ids()
         lex = engine.recall(cue, entity_id=entity, top_k=depth, strategies=["lexical"], reinforce=False,
-                            weights=RELEVANCE_ONLY, mmr_lambda=0.0).ids()
+                            weights=RELEVANCE_ONLY, mmr_lambda=1.0).ids()
         fused = rc.rrf([sim, lex])
         return sorted(fused, key=fused.get, reverse=True)[:k]
 
@@ -120,7 +120,7 @@ def configurations(engine: Engine, mmr_lambdas: list[float]) -> dict[str, Callab
         "similarity only": recall_with(strategies=["similarity"]),
         "lexical only": recall_with(strategies=["lexical"]),
         "plain RRF k=60": plain_rrf,
-        "fusion, no MMR": recall_with(mmr_lambda=0.0),
+        "fusion, no MMR": recall_with(mmr_lambda=1.0),
     } | {f"fusion, MMR {lam}": recall_with(mmr_lambda=lam) for lam in mmr_lambdas}
 
 

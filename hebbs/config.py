@@ -126,10 +126,11 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # 180, 0.671 at 365, 0.683 at 730 and 0.685 at 1825 (docs/retrieval.md, "Time words and freshness").
     untyped_recency_days: float = 730.0
     # Maximal marginal relevance trade-off: 1.0 = pure relevance, lower = more diverse, 0 = off.
-    # 0.9 was the best setting on LoCoMo (docs/recall.md): a little diversity surfaces the other
-    # evidence turns a question needs; 0.7 and below pushed relevant turns out.
+    # The weight of relevance against diversity: 1 = score order (no MMR), lower = more diverse, 0 =
+    # diversity alone after the best. 0.9 was the best setting on LoCoMo (docs/retrieval.md): a little
+    # diversity surfaces the other evidence turns a question needs; 0.7 and below pushed relevant turns out.
     mmr_lambda: float = 0.9
-    # With MMR on, a candidate this similar (cosine) to one already picked is a restatement of it,
+    # With MMR on (lambda below 1), a candidate this similar (cosine) to one already picked is a restatement of it,
     # and comes after every result that is not.
     duplicate_similarity: float = 0.95
     # Analogical recall: weight of embedding similarity against structural similarity.
@@ -376,7 +377,7 @@ ef_search = 50
 [recall]
 recency_window = "half_life"     # or a number of days, the same for every memory
 untyped_recency_days = 730.0     # the window of a memory without a type of its own
-mmr_lambda = 0.9
+mmr_lambda = 0.9                # 1 = score order, lower = more diverse, 0 = diversity alone after the best
 duplicate_similarity = 0.95
 analogical_alpha = 0.5
 cue_by_sentence = true

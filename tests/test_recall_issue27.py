@@ -65,3 +65,50 @@ def test_a_date_only_end_of_a_time_range_is_the_whole_day(shared_daemon: "Daemon
     assert exact["results"] == []
     with shared_daemon.client(project) as hb:
         assert len(hb.recall("vendor review", time_range=("2026-01-01", "2026-03-31")).results) == 1
+
+
+RESTATED = ["The production deploy key is stored in the team vault under deploy/prod",
+            "The production deploy key is kept in the team vault under deploy/prod",
+            "Production's deploy key is stored in the team vault, under deploy/prod"]
+
+
+def test_mmr_one_is_score_order_and_zero_is_diversity(shared_daemon: "DaemonHome", project: Path) -> None:
+    """Tried: `--mmr 1` (the help said "pure relevance") on restatements of one fact among others.
+    Before, restatements (cosine >= 0.95) still went last, so 1 reordered and only 0 ("off") gave
+    score order. Now 1 is score order, 0 the most diverse, and the help says so."""
+    with shared_daemon.client(project) as hb:
+        hb.remember_many([{"content": t} for t in RESTATED + [
+            "Deploys to production need an approval from the on-call engineer",
+            "The staging deploy key rotates every ninety days",
+            "Production deploys are frozen during the holiday period"]])
+    cue = "where is the production deploy key stored"
+    pure = _recall(shared_daemon, project, cue, "--top-k", "5", "--mmr", "1")
+    scores = [r["score"] for r in pure["results"]]
+    assert scores == sorted(scores, reverse=True)
+    assert {r["memory"]["content"] for r in pure["results"][:3]} == set(RESTATED)
+    diverse = _recall(shared_daemon, project, cue, "--top-k", "5", "--mmr", "0")
+    assert diverse["results"][0]["memory"]["id"] == pure["results"][0]["memory"]["id"]
+    assert len({r["memory"]["content"] for r in diverse["results"][:3]} & set(RESTATED)) == 1
+    default = _recall(shared_daemon, project, cue, "--top-k", "5")
+    assert [r["memory"]["content"] for r in default["results"][3:]] != [] and \
+        len({r["memory"]["content"] for r in default["results"][:3]} & set(RESTATED)) == 1
+    helped = " ".join(shared_daemon.hebbs("recall", "--help").stdout.split())
+    assert "1 = pure relevance, results in score order" in helped and "0 = diversity alone" in helped
+
+
+def test_the_panel_recall_form_carries_the_diversity_setting() -> None:
+    """The panel's recall form has the same setting, says what its values mean, and sends it."""
+    from starlette.datastructures import QueryParams
+
+    from hebbs.daemon.panel import app, pages
+
+    form, problems = app.recall_form(QueryParams("cue=deploy+key&mmr=1"), reinforce_allowed=False)
+    assert problems == [] and form["mmr"] == 1.0
+    command, _ = app.recall_command(form)
+    assert command.mmr_lambda == 1.0
+    assert "--mmr 1" in pages.command_line("/tmp/x/.hebbs", Path("/tmp/home"), form)
+    html = pages.recall_form("/tmp/x/.hebbs", "t", form, [])
+    assert 'name="mmr"' in html and "1 = score order, 0 = most diverse" in html
+    bad, problems = app.recall_form(QueryParams("cue=x&mmr=2"), reinforce_allowed=False)
+    assert bad["mmr"] is None and "from 0 to 1" in problems[0]
+    assert app.recall_command(app.recall_form(QueryParams("cue=x"), reinforce_allowed=False)[0])[0].mmr_lambda is None

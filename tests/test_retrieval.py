@@ -83,7 +83,7 @@ def test_near_duplicates_do_not_fill_the_top_five_with_mmr(vault):
         "Production deploys are frozen during the holiday period",
     ]])
     cue = "where is the production deploy key stored"
-    plain = vault.recall(cue, top_k=5, mmr_lambda=0.0, reinforce=False)
+    plain = vault.recall(cue, top_k=5, mmr_lambda=1.0, reinforce=False)
     assert set(plain.ids()) == {m.id for m in dupes}, "without MMR the restatements crowd out the rest"
     diverse = vault.recall(cue, top_k=5, reinforce=False)  # MMR is on by default
     assert diverse.ids()[0] in {m.id for m in dupes}

@@ -239,8 +239,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                              help="count every returned memory as used (old behaviour; prefer `hebbs used ID`)")
     reinforcing.add_argument("--no-reinforce", action="store_true", help="the default: recall changes no score")
     p.add_argument("--mmr", type=number, metavar="LAMBDA",
-                   help="diversify: 1 = pure relevance, lower = more diverse (default: the vault's "
-                        "recall.mmr_lambda, 0.9)")
+                   help="diversity (MMR): 1 = pure relevance, results in score order; lower = more diverse, "
+                        "and restatements (cosine >= 0.95) go last; 0 = diversity alone after the best "
+                        "(default: the vault's recall.mmr_lambda, 0.9; similarity alone: 1)")
     p.add_argument("--seed", metavar="ID", help="causal: the memory to walk the graph from (default: the cue's "
                                                 "best match)")
     p.add_argument("--direction", choices=["forward", "backward", "both"], default="forward",

@@ -221,7 +221,8 @@ def rrf(rankings: Iterable[list[str]], k: int = 60) -> dict[str, float]:
 def mmr_order(scores: list[float], vectors: np.ndarray, lam: float, k: int,
               duplicate_similarity: float = 1.0) -> list[int]:
     """Maximal marginal relevance: pick, one at a time, the candidate best balancing its score
-    against its similarity to what is already picked. A candidate at least duplicate_similarity
+    against its similarity to what is already picked: lam = 1 would be score order, lam = 0 diversity
+    alone after the best (the caller does not call it at 1). A candidate at least duplicate_similarity
     to a picked one is a restatement: it comes only after every non-duplicate. Returns indexes, at most k."""
     n = len(scores)
     if n == 0:

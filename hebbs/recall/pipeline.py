@@ -78,7 +78,7 @@ def plan(vault: OpenVault, cue: str | None = None, *, strategies: Sequence[str] 
         lam = validate.unit_float(mmr_lambda, "mmr_lambda")
     else:
         # Similarity alone is pure vector search: no diversification or deduplication unless asked.
-        lam = 0.0 if names == {"similarity"} else vault.config.recall.mmr_lambda
+        lam = 1.0 if names == {"similarity"} else vault.config.recall.mmr_lambda
     return Request(cue=cue, names=names, top_k=top_k, weights=weights, entity_id=entity_id, window=window,
                    reference=reference, understood=understood, mmr_lambda=lam,
                    include_superseded=include_superseded, seed=seed, direction=direction, max_depth=max_depth,
@@ -197,11 +197,13 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
 def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, top_k: int, lam: float,
          include_superseded: bool, stamp: int, preferred: tuple[int, int] | None,
          vectors: dict[str, np.ndarray] | None = None) -> list[RecallResult]:
-    """The top_k candidates by composite score, diversified by MMR when lam > 0. The stored vectors
+    """The top_k candidates by composite score, diversified by MMR when lam < 1 (1 is pure relevance:
+    score order, nothing moved; 0 is diversity alone after the best). The stored vectors
     MMR reads are left in `vectors`, by memory id, for the confidence step."""
     config = vault.config
     boost = config.recall.time_words.boost if preferred is not None else 0.0
-    if lam > 0:
+    diversify = lam < 1.0
+    if diversify:
         needed = min(top_k * 3, top_k + MMR_POOL_EXTRA)
     else:
         needed = top_k * 3 if include_superseded else top_k
@@ -258,7 +260,7 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
     scored.sort(key=lambda item: (-item[0], item[1]))
     ranked = [(score, items[index][0], ScoreComponents(relevance=f[0], recency=f[1], importance=f[2], reinforcement=f[3]))
               for score, index, f in scored[:needed]]
-    if lam > 0 and len(ranked) > 1:
+    if diversify and len(ranked) > 1:
         # The pool MMR picks from: with lambda near 1 a candidate far below the top_k never gets
         # picked, and a pool of 3 * top_k made every recall's cost grow with top_k.
         pool = ranked[:min(top_k * 3, top_k + MMR_POOL_EXTRA)]

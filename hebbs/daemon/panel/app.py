@@ -429,13 +429,17 @@ def recall_form(q: QueryParams, reinforce_allowed: bool) -> tuple[dict[str, Any]
     strategies = [s for s in q.getlist("strategy") if s in pages.STRATEGIES]
     top_k = parsed(_int, q.get("top_k"), "top-k", 10)
     depth = parsed(_int, q.get("depth"), "depth", 3)
+    mmr = parsed(_float, q.get("mmr"), "diversity", None)
+    if mmr is not None and not 0 <= mmr <= 1:
+        problems.append(f"diversity (MMR lambda) must be from 0 to 1, got {mmr:g}")
+        mmr = None
     direction = q.get("direction") or "forward"
     if direction not in ("forward", "backward", "both"):
         problems.append(f"direction must be forward, backward or both, got {direction!r}")
         direction = "forward"
     form = {"cue": (q.get("cue") or "").strip(), "strategies": strategies, "weights": weights, "top_k": top_k,
             "entity": q.get("entity") or "", "since": q.get("since") or "", "until": q.get("until") or "",
-            "seed": (q.get("seed") or "").strip(), "direction": direction, "depth": depth,
+            "seed": (q.get("seed") or "").strip(), "direction": direction, "depth": depth, "mmr": mmr,
             "include_superseded": bool(q.get("include_superseded")),
             # Shown checked as asked; honoured only for a POST (the route says when it was not).
             "reinforce": bool(q.get("reinforce")) if q.get("run") else False}
@@ -451,7 +455,7 @@ def recall_command(form: dict[str, Any]) -> tuple[Recall, list[str]]:
     fields: dict[str, Any] = dict(
         cue=form["cue"] or None, strategies=form["strategies"] or None, top_k=form["top_k"],
         entity_id=form["entity"] or None, time_range=window, weights=ScoringWeights(**form["weights"]),
-        include_superseded=form["include_superseded"], reinforce=form["reinforce_now"])
+        include_superseded=form["include_superseded"], reinforce=form["reinforce_now"], mmr_lambda=form.get("mmr"))
     ignored: list[str] = []
     if "causal" in form["strategies"]:
         wanted = {"seed": form["seed"] or None, "direction": form["direction"], "max_depth": form["depth"]}

@@ -151,6 +151,7 @@ def recall_form(vault: str, token: str, form: dict[str, Any], entities: list[tup
 <fieldset><legend>weights</legend>{sliders}</fieldset>
 <fieldset class="filters"><legend>filters</legend>
 <label>top-k <input type="number" name="top_k" min="1" max="1000" value="{form["top_k"]}"></label>
+<label title="MMR lambda: 1 = pure relevance, score order; lower = more diverse, restatements last; 0 = diversity alone after the best">diversity <input type="number" name="mmr" min="0" max="1" step="0.05" value="{"" if form.get("mmr") is None else f'{form["mmr"]:g}'}" placeholder="default" size="5"> <span class="muted">1 = score order, 0 = most diverse</span></label>
 <label>entity <select name="entity">{options}</select></label>
 <label>from <input type="datetime-local" name="since" value="{e(form["since"])}"></label>
 <label>to <input type="datetime-local" name="until" value="{e(form["until"])}"> <span class="muted">UTC</span></label>
@@ -173,6 +174,8 @@ def command_line(vault: str, home: Path, form: dict[str, Any]) -> str:
         words += ["--top-k", str(form["top_k"])]
     if form["entity"]:
         words += ["--entity", form["entity"]]
+    if form.get("mmr") is not None:
+        words += ["--mmr", f'{form["mmr"]:g}']
     w = form["weights"]
     if any(abs(w[name] - default) > 1e-9 for name, default in WEIGHTS):
         words += ["--weights", ":".join(f"{w[name]:g}" for name, _ in WEIGHTS)]
