@@ -9,11 +9,12 @@ once stays imported), and each side is used after the other is loaded.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+import processes
 
 _BOTH = """
 import json, sys
@@ -48,7 +49,7 @@ print(json.dumps(answers))
 
 @pytest.mark.parametrize("order", ["hnswlib,hebbs_hnswlib", "hebbs_hnswlib,hnswlib"])
 def test_hnswlib_and_hebbs_in_one_process(order: str, tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", _BOTH, order, str(tmp_path / "vault")],
+    done = processes.run([sys.executable, "-c", _BOTH, order, str(tmp_path / "vault")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     answers = json.loads(done.stdout.strip().splitlines()[-1])
