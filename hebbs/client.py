@@ -35,7 +35,7 @@ from .paths import (ensure_home, find_project_vault, hebbs_home, log_path, resol
                     spawn_lock_path)
 from .protocol import (ERROR, HEADER, PROGRESS, AddEdge, Close, ContradictionAuto, ContradictionCommit,
                        ContradictionPrepare, DaemonStatus, DaemonUnavailable, Edges, Export, ExportChunk, Feed, Forget,
-                       ForgetCandidates, Get, History, Index, IndexCancel, IndexCancelled, IndexFollow, Insights,
+                       ForgetCandidates, Get, History, ImportRecords, Index, IndexCancel, IndexCancelled, IndexFollow, Insights,
                        Inspect, Inspection, List, Neighbors, Panel, PanelState, Ping, Pong, Prime, ProtocolError,
                        Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem,
                        RemoveEdge, Revise, ReviseItem, ReviseMany, ShowSource, Shutdown, Status, Stopping, Subscribe,
@@ -43,7 +43,7 @@ from .protocol import (ERROR, HEADER, PROGRESS, AddEdge, Close, ContradictionAut
                        frame_length, progress_type, recv_frame, request_frame, result_type)
 from .recall.brains import BRAINS, GLOBAL
 from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
-                     Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
+                     ImportSummary, Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
 
 if TYPE_CHECKING:
@@ -464,10 +464,11 @@ def _settle(reply: Any, request_id: Any, command: _Command, progress: ProgressCa
     return decode_data(reply.data, result_type(command))
 
 
-def _export_chunk(reply: Any) -> list[Memory] | None:
-    """The memories of one export frame, or None at the final frame (raising if it is an error)."""
+def _export_chunk(reply: Any, records: bool = False) -> list[Any] | None:
+    """The memories (or records) of one export frame, or None at the final frame (raising if it is an error)."""
     if reply.status == PROGRESS:
-        return decode_data(reply.data, ExportChunk).memories
+        chunk = decode_data(reply.data, ExportChunk)
+        return chunk.records if records else chunk.memories
     _check(reply)
     return None
 
@@ -660,13 +661,24 @@ class Client(_BaseClient):
 
     def export(self, *, include_revisions: bool = False) -> Iterator[Memory]:
         """Every memory of the vault, streamed (on a connection of its own, so a half-read export is harmless)."""
+        return self._stream(Export(include_revisions=include_revisions))
+
+    def export_records(self) -> Iterator[dict[str, Any]]:
+        """Everything the vault holds as export records (docs/export.md), streamed, a versioned header first."""
+        return self._stream(Export(records=True))
+
+    def import_records(self, records: Iterable[dict[str, Any]]) -> ImportSummary:
+        """Restore export records with new ids; memories first, possibly over several calls."""
+        return self.request(ImportRecords(records=list(records)))
+
+    def _stream(self, command: Export) -> Iterator[Any]:
         side = Client(self._vault(), home=self.home, autostart=self.autostart, timeout=self.timeout)
-        request_id, frame = side._frame(Export(include_revisions=include_revisions), vault=True)
+        request_id, frame = side._frame(command, vault=True)
         # The reply is read frame by frame: yield each chunk as it arrives.
         sock = side._connection()
         try:
             sock.sendall(frame)
-            while (chunk := _export_chunk(_next_frame(sock, request_id))) is not None:
+            while (chunk := _export_chunk(_next_frame(sock, request_id), command.records)) is not None:
                 yield from chunk
         except _Vanished as exc:
             raise DaemonUnavailable(f"the daemon went away during export: {exc}") from None
@@ -1011,12 +1023,23 @@ class AsyncClient(_BaseClient):
         return await self.request(Queries(limit=limit))
 
     async def export(self, *, include_revisions: bool = False) -> AsyncIterator[Memory]:
-        request_id, frame = self._frame(Export(include_revisions=include_revisions), vault=True)
+        async for memory in self._stream(Export(include_revisions=include_revisions)):
+            yield memory
+
+    async def export_records(self) -> AsyncIterator[dict[str, Any]]:
+        async for record in self._stream(Export(records=True)):
+            yield record
+
+    async def import_records(self, records: Iterable[dict[str, Any]]) -> ImportSummary:
+        return await self.request(ImportRecords(records=list(records)))
+
+    async def _stream(self, command: Export) -> AsyncIterator[Any]:
+        request_id, frame = self._frame(command, vault=True)
         reader, writer = await self._open()
         try:
             writer.write(frame)
             await writer.drain()
-            while (chunk := _export_chunk(await _anext_frame(reader))) is not None:
+            while (chunk := _export_chunk(await _anext_frame(reader), command.records)) is not None:
                 for memory in chunk:
                     yield memory
         except _Vanished as exc:

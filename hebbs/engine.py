@@ -21,7 +21,7 @@ from .paths import hebbs_home, vault_for_path
 from .recall import pipeline
 from .recall.prime import prime
 from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Edge, EdgeType,
-                     Insight, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResults, ReflectAutoResult,
+                     ImportSummary, Insight, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
 from .store.embed import Embedder, get_embedder
 from .store.lexical_index import LexicalIndex
@@ -36,6 +36,7 @@ from .workflows import reinforce as use
 from .workflows import remember as remembering
 from .workflows import revise as revising
 from .workflows import source as sources
+from .workflows import transfer
 
 
 def _acknowledged_when_durable(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -405,6 +406,20 @@ class Engine:
     def queries(self, limit: int = 50) -> list[QueryLogEntry]:
         """The most recent recalls, newest first."""
         return use.recent_queries(self.vault, limit)
+
+    # Export and import of everything the vault holds: hebbs/workflows/transfer.py, docs/export.md ---
+
+    def export_records(self) -> Iterator[dict[str, Any]]:
+        """Every record of the vault (memories, links, edges, accesses, keys, contradiction candidates,
+        kept originals) as JSON-ready dicts, a versioned header first."""
+        self.vault.check_open()
+        return transfer.export_records(self.vault)
+
+    @_acknowledged_when_durable
+    def import_records(self, records: Iterable[dict[str, Any]]) -> ImportSummary:
+        """Restore what export_records gave (from this vault or another) with new ids; memories first,
+        possibly over several calls. A memory imported before is not stored again."""
+        return transfer.import_records(self.vault, records)
 
     # Whole-vault views -----------------------------------------------------------------------
 

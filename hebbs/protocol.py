@@ -22,7 +22,7 @@ from msgspec import UNSET, Meta, UnsetType
 from .validate import INT64, MAX_NESTING, structure_problem
 from .errors import (ERRORS_BY_CODE, DaemonBusy, DaemonUnavailable, HebbsError,  # noqa: F401
                      IndexingInProgress, InvalidInput, MessageTooLarge, ProtocolError)
-from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
+from .schema import (Access, ImportSummary, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
 from .schema import SourceSection
@@ -340,9 +340,18 @@ class ScanSummary(msgspec.Struct, kw_only=True):
 
 
 class Export(_Command, tag="export"):
-    """Every memory, streamed as progress frames of ExportChunk, then ExportDone."""
+    """Every memory, streamed as progress frames of ExportChunk, then ExportDone. records=True: everything
+    the vault holds instead, as export records (docs/export.md) in ExportChunk.records."""
 
     include_revisions: bool = False
+    records: bool = False
+
+
+class ImportRecords(_Command, tag="import_records"):
+    """Restore export records (docs/export.md) with new ids, memories first (a later request finds the
+    memories of earlier ones); data is ImportSummary."""
+
+    records: list[dict[str, Any]]
 
 
 # Reflection, contradiction review and decay (docs/reflect.md, docs/decay.md) ---------------------
@@ -427,7 +436,7 @@ class Panel(_Command, tag="panel"):
 
 
 Command = (Ping | Status | Shutdown | Remember | Get | Revise | Forget | Recall | Reinforce | Prime | Subscribe | Feed
-           | Close | Index | List | Queries | Inspect | ShowSource | Export | ReflectPrepare | ReflectCommit
+           | Close | Index | List | Queries | Inspect | ShowSource | Export | ImportRecords | ReflectPrepare | ReflectCommit
            | Insights | ContradictionPrepare | ContradictionCommit | Reflect | ContradictionAuto | ForgetCandidates
            | ReviseMany | History | AddEdge | RemoveEdge | Edges | Neighbors | IndexCancel | IndexFollow
            | Panel | Unconsolidate | Consolidate)
@@ -438,7 +447,7 @@ COMMAND_TYPES: dict[str, type[_Command]] = {
 # Commands that change a vault: the daemon runs them one at a time per vault.
 WRITE_COMMANDS = frozenset({"remember", "revise", "forget", "reinforce", "reflect_prepare", "reflect_commit",
                             "contradiction_prepare", "contradiction_commit", "revise_many", "add_edge",
-                            "remove_edge", "unconsolidate", "consolidate"})
+                            "remove_edge", "unconsolidate", "consolidate", "import_records"})
 # Commands that need no vault at all.
 DAEMON_COMMANDS = frozenset({"ping", "status", "shutdown", "close", "panel"})
 
@@ -629,8 +638,9 @@ class IndexCancelled(msgspec.Struct, kw_only=True):
     cancelled: bool
 
 
-class ExportChunk(msgspec.Struct, kw_only=True):
-    memories: list[Memory]
+class ExportChunk(msgspec.Struct, kw_only=True, omit_defaults=True):
+    memories: list[Memory] = []
+    records: list[dict[str, Any]] = []
 
 
 class ExportDone(msgspec.Struct, kw_only=True):
@@ -643,7 +653,7 @@ RESULT_TYPES: dict[str, Any] = {
     "subscribe": Subscribed, "feed": Fed,
     "close": Closed, "queries": list[QueryLogEntry], "inspect": Inspection,
     "source": SourceSection,
-    "export": ExportDone, "reflect_prepare": ReflectPrepared, "reflect_commit": ReflectCommitted,
+    "export": ExportDone, "import_records": ImportSummary, "reflect_prepare": ReflectPrepared, "reflect_commit": ReflectCommitted,
     "insights": list[Insight], "contradiction_prepare": ContradictionPrepared,
     "contradiction_commit": ContradictionCommitted, "reflect": ReflectAutoResult,
     "contradiction_auto": ContradictionAutoResult, "forget_candidates": list[Memory],

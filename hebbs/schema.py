@@ -74,6 +74,8 @@ class Memory(msgspec.Struct, kw_only=True, omit_defaults=True):
     consolidation_gain: ConsolidationGain | None = None
     # Set only on what remember returns: True when the new text was consolidated into this existing memory.
     consolidated: bool = False
+    # Only in remember's answer: the key given was already used, this is the memory it names; nothing was stored.
+    existing: bool = False
 
 
 class Edge(msgspec.Struct, kw_only=True):
@@ -91,6 +93,19 @@ class Access(msgspec.Struct, kw_only=True):
     # used: `hebbs used` / reinforce(); recall: returned by a recall with reinforce=True; panel: opened
     # in the Memory Palace.
     via: str
+
+
+class ImportSummary(msgspec.Struct, kw_only=True):
+    """What an import stored (hebbs/workflows/transfer.py, docs/export.md)."""
+
+    imported: int = 0
+    already_there: int = 0
+    edges: int = 0
+    accesses: int = 0
+    pending: int = 0
+    originals: int = 0
+    # The file's memory id -> its id in this vault, for every memory of the call (also those imported before).
+    ids: dict[str, str] = {}
 
 
 class ScoringWeights(msgspec.Struct, kw_only=True, frozen=True):

@@ -82,31 +82,95 @@ def test_memory_commands_text_and_json(shared_daemon: "DaemonHome", project: Pat
     assert run("forget", "--entity", "dana", cwd=project).stdout.strip() == "forgot 1 memory"
 
 
-def test_export_then_import_round_trips(shared_daemon: "DaemonHome", project: Path) -> None:
-    """Tried: export a vault to JSONL (stdout and -o FILE), import it into another vault, and compare:
-    same contents, entities, importances, contexts and creation times (ids are new); importing a line
-    again stores nothing (its idempotency key is derived from the exported id)."""
+def _renamed(lines: list[str]) -> list[str]:
+    """An export with every memory id replaced by its memory's place in the file (an import gives new
+    ids in the same order) and contradiction candidates' own ids dropped: what must survive a copy."""
+    records = [json.loads(line) for line in lines]
+    names = {r["id"]: f"#{n}" for n, r in enumerate(x for x in records if x["record"] == "memory")}
+    text = "\n".join(json.dumps({k: v for k, v in r.items() if not (r["record"] == "pending" and k == "id")},
+                                sort_keys=True) for r in records)
+    for old, new in names.items():
+        text = text.replace(old, new)
+    return sorted(text.splitlines())
+
+
+def test_export_then_import_carries_everything_a_vault_holds(shared_daemon: "DaemonHome", project: Path) -> None:
+    """Tried: a vault with an edge, a revision, a superseded memory, an access, a keyed memory, a queued
+    contradiction candidate and an indexed note; export it (stdout and -o FILE), import it into another
+    vault, export that. The export has a versioned header and every kind of record (CAUSED_BY among the
+    edges); the copy's export is the same content up to the ids; the copied note's original is readable
+    with `hebbs source`; importing again stores nothing; a version 1 file (bare memories) still imports."""
     run = shared_daemon.hebbs
-    for n in range(3):
-        run("remember", f"exported memory {n}", "--entity", "exp", "--importance", f"0.{n + 3}",
-            "--context", f'{{"n": {n}}}', "--created-at", f"2024-05-0{n + 1}T10:00:00Z", cwd=project)
+
+    def remember(*args: str) -> str:
+        return _json(run("remember", *args, "--format", "json", cwd=project))["id"]
+
+    cause = remember("The outage on Monday was caused by a bad deploy", "--entity", "ops")
+    effect = remember("Checkout failed for two hours on Monday", "--entity", "ops")
+    run("add-edge", effect, "CAUSED_BY", cause, cwd=project)
+    run("revise", cause, "--content", "The outage on Monday was caused by a bad config deploy", cwd=project)
+    old = remember("Acme uses Salesforce", "--entity", "acme")
+    remember("Acme moved from Salesforce to HubSpot", "--entity", "acme", "--supersedes", old)
+    remember("Bob prefers short meetings", "--key", "bob-meetings")
+    run("used", effect, cwd=project)
+    remember("Acme's renewal is in March", "--entity", "acme")
+    remember("Acme's renewal is not in March", "--entity", "acme")
+    (project / "notes.md").write_text("# Plan\n\n## Launch\nWe launch the parser rewrite in May.\n")
+    run("index", str(project))
+
     lines = run("export", cwd=project).stdout.splitlines()
-    assert len(lines) == 3 and all(json.loads(line)["entity_id"] == "exp" for line in lines)
+    header, records = json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
+    assert header == {"record": "header", "format": "hebbs-export", "version": 2}
+    kinds = {r["record"] for r in records}
+    assert {"memory", "edge", "access", "file", "original"} <= kinds
+    assert sum(r["record"] == "edge" and r["edge_type"] == "CAUSED_BY" for r in records) == 1
+    assert any(r["record"] == "memory" and r.get("key") == "bob-meetings" for r in records)
+    assert any(r["record"] == "memory" and r.get("superseded_by") for r in records)
+    assert any(r["record"] == "memory" and r.get("kind") == "REVISION" for r in records)
     dump = project / "dump.jsonl"
-    assert _json(run("export", "-o", str(dump), "--format", "json", cwd=project)) == {"exported": 3,
+    memories = sum(r["record"] == "memory" for r in records)
+    assert _json(run("export", "-o", str(dump), "--format", "json", cwd=project)) == {"exported": memories,
                                                                                       "file": str(dump)}
     other = shared_daemon.project()
-    assert _json(run("import", str(dump), "--format", "json", cwd=other)) == {
-        "imported": 3, "stored": 3, "already_there": 0, "skipped_revisions": 0}
-    # Imported again: each line's memory is found under its import key, nothing is stored twice.
-    assert run("import", "-", cwd=other, stdin=lines[0] + "\n").stdout.strip() == (
-        "imported 1 memory; 1 was imported before and not stored again")
+    summary = _json(run("import", str(dump), "--format", "json", cwd=other))
+    assert summary["memories"] == summary["stored"] == memories and summary["already_there"] == 0
+    assert summary["edges"] == sum(r["record"] == "edge" for r in records) and summary["originals"] >= 1
+    copied = run("export", cwd=other).stdout.splitlines()
+    assert _renamed(copied) == _renamed(lines)
 
-    def key(m: dict[str, Any]) -> tuple[Any, ...]:
-        return m["content"], m["entity_id"], m["importance"], json.dumps(m["context"]), m["created_at"]
+    note = next(json.loads(x) for x in copied if '"original"' in x and "notes.md" in x)
+    assert "parser rewrite in May" in run("source", note["memory"], cwd=other).stdout
+    again = _json(run("import", str(dump), "--format", "json", cwd=other))
+    assert again["stored"] == 0 and again["already_there"] == memories
+    assert _renamed(run("export", cwd=other).stdout.splitlines()) == _renamed(lines)
 
-    copied = [json.loads(line) for line in run("export", cwd=other).stdout.splitlines()]
-    assert sorted(map(key, copied)) == sorted(map(key, [json.loads(line) for line in lines]))
+    version_1 = "\n".join(json.dumps({k: v for k, v in r.items() if k != "record"}) for r in records
+                          if r["record"] == "memory" and r.get("kind") != "REVISION" and r.get("entity_id") == "acme")
+    third = shared_daemon.project()
+    assert _json(run("import", "-", "--format", "json", cwd=third, stdin=version_1))["stored"] == 4
+
+
+def test_remember_with_a_used_key_says_so_and_refuses_a_different_text(shared_daemon: "DaemonHome",
+                                                                       project: Path) -> None:
+    """Tried: `remember --key k1` three times: the first stores; the same text again says the key was
+    already used and what it names (`"existing": true` in JSON); a different text is refused (exit 1,
+    nothing stored, the memory unchanged) unless `--replace`, which revises that memory."""
+    run = shared_daemon.hebbs
+    first = _json(run("remember", "Dana owns the deploy keys", "--key", "k1", "--format", "json", cwd=project))
+    assert "existing" not in first
+    same = _json(run("remember", "Dana owns the deploy keys", "--key", "k1", "--format", "json", cwd=project))
+    assert same["existing"] is True and same["id"] == first["id"]
+    said = run("remember", "Dana owns the deploy keys", "--key", "k1", cwd=project).stdout
+    assert "already used" in said and first["id"] in said
+    refused = run("remember", "Eve owns the deploy keys", "--key", "k1", cwd=project, check=False)
+    assert refused.returncode == 1 and "already used" in refused.stderr and "--replace" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    listed = _json(run("recall", "deploy keys", "--format", "json", cwd=project))["results"]
+    assert [r["memory"]["content"] for r in listed] == ["Dana owns the deploy keys"]
+    replaced = _json(run("remember", "Eve owns the deploy keys", "--key", "k1", "--replace", "--format", "json",
+                         cwd=project))
+    assert replaced["existing"] is True and replaced["id"] == first["id"]
+    assert _json(run("get", first["id"], "--format", "json", cwd=project))["content"] == "Eve owns the deploy keys"
 
 
 def test_remember_supersedes_by_short_id(shared_daemon: "DaemonHome", project: Path) -> None:

@@ -138,13 +138,25 @@ def test_one_sweep_folds_every_copy_into_the_oldest_and_leaves_note_sections_alo
     assert eng.consolidate() == []
 
 
-def test_a_restatement_of_another_type_stays_a_memory_of_its_own(eng) -> None:
-    """QA: a fact remembered again with type "fact" was folded into an untyped copy, and so decayed in 30
-    days instead of 180."""
+def test_the_same_text_with_another_or_no_context_is_one_memory_that_keeps_the_type(eng) -> None:
+    """Issue 30: the same text and entity stored once with context {"type": "fact"} and once without
+    became two memories (and a proxy put both in one prompt). Either order is one memory now, and it
+    keeps the type, so it decays as a fact (QA: a fact folded into an untyped copy faded in 30 days
+    instead of 180); the sweep folds copies stored before, too."""
     first = eng.remember("The coffee machine is on the second floor.", entity_id="office")
     typed = eng.remember("The coffee machine is on the second floor.", entity_id="office", context={"type": "fact"})
-    assert not typed.consolidated and typed.id != first.id
-    assert eng.consolidate() == []
+    assert typed.consolidated and typed.id == first.id
+    assert eng.count() == 1 and eng.get(first.id).context == {"type": "fact"}
+    typed_first = eng.remember("Deploys freeze on the last Friday of the quarter.", context={"type": "rule"})
+    plain = eng.remember("Deploys  freeze on the last Friday of the quarter.")
+    assert plain.consolidated and plain.id == typed_first.id and eng.get(plain.id).context == {"type": "rule"}
+    # Other words under another type are still two memories: only the very same text is one.
+    other = eng.remember("The coffee machine is really on the second floor.", entity_id="office",
+                         context={"type": "preference"})
+    assert not other.consolidated
+    a = eng.remember("Lunch is served at noon.", consolidate=False)
+    b = eng.remember("Lunch is served at noon.", context={"type": "fact"}, consolidate=False)
+    assert eng.consolidate(dry_run=True) == [(b.id, a.id)]
 
 
 def test_cli_and_protocol(shared_daemon: "DaemonHome", project: Path) -> None:

@@ -24,6 +24,8 @@ IMPORT_BATCH_ITEMS = 256
 IMPORT_BATCH_BYTES = MAX_FRAME // 4
 # An imported memory is stored under this idempotency key, so importing the same file twice stores it once.
 IMPORT_KEY_PREFIX = "import:"
+# A memory's links to other memories: sent after every memory of the file (hebbs/workflows/transfer.py).
+IMPORT_LINKS = ("superseded_by", "revision_of", "restatement_of")
 
 
 def client_for(args: argparse.Namespace) -> Client:
@@ -167,15 +169,28 @@ def parse_edge(raw: str) -> tuple[str, str, float]:
 
 
 def cmd_remember(args: argparse.Namespace) -> int:
+    if args.replace and not args.key:
+        raise InvalidInput("--replace goes with --key: it revises the memory stored under that key")
+    content = _text(args.content)
     with client_for(args) as client:
         edges = [parse_edge(e) for e in args.edge or ()]
-        memory = client.remember(_text(args.content), importance=args.importance, context=_context(args.context),
+        memory = client.remember(content, importance=args.importance, context=_context(args.context),
                                  entity_id=args.entity, created_at=_time(args.created_at, "--created-at")
                                  if args.created_at else None, supersedes=args.supersedes or (), edges=edges,
                                  key=args.key,
                                  consolidate=False if args.no_consolidate else None)
+        changed = memory.existing and memory.content != content
+        if changed and not args.replace:
+            raise InvalidInput(f"key {args.key!r} was already used for memory {memory.id} "
+                               f"({output.one_line(memory.content, 60)!r}); nothing was stored. Give --replace to "
+                               "revise that memory to this text (its earlier text is kept as history)")
+        if changed:
+            memory = msgspec.structs.replace(client.revise(memory.id, content=content), existing=True)
     if _json(args):
         output.emit_json(memory)
+    elif memory.existing:
+        print(f"key {args.key!r} was already used for memory {memory.id}: "
+              + ("revised it to this text" if changed else "the same text, nothing stored"))
     elif memory.consolidated:
         print(f"consolidated into {memory.id}: said {memory.restatements + 1} times "
               f"(importance {memory.importance:.2f}; `hebbs unconsolidate` undoes it)")
@@ -465,9 +480,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         out = open_output(args.output) if args.output else sys.stdout
         count = 0
         try:
-            for memory in client.export(include_revisions=args.include_revisions):
-                out.write(output.to_json(memory) + "\n")
-                count += 1
+            for record in client.export_records():
+                out.write(output.to_json(record) + "\n")
+                count += record["record"] == "memory"
         finally:
             if args.output:
                 out.close()
@@ -479,9 +494,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _import_items(lines: Iterator[bytes]) -> Iterator[tuple[int, RememberItem | None]]:
-    # Links between memories (edges, supersedes) name ids this vault does not have: not imported.
-    fields = set(RememberItem.__struct_fields__) - {"supersedes", "edges", "key"}
+def _decoded(lines: Iterator[bytes]) -> Iterator[tuple[int, Any]]:
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -491,51 +504,93 @@ def _import_items(lines: Iterator[bytes]) -> Iterator[tuple[int, RememberItem | 
             raise InvalidInput(f"line {number}: not JSON text ({exc})") from None
         if not isinstance(record, dict):
             raise InvalidInput(f"line {number}: expected a JSON object")
+        yield number, record
+
+
+def _import_v2(client: Client, records: list[dict[str, Any]]) -> dict[str, int]:
+    """Send the records in frames the daemon takes: memories first (their links to each other after all
+    of them, once each has its new id), then what refers to them, in the file's order."""
+    memories = [r for r in records if r.get("record") == "memory"]
+    links = [{"record": "link", "memory": m.get("id"), **{k: m.pop(k) for k in IMPORT_LINKS if m.get(k) is not None}}
+             for m in memories if any(m.get(k) is not None for k in IMPORT_LINKS)]
+    rest = [r for r in records if r.get("record") not in ("memory", "header")]
+    header = [r for r in records if r.get("record") == "header"]
+    totals: dict[str, int] = {"memories": len(memories), "stored": 0, "already_there": 0, "edges": 0,
+                              "accesses": 0, "pending": 0, "originals": 0}
+    batch: list[dict[str, Any]] = list(header)
+    size = 0
+    for record in [*memories, *links, *rest]:
+        batch.append(record)
+        size += len(msgspec.json.encode(record)) + 64
+        if size >= IMPORT_BATCH_BYTES or (record.get("record") == "memory" and len(batch) >= IMPORT_BATCH_ITEMS):
+            _add_summary(totals, client.import_records(batch))
+            batch, size = list(header), 0
+    if len(batch) > len(header):
+        _add_summary(totals, client.import_records(batch))
+    return totals
+
+
+def _add_summary(totals: dict[str, int], summary: Any) -> None:
+    totals["stored"] += summary.imported
+    totals["already_there"] += summary.already_there
+    for name in ("edges", "accesses", "pending", "originals"):
+        totals[name] += getattr(summary, name)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    source = open_input(args.file, binary=True)
+    try:
+        records = [record for _, record in _decoded(iter(source))]
+    finally:
+        if source is not sys.stdin.buffer:
+            source.close()
+    with client_for(args) as client:
+        if any("record" in r for r in records):
+            totals = _import_v2(client, records)
+        else:
+            totals = _import_v1(client, records)
+    if _json(args):
+        output.emit_json(totals)
+        return 0
+    before_n = totals["already_there"]
+    again = (f"; {before_n} {'was' if before_n == 1 else 'were'} imported before and not stored again"
+             if before_n > 0 else "")
+    links = ", ".join(f"{_count(totals[name], noun)}" for name, noun in (
+        ("edges", "edge"), ("accesses", "access"), ("pending", "contradiction candidate"),
+        ("originals", "original")) if totals.get(name))
+    print(f"imported {_count(totals['memories'], 'memory')}{again}" + (f"; restored {links}" if links else "")
+          + (f" (skipped {totals['skipped_revisions']} revision records)" if totals.get("skipped_revisions") else ""))
+    return 0
+
+
+def _import_v1(client: Client, records: list[dict[str, Any]]) -> dict[str, int]:
+    """A version 1 file (bare memories, from before the header): each memory through remember, its links
+    to other memories dropped (the version 1 export did not carry what they pointed to)."""
+    before = client.count()
+    imported = skipped = 0
+    batch: list[RememberItem] = []
+    size = 0
+    fields = set(RememberItem.__struct_fields__) - {"supersedes", "edges", "key"}
+    for number, record in enumerate(records, 1):
         if record.get("kind") == "REVISION":
-            yield number, None  # an earlier version only means something beside the memory it belonged to
+            skipped += 1  # an earlier version only means something beside the memory it belonged to
             continue
         item = {k: v for k, v in record.items() if k in fields}
         if isinstance(record.get("id"), str):
             item["key"] = IMPORT_KEY_PREFIX + record["id"]
         try:
-            yield number, msgspec.convert(item, RememberItem)
+            batch.append(msgspec.convert(item, RememberItem))
         except msgspec.ValidationError as exc:
-            raise InvalidInput(f"line {number}: {exc}") from None
-
-
-def cmd_import(args: argparse.Namespace) -> int:
-    source = open_input(args.file, binary=True)
-    imported = skipped = 0
-    with client_for(args) as client:
-        before = client.count()
-        batch: list[RememberItem] = []
-        size = 0
-        try:
-            for _, item in _import_items(iter(source)):
-                if item is None:
-                    skipped += 1
-                    continue
-                batch.append(item)
-                size += len(item.content) * 4 + 256
-                if len(batch) >= IMPORT_BATCH_ITEMS or size >= IMPORT_BATCH_BYTES:
-                    imported += len(client.remember_many(batch, consolidate=False))
-                    batch, size = [], 0
-            if batch:
-                imported += len(client.remember_many(batch, consolidate=False))
-        finally:
-            if source is not sys.stdin.buffer:
-                source.close()
-        stored = client.count() - before
-    if _json(args):
-        output.emit_json({"imported": imported, "stored": stored, "already_there": imported - stored,
-                          "skipped_revisions": skipped})
-    else:
-        before_n = imported - stored
-        again = (f"; {before_n} {'was' if before_n == 1 else 'were'} imported before and not stored again"
-                 if before_n > 0 else "")
-        print(f"imported {_count(imported, 'memory')}{again}"
-              + (f" (skipped {skipped} revision records)" if skipped else ""))
-    return 0
+            raise InvalidInput(f"record {number}: {exc}") from None
+        size += len(record.get("content", "")) * 4 + 256
+        if len(batch) >= IMPORT_BATCH_ITEMS or size >= IMPORT_BATCH_BYTES:
+            imported += len(client.remember_many(batch, consolidate=False))
+            batch, size = [], 0
+    if batch:
+        imported += len(client.remember_many(batch, consolidate=False))
+    stored = client.count() - before
+    return {"memories": imported, "stored": stored, "already_there": imported - stored,
+            "skipped_revisions": skipped}
 
 
 def cmd_status(args: argparse.Namespace) -> int:

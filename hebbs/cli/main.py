@@ -167,8 +167,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--edge", metavar="ID:TYPE[:CONFIDENCE]", action="append",
                    help=f"an edge from the new memory (repeatable); TYPE is one of {', '.join(EDGE_TYPES)}; "
                         "confidence 0..1, default 1")
-    p.add_argument("--key", help="idempotency key: if a memory was stored under it in this vault, print that one "
-                                 "and store nothing")
+    p.add_argument("--key", help="idempotency key: if a memory was stored under it in this vault, say so and "
+                                 "store nothing (JSON: \"existing\": true); a different text is refused")
+    p.add_argument("--replace", action="store_true",
+                   help="with --key: a different text revises the memory stored under the key")
     p.add_argument("--no-consolidate", action="store_true",
                    help="store it even if it restates an existing memory (default: the vault's setting)")
 
@@ -311,13 +313,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=100, help="how many candidates")
     p.add_argument("--min-confidence", type=number, default=0.7, help="auto: commit only verdicts at least this sure")
 
-    p = command("export", "write every memory as JSON lines")
+    p = command("export", "write everything the vault holds as JSON lines (docs/export.md): memories with their "
+                          "earlier versions, supersession, edges, access history, keys, contradiction candidates "
+                          "and kept originals")
     p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
-    p.add_argument("--include-revisions", action="store_true",
-                   help="also export the earlier versions of revised memories")
 
-    p = command("import", "read memories from JSON lines (what export writes); ids are assigned anew, and a "
-                          "memory imported before is not stored again")
+    p = command("import", "read what export writes (docs/export.md); ids are assigned anew and every link is "
+                          "mapped to them, and a memory imported before is not stored again")
     p.add_argument("file", help="a JSONL file, or - for stdin")
 
     command("status", "the daemon and the brains it serves")

@@ -27,7 +27,7 @@ from hebbs.errors import Cancelled, InvalidInput, NotFound
 from hebbs.paths import VAULT_DIR
 from hebbs.recall import brains, scoring
 from hebbs.protocol import (AddEdge, Close, Closed, ContradictionAuto, ContradictionCommit, ContradictionPrepare,
-                            DaemonStatus, Edges, Export, ExportChunk, ExportDone, Feed, Fed, Forget, ForgetCandidates,
+                            DaemonStatus, Edges, Export, ExportChunk, ExportDone, ImportRecords, Feed, Fed, Forget, ForgetCandidates,
                             Forgotten, Get, History, Index, IndexCancel, IndexCancelled, IndexFollow,
                             IndexingInProgress, Insights, Inspect, Inspection, List, Neighbors, Panel, PanelState, Ping,
                             Pong, Prime, Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember,
@@ -263,11 +263,16 @@ class Handlers:
         slot = self.pool.slot(request.vault_path)
         count = 0
         async with self.pool.use(slot) as engine:
-            memories = engine.memories(include_revisions=command.include_revisions)
-            while chunk := await self.pool.run(_take_chunk, memories):
-                await conn.progress(request.id, ExportChunk(memories=chunk))
+            items = (engine.export_records() if command.records
+                     else engine.memories(include_revisions=command.include_revisions))
+            while chunk := await self.pool.run(_take_chunk, items):
+                await conn.progress(request.id, ExportChunk(records=chunk) if command.records
+                                    else ExportChunk(memories=chunk))
                 count += len(chunk)
         return ExportDone(count=count)
+
+    async def _import_records(self, conn: Connection, request: Request, command: ImportRecords) -> Any:
+        return await self._reply_write(conn, request, lambda engine: engine.import_records(command.records))
 
     # Reflection, contradictions, decay -------------------------------------------------------
     # Prepares and commits write (a session, a dropped candidate, insights, edges): one at a time per
@@ -615,9 +620,9 @@ def resolve_id(engine: "Engine", text: str) -> str:
     return matches[0]
 
 
-def _take_chunk(memories: Iterator[Memory]) -> list[Memory]:
+def _take_chunk(memories: Iterator[Any]) -> list[Any]:
     """The next export chunk: up to a size that keeps every frame far below the 16 MiB limit."""
-    chunk: list[Memory] = []
+    chunk: list[Any] = []
     size = 0
     for memory in memories:
         chunk.append(memory)

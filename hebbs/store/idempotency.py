@@ -32,6 +32,11 @@ def lookup(store: Store, key: str) -> str | None:
     return store.get_meta(_KEY + key)
 
 
+def key_of(store: Store, memory_id: str) -> str | None:
+    """The key the memory was stored under, or None."""
+    return store.get_meta(_OWNER + memory_id)
+
+
 def put(writes: WriteSet, key: str, memory_id: str) -> None:
     writes.put_meta(_KEY + key, memory_id)
     writes.put_meta(_OWNER + memory_id, key)

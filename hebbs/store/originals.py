@@ -173,6 +173,15 @@ class Originals:
         refs.append(ref)
         self._dirty = True
 
+    def restore_ref(self, memory_id: str, ref: Ref) -> bool:
+        """An imported memory's reference, as it was (hebbs/workflows/transfer.py); False when the
+        version it names is not kept here."""
+        if not self.has(ref.file, ref.sha256):
+            return False
+        self._index.refs.setdefault(memory_id, []).append(ref)
+        self._dirty = True
+        return True
+
     def save(self) -> None:
         if not self._dirty:
             return

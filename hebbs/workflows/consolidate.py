@@ -1,7 +1,8 @@
 """Consolidation of restatements: a memory said again is merged into the one it repeats.
 
 The test (docs/consolidation.md, measured by bench/bench_consolidation.py) needs all of:
-- the same entity and kind, neither superseded;
+- the same entity and kind, neither superseded, and the same context type unless the text is the very
+  same (then the context is only what came with it: one memory, which keeps the type);
 - near-identical meaning: cosine of the embeddings >= MIN_COSINE;
 - near-identical wording: word-set Jaccard >= MIN_JACCARD, and words only added or dropped, none
   replaced, and only light words at that (function words, intensifiers, discourse markers: "As I
@@ -124,21 +125,32 @@ def is_restatement(new_text: str, old_text: str, cosine: float) -> bool:
             and no_substitution(new_text, old_text) and same_guards(new_text, old_text))
 
 
+def same_text(a: str, b: str) -> bool:
+    """The same words, whatever the spacing and case: one memory, whatever context came with it."""
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+
+
+def restates(new: Memory, old: Memory, cosine: float) -> bool:
+    """Whether new restates old. A different context type is a different memory to decay (a "fact"
+    folded into an untyped copy faded in 30 days instead of 180), unless the text is the very same:
+    then it is one memory, which keeps the type (merge() carries the context over)."""
+    if _context_type(new) != _context_type(old) and not same_text(new.content, old.content):
+        return False
+    return is_restatement(new.content, old.content, cosine)
+
+
 def find_restated(vault: OpenVault, memory: Memory, vector: np.ndarray, exclude: Iterable[str] = ()) -> str | None:
     """The id of the existing memory that `memory` restates, or None."""
     skip = set(exclude) | {memory.id}
-    kind = _context_type(memory)
 
     def allowed(mid: str) -> bool:
         entry = vault.entry(mid)
-        # A different context type is a different memory to decay: folding a "fact" into an untyped
-        # copy made it fade in 30 days instead of 180.
         return (mid not in skip and entry is not None and entry.superseded_by is None
-                and entry.kind == memory.kind and entry.entity_id == memory.entity_id and entry.context_type == kind)
+                and entry.kind == memory.kind and entry.entity_id == memory.entity_id)
 
     for mid, cosine in vault.similar(vector, _NEIGHBOURS, allowed):
         old = vault.memory(mid)
-        if old is not None and is_restatement(memory.content, old.content, cosine):
+        if old is not None and restates(memory, old, cosine):
             return mid
     return None
 
@@ -162,6 +174,8 @@ def merge(writes: WriteSet, survivor: Memory, new: Memory, stamp: int, decay_val
     writes.put_memory(record)
     writes.put_edge(survivor.id, EdgeType.REVISED_FROM, record.id, 1.0, stamp)
     survivor.restatements += 1
+    # What the repeat's context adds (its type, when the survivor had none) is kept; the survivor's own wins.
+    survivor.context = {**new.context, **survivor.context}
     survivor.importance = importance
     survivor.access_count += 1
     survivor.last_accessed_at = stamp
@@ -225,12 +239,12 @@ def sweep_pairs(vault: OpenVault) -> list[tuple[str, str]]:
             found = vault.entry(other)
             return (other != survivor and other not in folded and found is not None and found.file is None
                     and found.superseded_by is None and found.kind == memory.kind
-                    and found.entity_id == memory.entity_id and found.context_type == entry.context_type
+                    and found.entity_id == memory.entity_id
                     and (found.created_at, other) > (since, survivor))
 
         for other, cosine in vault.similar(vector, _SWEEP_NEIGHBOURS, newer_peer):
             restatement = vault.memory(other)
-            if restatement is not None and is_restatement(restatement.content, memory.content, cosine):
+            if restatement is not None and restates(restatement, memory, cosine):
                 pairs.append((other, mid))
                 folded.add(other)
     return pairs

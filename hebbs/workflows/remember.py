@@ -136,7 +136,7 @@ def _claimed_meanwhile(vault: OpenVault, p: _Prepared) -> bool:
     existing = idempotency.lookup(vault.store, p.key)
     memory = None if existing is None else vault.memory(existing)
     if memory is not None:
-        p.stored = _Prepared(memory, [], [])
+        p.stored = _Prepared(msgspec.structs.replace(memory, existing=True), [], [])
     return memory is not None
 
 
