@@ -2,7 +2,7 @@
 Okapi BM25 (k1 1.2, b 0.75, hebbs' tokenizer), dense similarity with the same model (exact search,
 numpy) and their reciprocal rank fusion (k = 60). Plus the ranking metrics the quality benches share.
 
-The corpus vectors are cached under /work/cache/emb (or $HEBBS_BENCH_CACHE) keyed by the model and
+The corpus vectors are cached under harness.cache("emb") ($HEBBS_BENCH_CACHE/emb) keyed by the model and
 a hash of the texts: only for the baselines; hebbs itself always embeds through its own indexer.
 """
 
@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 from scipy import sparse
 
+from bench.harness import cache
 from hebbs.store.lexical_index import tokenize
 
-CACHE = Path(os.environ.get("HEBBS_BENCH_CACHE", "/work/cache/emb"))
+CACHE = cache("emb")
 RRF_K = 60
 
 

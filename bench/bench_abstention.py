@@ -7,22 +7,22 @@ Two kinds of memory, each its own vault:
   Two harder slices are reported apart and left out of the goal: LoCoMo's adversarial category 5
   (about the wrong speaker of the same conversation), and cross-conversation questions with their
   speakers' names swapped for the vault's own (labels are noisier: the vault may hold a similar event).
-- A notes folder: this repository's docs/ plus the Hugo documentation (/work/cache/notes-corpus,
+- A notes folder: this repository's docs/ plus the Hugo documentation (harness.cache("notes-corpus"),
   bench/notes_corpus.md), with the hand-written cues of bench/data/docs_cues.jsonl (answerable ones,
   on-topic unanswerable ones: features hebbs does not have, and off-topic ones) and the 50 questions
   of bench/notes_questions.jsonl that the Hugo notes answer.
 - A help-docs vault never used for fitting or tuning: the Jekyll documentation (docs/_docs of
-  jekyll/jekyll, MIT; /work/cache/jekyll-docs/docs/_docs), with bench/data/jekyll_cues.jsonl, written
+  jekyll/jekyll, MIT; harness.cache("jekyll-docs")/docs/_docs), with bench/data/jekyll_cues.jsonl, written
   from its headings before any recall on it. Reported apart ("unseen vault"), never fitted on. Rebuild:
   `git --git-dir MIRROR archive 202df571314ba1d18e9fccd81d12aaad4a703c38 docs/_docs | tar -x -C
-  /work/cache/jekyll-docs` from a mirror of jekyll/jekyll; without it the Jekyll rows are skipped.
+  $HEBBS_BENCH_CACHE/jekyll-docs` from a mirror of jekyll/jekyll; without it the Jekyll rows are skipped.
 
 Fit part: conversations 26, 30, 41 and the even-numbered notes cues; report part: 42, 43 and the
 odd ones. `--fit` fits the logistic calibration on the fit part (coefficients to paste into
 hebbs/recall/confidence.py) and picks the threshold there; every run reports the report part with the
 coefficients in code (what recall returns) and, with --fit, the freshly fitted ones.
 
-    .venv/bin/python bench/bench_abstention.py [--fit] [--workdir DIR] [--json out.json]
+    .venv/bin/python -m bench.bench_abstention [--fit] [--workdir DIR] [--json out.json]
 
 The data is CC BY-NC and evaluation-only: it is read from shared/, never copied into the package.
 """
@@ -35,25 +35,22 @@ import math
 import random
 import re
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench.bench_locomo import load
+from bench.harness import REPO, cache, shared
 
-from bench_locomo import load  # noqa: E402
+from hebbs import Engine
+from hebbs.recall import confidence as conf
+from hebbs.vault import index_vault
 
-from hebbs import Engine  # noqa: E402
-from hebbs.recall import confidence as conf  # noqa: E402
-from hebbs.vault import index_vault  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 FIT_CONVERSATIONS = {"26", "30", "41"}
-JEKYLL = Path("/work/cache/jekyll-docs/docs/_docs")
+JEKYLL = cache("jekyll-docs") / "docs" / "_docs"
 CROSS_PER_VAULT = 80
 TOP_K = 10
 QUESTION_WORDS = {"What", "When", "Where", "Who", "Why", "How", "Which", "Did", "Does", "Do", "Is", "Are", "Was",
@@ -85,7 +82,7 @@ def build_vaults(workdir: Path, conversations: list[dict], raws: dict[str, dict]
     notes = workdir / "notes"
     if not notes.exists():
         shutil.copytree(ROOT / "docs", notes / "docs")
-        extra = Path("/work/cache/notes-corpus")
+        extra = cache("notes-corpus")
         if extra.is_dir():
             shutil.copytree(extra, notes / "corpus", ignore=shutil.ignore_patterns(".*"))
         with Engine.open(notes / ".hebbs") as engine:
@@ -248,7 +245,7 @@ def report(title: str, rows: list[dict], scores: list[float], threshold: float) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/locomo-dev")
+    parser.add_argument("--data", type=Path, default=shared("data/locomo-dev"))
     parser.add_argument("--workdir", type=Path, help="keep the vaults here between runs (default: a temp dir)")
     parser.add_argument("--fit", action="store_true", help="fit the calibration on the fit part and print it")
     parser.add_argument("--json", type=Path)

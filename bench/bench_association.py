@@ -6,28 +6,26 @@ for what its answer relied on. That links the turns used together (CO_ACTIVATED)
 half of the questions: evidence recall@10 with associate off vs on, and the share of top-10 slots
 taken by the ten most-connected memories of the vault (hub bias), off vs on.
 
-    .venv/bin/python bench/bench_association.py [--data ../shared/data/locomo-dev]
+    .venv/bin/python -m bench.bench_association [--data ../shared/data/locomo-dev]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.bench_locomo import load
+from bench.harness import shared
 
-from bench_locomo import load  # noqa: E402
-
-from hebbs import Engine  # noqa: E402
-from hebbs.schema import EdgeType  # noqa: E402
+from hebbs import Engine
+from hebbs.schema import EdgeType
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--data", type=Path, default=Path("/work/shared/data/locomo-dev"))
+    parser.add_argument("--data", type=Path, default=shared("data/locomo-dev"))
     # The first halves hold 378 questions: two passes make 756 recall-and-use steps (a memory used
     # again for the same question, as an agent asked twice would).
     parser.add_argument("--passes", type=int, default=2)

@@ -15,7 +15,7 @@ with evidence recall@10, hit@10, and `intrusion`: the share of the top 10 taken 
 knows nothing. Also the time of one merged recall (two recalls and the merge) against one
 single-vault recall, in-process, p50.
 
-    .venv/bin/python bench/bench_brains.py [--data ../shared/data/locomo-dev] [--limit N]
+    .venv/bin/python -m bench.bench_brains [--data ../shared/data/locomo-dev] [--limit N]
 
 The data is CC BY-NC and evaluation-only: it is read from shared/, never copied into the package.
 """
@@ -24,20 +24,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench.bench_locomo import load
+from bench.harness import shared
 
-from bench_locomo import load  # noqa: E402
-
-from hebbs import Engine, ScoringWeights  # noqa: E402
-from hebbs.recall.brains import GLOBAL, PROJECT, VaultRecall, merge_recall  # noqa: E402
-from hebbs.schema import RecallResult, RecallResults  # noqa: E402
+from hebbs import Engine, ScoringWeights
+from hebbs.recall.brains import GLOBAL, PROJECT, VaultRecall, merge_recall
+from hebbs.schema import RecallResult, RecallResults
 
 K = 10
 WEIGHTS = ScoringWeights()
@@ -70,7 +67,7 @@ def recall(engine: Engine, cue: str) -> RecallResults:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/locomo-dev")
+    parser.add_argument("--data", type=Path, default=shared("data/locomo-dev"))
     parser.add_argument("--limit", type=int, help="at most this many questions per conversation")
     args = parser.parse_args()
     conversations = load(args.data)

@@ -4,7 +4,7 @@
 settings. In the same run, over the same texts: BM25, dense similarity (same model, exact search)
 and their RRF (k = 60).
 
-    .venv/bin/python bench/bench_cisi.py [--data ../shared/data/cisi] [--json out.json]
+    .venv/bin/python -m bench.bench_cisi [--data ../shared/data/cisi] [--json out.json]
 
 Evaluation data only: read from shared/, never copied into the package or the repository.
 """
@@ -20,14 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hebbs import Engine
 
-from hebbs import Engine  # noqa: E402
+from bench import baselines as bl
+from bench.harness import percentile, shared
 
-import baselines as bl  # noqa: E402
-
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/data/cisi"
+DEFAULT_DATA = shared("data/cisi")
 _FIELD = re.compile(r"^\.([A-Z])\s*(.*)$")
 
 
@@ -107,7 +105,7 @@ def latency(engine: Engine, queries, top_ks=(10, 50, 100), rounds: int = 3) -> d
                 engine.recall(q, top_k=k, reinforce=False)
                 wall[k].append((time.perf_counter() - started) * 1000)
                 cpu[k].append((time.process_time() - started_cpu) * 1000)
-    return {k: {"p50": statistics.median(wall[k]), "p95": sorted(wall[k])[int(len(wall[k]) * 0.95)],
+    return {k: {"p50": statistics.median(wall[k]), "p95": percentile(wall[k], 95),
                 "cpu_p50": statistics.median(cpu[k])} for k in top_ks}
 
 

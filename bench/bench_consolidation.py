@@ -15,7 +15,7 @@ merging cost recall?
    later session's restatement folds into an earlier turn; a merged turn counts as found when the
    memory it folded into is found.
 
-    .venv/bin/python bench/bench_consolidation.py [--data ../shared/data/locomo-dev] [--pairs-only]
+    .venv/bin/python -m bench.bench_consolidation [--data ../shared/data/locomo-dev] [--pairs-only]
 """
 
 from __future__ import annotations
@@ -24,15 +24,13 @@ import argparse
 import json
 import re
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.bench_locomo import load
+from bench.harness import shared
 
-from bench_locomo import load  # noqa: E402
-
-from hebbs import Engine  # noqa: E402
+from hebbs import Engine
 
 PAIRS = Path(__file__).with_name("data") / "consolidation_pairs.jsonl"
 # Written after the merge rules were set. The first one's three wrong merges led to three general
@@ -141,11 +139,9 @@ def locomo_recall(data: Path, consolidate: bool) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/locomo-dev")
+    parser.add_argument("--data", type=Path, default=shared("data/locomo-dev"))
     parser.add_argument("--pairs-only", action="store_true")
     args = parser.parse_args()
-    if not args.data.exists():
-        args.data = Path("/work/shared/data/locomo-dev")
     for name, path in (("tuned set", PAIRS), ("first held-out set (since used)", HELD_OUT),
                        ("second held-out set", HELD_OUT_2)):
         figures = pair_figures(labelled_pairs(args.data, path))

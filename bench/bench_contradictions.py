@@ -27,8 +27,8 @@ shaped new general rules, so every set but the last is development data:
     held-out 4  Vite docs 3.0.0 / current (MIT)
     held-out 5  Rollup docs 3.29.0 / current (MIT): measured once, with the rules as committed
 
-    .venv/bin/python bench/bench_contradictions.py                  # the report
-    .venv/bin/python bench/bench_contradictions.py --collect DIR    # new unlabelled pairs from vaults
+    .venv/bin/python -m bench.bench_contradictions                  # the report
+    .venv/bin/python -m bench.bench_contradictions --collect DIR    # new unlabelled pairs from vaults
                                                                     # built by bench_abstention --workdir DIR
 """
 
@@ -36,18 +36,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench.bench_locomo import load
+from bench.harness import REPO, shared
 
-from bench_locomo import load  # noqa: E402
+from hebbs.workflows import contradiction_check as cc
+from hebbs.workflows.contradiction_check import subject_of
 
-from hebbs.workflows import contradiction_check as cc  # noqa: E402
-from hebbs.workflows.contradiction_check import subject_of  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 PAIRS = ROOT / "bench/data/contradiction_pairs.jsonl"
 # Labelled from vaults the rules were never tuned on; see the module docstring.
 HELD_OUT = ROOT / "bench/data/contradiction_pairs_heldout.jsonl"
@@ -123,7 +120,7 @@ def score(name: str, group: list[dict], turns: dict[tuple[str, str], str], wrong
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/locomo-dev")
+    parser.add_argument("--data", type=Path, default=shared("data/locomo-dev"))
     parser.add_argument("--collect", type=Path, metavar="WORKDIR")
     parser.add_argument("--out", type=Path, default=Path("contradiction_candidates.jsonl"))
     args = parser.parse_args()

@@ -1,6 +1,6 @@
 """What the daemon costs: recall and remember through the socket beside the same calls in-process.
 
-    .venv/bin/python bench/bench_daemon.py [--memories 10000] [--calls 200] [--cli-calls 40]
+    .venv/bin/python -m bench.bench_daemon [--memories 10000] [--calls 200] [--cli-calls 40]
 
 One run: a vault of N memories is filled (in a process of its own) and copied, so that this process
 opens one copy in-process while a daemon on a temporary HEBBS_HOME serves the other. The calls are
@@ -29,6 +29,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.harness import machine_note, module_argv, percentile, row
+from bench.harness import run as run_child
+
 NAMES = ["Alice", "Bob", "Carol", "Dana", "Erik", "Fatima", "Goro", "Hana", "Ivan", "Jun", "Kofi", "Lena"]
 VERBS = ["prefers", "deployed", "reviewed", "rewrote", "documented", "benchmarked", "rejected", "approved",
          "migrated", "debugged", "planned", "archived"]
@@ -46,16 +49,6 @@ def sentences(n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
     return [f"{rng.choice(NAMES)} {rng.choice(VERBS)} {rng.choice(THINGS)} {rng.choice(WHEN)} (note {i})"
             for i in range(n)]
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
-
-
-def row(label: str, ms: list[float]) -> str:
-    return (f"{label:<40} p50 {pct(ms, 0.5):8.2f} ms   p99 {pct(ms, 0.99):8.2f} ms   "
-            f"mean {statistics.mean(ms):8.2f} ms")
 
 
 def _wait_gone(pid: int) -> None:
@@ -151,8 +144,7 @@ def main() -> int:
     try:
         # The fill runs in a process of its own: a heap grown by 10k remembers would slow every
         # garbage collection of the in-process side.
-        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--fill", str(vault),
-                        "--memories", str(args.memories)], check=True)
+        run_child(module_argv("bench.bench_daemon", "--fill", vault, "--memories", args.memories), check=True)
         shutil.copytree(root, twin)
         with Engine.open(twin / ".hebbs") as engine, Client(vault=root, home=home) as client:
             pid = client.ping().pid  # starts the daemon
@@ -194,29 +186,29 @@ def main() -> int:
             client.shutdown()
         _wait_gone(pid)
         print(f"\nvault: {memories} memories at the end; {args.calls} calls each ({args.cli_calls} for the CLI), "
-              f"interleaved; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores (shared machine)")
+              f"interleaved; {machine_note()} (shared machine)")
         for label, ms in results.items():
             print(row(label, ms))
         for op in ("recall", "remember"):
             inproc, socket = results[f"in-process {op}"], results[f"socket {op} (SDK)"]
-            print(f"socket minus in-process, {op}: {pct(socket, 0.5) - pct(inproc, 0.5):+.2f} ms at p50, "
-                  f"{pct(socket, 0.99) - pct(inproc, 0.99):+.2f} ms at p99")
+            print(f"socket minus in-process, {op}: {percentile(socket, 50) - percentile(inproc, 50):+.2f} ms at p50, "
+                  f"{percentile(socket, 99) - percentile(inproc, 99):+.2f} ms at p99")
         # What a call costs in CPU, however loaded the machine: the socket side counts the SDK's
         # process and the whole daemon (its threads; what a call leaves the loop to do after the
         # reply lands in the next call's count, hence the means).
         print("CPU time per call (user + system; the socket side: this process + the daemon):")
         for label, ms in call_cpu.items():
-            print(f"  {label:<38} p50 {pct(ms, 0.5):8.2f} ms   mean {statistics.mean(ms):8.2f} ms")
+            print(f"  {label:<38} p50 {percentile(ms, 50):8.2f} ms   mean {statistics.mean(ms):8.2f} ms")
         for op in ("recall", "remember"):
             inproc, socket = call_cpu[f"in-process {op}"], call_cpu[f"socket {op} (SDK)"]
             print(f"socket minus in-process CPU, {op}: {statistics.mean(socket) - statistics.mean(inproc):+.2f} ms "
-                  f"mean, {pct(socket, 0.5) - pct(inproc, 0.5):+.2f} ms at p50")
+                  f"mean, {percentile(socket, 50) - percentile(inproc, 50):+.2f} ms at p50")
         cli = results["CLI `hebbs recall` wall time"]
         floor = results["process start floor (`python -c pass`)"]
-        print(f"`hebbs recall` minus the process start floor: {pct(cli, 0.5) - pct(floor, 0.5):+.2f} ms at p50")
+        print(f"`hebbs recall` minus the process start floor: {percentile(cli, 50) - percentile(floor, 50):+.2f} ms at p50")
         # CPU time is what the process itself costs; its wall time also counts waiting for a core.
-        print(f"CPU time per process (user + system, p50): `python -c pass` {pct(cpu['floor'], 0.5):.1f} ms, "
-              f"`hebbs recall` {pct(cpu['cli'], 0.5):.1f} ms (the daemon's work not included)")
+        print(f"CPU time per process (user + system, p50): `python -c pass` {percentile(cpu['floor'], 50):.1f} ms, "
+              f"`hebbs recall` {percentile(cpu['cli'], 50):.1f} ms (the daemon's work not included)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -1,7 +1,7 @@
 """Durability modes: remember latency and throughput when each write waits for its WAL sync ("sync",
 the default, with group commit) and when it does not ("buffered"), with 1 and 8 concurrent writers.
 
-    .venv/bin/python bench/bench_durability.py [--writes 200] [--dir /path/on/the/disk/to/measure]
+    .venv/bin/python -m bench.bench_durability [--writes 200] [--dir /path/on/the/disk/to/measure]
 
 Real remembers (the model embeds each text) into a vault on --dir (default: the system temp dir; a
 tmpfs there makes fsync free, so measure on the disk your vaults live on). Printed per mode and
@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from hebbs import Engine  # noqa: E402
-from hebbs.embed import get_embedder  # noqa: E402
+from bench.harness import percentile
+from hebbs import Engine
+from hebbs.store.embed import get_embedder
 
 
 def run(directory: Path, mode: str, writers: int, writes: int, embedder) -> dict[str, float]:
@@ -53,7 +51,7 @@ def run(directory: Path, mode: str, writers: int, writes: int, embedder) -> dict
         elapsed = time.perf_counter() - started
         syncs = eng._store.group.syncs - before
     latencies.sort()
-    return {"p50": statistics.median(latencies) * 1000, "p99": latencies[int(len(latencies) * 0.99) - 1] * 1000,
+    return {"p50": statistics.median(latencies) * 1000, "p99": percentile(latencies, 99) * 1000,
             "per_s": len(latencies) / elapsed, "syncs": syncs, "writes": len(latencies)}
 
 

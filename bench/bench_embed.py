@@ -1,6 +1,6 @@
 """Embedding benchmark: throughput at 64/256 tokens, short-query latency, and the thread-settings effect.
 
-    .venv/bin/python bench/bench_embed.py [--n 128] [--queries 200] [--vectors 100000]
+    .venv/bin/python -m bench.bench_embed [--n 128] [--queries 200] [--vectors 100000]
 
 Prints each figure twice: with hebbs' onnxruntime settings (no spin-waiting, one inter-op thread)
 and with onnxruntime's defaults, then a "query + dense search" loop (embed a query, score it
@@ -13,19 +13,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from hebbs.store.embed import Embedder, limit_blas_threads  # noqa: E402
+from bench.harness import percentile
+from hebbs.store.embed import Embedder, limit_blas_threads
 
 # Single-wordpiece words, so a text of k words is exactly k + 2 tokens with [CLS] and [SEP].
+
 _WORDS = (
     "memory agent note recall meeting project plan user team data time work idea code test "
     "review design system model file query result change issue answer reason event place city"
@@ -51,7 +49,7 @@ def embedding_throughput(embedder: Embedder, tokens: int, n: int) -> float:
 
 def _percentiles(samples: list[float]) -> tuple[float, float]:
     ms = np.asarray(samples) * 1e3
-    return float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
+    return percentile(ms, 50), percentile(ms, 99)
 
 
 def query_latency(embedder: Embedder, n: int, after: Callable[[np.ndarray], object] | None = None) -> tuple[float, float]:

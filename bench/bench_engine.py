@@ -1,6 +1,6 @@
 """Engine core: recall and remember latency at 10k and 100k memories, beside raw hnswlib and the model.
 
-    .venv/bin/python bench/bench_engine.py [--sizes 10000 100000] [--queries 200]
+    .venv/bin/python -m bench.bench_engine [--sizes 10000 100000] [--queries 200]
 
 The vault is seeded with random unit vectors written straight into RocksDB (embedding 100k texts
 would take ~20 minutes and measures the model, not the engine); cues are real sentences embedded
@@ -15,21 +15,18 @@ by the real model on every call. Printed, all measured in this run:
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench.harness import percentile
+from bench.bench_embed import embedding_throughput
+from bench.bench_strategies import build_vault
 
-from bench_embed import embedding_throughput  # noqa: E402
-from bench_strategies import build_vault  # noqa: E402
-
-from hebbs import Engine  # noqa: E402
-from hebbs.store.embed import get_embedder  # noqa: E402
+from hebbs import Engine
+from hebbs.store.embed import get_embedder
 
 CUES = [
     "what did we decide about the database migration", "who owns the deploy pipeline",
@@ -40,9 +37,9 @@ CUES = [
 ]
 
 
-def percentiles(samples: list[float]) -> str:
+def p50_p99(samples: list[float]) -> str:
     ms = np.asarray(samples) * 1000
-    return f"p50 {np.percentile(ms, 50):7.2f} ms   p99 {np.percentile(ms, 99):7.2f} ms"
+    return f"p50 {percentile(ms, 50):7.2f} ms   p99 {percentile(ms, 99):7.2f} ms"
 
 
 def timed(fn, n: int) -> list[float]:
@@ -67,16 +64,16 @@ def bench_size(n: int, queries: int) -> None:
         print(f"\n== {n:,} memories (seeded in {seeded:.1f} s; first open with index rebuild {opened:.1f} s)")
         try:
             vectors = [embedder.embed_one(c) for c in CUES]
-            print(f"embed query          {percentiles(timed(lambda i: embedder.embed_one(CUES[i % len(CUES)]), queries))}")
+            print(f"embed query          {p50_p99(timed(lambda i: embedder.embed_one(CUES[i % len(CUES)]), queries))}")
             raw = engine.vault.vector_index._index  # the raw hnswlib index: the floor
-            print(f"raw hnswlib k=10     {percentiles(timed(lambda i: raw.knn_query(vectors[i % len(CUES)], k=10), queries))}")
-            print(f"raw hnswlib k=50     {percentiles(timed(lambda i: raw.knn_query(vectors[i % len(CUES)], k=50), queries))}")
+            print(f"raw hnswlib k=10     {p50_p99(timed(lambda i: raw.knn_query(vectors[i % len(CUES)], k=10), queries))}")
+            print(f"raw hnswlib k=50     {p50_p99(timed(lambda i: raw.knn_query(vectors[i % len(CUES)], k=50), queries))}")
             for label, kwargs in (("similarity only", {"strategies": ["similarity"]}), ("default (fused)", {})):
                 samples = timed(lambda i: engine.recall(CUES[i % len(CUES)], top_k=10, reinforce=False, **kwargs),
                                 queries)
-                print(f"recall {label:<15} {percentiles(samples)}")
+                print(f"recall {label:<15} {p50_p99(samples)}")
             samples = timed(lambda i: engine.remember(f"benchmark note {i}: {CUES[i % len(CUES)]}"), 100)
-            print(f"remember single      {percentiles(samples)}")
+            print(f"remember single      {p50_p99(samples)}")
             batch = [{"content": f"batched note {i}: {CUES[i % len(CUES)]}"} for i in range(256)]
             started = time.perf_counter()
             engine.remember_many(batch)

@@ -1,6 +1,6 @@
 """Recall beside its floor: embedding + raw hnswlib knn, and where the time inside recall goes.
 
-    .venv/bin/python bench/bench_floor.py [--size 10000] [--queries 300]
+    .venv/bin/python -m bench.bench_floor [--size 10000] [--queries 300]
 
 The vault is seeded by bench_strategies.build_vault: random unit vectors and random-word texts written
 straight into RocksDB (a bench-only path: embedding 10k texts would measure the model, not recall).
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -26,25 +25,23 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench.harness import percentile
+from bench.bench_engine import CUES
+from bench.bench_strategies import build_vault
 
-from bench_engine import CUES  # noqa: E402
-from bench_strategies import build_vault  # noqa: E402
-
-from hebbs import Engine  # noqa: E402
-from hebbs.recall import confidence, fused, fusion, scoring  # noqa: E402
-from hebbs.workflows import reinforce  # noqa: E402
-from hebbs.schema import ScoringWeights  # noqa: E402
-from hebbs.store.embed import get_embedder, limit_blas_threads  # noqa: E402
-from hebbs.store.open_vault import Scope  # noqa: E402
+from hebbs import Engine
+from hebbs.recall import confidence, fused, fusion, scoring
+from hebbs.workflows import reinforce
+from hebbs.schema import ScoringWeights
+from hebbs.store.embed import get_embedder, limit_blas_threads
+from hebbs.store.open_vault import Scope
 
 RELEVANCE_ONLY = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)
 
 
 def stats(samples: list[float]) -> tuple[float, float]:
     ms = np.asarray(samples) * 1000
-    return float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
+    return percentile(ms, 50), percentile(ms, 99)
 
 
 class Profiler:

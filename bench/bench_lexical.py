@@ -1,6 +1,6 @@
 """Benchmark hebbs.store.lexical_index on a synthetic vault.
 
-    .venv/bin/python bench/bench_lexical.py [--docs 100000] [--dir PATH]
+    .venv/bin/python -m bench.bench_lexical [--docs 100000] [--dir PATH]
 
 Prints bulk index rate, single-write latency (the lazy commit() the engine pays and a durable
 upsert+commit+flush), search latency at k=50, reopen time and rebuild time.
@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from bench.harness import percentile
 from hebbs.store import lexical_index
 from hebbs.store.lexical_index import LexicalIndex, tokenize
 
@@ -75,11 +76,6 @@ class Corpus:
         return iter(self.docs)
 
 
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
-
-
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
 
@@ -107,15 +103,15 @@ def bench(n_docs: int, directory: Path) -> None:
     ix.flush()
     durable = time_writes(ix, corpus, rng, seq, 100, durable=True)
     seq += 100
-    print(f"upsert+commit (lazy): p50 {ms(pct(lazy, 50))}  p99 {ms(pct(lazy, 99))}  (what a remember pays)")
-    print(f"upsert+commit+flush:  p50 {ms(pct(durable, 50))}  p99 {ms(pct(durable, 99))}  "
+    print(f"upsert+commit (lazy): p50 {ms(percentile(lazy, 50))}  p99 {ms(percentile(lazy, 99))}  (what a remember pays)")
+    print(f"upsert+commit+flush:  p50 {ms(percentile(durable, 50))}  p99 {ms(percentile(durable, 99))}  "
           "(a synchronous durable commit)")
 
     ix.flush()
     for query in corpus.queries[:50]:  # warm the page cache as a running daemon would be
         ix.search(query, 50)
     plain = time_searches(ix, corpus.queries, None)
-    print(f"search k=50:          p50 {ms(pct(plain, 50))}  p99 {ms(pct(plain, 99))}")
+    print(f"search k=50:          p50 {ms(percentile(plain, 50))}  p99 {ms(percentile(plain, 99))}")
     after_write = []
     for i in range(50):
         seq += 1
@@ -124,10 +120,10 @@ def bench(n_docs: int, directory: Path) -> None:
         t0 = time.perf_counter()
         ix.search(corpus.queries[i], 50)
         after_write.append(time.perf_counter() - t0)
-    print(f"search right after a write (pays the flush): p50 {ms(pct(after_write, 50))}  "
-          f"p99 {ms(pct(after_write, 99))}")
+    print(f"search right after a write (pays the flush): p50 {ms(percentile(after_write, 50))}  "
+          f"p99 {ms(percentile(after_write, 99))}")
     filtered = time_searches(ix, corpus.queries, lambda m: m[0] % 10 == 0)  # ~10% of memories allowed
-    print(f"search k=50 allowed=10%: p50 {ms(pct(filtered, 50))}  p99 {ms(pct(filtered, 99))}")
+    print(f"search k=50 allowed=10%: p50 {ms(percentile(filtered, 50))}  p99 {ms(percentile(filtered, 99))}")
     hits = [len(ix.search(q, 50)) for q in corpus.queries]
     print(f"  mean hits returned: {statistics.mean(hits):.1f}")
 

@@ -6,7 +6,7 @@ all measured in this run over the same vault: hebbs' default recall, similarity 
 alone, plain RRF (k=60) of the two, and fusion without MMR, overall and per category, plus query
 latency p50/p95.
 
-    .venv/bin/python bench/bench_locomo.py [--data ../shared/data/locomo-dev] [--json out.json]
+    .venv/bin/python -m bench.bench_locomo [--data ../shared/data/locomo-dev] [--json out.json]
 
 The data is CC BY-NC and evaluation-only: it is read from shared/, never copied into the package.
 """
@@ -17,17 +17,14 @@ import argparse
 import datetime as dt
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Callable
 
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from hebbs import Engine, ScoringWeights  # noqa: E402
-from hebbs.recall import fusion as rc  # noqa: E402
+from bench.harness import percentile, shared
+from hebbs import Engine, ScoringWeights
+from hebbs.recall import fusion as rc
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10, 20)
@@ -95,7 +92,7 @@ def evaluate(name: str, conversations: list[dict], dia_of: dict[str, str],
     table = {cat: {m: statistics.fmean(v) for m, v in metrics.items()} | {"n": len(metrics["hit@10"])}
              for cat, metrics in per_cat.items()}
     latencies.sort()
-    table["latency_ms"] = {"p50": latencies[len(latencies) // 2], "p95": latencies[int(len(latencies) * 0.95)]}
+    table["latency_ms"] = {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95)}
     table["name"] = name
     return table
 
@@ -139,7 +136,7 @@ def print_table(tables: list[dict]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/locomo-dev")
+    parser.add_argument("--data", type=Path, default=shared("data/locomo-dev"))
     parser.add_argument("--json", type=Path, help="also write the tables here")
     parser.add_argument("--only", action="append", help="run only these configurations")
     parser.add_argument("--mmr", type=float, action="append", default=[],

@@ -5,7 +5,7 @@ does) and default recall. In the same run, over a plain split of every note at `
 BM25, dense similarity (same model, exact search) and their RRF (k = 60). A file's rank is the
 rank of its best section. The questions (bench/notes_questions.jsonl) were written before any run.
 
-    .venv/bin/python bench/bench_notes.py [--vault /work/cache/notes-corpus/vault] [--json out.json]
+    .venv/bin/python -m bench.bench_notes [--vault $HEBBS_BENCH_CACHE/notes-corpus/vault] [--json out.json]
 
 Without the corpus (bench/notes_corpus.py rebuilds it) it says so and exits with status 2.
 """
@@ -24,19 +24,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
 
-import numpy as np  # noqa: E402
+from hebbs import Engine
+from hebbs.vault import index_vault
 
-from hebbs import Engine  # noqa: E402
-from hebbs.vault import index_vault  # noqa: E402
-
-import baselines as bl  # noqa: E402
+from bench import baselines as bl
+from bench.harness import cache
 
 HERE = Path(__file__).resolve().parent
 QUESTIONS = HERE / "notes_questions.jsonl"
-DEFAULT_VAULT = Path("/work/cache/notes-corpus/vault")
+DEFAULT_VAULT = cache("notes-corpus") / "vault"
 SECTIONS_PER_RECALL = 30  # sections asked of hebbs: enough for ten distinct files
 _SPLIT = re.compile(r"(?m)^(?=## )")
 
@@ -123,7 +121,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if not args.vault.is_dir():
-        print(f"no notes corpus at {args.vault}: run bench/notes_corpus.py first; skipped", file=sys.stderr)
+        print(f"no notes corpus at {args.vault}: run `python -m bench.notes_corpus` first; skipped", file=sys.stderr)
         sys.exit(2)
     tables = run(args.vault)
     print_table(tables)

@@ -1,6 +1,6 @@
 """Where a clean open's time and memory go, step by step, beside hnswlib's own load of the same file.
 
-    .venv/bin/python bench/bench_open.py [--workdir /tmp/hebbs-bench-scale] [--sizes 100000 1000000] [--rounds 3]
+    .venv/bin/python -m bench.bench_open [--workdir /tmp/hebbs-bench-scale] [--sizes 100000 1000000] [--rounds 3]
 
 Uses the vaults bench_scale.py builds (vault-N in --workdir; build them with it first). Each round is
 a fresh child process that opens the vault the way bench_scale's probe does, with each step of the
@@ -22,16 +22,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench_scale import cues, open_and_recall_once, rss_mb  # noqa: E402
+from bench import harness
+from bench.bench_scale import cues, open_and_recall_once, rss_mb
 
 STEPS = ("rocksdb open", "catalog load", "checkpoint metas", "vector index (all of it)",
          "waiting for the checksum after the load", "lexical index open")
@@ -107,7 +103,7 @@ def child_gil(path: Path) -> dict:
 
 
 def run_child(kind: str, path: Path) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", kind, str(path)], capture_output=True, text=True)
+    out = harness.run(harness.module_argv("bench.bench_open", "--child", kind, path), capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"child {kind} {path} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -129,7 +125,7 @@ def main() -> None:
     for n in args.sizes:
         path = args.workdir / f"vault-{n}"
         if not (path / "built.json").exists():
-            raise SystemExit(f"{path} is not built: run bench/bench_scale.py --sizes {n} --workdir {args.workdir}")
+            raise SystemExit(f"{path} is not built: run python -m bench.bench_scale --sizes {n} --workdir {args.workdir}")
         rounds = [run_child("open", path) for _ in range(args.rounds)]
 
         def median(get) -> float:

@@ -7,7 +7,7 @@ Printed: bytes kept in <vault>/sources per byte of file versions indexed, and pe
 as it is now; each run's indexing time with and without keeping originals, and their ratio (the two
 vaults index in alternating order in the same run: the machine is shared and busy).
 
-    .venv/bin/python bench/bench_originals.py [--corpus DIR] [--rounds 5]
+    .venv/bin/python -m bench.bench_originals [--corpus DIR] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -15,17 +15,14 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from hebbs import Engine  # noqa: E402
-from hebbs.store.embed import get_embedder  # noqa: E402
-from hebbs.store.originals import Originals  # noqa: E402
-from hebbs.vault import index_vault  # noqa: E402
+from hebbs import Engine
+from hebbs.store.embed import get_embedder
+from hebbs.store.originals import Originals
+from hebbs.vault import index_vault
 
 ROOT = Path(__file__).resolve().parents[1]
 

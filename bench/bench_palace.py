@@ -1,6 +1,6 @@
 """The Memory Palace in the browser over a 10,000-memory vault: first paint, a rendered recall, the graph.
 
-    .venv/bin/python bench/bench_palace.py [--memories 10000] [--runs 5]
+    .venv/bin/python -m bench.bench_palace [--memories 10000] [--runs 5]
 
 A throwaway HEBBS_HOME; memories are remembered through the daemon in batches of 500 (the real
 embedding path), over 50 entities. Then headless Chromium (Debian's /usr/bin/chromium) measures:

@@ -6,7 +6,7 @@ project vault of 200 memories; `hebbs proxy` runs as the CLI starts it. Direct a
 alternate in the same run (the machine is shared and busy): related questions (recall finds
 memories and adds them) and unrelated ones (recall abstains, nothing added).
 
-    .venv/bin/python bench/bench_proxy.py [--requests 200]
+    .venv/bin/python -m bench.bench_proxy [--requests 200]
 """
 
 from __future__ import annotations
@@ -27,10 +27,9 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from hebbs.client import Client, start_daemon  # noqa: E402
-from hebbs.paths import init_vault  # noqa: E402
+from bench.harness import percentile
+from hebbs.client import Client, start_daemon
+from hebbs.paths import init_vault
 
 ANSWER = json.dumps({"id": "x", "object": "chat.completion", "choices": [
     {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}).encode()
@@ -56,11 +55,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def main() -> None:
@@ -120,10 +114,10 @@ def main() -> None:
                 added[kind] += bool(reply.headers.get("x-hebbs-memories"))
         load = open("/proc/loadavg").read().split()[0]
         print(f"{args.requests} requests of each kind, direct and proxied alternating; busy shared machine (load {load})")
-        d50, d99 = pct(times["direct"], 0.5) * 1000, pct(times["direct"], 0.99) * 1000
+        d50, d99 = percentile(times["direct"], 50) * 1000, percentile(times["direct"], 99) * 1000
         print(f"  direct to the upstream      p50 {d50:7.2f} ms  p99 {d99:7.2f} ms")
         for kind in ("related", "unrelated"):
-            p50, p99 = pct(times[kind], 0.5) * 1000, pct(times[kind], 0.99) * 1000
+            p50, p99 = percentile(times[kind], 50) * 1000, percentile(times[kind], 99) * 1000
             print(f"  through the proxy, {kind:<9} p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  adds p50 {p50 - d50:6.2f} ms "
                   f"(x{p50 / d50:.1f} of direct); memories added to {added[kind]}/{args.requests}")
         print(f"  mean direct {statistics.mean(times['direct']) * 1000:.2f} ms")

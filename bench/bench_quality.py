@@ -1,7 +1,7 @@
 """Default recall against BM25, dense similarity and their RRF on notes, documents and conversations:
 one table, every figure from this one run.
 
-    .venv/bin/python bench/bench_quality.py [--json out.json]
+    .venv/bin/python -m bench.bench_quality [--json out.json]
 
 - notes: bench/bench_notes.py (hugoDocs, 155 notes, 50 questions; hit@1, hit@5, MRR@10 by file).
   hebbs indexes the folder with its real indexer; the baselines work on a plain `##` split.
@@ -21,14 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench.harness import shared
+from hebbs import Engine
 
-from hebbs import Engine  # noqa: E402
-
-import bench_cisi  # noqa: E402
-import bench_locomo  # noqa: E402
-import bench_notes  # noqa: E402
+from bench import bench_cisi
+from bench import bench_locomo
+from bench import bench_notes
 
 COLUMNS = ("hebbs default", "BM25", "dense", "RRF(60)")
 NOTES = {"hebbs default": "hebbs default", "BM25": "BM25 (## sections)", "dense": "dense (## sections)",
@@ -83,7 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notes", type=Path, default=bench_notes.DEFAULT_VAULT)
     parser.add_argument("--cisi", type=Path, default=bench_cisi.DEFAULT_DATA)
-    parser.add_argument("--locomo", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/locomo-dev")
+    parser.add_argument("--locomo", type=Path, default=shared("data/locomo-dev"))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     started = time.perf_counter()

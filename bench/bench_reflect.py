@@ -1,6 +1,6 @@
 """Reflection benchmark: reflect_prepare over 500 memories, and what the remember-time contradiction check costs.
 
-    .venv/bin/python bench/bench_reflect.py [--n 500] [--runs 3] [--seed 0]
+    .venv/bin/python -m bench.bench_reflect [--n 500] [--runs 3] [--seed 0]
 
 The memories are generated from a dozen topics, each with its own subjects, events and details,
 so the corpus has real cluster structure and real embeddings (the vault's ONNX model). Printed:
@@ -13,12 +13,9 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 TOPICS: dict[str, tuple[list[str], list[str], list[str]]] = {
     "deploys": (["the deploy pipeline", "the staging rollout", "the canary release", "the nightly build"],

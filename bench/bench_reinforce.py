@@ -10,7 +10,7 @@ Each conversation is its own vault (every turn a memory). Three copies of it ans
 Printed: evidence recall@10 of each, how many questions got the identical top 10 with identical
 scores in served and fresh, and whether any memory record changed in the served store.
 
-    .venv/bin/python bench/bench_reinforce.py [--workdir DIR]   # DIR: vaults of bench_abstention.py --workdir
+    .venv/bin/python -m bench.bench_reinforce [--workdir DIR]   # DIR: vaults of bench_abstention.py --workdir
 """
 
 from __future__ import annotations
@@ -19,18 +19,15 @@ import argparse
 import json
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench.bench_abstention import build_vaults
+from bench.bench_locomo import load
+from bench.harness import shared
 
-from bench_abstention import build_vaults  # noqa: E402
-from bench_locomo import load  # noqa: E402
-
-from hebbs import Engine  # noqa: E402
+from hebbs import Engine
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,7 +48,7 @@ def records(vault: Path) -> dict[str, tuple[int, int, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/locomo-dev")
+    parser.add_argument("--data", type=Path, default=shared("data/locomo-dev"))
     parser.add_argument("--workdir", type=Path, help="vaults built by bench_abstention.py --workdir (else built here)")
     args = parser.parse_args()
     conversations = load(args.data)

@@ -1,6 +1,6 @@
 """The daemon's fault and abuse runs at the sizes of issue 12, with their figures.
 
-    .venv/bin/python bench/bench_reliability.py [--frames 10000] [--clients 8] [--ops 1000]
+    .venv/bin/python -m bench.bench_reliability [--frames 10000] [--clients 8] [--ops 1000]
 
 Starts a real daemon (foreground, temporary home), then: the malformed-frame storm (seeded random
 and the five known-bad shapes from 4 raw connections) beside a well-behaved client, and the mixed
@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "reliability"))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the harness's processes.py
+from bench.harness import tests_importable
 
+tests_importable()
 from daemon_harness import ForegroundDaemon, soak, storm  # noqa: E402
 
 

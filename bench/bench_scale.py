@@ -1,7 +1,7 @@
 """Cost as a vault grows: open (clean and after kill -9), RSS, disk, recall, remember and forget at
 10k, 100k and 1M memories, each beside raw hnswlib on the same vectors, measured in the same run.
 
-    .venv/bin/python bench/bench_scale.py [--sizes 10000 100000 1000000] [--queries 200] [--workdir DIR]
+    .venv/bin/python -m bench.bench_scale [--sizes 10000 100000 1000000] [--queries 200] [--workdir DIR]
 
 Vectors are supplied precomputed through a bench-only path: random but clustered (2,000 random
 centres, each memory a centre plus Gaussian noise, normalised; cues drawn the same way), written with
@@ -36,13 +36,13 @@ import shutil
 import signal
 import string
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
+from bench.harness import percentile
 
 CENTRES = 2000
 NOISE = 0.6  # per-dimension noise scale relative to a unit centre: clusters overlap like real topics do
@@ -58,8 +58,8 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def pct(samples: list[float], q: float) -> float:
-    return float(np.percentile(np.asarray(samples) * 1000, q))
+def ms_percentile(samples: list[float], q: float) -> float:
+    return percentile(samples, q) * 1000
 
 
 def clustered(rng: np.random.Generator, centres: np.ndarray, n: int) -> np.ndarray:
@@ -193,8 +193,8 @@ def child_probe(path: Path, queries: int, write_ops: int) -> dict:
             t = time.perf_counter()
             raw.knn_query(vector.reshape(1, -1), k=10)
             knn.append(time.perf_counter() - t)
-        out.update(sim_p50=pct(sim, 50), sim_p99=pct(sim, 99), default_p50=pct(dflt, 50), default_p99=pct(dflt, 99),
-                   knn_p50=pct(knn, 50), knn_p99=pct(knn, 99), model_p50=pct(model_times, 50))
+        out.update(sim_p50=ms_percentile(sim, 50), sim_p99=ms_percentile(sim, 99), default_p50=ms_percentile(dflt, 50), default_p99=ms_percentile(dflt, 99),
+                   knn_p50=ms_percentile(knn, 50), knn_p99=ms_percentile(knn, 99), model_p50=ms_percentile(model_times, 50))
         rng = random.Random(SEED + 2)
         vocab = vocabulary()
         remembered, forgotten, ids = [], [], []
@@ -206,7 +206,7 @@ def child_probe(path: Path, queries: int, write_ops: int) -> dict:
             t = time.perf_counter()
             engine.forget([memory_id])
             forgotten.append(time.perf_counter() - t)
-        out.update(remember_p50=pct(remembered, 50), forget_p50=pct(forgotten, 50))
+        out.update(remember_p50=ms_percentile(remembered, 50), forget_p50=ms_percentile(forgotten, 50))
     engine.close()
     return out
 
@@ -246,22 +246,23 @@ def child_floor(path: Path, queries: int) -> dict:
         raw.knn_query(vector.reshape(1, -1), k=10)
         knn.append(time.perf_counter() - t)
     return {"load_s": loaded, "rss_mb": rss_mb(), "rss_growth_mb": rss_mb() - before,
-            "knn_p50": pct(knn, 50), "knn_p99": pct(knn, 99)}
+            "knn_p50": ms_percentile(knn, 50), "knn_p99": ms_percentile(knn, 99)}
 
 
 def run_child(*args: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+    out = harness.run(harness.module_argv("bench.bench_scale", *args), capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"child {args} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def crash(path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, __file__, "--child", "crash", str(path)], stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    assert line.strip() == "written", line
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    with harness.child(harness.module_argv("bench.bench_scale", "--child", "crash", path), stdout=subprocess.PIPE,
+                       text=True) as proc:
+        line = proc.stdout.readline()
+        assert line.strip() == "written", line
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
 
 
 # Report --------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """What checking every read costs: a full scan of the `default` family, the way the engine reads it
 at open, with and without the status check and block checksum verification.
 
-    .venv/bin/python bench/bench_scan.py [--memories 100000]
+    .venv/bin/python -m bench.bench_scan [--memories 100000]
 
 Rows: the median CPU time (process time: the machine these run on is shared, and wall time there
 measures the neighbours) of 15 scans of the same database, the rows interleaved round by round
@@ -21,7 +21,6 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -29,9 +28,7 @@ from pathlib import Path
 
 import rocksdict
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from hebbs.store.storage import MEMORY_PREFIX, Store, WriteSet  # noqa: E402
+from hebbs.store.storage import MEMORY_PREFIX, Store, WriteSet
 
 
 def _loop(view: rocksdict.Rdict, read_opt: rocksdict.ReadOptions | None) -> int:

@@ -1,6 +1,6 @@
 """Benchmark causal and analogical recall, and one decay sweep, on synthetic vaults.
 
-    .venv/bin/python bench/bench_strategies.py [--sizes 10000 100000] [--queries 300] [--dir PATH]
+    .venv/bin/python -m bench.bench_strategies [--sizes 10000 100000] [--queries 300] [--dir PATH]
 
 How the vault is built: embedding 100k memories with the real model would take ~20 minutes and
 measures the embedder, not recall. So the memories are written straight through the storage layer
@@ -19,7 +19,6 @@ and query log), by seed id, so no embedding is timed unless the line says "cue".
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import shutil
 import statistics
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 from ulid import ULID
 
+from bench.harness import percentile
 from hebbs import Engine
 from hebbs.recall import analogical
 from hebbs.workflows import decay
@@ -57,11 +57,6 @@ CONTEXT_SHAPES: list[Callable[[random.Random], dict[str, Any]]] = [
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(math.ceil(q / 100 * len(ordered))) - 1)]
 
 
 def build_vault(path: Path, n: int, dim: int, seed: int = 11) -> list[str]:
@@ -144,7 +139,7 @@ def timed(fn: Callable[[], Any], runs: int) -> tuple[list[float], list[Any]]:
 
 
 def report(label: str, times: list[float], results: list[Any] | None = None) -> None:
-    line = f"  {label:<44} p50 {ms(pct(times, 50)):>10}  p99 {ms(pct(times, 99)):>10}"
+    line = f"  {label:<44} p50 {ms(percentile(times, 50)):>10}  p99 {ms(percentile(times, 99)):>10}"
     if results:
         line += f"  (mean {statistics.mean(len(r) for r in results):.1f} results)"
     print(line, flush=True)

@@ -16,7 +16,7 @@ conversation's last session (now = that date); recall@10 on vs off for the tempo
 overall, how many questions had time words understood, and the recency window of untyped
 memories (recall.untyped_recency_days) from 30 days to five years.
 
-    .venv/bin/python bench/bench_timewords.py [--data ../shared/data/locomo-dev] [--skip-locomo]
+    .venv/bin/python -m bench.bench_timewords [--data ../shared/data/locomo-dev] [--skip-locomo]
 """
 
 from __future__ import annotations
@@ -25,18 +25,16 @@ import argparse
 import datetime as dt
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import msgspec
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from hebbs import Engine  # noqa: E402
-from hebbs.config import RecallConfig  # noqa: E402
-from hebbs.recall.timewords import understand  # noqa: E402
+from bench.harness import shared
+from hebbs import Engine
+from hebbs.config import RecallConfig
+from hebbs.recall.timewords import understand
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2024, 3, 15, 18, 0, tzinfo=UTC)  # a Friday; the diary runs a year back from here
@@ -255,7 +253,7 @@ def diary_part(embedder) -> None:
 
 
 def locomo_part(data: Path, embedder) -> None:
-    import bench_locomo as lb
+    from bench import bench_locomo as lb
 
     conversations = lb.load(data)
     temporal = sum(1 for c in conversations for q in c["questions"] if q["category"] == 2)
@@ -300,7 +298,7 @@ def locomo_part(data: Path, embedder) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/locomo-dev")
+    parser.add_argument("--data", type=Path, default=shared("data/locomo-dev"))
     parser.add_argument("--skip-locomo", action="store_true")
     args = parser.parse_args()
     from hebbs.store.embed import get_embedder
@@ -308,7 +306,6 @@ def main() -> None:
     embedder = get_embedder()
     diary_part(embedder)
     if not args.skip_locomo:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         locomo_part(args.data, embedder)
 
 

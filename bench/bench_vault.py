@@ -1,7 +1,7 @@
 """Vault indexing throughput against the model's raw embedding throughput, and the no-change re-index.
 
-    .venv/bin/python bench/bench_vault.py              # 2,000 notes, about 10,000 sections
-    .venv/bin/python bench/bench_vault.py --notes 200  # a quicker run
+    .venv/bin/python -m bench.bench_vault              # 2,000 notes, about 10,000 sections
+    .venv/bin/python -m bench.bench_vault --notes 200  # a quicker run
 
 Generates a deterministic vault of notes with realistic, varied prose (front matter, headings, lists,
 tags, wiki-links, the odd code block and the odd long section), then measures in one run:

@@ -5,7 +5,7 @@ and the ids of the pairs the current check raises to a separate file, so that th
 written without knowing which pairs the check flags. How bench/data/contradiction_pairs_heldout2.jsonl
 was built:
 
-    .venv/bin/python bench/collect_contradiction_pairs.py NOTES_DIR --conversations 30 --out DIR
+    .venv/bin/python -m bench.collect_contradiction_pairs NOTES_DIR --conversations 30 --out DIR
 
 The pool is every neighbour pair (k=10, cosine >= 0.5, two different sections) that holds two
 sentences sharing content words (Jaccard >= 0.4) with a surface cue (one negates, an antonym,
@@ -18,17 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench.bench_locomo import load
+from bench.harness import shared
 
-from bench_locomo import load  # noqa: E402
-
-from hebbs import Engine  # noqa: E402
-from hebbs.vault import index_vault  # noqa: E402
-from hebbs.workflows import contradiction_check as cc  # noqa: E402
+from hebbs import Engine
+from hebbs.vault import index_vault
+from hebbs.workflows import contradiction_check as cc
 
 LOOSE_OVERLAP = 0.4
 PREVIOUS = [Path(__file__).resolve().parent / "data" / name
@@ -87,7 +84,7 @@ def changed_sections(engine: Engine, old: str, new: str, known: set) -> list[tup
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notes", type=Path)
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/locomo-dev")
+    parser.add_argument("--data", type=Path, default=shared("data/locomo-dev"))
     parser.add_argument("--conversations", nargs="*", default=[])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--sample", type=int, default=70, help="pool pairs kept besides the flagged ones")

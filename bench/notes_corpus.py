@@ -1,8 +1,8 @@
 """Rebuild the notes benchmark's corpus (bench/notes_corpus.md says what it is and why) from a local
 mirror of gohugoio/hugoDocs, at the pinned commit, into a cache directory outside the repository.
 
-    .venv/bin/python bench/notes_corpus.py [--mirror /work/.mirror/gohugoio+hugoDocs/repo]
-                                           [--out /work/cache/notes-corpus/vault]
+    .venv/bin/python -m bench.notes_corpus --mirror PATH/TO/hugoDocs.git
+                                           [--out $HEBBS_BENCH_CACHE/notes-corpus/vault]
 
 Without the mirror it says so and exits with status 2 (the benchmark then skips the notes rows).
 """
@@ -17,14 +17,16 @@ import sys
 import tarfile
 from pathlib import Path
 
+from bench.harness import cache
+
 REPO = "gohugoio/hugoDocs"
 COMMIT = "1c613349f4220ae84070df25979d720c43e5cfa6"
 ROOT = "content/en"
 FOLDERS = ("about", "configuration", "content-management", "contribute", "getting-started", "host-and-deploy",
            "hugo-modules", "hugo-pipes", "installation", "render-hooks", "shortcodes", "templates", "tools",
            "troubleshooting")
-DEFAULT_MIRROR = Path("/work/.mirror/gohugoio+hugoDocs/repo")
-DEFAULT_OUT = Path("/work/cache/notes-corpus/vault")
+DEFAULT_MIRROR = cache("gohugoio+hugoDocs.git")
+DEFAULT_OUT = cache("notes-corpus") / "vault"
 
 
 def rebuild(mirror: Path, out: Path) -> int:

@@ -1,7 +1,7 @@
 """The long reliability run: every storage fault test including the heavy variants (the whole
 corruption matrix, 20 kills during remember batches, 12 during indexing), then the daemon's.
 
-    .venv/bin/python bench/reliability_long.py [extra pytest arguments]
+    .venv/bin/python -m bench.reliability_long [extra pytest arguments]
 
 The default `pytest` run leaves the tests marked slow out; this runs them all and prints pytest's
 summary with the time each took.
