@@ -91,7 +91,10 @@ def main() -> None:
         cues = {"related": [f"who leads the {t} on-call rotation in week {n}?" for t in TEAMS for n in range(20)],
                 "unrelated": [f"what is the boiling point of element number {n}?" for n in range(200)]}
         direct = httpx.Client(base_url=base)
-        proxied = httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", timeout=60)
+        # The client token the proxy made at its start, given as the API key as an OpenAI client would.
+        token = (home / "proxy.token").read_text().strip()
+        proxied = httpx.Client(base_url=f"http://127.0.0.1:{port}/v1", timeout=60,
+                               headers={"authorization": f"Bearer {token}"})
         times: dict[str, list[float]] = {"direct": [], "related": [], "unrelated": []}
         added = {"related": 0, "unrelated": 0}
 

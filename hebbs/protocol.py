@@ -555,11 +555,14 @@ class OpenVault(msgspec.Struct, kw_only=True):
 
 
 class PanelState(msgspec.Struct, kw_only=True):
-    """Where the panel is served; `url` carries the daemon's token, so only this user's socket hears it."""
+    """Where the panel is served; `url` carries the daemon's token, so only this user's socket hears it.
+    `opener` (the `panel` command's answer only) carries a one-time code instead: what a browser's
+    command line, readable by every local user, may hold."""
 
     port: int
     url: str
     pid: int
+    opener: str | None = None
 
 
 class DaemonStatus(msgspec.Struct, kw_only=True):

@@ -75,6 +75,8 @@ class _Handler(BaseHTTPRequestHandler):
         text = f"You asked: {body['messages'][-1]['content']} ({systems} system messages)"
         if model.startswith("cut-"):
             return self._cut_stream(model, text)
+        if model.startswith("endless-") or model == "stall":
+            return self._long_stream(model)
         if not body.get("stream"):
             return self._send(200, {"id": "chatcmpl-1", "object": "chat.completion", "model": model, "choices": [
                 {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
@@ -89,6 +91,28 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(0.05)
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
+        self.close_connection = True
+
+    def _long_stream(self, model: str) -> None:
+        """`endless-MB`: MB megabytes of deltas as fast as they go, then [DONE]; `stall`: one chunk, then
+        silence until the client leaves."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        event = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "y" * 65536}}]}
+        line = b"data: " + json.dumps(event).encode() + b"\n\n"
+        try:
+            if model == "stall":
+                self.wfile.write(line)
+                self.wfile.flush()
+                time.sleep(60)
+                return
+            for _ in range(int(model[8:]) * 16):
+                self.wfile.write(line)
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except OSError:
+            pass  # the client went away
         self.close_connection = True
 
     def _cut_stream(self, model: str, text: str) -> None:
@@ -113,19 +137,22 @@ def free_port() -> int:
 
 
 class Proxy:
-    def __init__(self, daemon: Any, project: Path, upstream: StandIn, log: Path) -> None:
+    def __init__(self, daemon: Any, project: Path, upstream: StandIn, log: Path, *extra: str) -> None:
         self.port = free_port()
         self.log = log
         self.upstream = upstream
         hebbs = str(Path(sys.executable).with_name("hebbs"))
         self.process = processes.popen(
             [hebbs, "proxy", "--upstream", upstream.base_url, "--port", str(self.port), "--api-key-env", KEY_ENV,
-             "--remember", "--vault", str(project)],
+             "--remember", "--vault", str(project), *extra],
             env=daemon.env(**{KEY_ENV: KEY}), stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        # The client token, as a user finds it (docs/proxy.md): made at the first start, kept 0600.
+        self.token_file = Path(daemon.home) / "proxy.token"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    self.token = self.token_file.read_text().strip() if self.token_file.exists() else ""
                     return
             except OSError:
                 assert self.process.poll() is None, log.read_text()
@@ -133,7 +160,9 @@ class Proxy:
         raise AssertionError("the proxy did not start:\n" + log.read_text())
 
     def client(self, **kwargs: Any) -> httpx.Client:
-        return httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60, **kwargs)
+        """An HTTP client that gives the client token as its API key, as an OpenAI client would."""
+        headers = {"authorization": f"Bearer {self.token}", **kwargs.pop("headers", {})}
+        return httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60, headers=headers, **kwargs)
 
     def stop(self) -> None:
         self.process.terminate()
@@ -167,6 +196,18 @@ def proxy(shared_daemon, project, upstream, tmp_path) -> Iterator[Proxy]:
     running.stop()
 
 
+# Well-formed JSON to a lenient parser, and nothing the proxy can send on: each is a 400, never a 500.
+HOSTILE_BODIES = [
+    b'{"model": "stand-in", "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    b'{"model": "stand-in", "temperature": NaN, "messages": [{"role": "user", "content": "hi"}]}',
+    b'{"model": "stand-in", "temperature": 1e999, "messages": [{"role": "user", "content": "hi"}]}',
+    b'{"model": "stand-in", "temperature": -Infinity, "messages": [{"role": "user", "content": "hi"}]}',
+    b'{"model": "stand-in", "messages": [{"role": "user", "content": "hi \\ud800 there"}]}',
+    b'{"model": "stand-in", "messages": [{"role": "user", "content": "x"}], "user": "\\udfff"}',
+    b'\xff\xfe{"messages": []}',
+]
+
+
 def chat(content: str, **extra: Any) -> dict[str, Any]:
     return {"model": "stand-in", "messages": [{"role": "system", "content": "Be brief."},
                                                {"role": "user", "content": content}], **extra}
@@ -174,7 +215,7 @@ def chat(content: str, **extra: Any) -> dict[str, Any]:
 
 def test_round_trip_adds_cited_memories_for_a_related_question(proxy):
     with proxy.client() as client:
-        reply = client.post("/v1/chat/completions", json=chat(RELATED), headers={"authorization": "Bearer dummy"})
+        reply = client.post("/v1/chat/completions", json=chat(RELATED))
     assert reply.status_code == 200
     assert reply.json()["choices"][0]["message"]["content"].startswith("You asked: " + RELATED)
     sent = proxy.upstream.received[-1]
@@ -189,6 +230,8 @@ def test_round_trip_adds_cited_memories_for_a_related_question(proxy):
     assert sent["headers"]["authorization"] == f"Bearer {KEY}"
     assert [name for name, value in sent["headers"].items() if KEY in value] == ["authorization"]
     assert KEY not in json.dumps(sent["body"]) and KEY not in sent["path"]
+    # The client token the client gave is the proxy's alone: it never reaches the upstream.
+    assert proxy.token not in json.dumps(sent)
 
 
 def test_unrelated_question_adds_nothing(proxy):
@@ -247,11 +290,13 @@ def test_bad_requests_and_wrong_methods_are_said(proxy):
     with proxy.client() as client:
         not_json = client.post("/v1/chat/completions", content=b"{not json",
                                headers={"content-type": "application/json"})
+        hostile = [client.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+                   for body in HOSTILE_BODIES]
         no_messages = client.post("/v1/chat/completions", json={"model": "stand-in"})
         get_chat = client.get("/v1/chat/completions")
         post_models = client.post("/v1/models", json={})
         unknown = client.get("/v1/embeddings")
-    for reply in (not_json, no_messages):
+    for reply in (not_json, no_messages, *hostile):
         assert reply.status_code == 400 and reply.json()["error"]["type"] == "invalid_request_error"
         assert reply.headers["x-hebbs-memories"] == "" and reply.headers["x-hebbs-abstained"] == "true"
     assert get_chat.status_code == 405 and get_chat.headers["allow"] == "POST"

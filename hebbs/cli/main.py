@@ -339,6 +339,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--api-key-env", metavar="NAME", help="environment variable holding the upstream's API key")
     p.add_argument("--remember", action="store_true", help="remember each question and answer in the project vault")
     p.add_argument("--top-k", type=int, default=5, help="at most this many memories per request (default 5)")
+    p.add_argument("--stall-seconds", type=float, default=120.0,
+                   help="end a streamed answer silent this long mid-stream (default 120)")
+    p.add_argument("--no-client-token", action="store_true",
+                   help="serve without the client token ($HEBBS_HOME/proxy.token): any local user may use it")
 
     p = command("doctor", "check every file of a vault (read-only), say what is readable, and save it")
     p.add_argument("--export", metavar="FILE", help="write every readable memory here as JSON lines")

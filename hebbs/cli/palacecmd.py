@@ -21,7 +21,8 @@ def run(args: argparse.Namespace) -> int:
     opened = False
     if not args.no_browser and _has_desktop():
         try:
-            opened = webbrowser.open(state.url)
+            # The one-time address: a browser's argv is readable by every local user in /proc.
+            opened = webbrowser.open(state.opener or state.url)
         except webbrowser.Error:
             opened = False
     if args.format == "json":

@@ -11,11 +11,13 @@ from hebbs.errors import InvalidInput
 
 def run(args: argparse.Namespace) -> int:
     from hebbs.proxy import ProxyConfig
-    from hebbs.proxy.serve import brains_for, serve
+    from hebbs.proxy.serve import brains_for, client_token, serve
 
+    token, token_path, made = (None, None, False) if args.no_client_token else client_token(args.home)
     try:
         config = ProxyConfig(upstream=args.upstream, port=args.port, api_key_env=args.api_key_env,
-                             remember=args.remember, top_k=args.top_k)
+                             remember=args.remember, top_k=args.top_k, stall_seconds=args.stall_seconds,
+                             client_token=token)
         brains = brains_for(args.vault, args.global_, args.home)
         from hebbs.proxy.app import api_key
 
@@ -29,5 +31,12 @@ def run(args: argparse.Namespace) -> int:
     where = " and ".join(f"{name} brain ({client.vault_path})" for name, client in brains.named())
     print(f"hebbs proxy: http://127.0.0.1:{config.port}/v1 -> {config.upstream}; recalls from the {where}"
           + ("; remembers each exchange" if config.remember else ""), file=sys.stderr, flush=True)
+    if token is None:
+        print("hebbs proxy: --no-client-token: every local user and process can use it", file=sys.stderr, flush=True)
+    elif made:
+        print(f"hebbs proxy: clients give this key as their API key (shown once; kept in {token_path}):\n  {token}",
+              file=sys.stderr, flush=True)
+    else:
+        print(f"hebbs proxy: clients give the key in {token_path} as their API key", file=sys.stderr, flush=True)
     serve(config, brains)
     return 0

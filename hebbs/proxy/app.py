@@ -4,13 +4,20 @@ What reaches the upstream: the client's request body (plus the recalled-memories
 and, when configured, `Authorization: Bearer <key>` read from the named environment variable. The
 client's own Authorization header is dropped; redirects are not followed, so the key goes to the
 upstream's origin only. Whatever the upstream answers (status, body, content type) goes back as is.
+
+Who is answered (Guard): Host 127.0.0.1:PORT or localhost:PORT only; no request a browser says
+another site or port sent (hebbs.websec, as the panel); the client token as the OpenAI API key
+(`Authorization: Bearer`), so another local user can neither spend the upstream key nor read the
+owner's memories; and a JSON content type, so no "simple" cross-site form or no-cors POST is parsed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,10 +30,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..websec import foreign_request, local_hosts, token_matches
 from .memory import Brains, Recalled, latest_user_text, system_message, with_memories
 
 log = logging.getLogger("hebbs.proxy")
 PASSED_HEADERS = ("content-type", "cache-control", "x-request-id", "openai-processing-ms", "retry-after")
+# A chat request with a few images inlined fits; a body past this is refused before it is all read.
+MAX_BODY_BYTES = 32 * 1024 * 1024
+# What the proxy holds of a streamed answer to remember it: past this it passes the rest on unheld
+# and remembers nothing (an answer this long is no memory), so an endless stream costs no memory.
+MAX_ANSWER_CHARS = 1_000_000
+MAX_LINE_BYTES = 4 * 1024 * 1024  # an SSE line longer than this is not gathered either
 
 
 class ProxyConfig(msgspec.Struct, kw_only=True):
@@ -36,6 +50,10 @@ class ProxyConfig(msgspec.Struct, kw_only=True):
     remember: bool = False
     top_k: int = 5
     timeout_seconds: float = 600.0
+    # How long a streamed answer may go silent between two chunks before the proxy ends it.
+    stall_seconds: float = 120.0
+    # What clients give as their API key (`Authorization: Bearer`); None serves anyone on this machine.
+    client_token: str | None = None
 
     def __post_init__(self) -> None:
         url = httpx.URL(self.upstream)
@@ -45,6 +63,8 @@ class ProxyConfig(msgspec.Struct, kw_only=True):
             raise ValueError(f"--port must be from 1 to 65535, got {self.port}")
         if not 1 <= self.top_k <= 50:
             raise ValueError(f"--top-k must be from 1 to 50, got {self.top_k}")
+        if not 0 < self.stall_seconds <= 86400:
+            raise ValueError(f"--stall-seconds must be above 0 and at most 86400, got {self.stall_seconds}")
         if self.api_key_env is not None and not self.api_key_env.isidentifier():
             raise ValueError("--api-key-env is the NAME of an environment variable (like OPENAI_API_KEY), not the key")
 
@@ -54,6 +74,77 @@ class Answer(msgspec.Struct):
 
     parts: list[str] = []
     whole: bool = False
+    held: int = 0  # characters in parts
+    too_long: bool = False  # past MAX_ANSWER_CHARS: no longer held, never remembered
+
+    def add(self, text: str) -> None:
+        if self.too_long:
+            return
+        self.held += len(text)
+        if self.held > MAX_ANSWER_CHARS:
+            self.too_long, self.parts = True, []
+        else:
+            self.parts.append(text)
+
+
+class BadBody(ValueError):
+    """A request body the proxy will not forward: said as a 400 (or 413) in OpenAI's error shape."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _no_constant(name: str) -> Any:
+    raise BadBody(f"the request body holds {name}, which JSON does not allow")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise BadBody(f"the request body holds the number {text[:40]}, beyond what a JSON number can be")
+    return value
+
+
+def parse_body(raw: bytes) -> Any:
+    """The request's JSON, refused (BadBody) when the proxy could not send it on as JSON: no NaN or
+    infinity, no lone surrogate, nesting Python can walk."""
+    try:
+        body = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+    except RecursionError:
+        raise BadBody("the request body nests too deeply") from None
+    except UnicodeDecodeError:
+        raise BadBody("the request body is not UTF-8 JSON") from None
+    except BadBody:
+        raise
+    except ValueError:
+        raise BadBody("the request body is not JSON") from None
+    return body
+
+
+def encode_body(body: Any) -> bytes:
+    """What goes to the upstream: strict JSON in UTF-8 (a lone surrogate cannot be encoded)."""
+    try:
+        return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except RecursionError:
+        raise BadBody("the request body nests too deeply") from None
+    except UnicodeEncodeError:
+        raise BadBody("the request body holds a lone surrogate (\\ud800-\\udfff), which is not text") from None
+
+
+async def read_body(request: Request) -> bytes:
+    """The body, up to MAX_BODY_BYTES: a longer one is refused before the rest is read."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise BadBody(f"the request body is over {MAX_BODY_BYTES // (1024 * 1024)} MiB", 413)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise BadBody(f"the request body is over {MAX_BODY_BYTES // (1024 * 1024)} MiB", 413)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def api_key(config: ProxyConfig) -> str | None:
@@ -82,17 +173,19 @@ def build_app(config: ProxyConfig, brains: Brains) -> Any:
     async def chat(request: Request) -> Response:
         nothing = _memory_headers(Recalled(abstained=True))
         try:
-            body = json.loads(await request.body())
-        except ValueError:
-            return _error(400, "the request body is not JSON", "invalid_request_error", nothing)
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            return _error(400, "a chat completion request needs a `messages` list", "invalid_request_error", nothing)
+            body = parse_body(await read_body(request))
+            if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+                raise BadBody("a chat completion request needs a `messages` list")
+            encode_body(body)  # what cannot be sent on is said before anything is recalled
+        except BadBody as exc:
+            return _error(exc.status, str(exc), "invalid_request_error", nothing)
         question = latest_user_text(body["messages"])
         recalled = Recalled(abstained=True)
         if question and question.strip():
             recalled = await brains.recall(question, config.top_k)
             if recalled.found:
                 body["messages"] = with_memories(body["messages"], system_message(recalled.found))
+        content = encode_body(body)
         ids = [f.id for f in recalled.found]
         extra = _memory_headers(recalled)
         model = body.get("model") if isinstance(body.get("model"), str) else None
@@ -104,7 +197,7 @@ def build_app(config: ProxyConfig, brains: Brains) -> Any:
 
         url = base + "/chat/completions"
         if body.get("stream"):
-            outgoing = http.build_request("POST", url, json=body)
+            outgoing = http.build_request("POST", url, content=content, headers=JSON_HEADERS)
             try:
                 reply = await http.send(outgoing, stream=True)
             except httpx.HTTPError as exc:
@@ -114,10 +207,10 @@ def build_app(config: ProxyConfig, brains: Brains) -> Any:
                 await reply.aclose()
                 return _passed(reply, content, extra)
             answer = Answer()
-            return StreamingResponse(_relay(reply, answer), status_code=reply.status_code,
+            return StreamingResponse(_relay(reply, answer, config.stall_seconds), status_code=reply.status_code,
                                      headers=_headers(reply, extra), background=remember_later(answer))
         try:
-            reply = await http.post(url, json=body)
+            reply = await http.post(url, content=content, headers=JSON_HEADERS)
         except httpx.HTTPError as exc:
             return _unreachable(exc, extra)
         answered = reply.status_code < 300
@@ -138,7 +231,10 @@ def build_app(config: ProxyConfig, brains: Brains) -> Any:
     app = Starlette(routes=[*served,
                             Route("/{path:path}", not_served, methods=["GET", "POST", "PUT", "DELETE", "PATCH"])],
                     lifespan=_closing(http))
-    return HostGuard(app, config.port)
+    return Guard(app, config.port, config.client_token)
+
+
+JSON_HEADERS = {"content-type": "application/json"}
 
 
 def _closing(http: httpx.AsyncClient) -> Any:
@@ -150,31 +246,42 @@ def _closing(http: httpx.AsyncClient) -> Any:
     return lifespan
 
 
-async def _relay(reply: httpx.Response, answer: Answer) -> AsyncIterator[bytes]:
+async def _relay(reply: httpx.Response, answer: Answer, stall_seconds: float) -> AsyncIterator[bytes]:
     """The upstream's bytes as they come; the answer's text is gathered from the SSE deltas on the way.
 
     A stream that stops short (the upstream broke off before `[DONE]`, or closed before `[DONE]` and
     before any finish_reason) is no answer: it is not remembered, and an SSE stream ends with an error
     event, which OpenAI's clients raise as an APIError (the 200 and part of the answer are already
-    sent, so the stream is the only place left to say it)."""
+    sent, so the stream is the only place left to say it). An upstream silent for `stall_seconds`
+    in the middle of its answer broke off too."""
     pending = b""
     finished = False
-    broke: httpx.HTTPError | None = None
+    broke: Exception | None = None
+    chunks = reply.aiter_raw()
     try:
-        async for chunk in reply.aiter_raw():
+        while True:
+            try:
+                chunk = await asyncio.wait_for(anext(chunks), stall_seconds)
+            except StopAsyncIteration:
+                break
             pending += chunk
             *lines, pending = pending.split(b"\n")
+            if len(pending) > MAX_LINE_BYTES:
+                answer.add("x" * (MAX_ANSWER_CHARS + 1))  # a line this long is not held: no answer to keep
+                pending = b""
             for line in lines:
                 data = _sse_data(line)
                 if data == b"[DONE]":
                     answer.whole = True  # before the yield: a client may hang up as soon as it reads [DONE]
-                elif data is not None:
+                elif data is not None and not answer.too_long:
                     text, stop = _delta(data)
-                    answer.parts.append(text)
+                    answer.add(text)
                     finished = finished or stop
             yield chunk
     except httpx.HTTPError as exc:
         broke = exc
+    except asyncio.TimeoutError:
+        broke = TimeoutError(f"no byte for {stall_seconds:g} s in the middle of the answer")
     finally:
         await reply.aclose()
     # Some servers send no [DONE]: for them a finish_reason and a clean close end the answer.
@@ -216,6 +323,9 @@ def _answer_text(reply: httpx.Response) -> str:
 async def _remember(brains: Brains, question: str, answer: Answer, model: str | None, recalled: list[str]) -> None:
     if not answer.whole:
         return  # cut short upstream (_relay logged it) or dropped by the client: half an answer is not memory
+    if answer.too_long:
+        log.warning("the answer was over %d characters: not remembering the exchange", MAX_ANSWER_CHARS)
+        return
     try:
         await brains.remember(question, "".join(answer.parts), model=model, recalled=recalled)
     except Exception as exc:  # the answer was already sent: a failed remember is logged, never raised
@@ -248,18 +358,44 @@ def _unreachable(exc: httpx.HTTPError, headers: dict[str, str] | None = None) ->
                   headers)
 
 
-class HostGuard:
-    """Only Host 127.0.0.1:PORT or localhost:PORT is served (a DNS-rebinding page gets 403), as the panel does."""
+class Guard:
+    """Who the proxy answers (see the module's docstring); every refusal in OpenAI's error shape."""
 
-    def __init__(self, app: Any, port: int) -> None:
+    def __init__(self, app: Any, port: int, token: str | None) -> None:
         self.app = app
-        self.allowed = {f"127.0.0.1:{port}".encode(), f"localhost:{port}".encode()}
+        self.port = port
+        self.token = token
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and dict(scope["headers"]).get(b"host") not in self.allowed:
-            body = b'{"error":{"message":"hebbs proxy answers only to Host 127.0.0.1 or localhost","type":"forbidden"}}'
-            await send({"type": "http.response.start", "status": 403,
-                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
-            return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        refusal = self._refusal(scope["method"], headers)
+        if refusal is None:
+            return await self.app(scope, receive, send)
+        status, kind, message = refusal
+        body = json.dumps({"error": {"message": message, "type": kind, "code": None}}).encode()
+        extra = [(b"www-authenticate", b"Bearer")] if status == 401 else []
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                *extra]})
+        await send({"type": "http.response.body", "body": body})
+
+    def _refusal(self, method: str, headers: dict[str, str]) -> tuple[int, str, str] | None:
+        if headers.get("host") not in local_hosts(self.port):
+            return 403, "forbidden", "hebbs proxy answers only to Host 127.0.0.1 or localhost"
+        foreign = foreign_request(headers, self.port)
+        if foreign:
+            return 403, "forbidden", f"hebbs proxy refuses requests from web pages: {foreign}"
+        if self.token is not None:
+            scheme, _, given = headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not token_matches(given.strip(), self.token):
+                return (401, "invalid_request_error",
+                        "hebbs proxy needs its client token as the API key (Authorization: Bearer): "
+                        "it is in $HEBBS_HOME/proxy.token (docs/proxy.md)")
+        if method not in ("GET", "HEAD", "OPTIONS"):
+            media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            if media != "application/json":
+                return (415, "invalid_request_error",
+                        f"hebbs proxy takes a JSON body (Content-Type: application/json), not {media or 'none'}")
+        return None

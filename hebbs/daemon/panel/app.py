@@ -54,7 +54,7 @@ def build_app(service: PanelHost) -> Any:
         Route("/index/cancel", routes.cancel_index, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC, follow_symlink=False), name="static"),
     ], exception_handlers={HTTPException: routes.http_error})
-    return Guard(app, service.token, lambda: service.port or 0)
+    return Guard(app, service.token, lambda: service.port or 0, service.codes)
 
 
 class Routes:

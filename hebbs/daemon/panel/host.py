@@ -24,6 +24,7 @@ class PanelHost(Protocol):
 
     home: Path
     token: str
+    codes: Any  # hebbs.daemon.panel.security.OneTimeCodes
     port: int | None
     inflight: int
     data: Any  # hebbs.daemon.panel.data.PanelData

@@ -2,14 +2,17 @@
 
 - Only `127.0.0.1:PORT` and `localhost:PORT` are accepted as Host (a DNS-rebinding page gets 403).
 - Every request but the static files needs the token (the URL `hebbs palace` prints carries it once,
-  or the X-Hebbs-Token header) or the session cookie the first visit trades it for. The cookie holds
+  or the X-Hebbs-Token header) or the session cookie the first visit trades it for. The browser
+  `hebbs palace` opens is handed a one-time code instead (its command line is readable by every local
+  user in /proc): it opens one session, once, within CODE_SECONDS, and is useless after. The cookie holds
   a separate random session value, never the token, and is named after the port: cookies ignore
   ports, so two daemons' panels on 127.0.0.1 would otherwise overwrite each other's. A request
   that changes something must also carry the token in the form or the header, never the cookie
   alone, so another site's form cannot post through the user's cookie.
 - SameSite does not tell ports apart: a page on another 127.0.0.1 port is "same-site" and its
   browser requests carry the cookie. A request that only has the cookie is refused when the
-  browser says it came from another site or port (Sec-Fetch-Site: same-site or cross-site).
+  browser says it came from another site or port (Sec-Fetch-Site: same-site or cross-site, or
+  another Origin: hebbs.websec, which `hebbs proxy` shares).
 - Content-Security-Policy allows this origin only: no external asset, no inline script or style.
 """
 
@@ -18,19 +21,25 @@ from __future__ import annotations
 import html
 import os
 import secrets
+import time
 from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qsl, quote, urlencode
 
 from hebbs.fsutil import atomic_write
+from hebbs.websec import foreign_request, local_hosts, token_matches
+
+__all__ = ["FORM_FIELD", "Guard", "OneTimeCodes", "new_token", "remove_token", "token_file", "token_matches"]
 
 TOKEN_FILE = "panel.token"
 COOKIE_PREFIX = "hebbs_panel_"
 HEADER = "x-hebbs-token"
-# What a browser says about where a request came from; absent from non-browser clients.
-FOREIGN_SITES = frozenset({"same-site", "cross-site"})
 FORM_FIELD = "token"
+CODE_FIELD = "code"
+# Long enough for a browser to start, short enough that a code read from /proc later is dead.
+CODE_SECONDS = 60.0
+MAX_CODES = 32  # unexchanged codes kept at once: the oldest go first
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "font-src 'self'; worker-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
@@ -53,8 +62,30 @@ def new_token(home: Path) -> str:
     return token
 
 
-def token_matches(given: str | None, token: str) -> bool:
-    return given is not None and secrets.compare_digest(given.encode(), token.encode())
+class OneTimeCodes:
+    """What `hebbs palace` hands the browser instead of the token: each code trades for one session
+    cookie, once, within CODE_SECONDS."""
+
+    def __init__(self) -> None:
+        self._codes: dict[str, float] = {}
+
+    def issue(self) -> str:
+        now = time.monotonic()
+        self._codes = {c: t for c, t in self._codes.items() if t > now}
+        while len(self._codes) >= MAX_CODES:
+            del self._codes[next(iter(self._codes))]
+        code = secrets.token_urlsafe(24)
+        self._codes[code] = now + CODE_SECONDS
+        return code
+
+    def take(self, given: str | None) -> bool:
+        """Whether `given` is a live code; it is spent either way."""
+        if given is None:
+            return False
+        for code in list(self._codes):
+            if secrets.compare_digest(code.encode(), given.encode()):
+                return self._codes.pop(code) > time.monotonic()
+        return False
 
 
 def cookie_name(port: int) -> str:
@@ -64,10 +95,11 @@ def cookie_name(port: int) -> str:
 class Guard:
     """ASGI middleware: Host check, token check, security headers on every response."""
 
-    def __init__(self, app: ASGIApp, token: str, port: Callable[[], int]) -> None:
+    def __init__(self, app: ASGIApp, token: str, port: Callable[[], int], codes: OneTimeCodes) -> None:
         self.app = app
         self.token = token
         self.port = port
+        self.codes = codes
         # What the cookie holds: it authorizes reading pages, never a change (which needs the token).
         self.session = secrets.token_urlsafe(32)
 
@@ -76,16 +108,18 @@ class Guard:
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         port = self.port()
-        if headers.get("host") not in (f"127.0.0.1:{port}", f"localhost:{port}"):
+        if headers.get("host") not in local_hosts(port):
             return await _deny(send, f"This panel answers only to http://127.0.0.1:{port}/ (Host header refused).")
         path: str = scope["path"]
         if path.startswith("/static/"):
             return await self.app(scope, receive, _with_headers(send, cache=True))
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-        if scope["method"] in SAFE_METHODS and token_matches(query.get(FORM_FIELD), self.token):
-            # The URL `hebbs palace` printed: trade the token for a cookie and drop it from the address bar.
+        if scope["method"] in SAFE_METHODS and (token_matches(query.get(FORM_FIELD), self.token)
+                                                or self.codes.take(query.get(CODE_FIELD))):
+            # The URL `hebbs palace` printed or opened: trade the token or the code for a cookie, and drop
+            # it from the address bar.
             rest = urlencode([(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"))
-                              if k != FORM_FIELD])
+                              if k not in (FORM_FIELD, CODE_FIELD)])
             # One leading slash: "//evil.com/x" would be another site's address to the browser.
             location = "/" + quote(path.lstrip("/"), safe="/") + ("?" + rest if rest else "")
             cookie = f"{cookie_name(port)}={self.session}; Path=/; HttpOnly; SameSite=Strict"
@@ -95,7 +129,7 @@ class Guard:
             if not token_matches(cookie, self.session):
                 return await _deny(send, "This panel needs its token: open the address `hebbs palace` prints. "
                                          "If the daemon restarted, its token changed: run `hebbs palace` again.")
-            if headers.get("sec-fetch-site") in FOREIGN_SITES:
+            if foreign_request(headers, port, own_pages=True):
                 return await _deny(send, "This panel refuses requests that another site or another local port "
                                          "made the browser send: open it from its own pages.")
         if scope["method"] not in SAFE_METHODS:

@@ -20,7 +20,7 @@ from .changes import ChangeFeed
 from .data import PanelData
 from .host import DaemonHost
 from .ports import bind_local
-from .security import new_token, remove_token
+from .security import CODE_FIELD, OneTimeCodes, new_token, remove_token
 
 
 log = logging.getLogger("hebbs.daemon.panel")
@@ -122,6 +122,7 @@ class PanelService:
         self.daemon = daemon
         self.home = daemon.home
         self.token = new_token(daemon.home)
+        self.codes = OneTimeCodes()
         self.port: int | None = None
         self.feed = ChangeFeed()
         self.vaults = KnownVaults(daemon.home, daemon)
@@ -143,20 +144,23 @@ class PanelService:
             return None
         return self.state()
 
-    def state(self) -> PanelState:
+    def state(self, opener: bool = False) -> PanelState:
+        """Where the panel is; with `opener`, also a one-time address for a browser's command line."""
         assert self.port is not None
-        return PanelState(port=self.port, url=f"http://127.0.0.1:{self.port}/?token={self.token}", pid=os.getpid())
+        base = f"http://127.0.0.1:{self.port}/"
+        return PanelState(port=self.port, url=f"{base}?token={self.token}", pid=os.getpid(),
+                          opener=f"{base}?{CODE_FIELD}={self.codes.issue()}" if opener else None)
 
     async def ensure(self, port: int | None) -> PanelState:
         async with self._lock:
             if self._task is not None and not self._task.done() and port in (None, self.port):
-                return self.state()
+                return self.state(opener=True)
             # Bind first: a taken port leaves the panel served where it was.
             wanted = port if port is not None else configured_port(self.home)
             sock = bind_local(wanted)
             await self._stop_server()
             await self._serve(sock, wanted)
-            return self.state()
+            return self.state(opener=True)
 
     async def serve(self, port: int) -> None:
         async with self._lock:
