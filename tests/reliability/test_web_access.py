@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -18,6 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+import processes
 
 from test_proxy import RELATED, Proxy, StandIn, chat, free_port, index_crm_note, upstream  # noqa: F401
 
@@ -154,7 +155,7 @@ def test_another_local_user_gets_nothing_through_the_proxy(proxy):
             "headers={'content-type': 'application/json', 'authorization': 'Bearer guess'})\n"
             "try:\n    print(urllib.request.urlopen(req, timeout=60).status)\n"
             "except urllib.error.HTTPError as e:\n    print(e.code)\n")
-    done = subprocess.run(["/usr/bin/python3", "-c", code, str(proxy.port), str(proxy.token_file)], user="nobody",
+    done = processes.run(["/usr/bin/python3", "-c", code, str(proxy.port), str(proxy.token_file)], user="nobody",
                           capture_output=True, text=True, timeout=60, cwd="/")
     assert done.stdout.split() == ["denied", "401"], done.stderr
     assert proxy.upstream.received == []
@@ -233,7 +234,7 @@ def test_hebbs_palace_hands_the_browser_a_one_time_code_not_the_token(browser, t
     try:
         port = free_port()
         env = {k: v for k, v in daemon.env(BROWSER=str(opener)).items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
-        done = subprocess.run([str(Path(sys.executable).with_name("hebbs")), "palace", "--port", str(port)],
+        done = processes.run([str(Path(sys.executable).with_name("hebbs")), "palace", "--port", str(port)],
                               env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         token = (Path(daemon.home) / "panel.token").read_text().strip()
