@@ -335,8 +335,52 @@ class StorageConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fi
             raise ValueError(f"storage.durability must be one of {list(DURABILITY_MODES)}, got {self.durability!r}")
 
 
+class StoreConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """Where the vault's records live: nothing set, the embedded RocksDB in the vault directory; a
+    PostgreSQL URL (or libpq connection string), a vault shared by a team (docs/scale.md), named `name`
+    in that database. Credentials never go here: libpq reads PGPASSWORD, ~/.pgpass or a service file."""
+
+    url: str | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.url is None:
+            return
+        problem = store_url_problem(self.url)
+        if problem:
+            raise ValueError(problem)
+        if not self.name:
+            raise ValueError("store.name is required with store.url: the vault's name in that database")
+
+
+def store_url_problem(url: str) -> str | None:
+    """Why a store URL cannot be used, or None."""
+    text = url.strip()
+    if not (text.startswith(("postgresql://", "postgres://")) or "=" in text):
+        return f"store must be a PostgreSQL URL (postgresql://HOST[:PORT]/DATABASE) or connection string, got {url!r}"
+    lowered = text.lower()
+    userinfo = text.split("://", 1)[1].split("@", 1)[0] if "://" in text and "@" in text.split("/", 3)[2] else ""
+    if "password=" in lowered or ":" in userinfo:
+        return ("a store URL must not hold a password: it would be written into the vault's config. Give it to "
+                "libpq instead (PGPASSWORD, ~/.pgpass, or a service file with service=NAME)")
+    return None
+
+
+def store_section(url: str, name: str) -> str:
+    """The [store] section of a vault kept in PostgreSQL (hebbs init --store), checked."""
+    problem = store_url_problem(url)
+    if problem:
+        raise InvalidInput(problem)
+    if not name.strip() or any(c in name for c in "\"\n\\"):
+        raise InvalidInput(f"a vault name is a line of text without quotes or backslashes, got {name!r}")
+    return (f"# Where this vault's records live: a PostgreSQL shared by a team (docs/scale.md). Credentials come\n"
+            f"# from libpq (PGPASSWORD, ~/.pgpass, a service file), never from this file.\n"
+            f'[store]\nurl = "{url.strip()}"\nname = "{name.strip()}"\n\n')
+
+
 class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     model: str | None = None
+    store: StoreConfig = StoreConfig()
     storage: StorageConfig = StorageConfig()
     index: IndexParams = IndexParams()
     recall: RecallConfig = RecallConfig()

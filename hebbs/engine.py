@@ -25,7 +25,7 @@ from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, Co
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
 from .store.embed import Embedder, get_embedder
 from .store.lexical_index import LexicalIndex
-from .store.open_vault import OpenVault
+from .store.open_vault import OpenVault, open_store
 from .store.storage import Store
 from .store.vector_index import VectorIndex
 from .workflows import consolidate as consolidation
@@ -139,7 +139,7 @@ class Engine:
         `hebbs init` opens that vault (path/.hebbs), as Client(path) does."""
         path = _vault_directory(path)
         config = load_config(path)
-        store = Store.open(path / "db", durability=config.storage.durability)
+        store = open_store(path, config)
         try:
             embedder = embedder or get_embedder(model or config.model or store.get_meta("model_spec"))
             return cls(OpenVault.open(path, store, embedder, config))

@@ -44,12 +44,50 @@ def embedder():
     return get_embedder()
 
 
+# Engine-level modules whose tests run on both stores: the embedded RocksDB vault and a vault in
+# PostgreSQL with pgvector (hebbs/store/postgres.py), through the `store_kind` parameter of `vault`.
+BOTH_STORES = {"test_engine", "test_engine_inputs", "test_causal", "test_analogical", "test_decay",
+               "test_contradiction_review", "test_reflect", "test_consolidation", "test_association",
+               "test_multistrategy", "test_time_recall"}
+
+
+def pytest_generate_tests(metafunc):
+    if "store_kind" in metafunc.fixturenames and metafunc.module.__name__.rsplit(".", 1)[-1] in BOTH_STORES:
+        metafunc.parametrize("store_kind", ["rocksdb", "postgresql"])
+
+
 @pytest.fixture
-def vault(tmp_path: Path, embedder):
+def store_kind() -> str:
+    return "rocksdb"
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One PostgreSQL with pgvector for the session (pg_fixtures.py); each vault in it has its own name."""
+    from pg_fixtures import running_cluster
+
+    with running_cluster() as cluster:
+        yield cluster.servers[0]
+
+
+@pytest.fixture
+def vault_dir(tmp_path: Path, store_kind: str, request) -> Path:
+    """Where the `vault` fixture opens its vault: attached to the session's PostgreSQL for store_kind
+    postgresql (reopening the directory reopens the same vault)."""
+    path = tmp_path / "vault"
+    if store_kind == "postgresql":
+        from pg_fixtures import attach
+
+        attach(path, request.getfixturevalue("pg_server").url)
+    return path
+
+
+@pytest.fixture
+def vault(vault_dir: Path, embedder):
     """A fresh vault with the shared, already warm embedder."""
     from hebbs import Engine
 
-    engine = Engine.open(tmp_path / "vault", embedder=embedder)
+    engine = Engine.open(vault_dir, embedder=embedder)
     yield engine
     engine.close()
 

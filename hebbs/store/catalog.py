@@ -322,6 +322,12 @@ class Catalog:
     @classmethod
     def load(cls, directory: Path, db_seq: int) -> "Catalog | None":
         """The saved catalog if it was written at exactly this RocksDB sequence and is intact."""
+        loaded = cls.load_stamped(directory)
+        return loaded[0] if loaded is not None and loaded[1] == db_seq else None
+
+    @classmethod
+    def load_stamped(cls, directory: Path) -> "tuple[Catalog, int] | None":
+        """The saved catalog, if intact, with the sequence it was saved at."""
         try:
             raw = (directory / _FILE).read_bytes()
         except OSError:
@@ -334,7 +340,7 @@ class Catalog:
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
         n = len(snapshot.ids)
-        if snapshot.db_seq != db_seq or len(snapshot.numbers) != n * _NUMBERS.itemsize \
+        if len(snapshot.numbers) != n * _NUMBERS.itemsize \
                 or len(snapshot.superseded_by) != n:
             return None
         entity = _decode_column(snapshot.entity_values, snapshot.entity_codes, n)
@@ -345,4 +351,4 @@ class Catalog:
         catalog = cls()
         catalog._cols = _Columns(snapshot.ids, np.frombuffer(snapshot.numbers, dtype=_NUMBERS), entity,  # type: ignore[arg-type]
                                  snapshot.superseded_by, context_type, file)
-        return catalog
+        return catalog, snapshot.db_seq

@@ -38,6 +38,8 @@ def touched_since(store: Store, after: int, upto: int) -> list[str] | None:
     caller must then rebuild from scratch."""
     if upto <= after:
         return []
+    if getattr(store, "shared", False):
+        return store.touched_since(after, upto)  # a vault in PostgreSQL: its hebbs.changes table
     expected = after + 1
     ids: dict[str, None] = {}
     for raw_key, value in store.scan("meta", PREFIX, start=key(after + 1)):

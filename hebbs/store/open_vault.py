@@ -39,7 +39,8 @@ from .catalog import Catalog, CatalogEntry
 from .embed import Embedder
 from .lexical_index import LexicalIndex, tokenize
 from .memory_text import lexical_text
-from .storage import (MEMORY_PREFIX, TIMELINE_ENTITY, Store, WriteSet, decode, encode, id_bytes, id_str, temporal_prefix)
+from .storage import (MEMORY_PREFIX, TIMELINE_ENTITY, Store, WriteSet, decode, encode, id_bytes, id_str, memory_key,
+                      temporal_prefix)
 from .vector_index import VectorIndex
 
 log = logging.getLogger("hebbs.store")
@@ -112,10 +113,13 @@ class OpenVault:
         self.config = config
         self.embedder = embedder
         self.store = store
-        self._write_lock = threading.RLock()
+        self._write_lock = threading.RLock()  # this process's writers and derived state
+        # A vault shared through PostgreSQL: writers of every daemon take the store's writer lock too.
+        self._shared = bool(getattr(store, "shared", False))
+        self._writers = WriterLock(self._write_lock, store, self.catch_up) if self._shared else self._write_lock
         self._catalog = Catalog()
         self._pending_pairs: set[frozenset[str]] | None = None
-        self._write_seq = int(store.get_meta("write_seq", 0))
+        self._write_seq = store.head_seq() if self._shared else int(store.get_meta("write_seq", 0))
         self._checkpointed_seq = -1  # the write sequence of the vector index's newest checkpoint on disk
         self._changes_since_checkpoint = 0
         self._checkpointer: threading.Thread | None = None
@@ -139,6 +143,9 @@ class OpenVault:
         return vault
 
     def _load(self) -> None:
+        if self._shared:
+            self._load_shared()
+            return
         catalog = Catalog.load(self.path / "index", self.store.db.latest_sequence_number())
         # Reading the catalog from RocksDB used to check every record's block at each open. That
         # check still runs: inside the open for a small vault (it costs ~30 ms at 20k: a damaged vault
@@ -166,6 +173,62 @@ class OpenVault:
             self._verifier.start()
         if self._changes_since_checkpoint >= checkpoint_interval(len(self._index)):
             self._checkpoint_soon()
+
+    def _load_shared(self) -> None:
+        """A vault in PostgreSQL: this daemon's catalog and indexes, each caught up from the sequence it
+        was saved at through the change log, then kept up by the store's wake-ups (postgres.py)."""
+        loaded = Catalog.load_stamped(self.path / "index")
+        touched = changelog.touched_since(self.store, loaded[1], self._write_seq) if loaded is not None else None
+        if loaded is not None and touched is not None:
+            self._catalog = loaded[0]
+            self._catalog.refresh(self.store, {memory_key(mid) for mid in touched})
+        else:
+            self._catalog = Catalog.from_store(self.store)
+        self._index = self._open_vector_index()
+        self._lexical = LexicalIndex.open(self.path / "lexical")
+        try:
+            self._catch_up_lexical()
+        except BaseException:
+            self._lexical.close()
+            raise
+        if self._changes_since_checkpoint >= checkpoint_interval(len(self._index)):
+            self._checkpoint_soon()
+        self.store.listen(self.catch_up)
+
+    def catch_up(self) -> int:
+        """Bring the catalog and both indexes to the store's newest write (other daemons' writes to a
+        shared vault). Returns how many memories were re-read."""
+        with self._write_lock:
+            if self._closed:
+                return 0
+            head = self.store.head_seq()
+            if head <= self._write_seq:
+                return 0
+            touched = changelog.touched_since(self.store, self._write_seq, head)
+            if touched is None:
+                raise CorruptVault(f"vault {self.path}: the change log of its store no longer reaches back to "
+                                   f"write {self._write_seq}; reopen the vault to rebuild its indexes")
+            self._sync_ids(touched)
+            self._write_seq = head
+            self._lexical.commit(head)
+            return len(touched)
+
+    def _sync_ids(self, ids: list[str]) -> None:
+        """These memories, in the catalog and both indexes, brought to what the store holds now."""
+        if not ids:
+            return
+        memories = dict(zip(ids, self.store.get_memories(ids)))
+        for memory_id, memory in memories.items():
+            if memory is None:
+                self._catalog.remove(memory_id)
+            else:
+                self._catalog.put(memory)
+        self._index.sync(ids, self.store.get_vectors)
+        self._lexical.remove(id_bytes(mid) for mid, m in memories.items() if m is None or m.kind == MemoryKind.REVISION)
+        self._lexical.upsert((id_bytes(mid), lexical_text(m)) for mid, m in memories.items()
+                             if m is not None and m.kind != MemoryKind.REVISION)
+        self._pending_pairs = None
+        self._changes_since_checkpoint += len(ids)
 
     def _open_vector_index(self) -> VectorIndex:
         """The checkpoint, brought forward to the database's write sequence; a rebuild without one."""
@@ -244,6 +307,10 @@ class OpenVault:
                     log.warning("could not save the vector index checkpoint of %s (%s); it will be rebuilt",
                                 self.path, exc)
                 self._lexical.flush()
+                if self._shared:
+                    # Other daemons read the same change log: it is the store's to keep.
+                    self._catalog.save(self.path / "index", self._write_seq)
+                    return
                 changelog.prune(self.store, min(self._checkpointed_seq, self._lexical.applied_seq))
                 # Last write of the session: the catalog is stamped with the database's final sequence,
                 # once the records written behind its back are read into it.
@@ -289,7 +356,8 @@ class OpenVault:
                     if self._closed:
                         return
                     self._checkpointed_seq = seq
-                    changelog.prune(self.store, min(seq, self._lexical.applied_seq))
+                    if not self._shared:
+                        changelog.prune(self.store, min(seq, self._lexical.applied_seq))
             except Exception as exc:  # noqa: BLE001 - a failed checkpoint loses nothing: the log stays
                 log.warning("could not checkpoint the vector index of %s (%s)", self.path, exc)
 
@@ -462,7 +530,7 @@ class OpenVault:
     @property
     def write_lock(self) -> threading.RLock:
         """Held by every writer; hold it across a read-modify-write of several records."""
-        return self._write_lock
+        return self._writers  # type: ignore[return-value]
 
     def check_open(self) -> None:
         if self._closed:
@@ -476,7 +544,7 @@ class OpenVault:
     def writing(self) -> Iterator[None]:
         """The write lock, on a vault that must still be open (and whose records were found readable)."""
         self._wait_verified()
-        with self._write_lock:
+        with self._writers:
             self.check_open()
             yield
 
@@ -509,12 +577,21 @@ class OpenVault:
         touches either index also bumps the write sequence, in the same RocksDB batch. durable=False: the
         batch is not waited for (hebbs/store/durability.py), for what nobody is told was kept."""
         touches_indexes = bool(removed) or vectors is not None or bool(reindexed)
-        if touches_indexes:
-            self._write_seq += 1
-            writes.put_meta("write_seq", self._write_seq)
-            touched = [*removed, *(vectors[0] if vectors is not None else ()), *(m.id for m in reindexed)]
-            changelog.record(writes, self._write_seq, touched)
-        self.store.commit(writes, durable=durable, tracked=True)
+        touched = [*removed, *(vectors[0] if vectors is not None else ()), *(m.id for m in reindexed)]
+        if self._shared:
+            # The store numbers the write; writes of other daemons numbered before it are caught up first.
+            seq = self.store.commit(writes, touched=touched)
+            if seq is not None:
+                if seq > self._write_seq + 1:
+                    gap = changelog.touched_since(self.store, self._write_seq, seq - 1)
+                    self._sync_ids(gap or [])
+                self._write_seq = max(self._write_seq, seq)
+        else:
+            if touches_indexes:
+                self._write_seq += 1
+                writes.put_meta("write_seq", self._write_seq)
+                changelog.record(writes, self._write_seq, touched)
+            self.store.commit(writes, durable=durable, tracked=True)
         for memory_id in removed:
             self._catalog.remove(memory_id)
         for memory in saved:
@@ -555,6 +632,64 @@ class OpenVault:
 
     def pending(self) -> list[PendingContradiction]:
         return [decode(raw, PendingContradiction) for _, raw in self.store.scan("pending")]
+
+
+def open_store(path: Path, config: VaultConfig) -> Store:
+    """The vault's store: the embedded RocksDB in path/db, or the PostgreSQL its config names (imported
+    only then: a RocksDB user never loads psycopg)."""
+    if config.store.url is None:
+        return Store.open(path / "db", durability=config.storage.durability)
+    try:
+        from .postgres import PgStore
+    except ImportError as exc:
+        raise InvalidInput(f"vault {path} lives in PostgreSQL ({config.store.name!r}), which needs "
+                           f"`pip install 'hebbs[postgres]'` ({exc})") from None
+    return PgStore.open(config.store.url, config.store.name or path.name, path)  # type: ignore[return-value]
+
+
+class WriterLock:
+    """The write lock of a shared vault: this process's lock, then the store's lock across daemons,
+    taken once by the outermost holder (it is reentrant like an RLock); on taking it, the vault catches
+    up with what other daemons wrote, so a read-modify-write reads their committed state."""
+
+    def __init__(self, local: threading.RLock, store: object, catch_up: Callable[[], int]) -> None:
+        self._local = local
+        self._store = store
+        self._catch_up = catch_up
+        self._depth = 0  # changed only by the thread holding `local`
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not self._local.acquire(blocking, timeout):
+            return False
+        if self._depth == 0:
+            try:
+                self._store.lock_writers()  # type: ignore[attr-defined]
+            except BaseException:
+                self._local.release()
+                raise
+            try:
+                self._depth = 1
+                self._catch_up()
+            except BaseException:
+                self._depth = 0
+                self._store.unlock_writers()  # type: ignore[attr-defined]
+                self._local.release()
+                raise
+        else:
+            self._depth += 1
+        return True
+
+    def release(self) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._store.unlock_writers()  # type: ignore[attr-defined]
+        self._local.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class HasVault(Protocol):

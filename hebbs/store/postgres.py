@@ -1,0 +1,471 @@
+"""A vault in PostgreSQL with pgvector, shared by every daemon attached to it (docs/scale.md).
+
+The same seam as the RocksDB store (storage.Store): the column families become tables of one schema,
+`hebbs`, with the same keys and values, so every key layout, scan and workflow stays as it is:
+
+    hebbs.vaults(id, name, seq)                    one row per vault; `seq` is its write sequence
+    hebbs.<family>(vault, key bytea, value bytea)  default (as hebbs.memories), temporal, graph, meta,
+                                                   vectors_associative, query_log, pending
+    hebbs.vectors(vault, key bytea, embedding vector)   the memory vectors, in pgvector
+    hebbs.changes(vault, seq, ids bytea)           which memories each write touched: write_seq + change log
+
+bytea compares bytewise, as RocksDB's default comparator does, so a prefix scan is a key range.
+
+Every commit is one transaction. One that writes a memory record or a vector (whoever makes it: the
+open vault, a workflow, a tool) takes the vault's next `seq` (an UPDATE of its row: gapless, and in
+commit order, because the row lock is held to the commit), records the ids it touched in `changes`
+and NOTIFYs `hebbs_<vault id>`. Each daemon's derived state (catalog, HNSW cache, BM25 on tantivy)
+is local, stamped with the `seq` it reflects, and catches up by re-reading the ids named by the
+changes after it: on a NOTIFY (a wake-up, never the log itself), at each write, and at open.
+
+Writers of one vault, in every daemon, are serialized by a session advisory lock (`writer_lock`),
+held across the read-modify-write of a workflow, so idempotency keys, revisions, consolidation and
+contradiction checks see every other daemon's committed writes; a crashed daemon's lock dies with
+its connection.
+
+Credentials come from libpq alone (PGPASSWORD, ~/.pgpass, a service file): the URL in a vault's
+config names a server and a database, never a password. psycopg is imported only here, and this
+module only for a vault whose config names a store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg_pool import ConnectionPool
+
+from ..errors import CorruptVault, InvalidInput, VaultBusy
+from ..schema import EdgeType, Memory
+from .durability import GroupCommit
+from .storage import (COLUMN_FAMILIES, GRAPH_FORWARD, GRAPH_REVERSE, MEMORY_PREFIX, VECTOR_PREFIX, WriteSet,
+                      decode_memory, id_bytes, id_str, parse_edge_value)
+
+log = logging.getLogger("hebbs.postgres")
+
+SCHEMA = "hebbs"
+TABLES = {family: ("memories" if family == "default" else family) for family in COLUMN_FAMILIES}
+# How long a connection failure is retried (a failover: the primary killed, a replica promoted, the
+# multi-host URL finding the new primary) before the call fails.
+RETRY_SECONDS = 30.0
+# A daemon that holds the writer lock longer than this (stopped, not crashed) makes others fail clearly.
+LOCK_TIMEOUT = "60s"
+_SCAN_FIRST, _SCAN_BATCH = 64, 2000
+_ID = 16
+_decode_any = msgspec.msgpack.Decoder().decode
+_encode = msgspec.msgpack.Encoder().encode
+
+_DDL = f"""
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE SCHEMA IF NOT EXISTS {SCHEMA};
+CREATE TABLE IF NOT EXISTS {SCHEMA}.vaults (
+    id serial PRIMARY KEY, name text NOT NULL UNIQUE, seq bigint NOT NULL DEFAULT 0,
+    created timestamptz NOT NULL DEFAULT now());
+CREATE TABLE IF NOT EXISTS {SCHEMA}.changes (
+    vault int NOT NULL, seq bigint NOT NULL, ids bytea NOT NULL, PRIMARY KEY (vault, seq));
+CREATE TABLE IF NOT EXISTS {SCHEMA}.vectors (
+    vault int NOT NULL, key bytea NOT NULL, embedding vector NOT NULL, PRIMARY KEY (vault, key));
+""" + "".join(
+    f"CREATE TABLE IF NOT EXISTS {SCHEMA}.{table} (vault int NOT NULL, key bytea NOT NULL, value bytea NOT NULL, "
+    f"PRIMARY KEY (vault, key));\n" for family, table in TABLES.items() if family != "vectors")
+
+
+def _retrying(what: Callable[[], Any]) -> Any:
+    """Run what, again while the server cannot be reached (a restart or a failover), up to RETRY_SECONDS.
+    Safe for a commit too: a WriteSet states final values of keys, so applying one twice changes nothing."""
+    deadline = time.monotonic() + RETRY_SECONDS
+    delay = 0.02
+    while True:
+        try:
+            return what()
+        except (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction,
+                psycopg.errors.AdminShutdown) as exc:
+            if isinstance(exc, psycopg.errors.LockNotAvailable) or time.monotonic() > deadline:
+                raise
+            log.info("PostgreSQL unreachable (%s); retrying", str(exc).strip().splitlines()[0] if str(exc) else exc)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+def _prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key after every key that starts with prefix (None: no bound)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def _as_bytes(vector: Any) -> bytes:
+    if hasattr(vector, "to_numpy"):
+        vector = vector.to_numpy()
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+class PgStore:
+    """One vault in PostgreSQL, with the interface of storage.Store."""
+
+    shared = True
+
+    def __init__(self, url: str, name: str, local: Path, pool: ConnectionPool, vault_id: int) -> None:
+        self.url = url
+        self.name = name
+        self.path = local / "db"  # messages name the vault by its local directory, as for RocksDB
+        self.vault_id = vault_id
+        self._pool: ConnectionPool | None = pool
+        self.group = GroupCommit("buffered", lambda: 0, lambda: None)  # a COMMIT is the acknowledgement
+        self.untracked_memories: set[bytes] | None = None  # every change is in hebbs.changes
+        self._lock_conn: psycopg.Connection | None = None
+        self._listener: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.channel = f"hebbs_{vault_id}"
+
+    def __repr__(self) -> str:
+        return f"PgStore({self.where})"
+
+    @property
+    def where(self) -> str:
+        """Where the vault lives, for status and list: the server and vault name, no credentials."""
+        return f"{redact(self.url)} vault {self.name!r}"
+
+    # Opening and closing ---------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, url: str, name: str, local: Path) -> "PgStore":
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+                with conn.transaction():
+                    # Two daemons creating the schema at once would collide in the catalog: one at a time.
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext('hebbs schema'))")
+                    conn.execute(_DDL)
+                    row = conn.execute(f"SELECT id FROM {SCHEMA}.vaults WHERE name = %s", (name,)).fetchone()
+                    if row is None:
+                        row = conn.execute(f"INSERT INTO {SCHEMA}.vaults (name) VALUES (%s) RETURNING id",
+                                           (name,)).fetchone()
+                vault_id = row[0]
+        except psycopg.OperationalError as exc:
+            raise InvalidInput(f"cannot reach the PostgreSQL store {redact(url)} of vault {local}: "
+                               f"{str(exc).strip()}") from None
+        except psycopg.Error as exc:
+            raise InvalidInput(f"the PostgreSQL store {redact(url)} of vault {local} refused the vault's tables: "
+                               f"{str(exc).strip()} (it needs the pgvector extension)") from None
+        pool = ConnectionPool(url, min_size=1, max_size=16, kwargs={"autocommit": True}, configure=register_vector,
+                              name=f"hebbs-{name}", open=False, reconnect_timeout=RETRY_SECONDS)
+        pool.open(wait=True, timeout=30)
+        return cls(url, name, local, pool, vault_id)
+
+    @property
+    def closed(self) -> bool:
+        return self._pool is None
+
+    @property
+    def pool(self) -> ConnectionPool:
+        if self._pool is None:
+            raise CorruptVault(f"vault {self.path.parent} is closed")
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is None:
+            return
+        self._stop.set()
+        if self._listener is not None:
+            self._listener.join(timeout=5)
+        self._drop_lock_conn()
+        pool, self._pool = self._pool, None
+        pool.close()
+
+    def _run(self, query: str, params: Any = None) -> list[tuple]:
+        def attempt() -> list[tuple]:
+            with self.pool.connection() as conn:
+                # Binary results: bytea and vectors arrive as they are stored, with no text to parse.
+                cur = conn.execute(query, params, binary=True)
+                return cur.fetchall() if cur.description is not None else []
+        return _retrying(attempt)
+
+    # Sequence and change log -----------------------------------------------------------------
+
+    def head_seq(self) -> int:
+        return self._run(f"SELECT seq FROM {SCHEMA}.vaults WHERE id = %s", (self.vault_id,))[0][0]
+
+    def touched_since(self, after: int, upto: int) -> list[str] | None:
+        """changelog.touched_since over hebbs.changes."""
+        if upto <= after:
+            return []
+        rows = self._run(f"SELECT seq, ids FROM {SCHEMA}.changes WHERE vault = %s AND seq > %s AND seq <= %s "
+                         "ORDER BY seq", (self.vault_id, after, upto))
+        if len(rows) != upto - after:
+            return None
+        ids: dict[str, None] = {}
+        for _, raw in rows:
+            raw = bytes(raw)
+            for offset in range(0, len(raw), _ID):
+                ids[id_str(raw[offset:offset + _ID])] = None
+        return list(ids)
+
+    # Writing ---------------------------------------------------------------------------------
+
+    def commit(self, writes: WriteSet, *, durable: bool = True, tracked: bool = False,
+               touched: list[str] | tuple[str, ...] = ()) -> int | None:
+        """Apply writes as one transaction. Returns the vault's new write sequence when it changed a memory
+        record or vector (or `touched` names ids), else None. `durable` and `tracked` are RocksDB's: a
+        commit is acknowledged by PostgreSQL (synchronous_commit decides what that means)."""
+        if not writes.ops and not touched:
+            return None
+        final: dict[tuple[str, bytes], bytes | None] = {}
+        for family, key, value in writes.ops:
+            final[(family, key)] = value
+        ids = dict.fromkeys(touched)
+        for family, key in final:
+            if (family == "default" and key[:1] == MEMORY_PREFIX) or (family == "vectors" and key[:1] == VECTOR_PREFIX):
+                ids[id_str(key[1:1 + _ID])] = None
+        puts: dict[str, list[tuple]] = {}
+        deletes: dict[str, list[bytes]] = {}
+        for (family, key), value in final.items():
+            if value is None:
+                deletes.setdefault(family, []).append(key)
+            elif family == "vectors":
+                puts.setdefault(family, []).append((self.vault_id, key, np.frombuffer(value, dtype="<f4")))
+            else:
+                puts.setdefault(family, []).append((self.vault_id, key, value))
+
+        def attempt() -> int | None:
+            with self.pool.connection() as conn, conn.transaction():
+                seq = None
+                if ids:
+                    seq = conn.execute(f"UPDATE {SCHEMA}.vaults SET seq = seq + 1 WHERE id = %s RETURNING seq",
+                                       (self.vault_id,)).fetchone()[0]
+                with conn.cursor() as cur:
+                    for family, keys in deletes.items():
+                        cur.execute(f"DELETE FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s AND key = ANY(%s)",
+                                    (self.vault_id, keys))
+                    for family, rows in puts.items():
+                        column = "embedding" if family == "vectors" else "value"
+                        cur.executemany(f"INSERT INTO {SCHEMA}.{TABLES[family]} (vault, key, {column}) "
+                                        f"VALUES (%s, %s, %s) ON CONFLICT (vault, key) DO UPDATE "
+                                        f"SET {column} = EXCLUDED.{column}", rows)
+                    if seq is not None:
+                        cur.execute(f"INSERT INTO {SCHEMA}.changes (vault, seq, ids) VALUES (%s, %s, %s)",
+                                    (self.vault_id, seq, b"".join(id_bytes(mid) for mid in ids)))
+                        cur.execute("SELECT pg_notify(%s, %s)", (self.channel, str(seq)))
+                return seq
+        return _retrying(attempt)
+
+    def deferred_sync(self, *, wait: bool = True) -> contextlib.AbstractContextManager:
+        return self.group.deferred(wait=wait)
+
+    # The writer lock, across daemons ---------------------------------------------------------
+
+    def lock_writers(self) -> None:
+        """Take the vault's writer lock (blocks while another daemon writes)."""
+        def attempt() -> None:
+            if self._lock_conn is None or self._lock_conn.closed:
+                self._lock_conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5)
+                self._lock_conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+            try:
+                self._lock_conn.execute("SELECT pg_advisory_lock(hashtext('hebbs writer'), %s)", (self.vault_id,))
+            except psycopg.OperationalError:
+                self._drop_lock_conn()
+                raise
+        try:
+            _retrying(attempt)
+        except psycopg.errors.LockNotAvailable:
+            raise VaultBusy(f"vault {self.name!r} on {redact(self.url)}: another daemon has held its writer lock "
+                            f"for {LOCK_TIMEOUT}; is one stopped?") from None
+
+    def unlock_writers(self) -> None:
+        conn = self._lock_conn
+        if conn is None:
+            return
+        try:
+            conn.execute("SELECT pg_advisory_unlock(hashtext('hebbs writer'), %s)", (self.vault_id,))
+        except psycopg.Error:
+            self._drop_lock_conn()  # the lock went with the connection
+
+    def _drop_lock_conn(self) -> None:
+        conn, self._lock_conn = self._lock_conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    # Wake-ups from other daemons -------------------------------------------------------------
+
+    def listen(self, on_change: Callable[[], None], interval: float = 1.0) -> None:
+        """Call on_change after another daemon's commit (NOTIFY), and every `interval` seconds anyway
+        (a notification is lost while the connection is down)."""
+        def run() -> None:
+            while not self._stop.is_set():
+                try:
+                    with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+                        conn.execute(f"LISTEN {self.channel}")
+                        on_change()  # what was missed while not listening
+                        while not self._stop.is_set():
+                            woke = False
+                            for _ in conn.notifies(timeout=interval, stop_after=1):
+                                woke = True
+                            if woke or not self._stop.is_set():
+                                on_change()
+                except Exception as exc:  # noqa: BLE001 - a listener must outlive a failover
+                    if self._stop.is_set():
+                        return
+                    log.info("listener of vault %s: %s; reconnecting", self.name, exc)
+                    self._stop.wait(0.2)
+        self._listener = threading.Thread(target=run, name=f"hebbs-listen-{self.name}", daemon=True)
+        self._listener.start()
+
+    # Reads -----------------------------------------------------------------------------------
+
+    def get(self, family: str, key: bytes) -> bytes | None:
+        if family == "vectors":
+            return self.get_vectors_raw([key])[0]
+        rows = self._run(f"SELECT value FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s AND key = %s",
+                         (self.vault_id, key))
+        return bytes(rows[0][0]) if rows else None
+
+    def get_memory(self, memory_id: str) -> Memory | None:
+        raw = self.get("default", MEMORY_PREFIX + id_bytes(memory_id))
+        return None if raw is None else self._decode(memory_id, raw)
+
+    def _decode(self, memory_id: str, raw: bytes) -> Memory:
+        try:
+            return decode_memory(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise CorruptVault(f"memory {memory_id} in {self.where} cannot be decoded: {exc}") from None
+
+    def get_meta(self, name: str, default: Any = None) -> Any:
+        raw = self.get("meta", name.encode())
+        return default if raw is None else _decode_any(raw)
+
+    def _many(self, family: str, keys: list[bytes]) -> list[bytes | None]:
+        if not keys:
+            return []
+        column = "embedding" if family == "vectors" else "value"
+        rows = self._run(f"SELECT key, {column} FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s AND key = ANY(%s)",
+                         (self.vault_id, keys))
+        found = {bytes(k): (_as_bytes(v) if family == "vectors" else bytes(v)) for k, v in rows}
+        return [found.get(key) for key in keys]
+
+    def get_vectors_raw(self, keys: list[bytes]) -> list[bytes | None]:
+        return self._many("vectors", keys)
+
+    def get_memories(self, ids: list[str]) -> list[Memory | None]:
+        raws = self._many("default", [MEMORY_PREFIX + id_bytes(mid) for mid in ids])
+        return [None if raw is None else self._decode(mid, raw) for mid, raw in zip(ids, raws)]
+
+    def get_vector(self, memory_id: str) -> bytes | None:
+        return self._many("vectors", [VECTOR_PREFIX + id_bytes(memory_id)])[0]
+
+    def get_vectors(self, ids: list[str]) -> list[bytes | None]:
+        return self._many("vectors", [VECTOR_PREFIX + id_bytes(mid) for mid in ids])
+
+    def scan(self, family: str, prefix: bytes = b"", *, reverse: bool = False,
+             start: bytes | None = None, cached: bool = True) -> Iterator[tuple[bytes, bytes]]:
+        """Items whose key starts with prefix, in key order (or reversed), from start when given; read in
+        growing pages by key, so a scan left early holds no cursor open."""
+        table = f"{SCHEMA}.{TABLES[family]}"
+        column = "embedding" if family == "vectors" else "value"
+        low, high = prefix, _prefix_end(prefix)
+        if start is not None:
+            if reverse:
+                high = start + b"\x00"  # inclusive of start
+            else:
+                low = max(low, start)
+        size = _SCAN_FIRST
+        while True:
+            where = ["vault = %s", "key >= %s"]
+            params: list[Any] = [self.vault_id, low]
+            if high is not None:
+                where.append("key < %s")
+                params.append(high)
+            order = "DESC" if reverse else "ASC"
+            rows = self._run(f"SELECT key, {column} FROM {table} WHERE {' AND '.join(where)} "
+                             f"ORDER BY key {order} LIMIT {size}", params)
+            for key, value in rows:
+                yield bytes(key), (_as_bytes(value) if family == "vectors" else bytes(value))
+            if len(rows) < size:
+                return
+            last = bytes(rows[-1][0])
+            if reverse:
+                high = last
+            else:
+                low = last + b"\x00"
+            size = _SCAN_BATCH
+
+    def memories(self) -> Iterator[Memory]:
+        for key, raw in self.scan("default", MEMORY_PREFIX):
+            try:
+                yield decode_memory(raw)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                log.warning("skipping undecodable memory %s in %s: %s", id_str(key[1:]), self.where, exc)
+
+    def vectors(self) -> Iterator[tuple[str, bytes]]:
+        for key, raw in self.scan("vectors", VECTOR_PREFIX):
+            yield id_str(key[1:]), raw
+
+    def edges_from(self, memory_id: str) -> Iterator[tuple[EdgeType, str, float, int]]:
+        for key, raw in self.scan("graph", GRAPH_FORWARD + id_bytes(memory_id)):
+            confidence, created_at = parse_edge_value(raw)
+            yield EdgeType(key[17]), id_str(key[18:34]), confidence, created_at
+
+    def edges_to(self, memory_id: str) -> Iterator[tuple[EdgeType, str, float, int]]:
+        for key, raw in self.scan("graph", GRAPH_REVERSE + id_bytes(memory_id)):
+            confidence, created_at = parse_edge_value(raw)
+            yield EdgeType(key[17]), id_str(key[18:34]), confidence, created_at
+
+    def count(self, family: str, prefix: bytes = b"") -> int:
+        high = _prefix_end(prefix)
+        query = f"SELECT count(*) FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s AND key >= %s"
+        params: list[Any] = [self.vault_id, prefix]
+        if high is not None:
+            query += " AND key < %s"
+            params.append(high)
+        return self._run(query, params)[0][0]
+
+    # Similarity in pgvector, for a vault larger than a daemon's RAM -----------------------------
+
+    def ensure_vector_index(self, dim: int, halfvec: bool = False) -> None:
+        """An HNSW index over this vault's vectors, partial on the vault (the column is untyped so vaults
+        of different models share the table)."""
+        kind = "halfvec" if halfvec else "vector"
+        self._run(f"CREATE INDEX IF NOT EXISTS vectors_hnsw_{self.vault_id}_{kind} ON {SCHEMA}.vectors USING hnsw "
+                  f"((embedding::{kind}({dim})) {kind}_cosine_ops) WHERE vault = {int(self.vault_id)}")
+
+    def nearest(self, vector: np.ndarray, k: int, dim: int, ef: int = 100, halfvec: bool = False) -> list[tuple[str, float]]:
+        """The k nearest memories by cosine, from pgvector's HNSW index: (id, similarity)."""
+        kind = "halfvec" if halfvec else "vector"
+
+        def attempt() -> list[tuple]:
+            with self.pool.connection() as conn, conn.transaction():
+                conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
+                return conn.execute(
+                    f"SELECT key, (embedding::{kind}({dim})) <=> %s::{kind}({dim}) AS d FROM {SCHEMA}.vectors "
+                    f"WHERE vault = %s ORDER BY d LIMIT %s",
+                    (np.asarray(vector, dtype=np.float32), self.vault_id, k)).fetchall()
+        return [(id_str(bytes(key)[1:]), 1.0 - float(d)) for key, d in _retrying(attempt)]
+
+    def count_vectors(self) -> int:
+        return self.count("vectors", VECTOR_PREFIX)
+
+
+def redact(url: str) -> str:
+    """The URL without a password (one should never be there; a URL from elsewhere may hold one)."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+        parts = conninfo_to_dict(url)
+    except Exception:  # noqa: BLE001 - shown as given minus what looks like a secret
+        return url.split("@")[-1]
+    if "password" in parts:
+        parts["password"] = "***"
+        return make_conninfo(**parts)
+    return url
+
+
+def encode(value: Any) -> bytes:
+    return _encode(value)

