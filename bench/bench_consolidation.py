@@ -137,11 +137,54 @@ def locomo_recall(data: Path, consolidate: bool) -> dict:
             "recall@10": statistics.fmean(scores)}
 
 
+PARAPHRASE_DEV = Path(__file__).with_name("data") / "paraphrase_dev.jsonl"
+# Written and committed before the paraphrase rule existed; run once after it was set on the dev set.
+PARAPHRASE_HELD_OUT = Path(__file__).with_name("data") / "paraphrase_heldout.jsonl"
+
+
+def paraphrase_figures(path: Path) -> dict:
+    """Each pair through a real vault (an entity of its own, so the sweep can only pair its two
+    memories): remember a, then b without consolidation at remember, then one `consolidate` dry run."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    with tempfile.TemporaryDirectory() as tmp, Engine.open(Path(tmp) / "v") as eng:
+        ids = []
+        for n, row in enumerate(rows):
+            a = eng.remember(row["a"], entity_id=f"pair{n}", consolidate=False, created_at=1_700_000_000_000_000)
+            b = eng.remember(row["b"], entity_id=f"pair{n}", consolidate=False, created_at=1_700_000_000_000_001)
+            ids.append((b.id, a.id))
+        merged = set(eng.consolidate(dry_run=True))
+    tp = fp = fn = tn = 0
+    mistakes = []
+    for row, pair in zip(rows, ids):
+        said = pair in merged
+        tp += said and row["same"]
+        fp += said and not row["same"]
+        fn += row["same"] and not said
+        tn += not said and not row["same"]
+        if said != row["same"]:
+            mistakes.append(("WRONG MERGE" if said else "missed", row["a"], row["b"]))
+    return {"pairs": len(rows), "positives": sum(r["same"] for r in rows), "tp": tp, "fp": fp, "fn": fn, "tn": tn,
+            "precision": tp / (tp + fp) if tp + fp else 1.0, "recall": tp / (tp + fn) if tp + fn else 1.0,
+            "mistakes": mistakes}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", type=Path, default=shared("data/locomo-dev"))
     parser.add_argument("--pairs-only", action="store_true")
+    parser.add_argument("--paraphrases", choices=["dev", "heldout", "both"],
+                        help="only the paraphrase sweep's figures, on the dev set, the held-out set or both")
     args = parser.parse_args()
+    if args.paraphrases:
+        sets = {"dev": [("dev set", PARAPHRASE_DEV)], "heldout": [("held-out set", PARAPHRASE_HELD_OUT)]}
+        for name, path in sets.get(args.paraphrases, sets["dev"] + sets["heldout"]):
+            f = paraphrase_figures(path)
+            print(f"paraphrase sweep, {name}: {f['pairs']} labelled pairs ({f['positives']} paraphrases): "
+                  f"precision {f['precision']:.3f}, recall {f['recall']:.3f} "
+                  f"(tp {f['tp']}, fp {f['fp']}, fn {f['fn']}, tn {f['tn']})")
+            for kind, a, b in f["mistakes"]:
+                print(f"  {kind}: {a!r} / {b!r}")
+        return
     for name, path in (("tuned set", PAIRS), ("first held-out set (since used)", HELD_OUT),
                        ("second held-out set", HELD_OUT_2)):
         figures = pair_figures(labelled_pairs(args.data, path))

@@ -180,3 +180,19 @@ def test_cli_and_protocol(shared_daemon: "DaemonHome", project: Path) -> None:
     back = client.remember(FACT, consolidate=True)
     assert back.consolidated and back.id in (made["id"], again["id"])
     assert client.remember(FACT, consolidate=False).consolidated is False
+
+
+def test_the_sweep_merges_a_paraphrase_and_keeps_antonyms_swaps_and_rules_apart(eng) -> None:
+    """Issue 30: the same fact in other words was never merged. `consolidate` folds a paraphrase into
+    the older memory (kept as a restatement record, so unconsolidate undoes it); a replaced word that
+    changes the fact (starts/ends), two swapped words, and memories typed as rules stay apart."""
+    said = eng.remember("The team meeting starts at 10am on Mondays.", entity_id="team")
+    again = eng.remember("The team meeting begins at 10am on Mondays.", entity_id="team", consolidate=False)
+    eng.remember("The team meeting ends at 10am on Mondays.", entity_id="team", consolidate=False)
+    eng.remember("Dana prefers tea over coffee.", entity_id="dana")
+    eng.remember("Dana prefers coffee over tea.", entity_id="dana")
+    eng.remember("Priya bought a new car last week.", context={"type": "rule"})
+    eng.remember("Priya purchased a new car last week.", context={"type": "rule"}, consolidate=False)
+    assert eng.consolidate() == [(again.id, said.id)]
+    assert eng.get(again.id).restatement_of == said.id and eng.get(said.id).restatements == 1
+    assert eng.unconsolidate(again.id).kind == MemoryKind.EPISODE
