@@ -152,7 +152,7 @@ def restates(new: Memory, old: Memory, cosine: float) -> bool:
 
 # Paraphrases: the same fact in other words ("the flight leaves at 07:40" / "departs at 07:40"),
 # merged by the sweep only (issue 30). Set on bench/data/paraphrase_dev.jsonl and measured once on
-# paraphrase_heldout.jsonl, written before the rule (bench/bench_consolidation.py --paraphrases).
+# paraphrase_heldout.jsonl, written before the rule (python -m bench.bench_consolidation --paraphrases).
 # Whole-sentence cosine cannot tell a synonym from an antonym (starts/ends 0.92, leaves/departs 0.91),
 # so the test is what the replaced words do: the change each makes to the sentence without them must
 # point the same way (cosine of the two changes).
