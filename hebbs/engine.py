@@ -446,4 +446,5 @@ class Engine:
             kinds[entry.kind.value] = kinds.get(entry.kind.value, 0) + 1
         return VaultStats(path=str(self.path), memories=self.count(), by_kind=kinds, model=self.embedder.model_id,
                           dimension=self.embedder.dim, write_seq=self.vault.write_seq,
-                          superseded=sum(1 for e in entries if e.superseded_by and e.kind != MemoryKind.REVISION))
+                          superseded=sum(1 for e in entries if e.superseded_by and e.kind != MemoryKind.REVISION),
+                          store=getattr(self._store, "where", "rocksdb"))

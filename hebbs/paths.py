@@ -139,13 +139,17 @@ def enclosing_vault(folder: Path, home: Path) -> Path | None:
     return None
 
 
-def init_vault(root: os.PathLike | str, home: Path | None = None, *, nested: bool = True) -> tuple[Path, bool]:
+def init_vault(root: os.PathLike | str, home: Path | None = None, *, nested: bool = True,
+               store: str | None = None, name: str | None = None) -> tuple[Path, bool]:
     """Create ROOT/.hebbs with a default config.toml and a .gitignore (a vault is derived data and
     private: it never belongs in the notes' repository). Returns (vault dir, whether it was created now).
 
     With nested=False, refuse to create a vault inside the notes folder of another vault: its notes
-    are that vault's already, and would end up in two vaults."""
-    from .config import DEFAULT_CONFIG_TEXT  # only here: hebbs.config pulls in the index module
+    are that vault's already, and would end up in two vaults.
+
+    With store (a PostgreSQL URL), the vault's records live there under `name` (default: ROOT's folder
+    name): two folders, on two machines, attached to the same store and name are one vault."""
+    from .config import DEFAULT_CONFIG_TEXT, load_config, store_section  # only here: hebbs.config pulls in the index module
 
     home = hebbs_home(home)
     root = Path(root).expanduser().absolute()
@@ -163,9 +167,18 @@ def init_vault(root: os.PathLike | str, home: Path | None = None, *, nested: boo
                 f"{root} is inside the notes folder {outer.parent}, whose vault {outer} already holds its notes; "
                 f"a vault here would hold them twice. Use that vault (commands run here find it), or pass "
                 f"--nested to create a separate vault anyway")
+    config_text = DEFAULT_CONFIG_TEXT
+    if store is not None:
+        config_text = config_text + "\n" + store_section(store, name or root.name)
+        if vault.is_dir():
+            had = load_config(vault).store
+            if (had.url, had.name) != (store, name or root.name):
+                where = f"{had.url} as {had.name!r}" if had.url else "its own RocksDB database"
+                raise InvalidInput(f"{vault} is already a vault, kept in {where}; `hebbs migrate` moves a vault "
+                                   "between stores")
     created = not vault.is_dir()
     vault.mkdir(mode=0o700, exist_ok=True)
-    if _write_new_private(vault / CONFIG_FILE, DEFAULT_CONFIG_TEXT):
+    if _write_new_private(vault / CONFIG_FILE, config_text):
         created = True
     _write_new_private(vault / ".gitignore", "# hebbs vault: derived from the notes, private to this machine\n*\n")
     return vault, created

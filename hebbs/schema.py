@@ -185,6 +185,9 @@ class VaultStats(msgspec.Struct, kw_only=True):
     dimension: int | None = None
     write_seq: int = 0
     superseded: int = 0
+    # Where the records live: "rocksdb" (the vault directory's own database) or a PostgreSQL server and
+    # the vault's name there, never with credentials.
+    store: str = "rocksdb"
 
 
 class QueryLogEntry(msgspec.Struct, kw_only=True):

@@ -14,6 +14,8 @@ import pytest
 from hebbs import Engine
 from pg_fixtures import attach
 
+pytest_plugins = ["daemon_fixtures"]
+
 
 def _wait(predicate, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
@@ -119,3 +121,35 @@ def test_a_password_never_goes_into_the_config(tmp_path, embedder):
     (tmp_path / "v" / "config.toml").write_text('[store]\nurl = "postgresql://me:secret@db/x"\nname = "n"\n')
     with pytest.raises(InvalidInput, match="must not hold a password"):
         Engine.open(tmp_path / "v", embedder=embedder)
+
+
+# Attaching folders through the CLI and daemons -------------------------------------------------
+
+def test_init_attaches_two_folders_to_one_vault_and_status_says_where(pg_server, tmp_path):
+    from daemon_fixtures import DaemonHome, short_tmp
+
+    one, two = DaemonHome(), DaemonHome()  # two homes: two machines' daemons
+    first, second = short_tmp("hbn"), short_tmp("hbn")
+    name = f"team-{first.name}"
+    try:
+        made = one.hebbs("init", str(first), "--store", pg_server.url, "--name", name)
+        assert "created vault" in made.stdout
+        config = (first / ".hebbs" / "config.toml").read_text()
+        assert f'url = "{pg_server.url}"' in config and f'name = "{name}"' in config
+        two.hebbs("init", str(second), "--store", pg_server.url, "--name", name)
+        one.hebbs("remember", "the release train leaves on Thursdays", cwd=first)
+        status = two.hebbs("status", cwd=second).stdout
+        assert f"kept in {pg_server.url} vault '{name}'" in status
+        found = two.hebbs("recall", "when does the release train leave", cwd=second).stdout
+        assert "release train leaves on Thursdays" in found
+        # The default name is the folder's: a third folder of another name is another vault.
+        third = short_tmp("hbn")
+        one.hebbs("init", str(third), "--store", pg_server.url)
+        assert f'name = "{third.name}"' in (third / ".hebbs" / "config.toml").read_text()
+        assert "release train" not in one.hebbs("recall", "release train", cwd=third).stdout
+        refused = one.hebbs("init", str(short_tmp("hbn")), "--store", "postgresql://me:secret@db/x", check=False)
+        assert refused.returncode != 0 and "must not hold a password" in refused.stderr
+        assert "Traceback" not in refused.stderr
+    finally:
+        one.cleanup()
+        two.cleanup()

@@ -146,7 +146,9 @@ def cmd_init(args: argparse.Namespace) -> int:
             root.mkdir(parents=True)
         except OSError as exc:
             raise InvalidInput(f"cannot create the folder {args.path}: {exc.strerror or exc}") from None
-    vault, created = init_vault(root, home, nested=args.nested)
+    if args.name is not None and args.store is None:
+        raise InvalidInput("--name names the vault in a --store; without one the vault is the folder's own")
+    vault, created = init_vault(root, home, nested=args.nested, store=args.store, name=args.name)
     if _json(args):
         output.emit_json({"vault": str(vault), "created": created})
     elif created:
@@ -622,7 +624,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                   f"{name:<8} -")
             continue
         kinds = ", ".join(_count(n, KIND_NAMES.get(k, k.lower())) for k, n in sorted(stats.by_kind.items()))
-        print(f"{name:<8} {stats.path}: {_count(stats.memories, 'memory')}" + (f" ({kinds})" if kinds else ""))
+        where = "" if stats.store == "rocksdb" else f", kept in {stats.store}"
+        print(f"{name:<8} {stats.path}: {_count(stats.memories, 'memory')}" + (f" ({kinds})" if kinds else "") + where)
     return 0
 
 

@@ -140,6 +140,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = command("init", "create a project vault, PATH/.hebbs")
     p.add_argument("path", nargs="?", default=".", help="the notes folder")
     p.add_argument("--nested", action="store_true", help=nested_help)
+    p.add_argument("--store", metavar="URL", help="keep the vault in this PostgreSQL (postgresql://HOST/DB), "
+                   "shared by every folder attached with the same name; credentials from libpq (docs/scale.md)")
+    p.add_argument("--name", help="the vault's name in the --store (default: the folder's name)")
 
     p = command("index", "index a markdown notes folder into its vault (creating the vault if needed); "
                          "in a subfolder of an indexed folder, that folder's vault")

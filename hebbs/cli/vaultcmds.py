@@ -206,9 +206,13 @@ def cmd_list(args: argparse.Namespace, root: Path) -> int:
     _require_vault(root)
     with _client(args, root) as client:
         files = client.list(root, sections=args.sections)
+        stats = client.status().vault if args.format != "json" else None
+        store = stats.store if stats is not None else "rocksdb"
     if args.format == "json":
         output.emit_json(files)
         return 0
+    if store != "rocksdb":
+        print(f"vault {root / '.hebbs'} kept in {store}")
     if not files:
         print(f"no notes in {root}")
         return 0
