@@ -23,7 +23,6 @@ from bench.harness import percentile
 from hebbs.store.embed import Embedder, limit_blas_threads
 
 # Single-wordpiece words, so a text of k words is exactly k + 2 tokens with [CLS] and [SEP].
-
 _WORDS = (
     "memory agent note recall meeting project plan user team data time work idea code test "
     "review design system model file query result change issue answer reason event place city"

@@ -303,7 +303,7 @@ class Engine:
     def pending(self) -> list[PendingContradiction]:
         return self.vault.pending()
 
-    # Reflection and contradiction review: hebbs/workflows/reflect.py, contradictions.py, llm.py; docs/reflect.md
+    # Reflection and contradiction review: hebbs/workflows/reflect.py, contradiction_review.py, hebbs/llm.py; docs/reflect.md
 
     @_reading
     def reflect_prepare(self, entity_id: str | None = None, since: Any = None,

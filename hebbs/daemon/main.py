@@ -171,7 +171,7 @@ def _report(fd: int | None, message: bytes) -> None:
 def _limit_blas_threads() -> None:
     """One BLAS thread for the daemon's life: recalls embed a query (onnxruntime's threads) and then
     score it with numpy, and on 2 cores BLAS threads spinning beside onnxruntime's made a query 2-4x
-    slower than one BLAS thread (figures in hebbs.store.embed.limit_blas_threads)."""
+    slower than one BLAS thread (figures in docs/embedding.md)."""
     from hebbs.store.embed import limit_blas_threads
 
     try:

@@ -3,7 +3,7 @@
     score = w_relevance*relevance + w_recency*recency + w_importance*importance + w_reinforcement*reinforcement
 
 Every factor lies in 0..1 so the weights mean what they say. Relevance comes from the recall strategy
-(see recall.py); the other three come from the memory itself.
+(each strategy in this package); the other three come from the memory itself.
 """
 
 from __future__ import annotations

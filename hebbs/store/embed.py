@@ -5,19 +5,8 @@ its ``model.safetensors`` is checked against the sha256 in ``models/registry.tom
 ONNX graph once (``hebbs.store.onnx_bert``) and cached as ``<cache_dir>/<sha256>.onnx``. Any other model
 can be used from a directory holding an ``.onnx`` file and its ``tokenizer.json``.
 
-Thread settings (measured on the 2-core machines hebbs is developed on, see bench/bench_embed.py):
-
-* onnxruntime gets ``intra_op_num_threads = os.cpu_count()`` (or ``threads=``), one inter-op thread
-  and sequential execution: the graph is a single chain, so inter-op parallelism only adds threads.
-* onnxruntime's intra-op workers spin-wait after every run by default. Those spinning threads
-  then compete with whatever the caller does next -- typically a numpy (OpenBLAS) matrix product
-  over the stored vectors, whose own threads also spin -- and on 2 cores both sides lose badly.
-  We turn spinning off (``session.intra_op.allow_spinning = 0``); the cost to embedding
-  throughput is within measurement noise because batches are large enough to keep workers busy.
-* :func:`limit_blas_threads` caps BLAS (OpenBLAS/MKL via threadpoolctl) for code that alternates
-  matrix products with embedding calls: spinning off + 1 BLAS thread was the fastest combination
-  measured for "embed a query, score it with numpy"; see its docstring for the figures. This
-  module never changes BLAS threads by itself (that is the caller's process-wide choice).
+Thread settings (intra-op threads, no spinning, BLAS capped by the caller) and the measurements behind
+them: docs/embedding.md.
 """
 
 from __future__ import annotations
@@ -148,7 +137,7 @@ def _session_options(threads: int | None) -> Any:
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3  # initializer-cleanup warnings are noise to hebbs users
-    # Spinning workers steal the CPU from the numpy search that follows an embed (module docstring).
+    # Spinning workers steal the CPU from the numpy search that follows an embed (docs/embedding.md).
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return so
 
@@ -621,22 +610,8 @@ def limit_blas_threads(n: int = 1) -> Any:
     restore the previous limits on exit, or call it once at start-up and keep the limit. The limit
     is process-wide (BLAS has no per-thread setting), not local to the calling thread.
 
-    Measured on 2 cores, embedding a short query then scoring it against stored vectors with
-    ``matrix @ v`` (p50 per query, interleaved rounds, other processes competing for the CPU):
-
-    ===================================  ===============  ===============
-    onnxruntime spinning / BLAS threads  20k x 384        100k x 384
-    ===================================  ===============  ===============
-    spinning on (ort default) / 2        45.7 ms          81.4 ms
-    spinning on / 1                      30.2 ms          69.5 ms
-    spinning off (hebbs) / 2             24.3 ms          48.5 ms
-    spinning off (hebbs) / 1             9.5 ms           37.8 ms
-    ===================================  ===============  ===============
-
-    In one run on a quiet machine the product over 100k vectors alone took 7 ms with 2 BLAS
-    threads against 13 ms with 1, but that edge vanished (and reversed) as soon as anything else
-    ran, while the 1-thread setting never collapsed. Recommended: ``limit_blas_threads(1)`` once in long-lived processes (daemon,
-    engine) that mix embedding with numpy scoring.
+    Recommended: ``limit_blas_threads(1)`` once in long-lived processes (daemon, engine) that mix
+    embedding with numpy scoring; the measurements are in docs/embedding.md.
     """
     from threadpoolctl import threadpool_limits
 

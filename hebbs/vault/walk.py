@@ -18,7 +18,8 @@ __all__ = ["VaultFilter", "walk_notes", "IGNORE_FILE", "DEFAULT_IGNORES"]
 
 IGNORE_FILE = ".hebbsignore"
 # gitignore syntax. The tool folders are skipped at any depth; the folders hebbs itself writes
-# (insights/ and contradictions/ at the vault root by default, hebbs/writeback.py) are added per vault.
+# (insights/ and contradictions/ at the notes folder's root by default: workflows/reflect.py and
+# contradiction_review.py) are added per vault.
 DEFAULT_IGNORES = (".hebbs/", ".git/", ".obsidian/", "node_modules/")
 
 
