@@ -101,6 +101,9 @@ class IndexSummary(msgspec.Struct, kw_only=True):
     unresolved_links: int = 0
     contradiction_candidates: int = 0
     reconciled: int = 0  # memories adopted, re-added or forgotten to repair an interrupted run
+    # Sections whose memory was forgotten (hebbs forget) after a complete run: their file still holds
+    # them, so they were indexed again.
+    forgotten_reindexed: int = 0
     seconds: float = 0.0
     warnings: list[str] = []
 
@@ -513,6 +516,10 @@ class _Phase2:
             manifest.vault_id = str(ids.most_common(1)[0][0] or ULID())
         manifest.vault_id = manifest.vault_id or str(ULID())
         fixed = 0
+        # After a complete run (the manifest is clean) a memory can only be missing because it was
+        # forgotten: that is not a repair, and the section's edges went with it (a new memory gets new
+        # ones from _link), so nothing else has to be rewritten.
+        complete = not manifest.dirty and not manifest.fresh
         # Sections whose memory the engine lost are written again; texts the engine holds are trusted
         # only when its recorded hash matches.
         waiting: dict[tuple, list[SectionEntry]] = {}
@@ -523,7 +530,10 @@ class _Phase2:
                 if s.memory_id and memory is None:
                     s.memory_id, s.state = None, STALE
                     s.content = s.content or self._read_content(rel, s)
-                    fixed += 1
+                    if complete:
+                        self.summary.forgotten_reindexed += 1
+                    else:
+                        fixed += 1
                 if s.memory_id is None:
                     waiting.setdefault((rel, tuple(s.heading_path), s.chunk, s.hash), []).append(s)
                     by_hash.setdefault(s.hash, []).append(s)
