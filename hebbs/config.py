@@ -22,8 +22,11 @@ DEFAULT_ABSTAIN_THRESHOLD = 0.33
 
 class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
     """HNSW settings ([index] in config.toml)."""
+    # Links per node in the graph: more is better recall and more memory.
     m: int = 16
+    # Candidates weighed while inserting: more is a better graph and slower writes.
     ef_construction: int = 200
+    # Candidates weighed per search (at least top_k is used): more is better recall and slower searches.
     ef_search: int = 50
 
     def __post_init__(self) -> None:
@@ -45,6 +48,7 @@ class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     on the dense channel instead.
     """
 
+    # The lexical (BM25) channel's share of relevance; the similarity channel has the rest.
     lexical_weight: float = 0.6
     # Used instead of lexical_weight when the cue contains an identifier (ERR_CONN_RESET, v2.3.1,
     # --top-k, file.md, camelCase): an exact token match is then the strongest evidence there is.
@@ -100,6 +104,7 @@ class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
 class TimeWordsParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """Time words in a cue ("last week", "in May 2023"; recall/timewords.py, docs/recall.md)."""
 
+    # Read time words in cues at all.
     enabled: bool = True
     # Added to the composite score of a memory created in the understood range. The measurement that
     # chose it is in docs/retrieval.md ("Time words"): enough to lift the memory from then over a
@@ -125,7 +130,6 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # untyped: recalled as of their last session, LoCoMo recall@10 was 0.616 at 30 days, 0.633 at
     # 180, 0.671 at 365, 0.683 at 730 and 0.685 at 1825 (docs/retrieval.md, "Time words and freshness").
     untyped_recency_days: float = 730.0
-    # Maximal marginal relevance trade-off: 1.0 = pure relevance, lower = more diverse, 0 = off.
     # The weight of relevance against diversity: 1 = score order (no MMR), lower = more diverse, 0 =
     # diversity alone after the best. 0.9 was the best setting on LoCoMo (docs/retrieval.md): a little
     # diversity surfaces the other evidence turns a question needs; 0.7 and below pushed relevant turns out.
@@ -163,12 +167,18 @@ DEFAULT_HALF_LIVES = {
 
 
 class DecayConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """How memories fade when unused (hebbs/workflows/decay.py, docs/decay.md)."""
+
+    # The half-life of a memory whose context type has none of its own.
     default_half_life_days: float = 30.0
     # By the memory's context "type". Why these values: docs/decay.md.
     half_life_days: dict[str, float] = msgspec.field(default_factory=lambda: dict(DEFAULT_HALF_LIVES))
+    # How often the daemon recomputes every memory's decay score, and how many memories per batch.
     sweep_interval_seconds: float = 3600.0
     sweep_batch: int = 10_000
+    # Below this decay score a memory is a forget candidate (pinned memories never are).
     forget_threshold: float = 0.01
+    # Let the sweep forget the candidates; off, they are only listed (Engine.forget_candidates).
     auto_forget: bool = False
 
     def __post_init__(self) -> None:
@@ -208,13 +218,16 @@ class ContradictionsConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unk
     check_on_remember: bool = True
     # Few neighbours keep the check cheap: a conflicting claim is nearly always among the closest.
     neighbors: int = 5
+    # Only neighbours at least this similar (cosine) are compared.
     min_similarity: float = 0.5
+    # Pairs whose confidence is above this are queued for review (docs/contradictions.md).
     threshold: float = 0.35
 
 
 class ConsolidationConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """Restatements merged into the memory they repeat (hebbs/workflows/consolidate.py, docs/consolidation.md)."""
 
+    # Fold a remembered restatement into the memory it repeats, at once.
     on_remember: bool = True
     # Run the whole-vault sweep on the decay sweep's schedule.
     on_sweep: bool = False
@@ -226,17 +239,22 @@ class LLMConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields
     Read from $HEBBS_HOME/config.toml, then <vault>/config.toml, whose keys win.
     """
 
+    # The server's base URL, like "http://localhost:11434/v1", and the model to ask for.
     base_url: str | None = None
     model: str | None = None
     # The NAME of the environment variable that holds the API key: a key never goes in a file.
     api_key_env: str | None = None
+    # Requests in flight at once, and how long one may take.
     concurrency: int = 4
     timeout_seconds: float = 60.0
+    # Tries per request on rate limits and server errors, waiting backoff_seconds, then twice that, and so on.
     max_attempts: int = 4
     backoff_seconds: float = 1.0
+    # The max_tokens asked for each answer.
     max_answer_tokens: int = 1024
     # Ask for response_format {"type": "json_object"}; turn off for servers that reject it.
     json_mode: bool = True
+    # Sent only when set; unset leaves the server's default.
     temperature: float | None = None
 
     def __post_init__(self) -> None:
@@ -253,6 +271,7 @@ class PanelConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     """The Memory Palace web panel (docs/palace.md). Read from $HEBBS_HOME/config.toml only: it belongs
     to the daemon, not to a vault. $HEBBS_PANEL=off and $HEBBS_PANEL_PORT override it."""
 
+    # Serve the panel from the daemon, on 127.0.0.1 at this port.
     enabled: bool = True
     port: int = 6381
 
@@ -266,11 +285,17 @@ class DaemonConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     belong to the daemon, not to a vault. A flag of `python -m hebbs.daemon`, then $HEBBS_*, overrides
     each; unset means the built-in default."""
 
+    # Seconds without a connection before the daemon exits (300; $HEBBS_IDLE_TIMEOUT).
     idle_timeout: float | None = None
+    # Seconds unused before the daemon closes a vault (300; $HEBBS_VAULT_IDLE_TIMEOUT).
     vault_idle_timeout: float | None = None
+    # Connections served at once (256; $HEBBS_MAX_CONNECTIONS).
     max_connections: int | None = None
+    # Seconds a silent connection is kept (600; $HEBBS_CONNECTION_IDLE_TIMEOUT).
     connection_idle_timeout: float | None = None
+    # Seconds a request may take to arrive once it has started (30; $HEBBS_FRAME_TIMEOUT).
     frame_timeout: float | None = None
+    # Size at which daemon.log is rotated (10 MiB; $HEBBS_LOG_MAX_BYTES).
     log_max_bytes: int | None = None
 
 
@@ -278,6 +303,7 @@ class NotesConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     """Where reflect-commit and contradiction reviews write notes into a markdown vault's notes folder
     ([notes]; hebbs/workflows/reflect.py): folders relative to the notes folder, kept out of the index."""
 
+    # Write insights and settled contradictions as notes; off, they are kept in the vault only.
     write: bool = True
     insights_dir: str = "insights"
     contradictions_dir: str = "contradictions"
@@ -307,6 +333,7 @@ def notes_config(vault_dir: Path) -> NotesConfig:
 class SourcesConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """The original kept: file versions the markdown indexer keeps (hebbs/store/originals.py, docs/vault.md)."""
 
+    # Keep the original of every indexed file version, compressed, for `hebbs source`.
     keep: bool = True
     # Five versions cover the edits of a working session and what `hebbs history` usually shows;
     # older ones stay only while a memory still points at them.
@@ -379,6 +406,8 @@ def store_section(url: str, name: str) -> str:
 
 
 class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    # The embedding model: a name from hebbs/models/registry.toml, or a folder with an .onnx file and
+    # its tokenizer.json. Unset: all-MiniLM-L6-v2. A vault keeps the model it was made with.
     model: str | None = None
     store: StoreConfig = StoreConfig()
     storage: StorageConfig = StorageConfig()

@@ -16,3 +16,18 @@ def test_contradictions_page_quotes_the_classifiers_constants() -> None:
                  f"numbers {cc.W_NUMBER}, values {cc.W_VALUE}, revision marker {cc.W_REVISION}",
                  f"a changed default scores {cc.W_DEFAULT}", f"pairs above {cc.THRESHOLD} are queued"):
         assert said in page, said
+
+
+def test_generated_reference_matches_the_code() -> None:
+    from scripts.gen_user_reference import stale
+
+    assert stale(write=False) == [], "run: python -m scripts.gen_user_reference"
+
+
+def test_config_page_names_every_environment_variable() -> None:
+    import re
+
+    hebbs = Path(__file__).resolve().parents[1] / "hebbs"
+    used = {m for path in hebbs.rglob("*.py") for m in re.findall(r"\"(HEBBS_[A-Z_]+)\"", path.read_text())}
+    page = (DOCS / "config.md").read_text()
+    assert used and not [name for name in sorted(used) if f"`{name}`" not in page]
