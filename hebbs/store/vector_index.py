@@ -278,7 +278,7 @@ def _load_raw(path: Path, dim: int, live: int) -> hnswlib.Index | None:
     raw = hnswlib.Index(space="cosine", dim=dim)
     try:
         # Mapped copy-on-write, not read: at 1M memories hnswlib's load_index spent 1.0-1.1 s copying
-        # 1.7 GB into fresh memory, the mapped load 0.2-0.25 s (docs/performance.md), and it runs
+        # 1.7 GB into fresh memory, the mapped load 0.2-0.25 s (bench/results/history.md), and it runs
         # without the GIL. The file must not change in place while mapped: checkpoints are written
         # beside it and renamed over it, which leaves the mapped one intact. max_elements only sets
         # the capacity (at least the file's count).
