@@ -114,7 +114,7 @@ def score(name: str, group: list[dict], turns: dict[tuple[str, str], str], wrong
     old = [r for r in group if r["old_confidence"] is not None and r["old_confidence"] > cc.THRESHOLD]
     if old and wrong is not None:
         old_tp = sum(bool(r["contradiction"]) for r in old)
-        print(f"  the check before issue 11 flagged {len(old)} of these: precision {old_tp / len(old):.3f}, "
+        print(f"  the check before these rules flagged {len(old)} of these: precision {old_tp / len(old):.3f}, "
               f"recall {old_tp / max(1, tp + fn):.3f}")
 
 
@@ -147,7 +147,7 @@ def main() -> None:
         score("  real notes and conversations", [r for r in rows if r["source"] != "planted"], turns, wrong)
         planted = [r for r in rows if r["source"] == "planted"]
         if planted:
-            score("  planted (tests, issue 11's procedures)", planted, turns, wrong)
+            score("  planted (tests, the reported procedures)", planted, turns, wrong)
             score("  all", rows, turns, None)
         for line in wrong:
             print(line)
