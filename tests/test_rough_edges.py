@@ -46,7 +46,7 @@ BASE: dict[str, list[str]] = {
     "subscribe": [],
     "queries": [], "inspect": [NO_SUCH_ID], "reflect-prepare": [], "reflect-commit": ["--file", "{P}"],
     "reflect": [], "insights": [], "contradictions": ["commit", "--file", "{P}"], "export": ["-o", "{P}"],
-    "import": ["{P}"], "status": [], "daemon": ["status"], "doctor": ["--export", "{P}"], "mcp": [],
+    "import": ["{P}"], "status": [], "daemon": ["status"], "doctor": ["--export", "{P}"], "migrate": ["--to", "rocksdb"], "mcp": [],
     "palace": ["--no-browser"], "unconsolidate": [NO_SUCH_ID], "consolidate": [], "source": [NO_SUCH_ID], "proxy": ["--upstream", "http://127.0.0.1:9/v1"],
 }
 FOLDER_ARGS = {"init", "index", "watch", "list"}

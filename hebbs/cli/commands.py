@@ -659,6 +659,25 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if report.healthy else 1
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Runs here, not in the daemon: the vault must be closed in every process while its store changes."""
+    from hebbs.store import migrate
+
+    vault = resolve_vault(args.vault, args.global_, hebbs_home(args.home))
+    lines: list[str] = []
+    say = lines.append if _json(args) else print
+    if args.to == "rocksdb":
+        if args.name is not None:
+            raise InvalidInput("--name names the vault in PostgreSQL; --to rocksdb needs none")
+        counts = migrate.to_rocksdb(vault, say)
+    else:
+        name = args.name or (vault.parent.name if vault.name == VAULT_DIR else vault.name)
+        counts = migrate.to_postgres(vault, args.to, name, say)
+    if _json(args):
+        output.emit_json({"vault": str(vault), "to": args.to, "records": counts})
+    return 0
+
+
 KIND_NAMES = {"EPISODE": "episode", "INSIGHT": "insight", "REVISION": "earlier version"}
 
 
@@ -674,5 +693,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "recall": cmd_recall, "used": cmd_used, "unconsolidate": cmd_unconsolidate,
     "consolidate": cmd_consolidate, "prime": cmd_prime, "subscribe": cmd_subscribe, "queries": cmd_queries,
     "inspect": cmd_inspect, "source": cmd_source, "export": cmd_export, "import": cmd_import, "status": cmd_status,
-    "doctor": cmd_doctor,
+    "doctor": cmd_doctor, "migrate": cmd_migrate,
 }

@@ -350,6 +350,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = command("doctor", "check every file of a vault (read-only), say what is readable, and save it")
     p.add_argument("--export", metavar="FILE", help="write every readable memory here as JSON lines")
 
+    p = command("migrate", "move a vault between its own RocksDB database and PostgreSQL, every record, "
+                           "with counts (stop the daemon first: `hebbs daemon stop`)")
+    p.add_argument("--to", required=True, metavar="URL|rocksdb",
+                   help="a PostgreSQL URL (postgresql://HOST/DB; credentials from libpq), or rocksdb to come back")
+    p.add_argument("--name", help="the vault's name in PostgreSQL (default: the notes folder's name)")
+
     # The daemon serves every vault: --global and --vault mean nothing to it.
     p = command("daemon", "control the background daemon", parents=(shared,))
     p.add_argument("action", choices=["status", "start", "stop", "logs"], help="what to do")

@@ -1,0 +1,137 @@
+"""`hebbs migrate`: move a vault between its own RocksDB database and PostgreSQL, both ways.
+
+Both stores hold the same families with the same keys (postgres.py), so a migration copies every
+record as it is: memories and their revisions, vectors, edges, idempotency keys, access history,
+contradiction candidates, the query log, reflection state. Ids do not change, so the kept originals
+(files in the vault directory, keyed by memory id) still answer `hebbs source`. Only what belongs to
+one store is left behind: RocksDB's write sequence and change log (PostgreSQL numbers its own). The
+vault directory's derived indexes are removed, to be rebuilt from the new store at the next open, and
+the old RocksDB database is kept beside, renamed, never deleted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from ..config import CONFIG_FILE as CONFIG_FILE_NAME, load_config, store_section
+from ..errors import InvalidInput
+from .changelog import PREFIX as CHANGES_PREFIX
+from .storage import COLUMN_FAMILIES, MARKER_FILE, Store, WriteSet
+
+BATCH = 2000
+_STORE_ONLY = (b"write_seq",)
+
+
+def _copy(source: object, target: object, say: Callable[[str], None]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for family in COLUMN_FAMILIES:
+        writes = WriteSet()
+        n = 0
+        for key, value in source.scan(family):  # type: ignore[attr-defined]
+            if family == "meta" and (key.startswith(CHANGES_PREFIX) or key in _STORE_ONLY):
+                continue
+            writes.put(family, key, value)
+            n += 1
+            if len(writes) >= BATCH:
+                target.commit(writes)  # type: ignore[attr-defined]
+                writes = WriteSet()
+        if len(writes):
+            target.commit(writes)  # type: ignore[attr-defined]
+        counts[family] = n
+        if family == "meta":
+            kept = sum(1 for key, _ in target.scan("meta") if not key.startswith(CHANGES_PREFIX)  # type: ignore[attr-defined]
+                       and key not in _STORE_ONLY)
+        else:
+            kept = target.count(family)  # type: ignore[attr-defined]
+        if kept != n:
+            raise InvalidInput(f"migration check failed: {family} holds {kept} records in the new store, "
+                               f"{n} in the old one; the vault still uses its old store")
+        say(f"  {family:<20} {n} records")
+    return counts
+
+
+def _drop_derived(vault: Path) -> None:
+    for name in ("index", "lexical"):
+        shutil.rmtree(vault / name, ignore_errors=True)
+
+
+def to_postgres(vault: Path, url: str, name: str, say: Callable[[str], None] = print) -> dict[str, int]:
+    """Copy the vault's RocksDB database into PostgreSQL as vault `name`, then attach the directory to it."""
+    from .postgres import PgStore
+
+    config_path = vault / CONFIG_FILE_NAME
+    if load_config(vault).store.url is not None:
+        raise InvalidInput(f"{vault} is kept in PostgreSQL already; `hebbs migrate --to rocksdb` brings it back")
+    section = store_section(url, name)
+    if not (vault / "db" / "CURRENT").exists():
+        raise InvalidInput(f"{vault} has no RocksDB database to migrate")
+    source = Store.open(vault / "db")
+    try:
+        target = PgStore.open(url, name, vault)
+        try:
+            if target.count("default") or target.count("meta"):
+                raise InvalidInput(f"vault {name!r} in {target.where} is not empty; migrate into a new name (--name)")
+            say(f"copying {vault} into {target.where}")
+            counts = _copy(source, target, say)
+        finally:
+            target.close()
+    finally:
+        source.close()
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    (vault / "db").rename(vault / f"db.before-migrate-{stamp}")
+    marker = vault / MARKER_FILE  # says "this vault had a RocksDB database": true of the renamed one now
+    if marker.exists():
+        marker.rename(vault / f"{MARKER_FILE}.before-migrate-{stamp}")
+    text = config_path.read_text() if config_path.exists() else ""
+    config_path.write_text(text.rstrip("\n") + "\n\n" + section)
+    config_path.chmod(0o600)
+    _drop_derived(vault)
+    say(f"vault {vault} is now kept in {url} as {name!r}; its RocksDB database is kept as "
+        f"{vault / f'db.before-migrate-{stamp}'}")
+    return counts
+
+
+def to_rocksdb(vault: Path, say: Callable[[str], None] = print) -> dict[str, int]:
+    """Copy the vault out of PostgreSQL into a RocksDB database of its own, then detach the directory."""
+    from .postgres import PgStore
+
+    config_path = vault / CONFIG_FILE_NAME
+    store = load_config(vault).store
+    if store.url is None:
+        raise InvalidInput(f"{vault} is kept in its own RocksDB database already")
+    if (vault / "db").exists():
+        raise InvalidInput(f"{vault / 'db'} exists; move it away first")
+    source = PgStore.open(store.url, store.name or vault.name, vault)
+    (vault / MARKER_FILE).unlink(missing_ok=True)  # a database left before a migration, not this one
+    try:
+        target = Store.open(vault / "db")
+        try:
+            say(f"copying {source.where} into {vault / 'db'}")
+            counts = _copy(source, target, say)
+        finally:
+            target.close()
+    finally:
+        source.close()
+    config_path.write_text(remove_store_section(config_path.read_text()))
+    _drop_derived(vault)
+    say(f"vault {vault} is now kept in its own RocksDB database; its records stay in PostgreSQL too "
+        f"(vault {store.name!r}) until you drop them there")
+    return counts
+
+
+def remove_store_section(text: str) -> str:
+    """config.toml without its [store] table (and the comment init wrote above it)."""
+    text = re.sub(r"# Where this vault's records live:.*\n# from libpq.*\n", "", text)
+    out: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        header = re.match(r"\s*\[([^\]]+)\]", line)
+        if header:
+            skipping = header.group(1).strip() == "store"
+        if not skipping:
+            out.append(line)
+    return "".join(out).rstrip("\n") + "\n"
