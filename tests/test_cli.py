@@ -173,6 +173,30 @@ def test_remember_with_a_used_key_says_so_and_refuses_a_different_text(shared_da
     assert _json(run("get", first["id"], "--format", "json", cwd=project))["content"] == "Eve owns the deploy keys"
 
 
+def test_recall_both_without_a_project_marks_superseded_and_explains_an_empty_associative_recall(
+        shared_daemon: "DaemonHome", project: Path) -> None:
+    """Issue 30 items 10-12. `recall --both` in a folder with no project vault searches the global brain
+    with a note (as prime does) instead of failing; `--include-superseded` marks what was replaced;
+    `--strategy associative` on a vault with no associations says why nothing came back, not "no
+    memory in this scope"."""
+    from daemon_fixtures import short_tmp
+
+    run = shared_daemon.hebbs
+    run("remember", "The global brain knows Ada prefers tea", "--global")
+    nowhere = short_tmp("hbx")
+    both = run("recall", "what does Ada prefer", "--both", cwd=nowhere)
+    assert "project brain was skipped" in both.stdout and "Ada prefers tea" in both.stdout
+    old = _json(run("remember", "Acme uses Salesforce as its CRM", "--format", "json", cwd=project))["id"]
+    new = _json(run("remember", "Acme moved its CRM to HubSpot", "--supersedes", old, "--format", "json",
+                    cwd=project))["id"]
+    listed = run("recall", "Acme CRM", "--include-superseded", cwd=project).stdout
+    marked = [line for line in listed.splitlines() if "Salesforce" in line]
+    assert marked and f"[superseded by {new[-8:]}]" in marked[0]
+    assert "superseded" not in next(line for line in listed.splitlines() if "HubSpot" in line)
+    lonely = run("recall", "CRM", "--strategy", "associative", cwd=project).stdout
+    assert "associations learnt from use" in lonely and "no memory in this scope" not in lonely
+
+
 def test_remember_supersedes_by_short_id(shared_daemon: "DaemonHome", project: Path) -> None:
     run = shared_daemon.hebbs
     old = _json(run("remember", "The cache TTL is 5 minutes", "--entity", "cache", "--format", "json", cwd=project))

@@ -361,7 +361,10 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 def cmd_recall(args: argparse.Namespace) -> int:
     cue = " ".join(args.cue) if args.cue else None
-    with client_for(args) as client:
+    # --both from anywhere, as prime: without a project vault here the global brain is searched alone,
+    # with a note (client_for would refuse).
+    both = args.both and args.vault is None and not args.global_
+    with Client(home=hebbs_home(args.home)) if both else client_for(args) as client:
         found = client.recall(cue, strategies=args.strategy, top_k=args.top_k, entity_id=args.entity,
                               time_range=parse_time_range(args.time_range), weights=parse_weights(args.weights),
                               include_superseded=args.include_superseded, reinforce=args.reinforce,

@@ -167,7 +167,7 @@ def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), ou
     if not results:
         out.write("no memories found\n")
     rows = [[str(n), f"{r.score:.3f}", "-" if r.confidence is None else f"{r.confidence:.2f}", short_id(r.memory.id),
-             r.memory.entity_id or "-", ",".join(r.strategies), r.memory.content] for n, r in enumerate(results, 1)]
+             r.memory.entity_id or "-", ",".join(r.strategies), _marked(r.memory)] for n, r in enumerate(results, 1)]
     headers = ["rank", "score", "conf", "id", "entity", "found by", "content"]
     if any(isinstance(r.vault, str) for r in results):  # a merged recall over both brains
         headers.insert(3, "brain")
@@ -179,6 +179,13 @@ def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), ou
                   "so the rank, not the score, gives the order\n")
     for note in notes:
         out.write(f"note: {note}\n")
+
+
+def _marked(memory: Any) -> str:
+    """The content, saying first when a newer memory replaced it (shown with --include-superseded)."""
+    if memory.superseded_by:
+        return f"[superseded by {short_id(memory.superseded_by)}] {memory.content}"
+    return memory.content
 
 
 def print_error(message: str, status_code: str, json_mode: bool) -> None:

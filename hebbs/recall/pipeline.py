@@ -146,6 +146,10 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
     vectors = query.vectors
     results = rank(vault, candidates, r.weights, r.top_k, r.mmr_lambda, r.include_superseded, r.reference,
                    preferred, vectors)
+    if not results and r.names == {"associative"}:
+        notes.append("associative recall follows associations learnt from use (memories used together: "
+                     "`hebbs used ID ID`, or recall with reinforce); none of this cue's best matches has a strong "
+                     "one yet, so nothing came back. Recall without --strategy finds what the cue matches")
     answer = RecallResults(results=results, notes=notes, time_understood=None if understood is None else TimeUnderstood(
         phrase=understood.phrase, start=understood.start, end=understood.end, text=understood.text()))
     if r.cue is not None:
@@ -188,7 +192,10 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
     answer.confidence = max((j.evidence for j in judged), default=0.0)
     answer.abstained = confidence.abstains([j.evidence for j in judged], answer.threshold)
     if answer.abstained and not answer.results:
-        answer.notes.append(f"{confidence.NOTE} (no memory in this scope)")
+        # The cue's own hits over the scope say whether there was anything to find at all.
+        answer.notes.append(f"{confidence.NOTE} ("
+                            + ("the strategies asked for brought no candidate" if similarities
+                               else "no memory in this scope") + ")")
     elif answer.abstained:
         answer.notes.append(f"{confidence.NOTE} (best confidence {answer.confidence:.2f} "
                             f"< {answer.threshold:.2f}); the weak candidates follow")
