@@ -369,8 +369,14 @@ class StoreConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
 
     url: str | None = None
     name: str | None = None
+    # Where `similar` searches: "local", this daemon's HNSW cache of the vectors (fastest; it holds
+    # every vector in RAM), or "pgvector", the HNSW index in PostgreSQL (for a vault larger than a
+    # daemon's RAM: nothing of the vectors is held locally). docs/scale.md has both measured.
+    similar: str = "local"
 
     def __post_init__(self) -> None:
+        if self.similar not in ("local", "pgvector"):
+            raise ValueError(f"store.similar must be local or pgvector, got {self.similar!r}")
         if self.url is None:
             return
         problem = store_url_problem(self.url)

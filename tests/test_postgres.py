@@ -153,3 +153,30 @@ def test_init_attaches_two_folders_to_one_vault_and_status_says_where(pg_server,
     finally:
         one.cleanup()
         two.cleanup()
+
+
+def test_similar_through_pgvector_finds_what_the_local_index_finds(tmp_path, pg_server, embedder):
+    """store.similar = "pgvector": a daemon holds no vector in RAM (a vault larger than its memory)."""
+    name = attach(tmp_path / "local", pg_server.url)
+    attach(tmp_path / "remote", pg_server.url, name)
+    with open(tmp_path / "remote" / "config.toml", "a") as config:
+        config.write('similar = "pgvector"\n')
+    facts = ["the cafeteria closes at three", "backups run nightly at two", "the VPN needs a hardware key",
+             "payroll is processed on the 25th", "the lobby printer jams on A3 paper"]
+    with Engine.open(tmp_path / "local", embedder=embedder) as local, \
+            Engine.open(tmp_path / "remote", embedder=embedder) as remote:
+        local.remember_many([{"content": f} for f in facts])
+        _wait(lambda: remote.vault.write_seq == local.vault.write_seq)
+        assert type(remote.vault.vector_index).__name__ == "PgVectorIndex"
+        # A table this small is scanned whole; the plan shows that the HNSW index answers once it is not.
+        plan = pg_server.sql("SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_sort = off; "
+                             "EXPLAIN SELECT key FROM hebbs.vectors WHERE vault = "
+                             f"{remote.vault.store.vault_id} ORDER BY (embedding::vector(384)) <=> "
+                             f"(SELECT embedding FROM hebbs.vectors LIMIT 1)::vector(384) LIMIT 5")
+        assert "hnsw" in plan
+        for cue in ("when are backups taken", "which paper size breaks the printer"):
+            ours = [r.memory.id for r in remote.recall(cue, strategies=["similarity"], top_k=3)]
+            theirs = [r.memory.id for r in local.recall(cue, strategies=["similarity"], top_k=3)]
+            assert ours == theirs
+        remote.forget(ours[0])
+        assert ours[0] not in [r.memory.id for r in remote.recall(cue, strategies=["similarity"], top_k=3)]

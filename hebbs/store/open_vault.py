@@ -231,6 +231,14 @@ class OpenVault:
         self._changes_since_checkpoint += len(ids)
 
     def _open_vector_index(self) -> VectorIndex:
+        if self._shared and self.config.store.similar == "pgvector":
+            from .postgres import PgVectorIndex
+
+            self._changes_since_checkpoint = 0
+            return PgVectorIndex(self.store, self.embedder.dim, self.config.index.ef_search)  # type: ignore[return-value]
+        return self._open_local_vector_index()
+
+    def _open_local_vector_index(self) -> VectorIndex:
         """The checkpoint, brought forward to the database's write sequence; a rebuild without one."""
         loaded = VectorIndex.load(self.path / "index", self._write_seq, self.embedder.dim, self.config.index)
         if loaded is not None:
@@ -334,6 +342,8 @@ class OpenVault:
     def _checkpoint_soon(self) -> None:
         """Checkpoint the vector index in the background (caller holds the write lock), so that a crash
         replays at most about checkpoint_interval() changed memories instead of rebuilding the index."""
+        if getattr(self._index, "remote", False):
+            return  # pgvector's index is the store's own
         if self._checkpointer is not None and self._checkpointer.is_alive():
             return
         self._checkpointer = threading.Thread(target=self._checkpoint, name="hebbs-checkpoint", daemon=True)

@@ -454,6 +454,44 @@ class PgStore:
         return self.count("vectors", VECTOR_PREFIX)
 
 
+class PgVectorIndex:
+    """The vault's vectors searched where they are, in pgvector's HNSW index, in place of the daemon's
+    local HNSW (store.similar = "pgvector"): nothing is held in RAM, so a vault of any size works. The
+    store keeps the vectors, so adding, removing and checkpointing are nothing to do here."""
+
+    remote = True
+    _COUNT_TTL = 2.0
+
+    def __init__(self, store: PgStore, dim: int, ef_search: int) -> None:
+        self.store = store
+        self.dim = dim
+        self.ef_search = ef_search
+        store.ensure_vector_index(dim)
+        self._count = (0, -1.0)
+
+    def __len__(self) -> int:
+        count, at = self._count
+        if time.monotonic() - at > self._COUNT_TTL:
+            count = self.store.count_vectors()
+            self._count = (count, time.monotonic())
+        return count
+
+    def search(self, vector: np.ndarray, k: int, *, ef: int | None = None) -> list[tuple[str, float]]:
+        return self.store.nearest(vector, k, self.dim, ef=max(ef or self.ef_search, k))
+
+    def add(self, ids: list[str], vectors: np.ndarray) -> None:
+        self._count = (0, -1.0)
+
+    def remove(self, ids: list[str]) -> None:
+        self._count = (0, -1.0)
+
+    def sync(self, ids: list[str], stored: Callable[[list[str]], list[bytes | None]]) -> None:
+        self._count = (0, -1.0)
+
+    def save(self, directory: Path, write_seq: int) -> None:
+        return None
+
+
 def redact(url: str) -> str:
     """The URL without a password (one should never be there; a URL from elsewhere may hold one)."""
     try:
