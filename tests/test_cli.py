@@ -463,3 +463,30 @@ def test_tables_align_wide_characters() -> None:
     starts = {output.display_width(line[:line.index(word)]) for line, word in zip(lines, ("found", "similarity", "lexical"))}
     assert len(starts) == 1
     assert output.display_width(lines[1]) <= output.width()
+
+
+def test_tables_at_80_columns_give_the_content_its_room_and_edges_show_content(shared_daemon: "DaemonHome",
+                                                                               project: Path) -> None:
+    """Issue 30 item 14. Tried, with COLUMNS=80: a recall whose results carry a 60-character entity
+    (a note path): no line is wider than 80 and the content column keeps at least 35 columns; `hebbs
+    edges` lists the memory at the other end of each edge with its text, not bare ids."""
+    long_entity = "projects/2024/clients/acme-corporation/renewal-negotiations"
+    run = shared_daemon.hebbs
+    first = _json(run("remember", "Acme's renewal is negotiated by Carol in the spring", "--entity", long_entity,
+                      "--format", "json", cwd=project))["id"]
+    second = _json(run("remember", "Carol asked for a discount on the Acme renewal", "--entity", long_entity,
+                       "--format", "json", cwd=project))["id"]
+    run("add-edge", second, "CAUSED_BY", first, cwd=project)
+    hebbs = str(Path(sys.executable).with_name("hebbs"))
+    narrow = shared_daemon.env(COLUMNS="80")
+    shown = processes.run([hebbs, "recall", "who negotiates the Acme renewal"], cwd=project, env=narrow,
+                          capture_output=True, text=True, timeout=60, check=True).stdout.splitlines()
+    from hebbs.cli import output
+
+    table = [line for line in shown if not line.startswith("note:")]
+    assert table and all(output.display_width(line) <= 80 for line in table)
+    header = table[0]
+    assert 80 - header.index("content") >= 35, header
+    edges = processes.run([hebbs, "edges", second], cwd=project, env=narrow, capture_output=True, text=True,
+                          timeout=60, check=True).stdout
+    assert "CAUSED_BY" in edges and "negotiated by Carol" in edges and first not in edges

@@ -13,7 +13,7 @@ import msgspec
 
 from hebbs.recall.brains import BRAINS, GLOBAL, PROJECT
 from hebbs.client import Client, to_micros
-from hebbs.errors import InvalidInput, VaultNotInitialized
+from hebbs.errors import InvalidInput, NotFound, VaultNotInitialized
 from hebbs.paths import VAULT_DIR, hebbs_home, init_vault, resolve_vault
 from hebbs.protocol import MAX_FRAME, RememberItem, ReviseItem
 from hebbs.schema import ScoringWeights
@@ -322,13 +322,24 @@ def cmd_remove_edge(args: argparse.Namespace) -> int:
 def cmd_edges(args: argparse.Namespace) -> int:
     with client_for(args) as client:
         edges = client.edges(args.id, args.direction)
-    if _json(args):
-        output.emit_json(edges)
-        return 0
+        if _json(args):
+            output.emit_json(edges)
+            return 0
+        # Each edge as the other memory it reaches, with its text: bare ids said nothing.
+        me = client.get(args.id).id if edges else None
+        others = {e.target if e.source == me else e.source for e in edges}
+        texts = {}
+        for other in others:
+            try:
+                texts[other] = client.get(other).content
+            except NotFound:
+                texts[other] = "(forgotten)"
     if not edges:
         print("no edges")
-    output.table(["source", "type", "target", "confidence"],
-                 [[e.source, e.edge_type, e.target, f"{e.confidence:.2f}"] for e in edges])
+    output.table(["", "type", "memory", "conf", "content"],
+                 [["->" if e.source == me else "<-", e.edge_type, output.short_id(e.target if e.source == me else e.source),
+                   f"{e.confidence:.2f}", texts[e.target if e.source == me else e.source]] for e in edges],
+                 right=(3,))
     return 0
 
 

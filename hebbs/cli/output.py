@@ -23,6 +23,10 @@ SHORT_ID = 8
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_DAEMON, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 # A wrapped cell shows at most this many lines: a long note section must not flood the terminal.
 WRAP_LINES = 4
+# A column before the content is never cut narrower than this (a short id is 8).
+MIN_COLUMN = 8
+# Narrower than this, recall's table leaves out which strategies found each result (JSON keeps it).
+STRATEGIES_FROM = 100
 _encoder = msgspec.json.Encoder()
 
 
@@ -109,13 +113,20 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Seque
     if not rows:
         return
     widths = [max(display_width(h), *(display_width(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    # The columns before the last take at most half the line: a long entity or path is cut (widest
+    # first, never below MIN_COLUMN) so that the content, the last column, keeps its room.
+    while sum(widths[:-1]) + 2 * (len(headers) - 1) > width() // 2:
+        widest = max(range(len(widths) - 1), key=lambda i: widths[i], default=None)
+        if widest is None or widths[widest] <= MIN_COLUMN:
+            break
+        widths[widest] -= 1
     indent = sum(widths[:-1]) + 2 * (len(headers) - 1)
     room = max(20, width() - indent)
 
     def lines(cells: Sequence[str]) -> list[str]:
         parts = []
         for i, cell in enumerate(cells[:-1]):
-            parts.append(_pad(cell, widths[i], right=i in right))
+            parts.append(_pad(one_line(cell, widths[i]), widths[i], right=i in right))
         last = " ".join(cells[-1].split())
         if not wrap or display_width(last) <= room:
             return ["  ".join(parts + [one_line(last, room)]).rstrip()]
@@ -169,6 +180,10 @@ def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), ou
     rows = [[str(n), f"{r.score:.3f}", "-" if r.confidence is None else f"{r.confidence:.2f}", short_id(r.memory.id),
              r.memory.entity_id or "-", ",".join(r.strategies), _marked(r.memory)] for n, r in enumerate(results, 1)]
     headers = ["rank", "score", "conf", "id", "entity", "found by", "content"]
+    if width() < STRATEGIES_FROM:  # at 80 columns the content needs that room more
+        headers.remove("found by")
+        for row in rows:
+            del row[5]
     if any(isinstance(r.vault, str) for r in results):  # a merged recall over both brains
         headers.insert(3, "brain")
         for row, r in zip(rows, results):
