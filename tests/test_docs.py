@@ -31,3 +31,11 @@ def test_config_page_names_every_environment_variable() -> None:
     used = {m for path in hebbs.rglob("*.py") for m in re.findall(r"\"(HEBBS_[A-Z_]+)\"", path.read_text())}
     page = (DOCS / "config.md").read_text()
     assert used and not [name for name in sorted(used) if f"`{name}`" not in page]
+
+
+def test_the_docs_index_links_only_to_pages_that_exist() -> None:
+    import re
+
+    index = (DOCS / "index.md").read_text()
+    targets = re.findall(r"\]\(([^)#]+)\)", index)
+    assert targets and not [t for t in targets if not (DOCS / t).resolve().exists()]
