@@ -300,7 +300,7 @@ class DaemonConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
 
 
 class NotesConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """Where reflect-commit and contradiction reviews write notes into a markdown vault's notes folder
+    """Where reflect-commit and contradiction reviews write notes into the notes folder a vault was indexed from
     ([notes]; hebbs/workflows/reflect.py): folders relative to the notes folder, kept out of the index."""
 
     # Write insights and settled contradictions as notes; off, they are kept in the vault only.
@@ -502,7 +502,7 @@ status = 3.0
 check_on_remember = true
 neighbors = 5
 
-# Where reflect-commit and contradiction reviews write notes, inside the notes folder (markdown vaults).
+# Where reflect-commit and contradiction reviews write notes, inside the notes folder (a vault indexed from one).
 [notes]
 write = true
 insights_dir = "insights"

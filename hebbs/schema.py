@@ -32,7 +32,7 @@ class EdgeType(enum.IntEnum):
 
 
 class Source(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """Where a memory indexed from a markdown vault came from."""
+    """Where a memory indexed from a notes folder came from."""
 
     file_path: str
     heading_path: list[str] = []
@@ -261,7 +261,7 @@ class InsightInput(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class ReflectCommitted(msgspec.Struct, kw_only=True):
     session_id: str
     insights: list[Memory]
-    # Markdown written back to ROOT/insights/ (markdown vaults only).
+    # Markdown written back to ROOT/insights/ (vaults of a notes folder only).
     files: list[str] = []
     warnings: list[str] = []
 
@@ -320,7 +320,7 @@ class ContradictionCommitted(msgspec.Struct, kw_only=True):
     edges: list[Edge] = []
     # Memories a revision verdict marked superseded.
     superseded: list[str] = []
-    # Reports written to ROOT/contradictions/ (markdown vaults only).
+    # Reports written to ROOT/contradictions/ (vaults of a notes folder only).
     files: list[str] = []
     warnings: list[str] = []
 

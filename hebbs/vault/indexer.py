@@ -1,4 +1,4 @@
-"""Indexing a markdown vault: phase 1 (scan: parse, checksum, diff) and phase 2 (apply: embed, write).
+"""Indexing a notes folder into its vault: phase 1 (scan: parse, checksum, diff) and phase 2 (apply: embed, write).
 
 Phase 1 never embeds. It walks the vault, skips every file whose stat (or else checksum) matches the
 manifest, parses the rest into sections and diffs them against the manifest: a section whose text
@@ -36,7 +36,7 @@ from ..workflows import contradiction_check
 from ..errors import NotFound
 from ..schema import Memory, MemoryKind, Source
 from .links import link_text, remove_edges, resolve_links
-from . import originals as kept
+from . import keep_originals as kept
 from .manifest import (META, STALE, SYNCED, FileEntry, Manifest, Orphan, SectionEntry, load_manifest,
                        save_manifest, worst)
 from .parse import PARSER_VERSION, ParsedNote, Section, parse_note

@@ -3,7 +3,7 @@
 Candidates are found by the heuristic classifier of hebbs/workflows/contradiction_check.py and queued in the `pending`
 family. `prepare` shows them with both memories in full; `commit` applies verdicts:
 
-    contradiction  CONTRADICTS edges both ways (and, for a markdown vault, a report in ROOT/contradictions/)
+    contradiction  CONTRADICTS edges both ways (and, for a notes folder's vault, a report in ROOT/contradictions/)
     revision       the older memory is superseded by the newer one (superseded_by + REVISED_FROM edge,
                    as remember(supersedes=...) does)
     neutral        the candidate is dismissed
@@ -39,7 +39,7 @@ VERDICTS = ("contradiction", "revision", "neutral")
 def queue_for_new(engine: OpenVault | HasVault, memories: Sequence[Memory]) -> int:
     """Queue contradiction candidates between new memories and their nearest neighbours; how many were queued.
 
-    Sections of a markdown vault (memories with a source) are left to the indexer, which checks them
+    Sections of a notes folder (memories with a source) are left to the indexer, which checks them
     once the whole run is written and knows which chunks belong to one section. Insights restate
     their sources by design, so they are neither checked nor checked against.
     """

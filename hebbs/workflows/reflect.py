@@ -9,7 +9,7 @@ Two steps, so that no LLM is ever needed (docs/reflect.md):
     commit   takes the insights written from those prompts, checks every one against the session,
              and stores them all (or, on any error, none) as INSIGHT memories with INSIGHT_FROM
              edges to their sources, and links the memories each insight cites as used together
-             (CO_ACTIVATED, hebbs/workflows/associate.py); a markdown vault also gets them as notes in
+             (CO_ACTIVATED, hebbs/workflows/associate.py); a vault indexed from a notes folder also gets them as notes in
              ROOT/insights/.
 
 Sessions live in the `meta` family (key reflect_session:<id>), so they survive a daemon restart
@@ -487,7 +487,7 @@ def list_insights(engine: OpenVault | HasVault, *, entity_id: str | None = None,
 # Markdown write-back -------------------------------------------------------------------------
 
 def notes_root(engine: OpenVault | HasVault) -> Path | None:
-    """The notes folder of a markdown vault (ROOT for ROOT/.hebbs), or None: the global vault
+    """The notes folder a vault was indexed from (ROOT for ROOT/.hebbs), or None: the global vault
     (HEBBS_HOME, often ~/.hebbs too) and plain vault directories have no notes to write next to."""
     path = Path(vault_of(engine).path)
     if path.name != ".hebbs":
@@ -525,7 +525,7 @@ def write_insight_note(folder: Path, memory: Memory, insight: InsightInput, sour
 
 
 def remove_insight_notes(engine: OpenVault | HasVault, insight_ids: list[str]) -> list[str]:
-    """Delete the notes of forgotten insights (markdown vaults); returns the paths removed."""
+    """Delete the notes of forgotten insights (vaults of a notes folder); returns the paths removed."""
     root = notes_root(engine)
     if root is None:
         return []
