@@ -542,6 +542,12 @@ class OpenVault:
         """Held by every writer; hold it across a read-modify-write of several records."""
         return self._writers  # type: ignore[return-value]
 
+    @property
+    def append_lock(self) -> threading.RLock:
+        """For a write that reads nothing back, an append (the query log): this process's lock alone. For
+        a vault in PostgreSQL it spares a recall the writer lock shared by every daemon."""
+        return self._write_lock
+
     def check_open(self) -> None:
         if self._closed:
             raise self.closed_error()
@@ -590,7 +596,7 @@ class OpenVault:
         touched = [*removed, *(vectors[0] if vectors is not None else ()), *(m.id for m in reindexed)]
         if self._shared:
             # The store numbers the write; writes of other daemons numbered before it are caught up first.
-            seq = self.store.commit(writes, touched=touched)
+            seq = self.store.commit(writes, durable=durable, touched=touched)
             if seq is not None:
                 if seq > self._write_seq + 1:
                     gap = changelog.touched_since(self.store, self._write_seq, seq - 1)

@@ -215,8 +215,9 @@ class PgStore:
     def commit(self, writes: WriteSet, *, durable: bool = True, tracked: bool = False,
                touched: list[str] | tuple[str, ...] = ()) -> int | None:
         """Apply writes as one transaction. Returns the vault's new write sequence when it changed a memory
-        record or vector (or `touched` names ids), else None. `durable` and `tracked` are RocksDB's: a
-        commit is acknowledged by PostgreSQL (synchronous_commit decides what that means)."""
+        record or vector (or `touched` names ids), else None. A commit is acknowledged by PostgreSQL
+        (synchronous_commit decides what that means); durable=False commits without waiting for it.
+        `tracked` is RocksDB's."""
         if not writes.ops and not touched:
             return None
         final: dict[tuple[str, bytes], bytes | None] = {}
@@ -238,6 +239,10 @@ class PgStore:
 
         def attempt() -> int | None:
             with self.pool.connection() as conn, conn.transaction():
+                if not durable:
+                    # What nobody is told was kept (the query log, access counts): not waited for, as
+                    # RocksDB's unsynced batches are not.
+                    conn.execute("SET LOCAL synchronous_commit = off")
                 seq = None
                 if ids:
                     seq = conn.execute(f"UPDATE {SCHEMA}.vaults SET seq = seq + 1 WHERE id = %s RETURNING seq",

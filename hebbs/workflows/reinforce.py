@@ -47,7 +47,7 @@ def reinforce(vault: OpenVault, ids: Sequence[str] | str, via: str = access_log.
 def record_recall(vault: OpenVault, request: Request, results: list[RecallResult], *, reinforce: bool,
                   started: float) -> None:
     """Log the query and, only when asked, count what was returned as used: one batch."""
-    with vault.write_lock:
+    with vault.write_lock if reinforce else vault.append_lock:
         if vault.closed:
             return
         stamp = now_us()
