@@ -156,6 +156,7 @@ class Engine:
         self.vault.rebuild_lexical()
 
     def close(self) -> None:
+        """Write the indexes' checkpoints and release the vault (its lock, so another process may open it)."""
         self.vault.close()
 
     def __enter__(self) -> "Engine":
@@ -166,6 +167,7 @@ class Engine:
 
     @property
     def closed(self) -> bool:
+        """True once close() ran: every call then raises InvalidInput."""
         return self.vault.closed
 
     # The vault's parts under their old private names, for tests and benches that reach into them.
@@ -195,6 +197,7 @@ class Engine:
         return self._store.deferred_sync(wait=wait)
 
     def wait_durable(self, seq: int) -> None:
+        """Return once the write numbered `seq` (from deferred_sync) is durable."""
         self._store.group.wait(seq)
 
     # Remember, revise, forget: hebbs/workflows/remember.py, revise.py, forget.py, consolidate.py -----
@@ -229,6 +232,7 @@ class Engine:
 
     @_reading
     def get(self, memory_id: str) -> Memory:
+        """One memory by its full id; NotFound if there is none."""
         return revising.get(self.vault, memory_id)
 
     def revise(self, memory_id: str, *, content: str | None = None, importance: float | None = None,
@@ -273,6 +277,7 @@ class Engine:
 
     @_acknowledged_when_durable
     def add_edge(self, source: str, edge_type: str | EdgeType, target: str, confidence: float = 1.0) -> Edge:
+        """Add (or replace) the edge source -[edge_type]-> target between two memories."""
         return linking.add_edge(self.vault, source, edge_type, target, confidence)
 
     @_acknowledged_when_durable
@@ -282,6 +287,7 @@ class Engine:
 
     @_reading
     def edges(self, memory_id: str, direction: str = "both") -> list[Edge]:
+        """A memory's edges: "out" (from it), "in" (to it) or "both"."""
         return linking.edges(self.vault, memory_id, direction)
 
     @_reading
@@ -301,6 +307,7 @@ class Engine:
 
     @_reading
     def pending(self) -> list[PendingContradiction]:
+        """The contradiction candidates queued for review (contradiction_prepare gives both sides in full)."""
         return self.vault.pending()
 
     # Reflection and contradiction review: hebbs/workflows/reflect.py, contradiction_review.py, hebbs/llm.py; docs/reflect.md
@@ -319,6 +326,7 @@ class Engine:
     @_reading
     def insights(self, entity_id: str | None = None, min_confidence: float = 0.0,
                  max_results: int = 100) -> list[Insight]:
+        """The insights reflection stored, newest first, optionally of one entity and above a confidence."""
         return reflect.list_insights(self.vault, entity_id=entity_id, min_confidence=min_confidence,
                                      max_results=max_results)
 
@@ -436,10 +444,12 @@ class Engine:
 
     @_reading
     def count(self) -> int:
+        """How many memories the vault holds (earlier versions not counted)."""
         return sum(1 for _, e in self.vault.entries() if e.kind != MemoryKind.REVISION)
 
     @_reading
     def stats(self) -> VaultStats:
+        """What the vault holds: memories (in all and by kind), superseded ones, the model, the last write."""
         kinds: dict[str, int] = {}
         entries = [e for _, e in self.vault.entries()]
         for entry in entries:
