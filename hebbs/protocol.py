@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple, TypeVar, Union, get_args
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
@@ -68,474 +69,6 @@ def error_from_frame(status_code: str, message: str) -> HebbsError:
     return error
 
 
-# Commands -------------------------------------------------------------------------------------
-
-class _Command(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, tag_field="type", omit_defaults=True):
-    pass
-
-
-class Ping(_Command, tag="ping"):
-    """Is a daemon there? Answers Pong without touching any vault."""
-
-
-class Status(_Command, tag="status"):
-    """The daemon's state, and the request's vault statistics when vault_path is given."""
-
-
-class Shutdown(_Command, tag="shutdown"):
-    """Stop the daemon after replying: vaults close cleanly, the socket and PID file go."""
-
-
-class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
-    content: Text
-    importance: float = 0.5
-    context: dict[str, Any] | None = None
-    entity_id: Name | None = None
-    # Microseconds since the epoch; the daemon's clock when absent.
-    created_at: Micros | None = None
-    kind: str = "EPISODE"
-    source: Source | None = None
-    # Ids of memories this one replaces (they are marked superseded in the same batch).
-    supersedes: list[str] = []
-    # [target id, edge type, confidence] from the new memory.
-    edges: list[tuple[str, str, float]] = []
-    # Idempotency key: a memory already stored under it in this vault is returned, nothing is stored.
-    key: str | None = None
-
-
-class Remember(_Command, tag="remember"):
-    """One memory (content and its fields) or a batch (items); data is a Memory or a list of them."""
-
-    content: Text | None = None
-    importance: float = 0.5
-    context: dict[str, Any] | None = None
-    entity_id: Name | None = None
-    created_at: Micros | None = None
-    kind: str = "EPISODE"
-    source: Source | None = None
-    supersedes: list[str] = []
-    edges: list[tuple[str, str, float]] = []
-    key: str | None = None
-    items: list[RememberItem] | None = None
-    # null: the vault's contradictions.check_on_remember.
-    check_contradictions: bool | None = None
-    # A restatement of an existing memory folds into it (docs/consolidation.md); None: the vault's setting.
-    consolidate: bool | None = None
-
-
-class Get(_Command, tag="get"):
-    """One memory by id (a full ULID, or a unique suffix of at least 6 characters)."""
-
-    id: IdText
-
-
-class Revise(_Command, tag="revise"):
-    """Change a memory in place; the earlier text is kept as its history. Absent fields stay as they are."""
-
-    id: IdText
-    content: Text | None = None
-    importance: float | None = None
-    context: dict[str, Any] | None = None
-    # Absent: unchanged; null: no entity any more.
-    entity_id: Name | None | UnsetType = UNSET
-    source: Source | None = None
-
-
-class ReviseItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
-    id: IdText
-    content: Text | None = None
-    importance: float | None = None
-    context: dict[str, Any] | None = None
-    entity_id: Name | None | UnsetType = UNSET
-    source: Source | None = None
-
-
-class ReviseMany(_Command, tag="revise_many"):
-    """Revise many memories in one request (changed texts embedded in batches); data is a list of Memory."""
-
-    items: list[ReviseItem]
-
-
-class History(_Command, tag="history"):
-    """A memory's earlier versions, newest first; data is a list of Memory."""
-
-    id: IdText
-
-
-class AddEdge(_Command, tag="add_edge"):
-    """Add (or replace) the edge source -[edge_type]-> target; data is the Edge."""
-
-    source: IdText
-    edge_type: Name
-    target: IdText
-    confidence: float = 1.0
-
-
-class RemoveEdge(_Command, tag="remove_edge"):
-    """Delete one edge; NOT_FOUND when there is none. Data is {"removed": 1}."""
-
-    source: IdText
-    edge_type: Name
-    target: IdText
-
-
-class Edges(_Command, tag="edges"):
-    """A memory's edges: "out" (from it), "in" (to it) or "both"; data is a list of Edge."""
-
-    id: IdText
-    direction: Literal["out", "in", "both"] = "both"
-
-
-class Neighbors(_Command, tag="neighbors"):
-    """The k memories whose stored vectors are nearest to this memory's (itself, revisions and superseded
-    memories excluded), nearest first; data is a list of [memory id, cosine similarity]."""
-
-    id: IdText
-    k: int = 10
-
-
-class Forget(_Command, tag="forget"):
-    """Remove memories by id, or every memory of an entity; data is Forgotten."""
-
-    ids: list[IdText] | None = None
-    entity_id: Name | None = None
-
-
-class Recall(_Command, tag="recall"):
-    """Data is RecallResults: each result with its confidence, and whether the answer abstained."""
-
-    cue: Text | None = None
-    strategies: list[Name] | None = None
-    top_k: int = 10
-    entity_id: Name | None = None
-    # [start, end] in microseconds since the epoch; either may be null (open).
-    time_range: tuple[Micros | None, Micros | None] | None = None
-    weights: ScoringWeights | None = None
-    include_superseded: bool = False
-    # True counts every returned memory as used (the old behaviour); the default changes nothing
-    # ranking reads, so the same recall twice gives the same answer. See `reinforce`.
-    reinforce: bool = False
-    mmr_lambda: float | None = None
-    # Causal: walk the graph from seed (a memory id; default the cue's best match).
-    seed: str | None = None
-    direction: Literal["forward", "backward", "both"] = "forward"
-    max_depth: int = 5
-    edge_types: list[str] | None = None
-    # Analogical: weight of plain similarity against shape (null: the vault's recall.analogical_alpha),
-    # and a:b::c:? as three memory ids or cues.
-    alpha: float | None = None
-    analogy: list[str] | None = None
-    # The reference time for time words in the cue and for recency, microseconds; null: the current time.
-    now: int | None = None
-    # More vault directories to search with the request's: one merged list, each result labelled (hebbs/recall/brains.py).
-    vaults: list[str] | None = None
-    # Also spread one hop along co-activation links (docs/consolidation.md); tagged `associative`.
-    associate: bool = False
-
-
-class Reinforce(_Command, tag="reinforce"):
-    """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
-
-    ids: list[IdText]
-    # How they were used, for their access log: "used" (an answer relied on them) or "panel" (opened
-    # in the Memory Palace).
-    via: str = "used"
-
-
-class Prime(_Command, tag="prime"):
-    """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call."""
-
-    entity_id: Name | None = None
-    similarity_cue: Text | None = None
-    max_memories: int = 20
-    now: int | None = None
-    # More vault directories to prime from with the request's (the global brain, usually); merged.
-    vaults: list[str] | None = None
-
-
-class Subscribe(_Command, tag="subscribe"):
-    """Open a subscription on this connection; feeds on the same connection push matches to it."""
-
-    entity_id: Name | None = None
-    confidence_threshold: float = 0.5
-
-
-class Feed(_Command, tag="feed"):
-    """Text seen by the agent: matches go out as progress frames under the subscribe request's id."""
-
-    text: Text
-    # Feed only this subscription; every subscription of the connection when absent.
-    subscription_id: IdText | None = None
-
-
-class Close(_Command, tag="close"):
-    """End one subscription of this connection, or all of them when subscription_id is absent."""
-
-    subscription_id: IdText | None = None
-
-
-class Index(_Command, tag="index"):
-    """Index a markdown notes folder into PATH/.hebbs, streaming progress frames, then a summary.
-
-    `path` is the notes folder (default: the folder holding the request's vault directory). Without
-    `phase` both phases run (data: IndexSummary). A watcher asks for them apart: phase 1 parses and
-    diffs (only `paths`, when given; data: ScanSummary), phase 2 embeds and writes what phase 1
-    planned (data: IndexSummary).
-    """
-
-    path: PathText | None = None
-    phase: Literal[1, 2] | None = None
-    paths: list[PathText] | None = None
-
-
-class IndexCancel(_Command, tag="index_cancel"):
-    """Stop the index run on PATH/.hebbs (or the request's vault), wherever it was started, and wait until it
-    has stopped. What it committed stays; the next run picks up the rest. Data is IndexCancelled."""
-
-    path: str | None = None
-
-
-class IndexFollow(_Command, tag="index_follow"):
-    """Follow the index run on PATH/.hebbs started elsewhere: its progress frames, then its IndexSummary
-    (null data when no run is going; a CANCELLED error when it is cancelled)."""
-
-    path: str | None = None
-
-
-class List(_Command, tag="list"):
-    """The notes folder's indexed files (and their sections when asked)."""
-
-    path: PathText | None = None
-    sections: bool = False
-
-
-class Queries(_Command, tag="queries"):
-    """The most recent recalls from the query log, newest first."""
-
-    limit: int = 50
-
-
-class Inspect(_Command, tag="inspect"):
-    """One memory with its edges and its earlier versions."""
-
-    id: IdText
-
-
-class ShowSource(_Command, tag="source"):
-    """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
-
-    id: str
-
-
-class ScanSummary(msgspec.Struct, kw_only=True):
-    """What an index phase 1 found; `pending` counts the sections phase 2 will add, revise, update, forget."""
-
-    files_scanned: int = 0
-    files_unchanged: int = 0
-    files_changed: int = 0
-    files_removed: int = 0
-    pending: dict[str, int] = {}
-    warnings: list[str] = []
-    seconds: float = 0.0
-
-
-class Export(_Command, tag="export"):
-    """Every memory, streamed as progress frames of ExportChunk, then ExportDone. records=True: everything
-    the vault holds instead, as export records (docs/export.md) in ExportChunk.records."""
-
-    include_revisions: bool = False
-    records: bool = False
-
-
-class ImportRecords(_Command, tag="import_records"):
-    """Restore export records (docs/export.md) with new ids, memories first (a later request finds the
-    memories of earlier ones); data is ImportSummary."""
-
-    records: list[dict[str, Any]]
-
-
-# Reflection, contradiction review and decay (docs/reflect.md, docs/decay.md) ---------------------
-
-class ReflectPrepare(_Command, tag="reflect_prepare"):
-    """Cluster the scope's memories into a session, one ready prompt per cluster; data is ReflectPrepared."""
-
-    entity_id: Name | None = None
-    # Only memories created at or after this time (microseconds since the epoch).
-    since: Micros | None = None
-    max_memories: int = 500
-
-
-class ReflectCommit(_Command, tag="reflect_commit"):
-    """Store the insights an agent drew from a prepared session, all or none; data is ReflectCommitted."""
-
-    session_id: IdText
-    insights: list[InsightInput]
-
-
-class Insights(_Command, tag="insights"):
-    """The vault's insights, newest first; data is a list of Insight."""
-
-    entity_id: Name | None = None
-    min_confidence: float = 0.0
-    max_results: int = 100
-
-
-class ContradictionPrepare(_Command, tag="contradiction_prepare"):
-    """The queued contradiction candidates, both sides in full; data is ContradictionPrepared."""
-
-    max_results: int = 100
-
-
-class ContradictionCommit(_Command, tag="contradiction_commit"):
-    """Apply verdicts on queued candidates in one batch; data is ContradictionCommitted."""
-
-    verdicts: list[ContradictionVerdict]
-
-
-class Reflect(_Command, tag="reflect"):
-    """reflect_prepare then reflect_commit, the configured LLM doing the reasoning; data is ReflectAutoResult.
-
-    Fails with LLM_NOT_CONFIGURED when the vault has no [llm], and LLM_ERROR when the server fails.
-    """
-
-    entity_id: Name | None = None
-    since: Micros | None = None
-    max_memories: int = 500
-
-
-class ContradictionAuto(_Command, tag="contradiction_auto"):
-    """The configured LLM gives verdicts on the queued candidates; data is ContradictionAutoResult."""
-
-    max_results: int = 100
-    min_confidence: float = 0.7
-
-
-class Unconsolidate(_Command, tag="unconsolidate"):
-    """Make a restatement record (see history) a memory of its own again; data is that Memory."""
-
-    id: str
-
-
-class Consolidate(_Command, tag="consolidate"):
-    """Merge every restatement in the vault into the memory it repeats; data is [[restatement, survivor], ...]."""
-
-    dry_run: bool = False
-
-
-class ForgetCandidates(_Command, tag="forget_candidates"):
-    """Memories decayed below the forget threshold, least alive first; lists, deletes nothing."""
-
-    # Judge decay as of this time (microseconds since the epoch); now when absent.
-    now: int | None = None
-
-
-class Panel(_Command, tag="panel"):
-    """Make sure the Memory Palace web panel is served (on `port`, else the configured one); data is PanelState."""
-
-    port: int | None = None
-
-
-Command = (Ping | Status | Shutdown | Remember | Get | Revise | Forget | Recall | Reinforce | Prime | Subscribe | Feed
-           | Close | Index | List | Queries | Inspect | ShowSource | Export | ImportRecords | ReflectPrepare | ReflectCommit
-           | Insights | ContradictionPrepare | ContradictionCommit | Reflect | ContradictionAuto | ForgetCandidates
-           | ReviseMany | History | AddEdge | RemoveEdge | Edges | Neighbors | IndexCancel | IndexFollow
-           | Panel | Unconsolidate | Consolidate)
-
-COMMAND_TYPES: dict[str, type[_Command]] = {
-    cls.__struct_config__.tag: cls for cls in Command.__args__  # type: ignore[attr-defined]
-}
-# Commands that change a vault: the daemon runs them one at a time per vault.
-WRITE_COMMANDS = frozenset({"remember", "revise", "forget", "reinforce", "reflect_prepare", "reflect_commit",
-                            "contradiction_prepare", "contradiction_commit", "revise_many", "add_edge",
-                            "remove_edge", "unconsolidate", "consolidate", "import_records"})
-# Commands that need no vault at all.
-DAEMON_COMMANDS = frozenset({"ping", "status", "shutdown", "close", "panel"})
-
-
-class Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
-    id: Any = None
-    command: Command
-    vault_path: PathText | None = None
-
-
-class BadRequest(InvalidInput):
-    """A request refused at the edge; request_id is its id when it had a usable one."""
-
-    def __init__(self, message: str, request_id: Any = None) -> None:
-        super().__init__(message)
-        self.request_id = request_id
-
-
-MAX_REQUEST_ID_CHARS = 256
-_decode_any = msgspec.json.Decoder().decode
-
-
-def decode_request(body: bytes) -> Request:
-    """Decode and validate one request frame, naming what is wrong (BadRequest, with the id when usable).
-
-    Whatever a client sends, the result is a Request whose every value the engine can hold, or a
-    BadRequest: never another exception. Messages quote at most a few dozen characters of the input.
-    """
-    try:
-        raw = _decode_any(body)
-    except UnicodeDecodeError as exc:
-        raise BadRequest(f"the request is not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
-    except RecursionError:
-        raise BadRequest(f"the request nests deeper than {MAX_NESTING} levels") from None
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise BadRequest(f"invalid JSON: {exc}") from None
-    if not isinstance(raw, dict):
-        raise BadRequest(f"a request must be a JSON object, got {type(raw).__name__}")
-    request_id = raw.get("id")
-    if not (request_id is None or isinstance(request_id, (bool, float))
-            or (isinstance(request_id, int) and INT64[0] <= request_id <= INT64[1])
-            or (isinstance(request_id, str) and len(request_id) <= MAX_REQUEST_ID_CHARS)):
-        raise BadRequest(f"id must be null, a number that fits in 64 bits or a string of at most "
-                         f"{MAX_REQUEST_ID_CHARS} characters")
-    problem = structure_problem(raw, "the request", lambda n: excerpt(str(n)))
-    if problem:
-        raise BadRequest(problem, request_id)
-    command = raw.get("command")
-    if not isinstance(command, dict) or not isinstance(command.get("type"), str):
-        raise BadRequest('a request needs "command": {"type": "<name>", ...}', request_id)
-    if command["type"] not in COMMAND_TYPES:
-        raise BadRequest(f"unknown command {excerpt(command['type'])}; known: {', '.join(sorted(COMMAND_TYPES))}",
-                         request_id)
-    try:
-        return msgspec.convert(raw, Request)
-    except msgspec.ValidationError as exc:
-        raise BadRequest(f"invalid {command['type']} request: {exc}", request_id) from None
-
-
-def clip(text: str, limit: int) -> str:
-    """text, cut to limit characters (saying how long it was) when longer."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
-
-
-def excerpt(value: Any, limit: int = 60) -> str:
-    """repr(value), cut to about limit characters: what a message or a log line may quote of client input."""
-    text = value if isinstance(value, str) else repr(value)
-    if len(text) > limit:
-        text = f"{text[:limit]}... ({len(text)} characters)"
-    return repr(text) if isinstance(value, str) else text
-
-
-class Response(msgspec.Struct, kw_only=True):
-    id: Any = None
-    status: str = OK
-    status_code: str = "OK"
-    data: Any = None
-    error: str | None = None
-
-
-class RawResponse(msgspec.Struct, kw_only=True):
-    """A reply as the client first reads it: data stays raw until we know which type it has."""
-
-    id: Any = None
-    status: str
-    status_code: str = "OK"
-    data: msgspec.Raw = msgspec.Raw(b"null")
-    error: str | None = None
 
 
 # Reply data ---------------------------------------------------------------------------------
@@ -650,24 +183,579 @@ class ExportDone(msgspec.Struct, kw_only=True):
     count: int
 
 
-RESULT_TYPES: dict[str, Any] = {
-    "ping": Pong, "status": DaemonStatus, "shutdown": Stopping, "get": Memory, "revise": Memory,
-    "forget": Forgotten, "recall": RecallResults, "reinforce": list[Memory], "prime": RecallResults,
-    "subscribe": Subscribed, "feed": Fed,
-    "close": Closed, "queries": list[QueryLogEntry], "inspect": Inspection,
-    "source": SourceSection,
-    "export": ExportDone, "import_records": ImportSummary, "reflect_prepare": ReflectPrepared, "reflect_commit": ReflectCommitted,
-    "insights": list[Insight], "contradiction_prepare": ContradictionPrepared,
-    "contradiction_commit": ContradictionCommitted, "reflect": ReflectAutoResult,
-    "contradiction_auto": ContradictionAutoResult, "forget_candidates": list[Memory],
-    "revise_many": list[Memory], "history": list[Memory], "add_edge": Edge, "remove_edge": Removed,
-    "edges": list[Edge], "neighbors": list[tuple[str, float]], "index_cancel": IndexCancelled,
-    "panel": PanelState,
-    "unconsolidate": Memory, "consolidate": list[tuple[str, str]],
-}
+class ScanSummary(msgspec.Struct, kw_only=True):
+    """What an index phase 1 found; `pending` counts the sections phase 2 will add, revise, update, forget."""
+
+    files_scanned: int = 0
+    files_unchanged: int = 0
+    files_changed: int = 0
+    files_removed: int = 0
+    pending: dict[str, int] = {}
+    warnings: list[str] = []
+    seconds: float = 0.0
+
+
+
+# Commands: each declared once ------------------------------------------------------------------
+#
+# A command is its request Struct (the fields, their defaults, and the one docstring every door
+# shows) and its declaration (`@declare`): the reply's data type, the Engine method the daemon's
+# generic handler calls with the fields, and how the doors treat it. The daemon's dispatch, the
+# clients' retry and vault rules, the panel's refresh and RESULT_TYPES are all read from here;
+# docs/architecture.md ("Adding a command") walks through adding one.
+
+# A memory id as a client may give it: the full ULID, or a unique suffix of at least SHORT_ID_MIN
+# characters (what text output shows). The daemon resolves every field of this type before the engine sees it.
+SHORT_ID_MIN = 6
+ShortId = Annotated[str, Meta(max_length=MAX_ID_CHARS, extra={"short_id": True})]
+
+
+class Spec(NamedTuple):
+    """How the doors treat a command (set by @declare; read as `Cls.spec`)."""
+
+    # The reply's data type; None when it depends on the request (result_type says it).
+    result: Any = None
+    # The Engine method the daemon's generic handler calls with the command's fields (an `id` field
+    # goes first, positionally); None: the command has a handler of its own (daemon/handlers.py).
+    engine: str | None = None
+    # It changes the vault: through the daemon's write slot, one writer at a time per vault.
+    writes: bool = False
+    # It changes nothing, so a client may send it again when the daemon vanished before answering.
+    retryable: bool = False
+    # It needs a vault (False: the daemon answers it alone).
+    vault: bool = True
+    # The panel's pages show fresh data after it (None: whether it writes).
+    panel: bool | None = None
+    # Fields that are not the engine method's arguments.
+    skip: tuple[str, ...] = ()
+    # The reply's data made from what the engine returned (None: that value itself).
+    reply: Callable[[Any], Any] | None = None
+
+    @property
+    def refreshes_panel(self) -> bool:
+        return self.writes if self.panel is None else self.panel
+
+
+def declare(**spec: Any) -> Callable[[type[C]], type[C]]:
+    """Attach a command's Spec to its request Struct."""
+    def attach(cls: type[C]) -> type[C]:
+        cls.spec = Spec(**spec)
+        return cls
+    return attach
+
+
+class _Command(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, tag_field="type", omit_defaults=True):
+    spec: ClassVar[Spec]
+
+    @classmethod
+    def tag(cls) -> str:
+        return cls.__struct_config__.tag  # type: ignore[return-value]
+
+
+C = TypeVar("C", bound=_Command)
+
+
+@declare(result=Pong, retryable=True, vault=False)
+class Ping(_Command, tag="ping"):
+    """Is a daemon there? Answers Pong without touching any vault."""
+
+
+@declare(result=DaemonStatus, retryable=True, vault=False)
+class Status(_Command, tag="status"):
+    """The daemon's state, and the request's vault statistics when vault_path is given."""
+
+
+@declare(result=Stopping, vault=False)
+class Shutdown(_Command, tag="shutdown"):
+    """Stop the daemon after replying: vaults close cleanly, the socket and PID file go."""
+
+
+class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    content: Text
+    importance: float = 0.5
+    context: dict[str, Any] | None = None
+    entity_id: Name | None = None
+    # Microseconds since the epoch; the daemon's clock when absent.
+    created_at: Micros | None = None
+    kind: str = "EPISODE"
+    source: Source | None = None
+    # Ids of memories this one replaces (they are marked superseded in the same batch).
+    supersedes: list[ShortId] = []
+    # [target id, edge type, confidence] from the new memory.
+    edges: list[tuple[str, str, float]] = []
+    # Idempotency key: a memory already stored under it in this vault is returned, nothing is stored.
+    key: str | None = None
+
+
+@declare(writes=True)
+class Remember(_Command, tag="remember"):
+    """One memory (content and its fields) or a batch (items); data is a Memory or a list of them."""
+
+    content: Text | None = None
+    importance: float = 0.5
+    context: dict[str, Any] | None = None
+    entity_id: Name | None = None
+    created_at: Micros | None = None
+    kind: str = "EPISODE"
+    source: Source | None = None
+    supersedes: list[ShortId] = []
+    edges: list[tuple[str, str, float]] = []
+    key: str | None = None
+    items: list[RememberItem] | None = None
+    # null: the vault's contradictions.check_on_remember.
+    check_contradictions: bool | None = None
+    # A restatement of an existing memory folds into it (docs/consolidation.md); None: the vault's setting.
+    consolidate: bool | None = None
+
+
+@declare(result=Memory, engine="get", retryable=True)
+class Get(_Command, tag="get"):
+    """One memory by id (a full ULID, or a unique suffix of at least 6 characters)."""
+
+    id: ShortId
+
+
+@declare(result=Memory, engine="revise", writes=True)
+class Revise(_Command, tag="revise"):
+    """Change a memory in place; the earlier text is kept as its history. Absent fields stay as they are."""
+
+    id: ShortId
+    content: Text | None = None
+    importance: float | None = None
+    context: dict[str, Any] | None = None
+    # Absent: unchanged; null: no entity any more.
+    entity_id: Name | None | UnsetType = UNSET
+    source: Source | None = None
+
+
+class ReviseItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    id: ShortId
+    content: Text | None = None
+    importance: float | None = None
+    context: dict[str, Any] | None = None
+    entity_id: Name | None | UnsetType = UNSET
+    source: Source | None = None
+
+
+@declare(result=list[Memory], engine="revise_many", writes=True)
+class ReviseMany(_Command, tag="revise_many"):
+    """Revise many memories in one request (changed texts embedded in batches); data is a list of Memory."""
+
+    items: list[ReviseItem]
+
+
+@declare(result=list[Memory], engine="history", retryable=True)
+class History(_Command, tag="history"):
+    """A memory's earlier versions, newest first; data is a list of Memory."""
+
+    id: ShortId
+
+
+@declare(result=Edge, engine="add_edge", writes=True)
+class AddEdge(_Command, tag="add_edge"):
+    """Add (or replace) the edge source -[edge_type]-> target; data is the Edge."""
+
+    source: ShortId
+    edge_type: Name
+    target: ShortId
+    confidence: float = 1.0
+
+
+@declare(result=Removed, engine="remove_edge", writes=True, reply=lambda _: Removed(removed=1))
+class RemoveEdge(_Command, tag="remove_edge"):
+    """Delete one edge; NOT_FOUND when there is none. Data is {"removed": 1}."""
+
+    source: ShortId
+    edge_type: Name
+    target: ShortId
+
+
+@declare(result=list[Edge], engine="edges", retryable=True)
+class Edges(_Command, tag="edges"):
+    """A memory's edges: "out" (from it), "in" (to it) or "both"; data is a list of Edge."""
+
+    id: ShortId
+    direction: Literal["out", "in", "both"] = "both"
+
+
+@declare(result=list[tuple[str, float]], engine="neighbors", retryable=True)
+class Neighbors(_Command, tag="neighbors"):
+    """The k memories whose stored vectors are nearest to this memory's (itself, revisions and superseded
+    memories excluded), nearest first; data is a list of [memory id, cosine similarity]."""
+
+    id: ShortId
+    k: int = 10
+
+
+@declare(result=Forgotten, engine="forget", writes=True, reply=lambda n: Forgotten(forgotten=n))
+class Forget(_Command, tag="forget"):
+    """Remove memories by id, or every memory of an entity; data is Forgotten."""
+
+    ids: list[ShortId] | None = None
+    entity_id: Name | None = None
+
+
+@declare(result=RecallResults, engine="recall", retryable=True, skip=("vaults",))
+class Recall(_Command, tag="recall"):
+    """Data is RecallResults: each result with its confidence, and whether the answer abstained."""
+
+    cue: Text | None = None
+    strategies: list[Name] | None = None
+    top_k: int = 10
+    entity_id: Name | None = None
+    # [start, end] in microseconds since the epoch; either may be null (open).
+    time_range: tuple[Micros | None, Micros | None] | None = None
+    weights: ScoringWeights | None = None
+    include_superseded: bool = False
+    # True counts every returned memory as used (the old behaviour); the default changes nothing
+    # ranking reads, so the same recall twice gives the same answer. See `reinforce`.
+    reinforce: bool = False
+    mmr_lambda: float | None = None
+    # Causal: walk the graph from seed (a memory id; default the cue's best match).
+    seed: ShortId | None = None
+    direction: Literal["forward", "backward", "both"] = "forward"
+    max_depth: int = 5
+    edge_types: list[str] | None = None
+    # Analogical: weight of plain similarity against shape (null: the vault's recall.analogical_alpha),
+    # and a:b::c:? as three memory ids or cues.
+    alpha: float | None = None
+    analogy: list[str] | None = None
+    # The reference time for time words in the cue and for recency, microseconds; null: the current time.
+    now: int | None = None
+    # More vault directories to search with the request's: one merged list, each result labelled (hebbs/recall/brains.py).
+    vaults: list[str] | None = None
+    # Also spread one hop along co-activation links (docs/consolidation.md); tagged `associative`.
+    associate: bool = False
+
+
+@declare(result=list[Memory], engine="reinforce", writes=True, panel=False)
+class Reinforce(_Command, tag="reinforce"):
+    """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
+
+    ids: list[ShortId]
+    # How they were used, for their access log: "used" (an answer relied on them) or "panel" (opened
+    # in the Memory Palace).
+    via: str = "used"
+
+
+@declare(result=RecallResults, engine="prime", retryable=True, skip=("vaults",))
+class Prime(_Command, tag="prime"):
+    """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call."""
+
+    entity_id: Name | None = None
+    similarity_cue: Text | None = None
+    max_memories: int = 20
+    now: int | None = None
+    # More vault directories to prime from with the request's (the global brain, usually); merged.
+    vaults: list[str] | None = None
+
+
+@declare(result=Subscribed)
+class Subscribe(_Command, tag="subscribe"):
+    """Open a subscription on this connection; feeds on the same connection push matches to it."""
+
+    entity_id: Name | None = None
+    confidence_threshold: float = 0.5
+
+
+@declare(result=Fed)
+class Feed(_Command, tag="feed"):
+    """Text seen by the agent: matches go out as progress frames under the subscribe request's id."""
+
+    text: Text
+    # Feed only this subscription; every subscription of the connection when absent.
+    subscription_id: IdText | None = None
+
+
+@declare(result=Closed, vault=False)
+class Close(_Command, tag="close"):
+    """End one subscription of this connection, or all of them when subscription_id is absent."""
+
+    subscription_id: IdText | None = None
+
+
+@declare(panel=True)
+class Index(_Command, tag="index"):
+    """Index a markdown notes folder into PATH/.hebbs, streaming progress frames, then a summary.
+
+    `path` is the notes folder (default: the folder holding the request's vault directory). Without
+    `phase` both phases run (data: IndexSummary). A watcher asks for them apart: phase 1 parses and
+    diffs (only `paths`, when given; data: ScanSummary), phase 2 embeds and writes what phase 1
+    planned (data: IndexSummary).
+    """
+
+    path: PathText | None = None
+    phase: Literal[1, 2] | None = None
+    paths: list[PathText] | None = None
+
+
+@declare(result=IndexCancelled)
+class IndexCancel(_Command, tag="index_cancel"):
+    """Stop the index run on PATH/.hebbs (or the request's vault), wherever it was started, and wait until it
+    has stopped. What it committed stays; the next run picks up the rest. Data is IndexCancelled."""
+
+    path: str | None = None
+
+
+@declare(retryable=True)
+class IndexFollow(_Command, tag="index_follow"):
+    """Follow the index run on PATH/.hebbs started elsewhere: its progress frames, then its IndexSummary
+    (null data when no run is going; a CANCELLED error when it is cancelled)."""
+
+    path: str | None = None
+
+
+@declare(retryable=True)
+class List(_Command, tag="list"):
+    """The notes folder's indexed files (and their sections when asked)."""
+
+    path: PathText | None = None
+    sections: bool = False
+
+
+@declare(result=list[QueryLogEntry], engine="queries", retryable=True)
+class Queries(_Command, tag="queries"):
+    """The most recent recalls from the query log, newest first."""
+
+    limit: int = 50
+
+
+@declare(result=Inspection, retryable=True)
+class Inspect(_Command, tag="inspect"):
+    """One memory with its edges and its earlier versions."""
+
+    id: ShortId
+
+
+@declare(result=SourceSection, retryable=True)
+class ShowSource(_Command, tag="source"):
+    """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
+
+    # Resolved by the handler itself: a forgotten memory's id still names its kept original.
+    id: IdText
+
+
+@declare(result=ExportDone)
+class Export(_Command, tag="export"):
+    """Every memory, streamed as progress frames of ExportChunk, then ExportDone. records=True: everything
+    the vault holds instead, as export records (docs/export.md) in ExportChunk.records."""
+
+    include_revisions: bool = False
+    records: bool = False
+
+
+@declare(result=ImportSummary, engine="import_records", writes=True)
+class ImportRecords(_Command, tag="import_records"):
+    """Restore export records (docs/export.md) with new ids, memories first (a later request finds the
+    memories of earlier ones); data is ImportSummary."""
+
+    records: list[dict[str, Any]]
+
+
+# Reflection, contradiction review and decay (docs/reflect.md, docs/decay.md) ---------------------
+# Prepares and commits write (a session, a dropped candidate, insights, edges): one at a time per
+# vault. reflect and contradiction_auto wait minutes on an LLM: they run on the concurrent path so
+# they never hold the vault's write slot; the engine takes its own lock for the commit inside.
+
+@declare(result=ReflectPrepared, engine="reflect_prepare", writes=True, panel=False)
+class ReflectPrepare(_Command, tag="reflect_prepare"):
+    """Cluster the scope's memories into a session, one ready prompt per cluster; data is ReflectPrepared."""
+
+    entity_id: Name | None = None
+    # Only memories created at or after this time (microseconds since the epoch).
+    since: Micros | None = None
+    max_memories: int = 500
+
+
+@declare(result=ReflectCommitted, engine="reflect_commit", writes=True)
+class ReflectCommit(_Command, tag="reflect_commit"):
+    """Store the insights an agent drew from a prepared session, all or none; data is ReflectCommitted."""
+
+    session_id: IdText
+    insights: list[InsightInput]
+
+
+@declare(result=list[Insight], engine="insights", retryable=True)
+class Insights(_Command, tag="insights"):
+    """The vault's insights, newest first; data is a list of Insight."""
+
+    entity_id: Name | None = None
+    min_confidence: float = 0.0
+    max_results: int = 100
+
+
+# It drops candidates that no longer hold (a write) but shows nothing new: pages listing candidates
+# call it, and a refresh after it would call it again.
+@declare(result=ContradictionPrepared, engine="contradiction_prepare", writes=True, panel=False)
+class ContradictionPrepare(_Command, tag="contradiction_prepare"):
+    """The queued contradiction candidates, both sides in full; data is ContradictionPrepared."""
+
+    max_results: int = 100
+
+
+@declare(result=ContradictionCommitted, engine="contradiction_commit", writes=True)
+class ContradictionCommit(_Command, tag="contradiction_commit"):
+    """Apply verdicts on queued candidates in one batch; data is ContradictionCommitted."""
+
+    verdicts: list[ContradictionVerdict]
+
+
+@declare(result=ReflectAutoResult, engine="reflect", panel=True)
+class Reflect(_Command, tag="reflect"):
+    """reflect_prepare then reflect_commit, the configured LLM doing the reasoning; data is ReflectAutoResult.
+
+    Fails with LLM_NOT_CONFIGURED when the vault has no [llm], and LLM_ERROR when the server fails.
+    """
+
+    entity_id: Name | None = None
+    since: Micros | None = None
+    max_memories: int = 500
+
+
+@declare(result=ContradictionAutoResult, engine="contradiction_auto", panel=True)
+class ContradictionAuto(_Command, tag="contradiction_auto"):
+    """The configured LLM gives verdicts on the queued candidates; data is ContradictionAutoResult."""
+
+    max_results: int = 100
+    min_confidence: float = 0.7
+
+
+@declare(result=Memory, engine="unconsolidate", writes=True)
+class Unconsolidate(_Command, tag="unconsolidate"):
+    """Make a restatement record (see history) a memory of its own again; data is that Memory."""
+
+    id: ShortId
+
+
+@declare(result=list[tuple[str, str]], engine="consolidate", writes=True)
+class Consolidate(_Command, tag="consolidate"):
+    """Merge every restatement in the vault into the memory it repeats; data is [[restatement, survivor], ...]."""
+
+    dry_run: bool = False
+
+
+@declare(result=list[Memory], engine="forget_candidates", retryable=True)
+class ForgetCandidates(_Command, tag="forget_candidates"):
+    """Memories decayed below the forget threshold, least alive first; lists, deletes nothing."""
+
+    # Judge decay as of this time (microseconds since the epoch); now when absent.
+    now: int | None = None
+
+
+@declare(result=PanelState, vault=False)
+class Panel(_Command, tag="panel"):
+    """Make sure the Memory Palace web panel is served (on `port`, else the configured one); data is PanelState."""
+
+    port: int | None = None
+
+
+COMMAND_TYPES: dict[str, type[_Command]] = {cls.tag(): cls for cls in _Command.__subclasses__()}
+Command = Union[tuple(COMMAND_TYPES.values())]  # type: ignore[valid-type]
+# Generated: what each command's reply data decodes to, where the command alone says it.
+RESULT_TYPES: dict[str, Any] = {tag: cls.spec.result for tag, cls in COMMAND_TYPES.items()
+                                if cls.spec.result is not None}
+
+
+def short_id_fields(cls: type[msgspec.Struct]) -> tuple[str, ...]:
+    """The fields of a request Struct that hold ShortIds (alone, optional, or in a list)."""
+    return tuple(f.name for f in msgspec.structs.fields(cls) if _holds_short_id(f.type))
+
+
+def _holds_short_id(type_: Any) -> bool:
+    if type_ == ShortId:
+        return True
+    return any(_holds_short_id(arg) for arg in get_args(type_) if arg is not Ellipsis)
+
+
+class Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    id: Any = None
+    command: Command
+    vault_path: PathText | None = None
+
+
+class BadRequest(InvalidInput):
+    """A request refused at the edge; request_id is its id when it had a usable one."""
+
+    def __init__(self, message: str, request_id: Any = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+MAX_REQUEST_ID_CHARS = 256
+_decode_any = msgspec.json.Decoder().decode
+
+
+def decode_request(body: bytes) -> Request:
+    """Decode and validate one request frame, naming what is wrong (BadRequest, with the id when usable).
+
+    Whatever a client sends, the result is a Request whose every value the engine can hold, or a
+    BadRequest: never another exception. Messages quote at most a few dozen characters of the input.
+    """
+    try:
+        raw = _decode_any(body)
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"the request is not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
+    except RecursionError:
+        raise BadRequest(f"the request nests deeper than {MAX_NESTING} levels") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise BadRequest(f"invalid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise BadRequest(f"a request must be a JSON object, got {type(raw).__name__}")
+    request_id = raw.get("id")
+    if not (request_id is None or isinstance(request_id, (bool, float))
+            or (isinstance(request_id, int) and INT64[0] <= request_id <= INT64[1])
+            or (isinstance(request_id, str) and len(request_id) <= MAX_REQUEST_ID_CHARS)):
+        raise BadRequest(f"id must be null, a number that fits in 64 bits or a string of at most "
+                         f"{MAX_REQUEST_ID_CHARS} characters")
+    problem = structure_problem(raw, "the request", lambda n: excerpt(str(n)))
+    if problem:
+        raise BadRequest(problem, request_id)
+    command = raw.get("command")
+    if not isinstance(command, dict) or not isinstance(command.get("type"), str):
+        raise BadRequest('a request needs "command": {"type": "<name>", ...}', request_id)
+    if command["type"] not in COMMAND_TYPES:
+        raise BadRequest(f"unknown command {excerpt(command['type'])}; known: {', '.join(sorted(COMMAND_TYPES))}",
+                         request_id)
+    try:
+        return msgspec.convert(raw, Request)
+    except msgspec.ValidationError as exc:
+        raise BadRequest(f"invalid {command['type']} request: {exc}", request_id) from None
+
+
+def clip(text: str, limit: int) -> str:
+    """text, cut to limit characters (saying how long it was) when longer."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def excerpt(value: Any, limit: int = 60) -> str:
+    """repr(value), cut to about limit characters: what a message or a log line may quote of client input."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text)} characters)"
+    return repr(text) if isinstance(value, str) else text
+
+
+class Response(msgspec.Struct, kw_only=True):
+    id: Any = None
+    status: str = OK
+    status_code: str = "OK"
+    data: Any = None
+    error: str | None = None
+
+
+class RawResponse(msgspec.Struct, kw_only=True):
+    """A reply as the client first reads it: data stays raw until we know which type it has."""
+
+    id: Any = None
+    status: str
+    status_code: str = "OK"
+    data: msgspec.Raw = msgspec.Raw(b"null")
+    error: str | None = None
+
 
 
 def result_type(command: _Command) -> Any:
+    """What the reply data of this request decodes to: RESULT_TYPES, or what the request itself decides."""
     if isinstance(command, Remember):
         return list[Memory] if command.items is not None else Memory
     # The markdown-vault Structs live with the indexer; imported only when those commands are used.
@@ -685,7 +773,7 @@ def result_type(command: _Command) -> Any:
         from .vault.status import FileStatus
 
         return list[FileStatus]
-    return RESULT_TYPES[command.__struct_config__.tag]
+    return RESULT_TYPES[command.tag()]
 
 
 def progress_type(command: _Command) -> Any:

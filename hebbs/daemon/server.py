@@ -36,7 +36,8 @@ from hebbs.paths import socket_path
 from hebbs.protocol import (ERROR, HEADER, OK, PROGRESS, BadRequest, DaemonStatus, MessageTooLarge, Request,
                             Response, clip, decode_request, encode_frame, excerpt, frame_length)
 
-from .handlers import Handlers, Subscription, Work
+from .handlers import Handlers, Work
+from .subscriptions import Subscription
 from .limits import Limits
 from .vaults import VaultPool
 

@@ -428,15 +428,15 @@ def recall_form(q: QueryParams, reinforce_allowed: bool) -> tuple[dict[str, Any]
             weights[name] = default
     strategies = [s for s in q.getlist("strategy") if s in pages.STRATEGIES]
     top_k = parsed(_int, q.get("top_k"), "top-k", 10)
-    depth = parsed(_int, q.get("depth"), "depth", 3)
+    depth = parsed(_int, q.get("depth"), "depth", pages.RECALL_DEFAULTS.max_depth)
     mmr = parsed(_float, q.get("mmr"), "diversity", None)
     if mmr is not None and not 0 <= mmr <= 1:
         problems.append(f"diversity (MMR lambda) must be from 0 to 1, got {mmr:g}")
         mmr = None
-    direction = q.get("direction") or "forward"
+    direction = q.get("direction") or pages.RECALL_DEFAULTS.direction
     if direction not in ("forward", "backward", "both"):
         problems.append(f"direction must be forward, backward or both, got {direction!r}")
-        direction = "forward"
+        direction = pages.RECALL_DEFAULTS.direction
     form = {"cue": (q.get("cue") or "").strip(), "strategies": strategies, "weights": weights, "top_k": top_k,
             "entity": q.get("entity") or "", "since": q.get("since") or "", "until": q.get("until") or "",
             "seed": (q.get("seed") or "").strip(), "direction": direction, "depth": depth, "mmr": mmr,
@@ -464,7 +464,8 @@ def recall_command(form: dict[str, Any]) -> tuple[Recall, list[str]]:
         for name, value in wanted.items():
             if name in supported:
                 fields[name] = value
-            elif value not in (None, "forward", 3) or name == "seed" and value:
+            elif (value not in (None, pages.RECALL_DEFAULTS.direction, pages.RECALL_DEFAULTS.max_depth)
+                  or name == "seed" and value):
                 ignored.append(f"this daemon's protocol has no causal {name} yet: recall used the default")
     return Recall(**{k: v for k, v in fields.items() if v is not None or k == "cue"}), ignored
 

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from hebbs.paths import VAULT_DIR
-from hebbs.protocol import Request
+from hebbs.protocol import COMMAND_TYPES, Request
 
-# Requests after which a page should show fresh data: memories, edges or contradictions changed.
-CHANGE_COMMANDS = frozenset({"remember", "revise", "forget", "reflect_commit", "contradiction_commit", "reflect",
-                             "contradiction_auto", "index", "add_edge", "remove_edge", "revise_many"})
+# Requests after which a page should show fresh data (memories, edges or contradictions changed), as
+# their declarations say (hebbs.protocol, Spec.refreshes_panel).
+CHANGE_COMMANDS = frozenset(tag for tag, cls in COMMAND_TYPES.items() if cls.spec.refreshes_panel)
+# Requests after which a cached view may be stale: those, and every other write.
+STALE_COMMANDS = CHANGE_COMMANDS | {tag for tag, cls in COMMAND_TYPES.items() if cls.spec.writes}
 
 
 class ChangeFeed:
@@ -27,8 +29,8 @@ class ChangeFeed:
         return len(self._queues)
 
     def on_request(self, request: Request) -> None:
-        kind = request.command.__struct_config__.tag
-        if kind not in CHANGE_COMMANDS:
+        kind = request.command.tag()
+        if not request.command.spec.refreshes_panel:
             return
         vault = request.vault_path
         notes = getattr(request.command, "path", None)  # index names its notes folder instead

@@ -22,7 +22,7 @@ from hebbs.paths import VAULT_DIR
 from hebbs.protocol import Request, _Command
 from hebbs.schema import Edge, Memory, MemoryKind
 
-from .changes import CHANGE_COMMANDS
+from .changes import STALE_COMMANDS
 from .host import DaemonHost
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class PanelData:
         return value
 
     def _on_change(self, request: Request) -> None:
-        if request.command.__struct_config__.tag in CHANGE_COMMANDS | {"contradiction_prepare"}:
+        if request.command.tag() in STALE_COMMANDS:
             # Which vault an index request changed is not always in vault_path: forget them all.
             self._views.clear()
 

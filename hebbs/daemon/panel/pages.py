@@ -7,14 +7,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hebbs.schema import Memory
+import msgspec
+
+from hebbs.protocol import Recall
+from hebbs.recall import registry
+from hebbs.schema import Memory, ScoringWeights
 
 from .html import ago, bar, button_form, e, hidden, kind_badge, memory_link, short, snippet, table, url, when
 
 NAV = [("/", "Overview"), ("/recall", "Recall"), ("/graph", "Graph"), ("/timeline", "Timeline"),
        ("/contradictions", "Contradictions"), ("/insights", "Insights"), ("/queries", "Query log")]
-STRATEGIES = ["similarity", "lexical", "temporal", "causal", "analogical"]
-WEIGHTS = [("relevance", 0.5), ("recency", 0.2), ("importance", 0.2), ("reinforcement", 0.1)]
+# The recall form offers what the engine and the protocol offer, with their defaults.
+STRATEGIES = list(registry.STRATEGIES)
+WEIGHTS = list(msgspec.structs.asdict(ScoringWeights()).items())
+RECALL_DEFAULTS = Recall()
 
 
 def vault_label(vault: str, home: Path) -> str:

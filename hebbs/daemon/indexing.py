@@ -1,0 +1,172 @@
+"""The daemon's markdown-vault commands (index, index_cancel, index_follow, list): runs that stream
+progress frames, may be followed from another connection and cancelled from any. A mixin of
+handlers.Handlers, which gives it the pool."""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+import msgspec
+
+from hebbs.errors import Cancelled, IndexingInProgress, InvalidInput
+from hebbs.paths import VAULT_DIR
+from hebbs.protocol import Index, IndexCancel, IndexCancelled, IndexFollow, List, Request, ScanSummary
+
+from .subscriptions import Connection
+from .vaults import VaultPool, VaultSlot
+
+
+
+class IndexHandlers:
+    pool: VaultPool
+
+    async def _index(self, conn: Connection, request: Request, command: Index) -> Any:
+        from hebbs.vault import indexer as vault
+
+        slot, root = self._notes_vault(request, command.path)
+        if slot.indexing:
+            raise IndexingInProgress(
+                f"{root} is being indexed already: follow that run with `hebbs index --follow {_quote(root)}`, "
+                f"or stop it with `hebbs index --cancel {_quote(root)}`")
+        slot.indexing = True
+        run = slot.index_run = asyncio.get_running_loop().create_future()
+        run.add_done_callback(_retrieved)
+        slot.index_cancel = threading.Event()
+        try:
+            async with self.pool.use(slot) as engine:
+                if command.phase == 1:
+                    plan = await self._stream(conn, request.id, slot, lambda progress: vault.scan_vault(
+                        engine, root, paths=command.paths, progress=progress))
+                    result: Any = ScanSummary(
+                        files_scanned=plan.files_scanned, files_unchanged=plan.files_unchanged,
+                        files_changed=plan.files_changed, files_removed=plan.files_removed,
+                        pending=plan.pending(), warnings=plan.warnings, seconds=plan.seconds)
+                elif command.phase == 2:
+                    result = await self._stream(conn, request.id, slot, lambda progress: vault.apply_plan(
+                        engine, root, progress=progress))
+                else:
+                    result = await self._stream(conn, request.id, slot, lambda progress: vault.index_vault(
+                        engine, root, progress=progress))
+            run.set_result(result)
+            return result
+        except BaseException as exc:
+            if not run.done():
+                run.set_exception(exc if isinstance(exc, Exception) else Cancelled("the daemon stopped"))
+            raise
+        finally:
+            slot.indexing = False
+            slot.progress = None
+            slot.index_run = None
+            slot.index_cancel = None
+
+    async def _index_cancel(self, conn: Connection, request: Request, command: IndexCancel) -> IndexCancelled:
+        slot, root = self._notes_vault(request, command.path)
+        run, cancel = slot.index_run, slot.index_cancel
+        if run is None or cancel is None:
+            return IndexCancelled(path=str(root), cancelled=False)
+        cancel.set()
+        await asyncio.wait({run})  # answer once the run has stopped: a new run may start right away
+        return IndexCancelled(path=str(root), cancelled=True)
+
+    async def _index_follow(self, conn: Connection, request: Request, command: IndexFollow) -> Any:
+        slot, _ = self._notes_vault(request, command.path)
+        run = slot.index_run
+        if run is None:
+            return None
+        follower = (conn, request.id)
+        slot.followers.append(follower)
+        try:
+            await asyncio.wait({run})
+        finally:
+            slot.followers.remove(follower)
+        if isinstance(run.exception(), ConnectionError):
+            # Its own client left (Ctrl-C), which cancels it; a ConnectionError here would drop our client.
+            raise Cancelled("the index run was cancelled: the client that started it went away")
+        return run.result()
+
+    async def _list(self, conn: Connection, request: Request, command: List) -> Any:
+        from hebbs.vault.status import list_vault
+
+        _, root = self._notes_vault(request, command.path)
+        return await self.pool.run(list_vault, root, sections=command.sections)
+
+    def _notes_vault(self, request: Request, path: str | None) -> tuple[VaultSlot, Path]:
+        """The vault slot and notes folder of an index or list request: PATH/.hebbs, or vault_path's folder."""
+        if path is not None:
+            root = Path(path)
+            if not root.is_absolute():
+                raise InvalidInput(f"path must be absolute, got {path!r}")
+            if not root.is_dir():
+                raise InvalidInput(f"{root} is not a directory")
+            return self.pool.slot(str(root / VAULT_DIR)), root
+        slot = self.pool.slot(request.vault_path)
+        return slot, slot.path.parent
+
+    async def _stream(self, conn: Connection, request_id: Any, slot: VaultSlot,
+                      run: Callable[[Callable[[Any], None]], Any]) -> Any:
+        """Run a blocking index job that reports progress, sending each report as a progress frame to
+        the client and to whoever follows the run (index_follow).
+
+        Reports arrive from a worker thread; when they come faster than the client reads, only the
+        newest is sent. A report is also where the job stops when cancelled (index_cancel, or the
+        client went away): the indexer commits in batches and keeps its manifest marked dirty until
+        it is done, so the next run adopts what was committed and does the rest.
+        """
+        loop = asyncio.get_running_loop()
+        latest: list[Any] = []
+        wake = asyncio.Event()
+        cancel = slot.index_cancel
+
+        def report(progress: Any) -> None:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled(f"the index run was cancelled; what it committed stays, and "
+                                f"`hebbs index {_quote(slot.path.parent)}` does the rest")
+
+            def put() -> None:
+                latest[:] = [progress]
+                if slot is not None:
+                    slot.progress = progress  # what the panel's overview shows of a run in progress
+                wake.set()
+            loop.call_soon_threadsafe(put)
+
+        job = asyncio.ensure_future(self.pool.run(run, report))
+        client_alive = True
+        while True:
+            waiter = asyncio.ensure_future(wake.wait())
+            await asyncio.wait({job, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            wake.clear()
+            if latest:
+                progress, latest[:] = msgspec.to_builtins(latest[0]), []
+                if client_alive:
+                    try:
+                        await conn.progress(request_id, progress)
+                    except ConnectionError:
+                        client_alive = False
+                        if cancel is not None:
+                            cancel.set()  # nobody waits for this run any more (Ctrl-C, a killed watcher)
+                for follower, follow_id in list(slot.followers):
+                    try:
+                        await follower.progress(follow_id, progress)
+                    except ConnectionError:
+                        pass  # that follower's own handler ends when its connection does
+            if job.done():
+                break
+        if not client_alive:
+            await asyncio.wait({job})
+            raise ConnectionResetError("the client left during a streamed command")
+        return job.result()
+
+
+def _retrieved(run: "asyncio.Future[Any]") -> None:
+    """A run nobody followed may fail: that is reported to its client, not as an unretrieved exception."""
+    if not run.cancelled():
+        run.exception()
+
+
+def _quote(path: Path) -> str:
+    return shlex.quote(str(path))
