@@ -16,6 +16,7 @@ Like the CLI, this module must not import numpy, the model or the engine.
 from __future__ import annotations
 
 import fcntl
+import functools
 import itertools
 import os
 import select
@@ -55,9 +56,6 @@ if TYPE_CHECKING:
 __all__ = ["Client", "AsyncClient", "Subscription", "AsyncSubscription", "start_daemon", "connect"]
 
 START_TIMEOUT = 60.0
-# Commands that may be sent again when the daemon vanished before answering: they change nothing.
-_RETRYABLE = frozenset({"ping", "status", "get", "recall", "prime", "queries", "inspect", "source", "list", "insights",
-                        "forget_candidates", "history", "edges", "neighbors", "index_follow"})
 ProgressCallback = Callable[[Any], None]
 
 
@@ -357,11 +355,6 @@ def _abs(path: os.PathLike | str | None) -> str | None:
     return None if path is None else str(Path(path).expanduser().absolute())
 
 
-def _index_command(path: os.PathLike | str | None, phase: int | None,
-                   paths: Sequence[os.PathLike | str] | None) -> Index:
-    return Index(path=_abs(path), phase=phase, paths=None if paths is None else [str(p) for p in paths])
-
-
 def _kind(kind: Any) -> str:
     return kind.value if hasattr(kind, "value") else str(kind)
 
@@ -376,37 +369,233 @@ def _structs(items: Iterable[Any], type_: type, what: str) -> list[Any]:
         raise InvalidInput(f"invalid {what}: {exc}") from None
 
 
-# Commands: what both clients send, built once -------------------------------------------------
+# The typed methods, written once for both clients ----------------------------------------------
 
-def _remember_many(items: Iterable[Any], check_contradictions: bool | None,
-                   consolidate: bool | None) -> Remember:
-    return Remember(items=[_remember_item(i) for i in items], check_contradictions=check_contradictions,
-                    consolidate=consolidate)
+class _Doors:
+    """Every command as a typed method, shared by Client and AsyncClient: each builds its request and
+    hands it to `_send`, the one thing the two transports do differently (AsyncClient's methods are
+    these, awaited). Defaults are the request Structs' own (tests/test_parity.py checks each)."""
 
+    def _send(self, command: _Command, *, vault: bool | str | None = None, progress: ProgressCallback | None = None,
+              then: Callable[[Any], Any] | None = None) -> Any:
+        raise NotImplementedError
 
-def _forget(ids: Sequence[str] | str | None, entity_id: str | None) -> Forget:
-    return Forget(ids=[ids] if isinstance(ids, str) else None if ids is None else list(ids), entity_id=entity_id)
+    vault_path: Path | None
+    home: Path
 
+    # Daemon -----------------------------------------------------------------------------------
 
-def _reflect_prepare(entity_id: str | None, since: Any, max_memories: int) -> ReflectPrepare:
-    return ReflectPrepare(entity_id=entity_id, since=to_micros(since, "since"), max_memories=max_memories)
+    def ping(self) -> Pong:
+        """Is a daemon there? Answers Pong without touching any vault."""
+        return self._send(Ping())
 
+    def status(self, *, vault: bool = True) -> DaemonStatus:
+        """The daemon's state, with this client's vault statistics when it has a vault (and vault=True)."""
+        return self._send(Status(), vault=vault and self.vault_path is not None)
 
-def _reflect_commit(session_id: str, insights: Iterable[Any]) -> ReflectCommit:
-    return ReflectCommit(session_id=session_id, insights=_structs(insights, InsightInput, "insights"))
+    def shutdown(self) -> Stopping:
+        """Stop the daemon after replying: vaults close cleanly, the socket and PID file go."""
+        return self._send(Shutdown())
 
+    def panel(self, port: int | None = None) -> PanelState:
+        """Make sure the daemon serves the Memory Palace (on `port`, else the configured one); its URL and token."""
+        return self._send(Panel(port=port))
 
-def _contradiction_commit(verdicts: Iterable[Any]) -> ContradictionCommit:
-    return ContradictionCommit(verdicts=_structs(verdicts, ContradictionVerdict, "verdicts"))
+    # Memories ---------------------------------------------------------------------------------
 
+    def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
+                 entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
+                 source: Source | None = None, supersedes: Sequence[str] = (), edges: Iterable[Any] = (),
+                 key: str | None = None, consolidate: bool | None = None) -> Memory:
+        """Store one memory. `edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces;
+        `key`: a memory already stored under it is returned instead (idempotent); a restatement of an
+        existing memory folds into it (consolidated=True) unless `consolidate` is False."""
+        return self._send(_remember(content, importance, context, entity_id, created_at, kind, source,
+                                    supersedes, edges, key, consolidate))
 
-def _reflect(entity_id: str | None, since: Any, max_memories: int) -> Reflect:
-    return Reflect(entity_id=entity_id, since=to_micros(since, "since"), max_memories=max_memories)
+    def remember_many(self, items: Iterable[Any], *, check_contradictions: bool | None = None,
+                      consolidate: bool | None = None) -> list[Memory]:
+        """Store many memories in one request (dicts with the fields of remember, or RememberItems)."""
+        return self._send(Remember(items=[_remember_item(i) for i in items],
+                                   check_contradictions=check_contradictions, consolidate=consolidate))
+
+    def unconsolidate(self, record_id: str) -> Memory:
+        """Make a restatement record (see history) a memory of its own again."""
+        return self._send(Unconsolidate(id=record_id))
+
+    def consolidate(self, *, dry_run: bool = False) -> list[tuple[str, str]]:
+        """Merge restatements already in the vault: (restatement id, surviving id) pairs."""
+        return self._send(Consolidate(dry_run=dry_run))
+
+    def get(self, memory_id: str) -> Memory:
+        """One memory by id (a full ULID, or a unique suffix of at least 6 characters)."""
+        return self._send(Get(id=memory_id))
+
+    def revise(self, memory_id: str, *, content: str | None = None, importance: float | None = None,
+               context: dict[str, Any] | None = None, entity_id: Any = msgspec.UNSET,
+               source: Source | None = None) -> Memory:
+        """Change a memory in place; the earlier text is kept as its history. Absent fields stay as they are."""
+        return self._send(Revise(id=memory_id, content=content, importance=importance, context=context,
+                                 entity_id=entity_id, source=source))
+
+    def revise_many(self, items: Iterable[Any]) -> list[Memory]:
+        """Revise many memories in one request: dicts with an 'id' and the fields to change."""
+        return self._send(ReviseMany(items=[_revise_item(i) for i in items]))
+
+    def history(self, memory_id: str) -> list[Memory]:
+        """Earlier versions of a memory, newest first."""
+        return self._send(History(id=memory_id))
+
+    def forget(self, ids: Sequence[str] | str | None = None, *, entity_id: str | None = None) -> int:
+        """Remove memories by id, or every memory of an entity; how many were forgotten."""
+        return self._send(Forget(ids=[ids] if isinstance(ids, str) else None if ids is None else list(ids),
+                                 entity_id=entity_id), then=lambda done: done.forgotten)
+
+    def inspect(self, memory_id: str) -> Inspection:
+        """One memory with its edges, earlier versions and accesses, in one round trip."""
+        return self._send(Inspect(id=memory_id))
+
+    def source(self, memory_id: str) -> SourceSection:
+        """The section a memory was indexed from, exactly as it was in that file version."""
+        return self._send(ShowSource(id=memory_id))
+
+    def queries(self, limit: int = 50) -> list[QueryLogEntry]:
+        """The most recent recalls from the query log, newest first."""
+        return self._send(Queries(limit=limit))
+
+    def stats(self) -> VaultStats:
+        """The vault's statistics (what Engine.stats() returns)."""
+        return self._send(Status(), vault=True, then=lambda status: status.vault)
+
+    def count(self) -> int:
+        """How many memories the vault holds (earlier versions not counted)."""
+        return self._send(Status(), vault=True, then=lambda status: status.vault.memories)
+
+    # Edges ------------------------------------------------------------------------------------
+
+    def add_edge(self, source: str, edge_type: Any, target: str, confidence: float = 1.0) -> Edge:
+        """Add (or replace) the edge source -[edge_type]-> target."""
+        return self._send(AddEdge(source=source, edge_type=getattr(edge_type, "name", edge_type), target=target,
+                                  confidence=confidence))
+
+    def remove_edge(self, source: str, edge_type: Any, target: str) -> None:
+        """Delete one edge; NotFound if there is no such edge."""
+        return self._send(RemoveEdge(source=source, edge_type=getattr(edge_type, "name", edge_type), target=target),
+                          then=lambda _: None)
+
+    def edges(self, memory_id: str, direction: str = "both") -> list[Edge]:
+        """The memory's edges: "out" (from it), "in" (to it) or "both"."""
+        return self._send(Edges(id=memory_id, direction=direction))
+
+    def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
+        """(memory id, cosine similarity) of the k memories nearest to this one's stored vector."""
+        return self._send(Neighbors(id=memory_id, k=k))
+
+    # Recall -----------------------------------------------------------------------------------
+
+    def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
+               entity_id: str | None = None, time_range: Any = None, weights: Any = None,
+               include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
+               seed: str | None = None, direction: str = "forward", max_depth: int = 5,
+               edge_types: Sequence[Any] | None = None, alpha: float | None = None,
+               analogy: Sequence[str] | None = None, now: Any = None,
+               brains: Sequence[str] | str | None = None, associate: bool = False) -> RecallResults:
+        """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
+        `direction` up to `max_depth`; analogical recall weighs plain similarity by `alpha`, and
+        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md). Results carry `confidence`; `.abstained` says
+        nothing relevant is known (docs/honesty.md). `now` (datetime, ISO 8601 text or microseconds):
+        recall as of that time (time words, recency). `brains=["project", "global"]` searches both in
+        one merged list, each result labelled (docs/recall.md). associate=True also brings memories used
+        together with the best matches (tagged `associative`)."""
+        command = _recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded, reinforce,
+                          mmr_lambda, seed, direction, max_depth, edge_types, alpha, analogy, now, associate)
+        if brains is None:
+            return self._send(command)
+        vault, notes = self._over_brains(command, brains)
+        return self._send(command, vault=vault, then=lambda found: _with_notes(found, notes))
+
+    def reinforce(self, ids: Sequence[str] | str, *, via: str = "used") -> list[Memory]:
+        """Count these memories as used: what an answer relied on (ids or unique 6+ character suffixes).
+        `via` names the use in their access log: "used", or "panel" for a memory a person opened."""
+        return self._send(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids), via=via))
+
+    def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
+              max_memories: int = 20, *, now: Any = None,
+              brains: Sequence[str] | str | None = None) -> RecallResults:
+        """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call. By
+        default this client's vault and the global brain together; `brains=["project"]` for one."""
+        command = Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
+                        now=to_micros(now, "now"))
+        vault, notes = self._over_brains(command, _prime_brains(brains, self.vault_path, self.home))
+        return self._send(command, vault=vault, then=lambda found: _with_notes(found, notes))
+
+    # Reflection, contradictions, decay (docs/reflect.md, docs/decay.md) ----------------------
+
+    def reflect_prepare(self, entity_id: str | None = None, since: Any = None,
+                        max_memories: int = 500) -> ReflectPrepared:
+        """Cluster the memories (of one entity, since a time) into a session with a prompt per cluster."""
+        return self._send(ReflectPrepare(entity_id=entity_id, since=to_micros(since, "since"),
+                                         max_memories=max_memories))
+
+    def reflect_commit(self, session_id: str, insights: Iterable[Any]) -> ReflectCommitted:
+        """Store insights ({content, confidence, source_memory_ids, tags}) drawn from a prepared session."""
+        return self._send(ReflectCommit(session_id=session_id, insights=_structs(insights, InsightInput, "insights")))
+
+    def insights(self, entity_id: str | None = None, min_confidence: float = 0.0,
+                 max_results: int = 100) -> list[Insight]:
+        """The vault's insights, newest first."""
+        return self._send(Insights(entity_id=entity_id, min_confidence=min_confidence, max_results=max_results))
+
+    def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
+        """The queued contradiction candidates, both sides in full."""
+        return self._send(ContradictionPrepare(max_results=max_results))
+
+    def contradiction_commit(self, verdicts: Iterable[Any]) -> ContradictionCommitted:
+        """Apply [{pending_id, verdict: contradiction | revision | neutral}] in one batch."""
+        return self._send(ContradictionCommit(verdicts=_structs(verdicts, ContradictionVerdict, "verdicts")))
+
+    def reflect(self, entity_id: str | None = None, since: Any = None, max_memories: int = 500) -> ReflectAutoResult:
+        """Both reflection steps through the configured LLM (LLMNotConfigured without one); may take minutes."""
+        return self._send(Reflect(entity_id=entity_id, since=to_micros(since, "since"), max_memories=max_memories))
+
+    def contradiction_auto(self, max_results: int = 100, min_confidence: float = 0.7) -> ContradictionAutoResult:
+        """The configured LLM gives verdicts on the queued candidates; unsure ones stay queued."""
+        return self._send(ContradictionAuto(max_results=max_results, min_confidence=min_confidence))
+
+    def forget_candidates(self, now: int | None = None) -> list[Memory]:
+        """Memories decayed below the forget threshold (as of `now`, microseconds); nothing is deleted."""
+        return self._send(ForgetCandidates(now=to_micros(now, "now")))
+
+    # Markdown vaults --------------------------------------------------------------------------
+
+    def index(self, path: os.PathLike | str | None = None, *, progress: ProgressCallback | None = None,
+              phase: int | None = None, paths: Sequence[os.PathLike | str] | None = None) -> Any:
+        """Index a notes folder into PATH/.hebbs (default: the folder holding this client's vault).
+
+        Returns an IndexSummary (a ScanSummary for phase=1); `progress` gets each Progress report.
+        """
+        return self._send(Index(path=_abs(path), phase=phase, paths=None if paths is None else [str(p) for p in paths]),
+                          vault=path is None, progress=progress)
+
+    def index_cancel(self, path: os.PathLike | str | None = None) -> IndexCancelled:
+        """Stop the index run on PATH/.hebbs (default: this client's vault), wherever it was started, and
+        return once it has stopped; what it committed stays."""
+        return self._send(IndexCancel(path=_abs(path)), vault=path is None)
+
+    def index_follow(self, path: os.PathLike | str | None = None, *,
+                     progress: ProgressCallback | None = None) -> Any:
+        """Follow the index run started elsewhere: `progress` gets its reports; returns its IndexSummary,
+        or None when no run is going. Raises Cancelled if the run is cancelled."""
+        return self._send(IndexFollow(path=_abs(path)), vault=path is None, progress=progress)
+
+    def list(self, path: os.PathLike | str | None = None, *, sections: bool = False) -> Any:
+        """The notes of a folder with their index state: a list of hebbs.vault FileStatus."""
+        return self._send(List(path=_abs(path), sections=sections), vault=path is None)
 
 
 # What both clients share: the vault, request ids and frames, retry rules, reply decoding ------
 
-class _BaseClient:
+class _BaseClient(_Doors):
     """Everything but the transport, as httpx splits Client and AsyncClient."""
 
     def __init__(self, vault: os.PathLike | str | None, global_: bool, home: os.PathLike | str | None,
@@ -423,9 +612,11 @@ class _BaseClient:
             raise self._vault_error
         return str(self.vault_path)
 
-    def _frame(self, command: _Command, vault: bool | str) -> tuple[int, bytes]:
+    def _frame(self, command: _Command, vault: bool | str | None) -> tuple[int, bytes]:
         """A new request id and the frame that carries the command (to this client's vault if `vault`,
-        to the vault directory `vault` names if it is one)."""
+        to the vault directory `vault` names if it is one, and as the command's declaration says if None)."""
+        if vault is None:
+            vault = command.spec.vault
         vault_path = vault if isinstance(vault, str) else self._vault() if vault else None
         request_id = next(self._ids)
         return request_id, request_frame(request_id, command, vault_path)
@@ -435,18 +626,14 @@ class _BaseClient:
         vault, command.vaults, notes = _brain_vaults(brains, self.vault_path, self.home, self.cwd)
         return vault, notes
 
-    def _status_needs_vault(self, vault: bool) -> bool:
-        return vault and self.vault_path is not None
-
-
 def _may_retry(attempt: int, exc: "_Vanished", command: _Command) -> bool:
     """Sending failed: nothing reached the daemon. Reading failed: it may have acted, so only
     commands that change nothing are sent again. Either way, once."""
-    return attempt == 0 and (not exc.sent or command.__struct_config__.tag in _RETRYABLE)
+    return attempt == 0 and (not exc.sent or command.spec.retryable)
 
 
 def _gone(exc: "_Vanished", command: _Command) -> DaemonUnavailable:
-    return DaemonUnavailable(f"the daemon went away during {command.__struct_config__.tag}: {exc}")
+    return DaemonUnavailable(f"the daemon went away during {command.tag()}: {exc}")
 
 
 _PENDING = object()  # _settle: the reply was a progress frame or not ours; read on
@@ -507,10 +694,12 @@ class Client(_BaseClient):
             self._sock.close()
             self._sock = None
 
-    def request(self, command: _Command, *, vault: bool | str = True, progress: ProgressCallback | None = None) -> Any:
+    def request(self, command: _Command, *, vault: bool | str | None = None,
+                progress: ProgressCallback | None = None) -> Any:
         """Send one command and return its reply's data, decoded to the command's result type.
 
-        `vault`: this client's vault (True), none (False), or the vault directory given."""
+        `vault`: this client's vault (True), none (False), the vault directory given, or (None) as the
+        command's declaration says."""
         if self._turn_owner == threading.get_ident():
             raise InvalidInput("a Client cannot send a request from inside a progress callback of its own "
                                "request; use another Client")
@@ -549,6 +738,11 @@ class Client(_BaseClient):
                 raise
         raise AssertionError("unreachable")
 
+    def _send(self, command: _Command, *, vault: bool | str | None = None, progress: ProgressCallback | None = None,
+              then: Callable[[Any], Any] | None = None) -> Any:
+        result = self.request(command, vault=vault, progress=progress)
+        return result if then is None else then(result)
+
     def close(self) -> None:
         self._drop()
 
@@ -557,103 +751,6 @@ class Client(_BaseClient):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # Daemon -----------------------------------------------------------------------------------
-
-    def ping(self) -> Pong:
-        return self.request(Ping(), vault=False)
-
-    def status(self, *, vault: bool = True) -> DaemonStatus:
-        """The daemon's state, with this client's vault statistics when it has a vault (and vault=True)."""
-        return self.request(Status(), vault=self._status_needs_vault(vault))
-
-    def shutdown(self) -> Stopping:
-        return self.request(Shutdown(), vault=False)
-
-    def panel(self, port: int | None = None) -> PanelState:
-        """Make sure the daemon serves the Memory Palace (on `port`, else the configured one); its URL and token."""
-        return self.request(Panel(port=port), vault=False)
-
-    # Memories ---------------------------------------------------------------------------------
-
-    def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
-                 entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
-                 source: Source | None = None, supersedes: Sequence[str] = (), edges: Iterable[Any] = (),
-                 key: str | None = None, consolidate: bool | None = None) -> Memory:
-        """Store one memory. `edges`: (target id, edge type[, confidence]) from it; `key`: a memory already
-        stored under this key in the vault is returned instead, and nothing is stored. A restatement of an
-        existing memory comes back as that memory with consolidated=True (unless consolidate=False)."""
-        return self.request(_remember(content, importance, context, entity_id, created_at, kind, source,
-                                      supersedes, edges, key, consolidate))
-
-    def remember_many(self, items: Iterable[Any], *, check_contradictions: bool | None = None,
-                      consolidate: bool | None = None) -> list[Memory]:
-        """Store many memories in one request (dicts with the fields of remember, or RememberItems)."""
-        return self.request(_remember_many(items, check_contradictions, consolidate))
-
-    def unconsolidate(self, record_id: str) -> Memory:
-        """Make a restatement record (see history) a memory of its own again."""
-        return self.request(Unconsolidate(id=record_id))
-
-    def consolidate(self, *, dry_run: bool = False) -> list[tuple[str, str]]:
-        """Merge restatements already in the vault: (restatement id, surviving id) pairs."""
-        return self.request(Consolidate(dry_run=dry_run))
-
-    def get(self, memory_id: str) -> Memory:
-        return self.request(Get(id=memory_id))
-
-    def revise(self, memory_id: str, *, content: str | None = None, importance: float | None = None,
-               context: dict[str, Any] | None = None, entity_id: Any = msgspec.UNSET,
-               source: Source | None = None) -> Memory:
-        return self.request(Revise(id=memory_id, content=content, importance=importance, context=context,
-                                   entity_id=entity_id, source=source))
-
-    def revise_many(self, items: Iterable[Any]) -> list[Memory]:
-        """Revise many memories in one request: dicts with an 'id' and the fields to change."""
-        return self.request(ReviseMany(items=[_revise_item(i) for i in items]))
-
-    def history(self, memory_id: str) -> list[Memory]:
-        """Earlier versions of a memory, newest first."""
-        return self.request(History(id=memory_id))
-
-    # Edges ------------------------------------------------------------------------------------
-
-    def add_edge(self, source: str, edge_type: Any, target: str, confidence: float = 1.0) -> Edge:
-        return self.request(AddEdge(source=source, edge_type=getattr(edge_type, "name", edge_type), target=target,
-                                    confidence=confidence))
-
-    def remove_edge(self, source: str, edge_type: Any, target: str) -> None:
-        """Delete one edge; NotFound if there is no such edge."""
-        self.request(RemoveEdge(source=source, edge_type=getattr(edge_type, "name", edge_type), target=target))
-
-    def edges(self, memory_id: str, direction: str = "both") -> list[Edge]:
-        """The memory's edges: "out" (from it), "in" (to it) or "both"."""
-        return self.request(Edges(id=memory_id, direction=direction))
-
-    def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
-        """(memory id, cosine similarity) of the k memories nearest to this one's stored vector."""
-        return self.request(Neighbors(id=memory_id, k=k))
-
-    def forget(self, ids: Sequence[str] | str | None = None, *, entity_id: str | None = None) -> int:
-        return self.request(_forget(ids, entity_id)).forgotten
-
-    def inspect(self, memory_id: str) -> Inspection:
-        return self.request(Inspect(id=memory_id))
-
-    def source(self, memory_id: str) -> SourceSection:
-        """The section a memory was indexed from, exactly as it was in that file version."""
-        return self.request(ShowSource(id=memory_id))
-
-    def queries(self, limit: int = 50) -> list[QueryLogEntry]:
-        return self.request(Queries(limit=limit))
-
-    def stats(self) -> VaultStats:
-        """The vault's statistics (what Engine.stats() returns)."""
-        return self.request(Status()).vault
-
-    def count(self) -> int:
-        """How many memories the vault holds (earlier versions not counted)."""
-        return self.stats().memories
 
     def memories(self, *, include_revisions: bool = False) -> Iterator[Memory]:
         """Every memory of the vault, streamed (what `export` sends)."""
@@ -685,106 +782,10 @@ class Client(_BaseClient):
         finally:
             side.close()
 
-    # Recall -----------------------------------------------------------------------------------
-
-    def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
-               entity_id: str | None = None, time_range: Any = None, weights: Any = None,
-               include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
-               seed: str | None = None, direction: str = "forward", max_depth: int = 5,
-               edge_types: Sequence[Any] | None = None, alpha: float | None = None,
-               analogy: Sequence[str] | None = None, now: Any = None,
-               brains: Sequence[str] | str | None = None, associate: bool = False) -> RecallResults:
-        """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
-        `direction` up to `max_depth`; analogical recall weighs plain similarity by `alpha`, and
-        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md). Results carry `confidence`; `.abstained` says
-        nothing relevant is known (docs/honesty.md). `now` (datetime, ISO 8601 text or microseconds):
-        recall as of that time (time words, recency). `brains=["project", "global"]` searches both in
-        one merged list, each result labelled (docs/recall.md). associate=True also brings memories used
-        together with the best matches (tagged `associative`)."""
-        command = _recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded, reinforce,
-                          mmr_lambda, seed, direction, max_depth, edge_types, alpha, analogy, now,
-                          associate)
-        if brains is None:
-            return self.request(command)
-        vault, notes = self._over_brains(command, brains)
-        return _with_notes(self.request(command, vault=vault), notes)
-
-    def reinforce(self, ids: Sequence[str] | str, *, via: str = "used") -> list[Memory]:
-        """Count these memories as used: what an answer relied on (ids or unique 6+ character suffixes).
-        `via` names the use in their access log: "used", or "panel" for a memory a person opened."""
-        return self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids), via=via))
-
-    def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
-              max_memories: int = 20, *, now: Any = None,
-              brains: Sequence[str] | str | None = None) -> RecallResults:
-        """By default this client's vault and the global brain together; `brains=["project"]` for one."""
-        command = Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
-                        now=to_micros(now, "now"))
-        vault, notes = self._over_brains(command, _prime_brains(brains, self.vault_path, self.home))
-        return _with_notes(self.request(command, vault=vault), notes)
-
     def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "Subscription":
         """A stream of memories matching what you feed it (on a connection of its own)."""
         return Subscription(Client(self._vault(), home=self.home, autostart=self.autostart, timeout=self.timeout),
                             entity_id, confidence_threshold)
-
-    # Reflection, contradictions, decay (docs/reflect.md, docs/decay.md) ----------------------
-
-    def reflect_prepare(self, entity_id: str | None = None, since: Any = None,
-                        max_memories: int = 500) -> ReflectPrepared:
-        """Cluster the memories (of one entity, since a time) into a session with a prompt per cluster."""
-        return self.request(_reflect_prepare(entity_id, since, max_memories))
-
-    def reflect_commit(self, session_id: str, insights: Iterable[Any]) -> ReflectCommitted:
-        """Store insights ({content, confidence, source_memory_ids, tags}) drawn from a prepared session."""
-        return self.request(_reflect_commit(session_id, insights))
-
-    def insights(self, entity_id: str | None = None, min_confidence: float = 0.0,
-                 max_results: int = 100) -> list[Insight]:
-        return self.request(Insights(entity_id=entity_id, min_confidence=min_confidence, max_results=max_results))
-
-    def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
-        return self.request(ContradictionPrepare(max_results=max_results))
-
-    def contradiction_commit(self, verdicts: Iterable[Any]) -> ContradictionCommitted:
-        """Apply [{pending_id, verdict: contradiction | revision | neutral}] in one batch."""
-        return self.request(_contradiction_commit(verdicts))
-
-    def reflect(self, entity_id: str | None = None, since: Any = None, max_memories: int = 500) -> ReflectAutoResult:
-        """Both reflection steps through the configured LLM (LLMNotConfigured without one); may take minutes."""
-        return self.request(_reflect(entity_id, since, max_memories))
-
-    def contradiction_auto(self, max_results: int = 100, min_confidence: float = 0.7) -> ContradictionAutoResult:
-        return self.request(ContradictionAuto(max_results=max_results, min_confidence=min_confidence))
-
-    def forget_candidates(self, now: int | None = None) -> list[Memory]:
-        """Memories decayed below the forget threshold (as of `now`, microseconds); nothing is deleted."""
-        return self.request(ForgetCandidates(now=to_micros(now, "now")))
-
-    # Markdown vaults --------------------------------------------------------------------------
-
-    def index(self, path: os.PathLike | str | None = None, *, progress: ProgressCallback | None = None,
-              phase: int | None = None, paths: Sequence[os.PathLike | str] | None = None) -> Any:
-        """Index a notes folder into PATH/.hebbs (default: the folder holding this client's vault).
-
-        Returns an IndexSummary (a ScanSummary for phase=1); `progress` gets each Progress report.
-        """
-        return self.request(_index_command(path, phase, paths), vault=path is None, progress=progress)
-
-    def index_cancel(self, path: os.PathLike | str | None = None) -> IndexCancelled:
-        """Stop the index run on PATH/.hebbs (default: this client's vault), wherever it was started, and
-        return once it has stopped; what it committed stays."""
-        return self.request(IndexCancel(path=_abs(path)), vault=path is None)
-
-    def index_follow(self, path: os.PathLike | str | None = None, *,
-                     progress: ProgressCallback | None = None) -> Any:
-        """Follow the index run started elsewhere: `progress` gets its reports; returns its IndexSummary,
-        or None when no run is going. Raises Cancelled if the run is cancelled."""
-        return self.request(IndexFollow(path=_abs(path)), vault=path is None, progress=progress)
-
-    def list(self, path: os.PathLike | str | None = None, *, sections: bool = False) -> Any:
-        """The notes of a folder with their index state: a list of hebbs.vault FileStatus."""
-        return self.request(List(path=_abs(path), sections=sections), vault=path is None)
 
 
 class Subscription:
@@ -899,7 +900,7 @@ class AsyncClient(_BaseClient):
         except OSError as exc:
             raise _unreachable(path, exc) from None
 
-    async def request(self, command: _Command, *, vault: bool | str = True,
+    async def request(self, command: _Command, *, vault: bool | str | None = None,
                       progress: ProgressCallback | None = None) -> Any:
         request_id, frame = self._frame(command, vault)
         for attempt in range(2):
@@ -942,85 +943,14 @@ class AsyncClient(_BaseClient):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def ping(self) -> Pong:
-        return await self.request(Ping(), vault=False)
-
-    async def status(self, *, vault: bool = True) -> DaemonStatus:
-        return await self.request(Status(), vault=self._status_needs_vault(vault))
-
-    async def shutdown(self) -> Stopping:
-        return await self.request(Shutdown(), vault=False)
-
-    async def panel(self, port: int | None = None) -> PanelState:
-        return await self.request(Panel(port=port), vault=False)
-
-    async def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
-                       entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
-                       source: Source | None = None, supersedes: Sequence[str] = (), edges: Iterable[Any] = (),
-                       key: str | None = None, consolidate: bool | None = None) -> Memory:
-        return await self.request(_remember(content, importance, context, entity_id, created_at, kind, source,
-                                            supersedes, edges, key, consolidate))
-
-    async def remember_many(self, items: Iterable[Any], *, check_contradictions: bool | None = None,
-                            consolidate: bool | None = None) -> list[Memory]:
-        return await self.request(_remember_many(items, check_contradictions, consolidate))
-
-    async def unconsolidate(self, record_id: str) -> Memory:
-        return await self.request(Unconsolidate(id=record_id))
-
-    async def consolidate(self, *, dry_run: bool = False) -> list[tuple[str, str]]:
-        return await self.request(Consolidate(dry_run=dry_run))
-
-    async def get(self, memory_id: str) -> Memory:
-        return await self.request(Get(id=memory_id))
-
-    async def revise(self, memory_id: str, *, content: str | None = None, importance: float | None = None,
-                     context: dict[str, Any] | None = None, entity_id: Any = msgspec.UNSET,
-                     source: Source | None = None) -> Memory:
-        return await self.request(Revise(id=memory_id, content=content, importance=importance, context=context,
-                                         entity_id=entity_id, source=source))
-
-    async def revise_many(self, items: Iterable[Any]) -> list[Memory]:
-        return await self.request(ReviseMany(items=[_revise_item(i) for i in items]))
-
-    async def history(self, memory_id: str) -> list[Memory]:
-        return await self.request(History(id=memory_id))
-
-    async def add_edge(self, source: str, edge_type: Any, target: str, confidence: float = 1.0) -> Edge:
-        return await self.request(AddEdge(source=source, edge_type=getattr(edge_type, "name", edge_type),
-                                          target=target, confidence=confidence))
-
-    async def remove_edge(self, source: str, edge_type: Any, target: str) -> None:
-        await self.request(RemoveEdge(source=source, edge_type=getattr(edge_type, "name", edge_type), target=target))
-
-    async def edges(self, memory_id: str, direction: str = "both") -> list[Edge]:
-        return await self.request(Edges(id=memory_id, direction=direction))
-
-    async def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
-        return await self.request(Neighbors(id=memory_id, k=k))
-
-    async def stats(self) -> VaultStats:
-        return (await self.request(Status())).vault
-
-    async def count(self) -> int:
-        return (await self.stats()).memories
+    async def _send(self, command: _Command, *, vault: bool | str | None = None,
+                    progress: ProgressCallback | None = None, then: Callable[[Any], Any] | None = None) -> Any:
+        result = await self.request(command, vault=vault, progress=progress)
+        return result if then is None else then(result)
 
     def memories(self, *, include_revisions: bool = False) -> AsyncIterator[Memory]:
         """Every memory of the vault, streamed (`async for m in hb.memories()`)."""
         return self.export(include_revisions=include_revisions)
-
-    async def forget(self, ids: Sequence[str] | str | None = None, *, entity_id: str | None = None) -> int:
-        return (await self.request(_forget(ids, entity_id))).forgotten
-
-    async def inspect(self, memory_id: str) -> Inspection:
-        return await self.request(Inspect(id=memory_id))
-
-    async def source(self, memory_id: str) -> SourceSection:
-        """The section a memory was indexed from, exactly as it was in that file version."""
-        return await self.request(ShowSource(id=memory_id))
-
-    async def queries(self, limit: int = 50) -> list[QueryLogEntry]:
-        return await self.request(Queries(limit=limit))
 
     async def export(self, *, include_revisions: bool = False) -> AsyncIterator[Memory]:
         async for memory in self._stream(Export(include_revisions=include_revisions)):
@@ -1047,79 +977,24 @@ class AsyncClient(_BaseClient):
         finally:
             writer.close()
 
-    async def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
-                     entity_id: str | None = None, time_range: Any = None, weights: Any = None,
-                     include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
-                     seed: str | None = None, direction: str = "forward", max_depth: int = 5,
-                     edge_types: Sequence[Any] | None = None, alpha: float | None = None,
-                     analogy: Sequence[str] | None = None, now: Any = None,
-                     brains: Sequence[str] | str | None = None, associate: bool = False) -> RecallResults:
-        command = _recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded, reinforce,
-                          mmr_lambda, seed, direction, max_depth, edge_types, alpha, analogy, now,
-                          associate)
-        if brains is None:
-            return await self.request(command)
-        vault, notes = self._over_brains(command, brains)
-        return _with_notes(await self.request(command, vault=vault), notes)
-
-    async def reinforce(self, ids: Sequence[str] | str, *, via: str = "used") -> list[Memory]:
-        return await self.request(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids), via=via))
-
-    async def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
-                    max_memories: int = 20, *, now: Any = None,
-                    brains: Sequence[str] | str | None = None) -> RecallResults:
-        command = Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
-                        now=to_micros(now, "now"))
-        vault, notes = self._over_brains(command, _prime_brains(brains, self.vault_path, self.home))
-        return _with_notes(await self.request(command, vault=vault), notes)
-
     async def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "AsyncSubscription":
         subscription = AsyncSubscription(AsyncClient(self._vault(), home=self.home, autostart=self.autostart),
                                          entity_id, confidence_threshold)
         await subscription._subscribe()
         return subscription
 
-    async def reflect_prepare(self, entity_id: str | None = None, since: Any = None,
-                              max_memories: int = 500) -> ReflectPrepared:
-        return await self.request(_reflect_prepare(entity_id, since, max_memories))
 
-    async def reflect_commit(self, session_id: str, insights: Iterable[Any]) -> ReflectCommitted:
-        return await self.request(_reflect_commit(session_id, insights))
+def _awaited(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A shared method (_Doors) as AsyncClient's coroutine: the same signature and docstring."""
+    @functools.wraps(method)
+    async def call(self: AsyncClient, *args: Any, **kwargs: Any) -> Any:
+        return await method(self, *args, **kwargs)
+    return call
 
-    async def insights(self, entity_id: str | None = None, min_confidence: float = 0.0,
-                       max_results: int = 100) -> list[Insight]:
-        return await self.request(Insights(entity_id=entity_id, min_confidence=min_confidence,
-                                           max_results=max_results))
 
-    async def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
-        return await self.request(ContradictionPrepare(max_results=max_results))
-
-    async def contradiction_commit(self, verdicts: Iterable[Any]) -> ContradictionCommitted:
-        return await self.request(_contradiction_commit(verdicts))
-
-    async def reflect(self, entity_id: str | None = None, since: Any = None,
-                      max_memories: int = 500) -> ReflectAutoResult:
-        return await self.request(_reflect(entity_id, since, max_memories))
-
-    async def contradiction_auto(self, max_results: int = 100, min_confidence: float = 0.7) -> ContradictionAutoResult:
-        return await self.request(ContradictionAuto(max_results=max_results, min_confidence=min_confidence))
-
-    async def forget_candidates(self, now: int | None = None) -> list[Memory]:
-        return await self.request(ForgetCandidates(now=to_micros(now, "now")))
-
-    async def index(self, path: os.PathLike | str | None = None, *, progress: ProgressCallback | None = None,
-                    phase: int | None = None, paths: Sequence[os.PathLike | str] | None = None) -> Any:
-        return await self.request(_index_command(path, phase, paths), vault=path is None, progress=progress)
-
-    async def index_cancel(self, path: os.PathLike | str | None = None) -> IndexCancelled:
-        return await self.request(IndexCancel(path=_abs(path)), vault=path is None)
-
-    async def index_follow(self, path: os.PathLike | str | None = None, *,
-                           progress: ProgressCallback | None = None) -> Any:
-        return await self.request(IndexFollow(path=_abs(path)), vault=path is None, progress=progress)
-
-    async def list(self, path: os.PathLike | str | None = None, *, sections: bool = False) -> Any:
-        return await self.request(List(path=_abs(path), sections=sections), vault=path is None)
+for _name, _method in vars(_Doors).items():
+    if not _name.startswith("_") and callable(_method) and _name not in vars(AsyncClient):
+        setattr(AsyncClient, _name, _awaited(_method))
 
 
 class AsyncSubscription:
