@@ -19,7 +19,7 @@ import functools
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar
 
 from typing_extensions import NotRequired, TypedDict
 
@@ -31,6 +31,8 @@ from pydantic import Field, ValidationError
 
 from .recall.brains import BRAINS, GLOBAL, PROJECT
 from .client import AsyncClient
+from .protocol import (SHORT_ID_MIN, ContradictionCommit, ContradictionPrepare, Forget, Index, Inspect, Inspection,
+                       Prime, Recall, ReflectCommit, ReflectPrepare, Reinforce, Remember, Revise, ShowSource, Status)
 from .errors import HebbsError, InvalidInput, NotFound, VaultNotInitialized
 from .paths import find_project_vault, hebbs_home, resolve_vault
 from .schema import Memory, RecallResult, RecallResults
@@ -51,6 +53,8 @@ notes folder: architecture, decisions, conventions).
 - After answering from recalled memories, call `used` once with all the ids your answer relied on
   (only those).
 - When a memory is wrong, `revise` it; when the user asks you to forget, `forget` it.
+- `get` reads one memory in full by id, and `source` the note section it came from; `recent` lists
+  the latest memories; `index` learns or refreshes a notes folder; `status` says what each brain holds.
 - Never store secrets (passwords, API keys, tokens, private keys) or guesses.
 """
 
@@ -222,34 +226,49 @@ class _Server(MCPServer):
             raise ToolError(f"Error executing tool {name}: {_invalid_arguments(exc.__cause__)}") from exc.__cause__
 
 
-# The server ------------------------------------------------------------------------------------
+# The tools -------------------------------------------------------------------------------------
+#
+# Each tool is a method of Toolbox marked with @tool: its text for agents (when to call it), its
+# hints, and the protocol command it sends (`sends`), whose Struct's defaults the tool's parameters
+# keep (tests/test_parity.py checks them). build_server registers every marked method.
 
 BrainArg = Annotated[Brain | None, Field(description="global: about the user, across projects; project: about "
                                                       "this project (default: the server's default brain)")]
 IdBrainArg = Annotated[Brain | None, Field(description="the brain holding the id, as recall labelled it "
                                                         "(default: whichever brain has it)")]
 ReadBrainArg = Annotated[Brains, Field(description="project, global, or both (default): one merged, labelled list")]
+IdArg = Annotated[str, Field(description=f"the memory's id, or its last {SHORT_ID_MIN} or more characters")]
+SinceArg = Annotated[str | None, Field(description="only memories created at or after this time, ISO 8601 "
+                                                    "(e.g. 2026-03-01 or 2026-03-01T09:00:00Z)")]
+UntilArg = Annotated[str | None, Field(description="only memories created before this time, ISO 8601")]
 
 
-def build_server(tools: HebbsTools) -> MCPServer:
-    server = _Server(name="hebbs", version=_version(), instructions=INSTRUCTIONS,
-                     description="Local long-term memory for agents: remember, recall, reflect.",
-                     log_level="WARNING")
+class ToolSpec(NamedTuple):
+    description: str
+    sends: type | None
+    hints: dict[str, bool]
 
-    def tool(description: str, **hints: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Register an async tool whose HebbsErrors come back as tool errors the agent can read."""
-        def register(fn: Callable[..., Awaitable[str]]) -> Callable[..., Any]:
-            @functools.wraps(fn)
-            async def call(*args: Any, **kwargs: Any) -> str:
-                try:
-                    return await fn(*args, **kwargs)
-                except HebbsError as exc:
-                    raise _tool_error(exc, tools) from None
 
-            server.add_tool(call, name=fn.__name__, description=description, structured_output=False,
-                            annotations=ToolAnnotations(**{f"{k}_hint": v for k, v in hints.items()}))
-            return call
-        return register
+def tool(description: str, *, sends: type | None = None, **hints: bool) -> Callable[[F], F]:
+    """Mark a Toolbox method as an MCP tool."""
+    def mark(fn: F) -> F:
+        fn.mcp_tool = ToolSpec(description, sends, hints)  # type: ignore[attr-defined]
+        return fn
+    return mark
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Toolbox:
+    """The tools an agent calls, over the daemon clients of HebbsTools."""
+
+    def __init__(self, tools: HebbsTools) -> None:
+        self.tools = tools
+
+    @classmethod
+    def specs(cls) -> dict[str, ToolSpec]:
+        return {name: fn.mcp_tool for name, fn in vars(cls).items() if hasattr(fn, "mcp_tool")}
 
     @tool("Store one memory. Call it when the user states a preference, corrects you, makes a decision "
           "(with its reason) or tells you a new fact about themselves, the project, people or systems. "
@@ -257,8 +276,9 @@ def build_server(tools: HebbsTools) -> MCPServer:
           "goes to brain='global'; a fact about this codebase to brain='project'. Never store secrets "
           "(passwords, API keys, tokens), guesses, small talk, or what the code already says. "
           "Importance: 0.9 rules and corrections, 0.7 decisions, 0.5 facts, 0.3 details.",
-          read_only=False, destructive=False)
+          sends=Remember, read_only=False, destructive=False)
     async def remember(
+        self,
         content: Annotated[str, Field(description="the fact, one self-contained sentence")],
         importance: Annotated[float, Field(ge=0, le=1, description="how much it matters, 0..1")] = 0.5,
         entity_id: Annotated[str | None, Field(description="who or what it is about: 'user', a person, a service")]
@@ -267,6 +287,7 @@ def build_server(tools: HebbsTools) -> MCPServer:
             description='e.g. {"type": "preference" | "rule" | "decision" | "fact" | "status"}')] = None,
         brain: BrainArg = None,
     ) -> str:
+        tools = self.tools
         memory = await tools.client(brain).remember(content, importance=importance, entity_id=entity_id,
                                                     context=context)
         view = memory_view(memory, brain or tools.default)
@@ -280,37 +301,140 @@ def build_server(tools: HebbsTools) -> MCPServer:
           "know or remember. Searches both brains by default in one ranked list (each result says its "
           "brain). Results are ordered by score; use `confidence` (when given) to judge a match, and if "
           "the answer says `abstained` or nothing relevant comes back, say you do not know instead of "
-          "answering from a weak match.", read_only=True)
+          "answering from a weak match. Narrow it with entity_id, a time range (since, until) or "
+          "strategies when the question asks for them.", sends=Recall, read_only=True)
     async def recall(
+        self,
         cue: Annotated[str, Field(description="what you are looking for, in words")],
         top_k: Annotated[int, Field(ge=1, le=100, description="how many results")] = 10,
         entity_id: Annotated[str | None, Field(description="only memories about this entity")] = None,
         brain: ReadBrainArg = "both",
+        since: SinceArg = None,
+        until: UntilArg = None,
+        strategies: Annotated[list[str] | None, Field(
+            description="how to search: similarity (meaning), lexical (exact words and identifiers), temporal "
+                        "(newest first), causal (along cause edges), analogical, associative (used together); "
+                        "default: lexical and similarity fused, which suits nearly every question")] = None,
     ) -> str:
+        tools = self.tools
         wanted = tools.brains_for(brain)
-        found = await tools.client(wanted[0]).recall(cue, top_k=top_k, entity_id=entity_id,
+        window = None if since is None and until is None else (since, until)
+        found = await tools.client(wanted[0]).recall(cue, top_k=top_k, entity_id=entity_id, time_range=window,
+                                                     strategies=strategies,
                                                      brains=wanted if len(wanted) > 1 else None)
         return dump(results_view(found, tools.answering(wanted)))
+
+    @tool("List the most recent memories, newest first, from both brains by default. Call it when the user "
+          "asks what happened lately or what you stored recently, or to review a time span (since, until) "
+          "or one entity's latest memories. It does not judge relevance: use recall for a question.",
+          sends=Recall, read_only=True)
+    async def recent(
+        self,
+        limit: Annotated[int, Field(ge=1, le=100, description="how many memories")] = 10,
+        entity_id: Annotated[str | None, Field(description="only memories about this entity")] = None,
+        since: SinceArg = None,
+        until: UntilArg = None,
+        brain: ReadBrainArg = "both",
+    ) -> str:
+        tools = self.tools
+        wanted = tools.brains_for(brain)
+        window = None if since is None and until is None else (since, until)
+        found = await tools.client(wanted[0]).recall(None, strategies=["temporal"], top_k=limit, entity_id=entity_id,
+                                                     time_range=window, brains=wanted if len(wanted) > 1 else None)
+        found.results.sort(key=lambda r: r.memory.created_at, reverse=True)
+        view = results_view(found, tools.answering(wanted))
+        for result in view["results"]:
+            del result["score"], result["found_by"]  # newest first is the order; a score says nothing here
+        return dump(view)
+
+    @tool("Read one memory by id, in full: its text, fields, how often it was used, what replaced it, and its "
+          "edges to other memories. Call it when a recalled result or a note names an id you need the "
+          "details of.", sends=Inspect, read_only=True)
+    async def get(self, id: IdArg, brain: IdBrainArg = None) -> str:
+        async def inspect_in(client: AsyncClient) -> dict[str, Any]:
+            seen = await client.inspect(id)
+            return inspection_view(seen, _brain_of(self.tools, client))
+
+        return dump(await self.tools.on_brain_holding(brain, inspect_in))
+
+    @tool("Read the section of a note a memory was indexed from, exactly as it was in that version of the "
+          "file (with its file path, headings and lines), even if the file changed since. Call it to quote "
+          "or check a note-backed memory; memories you stored yourself have no source.",
+          sends=ShowSource, read_only=True)
+    async def source(self, id: IdArg, brain: IdBrainArg = None) -> str:
+        async def source_in(client: AsyncClient) -> dict[str, Any]:
+            section = msgspec.to_builtins(await client.source(id))
+            section["indexed_at"] = _iso(section["indexed_at"])
+            if section.get("file_removed_at") is not None:
+                section["file_removed_at"] = _iso(section["file_removed_at"])
+            return {**section, "brain": _brain_of(self.tools, client)}
+
+        return dump(await self.tools.on_brain_holding(brain, source_in))
+
+    @tool("Index a folder of markdown notes into memories, or refresh it after the notes changed (only "
+          "changed sections are embedded again; removed notes are forgotten). Call it when the user asks you "
+          "to learn, read or refresh their notes or docs. Without a path, refreshes this project's notes "
+          "folder (the one holding its .hebbs/). Large folders take a while the first time.",
+          sends=Index, read_only=False, destructive=False)
+    async def index(
+        self,
+        path: Annotated[str | None, Field(description="the notes folder, absolute or relative to the server's "
+                                                      "working directory (default: this project's)")] = None,
+    ) -> str:
+        tools = self.tools
+        if path is None:
+            if not tools.has_project():
+                raise ToolError(f"no project vault in {tools.cwd} or any folder above it, so no notes folder to "
+                                f"refresh: give path, the notes folder to index [{InvalidInput.status_code}]")
+            summary = await tools.client(PROJECT).index()
+        else:
+            # The request names its folder itself: any client sends it.
+            summary = await tools.client(GLOBAL).index(tools.cwd / Path(path).expanduser())
+        return dump(msgspec.to_builtins(summary))
+
+    @tool("The state of your memory: whether the daemon runs (version, uptime, model), and what each brain "
+          "holds (memories by kind, where it lives). Call it when the user asks about hebbs itself, or a "
+          "brain seems empty or missing.", sends=Status, read_only=True)
+    async def status(self) -> str:
+        tools = self.tools
+        daemon = await tools.client(GLOBAL).status(vault=False)
+        view: dict[str, Any] = {"daemon": {"version": daemon.version, "pid": daemon.pid,
+                                           "uptime_s": round(daemon.uptime_s, 1), "model": daemon.model,
+                                           "open_vaults": len(daemon.open_vaults)}, "brains": {}}
+        for name in BRAINS:
+            try:
+                stats = (await tools.client(name).status()).vault
+            except VaultNotInitialized as exc:
+                view["brains"][name] = {"missing": str(exc)}
+                continue
+            if stats is None:
+                view["brains"][name] = {"missing": str(tools.client(name)._vault_error)}
+            else:
+                view["brains"][name] = msgspec.to_builtins(stats)
+        return dump(view)
 
     @tool("Load context at the start of a conversation: the most recent memories plus those relevant to "
           "the cue, from both brains by default (who the user is and what this project is). Call it once, "
           "silently, before your first answer, with the user's first request as the cue; keep the results "
-          "in mind and do not recite them.", read_only=True)
+          "in mind and do not recite them.", sends=Prime, read_only=True)
     async def prime(
+        self,
         cue: Annotated[str | None, Field(description="what the conversation is about")] = None,
         entity_id: Annotated[str | None, Field(description="only this entity's memories, e.g. 'user'")] = None,
         max_memories: Annotated[int, Field(ge=1, le=1000, description="how many memories in all")] = 20,
         brain: ReadBrainArg = "both",
     ) -> str:
+        tools = self.tools
         wanted = tools.brains_for(brain)
         found = await tools.client(wanted[0]).prime(entity_id, cue, max_memories, brains=wanted)
         return dump(results_view(found, tools.answering(wanted)))
 
     @tool("Correct a memory in place (its earlier text is kept as history). Call it when the user corrects "
-          "something you remembered, or a fact changed. Give only what changes.", read_only=False,
+          "something you remembered, or a fact changed. Give only what changes.", sends=Revise, read_only=False,
           destructive=False)
     async def revise(
-        id: Annotated[str, Field(description="the memory's id (or its last 8 characters)")],
+        self,
+        id: IdArg,
         content: Annotated[str | None, Field(description="the corrected text")] = None,
         importance: Annotated[float | None, Field(ge=0, le=1)] = None,
         context: Annotated[dict[str, Any] | None, Field(description="replaces the context")] = None,
@@ -318,32 +442,36 @@ def build_server(tools: HebbsTools) -> MCPServer:
     ) -> str:
         async def revise_in(client: AsyncClient) -> dict[str, Any]:
             memory = await client.revise(id, content=content, importance=importance, context=context)
-            return memory_view(memory, _brain_of(tools, client))
+            return memory_view(memory, _brain_of(self.tools, client))
 
-        return dump(await tools.on_brain_holding(brain, revise_in))
+        return dump(await self.tools.on_brain_holding(brain, revise_in))
 
     @tool("Delete memories for good. Call it only when the user asks you to forget something, or a memory "
-          "is plainly wrong and cannot be revised. Answers how many were forgotten.", read_only=False,
-          destructive=True)
+          "is plainly wrong and cannot be revised. Answers how many were forgotten.", sends=Forget,
+          read_only=False, destructive=True)
     async def forget(
-        ids: Annotated[list[str], Field(min_length=1, description="memory ids (or their last 8 characters)")],
+        self,
+        ids: Annotated[list[str], Field(min_length=1, description=f"memory ids (or their last {SHORT_ID_MIN} or "
+                                                                  "more characters)")],
         brain: IdBrainArg = None,
     ) -> str:
         total = 0
         for memory_id in ids:
             # A full id that a vault does not hold forgets nothing there: try the next brain.
-            total += await tools.on_brain_holding(brain, lambda client: client.forget([memory_id]),
-                                                  found=lambda forgotten: forgotten > 0)
+            total += await self.tools.on_brain_holding(brain, lambda client: client.forget([memory_id]),
+                                                       found=lambda forgotten: forgotten > 0)
         return dump({"forgotten": total})
 
     @tool("Tell hebbs which recalled memories you actually used in your answer: they count as useful and "
           "rank higher next time. Call it after answering from recalled memories, naming all of them in one "
           "call (memories used together are linked); do not call it for memories you only saw. An unknown id "
-          "fails the whole call and counts nothing.", read_only=False, destructive=False)
+          "fails the whole call and counts nothing.", sends=Reinforce, read_only=False, destructive=False)
     async def used(
+        self,
         ids: Annotated[list[str], Field(min_length=1, description="ids of the memories you used")],
         brain: IdBrainArg = None,
     ) -> str:
+        tools = self.tools
         # Every id is placed before any is counted, so an unknown one changes nothing; the daemon
         # resolves short ids and refuses unknown ones within a brain's single call.
         groups: dict[str, list[str]] = {}
@@ -363,14 +491,16 @@ def build_server(tools: HebbsTools) -> MCPServer:
     @tool("First step of reflection: group a brain's memories into clusters, each with a ready prompt. Call "
           "it when the user asks you to reflect or consolidate, or a brain has gathered many memories since "
           "its last insights. Answer each cluster's prompt yourself, keep only insights the cited memories "
-          "support together, then call reflect_commit with the session_id within 10 minutes.", read_only=False,
-          destructive=False)
+          "support together, then call reflect_commit with the session_id within 10 minutes.",
+          sends=ReflectPrepare, read_only=False, destructive=False)
     async def reflect_prepare(
+        self,
         entity_id: Annotated[str | None, Field(description="only this entity's memories")] = None,
-        since: Annotated[str | None, Field(description="only memories created since, ISO 8601")] = None,
+        since: SinceArg = None,
         max_memories: Annotated[int, Field(ge=5, le=500, description="newest first")] = 500,
         brain: BrainArg = None,
     ) -> str:
+        tools = self.tools
         name = brain or tools.default
         prepared = await tools.client(name).reflect_prepare(entity_id, since, max_memories)
         tools._sessions[prepared.session_id] = name
@@ -380,38 +510,78 @@ def build_server(tools: HebbsTools) -> MCPServer:
 
     @tool("Second step of reflection: store the insights you drew from a reflect_prepare session, all or "
           "none (a bad insight changes nothing and the error names it). Insights are saved as memories of "
-          "kind INSIGHT and as notes in the vault's insights/ folder.", read_only=False, destructive=False)
+          "kind INSIGHT and as notes in the vault's insights/ folder.", sends=ReflectCommit, read_only=False,
+          destructive=False)
     async def reflect_commit(
+        self,
         session_id: Annotated[str, Field(description="from reflect_prepare")],
         insights: Annotated[list[InsightIn], Field(description="what the clusters teach")],
         brain: Annotated[Brain | None, Field(description="default: the brain the session was prepared on")] = None,
     ) -> str:
+        tools = self.tools
         name = brain or tools._sessions.get(session_id) or tools.default
         committed = await tools.client(name).reflect_commit(session_id, [dict(i) for i in insights])
         return dump(msgspec.to_builtins(committed))
 
     @tool("List the queued pairs of memories that look contradictory, both sides in full. Call it when the "
           "user asks about conflicting facts, or after a reflection; then decide each pair and call "
-          "contradictions_commit (ask the user when you cannot tell).", read_only=True)
+          "contradictions_commit (ask the user when you cannot tell).", sends=ContradictionPrepare,
+          read_only=True)
     async def contradictions(
+        self,
         max_results: Annotated[int, Field(ge=1, le=1000)] = 100,
         brain: BrainArg = None,
     ) -> str:
-        return dump(msgspec.to_builtins(await tools.client(brain).contradiction_prepare(max_results)))
+        return dump(msgspec.to_builtins(await self.tools.client(brain).contradiction_prepare(max_results)))
 
     @tool("Apply your verdicts on queued contradiction candidates in one batch: contradiction (both stand "
           "and conflict: they get linked), revision (the newer replaces the older), neutral (dismissed).",
-          read_only=False, destructive=False)
+          sends=ContradictionCommit, read_only=False, destructive=False)
     async def contradictions_commit(
+        self,
         verdicts: Annotated[list[VerdictIn], Field(min_length=1)],
         brain: BrainArg = None,
     ) -> str:
-        committed = await tools.client(brain).contradiction_commit([dict(v) for v in verdicts])
+        committed = await self.tools.client(brain).contradiction_commit([dict(v) for v in verdicts])
         return dump(msgspec.to_builtins(committed))
 
+
+def build_server(tools: HebbsTools) -> MCPServer:
+    server = _Server(name="hebbs", version=_version(), instructions=INSTRUCTIONS,
+                     description="Local long-term memory for agents: remember, recall, reflect.",
+                     log_level="WARNING")
+    box = Toolbox(tools)
+    for name, spec in Toolbox.specs().items():
+        server.add_tool(_answering(getattr(box, name), tools), name=name, description=spec.description,
+                        structured_output=False,
+                        annotations=ToolAnnotations(**{f"{k}_hint": v for k, v in spec.hints.items()}))
     for name in BRAINS:
         _register_resources(server, tools, name)
     return server
+
+
+def _answering(method: Callable[..., Awaitable[str]], tools: HebbsTools) -> Callable[..., Awaitable[str]]:
+    """The tool as registered: its HebbsErrors come back as tool errors the agent can read."""
+    @functools.wraps(method)
+    async def call(*args: Any, **kwargs: Any) -> str:
+        try:
+            return await method(*args, **kwargs)
+        except HebbsError as exc:
+            raise _tool_error(exc, tools) from None
+    return call
+
+
+def inspection_view(seen: Inspection, brain: str) -> dict[str, Any]:
+    memory = seen.memory
+    view = memory_view(memory, brain)
+    view["used"] = memory.access_count
+    if memory.superseded_by:
+        view["superseded_by"] = memory.superseded_by
+    if seen.history:
+        view["earlier_versions"] = len(seen.history)
+    view["edges"] = [{"type": e.edge_type, "to" if e.source == memory.id else "from":
+                      e.target if e.source == memory.id else e.source} for e in seen.edges]
+    return view
 
 
 def _version() -> str:

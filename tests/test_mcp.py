@@ -24,7 +24,7 @@ import processes
 pytest_plugins = ["daemon_fixtures"]
 
 TOOLS = {"remember", "recall", "prime", "revise", "forget", "used", "reflect_prepare", "reflect_commit",
-         "contradictions", "contradictions_commit"}
+         "contradictions", "contradictions_commit", "get", "source", "recent", "index", "status"}
 DEPLOYS = ["The deploy failed because the container image build timed out.",
            "A canary release caught the broken migration before full rollout.",
            "Rollback of the payment service took four minutes last Friday.",
@@ -183,6 +183,91 @@ def test_used_counts_all_or_nothing_and_links_what_was_used_together(daemon: Any
     with daemon.client(project) as hb:
         assert hb.get(a).access_count == 1 and hb.get(b).access_count == 1
         assert [e.target for e in hb.edges(a, "out") if e.edge_type == "CO_ACTIVATED"] == [b]
+
+
+def test_read_list_filter_index_and_status(daemon: Any, project: Path) -> None:
+    """Tried: index the project's notes (no path) and refresh them after an edit; source of a note's
+    memory by short id; get one memory in full (edges, uses); recent, newest first, for one entity and
+    a time span; recall narrowed by time range, entity and strategy; status of the daemon and both brains."""
+    (project / "deploys.md").write_text("# Deploys\n\n## Approval\n\nProduction deploys need the on-call "
+                                        "engineer's approval.\n\n## Rollback\n\nRollbacks take four minutes.\n")
+    with daemon.client(project) as hb:
+        old = hb.remember("The billing service moved to Go", entity_id="billing", created_at="2025-01-10T00:00:00Z")
+        new = hb.remember("The billing service retries charges hourly", entity_id="billing",
+                          created_at="2025-06-10T00:00:00Z", edges=[(old.id, "RELATED_TO", 0.5)])
+        hb.remember("The search service is written in Rust", entity_id="search", created_at="2025-07-01T00:00:00Z")
+        hb.reinforce([new.id])
+
+    async def scenario(session: ClientSession) -> dict[str, Any]:
+        out: dict[str, Any] = {"indexed": await call(session, "index")}
+        (project / "deploys.md").write_text((project / "deploys.md").read_text().replace("four", "six"))
+        out["refreshed"] = await call(session, "index", path=".")
+        found = await call(session, "recall", cue="how long does a rollback take", brain="project", top_k=1)
+        out["found"] = found
+        out["source"] = await call(session, "source", id=found["results"][0]["id"][-6:])
+        out["get"] = await call(session, "get", id=new.id[-6:])
+        out["recent"] = await call(session, "recent", entity_id="billing", brain="project")
+        out["recent_span"] = await call(session, "recent", since="2025-06-01", until="2025-06-30", brain="project")
+        out["recall_span"] = await call(session, "recall", cue="billing service", since="2025-05-01",
+                                        entity_id="billing", strategies=["lexical"], brain="project")
+        out["status"] = await call(session, "status")
+        return out
+
+    out = run(daemon.home, project, scenario)
+    assert out["indexed"]["sections_added"] >= 2 and out["indexed"]["files_scanned"] == 1
+    assert out["refreshed"]["sections_revised"] == 1 and out["refreshed"]["files_unchanged"] == 0
+    assert "six minutes" in out["found"]["results"][0]["content"]
+    assert out["source"]["file"] == "deploys.md" and "six minutes" in out["source"]["text"]
+    assert out["source"]["heading_path"][-1] == "Rollback" and out["source"]["brain"] == "project"
+    got = out["get"]
+    assert got["id"] == new.id and got["used"] == 1 and got["brain"] == "project"
+    assert {"type": "RELATED_TO", "to": old.id} in got["edges"]
+    assert [r["id"] for r in out["recent"]["results"]] == [new.id, old.id]
+    assert "score" not in out["recent"]["results"][0]
+    assert [r["id"] for r in out["recent_span"]["results"]] == [new.id]
+    assert [r["id"] for r in out["recall_span"]["results"]] == [new.id]
+    assert out["recall_span"]["results"][0]["found_by"] == ["lexical"]
+    status = out["status"]
+    assert status["daemon"]["version"] and status["brains"]["project"]["memories"] >= 5
+    assert "memories" in status["brains"]["global"]
+
+
+def test_new_tools_answer_every_mistake_with_a_tool_error(daemon: Any, project: Path) -> None:
+    """Tried: get and source of an unknown id, source of a memory that came from no note, a time that is
+    not one, an unknown strategy, index of a folder that does not exist, and index without a path where
+    there is no project: each a one-line tool error with its code, and the server answers afterwards."""
+    nowhere = Path(str(project) + "-novault")
+    nowhere.mkdir()
+    with daemon.client(project) as hb:
+        plain = hb.remember("A memory stored by hand, from no note")
+
+    async def mistakes(session: ClientSession) -> list[Any]:
+        return [await session.call_tool("get", {"id": "ZZZZZZZZ"}),
+                await session.call_tool("source", {"id": "01M8PMJ1WQSAJ6B1VCM2B00C4S"}),
+                await session.call_tool("source", {"id": plain.id, "brain": "project"}),
+                await session.call_tool("recall", {"cue": "x", "since": "yesterday-ish"}),
+                await session.call_tool("recent", {"until": "not a time"}),
+                await session.call_tool("recall", {"cue": "x", "strategies": ["telepathy"]}),
+                await session.call_tool("index", {"path": str(nowhere / "missing")}),
+                await session.call_tool("recent", {"limit": 0}),
+                await call(session, "status")]
+
+    async def no_project(session: ClientSession) -> list[Any]:
+        return [await session.call_tool("index", {}), await call(session, "recent", brain="global")]
+
+    try:
+        *errors, status = run(daemon.home, project, mistakes)
+        no_index, recent = run(daemon.home, nowhere, no_project)
+    finally:
+        nowhere.rmdir()
+    errors.append(no_index)
+    assert all(e.is_error for e in errors), [e.content[0].text for e in errors if not e.is_error]
+    texts = [e.content[0].text for e in errors]
+    assert not any("\n" in t or "Traceback" in t or "INTERNAL" in t for t in texts), texts
+    assert "NOT_FOUND" in texts[0] and "NOT_FOUND" in texts[1] and "NOT_FOUND" in texts[2]
+    assert all("INVALID_REQUEST" in t for t in texts[3:8]), texts[3:8]
+    assert "telepathy" in texts[5] and "give path" in texts[8]
+    assert "daemon" in status and "results" in recent
 
 
 def test_remember_says_when_it_consolidated(daemon: Any, project: Path) -> None:
