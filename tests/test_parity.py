@@ -160,3 +160,72 @@ def test_new_capabilities_over_the_daemon(shared_daemon, project: Path) -> None:
 
     (one, two), near = asyncio.run(drive())
     assert one.id == two.id and near
+
+
+# Each command declared once (hebbs/protocol.py): every door keeps its declaration's defaults --------
+
+def _struct_defaults(cls: type) -> dict[str, Any]:
+    import msgspec
+
+    out = {}
+    for field in msgspec.structs.fields(cls):
+        if field.required:
+            continue
+        value = field.default if field.default is not msgspec.NODEFAULT else field.default_factory()
+        out[field.name] = "<unchanged>" if value is msgspec.UNSET else value
+    return out
+
+
+def _engine_parameters(method: str) -> dict[str, Any]:
+    return {name: default for name, _, default in parameters(getattr(Engine, method))}
+
+
+def test_each_declared_default_is_the_engines_the_clients_and_the_panels() -> None:
+    """Tried: for every command that declares an Engine method, each field's default against that
+    method's parameter of the same name in Engine, Client and AsyncClient (the typed methods); the
+    panel's recall form against Recall's and ScoringWeights' defaults; and the declared flags against
+    what the doors derive from them (the panel's refresh list, the clients' retries)."""
+    from hebbs.daemon.panel import changes, pages
+    from hebbs.protocol import COMMAND_TYPES, Recall, RESULT_TYPES
+    from hebbs.schema import ScoringWeights
+
+    checked = 0
+    for tag, cls in COMMAND_TYPES.items():
+        if cls.spec.engine is None:
+            continue
+        engine = _engine_parameters(cls.spec.engine)
+        doors = [engine, *({n: d for n, _, d in parameters(getattr(door, cls.spec.engine))}
+                           for door in (Client, AsyncClient) if hasattr(door, cls.spec.engine))]
+        for name, default in _struct_defaults(cls).items():
+            for door in doors:
+                if name in door:
+                    assert door[name] == default, f"{tag}.{name}: {door[name]!r} here, {default!r} declared"
+                    checked += 1
+        assert tag in RESULT_TYPES, f"{tag} declares an engine method but no result type"
+    assert checked > 40
+    assert pages.STRATEGIES[-1] == "associative" and "fused" not in pages.STRATEGIES
+    assert dict(pages.WEIGHTS) == {"relevance": ScoringWeights().relevance, "recency": ScoringWeights().recency,
+                                   "importance": ScoringWeights().importance,
+                                   "reinforcement": ScoringWeights().reinforcement}
+    assert pages.RECALL_DEFAULTS.max_depth == Recall().max_depth == 5
+    assert {"consolidate", "unconsolidate"} <= changes.CHANGE_COMMANDS and "reinforce" not in changes.CHANGE_COMMANDS
+
+
+def test_the_mcp_tools_keep_the_declared_defaults_and_say_how_ids_are_given() -> None:
+    """Tried: every MCP tool's parameters that are fields of the command it sends have the field's
+    default; every id parameter says the daemon's rule (6 or more last characters), none "8"."""
+    from hebbs.mcp_server import Toolbox
+    from hebbs.protocol import SHORT_ID_MIN
+
+    renamed = {"cue": "similarity_cue", "limit": "top_k"}
+    checked = 0
+    for name, spec in Toolbox.specs().items():
+        declared = _struct_defaults(spec.sends) if spec.sends is not None else {}
+        for p in list(inspect.signature(getattr(Toolbox, name)).parameters.values())[1:]:
+            field = p.name if p.name in declared else renamed.get(p.name)
+            if field in declared and p.default is not inspect.Parameter.empty:
+                assert p.default == declared[field], f"MCP {name}.{p.name}: {p.default!r}, declared {declared[field]!r}"
+                checked += 1
+    assert checked >= 8
+    source = (Path(hebbs.__file__).parent / "mcp_server.py").read_text()
+    assert "8 characters" not in source and SHORT_ID_MIN == 6
