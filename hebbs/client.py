@@ -463,6 +463,10 @@ class _Doors:
         """The most recent recalls from the query log, newest first."""
         return self._send(Queries(limit=limit))
 
+    def import_records(self, records: Iterable[dict[str, Any]]) -> ImportSummary:
+        """Restore export records with new ids; memories first, possibly over several calls."""
+        return self._send(ImportRecords(records=list(records)))
+
     def stats(self) -> VaultStats:
         """The vault's statistics (what Engine.stats() returns)."""
         return self._send(Status(), vault=True, then=lambda status: status.vault)
@@ -764,10 +768,6 @@ class Client(_BaseClient):
         """Everything the vault holds as export records (docs/export.md), streamed, a versioned header first."""
         return self._stream(Export(records=True))
 
-    def import_records(self, records: Iterable[dict[str, Any]]) -> ImportSummary:
-        """Restore export records with new ids; memories first, possibly over several calls."""
-        return self.request(ImportRecords(records=list(records)))
-
     def _stream(self, command: Export) -> Iterator[Any]:
         side = Client(self._vault(), home=self.home, autostart=self.autostart, timeout=self.timeout)
         request_id, frame = side._frame(command, vault=True)
@@ -959,9 +959,6 @@ class AsyncClient(_BaseClient):
     async def export_records(self) -> AsyncIterator[dict[str, Any]]:
         async for record in self._stream(Export(records=True)):
             yield record
-
-    async def import_records(self, records: Iterable[dict[str, Any]]) -> ImportSummary:
-        return await self.request(ImportRecords(records=list(records)))
 
     async def _stream(self, command: Export) -> AsyncIterator[Any]:
         request_id, frame = self._frame(command, vault=True)
