@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -698,14 +698,3 @@ KIND_NAMES = {"EPISODE": "episode", "INSIGHT": "insight", "REVISION": "earlier v
 def _count(n: int, noun: str) -> str:
     plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
     return f"{n} {noun if n == 1 else plural}"
-
-
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "init": cmd_init, "remember": cmd_remember, "get": cmd_get, "revise": cmd_revise, "forget": cmd_forget,
-    "revise-many": cmd_revise_many, "history": cmd_history, "add-edge": cmd_add_edge,
-    "remove-edge": cmd_remove_edge, "edges": cmd_edges, "neighbors": cmd_neighbors,
-    "recall": cmd_recall, "used": cmd_used, "unconsolidate": cmd_unconsolidate,
-    "consolidate": cmd_consolidate, "prime": cmd_prime, "subscribe": cmd_subscribe, "queries": cmd_queries,
-    "inspect": cmd_inspect, "source": cmd_source, "export": cmd_export, "import": cmd_import, "status": cmd_status,
-    "doctor": cmd_doctor, "migrate": cmd_migrate,
-}

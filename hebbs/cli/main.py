@@ -19,9 +19,6 @@ from hebbs.schema import EdgeType
 from . import output
 
 FORMATS = ("text", "json")
-# Commands whose stdout is data to keep byte for byte (JSON lines, a note's original text), even in
-# text mode; every other text output shows control characters as escapes (output.Printable).
-RAW_OUTPUT = frozenset({"export", "source"})
 EDGE_TYPES = tuple(EdgeType.__members__)
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = output.EXIT_OK, output.EXIT_ERROR, output.EXIT_USAGE, \
     output.EXIT_INTERRUPTED
@@ -127,14 +124,35 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     parser.only_built = False  # type: ignore[attr-defined]
 
-    def command(name: str, help_text: str, parents: Sequence[argparse.ArgumentParser] = (common,)
-                ) -> Any:
+    def command(name: str, help_text: str, parents: Sequence[argparse.ArgumentParser] = (common,),
+                run: str | None = None, raw_output: bool = False) -> Any:
+        """A subcommand's parser; `run` ("module:function" in hebbs.cli) serves it, by default
+        commands.cmd_NAME. raw_output: its stdout is data kept byte for byte (JSON lines, a note's
+        original text) even in text mode, where every other output shows control characters as escapes."""
         if only is not None and name != only:
             return _Unbuilt()
         parser.only_built = True  # type: ignore[attr-defined]
-        return sub.add_parser(name, parents=list(parents), help=help_text, description=help_text,
-                              formatter_class=_HelpFormatter)
+        p = sub.add_parser(name, parents=list(parents), help=help_text, description=help_text,
+                           formatter_class=_HelpFormatter)
+        p.set_defaults(run=run or f"commands:cmd_{name.replace('-', '_')}", raw_output=raw_output)
+        return p
 
+    for group in (_vault_commands, _memory_commands, _recall_commands, _reflect_commands, _other_commands):
+        group(command, common, shared)
+    if only is None or only and not parser.only_built:  # type: ignore[attr-defined]
+        from . import declared
+
+        for name, cls in declared.declared().items():
+            # Built from the command's declaration alone (cli/declared.py).
+            p = command(name, declared.summary(cls), run="declared:run")
+            if not isinstance(p, _Unbuilt):
+                declared.add_arguments(p, cls)
+                p.set_defaults(declared=cls)
+    return parser
+
+
+def _vault_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
+    """init, index, watch, list: a notes folder and its vault."""
     nested_help = ("create a vault here even inside another vault's notes folder (its notes would be in "
                    "both vaults)")
     p = command("init", "create a project vault, PATH/.hebbs")
@@ -145,21 +163,25 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--name", help="the vault's name in the --store (default: the folder's name)")
 
     p = command("index", "index a markdown notes folder into its vault (creating the vault if needed); "
-                         "in a subfolder of an indexed folder, that folder's vault")
+                         "in a subfolder of an indexed folder, that folder's vault", run="vaultcmds:run")
     p.add_argument("path", nargs="?", default=".", help="the notes folder")
     p.add_argument("--nested", action="store_true", help=nested_help)
     run = p.add_mutually_exclusive_group()
     run.add_argument("--cancel", action="store_true", help="stop the run going on this folder, wherever it started")
     run.add_argument("--follow", action="store_true", help="follow the run going on this folder (started elsewhere)")
 
-    p = command("watch", "keep a notes folder's vault current as its files change (Ctrl-C stops)")
+    p = command("watch", "keep a notes folder's vault current as its files change (Ctrl-C stops)",
+                run="vaultcmds:run")
     p.add_argument("path", nargs="?", default=".", help="the notes folder")
     p.add_argument("--nested", action="store_true", help=nested_help)
 
-    p = command("list", "the indexed files of a notes folder")
+    p = command("list", "the indexed files of a notes folder", run="vaultcmds:run")
     p.add_argument("path", nargs="?", default=".", help="the notes folder")
     p.add_argument("--sections", action="store_true", help="list each file's sections too")
 
+
+def _memory_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
+    """Memories and the graph between them."""
     p = command("remember", "store a memory")
     p.add_argument("content", nargs="+", help="the text ('-' reads it from stdin)")
     _memory_fields(p)
@@ -225,6 +247,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("id", help="memory id, or its last 6+ characters")
     p.add_argument("-k", type=int, default=10, help="how many")
 
+
+def _recall_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
+    """recall, used, prime, subscribe, queries, inspect, source."""
     p = command("recall", "find memories for a cue")
     p.add_argument("cue", nargs="*", help="what to look for (none: the most recent memories)")
     p.add_argument("--strategy", action="append", choices=["similarity", "lexical", "temporal", "causal", "analogical",
@@ -290,35 +315,44 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = command("inspect", "one memory with its edges and history")
     p.add_argument("id", help="memory id, or its last 6+ characters")
 
-    p = command("source", "the section a note's memory came from, as it was in that file version")
+    p = command("source", "the section a note's memory came from, as it was in that file version", raw_output=True)
     p.add_argument("id", help="memory id, or its last 6+ characters")
 
-    p = command("reflect-prepare", "cluster memories into a reflection session, one prompt per cluster")
+
+def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
+    """Reflection and contradiction review."""
+    p = command("reflect-prepare", "cluster memories into a reflection session, one prompt per cluster",
+                run="reflectcmds:cmd_reflect_prepare")
     _reflect_scope(p)
 
     p = command("reflect-commit", "store the insights written from a reflect-prepare session (a markdown vault "
-                                  "also gets each as a note in its insights folder)")
+                                  "also gets each as a note in its insights folder)",
+                run="reflectcmds:cmd_reflect_commit")
     p.add_argument("--file", required=True, help='{"session_id": ..., "insights": [...]} (- reads stdin)')
 
-    p = command("reflect", "reflect-prepare and reflect-commit in one, through the configured LLM")
+    p = command("reflect", "reflect-prepare and reflect-commit in one, through the configured LLM",
+                run="reflectcmds:cmd_reflect")
     _reflect_scope(p)
 
-    p = command("insights", "the insights reflection stored, newest first")
+    p = command("insights", "the insights reflection stored, newest first", run="reflectcmds:cmd_insights")
     p.add_argument("--entity", help="only this entity's insights (default: every entity)")
     p.add_argument("--min-confidence", type=number, default=0.0, help="0..1")
     p.add_argument("--limit", type=int, default=100, help="how many")
 
     p = command("contradictions", "list pending contradiction candidates; `commit --file` applies verdicts (a "
                                   "markdown vault also gets a report in its contradictions folder), `auto` asks "
-                                  "the configured LLM")
+                                  "the configured LLM", run="reflectcmds:cmd_contradictions")
     p.add_argument("action", nargs="?", choices=["list", "commit", "auto"], default="list", help="what to do")
     p.add_argument("--file", help='commit: {"verdicts": [{"pending_id", "verdict"}]} (- reads stdin)')
     p.add_argument("--limit", type=int, default=100, help="how many candidates")
     p.add_argument("--min-confidence", type=number, default=0.7, help="auto: commit only verdicts at least this sure")
 
+
+def _other_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
+    """Moving memories, the daemon, and the servers (MCP, the panel, the proxy)."""
     p = command("export", "write everything the vault holds as JSON lines (docs/export.md): memories with their "
                           "earlier versions, supersession, edges, access history, keys, contradiction candidates "
-                          "and kept originals")
+                          "and kept originals", raw_output=True)
     p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
 
     p = command("import", "read what export writes (docs/export.md); ids are assigned anew and every link is "
@@ -328,14 +362,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     command("status", "the daemon and the brains it serves")
 
     command("mcp", "serve hebbs to an MCP-speaking agent over stdio (docs/mcp.md); --vault/--global pick "
-                   "the default brain")
+                   "the default brain", run="dispatch:serve_mcp")
 
     # The panel shows every vault the daemon knows: --global and --vault mean nothing to it.
-    p = command("palace", "open the Memory Palace: the daemon's web panel on 127.0.0.1", parents=(shared,))
+    p = command("palace", "open the Memory Palace: the daemon's web panel on 127.0.0.1", parents=(shared,),
+                run="palacecmd:run")
     p.add_argument("--port", type=int, help="serve it on this port (default: [panel] port, 6381)")
     p.add_argument("--no-browser", action="store_true", help="only print the address")
 
-    p = command("proxy", "serve an OpenAI-compatible chat endpoint on 127.0.0.1 that adds recalled memories")
+    p = command("proxy", "serve an OpenAI-compatible chat endpoint on 127.0.0.1 that adds recalled memories",
+                run="proxycmd:run")
     p.add_argument("--upstream", required=True, metavar="URL",
                    help="the OpenAI-compatible server's base URL, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--port", type=int, default=6382, help="port on 127.0.0.1 (default 6382)")
@@ -357,14 +393,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--name", help="the vault's name in PostgreSQL (default: the notes folder's name)")
 
     # The daemon serves every vault: --global and --vault mean nothing to it.
-    p = command("daemon", "control the background daemon", parents=(shared,))
+    p = command("daemon", "control the background daemon", parents=(shared,), run="daemoncmds:run")
     p.add_argument("action", choices=["status", "start", "stop", "logs"], help="what to do")
     p.add_argument("--idle-timeout", type=number,
                    help="start: stop after this many idle seconds, 0 = never (default: 300)")
     p.add_argument("--vault-idle-timeout", type=number,
                    help="start: close vaults unused for this many seconds (default: 300)")
     p.add_argument("-n", "--lines", type=int, default=40, help="logs: how many lines")
-    return parser
 
 
 def _reflect_scope(p: argparse.ArgumentParser) -> None:
@@ -391,8 +426,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _Parser.json_errors = _wants_json(argv)
     named = _command_named(argv)
+    if argv == ["--version"]:
+        named = ""  # the top level alone: no command is built, and no declaration loaded
     parser = build_parser(only=named) if named is not None else None
-    if parser is None or not parser.only_built:  # type: ignore[attr-defined]
+    if parser is None or not parser.only_built and named:  # type: ignore[attr-defined]
         parser = build_parser()  # help, a mistyped command, or none: the whole command line
     args = parser.parse_args(argv)
     args.format = getattr(args, "format", "text")
@@ -406,7 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from . import dispatch
 
     stdout = sys.stdout
-    if not json_mode and args.command not in RAW_OUTPUT:
+    if not json_mode and not args.raw_output:
         sys.stdout = output.Printable(stdout)  # type: ignore[assignment]
     try:
         return dispatch.run(args)

@@ -246,9 +246,3 @@ def cmd_forget_candidates(args: argparse.Namespace) -> int:
 def _candidate_row(memory: Memory) -> list[str]:
     return [f"{memory.decay_score:.4f}", f"{memory.importance:.2f}", output.when(memory.last_accessed_at),
             output.short_id(memory.id), memory.content]
-
-
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "reflect-prepare": cmd_reflect_prepare, "reflect-commit": cmd_reflect_commit, "reflect": cmd_reflect,
-    "insights": cmd_insights, "contradictions": cmd_contradictions,
-}
