@@ -34,7 +34,7 @@ from . import validate
 from .errors import HebbsError, InvalidInput, VaultNotInitialized
 from .paths import (ensure_home, find_project_vault, hebbs_home, log_path, resolve_vault, socket_path,
                     spawn_lock_path)
-from .protocol import (ERROR, HEADER, PROGRESS, AddEdge, Close, ContradictionAuto, ContradictionCommit,
+from .protocol import (ERROR, HEADER, PROGRESS, AddEdge, Close, ContradictionAuto, Count, ContradictionCommit,
                        ContradictionPrepare, DaemonStatus, DaemonUnavailable, Edges, Export, ExportChunk, Feed, Forget,
                        ForgetCandidates, Get, History, ImportRecords, Index, IndexCancel, IndexCancelled, IndexFollow, Insights,
                        Inspect, Inspection, List, Neighbors, Panel, PanelState, Ping, Pong, Prime, ProtocolError,
@@ -473,7 +473,7 @@ class _Doors:
 
     def count(self) -> int:
         """How many memories the vault holds (earlier versions not counted)."""
-        return self._send(Status(), vault=True, then=lambda status: status.vault.memories)
+        return self._send(Count())
 
     # Edges ------------------------------------------------------------------------------------
 

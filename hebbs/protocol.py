@@ -230,6 +230,9 @@ class Spec(NamedTuple):
     skip: tuple[str, ...] = ()
     # The reply's data made from what the engine returned (None: that value itself).
     reply: Callable[[Any], Any] | None = None
+    # The CLI subcommand built from this declaration alone (cli/declared.py); None: the CLI has a
+    # hand-written one, or none.
+    cli: str | None = None
 
     @property
     def refreshes_panel(self) -> bool:
@@ -511,6 +514,11 @@ class List(_Command, tag="list"):
 
     path: PathText | None = None
     sections: bool = False
+
+
+@declare(result=int, engine="count", retryable=True, cli="count")
+class Count(_Command, tag="count"):
+    """How many memories the vault holds (earlier versions not counted)."""
 
 
 @declare(result=list[QueryLogEntry], engine="queries", retryable=True)

@@ -229,3 +229,29 @@ def test_the_mcp_tools_keep_the_declared_defaults_and_say_how_ids_are_given() ->
     assert checked >= 8
     source = (Path(hebbs.__file__).parent / "mcp_server.py").read_text()
     assert "8 characters" not in source and SHORT_ID_MIN == 6
+
+
+def test_a_command_declared_with_a_cli_name_is_a_subcommand(shared_daemon, project: Path) -> None:
+    """Tried: `hebbs count` (declared in hebbs/protocol.py with cli="count", no CLI code of its own):
+    its help is the Struct's docstring; text and JSON answers; the SDK's count() sends the same command."""
+    with shared_daemon.client(project) as hb:
+        hb.remember_many(["one fact about the project", "another fact about it"])
+        assert hb.count() == 2
+    helped = shared_daemon.hebbs("count", "--help", cwd=project).stdout
+    assert "How many memories the vault holds (earlier versions not counted)." in helped
+    assert shared_daemon.hebbs("count", cwd=project).stdout == "2\n"
+    assert shared_daemon.hebbs("--format", "json", "count", cwd=project).stdout.strip() == "2"
+
+
+def test_the_reference_docs_are_generated_from_the_code() -> None:
+    """Tried: scripts/gen_reference.py --check: the generated sections of docs/protocol.md (every
+    command's fields, defaults and reply) and docs/cli.md (every subcommand's options) are what the
+    code says now."""
+    root = Path(__file__).parent.parent
+    done = subprocess.run([sys.executable, str(root / "scripts" / "gen_reference.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    protocol_doc = (root / "docs" / "protocol.md").read_text()
+    from hebbs.protocol import COMMAND_TYPES
+
+    assert all(f"| `{tag}` |" in protocol_doc for tag in COMMAND_TYPES)
