@@ -248,10 +248,48 @@ def test_the_reference_docs_are_generated_from_the_code() -> None:
     command's fields, defaults and reply) and docs/cli.md (every subcommand's options) are what the
     code says now."""
     root = Path(__file__).parent.parent
-    done = subprocess.run([sys.executable, str(root / "scripts" / "gen_reference.py"), "--check"],
+    done = processes.run([sys.executable, str(root / "scripts" / "gen_reference.py"), "--check"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     protocol_doc = (root / "docs" / "protocol.md").read_text()
     from hebbs.protocol import COMMAND_TYPES
 
     assert all(f"| `{tag}` |" in protocol_doc for tag in COMMAND_TYPES)
+
+
+# The CLI subcommands that send one command, and the option names that differ from the field's.
+CLI_SENDS = {"remember": "remember", "get": "get", "revise": "revise", "history": "history", "forget": "forget",
+             "add-edge": "add_edge", "remove-edge": "remove_edge", "edges": "edges", "neighbors": "neighbors",
+             "recall": "recall", "used": "reinforce", "prime": "prime", "subscribe": "subscribe",
+             "queries": "queries", "inspect": "inspect", "source": "source", "reflect-prepare": "reflect_prepare",
+             "reflect": "reflect", "insights": "insights", "contradictions": "contradiction_prepare",
+             "consolidate": "consolidate", "unconsolidate": "unconsolidate", "count": "count"}
+CLI_RENAMED = {("insights", "limit"): "max_results", ("contradictions", "limit"): "max_results",
+               ("subscribe", "threshold"): "confidence_threshold", ("recall", "mmr"): "mmr_lambda",
+               ("recall", "entity"): "entity_id", ("prime", "entity"): "entity_id", ("insights", "entity"): "entity_id",
+               ("reflect-prepare", "entity"): "entity_id", ("reflect", "entity"): "entity_id",
+               ("remember", "entity"): "entity_id", ("subscribe", "entity"): "entity_id"}
+
+
+def test_the_cli_keeps_the_declared_defaults() -> None:
+    """Tried: every option of a CLI subcommand that sends one protocol command, against the default of
+    the field it fills (same name, or the renaming above); a subcommand the CLI builds from a
+    declaration (cli=NAME) is in CLI_SENDS too, and every declared CLI name is a subcommand."""
+    import argparse
+
+    from hebbs.cli.main import build_parser
+    from hebbs.protocol import COMMAND_TYPES
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    checked = 0
+    for name, tag in CLI_SENDS.items():
+        declared = _struct_defaults(COMMAND_TYPES[tag])
+        for action in sub.choices[name]._actions:
+            field = CLI_RENAMED.get((name, action.dest), action.dest)
+            if field in declared and action.default not in (None, False, argparse.SUPPRESS):
+                assert action.default == declared[field], \
+                    f"hebbs {name} {action.option_strings}: {action.default!r}, declared {declared[field]!r}"
+                checked += 1
+    assert checked >= 10
+    assert {cls.spec.cli for cls in COMMAND_TYPES.values() if cls.spec.cli} <= set(sub.choices)

@@ -310,7 +310,7 @@ def _recall_commands(command: Any, common: argparse.ArgumentParser, shared: argp
     p.add_argument("--threshold", type=number, default=0.5, help="minimum confidence, 0..1")
 
     p = command("queries", "the most recent recalls (the query log)")
-    p.add_argument("--limit", type=int, default=20, help="how many")
+    p.add_argument("--limit", type=int, default=50, help="how many")
 
     p = command("inspect", "one memory with its edges and history")
     p.add_argument("id", help="memory id, or its last 6+ characters")
