@@ -164,7 +164,10 @@ def _signature(fn: typing.Callable, name: str) -> str:
 
 def _methods(cls: type) -> list[tuple[str, typing.Callable]]:
     out = []
-    for name, member in cls.__dict__.items():
+    members: dict[str, typing.Any] = {}
+    for klass in reversed(cls.__mro__[:-1]):  # inherited too: the clients' typed methods live in a shared base
+        members.update(klass.__dict__)
+    for name, member in members.items():
         if name.startswith("_"):
             continue
         fn = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
