@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.harness import machine_note, module_argv, percentile, row
+from bench.harness import machine_note, module_argv, percentile, row, summary, write_result
 from bench.harness import run as run_child
 
 NAMES = ["Alice", "Bob", "Carol", "Dana", "Erik", "Fatima", "Goro", "Hana", "Ivan", "Jun", "Kofi", "Lena"]
@@ -189,6 +189,10 @@ def main() -> int:
               f"interleaved; {machine_note()} (shared machine)")
         for label, ms in results.items():
             print(row(label, ms))
+        saved = write_result("bench_daemon", {label: summary(ms) for label, ms in results.items()}
+                             | {"cpu_per_call_ms": {label: summary(ms) for label, ms in call_cpu.items()}},
+                             memories=memories, calls=args.calls, cli_calls=args.cli_calls)
+        print(f"figures written to {saved}")
         for op in ("recall", "remember"):
             inproc, socket = results[f"in-process {op}"], results[f"socket {op} (SDK)"]
             print(f"socket minus in-process, {op}: {percentile(socket, 50) - percentile(inproc, 50):+.2f} ms at p50, "

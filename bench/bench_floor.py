@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import percentile
+from bench.harness import percentile, write_result
 from bench.bench_engine import CUES
 from bench.bench_strategies import build_vault
 
@@ -159,6 +159,10 @@ def main() -> None:
             top100 = dict(rows)["default recall top_k=100"]
             print(f"top_k 100 / top_k 10 (default recall): p50 {top100[0] / top10[0]:.2f}x, "
                   f"p99 {top100[1] / top10[1]:.2f}x")
+            saved = write_result("bench_floor", {
+                label: {"p50_ms": p50, "p99_ms": p99, "p50_vs_floor": p50 / floor[0], "p99_vs_floor": p99 / floor[1]}
+                for label, (p50, p99) in rows}, size=n, queries=q)
+            print(f"figures written to {saved}")
             for label, kwargs in (("similarity-only, relevance-only", {"strategies": ["similarity"],
                                                                        "weights": RELEVANCE_ONLY}),
                                   ("default, top_k 10", {}), ("default, top_k 100", {"top_k": 100})):
