@@ -24,7 +24,7 @@ _EXPORTS = {
     "PendingContradiction": "schema", "InsightInput": "schema", "ContradictionVerdict": "schema",
     "Insight": "schema", "VaultStats": "schema", "QueryLogEntry": "schema",
     "HebbsError": "errors", "InvalidInput": "errors", "NotFound": "errors", "VaultBusy": "errors",
-    "VaultNotInitialized": "errors", "ModelMismatch": "errors", "CorruptVault": "errors",
+    "VaultNotInitialized": "errors", "ModelMismatch": "errors", "CorruptVault": "errors", "DiskFull": "errors",
     "LLMNotConfigured": "errors", "LLMError": "errors", "Cancelled": "errors", "DaemonUnavailable": "errors",
     "doctor": "store.doctor", "DoctorReport": "store.doctor",
 }

@@ -52,6 +52,13 @@ class CorruptVault(HebbsError):
     status_code = "CORRUPT_VAULT"
 
 
+class DiskFull(HebbsError):
+    """The disk holding the vault has no space left: nothing of the write was kept, the vault is not
+    damaged, reads go on; the next write after space is freed succeeds."""
+
+    status_code = "DISK_FULL"
+
+
 class LLMNotConfigured(HebbsError):
     """A command needs an LLM and none is configured; the message names the agent-driven way instead."""
 
@@ -111,7 +118,7 @@ class ProtocolError(HebbsError):
 
 ERRORS_BY_CODE: dict[str, type[HebbsError]] = {
     cls.status_code: cls
-    for cls in (HebbsError, InvalidInput, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch, CorruptVault,
+    for cls in (HebbsError, InvalidInput, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch, CorruptVault, DiskFull,
                 LLMNotConfigured, LLMError, ModelError, MessageTooLarge, IndexingInProgress, Cancelled, DaemonUnavailable,
                 DaemonBusy, ProtocolError)
 }

@@ -653,8 +653,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     report = doctor(resolve_vault(args.vault, args.global_, hebbs_home(args.home)), export=args.export)
     if _json(args):
         output.emit_json(report)
-        return 0 if report.healthy else 1
-    print(f"vault    {report.vault}: {'healthy' if report.healthy else 'DAMAGED'} (database opened: {report.opened})")
+        return 1 if report.damage_found else 0
+    state = ("DAMAGED" if not report.healthy else
+             "every memory readable, derived files DAMAGED" if report.damage_found else "healthy")
+    print(f"vault    {report.vault}: {state} (database opened: {report.opened})")
     for f in report.files:
         if not f.ok:
             print(f"file     {f.path} ({f.kind}): {f.problem}")
@@ -670,7 +672,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"exported {_count(report.exported or 0, 'memory')} to {report.export_path}")
     for line in report.advice:
         print(f"advice   {line}")
-    return 0 if report.healthy else 1
+    return 1 if report.damage_found else 0
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:

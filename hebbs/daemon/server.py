@@ -445,6 +445,10 @@ class Daemon:
             response = Response(id=exc.request_id, status=ERROR, status_code=exc.status_code, error=str(exc))
         except Exception as exc:  # noqa: BLE001 - _failure tells a user error from a bug
             response = _failure(exc, request_id)
+        except BaseException as exc:
+            if not _panic(exc):
+                raise
+            response = _failure(RuntimeError(f"{type(exc).__name__}: {exc}"), request_id)
         conn.send(response)
 
     def _run_direct(self, request: Request, work: Work) -> Response | None:
@@ -477,6 +481,10 @@ class Daemon:
             raise  # this client is gone (a progress frame could not be sent): no reply to give
         except Exception as exc:  # noqa: BLE001 - _failure tells a user error from a bug
             return _failure(exc, request.id)
+        except BaseException as exc:
+            if not _panic(exc):
+                raise
+            return _failure(RuntimeError(f"{type(exc).__name__}: {exc}"), request.id)
         return Response(id=request.id, status=OK, data=data)
 
     def status(self) -> DaemonStatus:
@@ -489,6 +497,12 @@ class Daemon:
             requests=self.requests, open_vaults=self.pool.describe(),
             panel=None if self.panel is None else self.panel.serving(),
         )
+
+
+def _panic(exc: BaseException) -> bool:
+    """A native library's panic (pyo3's PanicException is a BaseException): answered as an error, not
+    left to end the connection's thread without a reply."""
+    return not isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit, CancelledError))
 
 
 def _failure(exc: Exception, request_id: Any) -> Response:

@@ -33,6 +33,8 @@ from .vector_index import snapshot_intact
 from .storage import (COLUMN_FAMILIES, MARKER_FILE, MEMORY_PREFIX, TIMELINE_ENTITY, VECTOR_PREFIX, decode_memory,
                       id_str, memory_key, storage_options, temporal_prefix)
 
+# What a file check may say that is no damage: a vault made before its marker existed gets one at its next open.
+NOT_DAMAGE = frozenset({"vault marker"})
 _FILE_IN_ERROR = re.compile(r"(/[^\s:]+\.(?:sst|log|blob))|(MANIFEST-\d+)")
 
 
@@ -68,6 +70,9 @@ class DoctorReport(msgspec.Struct, kw_only=True):
     exported: int | None = None
     export_path: str | None = None
     advice: list[str] = []
+    # Any damage at all, derived files included (a vault can be healthy, every memory readable, with a
+    # damaged index): what `hebbs doctor`'s exit code follows.
+    damage_found: bool = False
 
 
 def doctor(vault: os.PathLike | str, *, export: os.PathLike | str | None = None) -> DoctorReport:
@@ -91,6 +96,7 @@ def doctor(vault: os.PathLike | str, *, export: os.PathLike | str | None = None)
         report.exported, report.export_path = len(memories), str(target)
     report.healthy = (report.opened == "direct" and all(f.ok or f.derived for f in report.files)
                       and not any(f.damaged for f in report.families) and not report.memories_lost)
+    report.damage_found = not report.healthy or any(not f.ok and f.kind not in NOT_DAMAGE for f in report.files)
     report.advice = _advice(report, path)
     return report
 
@@ -101,10 +107,14 @@ def _derived_advice(check: FileCheck) -> str:
         return (f"{check.path} (kept originals index) is damaged: `hebbs source` cannot find the versions "
                 "kept before it; the next index run keeps versions again, and keeps every old blob while "
                 f"{DAMAGED_INDEX_FILE} is beside it (delete that file to let them be pruned)")
+    if check.kind == "kept originals":
+        return (f"{check.path}: {check.problem}. `hebbs source` says so for the memories they held; "
+                "those versions cannot be shown again unless restored from a backup")
     if check.kind == "lexical index" and check.problem and "checksum" in check.problem:
         # Unlike the other derived files, nothing at open notices this: the index still opens.
-        return (f"{check.path} (lexical index) is damaged and would keep answering from the damage: "
-                "remove that folder while no process has the vault open; the next open rebuilds it")
+        return (f"{check.path} (lexical index) is damaged: the next open of the vault (the daemon's, or "
+                "any) finds it and rebuilds it from the database; or remove that folder while no process "
+                "has the vault open")
     return f"{check.path} ({check.kind}) is rebuilt at the next open or index run: nothing to do"
 
 
@@ -177,6 +187,9 @@ def _side_files(path: Path) -> list[FileCheck]:
         elif not Originals.readable_index(kept):
             check.ok, check.problem = False, "unreadable"
         out.append(check)
+    blobs = path / SOURCES_DIR / "blobs"
+    if blobs.is_dir():
+        out.append(_kept_versions(blobs))
     notes_manifest = path / "vault-manifest.json"
     if notes_manifest.exists():
         check = FileCheck(path=str(notes_manifest), kind="notes manifest", derived=True,
@@ -187,6 +200,18 @@ def _side_files(path: Path) -> list[FileCheck]:
             check.ok, check.problem = False, f"unreadable ({exc}): the next index run rebuilds it"
         out.append(check)
     return out
+
+
+def _kept_versions(blobs: Path) -> FileCheck:
+    """Every kept file version, decompressed and checked against the hash it is named by."""
+    check = FileCheck(path=str(blobs), kind="kept originals", derived=True)
+    files = sorted(p for p in blobs.glob("*/*") if p.is_file() and not p.name.startswith("."))
+    bad = [p.name for p in files if not Originals.intact_blob(p)]
+    check.size = sum(_size(p) or 0 for p in files)
+    if bad:
+        names = ", ".join(name[:12] for name in bad[:10]) + (" ..." if len(bad) > 10 else "")
+        check.ok, check.problem = False, f"{len(bad)} of {len(files)} kept file versions fail their hash ({names})"
+    return check
 
 
 def _size(path: Path) -> int | None:

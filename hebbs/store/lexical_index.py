@@ -31,10 +31,14 @@ import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 import tantivy
 
+from ..errors import CorruptVault
 from ..fsutil import atomic_write
+
+T = TypeVar("T")
 
 try:
     import fcntl
@@ -256,6 +260,30 @@ def _is_fatal(exc: BaseException) -> bool:
     return isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit))
 
 
+class _CallerFailed(Exception):
+    """What the caller's own filter raised inside a search: its error, not the index's damage."""
+
+    def __init__(self, original: BaseException) -> None:
+        self.original = original
+
+
+def _callers(passing: Callable[[list[bytes]], list[bool]]) -> Callable[[list[bytes]], list[bool]]:
+    def checked(raws: list[bytes]) -> list[bool]:
+        try:
+            return passing(raws)
+        except Exception as exc:
+            raise _CallerFailed(exc) from exc
+    return checked
+
+
+def _is_damage(exc: BaseException) -> bool:
+    """What tantivy raises reading damaged files: a Rust panic (pyo3's PanicException, a BaseException
+    that `except Exception` misses) or an error naming the data it could not read."""
+    if isinstance(exc, Exception):
+        return isinstance(exc, (ValueError, OSError)) and not isinstance(exc, LexicalIndexBusy)
+    return not _is_fatal(exc) and not isinstance(exc, (MemoryError,)) and type(exc).__name__ == "PanicException"
+
+
 def _read_state(path: Path) -> int:
     """The durably applied seq from the sidecar, or -1 if missing, unreadable or another format."""
     try:
@@ -398,6 +426,8 @@ class LexicalIndex:
         self._terms: dict[str, tuple[tuple[int, int], frozenset[str]]] = {}
         self._pending_seq: int | None = None  # set by commit(), cleared once durable
         self._timer: threading.Timer | None = None
+        # Set by the vault: rebuilds this index from the database when a read finds it damaged.
+        self.repair: Callable[[], None] | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -541,7 +571,34 @@ class LexicalIndex:
 
     def count(self) -> int:
         """Number of live documents once pending commits are applied."""
-        return self._searcher().num_docs
+        return self._reading(lambda: self._searcher().num_docs)
+
+    def _reading(self, read: Callable[[], T]) -> T:
+        """`read`, and when tantivy fails on damaged files: the index rebuilt (`repair`) and `read`
+        once more; a second failure is CORRUPT_VAULT, never a panic that kills the caller's thread."""
+        try:
+            return read()
+        except _CallerFailed as exc:
+            raise exc.original from None
+        except BaseException as exc:
+            if not _is_damage(exc):
+                raise
+            first = exc
+        log.error("lexical index %s failed a read (%s: %s): rebuilding it from the database",
+                  self._path, type(first).__name__, first)
+        if self.repair is not None:
+            try:
+                self.repair()
+                return read()
+            except _CallerFailed as exc:
+                raise exc.original from None
+            except BaseException as exc:
+                if not _is_damage(exc):
+                    raise
+                first = exc
+        raise CorruptVault(f"the lexical index in {self._path} is damaged ({type(first).__name__}: "
+                           f"{str(first)[:200]}) and a rebuild did not help: close the vault, remove that "
+                           "folder and open it again (it is rebuilt from the database)") from None
 
     def search(self, query: str, k: int, *,
                allowed: Callable[[bytes], bool] | None = None) -> list[tuple[bytes, float]]:
@@ -566,9 +623,15 @@ class LexicalIndex:
         terms = [(t, w) for t, w in weights.items() if w > 0][:MAX_QUERY_TERMS]
         if k <= 0 or not terms:
             return []
+        return self._reading(lambda: self._search_terms(terms, k, passing))
+
+    def _search_terms(self, terms: list[tuple[str, float]], k: int,
+                      passing: Callable[[list[bytes]], list[bool]] | None) -> list[tuple[bytes, float]]:
         searcher = self._searcher()
         if searcher.num_docs == 0:
             return []
+        if passing is not None:
+            passing = _callers(passing)
         subqueries = [(tantivy.Occur.Should, _weighted(_term_query(self._schema, t), w)) for t, w in terms]
         q = subqueries[0][1] if len(subqueries) == 1 else tantivy.Query.boolean_query(subqueries)
         if passing is None:
@@ -589,8 +652,13 @@ class LexicalIndex:
 
     def doc_freqs(self, terms: Iterable[str]) -> dict[str, int]:
         """How many live-or-not-yet-merged documents hold each (already tokenized) term."""
-        searcher = self._searcher()
-        return {t: int(searcher.doc_freq(_BODY, t)) for t in terms}
+        terms = list(terms)
+
+        def read() -> dict[str, int]:
+            searcher = self._searcher()
+            return {t: int(searcher.doc_freq(_BODY, t)) for t in terms}
+
+        return self._reading(read)
 
     # ---- internals -------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ from ..schema import Memory, MemoryKind, PendingContradiction
 from . import changelog
 from .catalog import Catalog, CatalogEntry
 from .embed import Embedder
-from .lexical_index import LexicalIndex, tokenize
+from .lexical_index import LexicalIndex, damaged_segment_files, tokenize
 from .memory_text import lexical_text
 from .storage import (MEMORY_PREFIX, TIMELINE_ENTITY, Store, WriteSet, decode, encode, id_bytes, id_str, memory_key,
                       temporal_prefix)
@@ -127,6 +127,7 @@ class OpenVault:
         # taken before the write lock, never after it.
         self._checkpoint_lock = threading.Lock()
         self._verifier: threading.Thread | None = None
+        self._lexical_check: threading.Thread | None = None
         self._damage: CorruptVault | None = None
         self._index: VectorIndex
         self._lexical: LexicalIndex
@@ -163,6 +164,7 @@ class OpenVault:
         self._catalog = catalog
         self._index = self._open_vector_index()
         self._lexical = LexicalIndex.open(self.path / "lexical")
+        self._lexical.repair = self.rebuild_lexical
         try:
             self._catch_up_lexical()
         except BaseException:
@@ -171,6 +173,10 @@ class OpenVault:
         if verify_later:
             self._verifier = threading.Thread(target=self._verify_records, name="hebbs-verify", daemon=True)
             self._verifier.start()
+        # A flipped block in a term dictionary or a fast field opens and answers, with other rankings:
+        # only the segments' checksums show it. Checked beside the first calls, repaired on detection.
+        self._lexical_check = threading.Thread(target=self._verify_lexical, name="hebbs-verify-lexical", daemon=True)
+        self._lexical_check.start()
         if self._changes_since_checkpoint >= checkpoint_interval(len(self._index)):
             self._checkpoint_soon()
 
@@ -290,6 +296,26 @@ class OpenVault:
             index.add(ids, np.vstack(rows))
         return index
 
+    def _verify_lexical(self) -> None:
+        directory = self.path / "lexical"
+
+        def damaged() -> list[tuple[str, str]]:
+            # A segment a merge removed while it was read is gone, not damaged.
+            return [(n, p) for n, p in damaged_segment_files(directory) if (directory / n).exists()]
+
+        try:
+            if not damaged():
+                return
+            with self._write_lock:  # no commit moves the segments between this look and the rebuild
+                found = damaged()
+                if not found or self._closed:
+                    return
+                log.error("vault %s: lexical index segments fail their checksum (%s): rebuilding it from the "
+                          "database", self.path, ", ".join(f"{n}: {p}" for n, p in found))
+                self.rebuild_lexical()
+        except Exception:  # noqa: BLE001 - a failed check leaves the index as it was, and says so
+            log.exception("vault %s: checking the lexical index failed", self.path)
+
     def rebuild_lexical(self) -> None:
         """Re-tokenize every memory from the `default` family (after a crash, or if the index was deleted)."""
         with self._write_lock:
@@ -301,6 +327,8 @@ class OpenVault:
     def close(self) -> None:
         if self._verifier is not None:
             self._verifier.join()  # its iterator must not outlive the database
+        if self._lexical_check is not None:
+            self._lexical_check.join()  # a repair it started must not meet a closed index
         with self._checkpoint_lock, self._write_lock:
             if self._closed:
                 return
@@ -607,7 +635,12 @@ class OpenVault:
                 self._write_seq += 1
                 writes.put_meta("write_seq", self._write_seq)
                 changelog.record(writes, self._write_seq, touched)
-            self.store.commit(writes, durable=durable, tracked=True)
+            try:
+                self.store.commit(writes, durable=durable, tracked=True)
+            except BaseException:
+                if touches_indexes:
+                    self._write_seq -= 1  # nothing was written (a full disk, say): the next batch takes this number
+                raise
         for memory_id in removed:
             self._catalog.remove(memory_id)
         for memory in saved:

@@ -108,9 +108,18 @@ class Originals:
         """Whether the index file at path decodes (hebbs doctor's check; reading it changes nothing)."""
         try:
             msgspec.msgpack.decode(_decompress(path.read_bytes()) or b"", type=_Index)
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        except (OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
             return False
         return True
+
+    @staticmethod
+    def intact_blob(path: Path) -> bool:
+        """Whether the kept version at path decompresses to the bytes its name hashes (hebbs doctor)."""
+        try:
+            data = _decompress(path.read_bytes())
+        except OSError:
+            return False
+        return data is not None and hashlib.sha256(data).hexdigest() == path.name
 
     @property
     def damaged_index(self) -> Path | None:
@@ -126,7 +135,7 @@ class Originals:
             return _Index()
         try:
             return msgspec.msgpack.decode(raw or b"", type=_Index)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (ValueError, msgspec.DecodeError, msgspec.ValidationError):  # ValueError: a flipped UTF-8 byte
             # A damaged index loses the map, not the vault: the next index run keeps versions anew.
             # It is moved aside rather than overwritten, and while it is there no blob is swept: the
             # versions it listed stay on disk for whoever can repair it (hebbs doctor says so).

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import gc
 import json
 import logging
 import os
 import re
 import socket
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,7 @@ import rocksdict
 from ulid import ULID
 
 from .durability import GroupCommit
-from ..errors import CorruptVault, VaultBusy
+from ..errors import CorruptVault, DiskFull, HebbsError, VaultBusy
 from ..fsutil import atomic_write
 from ..schema import EdgeType, Memory
 
@@ -196,9 +198,13 @@ class Store:
     def __init__(self, path: Path, db: rocksdict.Rdict, durability: str = "sync") -> None:
         self.path = path
         self._db: rocksdict.Rdict | None = db
-        self._handles = {name: db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
-        self._views = {name: db.get_column_family(name) for name in COLUMN_FAMILIES}
-        self.group = GroupCommit(durability, db.latest_sequence_number, lambda: db.flush_wal(True))
+        self._handles: Any = {name: db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
+        self._views: Any = {name: db.get_column_family(name) for name in COLUMN_FAMILIES}
+        self.group = GroupCommit(durability, lambda: self.db.latest_sequence_number(), lambda: self.db.flush_wal(True))
+        # After a write failed for want of space RocksDB refuses every later write ("Writer has previous
+        # error") until the database is opened again: the next write does that, once space is back.
+        self._disk_full = False
+        self._reopening = False
         # Memory records written by commits the open vault did not make itself (workflows that write
         # records directly, tools, tests): the vault re-reads them before it saves its catalog.
         # None once too many to track: the saved catalog is then not trusted.
@@ -237,8 +243,58 @@ class Store:
     @property
     def db(self) -> rocksdict.Rdict:
         if self._db is None:
+            if self._reopening:
+                raise self._reopening_error()
             raise CorruptVault(f"vault {self.path} is closed")
         return self._db
+
+    def _reopening_error(self) -> DiskFull:
+        return DiskFull(f"vault {self.path.parent} is being reopened after its disk was full: try again")
+
+    def _full(self, exc: BaseException) -> DiskFull | None:
+        """DiskFull for a RocksDB status that says the disk is full (ENOSPC, or a quota: EDQUOT)."""
+        text = str(exc)
+        if "No space left on device" not in text and "Disk quota exceeded" not in text:
+            return None
+        return DiskFull(f"the disk holding vault {self.path.parent} is full: nothing of this write was kept and "
+                        "the vault is not damaged; free some space and write again (reads go on meanwhile)")
+
+    def _recover_from_full_disk(self) -> None:
+        """Open the database again (RocksDB keeps refusing writes after ENOSPC until then), if space is
+        back; DiskFull when it is not. Caller holds the vault's write lock (OpenVault.apply)."""
+        stat = os.statvfs(self.path)
+        if stat.f_bavail * stat.f_frsize < _SPACE_TO_REOPEN:
+            raise self._full(OSError("No space left on device")) or DiskFull("disk full")
+        old = self._db
+        self._reopening = True
+        try:
+            self._views = _Reopening(self._reopening_error)
+            self._handles = _Reopening(self._reopening_error)
+            self._db = None
+            if old is not None:
+                with contextlib.suppress(Exception):  # "Writer has previous error": the failed write's
+                    old.close()
+                del old
+            opts = storage_options(create=False)
+            for attempt in range(50):  # a read in flight still holds the old database (and its lock)
+                try:
+                    db = rocksdict.Rdict(str(self.path), options=opts,
+                                         column_families={n: opts for n in COLUMN_FAMILIES[1:]})
+                    break
+                except Exception as exc:
+                    full = self._full(exc)
+                    if full is not None or attempt == 49:
+                        raise full or CorruptVault(f"vault {self.path.parent} could not be opened again after "
+                                                   f"its disk was full: {exc}") from None
+                    gc.collect()
+                    time.sleep(0.05)
+            self._handles = {name: db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
+            self._views = {name: db.get_column_family(name) for name in COLUMN_FAMILIES}
+            self._db = db
+            self._disk_full = False
+            log.warning("vault %s: opened its database again after the disk was full", self.path.parent)
+        finally:
+            self._reopening = False
 
     def close(self) -> None:
         if self._db is None:
@@ -266,6 +322,8 @@ class Store:
         tracked=True: the caller keeps the catalog in step with these writes itself (OpenVault.apply)."""
         if not writes.ops:
             return
+        if self._disk_full:
+            self._recover_from_full_disk()
         if not tracked and self.untracked_memories is not None:
             self.untracked_memories.update(key for family, key, _ in writes.ops if family == "default")
             if len(self.untracked_memories) > _UNTRACKED_LIMIT:
@@ -279,7 +337,13 @@ class Store:
                 batch.put(key, value, handle)
         try:
             self.db.write(batch)
+        except DiskFull:
+            raise
         except Exception as exc:
+            full = self._full(exc)
+            if full is not None:
+                self._disk_full = True
+                raise full from None
             raise CorruptVault(f"writing to vault {self.path.parent} failed: {exc}. "
                                f"{DOCTOR_ADVICE.format(vault=self.path.parent)}") from None
         finally:
@@ -299,7 +363,12 @@ class Store:
         except Exception as exc:  # a RocksDB status: corruption or I/O error
             raise self._read_error(family, exc) from None
 
-    def _read_error(self, family: str, exc: BaseException) -> CorruptVault:
+    def _read_error(self, family: str, exc: BaseException) -> HebbsError:
+        if isinstance(exc, DiskFull) or self._reopening:
+            return exc if isinstance(exc, DiskFull) else self._reopening_error()
+        return self._damage_error(family, exc)
+
+    def _damage_error(self, family: str, exc: BaseException) -> CorruptVault:
         return CorruptVault(f"vault {self.path.parent} is damaged: reading its {family!r} column family failed "
                             f"({exc}). {DOCTOR_ADVICE.format(vault=self.path.parent)}")
 
@@ -438,6 +507,20 @@ def encode(value: Any) -> bytes:
 
 def decode(raw: bytes, type_: Any = None) -> Any:
     return msgspec.msgpack.decode(raw, type=type_) if type_ is not None else _decode_any(raw)
+
+
+# Free space a database needs to be opened again after a full disk (a new WAL, OPTIONS, LOG lines).
+_SPACE_TO_REOPEN = 1 << 20
+
+
+class _Reopening:
+    """Stands in for the views and handles while the database is opened again: every use is DiskFull."""
+
+    def __init__(self, error: Any) -> None:
+        self._error = error
+
+    def __getitem__(self, family: str) -> Any:
+        raise self._error()
 
 
 DOCTOR_ADVICE = ("Run `hebbs doctor --vault {vault}` to check every file and see what is readable, and "

@@ -319,7 +319,8 @@ def _metas(directory: Path) -> list[_SnapshotMeta]:
     for name in (_SNAPSHOT_META, _NEXT_META):
         try:
             metas.append(msgspec.msgpack.decode((directory / name).read_bytes(), type=_SnapshotMeta))
-        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        # ValueError: a flipped byte in a string is a UnicodeDecodeError, which msgspec lets through.
+        except (OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
             continue
     return metas
 

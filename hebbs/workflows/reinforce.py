@@ -4,18 +4,21 @@ it returned only when the caller asks (docs/honesty.md)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Sequence
 
 from .. import validate
-from ..errors import InvalidInput, NotFound
+from ..errors import DiskFull, InvalidInput, NotFound
 from ..recall.pipeline import Request
 from ..schema import Access, Memory, MemoryKind, QueryLogEntry, RecallResult
 from ..store import access_log
 from ..store.open_vault import OpenVault, now_us
 from ..store.storage import WriteSet, decode, encode
 from . import associate, decay
+
+log = logging.getLogger("hebbs.reinforce")
 
 
 def reinforce(vault: OpenVault, ids: Sequence[str] | str, via: str = access_log.USED) -> list[Memory]:
@@ -58,7 +61,13 @@ def record_recall(vault: OpenVault, request: Request, results: list[RecallResult
                               entity_id=request.entity_id)
         writes.put("query_log", stamp.to_bytes(8, "big") + os.urandom(4), encode(entry))
         # Nobody is told these were kept: no reason to make a recall wait for a disk sync.
-        vault.apply(writes, saved=used, durable=False)
+        try:
+            vault.apply(writes, saved=used, durable=False)
+        except DiskFull:
+            if reinforce:
+                raise  # the caller asked for a write: it is told it was not kept
+            # A read needs no space: the query log is best effort (`hebbs queries` misses this one).
+            log.warning("vault %s: the disk is full: this recall is not in the query log", vault.path)
 
 
 def recent_queries(vault: OpenVault, limit: int = 50) -> list[QueryLogEntry]:

@@ -1,0 +1,96 @@
+"""A full disk (issue 26, item 7): a real daemon, its project vault on a 20 MiB tmpfs filled to the
+last byte. A write is refused with DISK_FULL (never CORRUPT_VAULT), nothing acknowledged is lost,
+reads go on while the disk is full, and the first write after space returns succeeds."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hebbs import DiskFull
+from hebbs.paths import init_vault
+
+sys.path.insert(0, str(Path(__file__).parent))
+from daemon_harness import ForegroundDaemon  # noqa: E402
+
+import processes  # noqa: E402
+
+
+@contextlib.contextmanager
+def small_disk(mib: int = 20) -> Iterator[Path]:
+    """A tmpfs of `mib` MiB mounted for the test, unmounted whatever happens (tests run as root)."""
+    if os.geteuid() != 0:
+        pytest.fail("this test mounts a small tmpfs: run the suite as root, as .ci/run does")
+    where = Path(tempfile.mkdtemp(prefix="hbfull", dir="/tmp"))
+    done = processes.run(["mount", "-t", "tmpfs", "-o", f"size={mib}m,mode=0700", "tmpfs", str(where)],
+                         capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    try:
+        yield where
+    finally:
+        if processes.run(["umount", str(where)], capture_output=True, timeout=60).returncode != 0:
+            processes.run(["umount", "-l", str(where)], capture_output=True, timeout=60)
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def fill(path: Path) -> None:
+    """Write zeros until the disk takes no more, down to its last 512-byte piece."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for size in (1 << 16, 512):
+            while True:
+                try:
+                    os.write(fd, b"\0" * size)
+                except OSError:
+                    break
+    finally:
+        os.close(fd)
+
+
+def test_a_full_disk_is_disk_full_reads_go_on_and_the_next_write_after_space_returns_succeeds():
+    daemon = ForegroundDaemon().start()
+    try:
+        with small_disk() as disk:
+            notes = disk / "notes"
+            notes.mkdir()
+            init_vault(notes, daemon.home)
+            acknowledged: list[str] = []
+            with daemon.client(vault=notes) as client:
+                acknowledged += [m.id for m in client.remember_many(
+                    [{"content": f"The harbour crane {i} lifts {i * 10} tonnes."} for i in range(50)])]
+                filler = disk / "filler"
+                fill(filler)
+                refused = None
+                for i in range(400):
+                    try:
+                        acknowledged.append(client.remember(f"Written while the disk fills, number {i}: "
+                                                            + "padding " * 400).id)
+                    except DiskFull as exc:
+                        refused = exc
+                        break
+                assert refused is not None, "the disk never filled"
+                assert "full" in str(refused) and "doctor" not in str(refused)
+                # Reads need no space: recall (which logs the query when it can), get, count.
+                for _ in range(3):
+                    found = client.recall("which crane lifts 70 tonnes", top_k=3)
+                    assert "crane 7 " in found.results[0].memory.content
+                assert client.get(acknowledged[0]).id == acknowledged[0]
+                assert client.count() == len(acknowledged)
+                with pytest.raises(DiskFull):  # still full: said again, not a stale or other error
+                    client.remember("Still no room for this one.")
+                filler.unlink()
+                after = client.remember("The first memory after the space came back.")
+                acknowledged.append(after.id)
+                kept = {m.id for m in client.export()}
+            assert set(acknowledged) <= kept, f"{len(set(acknowledged) - kept)} acknowledged writes lost"
+            assert "INTERNAL" not in daemon.log() and "CORRUPT_VAULT" not in daemon.log()
+            daemon.stop()  # before the unmount: the daemon holds the vault's files open
+    finally:
+        daemon.stop()
