@@ -112,3 +112,21 @@ def test_the_panel_recall_form_carries_the_diversity_setting() -> None:
     bad, problems = app.recall_form(QueryParams("cue=x&mmr=2"), reinforce_allowed=False)
     assert bad["mmr"] is None and "from 0 to 1" in problems[0]
     assert app.recall_command(app.recall_form(QueryParams("cue=x"), reinforce_allowed=False)[0])[0].mmr_lambda is None
+
+
+def test_a_notes_front_matter_type_sets_its_freshness(shared_daemon: "DaemonHome", project: Path) -> None:
+    """Tried: a year-old note with `type: status` in its front matter beside a year-old note without
+    a type, recalled as of today. Before, the type stayed under context.front_matter only, and the
+    status note ranked as fresh as an untyped one (recency 0.5 in a 730-day window). Now it is the
+    memory's context type: a status is stale after its 3-day half-life, and `get` shows the type."""
+    (project / "status.md").write_text('---\ntype: status\ncreated: "2025-12-01T09:00:00Z"\n---\n# Billing migration status\n\n'
+                                       "The billing migration is blocked on the invoice export.\n")
+    (project / "plan.md").write_text('---\ncreated: "2025-12-01T09:00:00Z"\n---\n# Billing migration plan\n\n'
+                                     "The billing migration moves invoices to the new ledger in two steps.\n")
+    shared_daemon.hebbs("index", str(project), cwd=project)
+    found = _recall(shared_daemon, project, "billing migration", "--now", "2026-12-01T09:00:00Z")
+    by_file = {r["memory"]["context"]["file"]: r for r in found["results"]}
+    assert by_file["status.md"]["memory"]["context"]["type"] == "status"
+    assert by_file["status.md"]["components"]["recency"] == 0.0
+    assert 0.45 < by_file["plan.md"]["components"]["recency"] < 0.55
+    assert "type" not in by_file["plan.md"]["memory"]["context"]

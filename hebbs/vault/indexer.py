@@ -385,6 +385,11 @@ def section_context(rel: str, entry: FileEntry, s: SectionEntry, vault_id: str) 
         ctx["links"] = list(dict.fromkeys(link_text(link) for link in s.links))
     if entry.front_matter:
         ctx["front_matter"] = entry.front_matter
+        kind = entry.front_matter.get("type")
+        if isinstance(kind, str) and kind.strip():
+            # The note's kind is the memory's context type, as for a remembered memory: its decay
+            # half-life is its recency window in recall and its pace of decay (docs/decay.md).
+            ctx["type"] = kind.strip()
     return ctx
 
 
