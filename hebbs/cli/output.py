@@ -158,7 +158,9 @@ def print_memory(memory: Memory, out: TextIO | None = None, *, last_restated_at:
         fields.append(("context", to_json(memory.context)))
     if memory.source is not None:
         heading = " > ".join(memory.source.heading_path)
-        fields.append(("source", memory.source.file_path + (f" ({heading})" if heading else "")))
+        diverged = (" - diverged: revised here, the file still holds the text it was indexed from"
+                    if memory.context.get("diverged_from_source") else "")
+        fields.append(("source", memory.source.file_path + (f" ({heading})" if heading else "") + diverged))
     if memory.superseded_by:
         fields.append(("superseded by", memory.superseded_by))
     if memory.revision_of:

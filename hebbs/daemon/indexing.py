@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from hebbs.errors import Cancelled, IndexingInProgress, InvalidInput
+from hebbs.errors import Cancelled, IndexingInProgress, InvalidInput, NotFound
 from hebbs.paths import VAULT_DIR
 from hebbs.protocol import Index, IndexCancel, IndexCancelled, IndexFollow, List, Request, ScanSummary
 
@@ -91,8 +91,11 @@ class IndexHandlers:
     async def _list(self, conn: Connection, request: Request, command: List) -> Any:
         from hebbs.vault.status import list_vault
 
-        _, root = self._notes_vault(request, command.path)
-        return await self.pool.run(list_vault, root, sections=command.sections)
+        slot, root = self._notes_vault(request, command.path)
+        async with self.pool.use(slot) as engine:
+            # The engine tells which sections were revised away from their files (state "diverged").
+            return await self.pool.run(list_vault, root, sections=command.sections,
+                                       memory=lambda mid: _memory_or_none(engine, mid))
 
     def _notes_vault(self, request: Request, path: str | None) -> tuple[VaultSlot, Path]:
         """The vault slot and notes folder of an index or list request: PATH/.hebbs, or vault_path's folder."""
@@ -170,3 +173,10 @@ def _retrieved(run: "asyncio.Future[Any]") -> None:
 
 def _quote(path: Path) -> str:
     return shlex.quote(str(path))
+
+
+def _memory_or_none(engine: Any, memory_id: str) -> Any:
+    try:
+        return engine.get(memory_id)
+    except NotFound:
+        return None

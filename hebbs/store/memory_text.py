@@ -10,12 +10,28 @@ from a file are indexed as they are.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import PurePosixPath
 from typing import Any
 
 from ..schema import Memory
 
-__all__ = ["note_title", "embedding_text", "lexical_text"]
+__all__ = ["note_title", "embedding_text", "lexical_text", "content_hash", "diverged_from_source", "DIVERGED"]
+
+# Set in the context of a note section's memory whose text was revised away from what its file
+# holds (a revise in the Memory Palace or through the API); the next index of a changed file clears it.
+DIVERGED = "diverged_from_source"
+
+
+def content_hash(text: str) -> str:
+    """The hash of a section's text, as the vault's manifest and a section's `section_hash` keep it."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def diverged_from_source(memory: Memory) -> bool:
+    """A note section's memory whose text is no longer the text its file had when it was indexed."""
+    indexed = memory.context.get("section_hash") if memory.source is not None else None
+    return isinstance(indexed, str) and content_hash(memory.content) != indexed
 
 # A file with one of these names is named by its folder (bundles: `menus/index.md`, `README.md`).
 _FOLDER_NAMED = {"index", "_index", "readme"}

@@ -13,7 +13,6 @@ section came from, even in a file with a byte-order mark, CRLF line ends or inva
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -25,6 +24,8 @@ import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
+
+from ..store.memory_text import content_hash
 
 __all__ = ["Link", "Section", "ParsedNote", "parse_note", "estimate_tokens", "content_hash", "TokenCounter"]
 
@@ -75,10 +76,6 @@ class ParsedNote(msgspec.Struct, kw_only=True):
     sections: list[Section] = []
     warnings: list[str] = []
     binary: bool = False
-
-
-def content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def estimate_tokens(texts: Sequence[str]) -> list[int]:

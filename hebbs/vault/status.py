@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
+from ..store.memory_text import diverged_from_source
 from .indexer import resolve_root
 from .links import link_text, resolve_links
 from .manifest import SYNCED, load_manifest
@@ -17,7 +19,7 @@ __all__ = ["FileStatus", "SectionStatus", "list_vault"]
 
 class SectionStatus(msgspec.Struct, kw_only=True, omit_defaults=True):
     heading_path: list[str]
-    state: str  # synced | meta (metadata to rewrite) | stale (text to embed)
+    state: str  # synced | meta (metadata to rewrite) | stale (text to embed) | diverged (revised away from the file)
     memory_id: str | None = None
     byte_start: int = 0
     byte_end: int = 0
@@ -31,10 +33,13 @@ class FileStatus(msgspec.Struct, kw_only=True, omit_defaults=True):
     path: str  # relative to the vault root, with forward slashes
     # synced: indexed and unchanged on disk; pending: parsed, waiting for phase 2 (embedding);
     # modified: changed on disk since it was indexed; new: not indexed yet; removed: gone from disk
-    # (or now ignored) but its memories are still in the engine.
+    # (or now ignored) but its memories are still in the engine; diverged: unchanged on disk, but
+    # some section's memory was revised (in the Memory Palace, or through the API) away from the
+    # file's text: the file does not say what recall returns until it is edited and indexed again.
     state: str
     sections: int = 0
     pending: int = 0
+    diverged: int = 0
     entity_id: str | None = None
     tags: list[str] = []
     warnings: list[str] = []
@@ -42,8 +47,10 @@ class FileStatus(msgspec.Struct, kw_only=True, omit_defaults=True):
     section_list: list[SectionStatus] | None = None
 
 
-def list_vault(root: os.PathLike | str, sections: bool = False) -> list[FileStatus]:
-    """Every note of the vault, indexed or not, with its state (sorted by path)."""
+def list_vault(root: os.PathLike | str, sections: bool = False,
+               memory: Callable[[str], Any] | None = None) -> list[FileStatus]:
+    """Every note of the vault, indexed or not, with its state (sorted by path). With `memory` (a memory
+    by id, None if gone), sections whose memory was revised away from the file are told apart."""
     root = resolve_root(root)
     manifest, _ = load_manifest(root)
     present = walk_notes(root, VaultFilter(root))
@@ -69,17 +76,25 @@ def list_vault(root: os.PathLike | str, sections: bool = False) -> list[FileStat
                     state = "modified"
             except OSError:
                 state = "removed"
+        apart = set()
+        if memory is not None:
+            for s in entry.sections:
+                held = memory(s.memory_id) if s.memory_id and s.state == SYNCED else None
+                if held is not None and diverged_from_source(held):
+                    apart.add(s.memory_id)
+        if apart and state == "synced":
+            state = "diverged"
         status = FileStatus(path=rel, state=state, sections=len(entry.sections), pending=waiting,
-                            entity_id=entry.entity_id, tags=entry.tags, warnings=entry.warnings,
-                            unresolved_links=list(dict.fromkeys(missing.get(rel, []))))
+                            diverged=len(apart), entity_id=entry.entity_id, tags=entry.tags,
+                            warnings=entry.warnings, unresolved_links=list(dict.fromkeys(missing.get(rel, []))))
         if sections:
-            status.section_list = [_section_status(s) for s in entry.sections]
+            status.section_list = [_section_status(s, s.memory_id in apart) for s in entry.sections]
         out.append(status)
     return out
 
 
-def _section_status(s: Any) -> SectionStatus:
-    return SectionStatus(heading_path=s.heading_path, state=s.state, memory_id=s.memory_id,
+def _section_status(s: Any, diverged: bool = False) -> SectionStatus:
+    return SectionStatus(heading_path=s.heading_path, state="diverged" if diverged else s.state, memory_id=s.memory_id,
                          byte_start=s.byte_start, byte_end=s.byte_end, chunk=s.chunk, chunks=s.chunks,
                          tags=s.tags, links=[link_text(link) for link in s.links])
 

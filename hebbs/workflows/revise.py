@@ -14,7 +14,7 @@ from .. import validate
 from ..errors import InvalidInput, NotFound
 from ..recall import analogical
 from ..schema import EdgeType, Memory, MemoryKind, Source
-from ..store.memory_text import embedding_text
+from ..store.memory_text import DIVERGED, diverged_from_source, embedding_text
 from ..store.open_vault import OpenVault, now_us
 from ..store.storage import WriteSet, id_bytes, temporal_key, vector_key
 from . import decay
@@ -140,6 +140,14 @@ def _revise_into(vault: OpenVault, batch: _Batch, memory_id: str, content: str |
         writes.delete("temporal", temporal_key(memory.entity_id, memory.created_at, memory.id))
         writes.put("temporal", temporal_key(entity_id, memory.created_at, memory.id), id_bytes(memory.id))
         memory.entity_id = entity_id
+    if memory.source is not None and "section_hash" in memory.context:
+        # A note section revised here no longer says what its file says: marked, so that list, get
+        # and the panel show it (the file is not written; the next index of a changed file revises
+        # the memory from it and clears the mark).
+        marked = {k: v for k, v in memory.context.items() if k != DIVERGED}
+        if diverged_from_source(memory):
+            marked[DIVERGED] = True
+        memory.context = marked
     memory.updated_at = stamp
     if importance is not None or context is not None:
         # Both feed the decay score (importance, and the half-life of the context's type): a stored

@@ -110,8 +110,9 @@ def _notes_state(card: dict[str, Any], token: str) -> str:
     if card.get("notes") is None:
         return '<p class="muted">no notes folder (memories come from agents and the CLI)</p>'
     counts: dict[str, int] = card["notes"]
-    order = ["synced", "modified", "new", "pending", "removed"]
-    labels = {"removed": "removed (orphaned memories)", "new": "new (not indexed)", "modified": "changed since indexed"}
+    order = ["synced", "modified", "diverged", "new", "pending", "removed"]
+    labels = {"removed": "removed (orphaned memories)", "new": "new (not indexed)", "modified": "changed since indexed",
+              "diverged": "diverged (revised here, not in the file)"}
     chips = "".join(f'<span class="chip state-{s}">{e(labels.get(s, s))} {counts.get(s, 0)}</span>' for s in order)
     progress = ""
     if card.get("indexing"):
@@ -261,7 +262,9 @@ def memory_page(vault: str, token: str, inspection: Any, others: dict[str, Memor
         where = f"lines {lines[0]}–{lines[1]}" if lines else f"bytes {m.source.byte_start}–{m.source.byte_end}"
         source = (f'<dl class="facts"><dt>file</dt><dd><code>{e(m.source.file_path)}</code></dd><dt>section</dt>'
                   f'<dd>{e(heading)}</dd><dt>where</dt><dd>{e(where)}</dd></dl>'
-                  f'<a class="button" href="{url("/source", vault=vault, id=m.id)}#section">show the section in its file</a>')
+                  + ('<p class="chip state-modified" id="diverged">diverged: revised here, the file still holds the '
+                     'text it was indexed from</p>' if m.context.get("diverged_from_source") else "")
+                  + f'<a class="button" href="{url("/source", vault=vault, id=m.id)}#section">show the section in its file</a>')
     superseded = ""
     if m.superseded_by:
         newer = others.get(m.superseded_by)
