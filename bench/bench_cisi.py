@@ -109,6 +109,42 @@ def latency(engine: Engine, queries, top_ks=(10, 50, 100), rounds: int = 3) -> d
                 "cpu_p50": statistics.median(cpu[k])} for k in top_ks}
 
 
+LENGTHS = ((1, 8, "short (<= 8 words)"), (9, 25, "sentence (9-25 words)"), (26, 10_000, "paragraph (> 25 words)"))
+
+
+def latency_by_length(engine: Engine, queries, rounds: int = 3) -> dict[str, dict[str, float]]:
+    """Default recall (top_k 10, reinforce off) per cue length, on one vault: each judged query as
+    it is (most are sentences or paragraphs) and its first five words (a short cue), interleaved
+    so that a burst of load from other jobs hits every length alike. Also similarity alone on the
+    short cues, the floor of any recall that embeds its cue."""
+    cues = [q for _, q, _ in queries] + [" ".join(q.split()[:5]) for _, q, _ in queries]
+    wall: dict[str, list[float]] = {label: [] for *_, label in LENGTHS}
+    wall["similarity alone, short"] = []
+    for _ in range(rounds):
+        for cue in cues:
+            words = len(cue.split())
+            label = next(label for lo, hi, label in LENGTHS if lo <= words <= hi)
+            started = time.perf_counter()
+            engine.recall(cue, top_k=10, reinforce=False)
+            wall[label].append((time.perf_counter() - started) * 1000)
+            if words <= 8:
+                started = time.perf_counter()
+                engine.recall(cue, top_k=10, reinforce=False, strategies=["similarity"])
+                wall["similarity alone, short"].append((time.perf_counter() - started) * 1000)
+    return {label: {"n": len(v) // rounds, "p50": statistics.median(v), "p95": sorted(v)[int(len(v) * 0.95)]}
+            for label, v in wall.items() if v}
+
+
+def print_lengths(lengths: dict[str, dict[str, float]], vault: str) -> None:
+    print(f"default recall latency by cue length ({vault}; top_k 10, query embedding included, reinforce off; "
+          "busy shared machine, noisy):")
+    for label, row in lengths.items():
+        print(f"  {label:<26} n={row['n']:>3}  p50 {row['p50']:6.1f} ms  p95 {row['p95']:6.1f} ms")
+    short, long_ = lengths.get(LENGTHS[0][2]), lengths.get(LENGTHS[-1][2])
+    if short and long_:
+        print(f"  paragraph / short at p50: {long_['p50'] / short['p50']:.2f}x (goal: at most 2x)")
+
+
 def run(data: Path, extra: dict[str, dict] | None = None, timings: dict | None = None) -> list[dict]:
     texts, queries = load(data)
     with tempfile.TemporaryDirectory(prefix="hebbs-cisi-") as tmp, Engine.open(Path(tmp) / "vault") as engine:
@@ -124,6 +160,7 @@ def run(data: Path, extra: dict[str, dict] | None = None, timings: dict | None =
         if timings is not None:
             timings.update(latency(engine, queries))
             timings["memories"] = engine.count()
+            timings["lengths"] = latency_by_length(engine, queries)
     return tables
 
 
@@ -152,6 +189,7 @@ def main() -> None:
     tables = run(args.data, timings=timings)
     print_table(tables)
     print_latency(timings)
+    print_lengths(timings["lengths"], "CISI vault")
     if args.json:
         args.json.write_text(json.dumps(tables, indent=2))
 
