@@ -78,8 +78,11 @@ def test_key_layouts_read_back_raw(tmp_path, embedder):
     # The vault-wide timeline holds every memory, so recall without an entity is one reverse scan.
     assert raw["temporal"][b"__all__\xff" + ts.to_bytes(8, "big") + ida] == ida
     assert sorted(v for k, v in raw["temporal"].items() if k.startswith(b"__all__\xff")) == sorted([ida, idb, idc])
-    vec = np.frombuffer(raw["vectors"][b"\x00" + ida], dtype="<f4")
-    assert vec.shape == (embedder.dim,) and abs(np.linalg.norm(vec) - 1) < 1e-5
+    # The stored copy is float16 behind a tag byte (the index holds the float32 one).
+    stored = raw["vectors"][b"\x00" + ida]
+    assert stored[:1] == b"\x10" and len(stored) == 1 + 2 * embedder.dim
+    vec = np.frombuffer(stored, dtype="<f2", offset=1)
+    assert vec.shape == (embedder.dim,) and abs(np.linalg.norm(vec.astype(np.float32)) - 1) < 2e-3
     conf = np.frombuffer(raw["graph"][b"\xf0" + ida + bytes([1]) + idc][:4], dtype="<f4")[0]
     assert conf == pytest.approx(0.75)
     assert b"\xf1" + idc + bytes([1]) + ida in raw["graph"]

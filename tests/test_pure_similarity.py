@@ -44,8 +44,9 @@ def test_similarity_recall_is_hnswlib_top_k(corpus, top_k):
         sims = matrix @ vector / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(vector))
         exact = [ids[i] for i in np.argsort(-sims, kind="stable")[:top_k]]
         assert set(got) == set(exact)
+        # The stored copy the matrix was read from is float16 (the index holds float32): ~1e-4 apart.
         assert np.allclose(sorted(sims, reverse=True)[:top_k],
-                           [r.details["similarity"] for r in answer.results], atol=1e-5)
+                           [r.details["similarity"] for r in answer.results], atol=1e-3)
 
 
 def test_similarity_recall_changes_nothing(corpus):

@@ -39,8 +39,8 @@ from .catalog import Catalog, CatalogEntry
 from .embed import Embedder
 from .lexical_index import LexicalIndex, damaged_segment_files, tokenize
 from .memory_text import lexical_text
-from .storage import (MEMORY_PREFIX, TIMELINE_ENTITY, Store, WriteSet, decode, encode, id_bytes, id_str, memory_key,
-                      temporal_prefix)
+from .storage import (MEMORY_PREFIX, TIMELINE_ENTITY, Store, WriteSet, decode, decode_vector, decode_vectors, encode,
+                      id_bytes, id_str, memory_key, temporal_prefix)
 from .vector_index import VectorIndex
 
 log = logging.getLogger("hebbs.store")
@@ -288,7 +288,7 @@ class OpenVault:
         rows: list[np.ndarray] = []
         for memory_id, raw in self.store.vectors():
             ids.append(memory_id)
-            rows.append(np.frombuffer(raw, dtype="<f4"))
+            rows.append(decode_vector(raw))
             if len(ids) == 10_000:
                 index.add(ids, np.vstack(rows))
                 ids, rows = [], []
@@ -465,20 +465,19 @@ class OpenVault:
 
     def vector(self, memory_id: str) -> np.ndarray | None:
         raw = self.store.get_vector(memory_id)
-        return None if raw is None else np.frombuffer(raw, dtype="<f4")
+        return None if raw is None else decode_vector(raw)
 
     def vectors_or_zeros(self, ids: list[str]) -> np.ndarray:
         """The vectors of these memories, one row each (zeros for a memory without one), in one read."""
         dim = self.embedder.dim
         raws = self.store.get_vectors(ids) if ids else []
-        width = dim * 4
-        if raws and all(raw is not None and len(raw) == width for raw in raws):
-            # The usual case, decoded in one step rather than a row at a time.
-            return np.frombuffer(b"".join(raws), dtype="<f4").reshape(len(raws), dim).astype(np.float32)
+        together = decode_vectors(raws, dim)  # the usual case, in one step rather than a row at a time
+        if together is not None:
+            return together
         out = np.zeros((len(ids), dim), dtype=np.float32)
         for row, raw in enumerate(raws):
             if raw is not None:
-                out[row] = np.frombuffer(raw, dtype="<f4")
+                out[row] = decode_vector(raw)
         return out
 
     def vector_or_zeros(self, memory_id: str) -> np.ndarray:

@@ -48,7 +48,7 @@ from ..errors import CorruptVault, InvalidInput, VaultBusy
 from ..schema import EdgeType, Memory
 from .durability import GroupCommit
 from .storage import (COLUMN_FAMILIES, GRAPH_FORWARD, GRAPH_REVERSE, MEMORY_PREFIX, VECTOR_PREFIX, WriteSet,
-                      decode_memory, id_bytes, id_str, parse_edge_value)
+                      decode_memory, decode_vector, id_bytes, id_str, parse_edge_value)
 
 log = logging.getLogger("hebbs.postgres")
 
@@ -233,7 +233,7 @@ class PgStore:
             if value is None:
                 deletes.setdefault(family, []).append(key)
             elif family == "vectors":
-                puts.setdefault(family, []).append((self.vault_id, key, np.frombuffer(value, dtype="<f4")))
+                puts.setdefault(family, []).append((self.vault_id, key, decode_vector(value)))
             else:
                 puts.setdefault(family, []).append((self.vault_id, key, value))
 

@@ -6,7 +6,8 @@ Key layouts (the on-disk format; tests read them back raw):
              (the trailing id keeps two memories of one entity at the same microsecond apart;
              UTF-8 never contains 0xFF, so the separator is unambiguous). Memories without an
              entity are under "__global__"; every memory is also under "__all__", the timeline.
-- vectors:   0x00 + memory_id(16)                              -> float32 LE array
+- vectors:   0x00 + memory_id(16)                              -> 0x10 + float16 LE array (encode_vector;
+             a value of 4*dim bytes, as written before, is a float32 LE array: decode_vector reads both)
 - graph:     0xF0 + source(16) + edge_type(1) + target(16)     -> confidence f32 LE + created_at_us u64 LE
              0xF1 + target(16) + edge_type(1) + source(16)     -> same value (the reverse index)
 - meta:      UTF-8 name                                        -> msgpack value
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 import rocksdict
 from ulid import ULID
 
@@ -106,6 +108,38 @@ def memory_key(memory_id: str) -> bytes:
 
 def vector_key(memory_id: str) -> bytes:
     return VECTOR_PREFIX + id_bytes(memory_id)
+
+
+# The stored copy of a memory's vector is float16: the HNSW index holds the float32 one, which every
+# search reads. This copy serves rebuilding the index (crash recovery, a damaged checkpoint) and the
+# reads of a recall (MMR, confidence), for which half the bytes change a cosine by about 1e-4; with
+# float32 the vault kept every vector twice and was larger than Chroma's (docs/performance.md).
+# A float16 value starts with this tag, so its length is odd; a float32 one (length 4*dim) never is.
+_VECTOR_F16 = b"\x10"
+
+
+def encode_vector(vector: Any) -> bytes:
+    """The stored form of one vector."""
+    return _VECTOR_F16 + np.asarray(vector, dtype="<f2").tobytes()
+
+
+def decode_vector(raw: bytes) -> np.ndarray:
+    """A stored vector as float32, in either form (float16 tagged, or float32 as vaults wrote before)."""
+    if len(raw) % 2 and raw[:1] == _VECTOR_F16:
+        return np.frombuffer(raw, dtype="<f2", offset=1).astype(np.float32)
+    return np.frombuffer(raw, dtype="<f4").astype(np.float32)
+
+
+def decode_vectors(raws: list[bytes], dim: int) -> np.ndarray | None:
+    """Many stored vectors of `dim` as one float32 array, in one step when all have one form; None
+    when some are missing or of another length (the caller decodes row by row)."""
+    if not raws or any(raw is None for raw in raws):
+        return None
+    if all(len(raw) == 1 + 2 * dim and raw[:1] == _VECTOR_F16 for raw in raws):
+        return np.frombuffer(b"".join(raw[1:] for raw in raws), dtype="<f2").reshape(len(raws), dim).astype(np.float32)
+    if all(len(raw) == 4 * dim for raw in raws):
+        return np.frombuffer(b"".join(raws), dtype="<f4").reshape(len(raws), dim).astype(np.float32)
+    return None
 
 
 def temporal_prefix(entity_id: str | None) -> bytes:

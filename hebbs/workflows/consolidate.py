@@ -26,7 +26,7 @@ from hebbs.errors import InvalidInput
 from hebbs.schema import ConsolidationGain, EdgeType, Memory, MemoryKind
 from hebbs.store.lexical_index import STOPWORDS
 from hebbs.store.open_vault import OpenVault, now_us
-from hebbs.store.storage import WriteSet, edge_keys, id_bytes, temporal_keys, vector_key
+from hebbs.store.storage import WriteSet, edge_keys, encode_vector, id_bytes, temporal_keys, vector_key
 
 from . import decay
 from .revise import get
@@ -252,7 +252,7 @@ def restore(writes: WriteSet, vault: OpenVault, record: Memory, vector: np.ndarr
     writes.put_memory(restored)
     for key in temporal_keys(restored.entity_id, restored.created_at, restored.id):
         writes.put("temporal", key, id_bytes(restored.id))
-    writes.put("vectors", vector_key(restored.id), vector.astype("<f4").tobytes())
+    writes.put("vectors", vector_key(restored.id), encode_vector(vector))
     if survivor is not None:
         survivor.restatements = max(0, survivor.restatements - 1)
         gain = record.consolidation_gain

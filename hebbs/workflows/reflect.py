@@ -38,7 +38,7 @@ from ..paths import hebbs_home
 from ..schema import (ClusterMember, EdgeType, Insight, InsightInput, Memory, MemoryKind, ReflectCluster,
                      ReflectCommitted, ReflectPrepared, ReflectSession)
 from ..store.open_vault import HasVault, OpenVault, vault_of
-from ..store.storage import WriteSet, decode
+from ..store.storage import WriteSet, decode, decode_vector
 from ..timefmt import utc_text
 from . import associate
 
@@ -128,7 +128,7 @@ def _collect(engine: OpenVault | HasVault, entity_id: str | None, since: int | N
         if memory is None or raw is None:
             continue
         memories.append(memory)
-        rows.append(np.frombuffer(raw, dtype="<f4"))
+        rows.append(decode_vector(raw))
         if len(memories) == limit:
             break
     dim = vault_of(engine).embedder.dim

@@ -22,7 +22,7 @@ from ..schema import EdgeType, Memory, MemoryKind, Source
 from ..store import idempotency
 from ..store.memory_text import embedding_text
 from ..store.open_vault import OpenVault, now_us
-from ..store.storage import WriteSet, id_bytes, temporal_keys, vector_key
+from ..store.storage import WriteSet, encode_vector, id_bytes, temporal_keys, vector_key
 from . import consolidate, contradiction_review, decay
 
 EMBED_SPAN = 4096
@@ -189,7 +189,7 @@ def _write_new(vault: OpenVault, chunk: list[_Prepared], vectors: np.ndarray, me
             idempotency.put(writes, p.key, m.id)
         for key in temporal_keys(m.entity_id, m.created_at, m.id):
             writes.put("temporal", key, id_bytes(m.id))
-        writes.put("vectors", vector_key(m.id), vector.astype("<f4").tobytes())
+        writes.put("vectors", vector_key(m.id), encode_vector(vector))
         # The FOLLOWED_BY chain orders what happened: insights are conclusions, not events.
         previous = None if m.kind != MemoryKind.EPISODE else (
             latest_by_entity.get(m.entity_id) or vault.latest_episode_before(m.entity_id, m.created_at))

@@ -16,7 +16,7 @@ from ..recall import analogical
 from ..schema import EdgeType, Memory, MemoryKind, Source
 from ..store.memory_text import DIVERGED, diverged_from_source, embedding_text
 from ..store.open_vault import OpenVault, now_us
-from ..store.storage import WriteSet, id_bytes, temporal_key, vector_key
+from ..store.storage import WriteSet, encode_vector, id_bytes, temporal_key, vector_key
 from . import decay
 
 REVISION_FIELDS = {"id", "content", "importance", "context", "entity_id", "source"}
@@ -128,7 +128,7 @@ def _revise_into(vault: OpenVault, batch: _Batch, memory_id: str, content: str |
             # the verdict never judged (the indexer checks it for contradictions again). Left
             # superseded, the note's current text was hidden from recall.
             memory.superseded_by = None
-        writes.put("vectors", vector_key(memory.id), vector.astype("<f4").tobytes())
+        writes.put("vectors", vector_key(memory.id), encode_vector(vector))
         batch.vectors = [(mid, v) for mid, v in batch.vectors if mid != memory.id] + [(memory.id, vector)]
     if importance is not None:
         memory.importance = importance

@@ -29,7 +29,7 @@ from ..store import access_log, idempotency
 from ..store.memory_text import embedding_text
 from ..store.open_vault import OpenVault
 from ..store.originals import Originals, Ref
-from ..store.storage import WriteSet, id_bytes, temporal_keys, vector_key
+from ..store.storage import WriteSet, encode_vector, id_bytes, temporal_keys, vector_key
 
 FORMAT = "hebbs-export"
 VERSION = 2
@@ -177,7 +177,7 @@ def _write_memories(vault: OpenVault, chunk: list[Memory], keys: dict[str, str],
         writes.put_memory(memory)
         for key in temporal_keys(memory.entity_id, memory.created_at, memory.id):
             writes.put("temporal", key, id_bytes(memory.id))
-        writes.put("vectors", vector_key(memory.id), vector.astype("<f4").tobytes())
+        writes.put("vectors", vector_key(memory.id), encode_vector(vector))
         idempotency.put(writes, IMPORT_KEY_PREFIX + old.id, memory.id)
         if old.id in keys:  # the owner of the memory's key is the key the user gave
             idempotency.put(writes, keys[old.id], memory.id)

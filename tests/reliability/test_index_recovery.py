@@ -136,7 +136,8 @@ def _check(eng: Engine, state: dict[str, str], forgotten: set[str]) -> None:
     ids = sorted(stored_ids)
     stored = vault.vectors_or_zeros(ids)
     stored /= np.linalg.norm(stored, axis=1, keepdims=True)
-    assert np.allclose(index.vectors(ids), stored, atol=1e-5)
+    # RocksDB's copy is float16 (the index holds float32): the same vector within its rounding.
+    assert np.allclose(index.vectors(ids), stored, atol=1e-3)
     for memory_id, token in state.items():
         assert memory_id in vault, f"acknowledged memory {memory_id} lost"
         assert token in vault.get(memory_id).content
