@@ -129,7 +129,8 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
         allowed=allowed, settings=vault.config.recall,
         limit=max(fusion.normalization_depth, r.top_k * fusion.candidate_factor),
         entity_id=r.entity_id, window=r.window, seed=r.seed, direction=r.direction, max_depth=r.max_depth,
-        edge_types=r.edge_types, analogy=r.analogy, alpha=r.alpha)
+        edge_types=r.edge_types, analogy=r.analogy, alpha=r.alpha,
+        answers=(r.top_k * 3 if r.include_superseded else r.top_k) if r.names == {"similarity"} else None)
     candidates, notes = run_strategies(vault, r.names, query)
     understood = r.understood
     if understood is not None:

@@ -12,6 +12,7 @@ import numpy as np
 from ..config import RecallConfig
 from ..store.embed import Embedder
 from ..store.open_vault import Filter, OpenVault
+from . import background
 from .fusion import Candidates
 
 
@@ -30,6 +31,9 @@ class Query:
     edge_types: Sequence[str] | None = None
     alpha: float | None = None
     analogy: Sequence[str] | None = None
+    # Similarity alone: how many answers it returns. Its search is then the one a raw hnswlib user
+    # makes for them, and its hits past the answers are the confidence background (background.py).
+    answers: int | None = None
     _cue_hits: list[tuple[str, float]] | None = field(default=None, init=False, repr=False)
     # Stored vectors read during this recall, by memory id: neighbour support, MMR and confidence
     # look at overlapping memories, and each is read from RocksDB once (a copy made by
@@ -50,7 +54,10 @@ class Query:
         """The cue's `limit` nearest memories in scope, searched once per recall: the similarity and
         fused strategies and the confidence background all read the same hits."""
         if self._cue_hits is None:
-            self._cue_hits = vault.similar(self.cue_vector, self.limit, self.allowed, narrow=self.filtered)
+            if self.answers is not None and not self.filtered:
+                self._cue_hits = background.nearest_with_background(vault, self.cue_vector, self.answers, self.allowed)
+            else:
+                self._cue_hits = vault.similar(self.cue_vector, self.limit, self.allowed, narrow=self.filtered)
         return self._cue_hits
 
     def stored_vectors(self, vault: OpenVault, ids: list[str]) -> np.ndarray:
