@@ -93,10 +93,11 @@ class DaemonHome:
         return env
 
     def hebbs(self, *args: str, cwd: os.PathLike | str | None = None, stdin: str | None = None,
-              check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Run the real `hebbs` console script against this home."""
+              check: bool = True, timeout: float = WAIT) -> subprocess.CompletedProcess[str]:
+        """Run the real `hebbs` console script against this home (a guard against a hang, not a
+        timing assertion: a command that embeds many sections gives itself longer on a loaded machine)."""
         done = processes.run([str(Path(sys.executable).with_name("hebbs")), *args], cwd=cwd, env=self.env(),
-                              input=stdin, capture_output=True, text=True, timeout=WAIT)
+                              input=stdin, capture_output=True, text=True, timeout=timeout)
         if check and done.returncode != 0:
             raise AssertionError(f"hebbs {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
         return done

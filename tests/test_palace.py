@@ -613,7 +613,7 @@ def test_an_index_run_shows_its_progress_on_the_overview_and_can_be_cancelled(pa
             run.wait()
     assert run.returncode == 1 and "cancelled" in stderr and "Traceback" not in stderr
     # The next run picks up where the cancelled one stopped, and ends with every section indexed.
-    palace.daemon.hebbs("index", str(big))
+    palace.daemon.hebbs("index", str(big), timeout=600)
     listed = json.loads(palace.daemon.hebbs("list", str(big), "--format", "json").stdout)
     assert len(listed) == 600 and {f["state"] for f in listed} == {"synced"}
     with palace.daemon.client(vault=big) as client:
@@ -837,3 +837,35 @@ def test_a_very_long_entity_name_wraps_and_bidi_controls_stay_inside_their_text(
     link = page.locator("a.mem-link").first
     assert link.get_attribute("dir") == "auto"
     assert link.evaluate("(a) => getComputedStyle(a).unicodeBidi") == "isolate"
+
+
+def test_recall_links_run_the_filters_fit_the_overview_follows_the_selector_and_markdown_is_rendered_safely(
+        page: Any, palace: Palace) -> None:
+    """Issue 30 item 16, in Chromium. `/recall?cue=...` without run=1 shows results; the filter box stays
+    inside its card, even with a long entity name among its choices; picking a vault in the selector
+    shows that vault's card alone on the overview; a memory's markdown is rendered, and the raw HTML it
+    carries is shown as text (no element made of it, nothing run)."""
+    page.goto(palace.page_url(f"/recall?vault={q(palace.vault)}&cue={q('who manages the CRM')}"))
+    page.wait_for_selector("#results article.result")
+    with palace.daemon.client(vault=palace.notes) as client:
+        client.remember("The contract owner of the Acme renewal", entity_id="e" * 90)
+    page.goto(palace.page_url(f"/recall?vault={q(palace.vault)}"))
+    card = page.locator("#recall-form").bounding_box()
+    outside = page.evaluate("""(right) => Array.from(document.querySelectorAll('#recall-form *')).filter((el) =>
+        el.getBoundingClientRect().right > right + 0.5).map((el) => el.tagName + '.' + el.className + ' ' +
+        el.getAttribute('name'))""", card["x"] + card["width"])
+    assert outside == [], outside
+    page.goto(palace.page_url("/"))
+    assert page.locator("[data-vault-card]").count() >= 2
+    page.select_option("#vault-select", palace.vault)
+    page.wait_for_selector("#all-vaults")
+    cards = page.locator("[data-vault-card]")
+    assert cards.count() == 1 and cards.first.get_attribute("data-vault-card") == palace.vault
+    with palace.daemon.client(global_=True) as client:
+        memory = client.remember("## Plan\n\n**Ship** the parser in May.\n\n- one\n- two\n\n"
+                                 "<script>window.__ran = 1</script><img src=x onerror=\"window.__ran = 2\">")
+    page.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id}"))
+    content = page.locator("#memory-content")
+    assert content.locator("strong").inner_text() == "Ship" and content.locator("li").count() == 2
+    assert content.locator("script, img").count() == 0 and "<script>" in content.inner_text()
+    assert page.evaluate("window.__ran") is None

@@ -136,10 +136,16 @@ class Routes:
     # Pages ----------------------------------------------------------------------------------------
 
     async def overview(self, request: Request) -> HTMLResponse:
-        async def render(_: str) -> str:
+        chosen = request.query_params.get("vault")
+
+        async def render(vault: str) -> str:
             status = await self.data.command(Status(), None)
-            cards = await asyncio.gather(*(self._card(v) for v in self.service.vaults.paths()))
-            return pages.overview(status, list(cards), self.home, self.service.token)
+            # The vault selector picks one vault: its card alone, with the way back to all of them.
+            paths = [vault] if chosen else self.service.vaults.paths()
+            cards = await asyncio.gather(*(self._card(v) for v in paths))
+            body = pages.overview(status, list(cards), self.home, self.service.token)
+            return (pages.notice_html(f'one vault of {len(self.service.vaults.paths())}: '
+                                      f'<a href="/" id="all-vaults">show all vaults</a>') + body) if chosen else body
 
         return await self._guarded(request, "Overview", render)
 
@@ -183,7 +189,8 @@ class Routes:
             entities = await self.data.cached_view(vault, data.entity_names)
             body = pages.recall_form(vault, self.service.token, form, entities)
             results = ""
-            if params.get("run") and not problems:
+            # A link with a cue (/recall?cue=...) shows its results, as the Recall button would.
+            if (params.get("run") or form["cue"]) and not problems:
                 try:
                     command, ignored = recall_command(form)
                     found = await self.data.command(command, vault)

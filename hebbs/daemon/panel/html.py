@@ -7,6 +7,8 @@ import html
 from typing import Any
 from urllib.parse import urlencode
 
+from markdown_it import MarkdownIt
+
 from hebbs.schema import Memory
 
 
@@ -73,3 +75,13 @@ def table(headers: list[str], rows: list[list[str]], css: str = "") -> str:
     head = "".join(f"<th>{h}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
     return f'<table class="{e(css)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+# Notes are markdown: shown rendered, never as markup they carry. html=False escapes any raw HTML in
+# the text; images are not rendered (the page's policy loads nothing from elsewhere anyway);
+# markdown-it already refuses javascript:, vbscript:, file: and data: links.
+_MARKDOWN = MarkdownIt("commonmark", {"html": False}).disable("image")
+
+
+def markdown(text: str) -> str:
+    return _MARKDOWN.render(text)

@@ -13,7 +13,8 @@ from hebbs.protocol import Recall
 from hebbs.recall import registry
 from hebbs.schema import Memory, ScoringWeights
 
-from .html import ago, bar, button_form, e, hidden, kind_badge, memory_link, short, snippet, table, url, when
+from .html import (ago, bar, button_form, e, hidden, kind_badge, markdown, memory_link, short, snippet, table, url,
+                   when)
 
 NAV = [("/", "Overview"), ("/recall", "Recall"), ("/graph", "Graph"), ("/timeline", "Timeline"),
        ("/contradictions", "Contradictions"), ("/insights", "Insights"), ("/queries", "Query log")]
@@ -59,6 +60,11 @@ def error_box(message: str) -> str:
 
 def notice(message: str) -> str:
     return f'<div class="notice" role="status">{e(message)}</div>'
+
+
+def notice_html(markup: str) -> str:
+    """A notice whose markup the caller built (and escaped)."""
+    return f'<div class="notice" role="status">{markup}</div>'
 
 
 # Overview -----------------------------------------------------------------------------------------
@@ -304,7 +310,7 @@ def memory_page(vault: str, token: str, inspection: Any, others: dict[str, Memor
 <label>supersede with a new memory<textarea name="content" rows="2" placeholder="the corrected fact"></textarea></label>
 <button type="submit">Supersede</button></form>
 <form method="post" action="/memory/opened" id="memory-opened" hidden>{hidden(token=token, vault=vault, id=m.id)}</form></section>"""
-    return f"""{superseded}<section class="card memory"><pre class="content-full" id="memory-content">{e(m.content)}</pre>
+    return f"""{superseded}<section class="card memory"><div class="content-full markdown" id="memory-content">{markdown(m.content)}</div>
 <div class="grid2"><div><h3>Metadata</h3><dl class="facts">{meta_html}</dl><h3>Context</h3>{context_html}</div>
 <div><h3>Source</h3>{source}<h3>Access</h3>{access}</div></div></section>
 {_kept_original(vault, m, original)}
