@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from hebbs.errors import InvalidInput
+
 
 def run(args: argparse.Namespace) -> int:
     route = args.run
@@ -18,7 +20,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve_mcp(args: argparse.Namespace) -> int:
-    from hebbs.mcp_server import serve
+    try:
+        from hebbs.mcp_server import serve
+    except ModuleNotFoundError as exc:
+        if exc.name != "mcp" and not (exc.name or "").startswith("mcp."):
+            raise
+        raise InvalidInput("hebbs mcp needs the MCP SDK, an optional part of hebbs: "
+                           "pip install -e '.[mcp]' in a checkout (or pip install 'mcp==2.3.0')") from None
 
     serve(home=args.home, vault=args.vault, global_=args.global_)
     return 0

