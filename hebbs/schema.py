@@ -34,8 +34,10 @@ class EdgeType(enum.IntEnum):
 class Source(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Where a memory indexed from a notes folder came from."""
 
+    # The note, relative to the notes folder, and the headings above the section.
     file_path: str
     heading_path: list[str] = []
+    # Where the section lies in that file version (hebbs source shows it).
     byte_start: int = 0
     byte_end: int = 0
 
@@ -50,17 +52,26 @@ class ConsolidationGain(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class Memory(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One thing remembered. Times are microseconds since the epoch, UTC."""
+
+    # A ULID: ids sort by creation time.
     id: str
     content: str
+    # 0..1: how much it matters; it weighs in the composite score and scales the decay score.
     importance: float = 0.5
+    # Free-form JSON; its "type" (rule, decision, fact, task, ...) sets the memory's half-life.
     context: dict[str, Any] = {}
+    # Whom or what the memory is about, for recall and prime by entity.
     entity_id: str | None = None
     created_at: int = 0
     updated_at: int = 0
+    # Uses counted by reinforce ("used"), which raise the reinforcement component.
     last_accessed_at: int = 0
     access_count: int = 0
+    # How alive the memory still is, recomputed by the decay sweep (docs/decay.md).
     decay_score: float = 0.0
     kind: MemoryKind = MemoryKind.EPISODE
+    # The note section it was indexed from, for memories of a notes folder.
     source: Source | None = None
     # The id of the memory that replaced this one; superseded memories leave recall unless asked for.
     superseded_by: str | None = None
@@ -79,6 +90,8 @@ class Memory(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class Edge(msgspec.Struct, kw_only=True):
+    """A typed, directed relation source -[edge_type]-> target between two memories."""
+
     source: str
     target: str
     edge_type: str
@@ -118,6 +131,8 @@ class ScoringWeights(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class ScoreComponents(msgspec.Struct, kw_only=True):
+    """The four factors of the composite score, each 0..1, before the caller's weights."""
+
     relevance: float
     recency: float
     importance: float
@@ -125,9 +140,13 @@ class ScoreComponents(msgspec.Struct, kw_only=True):
 
 
 class RecallResult(msgspec.Struct, kw_only=True):
+    """One memory recalled, with its score taken apart."""
+
     memory: Memory
+    # The composite score: the weighted sum of components (docs/recall.md).
     score: float
     components: ScoreComponents
+    # The strategies (or fused channels) that found it.
     strategies: list[str] = []
     # Strategy-specific facts behind the relevance (rank in each channel, causal depth, ...).
     details: dict[str, Any] = {}
