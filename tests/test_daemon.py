@@ -250,7 +250,9 @@ def test_a_reply_larger_than_the_socket_takes_at_once_arrives_whole(shared_daemo
     """Tried: a recall whose reply (about 600 kB) is far more than a Unix socket takes in one write.
     The worker that computed it writes what the socket takes and leaves the rest to the event loop:
     the client gets every byte, in order, and the same connection serves the next request."""
-    texts = [f"oversized reply part {i}: " + f"word{i} " * 500 for i in range(160)]
+    # 40 memories of 2,000 words: the same 600+ kB reply as 160 of 500, a quarter of the embedding
+    # (the model reads each memory's first 256 tokens whatever its length).
+    texts = [f"oversized reply part {i}: " + f"word{i} " * 2000 for i in range(40)]
     with shared_daemon.client(project) as hb:
         stored = hb.remember_many([{"content": t, "entity_id": "big"} for t in texts])
         found = hb.recall(strategies=["temporal"], entity_id="big", top_k=len(texts))

@@ -257,6 +257,9 @@ def test_broken_yaml_and_bad_bytes_warn_per_file(engine, root):
     assert_consistent(engine, root)
 
 
+# Long (it embeds a 1 MB note, about 100 s on a loaded machine): `-m slow`. The default run parses a
+# 1 MB note (test_vault_parse.py) and indexes many sections elsewhere.
+@pytest.mark.slow
 def test_one_megabyte_note(engine, root):
     """A 1 MB note: a little prose and a pasted dump of digests (the prose-only megabyte is split in
     test_vault_parse with the real tokenizer; embedding ~1,000 prose chunks here would only cost minutes)."""
@@ -457,6 +460,9 @@ def memory_set(engine) -> list[tuple]:
                   for m in vault_memories(engine))
 
 
+# Long (kill -9 at three stages, each a re-index; 144 s on a loaded machine): `-m slow`. The default run
+# kills an index run and checks it converges in tests/reliability/test_storage_crash.py.
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_kill_9_while_indexing_then_reindex_converges(tmp_path, embedder):
     clean = tmp_path / "clean"
