@@ -12,15 +12,16 @@ This module must stay light: the CLI imports it, and a CLI call must not load nu
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple, TypeVar, Union, get_args
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from .validate import INT64, MAX_NESTING, structure_problem
+from .validate import INT64, MAX_NESTING, path_problem, structure_problem
 from .errors import (ERRORS_BY_CODE, DaemonBusy, DaemonUnavailable, HebbsError,  # noqa: F401
                      IndexingInProgress, InvalidInput, MessageTooLarge, ProtocolError)
 from .schema import (Access, ImportSummary, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
@@ -426,7 +427,7 @@ class Recall(_Command, tag="recall"):
     # The reference time for time words in the cue and for recency, microseconds; null: the current time.
     now: int | None = None
     # More vault directories to search with the request's: one merged list, each result labelled (hebbs/recall/brains.py).
-    vaults: list[str] | None = None
+    vaults: list[PathText] | None = None
     # Also spread one hop along co-activation links (docs/consolidation.md); tagged `associative`.
     associate: bool = False
 
@@ -450,7 +451,7 @@ class Prime(_Command, tag="prime"):
     max_memories: int = 20
     now: int | None = None
     # More vault directories to prime from with the request's (the global brain, usually); merged.
-    vaults: list[str] | None = None
+    vaults: list[PathText] | None = None
 
 
 @declare(result=Subscribed)
@@ -497,7 +498,7 @@ class IndexCancel(_Command, tag="index_cancel"):
     """Stop the index run on PATH/.hebbs (or the request's vault), wherever it was started, and wait until it
     has stopped. What it committed stays; the next run picks up the rest. Data is IndexCancelled."""
 
-    path: str | None = None
+    path: PathText | None = None
 
 
 @declare(retryable=True)
@@ -505,7 +506,7 @@ class IndexFollow(_Command, tag="index_follow"):
     """Follow the index run on PATH/.hebbs started elsewhere: its progress frames, then its IndexSummary
     (null data when no run is going; a CANCELLED error when it is cancelled)."""
 
-    path: str | None = None
+    path: PathText | None = None
 
 
 @declare(retryable=True)
@@ -654,7 +655,7 @@ class ForgetCandidates(_Command, tag="forget_candidates"):
 class Panel(_Command, tag="panel"):
     """Make sure the Memory Palace web panel is served (on `port`, else the configured one); data is PanelState."""
 
-    port: int | None = None
+    port: Annotated[int, Meta(ge=1, le=65535)] | None = None
 
 
 COMMAND_TYPES: dict[str, type[_Command]] = {cls.tag(): cls for cls in _Command.__subclasses__()}
@@ -725,9 +726,33 @@ def decode_request(body: bytes) -> Request:
         raise BadRequest(f"unknown command {excerpt(command['type'])}; known: {', '.join(sorted(COMMAND_TYPES))}",
                          request_id)
     try:
-        return msgspec.convert(raw, Request)
+        request = msgspec.convert(raw, Request)
     except msgspec.ValidationError as exc:
         raise BadRequest(f"invalid {command['type']} request: {exc}", request_id) from None
+    for field, value in _paths(request):
+        problem = path_problem(value)
+        if problem:
+            raise BadRequest(f"invalid {command['type']} request: {field} {problem}", request_id)
+    return request
+
+
+def _paths(request: Request) -> Iterator[tuple[str, str]]:
+    """Every path a request names (its PathText fields), with the field's name."""
+    if request.vault_path is not None:
+        yield "vault_path", request.vault_path
+    for name in _path_fields(type(request.command)):
+        value = getattr(request.command, name)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                yield f"`{name}`", item
+
+
+@functools.cache
+def _path_fields(cls: type) -> tuple[str, ...]:
+    annotations: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        annotations.update(getattr(klass, "__annotations__", {}))
+    return tuple(name for name in cls.__struct_fields__ if "PathText" in str(annotations.get(name, "")))
 
 
 def clip(text: str, limit: int) -> str:

@@ -27,6 +27,25 @@ MAX_QUERIES = 10_000
 EDGE_DIRECTIONS = ("out", "in", "both")
 
 
+# The longest name one directory entry may have on Linux and macOS (NAME_MAX), in bytes.
+NAME_MAX = 255
+
+
+def path_problem(path: str) -> str | None:
+    """Why no system call would take `path` (a NUL byte, a lone surrogate, one component over NAME_MAX
+    bytes), or None; said at the edge instead of as the OSError a later open would raise."""
+    if "\x00" in path:
+        return "holds a NUL byte, which no path may hold"
+    try:
+        raw = path.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"is not valid Unicode: it holds a lone surrogate at character {exc.start}"
+    longest = max((len(part) for part in raw.split(b"/")), default=0)
+    if longest > NAME_MAX:
+        return f"has a component of {longest} bytes: a file or folder name is at most {NAME_MAX} bytes"
+    return None
+
+
 def unicode_text(value: str, field: str) -> str:
     """value, refused when it holds a lone surrogate: such a string cannot be stored or tokenized.
     Nearly free for ASCII text (str.isascii reads a flag)."""

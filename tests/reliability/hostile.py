@@ -1,0 +1,70 @@
+"""Well-typed but hostile values for every field of every protocol command (issue 26, item 8).
+
+For each command, each field in turn gets each hostile value of its kind while the others hold
+plain values; the daemon must answer every request, and never INTERNAL. Shared by
+tests/reliability/test_hostile_fields.py and bench/bench_reliability.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+from hebbs.protocol import COMMAND_TYPES
+
+# Commands that would end the run or reach outside the test: stopping the daemon, serving a port.
+SPARED = {"shutdown"}
+LONG_COMPONENT = "/tmp/" + "a" * 300
+HOSTILE_TEXT = ["", " ", "\x00", "a\x00b", LONG_COMPONENT, LONG_COMPONENT + "/x", "/tmp/" + "é" * 200,
+                "\ud800", "x" * 5000, "-1", "{}"]
+HOSTILE_NUMBERS = [-1, 0, 65536, 2**31, 2**63 - 1, -(2**63), 2**64, 10**30, 1e308, -1e308, 0.5, math.inf]
+HOSTILE_CONTAINERS = [[], {}, [LONG_COMPONENT], ["a\x00b"], [{"x": 1}], {"a": [[[[[]]]]]}]
+
+
+def requests(vault_path: str) -> Iterator[tuple[str, bytes]]:
+    """(label, JSON request body) for every command x field x hostile value; plus vault_path itself."""
+    for tag in sorted(COMMAND_TYPES):
+        if tag in SPARED:
+            continue
+        cls = COMMAND_TYPES[tag]
+        fields = msgspec.structs.fields(cls)
+        required = {f.name: _filler(f) for f in fields if f.required}
+        for field in fields:
+            values: list[Any] = [*HOSTILE_TEXT, *HOSTILE_NUMBERS, *HOSTILE_CONTAINERS, None, True]
+            for value in values:
+                command = {"type": tag, **required, field.name: value}
+                yield f"{tag}.{field.name}={_show(value)}", _encode(command, vault_path)
+        for value in [*HOSTILE_TEXT[:7], 1, None]:
+            yield f"{tag}.vault_path={_show(value)}", _encode({"type": tag, **required}, value)
+
+
+def _filler(field: Any) -> Any:
+    text = str(field.type)
+    if "list" in text:
+        return []
+    if "int" in text:
+        return 1
+    if "float" in text:
+        return 0.5
+    if "bool" in text:
+        return False
+    if "dict" in text:
+        return {}
+    return "x"
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _encode(command: dict[str, Any], vault_path: Any) -> bytes:
+    body: dict[str, Any] = {"id": 1, "command": command}
+    if vault_path is not None:
+        body["vault_path"] = vault_path
+    # Python's json writes a lone surrogate as \ud800 and infinity as Infinity (not JSON): as a client would.
+    return json.dumps(body).encode()
