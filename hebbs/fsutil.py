@@ -32,6 +32,41 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o600, durable: bool = 
         fsync_dir(path.parent)
 
 
+class AtomicText:
+    """A text file written as a new file beside `path` (0600) and renamed over it by close(): the
+    rename replaces whatever was at `path` (a planted symlink, another user's file) instead of
+    writing through it, and a reader or a crash sees the old file or the whole new one. abort()
+    leaves `path` as it was."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        fd, self._tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, 0o600)
+        self._file = os.fdopen(fd, "w", encoding="utf-8")
+
+    def write(self, text: str) -> int:
+        return self._file.write(text)
+
+    def close(self) -> None:
+        if self._file.closed:
+            return
+        try:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            os.replace(self._tmp, self.path)
+        except BaseException:
+            self.abort()
+            raise
+        fsync_dir(self.path.parent)
+
+    def abort(self) -> None:
+        with contextlib.suppress(OSError):
+            self._file.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self._tmp)
+
+
 def fsync_dir(directory: Path) -> None:
     with contextlib.suppress(OSError):
         dir_fd = os.open(directory, os.O_RDONLY)

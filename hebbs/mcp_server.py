@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import os
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple, TypeVar
@@ -638,8 +639,71 @@ def serve(home: os.PathLike | str | None = None, vault: os.PathLike | str | None
 
     async def run() -> None:
         try:
-            await server.run_stdio_async()
+            await _run_stdio(server)
         finally:
             await tools.close()
 
     anyio.run(run)
+
+
+class _AnsweredLines:
+    """stdin's lines for the SDK's stdio transport, less those it could not parse: the SDK drops such a
+    line without a reply (a request nesting deeper than its parser's limit, or holding `\\ud800`), so
+    its client waits forever. Each gets a JSON-RPC error here, sent through the server's own writer."""
+
+    def __init__(self, lines: Any) -> None:
+        import anyio
+
+        self.lines = lines
+        self.write: Any = None
+        self.ready = anyio.Event()
+
+    def __aiter__(self) -> Any:
+        return self._filtered()
+
+    async def _filtered(self) -> Any:
+        import json
+
+        import mcp_types as types
+        from mcp.shared.message import SessionMessage
+
+        async for line in self.lines:
+            try:
+                types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except Exception as exc:  # noqa: BLE001 - whatever the SDK's parser refuses is answered
+                try:
+                    raw = json.loads(line)
+                    request_id = raw.get("id") if isinstance(raw, dict) else None
+                    code, why = types.INVALID_REQUEST, "invalid request"
+                except (ValueError, RecursionError):
+                    request_id, code, why = None, types.PARSE_ERROR, "parse error"
+                if not (isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool))):
+                    request_id = None
+                if isinstance(request_id, str):
+                    request_id = request_id.encode("utf-8", "replace").decode("utf-8")
+                errors = exc.errors() if hasattr(exc, "errors") else []
+                detail = errors[0].get("msg") if errors else str(exc) or type(exc).__name__
+                message = f"{why}: {str(detail)[:200]}"
+                message = message.encode("utf-8", "replace").decode("utf-8")
+                error = types.JSONRPCError(jsonrpc="2.0", id=request_id,
+                                           error=types.ErrorData(code=code, message=message))
+                await self.ready.wait()
+                await self.write.send(SessionMessage(error))
+                continue
+            yield line
+
+
+async def _run_stdio(server: MCPServer) -> None:
+    """server.run_stdio_async(), with every line answered (_AnsweredLines)."""
+    import io
+
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    # The SDK's own reading of fd 0, less its claim: the process reads nothing else from stdin.
+    stdin = _AnsweredLines(anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")))
+    lowlevel = server._lowlevel_server
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+        stdin.write = write_stream
+        stdin.ready.set()
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())

@@ -14,6 +14,7 @@ import msgspec
 from hebbs.recall.brains import BRAINS, GLOBAL, PROJECT
 from hebbs.client import Client, to_micros
 from hebbs.errors import InvalidInput, NotFound, VaultNotInitialized
+from hebbs.fsutil import AtomicText
 from hebbs.paths import VAULT_DIR, hebbs_home, init_vault, resolve_vault
 from hebbs.protocol import MAX_FRAME, RememberItem, ReviseItem
 from hebbs.schema import ScoringWeights
@@ -78,11 +79,12 @@ def writable_target(path: str) -> Path:
     return target
 
 
-def open_output(path: str) -> IO[str]:
+def open_output(path: str) -> AtomicText:
+    """A new file (0600: memories are private) beside the one named, renamed over it once complete:
+    never written through a symlink planted there, nor into a file someone else created."""
     target = writable_target(path)
     try:
-        # Memories are private: a new file is the user's only (an existing one keeps its mode).
-        return os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8")
+        return AtomicText(target.absolute())
     except OSError as exc:
         raise InvalidInput(f"cannot write {path}: {exc.strerror or exc}") from None
 
@@ -493,15 +495,18 @@ def cmd_source(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     with client_for(args) as client:
         client.stats()  # a missing vault must fail before an output file is created
-        out = open_output(args.output) if args.output else sys.stdout
+        out = open_output(args.output) if args.output else None
         count = 0
         try:
             for record in client.export_records():
-                out.write(output.to_json(record) + "\n")
+                (out or sys.stdout).write(output.to_json(record) + "\n")
                 count += record["record"] == "memory"
-        finally:
-            if args.output:
-                out.close()
+        except BaseException:
+            if out is not None:
+                out.abort()  # the file named is left as it was
+            raise
+        if out is not None:
+            out.close()
     if args.output:
         if _json(args):
             output.emit_json({"exported": count, "file": args.output})

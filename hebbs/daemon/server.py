@@ -49,6 +49,38 @@ BACKLOG = 1024
 # An error message quotes at most this much (of a path, a value) back to the client.
 MAX_ERROR_CHARS = 2000
 RECV_CHUNK = 1 << 16
+# Frames up to this size are read without asking the budget: every request but a big batch.
+SMALL_FRAME = 1 << 20
+# What all connections together may hold of frames still arriving (a frame is up to 16 MiB): a
+# bigger one waits for room, up to its frame timeout, without its bytes being read.
+FRAME_MEMORY = 64 << 20
+
+
+class FrameBudget:
+    """The bytes of unfinished large frames held across connections, bounded: many clients each
+    leaving a 16 MiB frame one byte short cannot make the daemon hold them all."""
+
+    def __init__(self, total: int = FRAME_MEMORY) -> None:
+        self.total = total
+        self.held = 0
+        self._room = threading.Condition()
+
+    def take(self, size: int, deadline: float) -> bool:
+        """Reserve `size` bytes; False when there was no room before the deadline."""
+        size = min(size, self.total)  # a frame larger than the budget waits until it is all free
+        with self._room:
+            while self.held + size > self.total:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._room.wait(left):
+                    if self.held + size > self.total:
+                        return False
+            self.held += size
+            return True
+
+    def give(self, size: int) -> None:
+        with self._room:
+            self.held -= min(size, self.total)
+            self._room.notify_all()
 
 
 class Stalled(ConnectionError):
@@ -63,10 +95,12 @@ class Connection:
     """One client, served by its own thread: its socket, its subscriptions, and the frames the loop
     hands it to send while one of its requests runs there (progress, subscription pushes)."""
 
-    def __init__(self, sock: socket.socket, limits: Limits, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, sock: socket.socket, limits: Limits, loop: asyncio.AbstractEventLoop,
+                 budget: FrameBudget | None = None) -> None:
         sock.setblocking(False)
         self.sock = sock
         self.limits = limits
+        self.budget = budget or FrameBudget()
         self.subscriptions: dict[str, Subscription] = {}
         self._loop = loop
         self._buffer = bytearray()
@@ -92,10 +126,19 @@ class Connection:
         try:
             if self._fill(HEADER.size, deadline):
                 length = frame_length(bytes(self._buffer[:HEADER.size]))
-                if self._fill(HEADER.size + length, deadline):
-                    body = bytes(self._buffer[HEADER.size:HEADER.size + length])
-                    del self._buffer[:HEADER.size + length]
-                    return body
+                reserved = length if length > SMALL_FRAME else 0
+                if reserved and not self.budget.take(reserved, deadline):
+                    raise Stalled(f"no room for a {length >> 20} MiB frame for {self.limits.frame_timeout:g}s: "
+                                  "other connections hold the daemon's frame memory")
+                try:
+                    if self._fill(HEADER.size + length, deadline):
+                        body = bytes(self._buffer[HEADER.size:HEADER.size + length])
+                        del self._buffer[:HEADER.size + length]
+                        return body
+                finally:
+                    if reserved:
+                        self._buffer = bytearray(self._buffer)  # give the grown buffer's memory back
+                        self.budget.give(reserved)
         except _Idle:
             raise Stalled(f"a frame was left half-sent for {self.limits.frame_timeout:g}s") from None
         log.info("connection closed mid-frame (%d bytes)", len(self._buffer))
@@ -105,7 +148,8 @@ class Connection:
         """Read until the buffer holds `size` bytes: False at the end of the stream; _Idle past the deadline."""
         while len(self._buffer) < size:
             try:
-                chunk = self.sock.recv(max(RECV_CHUNK, size - len(self._buffer)))
+                # At most a chunk at a time: recv allocates what it is asked for before the bytes come.
+                chunk = self.sock.recv(RECV_CHUNK if size - len(self._buffer) <= RECV_CHUNK else 1 << 20)
             except BlockingIOError:
                 self._wait(select.POLLIN, deadline)
                 continue
@@ -209,6 +253,7 @@ class Daemon:
         self.idle_timeout = idle_timeout
         self.version = version
         self.limits = limits or Limits()
+        self.frame_budget = FrameBudget()
         self.fd_limit = fd_limit
         self.started_at = time.time()
         self._executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="hebbs-engine")
@@ -360,7 +405,7 @@ class Daemon:
             if len(self.connections) >= self.limits.max_connections:
                 self._refuse_busy(sock)
                 continue
-            conn = Connection(sock, self.limits, self._loop)
+            conn = Connection(sock, self.limits, self._loop, self.frame_budget)
             self.connections.add(conn)
             try:
                 threading.Thread(target=self._serve, args=(conn,), name="hebbs-connection", daemon=True).start()
