@@ -869,3 +869,23 @@ def test_recall_links_run_the_filters_fit_the_overview_follows_the_selector_and_
     assert content.locator("strong").inner_text() == "Ship" and content.locator("li").count() == 2
     assert content.locator("script, img").count() == 0 and "<script>" in content.inner_text()
     assert page.evaluate("window.__ran") is None
+
+
+def test_a_notes_vault_graph_has_one_node_per_note_and_edge_types_can_be_left_out(page: Any, palace: Palace) -> None:
+    """Issue 30 item 16: a notes vault's graph drew every section. Now, by default, one node per note
+    (acme.md's three sections are one node), linked as the notes link; unticking an edge type redraws
+    without it, and unticking the folding shows the sections again."""
+    open_graph(page, palace, palace.vault)
+    status = page.locator("#graph-status").inner_text()
+    assert status.startswith("3 notes and memories"), status
+    with palace.daemon.client(vault=palace.notes) as client:
+        sections = sorted((m for m in client.memories() if m.source and m.source.file_path == "acme.md"),
+                          key=lambda m: (m.created_at, m.id))
+    assert graph_position(page, sections[0].id) is not None and graph_position(page, sections[1].id) is None
+    assert "0 edges" not in status  # acme.md links to [[Bob]]
+    page.uncheck("#edge-types input[value=RELATED_TO]")
+    page.wait_for_url("**shown=1**")
+    page.wait_for_selector("#graph[data-ready='1']")
+    assert page.locator("#graph-status").inner_text() == "3 notes and memories, 0 edges"
+    page.uncheck("#graph-options input[name=fold]")
+    page.wait_for_function("document.getElementById('graph-status').innerText.startsWith('5 memories')")

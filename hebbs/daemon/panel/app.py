@@ -265,16 +265,26 @@ class Routes:
 
         return await self._guarded(request, "Source", render, live=False)
 
+    def _graph_options(self, request: Request, vault: str) -> tuple[bool, tuple[str, ...]]:
+        """Notes folded into one node each (the default for a notes vault) and the edge types drawn
+        (all by default), from the graph page's form."""
+        q = request.query_params
+        fold = q.get("fold") == "1" if "shown" in q else data.notes_root(vault, self.home) is not None
+        types = tuple(t for t in data.EDGE_TYPES if t in q.getlist("type")) if "shown" in q else data.EDGE_TYPES
+        return fold, types
+
     async def graph(self, request: Request) -> HTMLResponse:
         async def render(vault: str) -> str:
-            return pages.graph_page(vault)
+            fold, types = self._graph_options(request, vault)
+            return pages.graph_page(vault, fold, types, data.EDGE_TYPES)
 
         return await self._guarded(request, "Graph", render, live=False, scripts=("graph-canvas.js", "graph.js"))
 
     async def graph_json(self, request: Request) -> Response:
         try:
             vault = self._vault(request)
-            view = await self.data.cached_view(vault, data.graph)
+            fold, types = self._graph_options(request, vault)
+            view = await self.data.cached_view(vault, data.graph, fold, types)
         except HebbsError as exc:
             return Response(json.dumps({"error": str(exc)}), 400, media_type="application/json")
         return Response(msgspec.json.encode(view), media_type="application/json")

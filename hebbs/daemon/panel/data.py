@@ -177,18 +177,30 @@ class GraphView(msgspec.Struct, kw_only=True):
     total_edges: int
     sampled: bool
     followed_by_hidden: bool = False
+    # One node per note, its sections folded in.
+    folded: bool = False
 
 
-def graph(engine: "Engine", limit: int = GRAPH_LIMIT) -> GraphView:
-    """The memory graph; beyond `limit` memories, the most connected ones (then the newest) are kept."""
+EDGE_TYPES = ("CAUSED_BY", "RELATED_TO", "FOLLOWED_BY", "REVISED_FROM", "INSIGHT_FROM", "CONTRADICTS", "CO_ACTIVATED")
+
+
+def graph(engine: "Engine", fold_notes: bool = False, edge_types: tuple[str, ...] = EDGE_TYPES,
+          limit: int = GRAPH_LIMIT) -> GraphView:
+    """The memory graph; beyond `limit` memories, the most connected ones (then the newest) are kept.
+    fold_notes: one node per note, its sections folded in (what a notes user thinks of as one thing),
+    with the links between notes; only edges of `edge_types` are drawn."""
     memories = list(engine.memories())
     edges: list[Edge] = []
     degree: Counter[str] = Counter()
     for memory in memories:
         for edge in engine.edges(memory.id, "out"):
+            if edge.edge_type not in edge_types:
+                continue
             edges.append(edge)
             degree[edge.source] += 1
             degree[edge.target] += 1
+    if fold_notes:
+        memories, edges, degree = _folded(memories, edges)
     total = len(memories)
     if total > limit:
         memories.sort(key=lambda m: (degree[m.id], m.created_at), reverse=True)
@@ -207,7 +219,39 @@ def graph(engine: "Engine", limit: int = GRAPH_LIMIT) -> GraphView:
                                                  [m.entity_id or "" for m in memories])):
             node.x, node.y = x, y
     return GraphView(nodes=nodes, edges=kept, total_nodes=total, total_edges=len(edges), sampled=total > limit,
-                     followed_by_hidden=large)
+                     followed_by_hidden=large, folded=fold_notes)
+
+
+def _folded(memories: list[Memory], edges: list[Edge]) -> tuple[list[Memory], list[Edge], Counter[str]]:
+    """Each note's sections as one memory-like node (the note's first section stands for it, so a click
+    opens it; its label is the note's path), and each edge between two notes once per type; edges
+    inside a note (its sections' FOLLOWED_BY chain) are dropped."""
+    first: dict[str, Memory] = {}
+    into: dict[str, str] = {}
+    for m in sorted(memories, key=lambda m: (m.created_at, m.id)):
+        note = m.source.file_path if m.source is not None else None
+        if note is None:
+            into[m.id] = m.id
+            continue
+        keep = first.setdefault(note, m)
+        into[m.id] = keep.id
+    # The node shows the note, not its first section: it is labelled with the note's path.
+    nodes = [m if m.source is None else msgspec.structs.replace(m, content=m.source.file_path,
+                                                                 entity_id=m.entity_id or m.source.file_path)
+             for m in memories if into.get(m.id) == m.id and (m.source is None or first.get(m.source.file_path) is m)]
+    folded: dict[tuple[str, str, str], Edge] = {}
+    degree: Counter[str] = Counter()
+    for edge in edges:
+        source, target = into.get(edge.source), into.get(edge.target)
+        if source is None or target is None or source == target:
+            continue
+        key = (source, target, edge.edge_type)
+        if key not in folded:
+            folded[key] = Edge(source=source, target=target, edge_type=edge.edge_type, confidence=edge.confidence,
+                               created_at=edge.created_at)
+            degree[source] += 1
+            degree[target] += 1
+    return nodes, list(folded.values()), degree
 
 
 def cluster_layout(memories: list[Memory]) -> list[tuple[float, float]]:

@@ -369,16 +369,19 @@ def source_page(vault: str, memory_id: str, section: Any) -> str:
 
 # Graph, timeline ------------------------------------------------------------------------------------
 
-def graph_page(vault: str) -> str:
-    return f"""<div class="graph-tools card"><label>colour by <select id="graph-color"><option value="kind">kind</option>
+def graph_page(vault: str, fold: bool, types: tuple[str, ...], all_types: tuple[str, ...]) -> str:
+    checks = "".join(f'<label class="check"><input type="checkbox" name="type" value="{t}"{" checked" if t in types else ""}>'
+                     f' <span class="edge-type et-{t.lower()}">{t}</span></label>' for t in all_types)
+    options = {"shown": "1", "fold": "1" if fold else "0", "type": list(types)}
+    src = url("/api/graph", vault=vault, **options)
+    return f"""<form method="get" action="/graph" class="graph-tools card auto-submit" id="graph-options">{hidden(vault=vault, shown="1")}
+<label class="check"><input type="checkbox" name="fold" value="1"{" checked" if fold else ""}> one node per note (sections folded in)</label>
+<span class="legend" id="edge-types">{checks}</span><noscript><button>show</button></noscript></form>
+<div class="graph-tools card"><label>colour by <select id="graph-color"><option value="kind">kind</option>
 <option value="entity">entity</option></select></label>
 <label>focus <input type="search" id="graph-search" placeholder="search memories"></label>
-<span id="graph-status" class="muted">loading…</span>
-<span class="legend"><span class="edge-type et-caused_by">CAUSED_BY</span><span class="edge-type et-related_to">RELATED_TO</span>
-<span class="edge-type et-followed_by">FOLLOWED_BY</span><span class="edge-type et-revised_from">REVISED_FROM</span>
-<span class="edge-type et-insight_from">INSIGHT_FROM</span><span class="edge-type et-contradicts">CONTRADICTS</span>
-<span class="edge-type et-co_activated">CO_ACTIVATED</span></span></div>
-<div id="graph" class="graph" data-src="{url("/api/graph", vault=vault)}" data-vault="{e(vault)}"></div>"""
+<span id="graph-status" class="muted">loading…</span></div>
+<div id="graph" class="graph" data-src="{src}" data-vault="{e(vault)}"></div>"""
 
 
 def timeline_page(vault: str, entity: str | None, kind: str | None, entities: list[tuple[str, int]],

@@ -88,7 +88,9 @@
 
   function describe(view) {
     const count = (n, one, many) => `${n} ${n === 1 ? one : many}`;
-    let shown = `${count(view.nodes.length, "memory", "memories")}, ${count(view.edges.length, "edge", "edges")}`;
+    const nodes = view.folded ? count(view.nodes.length, "note or memory", "notes and memories")
+                              : count(view.nodes.length, "memory", "memories");
+    let shown = `${nodes}, ${count(view.edges.length, "edge", "edges")}`;
     if (view.sampled) shown += ` shown: the ${view.nodes.length} most connected of ${view.total_nodes} memories (sampled to stay responsive)`;
     if (view.followed_by_hidden) shown += "; each entity is a disc, oldest memory in the middle; FOLLOWED_BY edges left out (the spiral is the time order)";
     return shown;

@@ -148,8 +148,8 @@
           const sel = getSelection(); sel.removeAllRanges(); sel.addRange(range); button.textContent = "selected: Ctrl-C"; }
       });
     });
-    root.querySelectorAll("form.auto-submit select").forEach((select) => {
-      select.addEventListener("change", () => select.form.submit());
+    root.querySelectorAll("form.auto-submit select, form.auto-submit input[type=checkbox]").forEach((field) => {
+      field.addEventListener("change", () => field.form.submit());
     });
     // The playground recalls in place: the same GET (so the address still names the request), its
     // results swapped in without reloading the page and its scripts. A recall that counts as use
