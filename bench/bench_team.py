@@ -80,7 +80,9 @@ def notes_quality(embedder, stores: dict[str, tuple[str, str] | None]) -> dict[s
                 attach(root / ".hebbs", store[0], f"notes-{Path(tmp).name}", store[1])
             with Engine.open(root / ".hebbs", embedder=embedder) as engine:
                 index_vault(engine, root)
-                out[label] = bench_notes.scores(label, bench_notes.hebbs_rankings(engine, questions), questions)
+                out[label] = t = bench_notes.scores(label, bench_notes.hebbs_rankings(engine, questions), questions)
+                print(f"notes, {label}: hit@1 {t['hit@1']:.3f}, hit@5 {t['hit@5']:.3f}, MRR@10 {t['mrr@10']:.3f}",
+                      flush=True)
     return out
 
 
@@ -95,7 +97,9 @@ def locomo_quality(embedder, stores: dict[str, tuple[str, str] | None]) -> dict[
             with Engine.open(vault, embedder=embedder) as engine:
                 dia_of = bench_locomo.build(engine, conversations)
                 search = bench_locomo.configurations(engine, [])["hebbs default"]
-                out[label] = bench_locomo.evaluate(label, conversations, dia_of, search)
+                out[label] = t = bench_locomo.evaluate(label, conversations, dia_of, search)
+                print(f"LoCoMo dev, {label}: recall@10 {t['overall']['recall@10']:.3f}, hit@10 "
+                      f"{t['overall']['hit@10']:.3f}, p50 {t['latency_ms']['p50']:.1f} ms", flush=True)
     return out
 
 
@@ -315,6 +319,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0, help="per daemon count and operation")
     parser.add_argument("--visibility", type=int, default=100, help="samples")
     parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--quality-only", choices=["notes", "locomo"], help="one quality table and nothing else")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     print(f"machine: {machine_note()} (shared with other work: read ratios, not absolute times)")
@@ -324,8 +329,14 @@ def main() -> None:
     try:
         url = cluster.start_primary().url
         embedder = cached_embedder()
+        stores = {"rocksdb": None, "postgresql": (url, "local"), "postgresql, pgvector": (url, "pgvector")}
+        if args.quality_only == "locomo":
+            report["locomo"] = locomo_quality(embedder, stores)
+            return
+        if args.quality_only == "notes":
+            report["notes"] = notes_quality(embedder, stores)
+            return
         if not args.skip_quality:
-            stores = {"rocksdb": None, "postgresql": (url, "local"), "postgresql, pgvector": (url, "pgvector")}
             report["notes"] = notes_quality(embedder, stores)
             print("\nnotes (hugoDocs, 50 questions)      hit@1   hit@5  MRR@10")
             for label, t in report["notes"].items():

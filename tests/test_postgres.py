@@ -178,5 +178,8 @@ def test_similar_through_pgvector_finds_what_the_local_index_finds(tmp_path, pg_
             ours = [r.memory.id for r in remote.recall(cue, strategies=["similarity"], top_k=3)]
             theirs = [r.memory.id for r in local.recall(cue, strategies=["similarity"], top_k=3)]
             assert ours == theirs
+        # Past pgvector's ef_search limit (1000) an iterative scan still returns every row asked for.
+        cue_vector = embedder.embed_query("printer")
+        assert len(remote.vault.similar_wide(cue_vector, 1200, ef=1500)) == len(facts)
         remote.forget(ours[0])
         assert ours[0] not in [r.memory.id for r in remote.recall(cue, strategies=["similarity"], top_k=3)]

@@ -448,7 +448,11 @@ class PgStore:
 
         def attempt() -> list[tuple]:
             with self.pool.connection() as conn, conn.transaction():
-                conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
+                # pgvector takes ef_search up to 1000; past ef candidates an iterative scan goes on
+                # searching (pgvector 0.8), so a k larger than ef still gets k rows, in order.
+                conn.execute(f"SET LOCAL hnsw.ef_search = {min(int(ef), 1000)}")
+                if k > min(int(ef), 1000):
+                    conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
                 return conn.execute(
                     f"SELECT key, (embedding::{kind}({dim})) <=> %s::{kind}({dim}) AS d FROM {SCHEMA}.vectors "
                     f"WHERE vault = %s ORDER BY d LIMIT %s",
