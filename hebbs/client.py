@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -369,6 +369,20 @@ def _structs(items: Iterable[Any], type_: type, what: str) -> list[Any]:
         raise InvalidInput(f"invalid {what}: {exc}") from None
 
 
+def _described(command: type[_Command]) -> Callable[[F], F]:
+    """A typed method's docstring: its command's (the one description every door shows), then the
+    method's own notes on its Python arguments, if it has any."""
+    def describe(method: F) -> F:
+        notes = method.__doc__
+        method.__doc__ = (command.__doc__ or "") + (f"\n\n        {notes.strip()}" if notes else "")
+        method.sends = command  # type: ignore[attr-defined]
+        return method
+    return describe
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
 # The typed methods, written once for both clients ----------------------------------------------
 
 class _Doors:
@@ -385,118 +399,126 @@ class _Doors:
 
     # Daemon -----------------------------------------------------------------------------------
 
+    @_described(Ping)
     def ping(self) -> Pong:
-        """Is a daemon there? Answers Pong without touching any vault."""
         return self._send(Ping())
 
+    @_described(Status)
     def status(self, *, vault: bool = True) -> DaemonStatus:
-        """The daemon's state, with this client's vault statistics when it has a vault (and vault=True)."""
+        """vault=False: the daemon's state alone."""
         return self._send(Status(), vault=vault and self.vault_path is not None)
 
+    @_described(Shutdown)
     def shutdown(self) -> Stopping:
-        """Stop the daemon after replying: vaults close cleanly, the socket and PID file go."""
         return self._send(Shutdown())
 
+    @_described(Panel)
     def panel(self, port: int | None = None) -> PanelState:
-        """Make sure the daemon serves the Memory Palace (on `port`, else the configured one); its URL and token."""
+        """Returns its URL (with the token) and pid."""
         return self._send(Panel(port=port))
 
     # Memories ---------------------------------------------------------------------------------
 
+    @_described(Remember)
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
                  entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
                  source: Source | None = None, supersedes: Sequence[str] = (), edges: Iterable[Any] = (),
                  key: str | None = None, consolidate: bool | None = None) -> Memory:
-        """Store one memory. `edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces;
-        `key`: a memory already stored under it is returned instead (idempotent); a restatement of an
-        existing memory folds into it (consolidated=True) unless `consolidate` is False."""
+        """`edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces; `key`: a memory
+        already stored under it is returned instead (idempotent); a restatement of an existing memory folds
+        into it (consolidated=True) unless `consolidate` is False."""
         return self._send(_remember(content, importance, context, entity_id, created_at, kind, source,
                                     supersedes, edges, key, consolidate))
 
+    @_described(Remember)
     def remember_many(self, items: Iterable[Any], *, check_contradictions: bool | None = None,
                       consolidate: bool | None = None) -> list[Memory]:
-        """Store many memories in one request (dicts with the fields of remember, or RememberItems)."""
+        """`items`: dicts with the fields of remember, or RememberItems."""
         return self._send(Remember(items=[_remember_item(i) for i in items],
                                    check_contradictions=check_contradictions, consolidate=consolidate))
 
+    @_described(Unconsolidate)
     def unconsolidate(self, record_id: str) -> Memory:
-        """Make a restatement record (see history) a memory of its own again."""
         return self._send(Unconsolidate(id=record_id))
 
+    @_described(Consolidate)
     def consolidate(self, *, dry_run: bool = False) -> list[tuple[str, str]]:
-        """Merge restatements already in the vault: (restatement id, surviving id) pairs."""
         return self._send(Consolidate(dry_run=dry_run))
 
+    @_described(Get)
     def get(self, memory_id: str) -> Memory:
-        """One memory by id (a full ULID, or a unique suffix of at least 6 characters)."""
         return self._send(Get(id=memory_id))
 
+    @_described(Revise)
     def revise(self, memory_id: str, *, content: str | None = None, importance: float | None = None,
                context: dict[str, Any] | None = None, entity_id: Any = msgspec.UNSET,
                source: Source | None = None) -> Memory:
-        """Change a memory in place; the earlier text is kept as its history. Absent fields stay as they are."""
         return self._send(Revise(id=memory_id, content=content, importance=importance, context=context,
                                  entity_id=entity_id, source=source))
 
+    @_described(ReviseMany)
     def revise_many(self, items: Iterable[Any]) -> list[Memory]:
-        """Revise many memories in one request: dicts with an 'id' and the fields to change."""
+        """`items`: dicts with an 'id' and the fields to change."""
         return self._send(ReviseMany(items=[_revise_item(i) for i in items]))
 
+    @_described(History)
     def history(self, memory_id: str) -> list[Memory]:
-        """Earlier versions of a memory, newest first."""
         return self._send(History(id=memory_id))
 
+    @_described(Forget)
     def forget(self, ids: Sequence[str] | str | None = None, *, entity_id: str | None = None) -> int:
-        """Remove memories by id, or every memory of an entity; how many were forgotten."""
+        """Returns how many were forgotten."""
         return self._send(Forget(ids=[ids] if isinstance(ids, str) else None if ids is None else list(ids),
                                  entity_id=entity_id), then=lambda done: done.forgotten)
 
+    @_described(Inspect)
     def inspect(self, memory_id: str) -> Inspection:
-        """One memory with its edges, earlier versions and accesses, in one round trip."""
         return self._send(Inspect(id=memory_id))
 
+    @_described(ShowSource)
     def source(self, memory_id: str) -> SourceSection:
-        """The section a memory was indexed from, exactly as it was in that file version."""
         return self._send(ShowSource(id=memory_id))
 
+    @_described(Queries)
     def queries(self, limit: int = 50) -> list[QueryLogEntry]:
-        """The most recent recalls from the query log, newest first."""
         return self._send(Queries(limit=limit))
 
+    @_described(ImportRecords)
     def import_records(self, records: Iterable[dict[str, Any]]) -> ImportSummary:
-        """Restore export records with new ids; memories first, possibly over several calls."""
         return self._send(ImportRecords(records=list(records)))
 
     def stats(self) -> VaultStats:
         """The vault's statistics (what Engine.stats() returns)."""
         return self._send(Status(), vault=True, then=lambda status: status.vault)
 
+    @_described(Count)
     def count(self) -> int:
-        """How many memories the vault holds (earlier versions not counted)."""
         return self._send(Count())
 
     # Edges ------------------------------------------------------------------------------------
 
+    @_described(AddEdge)
     def add_edge(self, source: str, edge_type: Any, target: str, confidence: float = 1.0) -> Edge:
-        """Add (or replace) the edge source -[edge_type]-> target."""
         return self._send(AddEdge(source=source, edge_type=getattr(edge_type, "name", edge_type), target=target,
                                   confidence=confidence))
 
+    @_described(RemoveEdge)
     def remove_edge(self, source: str, edge_type: Any, target: str) -> None:
-        """Delete one edge; NotFound if there is no such edge."""
+        """Returns None; NotFound if there is no such edge."""
         return self._send(RemoveEdge(source=source, edge_type=getattr(edge_type, "name", edge_type), target=target),
                           then=lambda _: None)
 
+    @_described(Edges)
     def edges(self, memory_id: str, direction: str = "both") -> list[Edge]:
-        """The memory's edges: "out" (from it), "in" (to it) or "both"."""
         return self._send(Edges(id=memory_id, direction=direction))
 
+    @_described(Neighbors)
     def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
-        """(memory id, cosine similarity) of the k memories nearest to this one's stored vector."""
         return self._send(Neighbors(id=memory_id, k=k))
 
     # Recall -----------------------------------------------------------------------------------
 
+    @_described(Recall)
     def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
                entity_id: str | None = None, time_range: Any = None, weights: Any = None,
                include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
@@ -518,16 +540,16 @@ class _Doors:
         vault, notes = self._over_brains(command, brains)
         return self._send(command, vault=vault, then=lambda found: _with_notes(found, notes))
 
+    @_described(Reinforce)
     def reinforce(self, ids: Sequence[str] | str, *, via: str = "used") -> list[Memory]:
-        """Count these memories as used: what an answer relied on (ids or unique 6+ character suffixes).
-        `via` names the use in their access log: "used", or "panel" for a memory a person opened."""
+        """`via` names the use in their access log: "used", or "panel" for a memory a person opened."""
         return self._send(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids), via=via))
 
+    @_described(Prime)
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
               max_memories: int = 20, *, now: Any = None,
               brains: Sequence[str] | str | None = None) -> RecallResults:
-        """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call. By
-        default this client's vault and the global brain together; `brains=["project"]` for one."""
+        """By default this client's vault and the global brain together; `brains=["project"]` for one."""
         command = Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
                         now=to_micros(now, "now"))
         vault, notes = self._over_brains(command, _prime_brains(brains, self.vault_path, self.home))
@@ -535,65 +557,66 @@ class _Doors:
 
     # Reflection, contradictions, decay (docs/reflect.md, docs/decay.md) ----------------------
 
+    @_described(ReflectPrepare)
     def reflect_prepare(self, entity_id: str | None = None, since: Any = None,
                         max_memories: int = 500) -> ReflectPrepared:
-        """Cluster the memories (of one entity, since a time) into a session with a prompt per cluster."""
         return self._send(ReflectPrepare(entity_id=entity_id, since=to_micros(since, "since"),
                                          max_memories=max_memories))
 
+    @_described(ReflectCommit)
     def reflect_commit(self, session_id: str, insights: Iterable[Any]) -> ReflectCommitted:
-        """Store insights ({content, confidence, source_memory_ids, tags}) drawn from a prepared session."""
+        """`insights`: {content, confidence, source_memory_ids, tags} each."""
         return self._send(ReflectCommit(session_id=session_id, insights=_structs(insights, InsightInput, "insights")))
 
+    @_described(Insights)
     def insights(self, entity_id: str | None = None, min_confidence: float = 0.0,
                  max_results: int = 100) -> list[Insight]:
-        """The vault's insights, newest first."""
         return self._send(Insights(entity_id=entity_id, min_confidence=min_confidence, max_results=max_results))
 
+    @_described(ContradictionPrepare)
     def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
-        """The queued contradiction candidates, both sides in full."""
         return self._send(ContradictionPrepare(max_results=max_results))
 
+    @_described(ContradictionCommit)
     def contradiction_commit(self, verdicts: Iterable[Any]) -> ContradictionCommitted:
-        """Apply [{pending_id, verdict: contradiction | revision | neutral}] in one batch."""
+        """`verdicts`: [{pending_id, verdict: contradiction | revision | neutral}]."""
         return self._send(ContradictionCommit(verdicts=_structs(verdicts, ContradictionVerdict, "verdicts")))
 
+    @_described(Reflect)
     def reflect(self, entity_id: str | None = None, since: Any = None, max_memories: int = 500) -> ReflectAutoResult:
-        """Both reflection steps through the configured LLM (LLMNotConfigured without one); may take minutes."""
+        """May take minutes."""
         return self._send(Reflect(entity_id=entity_id, since=to_micros(since, "since"), max_memories=max_memories))
 
+    @_described(ContradictionAuto)
     def contradiction_auto(self, max_results: int = 100, min_confidence: float = 0.7) -> ContradictionAutoResult:
-        """The configured LLM gives verdicts on the queued candidates; unsure ones stay queued."""
         return self._send(ContradictionAuto(max_results=max_results, min_confidence=min_confidence))
 
+    @_described(ForgetCandidates)
     def forget_candidates(self, now: int | None = None) -> list[Memory]:
-        """Memories decayed below the forget threshold (as of `now`, microseconds); nothing is deleted."""
         return self._send(ForgetCandidates(now=to_micros(now, "now")))
 
     # Markdown vaults --------------------------------------------------------------------------
 
+    @_described(Index)
     def index(self, path: os.PathLike | str | None = None, *, progress: ProgressCallback | None = None,
               phase: int | None = None, paths: Sequence[os.PathLike | str] | None = None) -> Any:
-        """Index a notes folder into PATH/.hebbs (default: the folder holding this client's vault).
-
-        Returns an IndexSummary (a ScanSummary for phase=1); `progress` gets each Progress report.
-        """
+        """`path` default: the folder holding this client's vault; `progress` gets each Progress report."""
         return self._send(Index(path=_abs(path), phase=phase, paths=None if paths is None else [str(p) for p in paths]),
                           vault=path is None, progress=progress)
 
+    @_described(IndexCancel)
     def index_cancel(self, path: os.PathLike | str | None = None) -> IndexCancelled:
-        """Stop the index run on PATH/.hebbs (default: this client's vault), wherever it was started, and
-        return once it has stopped; what it committed stays."""
         return self._send(IndexCancel(path=_abs(path)), vault=path is None)
 
+    @_described(IndexFollow)
     def index_follow(self, path: os.PathLike | str | None = None, *,
                      progress: ProgressCallback | None = None) -> Any:
-        """Follow the index run started elsewhere: `progress` gets its reports; returns its IndexSummary,
-        or None when no run is going. Raises Cancelled if the run is cancelled."""
+        """`progress` gets its reports; raises Cancelled if the run is cancelled."""
         return self._send(IndexFollow(path=_abs(path)), vault=path is None, progress=progress)
 
+    @_described(List)
     def list(self, path: os.PathLike | str | None = None, *, sections: bool = False) -> Any:
-        """The notes of a folder with their index state: a list of hebbs.vault FileStatus."""
+        """A list of hebbs.vault FileStatus."""
         return self._send(List(path=_abs(path), sections=sections), vault=path is None)
 
 

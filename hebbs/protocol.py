@@ -293,7 +293,7 @@ class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
 
 @declare(writes=True)
 class Remember(_Command, tag="remember"):
-    """One memory (content and its fields) or a batch (items); data is a Memory or a list of them."""
+    """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them."""
 
     content: Text | None = None
     importance: float = 0.5
@@ -401,7 +401,8 @@ class Forget(_Command, tag="forget"):
 
 @declare(result=RecallResults, engine="recall", retryable=True, skip=("vaults",))
 class Recall(_Command, tag="recall"):
-    """Data is RecallResults: each result with its confidence, and whether the answer abstained."""
+    """Find the memories that answer a cue (without one: the most recent), ranked by one composite score;
+    data is RecallResults: each result with its confidence, and whether the answer abstained."""
 
     cue: Text | None = None
     strategies: list[Name] | None = None

@@ -293,3 +293,20 @@ def test_the_cli_keeps_the_declared_defaults() -> None:
                 checked += 1
     assert checked >= 10
     assert {cls.spec.cli for cls in COMMAND_TYPES.values() if cls.spec.cli} <= set(sub.choices)
+
+
+def test_the_clients_describe_each_command_as_its_declaration_does() -> None:
+    """Tried: every typed method of Client and AsyncClient that sends one command: its docstring opens
+    with the request Struct's (the one description), the same on both clients; the CLI's declared
+    subcommands show it as their help."""
+    from hebbs.client import _Doors
+    from hebbs.cli import declared
+
+    described = {name: fn.sends for name, fn in vars(_Doors).items() if hasattr(fn, "sends")}
+    assert len(described) >= 35
+    for name, command in described.items():
+        own = inspect.cleandoc(command.__doc__)
+        for door in (Client, AsyncClient):
+            assert (inspect.getdoc(getattr(door, name)) or "").startswith(own), f"{door.__name__}.{name}"
+    for name, command in declared.declared().items():
+        assert declared.summary(command) == inspect.cleandoc(command.__doc__).split("\n\n")[0].replace("\n", " ")
