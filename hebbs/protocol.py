@@ -463,7 +463,7 @@ class Subscribe(_Command, tag="subscribe"):
     confidence_threshold: float = 0.5
 
 
-@declare(result=Fed)
+@declare(result=Fed, vault=False)
 class Feed(_Command, tag="feed"):
     """Text seen by the agent: matches go out as progress frames under the subscribe request's id."""
 
