@@ -208,6 +208,11 @@ HOSTILE_BODIES = [
 ]
 
 
+def exchanges(daemon: Any, project: Path) -> Any:
+    """The vault the proxy remembers exchanges in: its own, beside the project vault."""
+    return daemon.client(vault=project / ".hebbs" / "exchanges")
+
+
 def chat(content: str, **extra: Any) -> dict[str, Any]:
     return {"model": "stand-in", "messages": [{"role": "system", "content": "Be brief."},
                                                {"role": "user", "content": content}], **extra}
@@ -313,7 +318,7 @@ def test_remember_stores_the_exchange_and_the_key_stays_out_of_logs(proxy, share
         with client.stream("POST", "/v1/chat/completions", json=chat("And streaming answers are kept too?",
                                                                     stream=True)) as r:
             r.read()
-    vault = shared_daemon.client(vault=project)
+    vault = exchanges(shared_daemon, project)
 
     def exchange(text: str) -> list[Any]:
         return [m for m in vault.export() if m.context.get("origin") == "proxy" and text in m.content]
@@ -375,7 +380,7 @@ def test_a_stream_cut_short_is_flagged_and_not_remembered(proxy, shared_daemon, 
     assert json.loads(events[-1])["error"]["type"] == "upstream_incomplete"
     proxy.stop()  # uvicorn finishes what the request left running (its background remember) before it exits
     assert "not remembering the exchange" in proxy.log.read_text()
-    assert [m for m in shared_daemon.client(vault=project).export() if m.context.get("origin") == "proxy"] == []
+    assert [m for m in exchanges(shared_daemon, project).export() if m.context.get("origin") == "proxy"] == []
 
 
 def test_a_long_message_is_not_fed_back_as_its_own_memory(proxy, shared_daemon, project):
@@ -383,7 +388,7 @@ def test_a_long_message_is_not_fed_back_as_its_own_memory(proxy, shared_daemon, 
     message = " ".join(f"Step {i}: copy the nightly backup of the billing ledger to the cold-storage bucket "
                        f"and verify checksum {i * 7919}." for i in range(40))
     assert len(message) > 3500
-    vault = shared_daemon.client(vault=project)
+    vault = exchanges(shared_daemon, project)
 
     def asked() -> list[Any]:
         return [m for m in vault.export() if m.context.get("role") == "user" and m.content == message]
@@ -393,3 +398,33 @@ def test_a_long_message_is_not_fed_back_as_its_own_memory(proxy, shared_daemon, 
         shared_daemon.wait_until(lambda: len(asked()) == 1, what="the message remembered")
         again = client.post("/v1/chat/completions", json=chat(message))
     assert again.status_code == 200 and asked()[0].id not in again.headers["x-hebbs-memories"].split(",")
+
+
+def test_exchanges_are_kept_apart_from_the_sources_and_each_keeps_its_own_reply(proxy, shared_daemon, project):
+    """Issue 30 items 4 and 5: remembered exchanges are not sources. They are kept in a vault of their
+    own (context type "exchange"), so a notes question asked of the project vault gets the note first
+    (before the fix the stored answer ranked first at confidence 0.97, the question second); through
+    the proxy they come after the sources. Two exchanges that got the same answer keep two answers,
+    each replying to its own question (before, the second was folded into the first)."""
+    question = "Which CRM does Acme use, and when is the contract renewed?"
+    with proxy.client() as client:
+        for _ in range(2):
+            assert client.post("/v1/chat/completions", json=chat(question)).status_code == 200
+    vault = exchanges(shared_daemon, project)
+    shared_daemon.wait_until(lambda: len(list(vault.export())) == 4, what="both exchanges remembered")
+    stored = list(vault.export())
+    assert {m.context["type"] for m in stored} == {"exchange"}
+    answers = [m for m in stored if m.context["role"] == "assistant"]
+    questions = {m.id for m in stored if m.context["role"] == "user"}
+    assert len(answers) == 2 and answers[0].content == answers[1].content
+    assert {a.context["reply_to"] for a in answers} == questions and len(questions) == 2
+    # The project vault holds the notes only: a notes question finds the note.
+    with shared_daemon.client(vault=project) as notes:
+        found = notes.recall(question, top_k=3)
+    assert "Salesforce" in found.results[0].memory.content
+    assert all(r.memory.context.get("origin") != "proxy" for r in found.results)
+    # Through the proxy the earlier question comes after the note.
+    with proxy.client() as client:
+        reply = client.post("/v1/chat/completions", json=chat("When is the Acme CRM contract renewed?"))
+    cited = reply.headers["x-hebbs-memories"].split(",")
+    assert cited[0] == found.results[0].memory.id and set(cited[1:]) & questions

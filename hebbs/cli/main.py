@@ -378,6 +378,9 @@ def _other_commands(command: Any, common: argparse.ArgumentParser, shared: argpa
     p.add_argument("--api-key-env", metavar="NAME", help="environment variable holding the upstream's API key")
     p.add_argument("--remember", action="store_true", help="remember each question and answer in the project vault")
     p.add_argument("--top-k", type=int, default=5, help="at most this many memories per request (default 5)")
+    p.add_argument("--exchanges", choices=["after", "first", "off"], default="after",
+                   help="what the user asked in earlier remembered exchanges: added after the sources "
+                        "(default), first, or not at all")
     p.add_argument("--stall-seconds", type=float, default=120.0,
                    help="end a streamed answer silent this long mid-stream (default 120)")
     p.add_argument("--no-client-token", action="store_true",

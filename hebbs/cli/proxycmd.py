@@ -18,7 +18,8 @@ def run(args: argparse.Namespace) -> int:
         config = ProxyConfig(upstream=args.upstream, port=args.port, api_key_env=args.api_key_env,
                              remember=args.remember, top_k=args.top_k, stall_seconds=args.stall_seconds,
                              client_token=token)
-        brains = brains_for(args.vault, args.global_, args.home)
+        brains = brains_for(args.vault, args.global_, args.home, remember=args.remember,
+                            exchange_place=args.exchanges)
         from hebbs.proxy.app import api_key
 
         api_key(config)  # a missing key is said now, not at the first request
@@ -29,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
         with Client(brain.vault_path, home=args.home) as client:
             client.count()
     where = " and ".join(f"{name} brain ({client.vault_path})" for name, client in brains.named())
+    if brains.exchanges is not None:
+        where += f"; earlier exchanges ({brains.exchanges.vault_path}) {args.exchanges}"
     print(f"hebbs proxy: http://127.0.0.1:{config.port}/v1 -> {config.upstream}; recalls from the {where}"
           + ("; remembers each exchange" if config.remember else ""), file=sys.stderr, flush=True)
     if token is None:

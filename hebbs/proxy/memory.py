@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -11,11 +12,19 @@ from ulid import ULID
 
 from ..client import AsyncClient
 from ..errors import HebbsError
+from ..paths import init_vault
 from ..schema import RecallResult
 
 log = logging.getLogger("hebbs.proxy")
 MAX_CUE_CHARS = 2000  # a pasted log is not a better cue than its first lines
 ORIGIN = "proxy"
+# Remembered exchanges are not sources: they live in a vault of their own beside the project vault
+# (<project>/.hebbs/exchanges/.hebbs, or $HEBBS_HOME/exchanges/.hebbs), so a notes question asked of
+# the project vault finds the notes; their context type says what they are.
+EXCHANGE_TYPE = "exchange"
+EXCHANGES_DIR = "exchanges"
+# Where earlier exchanges go among what the proxy adds: after the sources, first, or not at all.
+EXCHANGE_PLACES = ("after", "first", "off")
 
 
 class Found(msgspec.Struct, kw_only=True):
@@ -36,18 +45,46 @@ class Recalled(msgspec.Struct, kw_only=True):
 
 
 class Brains:
-    """The project vault and the global brain, through the daemon (either may be absent)."""
+    """The project vault and the global brain, through the daemon (either may be absent), and the
+    vault of remembered exchanges (`exchanges`, made at the first one remembered)."""
 
-    def __init__(self, project: AsyncClient | None, global_brain: AsyncClient | None) -> None:
+    def __init__(self, project: AsyncClient | None, global_brain: AsyncClient | None,
+                 exchanges: AsyncClient | None = None, exchange_place: str = "after") -> None:
         self.project = project
         self.global_brain = global_brain
         if project is not None and global_brain is not None and project.vault_path == global_brain.vault_path:
             self.global_brain = None  # no project vault here: the "project" is the global brain itself
+        self.exchanges = exchanges
+        self.exchange_place = exchange_place
 
     def named(self) -> list[tuple[str, AsyncClient]]:
         return [(name, c) for name, c in (("project", self.project), ("global", self.global_brain)) if c is not None]
 
     async def recall(self, message: str, top_k: int) -> Recalled:
+        """What the sources say (_sources), and what the user asked in earlier exchanges, placed after
+        the sources, first, or left out (exchange_place)."""
+        if self.exchanges is None or self.exchange_place == "off":
+            return await self._sources(message, top_k)
+        sources, earlier = await asyncio.gather(self._sources(message, top_k), self._earlier(message, top_k))
+        ordered = earlier + sources.found if self.exchange_place == "first" else sources.found + earlier
+        return Recalled(found=ordered[:top_k], abstained=not ordered)
+
+    async def _earlier(self, message: str, top_k: int) -> list[Found]:
+        """What the user asked in earlier exchanges that passes recall's threshold (never a model's answer)."""
+        assert self.exchanges is not None
+        try:
+            answer = await self.exchanges.recall(message[:MAX_CUE_CHARS], top_k=2 * top_k)
+        except HebbsError as exc:
+            log.warning("recall in the exchanges vault failed: %s", exc)
+            return []
+        if answer.abstained:
+            return []
+        said, threshold = _normalized(message), answer.threshold or 0.0
+        brain = "project" if self.project is not None else "global"
+        return [_found(brain, r) for r in answer.results
+                if r.confidence is not None and r.confidence >= threshold and not _echo(r, said)][:top_k]
+
+    async def _sources(self, message: str, top_k: int) -> Recalled:
         """One recall over both brains (the SDK's `brains=`: the daemon embeds the cue once and merges the
         two lists on comparable scores); what passes the confidence threshold, in the merged order."""
         cue = message[:MAX_CUE_CHARS]
@@ -94,20 +131,38 @@ class Brains:
         return Recalled(found=found[:top_k], abstained=not found)
 
     async def remember(self, question: str, answer: str, *, model: str | None, recalled: list[str]) -> list[str]:
-        """The user's message and the assistant's answer, linked by one exchange id; returns their ids."""
-        target = self.project or self.global_brain
+        """The user's message and the assistant's answer, linked by one exchange id, in the exchanges
+        vault; returns their ids. Never folded into an earlier memory with the same text: two
+        exchanges that got the same answer are two answers, each replying to its own question."""
+        target = self.exchanges or self.project or self.global_brain
         if target is None or not question.strip():
             return []
         exchange = str(ULID())
-        base: dict[str, Any] = {"origin": ORIGIN, "exchange": exchange}
+        base: dict[str, Any] = {"type": EXCHANGE_TYPE, "origin": ORIGIN, "exchange": exchange}
         if model:
             base["model"] = model
-        asked = await target.remember(question, context={**base, "role": "user", "recalled": recalled})
+        [asked] = await target.remember_many([{"content": question, "context": {**base, "role": "user",
+                                                                                 "recalled": recalled}}],
+                                             consolidate=False)
         ids = [asked.id]
         if answer.strip():
-            said = await target.remember(answer, context={**base, "role": "assistant", "reply_to": asked.id})
+            [said] = await target.remember_many([{"content": answer, "context": {**base, "role": "assistant",
+                                                                                "reply_to": asked.id}}],
+                                                consolidate=False)
             ids.append(said.id)
         return ids
+
+
+def exchanges_root(brain_vault: Path | str) -> Path:
+    """The folder holding the vault of the exchanges remembered beside a brain's vault directory."""
+    return Path(brain_vault) / EXCHANGES_DIR
+
+
+def ensure_exchanges(brain_vault: Path | str, home: Path) -> Path:
+    root = exchanges_root(brain_vault)
+    root.mkdir(mode=0o700, exist_ok=True)
+    init_vault(root, home)
+    return root
 
 
 def _normalized(text: str) -> str:

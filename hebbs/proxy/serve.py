@@ -10,19 +10,27 @@ import uvicorn
 
 from ..client import AsyncClient
 from ..fsutil import atomic_write
-from ..paths import ensure_home, hebbs_home
+from ..paths import VAULT_DIR, ensure_home, hebbs_home
 from .app import ProxyConfig, build_app
-from .memory import Brains
+from .memory import Brains, ensure_exchanges, exchanges_root
 
 
-def brains_for(vault: str | None, global_only: bool, home: str | None, cwd: Path | None = None) -> Brains:
-    """The project vault (the named one, or the one found from the working directory) and the global brain."""
+def brains_for(vault: str | None, global_only: bool, home: str | None, cwd: Path | None = None, *,
+               remember: bool = False, exchange_place: str = "after") -> Brains:
+    """The project vault (the named one, or the one found from the working directory), the global brain,
+    and the vault of remembered exchanges beside the first (made now when exchanges are remembered)."""
     global_brain = AsyncClient(global_=True, home=home)
-    if global_only:
-        return Brains(None, global_brain)
-    project = AsyncClient(vault=vault, home=home, cwd=cwd)
-    # No project vault here: the global brain alone.
-    return Brains(project if project.vault_path is not None else None, global_brain)
+    project = None if global_only else AsyncClient(vault=vault, home=home, cwd=cwd)
+    if project is not None and project.vault_path is None:
+        project = None  # no project vault here: the global brain alone
+    beside = (project or global_brain).vault_path
+    assert beside is not None
+    exchanges = None
+    if remember:
+        exchanges = AsyncClient(vault=ensure_exchanges(beside, hebbs_home(home)), home=home)
+    elif (exchanges_root(beside) / VAULT_DIR).is_dir():
+        exchanges = AsyncClient(vault=exchanges_root(beside), home=home)
+    return Brains(project, global_brain, exchanges, exchange_place)
 
 
 TOKEN_FILE = "proxy.token"
