@@ -229,9 +229,10 @@ class _Server(MCPServer):
 
 # The tools -------------------------------------------------------------------------------------
 #
-# Each tool is a method of Toolbox marked with @tool: its text for agents (when to call it), its
-# hints, and the protocol command it sends (`sends`), whose Struct's defaults the tool's parameters
-# keep (tests/test_parity.py checks them). build_server registers every marked method.
+# Each tool is a method of Toolbox marked with @tool: the protocol command it sends (`sends`), whose
+# declaration carries the tool's text for agents (when to call it) and whose Struct's defaults the
+# tool's parameters keep (tests/test_parity.py checks them), and its hints. build_server registers
+# every marked method.
 
 BrainArg = Annotated[Brain | None, Field(description="global: about the user, across projects; project: about "
                                                       "this project (default: the server's default brain)")]
@@ -250,10 +251,13 @@ class ToolSpec(NamedTuple):
     hints: dict[str, bool]
 
 
-def tool(description: str, *, sends: type | None = None, **hints: bool) -> Callable[[F], F]:
-    """Mark a Toolbox method as an MCP tool."""
+def tool(description: str | None = None, *, sends: type | None = None, **hints: bool) -> Callable[[F], F]:
+    """Mark a Toolbox method as an MCP tool. Its description is the agent's text its command declares
+    (hebbs/protocol.py, `mcp=`), unless it gives its own (a second tool over the same command)."""
     def mark(fn: F) -> F:
-        fn.mcp_tool = ToolSpec(description, sends, hints)  # type: ignore[attr-defined]
+        text = description or (sends.spec.mcp if sends is not None else None)  # type: ignore[attr-defined]
+        assert text, f"the MCP tool {fn.__name__} has no description"
+        fn.mcp_tool = ToolSpec(text, sends, hints)  # type: ignore[attr-defined]
         return fn
     return mark
 
@@ -271,13 +275,7 @@ class Toolbox:
     def specs(cls) -> dict[str, ToolSpec]:
         return {name: fn.mcp_tool for name, fn in vars(cls).items() if hasattr(fn, "mcp_tool")}
 
-    @tool("Store one memory. Call it when the user states a preference, corrects you, makes a decision "
-          "(with its reason) or tells you a new fact about themselves, the project, people or systems. "
-          "Write one fact per memory, as a sentence that stands on its own. A preference or habit of the user "
-          "goes to brain='global'; a fact about this codebase to brain='project'. Never store secrets "
-          "(passwords, API keys, tokens), guesses, small talk, or what the code already says. "
-          "Importance: 0.9 rules and corrections, 0.7 decisions, 0.5 facts, 0.3 details.",
-          sends=Remember, read_only=False, destructive=False)
+    @tool(sends=Remember, read_only=False, destructive=False)
     async def remember(
         self,
         content: Annotated[str, Field(description="the fact, one self-contained sentence")],
@@ -297,13 +295,7 @@ class Toolbox:
             view["consolidated"] = True
         return dump(view)
 
-    @tool("Find memories relevant to a cue. Call it before answering anything that depends on the user's "
-          "earlier preferences, decisions or facts about the project, and whenever the user asks what you "
-          "know or remember. Searches both brains by default in one ranked list (each result says its "
-          "brain). Results are ordered by score; use `confidence` (when given) to judge a match, and if "
-          "the answer says `abstained` or nothing relevant comes back, say you do not know instead of "
-          "answering from a weak match. Narrow it with entity_id, a time range (since, until) or "
-          "strategies when the question asks for them.", sends=Recall, read_only=True)
+    @tool(sends=Recall, read_only=True)
     async def recall(
         self,
         cue: Annotated[str, Field(description="what you are looking for, in words")],
@@ -348,9 +340,7 @@ class Toolbox:
             del result["score"], result["found_by"]  # newest first is the order; a score says nothing here
         return dump(view)
 
-    @tool("Read one memory by id, in full: its text, fields, how often it was used, what replaced it, and its "
-          "edges to other memories. Call it when a recalled result or a note names an id you need the "
-          "details of.", sends=Inspect, read_only=True)
+    @tool(sends=Inspect, read_only=True)
     async def get(self, id: IdArg, brain: IdBrainArg = None) -> str:
         async def inspect_in(client: AsyncClient) -> dict[str, Any]:
             seen = await client.inspect(id)
@@ -358,10 +348,7 @@ class Toolbox:
 
         return dump(await self.tools.on_brain_holding(brain, inspect_in))
 
-    @tool("Read the section of a note a memory was indexed from, exactly as it was in that version of the "
-          "file (with its file path, headings and lines), even if the file changed since. Call it to quote "
-          "or check a note-backed memory; memories you stored yourself have no source.",
-          sends=ShowSource, read_only=True)
+    @tool(sends=ShowSource, read_only=True)
     async def source(self, id: IdArg, brain: IdBrainArg = None) -> str:
         async def source_in(client: AsyncClient) -> dict[str, Any]:
             section = msgspec.to_builtins(await client.source(id))
@@ -372,11 +359,7 @@ class Toolbox:
 
         return dump(await self.tools.on_brain_holding(brain, source_in))
 
-    @tool("Index a folder of markdown notes into memories, or refresh it after the notes changed (only "
-          "changed sections are embedded again; removed notes are forgotten). Call it when the user asks you "
-          "to learn, read or refresh their notes or docs. Without a path, refreshes this project's notes "
-          "folder (the one holding its .hebbs/). Large folders take a while the first time.",
-          sends=Index, read_only=False, destructive=False)
+    @tool(sends=Index, read_only=False, destructive=False)
     async def index(
         self,
         path: Annotated[str | None, Field(description="the notes folder, absolute or relative to the server's "
@@ -393,9 +376,7 @@ class Toolbox:
             summary = await tools.client(GLOBAL).index(tools.cwd / Path(path).expanduser())
         return dump(msgspec.to_builtins(summary))
 
-    @tool("The state of your memory: whether the daemon runs (version, uptime, model), and what each brain "
-          "holds (memories by kind, where it lives). Call it when the user asks about hebbs itself, or a "
-          "brain seems empty or missing.", sends=Status, read_only=True)
+    @tool(sends=Status, read_only=True)
     async def status(self) -> str:
         tools = self.tools
         daemon = await tools.client(GLOBAL).status(vault=False)
@@ -414,10 +395,7 @@ class Toolbox:
                 view["brains"][name] = msgspec.to_builtins(stats)
         return dump(view)
 
-    @tool("Load context at the start of a conversation: the most recent memories plus those relevant to "
-          "the cue, from both brains by default (who the user is and what this project is). Call it once, "
-          "silently, before your first answer, with the user's first request as the cue; keep the results "
-          "in mind and do not recite them.", sends=Prime, read_only=True)
+    @tool(sends=Prime, read_only=True)
     async def prime(
         self,
         cue: Annotated[str | None, Field(description="what the conversation is about")] = None,
@@ -430,9 +408,7 @@ class Toolbox:
         found = await tools.client(wanted[0]).prime(entity_id, cue, max_memories, brains=wanted)
         return dump(results_view(found, tools.answering(wanted)))
 
-    @tool("Correct a memory in place (its earlier text is kept as history). Call it when the user corrects "
-          "something you remembered, or a fact changed. Give only what changes.", sends=Revise, read_only=False,
-          destructive=False)
+    @tool(sends=Revise, read_only=False, destructive=False)
     async def revise(
         self,
         id: IdArg,
@@ -447,9 +423,7 @@ class Toolbox:
 
         return dump(await self.tools.on_brain_holding(brain, revise_in))
 
-    @tool("Delete memories for good. Call it only when the user asks you to forget something, or a memory "
-          "is plainly wrong and cannot be revised. Answers how many were forgotten.", sends=Forget,
-          read_only=False, destructive=True)
+    @tool(sends=Forget, read_only=False, destructive=True)
     async def forget(
         self,
         ids: Annotated[list[str], Field(min_length=1, description=f"memory ids (or their last {SHORT_ID_MIN} or "
@@ -463,10 +437,7 @@ class Toolbox:
                                                        found=lambda forgotten: forgotten > 0)
         return dump({"forgotten": total})
 
-    @tool("Tell hebbs which recalled memories you actually used in your answer: they count as useful and "
-          "rank higher next time. Call it after answering from recalled memories, naming all of them in one "
-          "call (memories used together are linked); do not call it for memories you only saw. An unknown id "
-          "fails the whole call and counts nothing.", sends=Reinforce, read_only=False, destructive=False)
+    @tool(sends=Reinforce, read_only=False, destructive=False)
     async def used(
         self,
         ids: Annotated[list[str], Field(min_length=1, description="ids of the memories you used")],
@@ -489,11 +460,7 @@ class Toolbox:
                      for m in await tools.client(name).reinforce(group)]
         return dump({"used": done})
 
-    @tool("First step of reflection: group a brain's memories into clusters, each with a ready prompt. Call "
-          "it when the user asks you to reflect or consolidate, or a brain has gathered many memories since "
-          "its last insights. Answer each cluster's prompt yourself, keep only insights the cited memories "
-          "support together, then call reflect_commit with the session_id within 10 minutes.",
-          sends=ReflectPrepare, read_only=False, destructive=False)
+    @tool(sends=ReflectPrepare, read_only=False, destructive=False)
     async def reflect_prepare(
         self,
         entity_id: Annotated[str | None, Field(description="only this entity's memories")] = None,
@@ -509,10 +476,7 @@ class Toolbox:
         view["brain"] = name
         return dump(view)
 
-    @tool("Second step of reflection: store the insights you drew from a reflect_prepare session, all or "
-          "none (a bad insight changes nothing and the error names it). Insights are saved as memories of "
-          "kind INSIGHT and as notes in the vault's insights/ folder.", sends=ReflectCommit, read_only=False,
-          destructive=False)
+    @tool(sends=ReflectCommit, read_only=False, destructive=False)
     async def reflect_commit(
         self,
         session_id: Annotated[str, Field(description="from reflect_prepare")],
@@ -524,10 +488,7 @@ class Toolbox:
         committed = await tools.client(name).reflect_commit(session_id, [dict(i) for i in insights])
         return dump(msgspec.to_builtins(committed))
 
-    @tool("List the queued pairs of memories that look contradictory, both sides in full. Call it when the "
-          "user asks about conflicting facts, or after a reflection; then decide each pair and call "
-          "contradictions_commit (ask the user when you cannot tell).", sends=ContradictionPrepare,
-          read_only=True)
+    @tool(sends=ContradictionPrepare, read_only=True)
     async def contradictions(
         self,
         max_results: Annotated[int, Field(ge=1, le=1000)] = 100,
@@ -535,9 +496,7 @@ class Toolbox:
     ) -> str:
         return dump(msgspec.to_builtins(await self.tools.client(brain).contradiction_prepare(max_results)))
 
-    @tool("Apply your verdicts on queued contradiction candidates in one batch: contradiction (both stand "
-          "and conflict: they get linked), revision (the newer replaces the older), neutral (dismissed).",
-          sends=ContradictionCommit, read_only=False, destructive=False)
+    @tool(sends=ContradictionCommit, read_only=False, destructive=False)
     async def contradictions_commit(
         self,
         verdicts: Annotated[list[VerdictIn], Field(min_length=1)],

@@ -234,6 +234,9 @@ class Spec(NamedTuple):
     # The CLI subcommand built from this declaration alone (cli/declared.py); None: the CLI has a
     # hand-written one, or none.
     cli: str | None = None
+    # What an agent reads about the MCP tool that sends it (hebbs/mcp_server.py): when to call it;
+    # None: no tool sends it.
+    mcp: str | None = None
 
     @property
     def refreshes_panel(self) -> bool:
@@ -264,7 +267,10 @@ class Ping(_Command, tag="ping"):
     """Is a daemon there? Answers Pong without touching any vault."""
 
 
-@declare(result=DaemonStatus, retryable=True, vault=False)
+@declare(result=DaemonStatus, retryable=True, vault=False,
+         mcp=("The state of your memory: whether the daemon runs (version, uptime, model), and what each "
+              "brain holds (memories by kind, where it lives). Call it when the user asks about hebbs itself,"
+              " or a brain seems empty or missing."))
 class Status(_Command, tag="status"):
     """The daemon's state, and the request's vault statistics when vault_path is given."""
 
@@ -291,7 +297,13 @@ class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
     key: str | None = None
 
 
-@declare(writes=True)
+@declare(writes=True,
+         mcp=("Store one memory. Call it when the user states a preference, corrects you, makes a decision "
+              "(with its reason) or tells you a new fact about themselves, the project, people or systems. "
+              "Write one fact per memory, as a sentence that stands on its own. A preference or habit of the "
+              "user goes to brain='global'; a fact about this codebase to brain='project'. Never store "
+              "secrets (passwords, API keys, tokens), guesses, small talk, or what the code already says. "
+              "Importance: 0.9 rules and corrections, 0.7 decisions, 0.5 facts, 0.3 details."))
 class Remember(_Command, tag="remember"):
     """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them."""
 
@@ -319,7 +331,9 @@ class Get(_Command, tag="get"):
     id: ShortId
 
 
-@declare(result=Memory, engine="revise", writes=True)
+@declare(result=Memory, engine="revise", writes=True,
+         mcp=("Correct a memory in place (its earlier text is kept as history). Call it when the user "
+              "corrects something you remembered, or a fact changed. Give only what changes."))
 class Revise(_Command, tag="revise"):
     """Change a memory in place; the earlier text is kept as its history. Absent fields stay as they are."""
 
@@ -391,7 +405,9 @@ class Neighbors(_Command, tag="neighbors"):
     k: int = 10
 
 
-@declare(result=Forgotten, engine="forget", writes=True, reply=lambda n: Forgotten(forgotten=n))
+@declare(result=Forgotten, engine="forget", writes=True, reply=lambda n: Forgotten(forgotten=n),
+         mcp=("Delete memories for good. Call it only when the user asks you to forget something, or a memory"
+              " is plainly wrong and cannot be revised. Answers how many were forgotten."))
 class Forget(_Command, tag="forget"):
     """Remove memories by id, or every memory of an entity; data is Forgotten."""
 
@@ -399,7 +415,14 @@ class Forget(_Command, tag="forget"):
     entity_id: Name | None = None
 
 
-@declare(result=RecallResults, engine="recall", retryable=True, skip=("vaults",))
+@declare(result=RecallResults, engine="recall", retryable=True, skip=("vaults",),
+         mcp=("Find memories relevant to a cue. Call it before answering anything that depends on the user's "
+              "earlier preferences, decisions or facts about the project, and whenever the user asks what you"
+              " know or remember. Searches both brains by default in one ranked list (each result says its "
+              "brain). Results are ordered by score; use `confidence` (when given) to judge a match, and if "
+              "the answer says `abstained` or nothing relevant comes back, say you do not know instead of "
+              "answering from a weak match. Narrow it with entity_id, a time range (since, until) or "
+              "strategies when the question asks for them."))
 class Recall(_Command, tag="recall"):
     """Find the memories that answer a cue (without one: the most recent), ranked by one composite score;
     data is RecallResults: each result with its confidence, and whether the answer abstained."""
@@ -433,7 +456,11 @@ class Recall(_Command, tag="recall"):
     associate: bool = False
 
 
-@declare(result=list[Memory], engine="reinforce", writes=True, panel=False)
+@declare(result=list[Memory], engine="reinforce", writes=True, panel=False,
+         mcp=("Tell hebbs which recalled memories you actually used in your answer: they count as useful and "
+              "rank higher next time. Call it after answering from recalled memories, naming all of them in "
+              "one call (memories used together are linked); do not call it for memories you only saw. An "
+              "unknown id fails the whole call and counts nothing."))
 class Reinforce(_Command, tag="reinforce"):
     """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
 
@@ -443,7 +470,11 @@ class Reinforce(_Command, tag="reinforce"):
     via: str = "used"
 
 
-@declare(result=RecallResults, engine="prime", retryable=True, skip=("vaults",))
+@declare(result=RecallResults, engine="prime", retryable=True, skip=("vaults",),
+         mcp=("Load context at the start of a conversation: the most recent memories plus those relevant to "
+              "the cue, from both brains by default (who the user is and what this project is). Call it once,"
+              " silently, before your first answer, with the user's first request as the cue; keep the "
+              "results in mind and do not recite them."))
 class Prime(_Command, tag="prime"):
     """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call."""
 
@@ -479,7 +510,11 @@ class Close(_Command, tag="close"):
     subscription_id: IdText | None = None
 
 
-@declare(panel=True)
+@declare(panel=True,
+         mcp=("Index a folder of markdown notes into memories, or refresh it after the notes changed (only "
+              "changed sections are embedded again; removed notes are forgotten). Call it when the user asks "
+              "you to learn, read or refresh their notes or docs. Without a path, refreshes this project's "
+              "notes folder (the one holding its .hebbs/). Large folders take a while the first time."))
 class Index(_Command, tag="index"):
     """Index a markdown notes folder into PATH/.hebbs, streaming progress frames, then a summary.
 
@@ -530,14 +565,20 @@ class Queries(_Command, tag="queries"):
     limit: int = 50
 
 
-@declare(result=Inspection, retryable=True)
+@declare(result=Inspection, retryable=True,
+         mcp=("Read one memory by id, in full: its text, fields, how often it was used, what replaced it, and"
+              " its edges to other memories. Call it when a recalled result or a note names an id you need "
+              "the details of."))
 class Inspect(_Command, tag="inspect"):
     """One memory with its edges and its earlier versions."""
 
     id: ShortId
 
 
-@declare(result=SourceSection, retryable=True)
+@declare(result=SourceSection, retryable=True,
+         mcp=("Read the section of a note a memory was indexed from, exactly as it was in that version of the"
+              " file (with its file path, headings and lines), even if the file changed since. Call it to "
+              "quote or check a note-backed memory; memories you stored yourself have no source."))
 class ShowSource(_Command, tag="source"):
     """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
 
@@ -567,7 +608,12 @@ class ImportRecords(_Command, tag="import_records"):
 # vault. reflect and contradiction_auto wait minutes on an LLM: they run on the concurrent path so
 # they never hold the vault's write slot; the engine takes its own lock for the commit inside.
 
-@declare(result=ReflectPrepared, engine="reflect_prepare", writes=True, panel=False)
+@declare(result=ReflectPrepared, engine="reflect_prepare", writes=True, panel=False,
+         mcp=("First step of reflection: group a brain's memories into clusters, each with a ready prompt. "
+              "Call it when the user asks you to reflect or consolidate, or a brain has gathered many "
+              "memories since its last insights. Answer each cluster's prompt yourself, keep only insights "
+              "the cited memories support together, then call reflect_commit with the session_id within 10 "
+              "minutes."))
 class ReflectPrepare(_Command, tag="reflect_prepare"):
     """Cluster the scope's memories into a session, one ready prompt per cluster; data is ReflectPrepared."""
 
@@ -577,7 +623,10 @@ class ReflectPrepare(_Command, tag="reflect_prepare"):
     max_memories: int = 500
 
 
-@declare(result=ReflectCommitted, engine="reflect_commit", writes=True)
+@declare(result=ReflectCommitted, engine="reflect_commit", writes=True,
+         mcp=("Second step of reflection: store the insights you drew from a reflect_prepare session, all or "
+              "none (a bad insight changes nothing and the error names it). Insights are saved as memories of"
+              " kind INSIGHT and as notes in the vault's insights/ folder."))
 class ReflectCommit(_Command, tag="reflect_commit"):
     """Store the insights an agent drew from a prepared session, all or none; data is ReflectCommitted."""
 
@@ -596,14 +645,19 @@ class Insights(_Command, tag="insights"):
 
 # It drops candidates that no longer hold (a write) but shows nothing new: pages listing candidates
 # call it, and a refresh after it would call it again.
-@declare(result=ContradictionPrepared, engine="contradiction_prepare", writes=True, panel=False)
+@declare(result=ContradictionPrepared, engine="contradiction_prepare", writes=True, panel=False,
+         mcp=("List the queued pairs of memories that look contradictory, both sides in full. Call it when "
+              "the user asks about conflicting facts, or after a reflection; then decide each pair and call "
+              "contradictions_commit (ask the user when you cannot tell)."))
 class ContradictionPrepare(_Command, tag="contradiction_prepare"):
     """The queued contradiction candidates, both sides in full; data is ContradictionPrepared."""
 
     max_results: int = 100
 
 
-@declare(result=ContradictionCommitted, engine="contradiction_commit", writes=True)
+@declare(result=ContradictionCommitted, engine="contradiction_commit", writes=True,
+         mcp=("Apply your verdicts on queued contradiction candidates in one batch: contradiction (both stand"
+              " and conflict: they get linked), revision (the newer replaces the older), neutral (dismissed)."))
 class ContradictionCommit(_Command, tag="contradiction_commit"):
     """Apply verdicts on queued candidates in one batch; data is ContradictionCommitted."""
 

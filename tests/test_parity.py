@@ -227,6 +227,12 @@ def test_the_mcp_tools_keep_the_declared_defaults_and_say_how_ids_are_given() ->
                 assert p.default == declared[field], f"MCP {name}.{p.name}: {p.default!r}, declared {declared[field]!r}"
                 checked += 1
     assert checked >= 8
+    # The agent's text of a tool is its command's declaration (`mcp=`), each one used by a tool.
+    from hebbs.protocol import COMMAND_TYPES
+
+    texts = {spec.description for spec in Toolbox.specs().values()}
+    declared = {tag: cls.spec.mcp for tag, cls in COMMAND_TYPES.items() if cls.spec.mcp}
+    assert len(declared) >= 14 and set(declared.values()) <= texts
     source = (Path(hebbs.__file__).parent / "mcp_server.py").read_text()
     assert "8 characters" not in source and SHORT_ID_MIN == 6
 
