@@ -10,16 +10,17 @@ from pathlib import Path
 from hebbs import Engine
 from hebbs.schema import PendingContradiction
 from hebbs.store.changelog import PREFIX as CHANGES
-from hebbs.store.storage import COLUMN_FAMILIES
+from hebbs.store.storage import COLUMN_FAMILIES, decode_vector
 from hebbs.vault import index_vault
 
 pytest_plugins = ["daemon_fixtures"]
 
 
 def _records(engine: Engine) -> dict[str, dict[bytes, bytes]]:
-    """Every record of every family, as the store holds it (less the store's own sequence bookkeeping)."""
+    """Every record of every family, as the store holds it (less the store's own sequence bookkeeping);
+    vectors as their values (RocksDB keeps float16, pgvector float32 of the same values)."""
     store = engine._store
-    return {family: {k: v for k, v in store.scan(family)
+    return {family: {k: (decode_vector(v).tobytes() if family == "vectors" else v) for k, v in store.scan(family)
                      if not (family == "meta" and (k.startswith(CHANGES) or k == b"write_seq"))}
             for family in COLUMN_FAMILIES}
 

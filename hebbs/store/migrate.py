@@ -20,7 +20,7 @@ from pathlib import Path
 from ..config import CONFIG_FILE as CONFIG_FILE_NAME, load_config, store_section
 from ..errors import InvalidInput
 from .changelog import PREFIX as CHANGES_PREFIX
-from .storage import COLUMN_FAMILIES, MARKER_FILE, Store, WriteSet
+from .storage import COLUMN_FAMILIES, MARKER_FILE, Store, WriteSet, decode_vector, encode_vector
 
 BATCH = 2000
 _STORE_ONLY = (b"write_seq",)
@@ -34,6 +34,8 @@ def _copy(source: object, target: object, say: Callable[[str], None]) -> dict[st
         for key, value in source.scan(family):  # type: ignore[attr-defined]
             if family == "meta" and (key.startswith(CHANGES_PREFIX) or key in _STORE_ONLY):
                 continue
+            if family == "vectors" and isinstance(target, Store):
+                value = encode_vector(decode_vector(value))  # RocksDB keeps its own (float16) form
             writes.put(family, key, value)
             n += 1
             if len(writes) >= BATCH:
