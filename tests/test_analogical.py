@@ -25,7 +25,7 @@ def assert_current(eng: Engine, memory_id: str) -> None:
 
 
 @pytest.fixture
-def shapes(eng: Engine) -> dict[str, str]:
+def shapes(engine: Engine) -> dict[str, str]:
     """A decision `seed`; `wordy`, which says nearly the same words as a plain note; `twin`, a decision of
     the same shape about something else; and plain notes of assorted topics around them."""
     m: dict[str, str] = {}
@@ -34,28 +34,28 @@ def shapes(eng: Engine) -> dict[str, str]:
              "Office wifi was slow this afternoon", "Someone left an umbrella in room 4B",
              "The staging server was rebooted overnight", "Marketing wants a new landing page"]
     for n, text in enumerate(plain):
-        m[f"plain{n}"] = eng.remember(text).id
-    m["seed_cause"] = eng.remember("Postgres handles our transactional workload better in load tests").id
-    m["twin_cause"] = eng.remember("Mobile releases kept shipping with accessibility regressions").id
+        m[f"plain{n}"] = engine.remember(text).id
+    m["seed_cause"] = engine.remember("Postgres handles our transactional workload better in load tests").id
+    m["twin_cause"] = engine.remember("Mobile releases kept shipping with accessibility regressions").id
     decision = {"type": "decision", "owner": "alice", "reviewed": True, "tags": ["infra"]}
-    m["seed"] = eng.remember("We decided to move the payments service from MySQL to Postgres", importance=0.9,
+    m["seed"] = engine.remember("We decided to move the payments service from MySQL to Postgres", importance=0.9,
                              entity_id="payments", context=decision,
                              edges=[(m["seed_cause"], "CAUSED_BY", 0.9)]).id
-    m["twin"] = eng.remember("We decided to hold a design review before every mobile release", importance=0.9,
+    m["twin"] = engine.remember("We decided to hold a design review before every mobile release", importance=0.9,
                              entity_id="mobile", context={**decision, "owner": "bob", "tags": ["process"]},
                              edges=[(m["twin_cause"], "CAUSED_BY", 0.8)]).id
-    m["wordy"] = eng.remember("Moving the payments service from MySQL to Postgres came up in chat").id
-    eng.add_edge(m["plain6"], "RELATED_TO", m["seed"], 0.5)
-    eng.add_edge(m["plain1"], "RELATED_TO", m["twin"], 0.5)
+    m["wordy"] = engine.remember("Moving the payments service from MySQL to Postgres came up in chat").id
+    engine.add_edge(m["plain6"], "RELATED_TO", m["seed"], 0.5)
+    engine.add_edge(m["plain1"], "RELATED_TO", m["twin"], 0.5)
     return m
 
 
-def test_structural_vector_is_stored_normalized_at_write_time(eng, shapes):
+def test_structural_vector_is_stored_normalized_at_write_time(engine, shapes):
     for memory_id in shapes.values():
-        vec = stored(eng, memory_id)
+        vec = stored(engine, memory_id)
         assert vec is not None and vec.shape == (analogical.STRUCT_DIM,)
         assert abs(float(np.linalg.norm(vec)) - 1.0) < 1e-5
-        assert_current(eng, memory_id)
+        assert_current(engine, memory_id)
 
 
 def test_shape_ignores_words_but_not_structure():
@@ -73,8 +73,8 @@ def test_shape_ignores_words_but_not_structure():
     assert not np.array_equal(f(base, {EdgeType.CAUSED_BY: 1}, {}), f(base, {}, {EdgeType.CAUSED_BY: 1}))
 
 
-def test_structural_similarity_varies_instead_of_sitting_at_one_value(eng, shapes):
-    store = eng._store
+def test_structural_similarity_varies_instead_of_sitting_at_one_value(engine, shapes):
+    store = engine._store
     names = list(shapes)
     matrix = np.vstack([analogical.structure_of(store, shapes[n]) for n in names])
 
@@ -104,9 +104,9 @@ def test_structural_similarity_varies_instead_of_sitting_at_one_value(eng, shape
     assert min(plain[n] for n in notes) > plain["seed"]
 
 
-def test_low_alpha_prefers_shape_high_alpha_prefers_meaning(eng, shapes):
+def test_low_alpha_prefers_shape_high_alpha_prefers_meaning(engine, shapes):
     def order(alpha: float) -> list[str]:
-        res = eng.recall(strategies=["analogical"], seed=shapes["seed"], alpha=alpha, top_k=20,
+        res = engine.recall(strategies=["analogical"], seed=shapes["seed"], alpha=alpha, top_k=20,
                          weights=BY_RELEVANCE, reinforce=False)
         assert shapes["seed"] not in res.ids()  # a memory is not its own analogy
         assert all(r.strategies == ["analogical"] and r.details["analogical_alpha"] == alpha for r in res)
@@ -118,8 +118,8 @@ def test_low_alpha_prefers_shape_high_alpha_prefers_meaning(eng, shapes):
     assert low[0] == shapes["twin"] and high[0] == shapes["wordy"]
 
 
-def test_relevance_is_the_alpha_blend(eng, shapes):
-    res = eng.recall(strategies=["analogical"], seed=shapes["seed"], alpha=0.3, top_k=20, reinforce=False)
+def test_relevance_is_the_alpha_blend(engine, shapes):
+    res = engine.recall(strategies=["analogical"], seed=shapes["seed"], alpha=0.3, top_k=20, reinforce=False)
     for r in res:
         d = r.details
         want = 0.3 * max(0.0, d["embedding_similarity"]) + 0.7 * d["structural_similarity"]
@@ -127,55 +127,55 @@ def test_relevance_is_the_alpha_blend(eng, shapes):
         assert d["analogical_reference"] == shapes["seed"]
 
 
-def test_cue_takes_the_shape_of_its_best_match(eng, shapes):
-    res = eng.recall("switching the payments database to Postgres", strategies=["analogical"], alpha=0.2, top_k=5,
+def test_cue_takes_the_shape_of_its_best_match(engine, shapes):
+    res = engine.recall("switching the payments database to Postgres", strategies=["analogical"], alpha=0.2, top_k=5,
                      weights=BY_RELEVANCE, reinforce=False)
     reference = res[0].details["analogical_reference"]
     assert reference in (shapes["seed"], shapes["wordy"])
     assert any("shape of the best match" in n for n in res.notes)
 
 
-def test_default_alpha_comes_from_config(eng, shapes):
-    res = eng.recall(strategies=["analogical"], seed=shapes["seed"], reinforce=False)
-    assert res[0].details["analogical_alpha"] == eng.config.recall.analogical_alpha
+def test_default_alpha_comes_from_config(engine, shapes):
+    res = engine.recall(strategies=["analogical"], seed=shapes["seed"], reinforce=False)
+    assert res[0].details["analogical_alpha"] == engine.config.recall.analogical_alpha
 
 
-def test_vector_kept_current_through_edges_revise_and_forget(eng, shapes):
+def test_vector_kept_current_through_edges_revise_and_forget(engine, shapes):
     seed, twin, wordy = shapes["seed"], shapes["twin"], shapes["wordy"]
-    before_seed, before_wordy = stored(eng, seed).copy(), stored(eng, wordy).copy()
-    eng.add_edge(wordy, "CAUSED_BY", seed, 0.5)  # both endpoints change shape
-    assert not np.array_equal(stored(eng, wordy), before_wordy)
-    assert not np.array_equal(stored(eng, seed), before_seed)
-    assert_current(eng, wordy)
-    assert_current(eng, seed)
+    before_seed, before_wordy = stored(engine, seed).copy(), stored(engine, wordy).copy()
+    engine.add_edge(wordy, "CAUSED_BY", seed, 0.5)  # both endpoints change shape
+    assert not np.array_equal(stored(engine, wordy), before_wordy)
+    assert not np.array_equal(stored(engine, seed), before_seed)
+    assert_current(engine, wordy)
+    assert_current(engine, seed)
 
-    before_twin = stored(eng, twin).copy()
-    eng.revise(twin, context={"type": "task"}, importance=0.1)
-    assert not np.array_equal(stored(eng, twin), before_twin)
-    assert_current(eng, twin)
+    before_twin = stored(engine, twin).copy()
+    engine.revise(twin, context={"type": "task"}, importance=0.1)
+    assert not np.array_equal(stored(engine, twin), before_twin)
+    assert_current(engine, twin)
 
-    after_edge = stored(eng, seed).copy()
-    eng.forget([wordy])  # the neighbour loses an incoming edge
-    assert stored(eng, wordy) is None
-    assert not np.array_equal(stored(eng, seed), after_edge)
-    assert_current(eng, seed)
-    np.testing.assert_allclose(stored(eng, seed), before_seed, atol=1e-6)
+    after_edge = stored(engine, seed).copy()
+    engine.forget([wordy])  # the neighbour loses an incoming edge
+    assert stored(engine, wordy) is None
+    assert not np.array_equal(stored(engine, seed), after_edge)
+    assert_current(engine, seed)
+    np.testing.assert_allclose(stored(engine, seed), before_seed, atol=1e-6)
 
 
-def test_vectors_missing_from_older_vaults_are_computed_and_backfilled(eng, shapes):
+def test_vectors_missing_from_older_vaults_are_computed_and_backfilled(engine, shapes):
     seed = shapes["seed"]
-    want = stored(eng, seed).copy()
+    want = stored(engine, seed).copy()
     from hebbs.store.storage import WriteSet
     writes = WriteSet()
     writes.delete("vectors_associative", b"\x00" + id_bytes(seed))
-    eng._store.commit(writes)
-    np.testing.assert_allclose(analogical.structure_of(eng._store, seed), want, atol=1e-6)
-    assert analogical.backfill(eng) == 1
-    np.testing.assert_allclose(stored(eng, seed), want, atol=1e-6)
+    engine._store.commit(writes)
+    np.testing.assert_allclose(analogical.structure_of(engine._store, seed), want, atol=1e-6)
+    assert analogical.backfill(engine) == 1
+    np.testing.assert_allclose(stored(engine, seed), want, atol=1e-6)
 
 
 @pytest.fixture
-def drinks(eng: Engine) -> dict[str, str]:
+def drinks(engine: Engine) -> dict[str, str]:
     texts = {
         "a": "Alice prefers tea in the morning", "b": "Alice prefers coffee in the morning",
         "c": "Bob prefers tea in the evening", "d": "Bob prefers coffee in the evening",
@@ -183,35 +183,35 @@ def drinks(eng: Engine) -> dict[str, str]:
         "x3": "Carol drinks water at lunch", "x4": "Bob prefers juice in the evening",
         "x5": "Coffee beans are roasted in Brazil", "x6": "The evening train to Bob's town was late",
     }
-    made = eng.remember_many([{"content": t} for t in texts.values()])
+    made = engine.remember_many([{"content": t} for t in texts.values()])
     return {name: m.id for name, m in zip(texts, made)}
 
 
-def test_analogy_by_ids(eng, drinks):
-    res = eng.recall(analogy=(drinks["a"], drinks["b"], drinks["c"]), weights=BY_RELEVANCE, reinforce=False)
+def test_analogy_by_ids(engine, drinks):
+    res = engine.recall(analogy=(drinks["a"], drinks["b"], drinks["c"]), weights=BY_RELEVANCE, reinforce=False)
     assert res[0].memory.id == drinks["d"]
     assert not {drinks["a"], drinks["b"], drinks["c"]} & set(res.ids())
     assert res[0].strategies == ["analogical"] and res[0].details["analogical_reference"] == drinks["b"]
 
 
-def test_analogy_by_cues_and_mixed(eng, drinks):
-    res = eng.recall(analogy=("tea", "coffee", drinks["c"]), weights=BY_RELEVANCE, reinforce=False)
+def test_analogy_by_cues_and_mixed(engine, drinks):
+    res = engine.recall(analogy=("tea", "coffee", drinks["c"]), weights=BY_RELEVANCE, reinforce=False)
     assert res[0].memory.id == drinks["d"] and drinks["c"] not in res.ids()
-    res = eng.recall(analogy=("Alice prefers tea in the morning", "Alice prefers coffee in the morning",
+    res = engine.recall(analogy=("Alice prefers tea in the morning", "Alice prefers coffee in the morning",
                               "Bob prefers tea in the evening"), strategies=["analogical"], weights=BY_RELEVANCE,
                      reinforce=False)
     # Three cues name no memories, so nothing is excluded: the best answer still ranks first.
     assert res[0].memory.id == drinks["d"]
 
 
-def test_analogy_arguments(eng, drinks):
+def test_analogy_arguments(engine, drinks):
     with pytest.raises(InvalidInput, match="three"):
-        eng.recall(analogy=(drinks["a"], drinks["b"]))
+        engine.recall(analogy=(drinks["a"], drinks["b"]))
     with pytest.raises(NotFound):
-        eng.recall(analogy=(drinks["a"], drinks["b"], "01ARZ3NDEKTSV4RRFFQ69G5FAV"))
+        engine.recall(analogy=(drinks["a"], drinks["b"], "01ARZ3NDEKTSV4RRFFQ69G5FAV"))
     with pytest.raises(InvalidInput, match="analogical"):
-        eng.recall("tea", strategies=["similarity"], analogy=(drinks["a"], drinks["b"], drinks["c"]))
+        engine.recall("tea", strategies=["similarity"], analogy=(drinks["a"], drinks["b"], drinks["c"]))
     with pytest.raises(InvalidInput, match="alpha"):
-        eng.recall(strategies=["analogical"], seed=drinks["a"], alpha=1.5)
+        engine.recall(strategies=["analogical"], seed=drinks["a"], alpha=1.5)
     with pytest.raises(InvalidInput, match="analogical recall needs"):
-        eng.recall(strategies=["analogical"])
+        engine.recall(strategies=["analogical"])

@@ -38,27 +38,27 @@ def test_only_light_words_may_be_added_and_a_negation_keeps_its_word() -> None:
                               cosine=0.99)
 
 
-def test_restatement_consolidates_and_is_reported(eng) -> None:
-    first = eng.remember(FACT, entity_id="caroline", importance=0.5)
-    again = eng.remember(FACT.rstrip("."), entity_id="caroline", importance=0.5)
+def test_restatement_consolidates_and_is_reported(engine) -> None:
+    first = engine.remember(FACT, entity_id="caroline", importance=0.5)
+    again = engine.remember(FACT.rstrip("."), entity_id="caroline", importance=0.5)
     assert again.id == first.id and again.consolidated and again.restatements == 1
     assert again.importance > first.importance and again.access_count == first.access_count + 1
-    assert eng.count() == 1
-    stored = eng.get(first.id)
+    assert engine.count() == 1
+    stored = engine.get(first.id)
     assert not stored.consolidated and stored.restatements == 1  # the flag is only on what remember returns
-    record, = eng.history(first.id)
+    record, = engine.history(first.id)
     assert record.kind == MemoryKind.REVISION and record.restatement_of == first.id
     assert record.content == FACT.rstrip(".")
-    assert [r.memory.id for r in eng.recall("Where did Caroline move?")] == [first.id]
+    assert [r.memory.id for r in engine.recall("Where did Caroline move?")] == [first.id]
 
 
-def test_changed_number_other_entity_and_switch_are_not_consolidated(eng) -> None:
-    first = eng.remember("I have 2 cats and a dog.", entity_id="me")
-    assert not eng.remember("I have 3 cats and a dog.", entity_id="me").consolidated
-    assert not eng.remember("I have 2 cats and a dog.", entity_id="you").consolidated
-    off = eng.remember("I have 2 cats and a dog.", entity_id="me", consolidate=False)
+def test_changed_number_other_entity_and_switch_are_not_consolidated(engine) -> None:
+    first = engine.remember("I have 2 cats and a dog.", entity_id="me")
+    assert not engine.remember("I have 3 cats and a dog.", entity_id="me").consolidated
+    assert not engine.remember("I have 2 cats and a dog.", entity_id="you").consolidated
+    off = engine.remember("I have 2 cats and a dog.", entity_id="me", consolidate=False)
     assert off.id != first.id and not off.consolidated
-    assert eng.count() == 4
+    assert engine.count() == 4
 
 
 def test_vault_setting_turns_it_off(tmp_path: Path, embedder) -> None:
@@ -72,91 +72,91 @@ def test_vault_setting_turns_it_off(tmp_path: Path, embedder) -> None:
         assert engine.count() == 2
 
 
-def test_unconsolidate_restores_the_separate_memory(eng) -> None:
-    first = eng.remember(FACT, entity_id="caroline")
-    eng.remember(FACT, entity_id="caroline")
-    record, = eng.history(first.id)
-    restored = eng.unconsolidate(record.id)
+def test_unconsolidate_restores_the_separate_memory(engine) -> None:
+    first = engine.remember(FACT, entity_id="caroline")
+    engine.remember(FACT, entity_id="caroline")
+    record, = engine.history(first.id)
+    restored = engine.unconsolidate(record.id)
     assert restored.id == record.id and restored.kind == MemoryKind.EPISODE
-    assert eng.count() == 2 and eng.history(first.id) == [] and eng.get(first.id).restatements == 0
-    assert restored.id in [r.memory.id for r in eng.recall("Caroline Boston")]
+    assert engine.count() == 2 and engine.history(first.id) == [] and engine.get(first.id).restatements == 0
+    assert restored.id in [r.memory.id for r in engine.recall("Caroline Boston")]
 
 
-def test_unconsolidate_takes_back_what_the_consolidation_gave(eng) -> None:
-    first = eng.remember(FACT, entity_id="caroline", importance=0.5)
-    before = eng.get(first.id)
-    once = eng.remember(FACT.rstrip("."), entity_id="caroline", importance=0.7)
-    twice = eng.remember(FACT + "!", entity_id="caroline", importance=0.5)
+def test_unconsolidate_takes_back_what_the_consolidation_gave(engine) -> None:
+    first = engine.remember(FACT, entity_id="caroline", importance=0.5)
+    before = engine.get(first.id)
+    once = engine.remember(FACT.rstrip("."), entity_id="caroline", importance=0.7)
+    twice = engine.remember(FACT + "!", entity_id="caroline", importance=0.5)
     assert once.importance == 0.75 and twice.importance == 0.8 and twice.access_count == before.access_count + 2
-    older, newer = sorted(eng.history(first.id), key=lambda r: r.created_at)
+    older, newer = sorted(engine.history(first.id), key=lambda r: r.created_at)
     assert older.consolidation_gain.importance == 0.25 and newer.consolidation_gain.importance == 0.05
-    eng.unconsolidate(newer.id)
-    after_one = eng.get(first.id)
+    engine.unconsolidate(newer.id)
+    after_one = engine.get(first.id)
     assert after_one.importance == 0.75 and after_one.access_count == before.access_count + 1
     assert after_one.restatements == 1 and after_one.last_accessed_at == once.last_accessed_at
-    eng.unconsolidate(older.id)
-    after = eng.get(first.id)
+    engine.unconsolidate(older.id)
+    after = engine.get(first.id)
     assert after.importance == before.importance and after.access_count == before.access_count
     assert after.restatements == 0 and after.last_accessed_at == before.last_accessed_at
     # A revision of the importance in between is kept: only the consolidation's step is taken back.
-    eng.remember(FACT, entity_id="caroline")
-    eng.revise(first.id, importance=0.9)
-    record, = [r for r in eng.history(first.id) if r.restatement_of == first.id]
-    eng.unconsolidate(record.id)
-    assert eng.get(first.id).importance == 0.85
+    engine.remember(FACT, entity_id="caroline")
+    engine.revise(first.id, importance=0.9)
+    record, = [r for r in engine.history(first.id) if r.restatement_of == first.id]
+    engine.unconsolidate(record.id)
+    assert engine.get(first.id).importance == 0.85
 
 
-def test_sweep_dry_run_lists_and_real_run_merges(eng) -> None:
-    first = eng.remember(FACT, entity_id="caroline")
-    repeat = eng.remember(FACT, entity_id="caroline", consolidate=False)
-    other = eng.remember("Caroline moved to Denver in 2021 for her new job.", entity_id="caroline")
-    assert eng.consolidate(dry_run=True) == [(repeat.id, first.id)]
-    assert eng.count() == 3
-    assert eng.consolidate() == [(repeat.id, first.id)]
-    assert eng.count() == 2 and eng.get(first.id).restatements == 1
-    assert eng.get(repeat.id).kind == MemoryKind.REVISION
-    found = [r.memory.id for r in eng.recall("Caroline moved", top_k=10)]
+def test_sweep_dry_run_lists_and_real_run_merges(engine) -> None:
+    first = engine.remember(FACT, entity_id="caroline")
+    repeat = engine.remember(FACT, entity_id="caroline", consolidate=False)
+    other = engine.remember("Caroline moved to Denver in 2021 for her new job.", entity_id="caroline")
+    assert engine.consolidate(dry_run=True) == [(repeat.id, first.id)]
+    assert engine.count() == 3
+    assert engine.consolidate() == [(repeat.id, first.id)]
+    assert engine.count() == 2 and engine.get(first.id).restatements == 1
+    assert engine.get(repeat.id).kind == MemoryKind.REVISION
+    found = [r.memory.id for r in engine.recall("Caroline moved", top_k=10)]
     assert repeat.id not in found and {first.id, other.id} <= set(found)
-    assert any(e.edge_type == EdgeType.REVISED_FROM.name and e.target == repeat.id for e in eng.edges(first.id))
+    assert any(e.edge_type == EdgeType.REVISED_FROM.name and e.target == repeat.id for e in engine.edges(first.id))
 
 
-def test_one_sweep_folds_every_copy_into_the_oldest_and_leaves_note_sections_alone(eng) -> None:
+def test_one_sweep_folds_every_copy_into_the_oldest_and_leaves_note_sections_alone(engine) -> None:
     """QA: five copies needed three sweeps, the records nested (a copy folded into a copy), and two
     note sections with one text were merged, which the next index undid by storing the section again."""
     from hebbs import Source
 
-    copies = [eng.remember("The coffee machine is on the second floor.", entity_id="office", consolidate=False)
+    copies = [engine.remember("The coffee machine is on the second floor.", entity_id="office", consolidate=False)
               for _ in range(5)]
-    sections = [eng.remember("# Alpha The release train leaves on Fridays.", entity_id="shared", consolidate=False,
+    sections = [engine.remember("# Alpha The release train leaves on Fridays.", entity_id="shared", consolidate=False,
                              source=Source(file_path=name, heading_path=["Alpha"])) for name in ("a.md", "b.md")]
-    pairs = eng.consolidate()
+    pairs = engine.consolidate()
     assert sorted(pairs) == sorted((c.id, copies[0].id) for c in copies[1:])
-    survivor = eng.get(copies[0].id)
+    survivor = engine.get(copies[0].id)
     assert survivor.restatements == 4 and survivor.importance == 0.7
-    assert all(eng.get(c.id).restatement_of == copies[0].id for c in copies[1:])
-    assert all(eng.get(s.id).kind == MemoryKind.EPISODE for s in sections)
-    assert eng.consolidate() == []
+    assert all(engine.get(c.id).restatement_of == copies[0].id for c in copies[1:])
+    assert all(engine.get(s.id).kind == MemoryKind.EPISODE for s in sections)
+    assert engine.consolidate() == []
 
 
-def test_the_same_text_with_another_or_no_context_is_one_memory_that_keeps_the_type(eng) -> None:
+def test_the_same_text_with_another_or_no_context_is_one_memory_that_keeps_the_type(engine) -> None:
     """Issue 30: the same text and entity stored once with context {"type": "fact"} and once without
     became two memories (and a proxy put both in one prompt). Either order is one memory now, and it
     keeps the type, so it decays as a fact (QA: a fact folded into an untyped copy faded in 30 days
     instead of 180); the sweep folds copies stored before, too."""
-    first = eng.remember("The coffee machine is on the second floor.", entity_id="office")
-    typed = eng.remember("The coffee machine is on the second floor.", entity_id="office", context={"type": "fact"})
+    first = engine.remember("The coffee machine is on the second floor.", entity_id="office")
+    typed = engine.remember("The coffee machine is on the second floor.", entity_id="office", context={"type": "fact"})
     assert typed.consolidated and typed.id == first.id
-    assert eng.count() == 1 and eng.get(first.id).context == {"type": "fact"}
-    typed_first = eng.remember("Deploys freeze on the last Friday of the quarter.", context={"type": "rule"})
-    plain = eng.remember("Deploys  freeze on the last Friday of the quarter.")
-    assert plain.consolidated and plain.id == typed_first.id and eng.get(plain.id).context == {"type": "rule"}
+    assert engine.count() == 1 and engine.get(first.id).context == {"type": "fact"}
+    typed_first = engine.remember("Deploys freeze on the last Friday of the quarter.", context={"type": "rule"})
+    plain = engine.remember("Deploys  freeze on the last Friday of the quarter.")
+    assert plain.consolidated and plain.id == typed_first.id and engine.get(plain.id).context == {"type": "rule"}
     # Other words under another type are still two memories: only the very same text is one.
-    other = eng.remember("The coffee machine is really on the second floor.", entity_id="office",
+    other = engine.remember("The coffee machine is really on the second floor.", entity_id="office",
                          context={"type": "preference"})
     assert not other.consolidated
-    a = eng.remember("Lunch is served at noon.", consolidate=False)
-    b = eng.remember("Lunch is served at noon.", context={"type": "fact"}, consolidate=False)
-    assert eng.consolidate(dry_run=True) == [(b.id, a.id)]
+    a = engine.remember("Lunch is served at noon.", consolidate=False)
+    b = engine.remember("Lunch is served at noon.", context={"type": "fact"}, consolidate=False)
+    assert engine.consolidate(dry_run=True) == [(b.id, a.id)]
 
 
 def test_cli_and_protocol(shared_daemon: "DaemonHome", project: Path) -> None:
@@ -182,17 +182,17 @@ def test_cli_and_protocol(shared_daemon: "DaemonHome", project: Path) -> None:
     assert client.remember(FACT, consolidate=False).consolidated is False
 
 
-def test_the_sweep_merges_a_paraphrase_and_keeps_antonyms_swaps_and_rules_apart(eng) -> None:
+def test_the_sweep_merges_a_paraphrase_and_keeps_antonyms_swaps_and_rules_apart(engine) -> None:
     """Issue 30: the same fact in other words was never merged. `consolidate` folds a paraphrase into
     the older memory (kept as a restatement record, so unconsolidate undoes it); a replaced word that
     changes the fact (starts/ends), two swapped words, and memories typed as rules stay apart."""
-    said = eng.remember("The team meeting starts at 10am on Mondays.", entity_id="team")
-    again = eng.remember("The team meeting begins at 10am on Mondays.", entity_id="team", consolidate=False)
-    eng.remember("The team meeting ends at 10am on Mondays.", entity_id="team", consolidate=False)
-    eng.remember("Dana prefers tea over coffee.", entity_id="dana")
-    eng.remember("Dana prefers coffee over tea.", entity_id="dana")
-    eng.remember("Priya bought a new car last week.", context={"type": "rule"})
-    eng.remember("Priya purchased a new car last week.", context={"type": "rule"}, consolidate=False)
-    assert eng.consolidate() == [(again.id, said.id)]
-    assert eng.get(again.id).restatement_of == said.id and eng.get(said.id).restatements == 1
-    assert eng.unconsolidate(again.id).kind == MemoryKind.EPISODE
+    said = engine.remember("The team meeting starts at 10am on Mondays.", entity_id="team")
+    again = engine.remember("The team meeting begins at 10am on Mondays.", entity_id="team", consolidate=False)
+    engine.remember("The team meeting ends at 10am on Mondays.", entity_id="team", consolidate=False)
+    engine.remember("Dana prefers tea over coffee.", entity_id="dana")
+    engine.remember("Dana prefers coffee over tea.", entity_id="dana")
+    engine.remember("Priya bought a new car last week.", context={"type": "rule"})
+    engine.remember("Priya purchased a new car last week.", context={"type": "rule"}, consolidate=False)
+    assert engine.consolidate() == [(again.id, said.id)]
+    assert engine.get(again.id).restatement_of == said.id and engine.get(said.id).restatements == 1
+    assert engine.unconsolidate(again.id).kind == MemoryKind.EPISODE

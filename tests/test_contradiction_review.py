@@ -67,28 +67,28 @@ class BatchSpy:
 
 # Candidates from remember ----------------------------------------------------------------------
 
-def test_remember_queues_planted_contradictions_and_nothing_for_consistent_memories(eng, monkeypatch):
-    spy = BatchSpy(eng._store, monkeypatch)
-    eng.remember_many([{"content": t} for t in BACKGROUND])
-    assert eng.pending() == [] and len(spy.batches) == 1
-    consistent = eng.remember("Acme's CRM is Salesforce, used by their sales team.")
-    assert eng.pending() == []
-    reliable = eng.remember("The deploy pipeline is reliable.")
+def test_remember_queues_planted_contradictions_and_nothing_for_consistent_memories(engine, monkeypatch):
+    spy = BatchSpy(engine._store, monkeypatch)
+    engine.remember_many([{"content": t} for t in BACKGROUND])
+    assert engine.pending() == [] and len(spy.batches) == 1
+    consistent = engine.remember("Acme's CRM is Salesforce, used by their sales team.")
+    assert engine.pending() == []
+    reliable = engine.remember("The deploy pipeline is reliable.")
     spy.batches.clear()
-    unreliable = eng.remember("The deploy pipeline is unreliable.")
+    unreliable = engine.remember("The deploy pipeline is unreliable.")
     # The memory's own batch, then the candidate in a batch of its own.
     assert [("pending" in {f for f, _, _ in b}) for b in spy.batches] == [False, True]
     assert spy.families(1) == {"pending": 1}
-    [candidate] = eng.pending()
+    [candidate] = engine.pending()
     assert (candidate.memory_a, candidate.memory_b) == (unreliable.id, reliable.id)
     assert 0.35 < candidate.confidence <= 0.75 and candidate.similarity >= 0.5
     assert candidate.reasons[0] == "antonyms: reliable / unreliable"
     assert consistent.id not in (candidate.memory_a, candidate.memory_b)
     # A memory that explicitly replaces the other is a revision already, not a candidate.
-    eng.remember("The API timeout is 30 seconds.")
-    old = eng.remember("The cache TTL is 5 minutes.")
-    eng.remember("The cache TTL is 10 minutes.", supersedes=[old.id])
-    assert len(eng.pending()) == 1
+    engine.remember("The API timeout is 30 seconds.")
+    old = engine.remember("The cache TTL is 5 minutes.")
+    engine.remember("The cache TTL is 10 minutes.", supersedes=[old.id])
+    assert len(engine.pending()) == 1
 
 
 def test_the_check_can_be_turned_off_per_call_or_per_vault(tmp_path, embedder):
@@ -106,20 +106,20 @@ def test_the_check_can_be_turned_off_per_call_or_per_vault(tmp_path, embedder):
         assert len(eng.pending()) == 1
 
 
-def test_vault_sections_and_insights_are_left_out_of_the_remember_check(eng):
+def test_vault_sections_and_insights_are_left_out_of_the_remember_check(engine):
     source = Source(file_path="ops.md", heading_path=["Pipeline"])
-    eng.remember("The deploy pipeline is reliable.", source=source)
-    eng.remember("The deploy pipeline is unreliable.", source=source)
-    eng.remember("The deploy pipeline is reliable.", kind="INSIGHT")
-    eng.remember("The deploy pipeline is not reliable.", kind="INSIGHT")
-    assert eng.pending() == []
+    engine.remember("The deploy pipeline is reliable.", source=source)
+    engine.remember("The deploy pipeline is unreliable.", source=source)
+    engine.remember("The deploy pipeline is reliable.", kind="INSIGHT")
+    engine.remember("The deploy pipeline is not reliable.", kind="INSIGHT")
+    assert engine.pending() == []
 
 
 # Prepare ---------------------------------------------------------------------------------------
 
-def test_prepare_shows_both_sides_in_full_most_likely_first(eng):
-    pairs = plant(eng, entity_id="ops", importance=0.7)
-    prepared = eng.contradiction_prepare()
+def test_prepare_shows_both_sides_in_full_most_likely_first(engine):
+    pairs = plant(engine, entity_id="ops", importance=0.7)
+    prepared = engine.contradiction_prepare()
     assert len(prepared.candidates) == 3 and prepared.dropped == 0
     for c in prepared.candidates:
         assert frozenset((c.memory_a.id, c.memory_b.id)) in pairs
@@ -127,75 +127,75 @@ def test_prepare_shows_both_sides_in_full_most_likely_first(eng):
         assert c.memory_a.content and c.memory_b.content and c.reasons and c.similarity >= 0.5
     confidences = [c.confidence for c in prepared.candidates]
     assert confidences == sorted(confidences, reverse=True)
-    assert len(eng.contradiction_prepare(max_results=1).candidates) == 1
+    assert len(engine.contradiction_prepare(max_results=1).candidates) == 1
     with pytest.raises(InvalidInput, match="max_results"):
-        eng.contradiction_prepare(max_results=0)
+        engine.contradiction_prepare(max_results=0)
 
 
-def test_prepare_drops_candidates_whose_side_is_gone_or_replaced(eng):
-    plant(eng)
-    first, second, third = eng.contradiction_prepare().candidates
-    eng.forget([first.memory_a.id])
-    eng.remember("Something else entirely about llamas.", supersedes=[second.memory_b.id])
-    prepared = eng.contradiction_prepare()
+def test_prepare_drops_candidates_whose_side_is_gone_or_replaced(engine):
+    plant(engine)
+    first, second, third = engine.contradiction_prepare().candidates
+    engine.forget([first.memory_a.id])
+    engine.remember("Something else entirely about llamas.", supersedes=[second.memory_b.id])
+    prepared = engine.contradiction_prepare()
     # forget removes its own candidates; prepare drops the one whose side was superseded.
     assert [c.pending_id for c in prepared.candidates] == [third.pending_id] and prepared.dropped == 1
-    assert [p.id for p in eng.pending()] == [third.pending_id]
+    assert [p.id for p in engine.pending()] == [third.pending_id]
 
 
 # Commit ----------------------------------------------------------------------------------------
 
-def test_a_contradiction_adds_edges_both_ways_and_drops_the_candidate_in_one_batch(eng, monkeypatch):
-    plant(eng)
-    pid = pending_for(eng, "The deploy pipeline is reliable.")
-    candidate = next(c for c in eng.contradiction_prepare().candidates if c.pending_id == pid)
-    spy = BatchSpy(eng._store, monkeypatch)
-    done = eng.contradiction_commit([{"pending_id": pid, "verdict": "contradiction"}])
+def test_a_contradiction_adds_edges_both_ways_and_drops_the_candidate_in_one_batch(engine, monkeypatch):
+    plant(engine)
+    pid = pending_for(engine, "The deploy pipeline is reliable.")
+    candidate = next(c for c in engine.contradiction_prepare().candidates if c.pending_id == pid)
+    spy = BatchSpy(engine._store, monkeypatch)
+    done = engine.contradiction_commit([{"pending_id": pid, "verdict": "contradiction"}])
     assert len(spy.batches) == 1
     families = spy.families()
     assert families["pending-"] == 1 and families["graph"] == 4  # two edges, each with its reverse key
     assert done.contradictions == [pid] and done.revisions == done.dismissed == [] and done.files == []
     a, b = candidate.memory_a.id, candidate.memory_b.id
     assert {(e.source, e.target) for e in done.edges} == {(a, b), (b, a)}
-    assert {(e.source, e.target) for e in eng.edges(a) if e.edge_type == "CONTRADICTS"} == {(a, b), (b, a)}
-    assert pid not in {p.id for p in eng.pending()} and len(eng.pending()) == 2
-    assert eng.get(a).superseded_by is None and eng.get(b).superseded_by is None
+    assert {(e.source, e.target) for e in engine.edges(a) if e.edge_type == "CONTRADICTS"} == {(a, b), (b, a)}
+    assert pid not in {p.id for p in engine.pending()} and len(engine.pending()) == 2
+    assert engine.get(a).superseded_by is None and engine.get(b).superseded_by is None
 
 
-def test_a_revision_supersedes_the_older_memory_in_one_batch(eng, monkeypatch):
-    plant(eng)
-    pid = pending_for(eng, "The API timeout is 30 seconds.")
-    spy = BatchSpy(eng._store, monkeypatch)
-    done = eng.contradiction_commit([ContradictionVerdict(pending_id=pid, verdict="Revision")])
+def test_a_revision_supersedes_the_older_memory_in_one_batch(engine, monkeypatch):
+    plant(engine)
+    pid = pending_for(engine, "The API timeout is 30 seconds.")
+    spy = BatchSpy(engine._store, monkeypatch)
+    done = engine.contradiction_commit([ContradictionVerdict(pending_id=pid, verdict="Revision")])
     assert len(spy.batches) == 1 and spy.families()["pending-"] == 1 and spy.families()["default"] == 1
-    older = next(m for m in eng.memories() if m.content == "The API timeout is 30 seconds.")
-    newer = next(m for m in eng.memories() if m.content == "The API timeout is 60 seconds.")
+    older = next(m for m in engine.memories() if m.content == "The API timeout is 30 seconds.")
+    newer = next(m for m in engine.memories() if m.content == "The API timeout is 60 seconds.")
     assert done.revisions == [pid] and done.superseded == [older.id]
     assert older.superseded_by == newer.id
-    assert [(e.source, e.edge_type, e.target) for e in eng.edges(newer.id, "out") if e.edge_type == "REVISED_FROM"] \
+    assert [(e.source, e.edge_type, e.target) for e in engine.edges(newer.id, "out") if e.edge_type == "REVISED_FROM"] \
         == [(newer.id, "REVISED_FROM", older.id)]
-    ids = eng.recall("what is the API timeout", top_k=10, reinforce=False).ids()
+    ids = engine.recall("what is the API timeout", top_k=10, reinforce=False).ids()
     assert newer.id in ids and older.id not in ids  # the engine's catalog knows at once
-    assert older.id in eng.recall("what is the API timeout", top_k=10, reinforce=False, include_superseded=True).ids()
+    assert older.id in engine.recall("what is the API timeout", top_k=10, reinforce=False, include_superseded=True).ids()
 
 
-def test_neutral_dismisses_and_one_commit_can_mix_verdicts(eng, monkeypatch):
-    plant(eng)
-    ids = [pending_for(eng, a) for a, _ in CONTRADICTING]
-    edges_before = {e.source + e.target + e.edge_type for m in eng.memories() for e in eng.edges(m.id)}
-    spy = BatchSpy(eng._store, monkeypatch)
-    done = eng.contradiction_commit([{"pending_id": ids[0], "verdict": "neutral"},
+def test_neutral_dismisses_and_one_commit_can_mix_verdicts(engine, monkeypatch):
+    plant(engine)
+    ids = [pending_for(engine, a) for a, _ in CONTRADICTING]
+    edges_before = {e.source + e.target + e.edge_type for m in engine.memories() for e in engine.edges(m.id)}
+    spy = BatchSpy(engine._store, monkeypatch)
+    done = engine.contradiction_commit([{"pending_id": ids[0], "verdict": "neutral"},
                                      {"pending_id": ids[1], "verdict": "revision"},
                                      {"pending_id": ids[2], "verdict": "contradiction", "confidence": 0.6}])
     assert len(spy.batches) == 1 and spy.families()["pending-"] == 3
     assert done.dismissed == [ids[0]] and done.revisions == [ids[1]] and done.contradictions == [ids[2]]
-    assert eng.pending() == []
-    reliable = [m for m in eng.memories() if "reliable" in m.content]
+    assert engine.pending() == []
+    reliable = [m for m in engine.memories() if "reliable" in m.content]
     assert all(m.superseded_by is None for m in reliable)
-    assert not any(e.edge_type == "CONTRADICTS" for m in reliable for e in eng.edges(m.id))
+    assert not any(e.edge_type == "CONTRADICTS" for m in reliable for e in engine.edges(m.id))
     contradicts = [e for e in done.edges if e.edge_type == "CONTRADICTS"]
     assert len(contradicts) == 2 and all(e.confidence == 0.6 for e in contradicts)
-    edges_after = {e.source + e.target + e.edge_type for m in eng.memories() for e in eng.edges(m.id)}
+    edges_after = {e.source + e.target + e.edge_type for m in engine.memories() for e in engine.edges(m.id)}
     assert len(edges_after - edges_before) == 3  # two CONTRADICTS and one REVISED_FROM
 
 
@@ -215,27 +215,27 @@ def test_neutral_dismisses_and_one_commit_can_mix_verdicts(eng, monkeypatch):
     (lambda ids: [], InvalidInput, "nothing to commit"),
     (lambda ids: {"pending_id": ids[0], "verdict": "neutral"}, InvalidInput, "must be a list"),
 ])
-def test_bad_verdicts_change_nothing(eng, verdicts, error, message):
-    plant(eng)
-    ids = [p.id for p in eng.pending()]
+def test_bad_verdicts_change_nothing(engine, verdicts, error, message):
+    plant(engine)
+    ids = [p.id for p in engine.pending()]
 
     def state() -> tuple:
-        return (sorted(p.id for p in eng.pending()), sorted((m.id, m.superseded_by) for m in eng.memories()),
-                sorted((e.source, e.edge_type, e.target) for m in eng.memories() for e in eng.edges(m.id, "out")))
+        return (sorted(p.id for p in engine.pending()), sorted((m.id, m.superseded_by) for m in engine.memories()),
+                sorted((e.source, e.edge_type, e.target) for m in engine.memories() for e in engine.edges(m.id, "out")))
 
     before = state()
     with pytest.raises(error, match=message):
-        eng.contradiction_commit(verdicts(ids))
+        engine.contradiction_commit(verdicts(ids))
     assert state() == before
 
 
-def test_forgetting_a_side_takes_its_candidate_with_it(eng):
-    plant(eng)
-    candidate = eng.contradiction_prepare().candidates[0]
-    eng.forget([candidate.memory_b.id])
-    assert candidate.pending_id not in [p.id for p in eng.pending()]
+def test_forgetting_a_side_takes_its_candidate_with_it(engine):
+    plant(engine)
+    candidate = engine.contradiction_prepare().candidates[0]
+    engine.forget([candidate.memory_b.id])
+    assert candidate.pending_id not in [p.id for p in engine.pending()]
     with pytest.raises(NotFound):
-        eng.contradiction_commit([{"pending_id": candidate.pending_id, "verdict": "contradiction"}])
+        engine.contradiction_commit([{"pending_id": candidate.pending_id, "verdict": "contradiction"}])
 
 
 def test_a_markdown_vault_gets_a_report_for_each_confirmed_contradiction(tmp_path, embedder):

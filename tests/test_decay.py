@@ -34,70 +34,70 @@ TYPED = [  # (context type, half-life in days by default)
 ]
 
 
-def test_sweep_writes_the_formula_for_every_type(eng: Engine):
-    made = [eng.remember(f"memory of type {kind}", importance=0.8, context={} if kind is None else {"type": kind})
+def test_sweep_writes_the_formula_for_every_type(engine: Engine):
+    made = [engine.remember(f"memory of type {kind}", importance=0.8, context={} if kind is None else {"type": kind})
             for kind, _ in TYPED]
     for age in (0.5, 10.0, 400.0):
         now = max(m.last_accessed_at for m in made) + int(age * DAY_US)
-        report = decay.sweep(eng, now=now)
+        report = decay.sweep(engine, now=now)
         assert report.finished and report.processed == len(made)
         for m, (_, half_life) in zip(made, TYPED):
             age_days = (now - m.last_accessed_at) / DAY_US
-            assert eng.get(m.id).decay_score == pytest.approx(expected(0.8, age_days, half_life), rel=1e-6)
+            assert engine.get(m.id).decay_score == pytest.approx(expected(0.8, age_days, half_life), rel=1e-6)
 
 
-def test_slow_types_outlive_fast_ones(eng: Engine):
-    rule = eng.remember("Never deploy on Fridays", context={"type": "rule"})
-    status = eng.remember("The build is green", context={"type": "status"})
+def test_slow_types_outlive_fast_ones(engine: Engine):
+    rule = engine.remember("Never deploy on Fridays", context={"type": "rule"})
+    status = engine.remember("The build is green", context={"type": "status"})
     now = rule.last_accessed_at + 30 * DAY_US
-    decay.sweep(eng, now=now)
-    assert eng.get(rule.id).decay_score > 0.45 > 0.01 > eng.get(status.id).decay_score
+    decay.sweep(engine, now=now)
+    assert engine.get(rule.id).decay_score > 0.45 > 0.01 > engine.get(status.id).decay_score
 
 
-def test_reinforcement_raises_decay_and_recall_refreshes_it(eng: Engine):
-    m = eng.remember("The staging database password rotates monthly", importance=0.6)
+def test_reinforcement_raises_decay_and_recall_refreshes_it(engine: Engine):
+    m = engine.remember("The staging database password rotates monthly", importance=0.6)
     for n in range(1, 4):
-        res = eng.recall("staging database password", strategies=["similarity"], top_k=1, reinforce=True)
+        res = engine.recall("staging database password", strategies=["similarity"], top_k=1, reinforce=True)
         assert res[0].memory.id == m.id
-        got = eng.get(m.id)
+        got = engine.get(m.id)
         assert got.access_count == n
         # Recall sets last_accessed_at to now, so the age term is 1 and only reinforcement counts.
         assert got.decay_score == pytest.approx(expected(0.6, 0.0, 30.0, n), rel=1e-6)
     later = got.last_accessed_at + 15 * DAY_US
-    decay.sweep(eng, now=later)
-    assert eng.get(m.id).decay_score == pytest.approx(expected(0.6, 15.0, 30.0, 3), rel=1e-6)
+    decay.sweep(engine, now=later)
+    assert engine.get(m.id).decay_score == pytest.approx(expected(0.6, 15.0, 30.0, 3), rel=1e-6)
 
 
-def test_reinforce_false_leaves_the_memory_alone(eng: Engine):
-    m = eng.remember("The cafeteria closes at three")
-    eng.recall("cafeteria", strategies=["similarity"], top_k=1, reinforce=False)
-    got = eng.get(m.id)
+def test_reinforce_false_leaves_the_memory_alone(engine: Engine):
+    m = engine.remember("The cafeteria closes at three")
+    engine.recall("cafeteria", strategies=["similarity"], top_k=1, reinforce=False)
+    got = engine.get(m.id)
     assert got.access_count == 0 and got.last_accessed_at == m.last_accessed_at and got.decay_score == m.decay_score
 
 
-def test_pinned_memories_never_decay(eng: Engine):
-    pinned = eng.remember("The on-call phone number", importance=0.3, context={"pinned": True, "type": "status"})
-    plain = eng.remember("The on-call rota changed", importance=0.3, context={"type": "status"})
+def test_pinned_memories_never_decay(engine: Engine):
+    pinned = engine.remember("The on-call phone number", importance=0.3, context={"pinned": True, "type": "status"})
+    plain = engine.remember("The on-call rota changed", importance=0.3, context={"type": "status"})
     ten_years = pinned.last_accessed_at + 3650 * DAY_US
-    decay.sweep(eng, now=ten_years)
-    assert eng.get(pinned.id).decay_score == pytest.approx(0.3)
-    assert eng.get(plain.id).decay_score < 1e-100
-    assert [c.id for c in eng.forget_candidates(now=ten_years)] == [plain.id]
+    decay.sweep(engine, now=ten_years)
+    assert engine.get(pinned.id).decay_score == pytest.approx(0.3)
+    assert engine.get(plain.id).decay_score < 1e-100
+    assert [c.id for c in engine.forget_candidates(now=ten_years)] == [plain.id]
 
 
-def test_candidates_are_listed_not_deleted(eng: Engine):
-    fast = eng.remember("Build 1432 is running", importance=0.5, context={"type": "status"})
-    faster = eng.remember("Build 1433 is queued", importance=0.2, context={"type": "status"})
-    slow = eng.remember("All services log in UTC", importance=0.5, context={"type": "rule"})
+def test_candidates_are_listed_not_deleted(engine: Engine):
+    fast = engine.remember("Build 1432 is running", importance=0.5, context={"type": "status"})
+    faster = engine.remember("Build 1433 is queued", importance=0.2, context={"type": "status"})
+    slow = engine.remember("All services log in UTC", importance=0.5, context={"type": "rule"})
     now = fast.last_accessed_at + 60 * DAY_US
-    report = decay.sweep(eng, now=now)
+    report = decay.sweep(engine, now=now)
     assert set(report.candidates) == {fast.id, faster.id} and report.forgotten == 0
-    listed = eng.forget_candidates(now=now)
+    listed = engine.forget_candidates(now=now)
     assert [m.id for m in listed] == [faster.id, fast.id]  # least alive first
     assert listed[1].decay_score == pytest.approx(expected(0.5, (now - fast.last_accessed_at) / DAY_US, 3.0))
-    assert eng.count() == 3 and eng.get(fast.id).content == fast.content
+    assert engine.count() == 3 and engine.get(fast.id).content == fast.content
     # Not candidates yet at the time of writing: nothing has decayed.
-    assert eng.forget_candidates(now=fast.last_accessed_at) == []
+    assert engine.forget_candidates(now=fast.last_accessed_at) == []
     assert slow.id not in {m.id for m in listed}
 
 
@@ -130,38 +130,38 @@ def test_half_life_table_is_configurable_and_merged_over_defaults(tmp_path: Path
         DecayConfig(half_life_days={"task": 0.0})
 
 
-def test_sweep_is_not_a_content_change(eng: Engine, store_kind: str):
-    eng.remember_many([{"content": f"note {n}"} for n in range(5)])
-    seq = eng.stats().write_seq
-    applied = eng._lexical.applied_seq
-    decay.sweep(eng, now=decay._now() + 40 * DAY_US)
+def test_sweep_is_not_a_content_change(engine: Engine, store_kind: str):
+    engine.remember_many([{"content": f"note {n}"} for n in range(5)])
+    seq = engine.stats().write_seq
+    applied = engine._lexical.applied_seq
+    decay.sweep(engine, now=decay._now() + 40 * DAY_US)
     if store_kind == "postgresql":
         # A shared vault numbers every record change, so other daemons' catalogs follow it; the
         # indexes of this one are left alone.
-        assert eng._lexical.applied_seq == applied and eng.stats().memories == 5
+        assert engine._lexical.applied_seq == applied and engine.stats().memories == 5
         return
-    assert eng.stats().write_seq == seq
-    assert eng._store.get_meta("write_seq") == seq
+    assert engine.stats().write_seq == seq
+    assert engine._store.get_meta("write_seq") == seq
 
 
-def test_sweep_batches_resume_from_the_cursor(eng: Engine):
-    made = eng.remember_many([{"content": f"note number {n}"} for n in range(25)])
+def test_sweep_batches_resume_from_the_cursor(engine: Engine):
+    made = engine.remember_many([{"content": f"note number {n}"} for n in range(25)])
     now = made[-1].last_accessed_at + 5 * DAY_US
-    first = decay.sweep(eng, batch=10, now=now)
+    first = decay.sweep(engine, batch=10, now=now)
     assert first.processed == 10 and not first.finished and first.cursor is not None
-    assert eng._store.get_meta(decay.CURSOR_META) == first.cursor
-    second = decay.sweep(eng, batch=10, now=now)
-    third = decay.sweep(eng, batch=10, now=now)
+    assert engine._store.get_meta(decay.CURSOR_META) == first.cursor
+    second = decay.sweep(engine, batch=10, now=now)
+    third = decay.sweep(engine, batch=10, now=now)
     assert (second.processed, third.processed) == (10, 5) and third.finished
-    assert eng._store.get_meta(decay.CURSOR_META) is None
-    assert all(eng.get(m.id).decay_score < 0.5 for m in made)
+    assert engine._store.get_meta(decay.CURSOR_META) is None
+    assert all(engine.get(m.id).decay_score < 0.5 for m in made)
 
 
-def test_exception_between_batches_then_resume(eng: Engine, monkeypatch: pytest.MonkeyPatch):
-    made = eng.remember_many([{"content": f"item {n}"} for n in range(30)])
+def test_exception_between_batches_then_resume(engine: Engine, monkeypatch: pytest.MonkeyPatch):
+    made = engine.remember_many([{"content": f"item {n}"} for n in range(30)])
     now = made[-1].last_accessed_at + 20 * DAY_US
     monkeypatch.setattr(decay, "COMMIT_EVERY", 7)
-    store = eng._store
+    store = engine._store
     real_commit = store.commit
     commits = {"n": 0}
 
@@ -174,15 +174,15 @@ def test_exception_between_batches_then_resume(eng: Engine, monkeypatch: pytest.
 
     monkeypatch.setattr(store, "commit", failing_commit)
     with pytest.raises(RuntimeError, match="injected"):
-        decay.sweep_all(eng, batch=1000, now=now)
+        decay.sweep_all(engine, batch=1000, now=now)
     monkeypatch.setattr(store, "commit", real_commit)
 
-    done = [m for m in made if eng.get(m.id).decay_score != m.decay_score]
+    done = [m for m in made if engine.get(m.id).decay_score != m.decay_score]
     assert len(done) == 14  # two committed chunks of 7
-    resumed = decay.sweep_all(eng, batch=1000, now=now)
+    resumed = decay.sweep_all(engine, batch=1000, now=now)
     assert resumed.finished and resumed.processed == 30 - 14
     for m in made:
-        assert eng.get(m.id).decay_score == pytest.approx(expected(0.5, (now - m.last_accessed_at) / DAY_US, 30.0))
+        assert engine.get(m.id).decay_score == pytest.approx(expected(0.5, (now - m.last_accessed_at) / DAY_US, 30.0))
 
 
 CHILD = textwrap.dedent("""
@@ -243,14 +243,14 @@ def test_killed_child_sweep_resumes_where_it_stopped(tmp_path: Path, embedder):
             assert eng.get(m.id).decay_score == pytest.approx(expected(0.5, age, 30.0), rel=1e-6)
 
 
-def test_background_sweeper_runs_and_stops(eng: Engine):
-    made = eng.remember_many([{"content": f"log line {n}"} for n in range(12)])
+def test_background_sweeper_runs_and_stops(engine: Engine):
+    made = engine.remember_many([{"content": f"log line {n}"} for n in range(12)])
     now = made[-1].last_accessed_at + 30 * DAY_US
-    sweeper = decay.DecaySweeper(eng, interval_seconds=3600, batch=5, clock=lambda: now)
+    sweeper = decay.DecaySweeper(engine, interval_seconds=3600, batch=5, clock=lambda: now)
     with sweeper:
         assert sweeper.wait_for_pass(timeout=120)
     assert not sweeper.running
     report = sweeper.last_report
     assert report is not None and report.finished and report.processed == 12
     for m in made:
-        assert eng.get(m.id).decay_score == pytest.approx(expected(0.5, (now - m.last_accessed_at) / DAY_US, 30.0))
+        assert engine.get(m.id).decay_score == pytest.approx(expected(0.5, (now - m.last_accessed_at) / DAY_US, 30.0))

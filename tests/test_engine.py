@@ -93,25 +93,25 @@ def test_key_layouts_read_back_raw(tmp_path, embedder):
     assert len(raw["query_log"]) == 1
 
 
-def test_recall_ordering_follows_each_weight(vault):
+def test_recall_ordering_follows_each_weight(engine):
     now = dt.datetime.now(UTC)
-    old = vault.remember("The deploy pipeline uses GitHub Actions", importance=0.9,
+    old = engine.remember("The deploy pipeline uses GitHub Actions", importance=0.9,
                          created_at=now - dt.timedelta(days=20))
-    new = vault.remember("Lunch today was a sandwich", importance=0.1, created_at=now)
-    popular = vault.remember("The office wifi password rotates monthly", importance=0.5,
+    new = engine.remember("Lunch today was a sandwich", importance=0.1, created_at=now)
+    popular = engine.remember("The office wifi password rotates monthly", importance=0.5,
                              created_at=now - dt.timedelta(days=10))
     for _ in range(5):
-        vault.recall("office wifi password", strategies=["similarity"], top_k=1, reinforce=True)
+        engine.recall("office wifi password", strategies=["similarity"], top_k=1, reinforce=True)
     everything = dict(strategies=["temporal"], top_k=3, reinforce=False)
 
     def order(**weights) -> list[str]:
         w = ScoringWeights(**{"relevance": 0, "recency": 0, "importance": 0, "reinforcement": 0, **weights})
-        return vault.recall(weights=w, **everything).ids()
+        return engine.recall(weights=w, **everything).ids()
 
     assert order(recency=1) == [new.id, popular.id, old.id]
     assert order(importance=1) == [old.id, popular.id, new.id]
     assert order(reinforcement=1)[0] == popular.id
-    by_relevance = vault.recall("CI/CD deployment workflow", strategies=["similarity"], top_k=3, reinforce=False,
+    by_relevance = engine.recall("CI/CD deployment workflow", strategies=["similarity"], top_k=3, reinforce=False,
                                 weights=ScoringWeights(relevance=1, recency=0, importance=0, reinforcement=0))
     assert by_relevance.ids()[0] == old.id
     r = by_relevance[0]
@@ -119,42 +119,42 @@ def test_recall_ordering_follows_each_weight(vault):
     assert set(r.strategies) == {"similarity"}
 
 
-def test_recall_reinforces_and_logs_unless_asked_not_to(vault):
-    m = vault.remember("Bob prefers tea over coffee")
-    vault.recall("what does Bob drink", top_k=1, reinforce=True)
-    assert vault.get(m.id).access_count == 1
-    vault.recall("what does Bob drink", top_k=1, reinforce=False)
-    assert vault.get(m.id).access_count == 1
-    log = vault.queries()
+def test_recall_reinforces_and_logs_unless_asked_not_to(engine):
+    m = engine.remember("Bob prefers tea over coffee")
+    engine.recall("what does Bob drink", top_k=1, reinforce=True)
+    assert engine.get(m.id).access_count == 1
+    engine.recall("what does Bob drink", top_k=1, reinforce=False)
+    assert engine.get(m.id).access_count == 1
+    log = engine.queries()
     assert [q.cue for q in log] == ["what does Bob drink"] * 2
     assert log[0].result_count == 1 and log[0].latency_ms > 0
 
 
-def test_temporal_recall_is_newest_first_within_entity_and_range(vault):
+def test_temporal_recall_is_newest_first_within_entity_and_range(engine):
     base = dt.datetime(2024, 3, 1, tzinfo=UTC)
-    made = [vault.remember(f"event {i}", entity_id="proj", created_at=base + dt.timedelta(days=i)) for i in range(6)]
-    vault.remember("other entity", entity_id="else", created_at=base + dt.timedelta(days=3))
+    made = [engine.remember(f"event {i}", entity_id="proj", created_at=base + dt.timedelta(days=i)) for i in range(6)]
+    engine.remember("other entity", entity_id="else", created_at=base + dt.timedelta(days=3))
     w = ScoringWeights(relevance=1, recency=0, importance=0, reinforcement=0)
-    res = vault.recall(strategies=["temporal"], entity_id="proj", top_k=10, weights=w, reinforce=False)
+    res = engine.recall(strategies=["temporal"], entity_id="proj", top_k=10, weights=w, reinforce=False)
     assert res.ids() == [m.id for m in reversed(made)]
     window = (base + dt.timedelta(days=1), base + dt.timedelta(days=3))
-    res = vault.recall(strategies=["temporal"], entity_id="proj", time_range=window, weights=w, reinforce=False)
+    res = engine.recall(strategies=["temporal"], entity_id="proj", time_range=window, weights=w, reinforce=False)
     assert res.ids() == [made[3].id, made[2].id, made[1].id]
-    everywhere = vault.recall(strategies=["temporal"], top_k=2, weights=w, reinforce=False)
+    everywhere = engine.recall(strategies=["temporal"], top_k=2, weights=w, reinforce=False)
     assert everywhere.ids() == [made[5].id, made[4].id]
-    sim = vault.recall("event", strategies=["similarity"], entity_id="else", reinforce=False)
+    sim = engine.recall("event", strategies=["similarity"], entity_id="else", reinforce=False)
     assert [r.memory.entity_id for r in sim] == ["else"]
 
 
-def test_revise_keeps_history_and_same_id(vault):
-    m = vault.remember("The API rate limit is 100 requests per minute", importance=0.4)
-    r = vault.revise(m.id, content="The API rate limit is 500 requests per minute", importance=0.8)
+def test_revise_keeps_history_and_same_id(engine):
+    m = engine.remember("The API rate limit is 100 requests per minute", importance=0.4)
+    r = engine.revise(m.id, content="The API rate limit is 500 requests per minute", importance=0.8)
     assert r.id == m.id and r.content.endswith("500 requests per minute") and r.importance == 0.8
-    history = vault.history(m.id)
+    history = engine.history(m.id)
     assert [h.content for h in history] == ["The API rate limit is 100 requests per minute"]
     assert history[0].kind == MemoryKind.REVISION and history[0].revision_of == m.id
-    assert any(e.edge_type == "REVISED_FROM" and e.target == history[0].id for e in vault.edges(m.id))
-    hits = vault.recall("API rate limit", top_k=5, reinforce=False)
+    assert any(e.edge_type == "REVISED_FROM" and e.target == history[0].id for e in engine.edges(m.id))
+    hits = engine.recall("API rate limit", top_k=5, reinforce=False)
     assert hits.ids() == [m.id]  # the old text never competes with the new one
     assert "500" in hits[0].memory.content
 
@@ -185,12 +185,12 @@ def test_forget_leaves_no_trace_in_any_family(tmp_path, embedder):
     assert id_bytes(keep.id) in b"".join(raw["default"])
 
 
-def test_forget_by_entity(vault):
+def test_forget_by_entity(engine):
     for i in range(3):
-        vault.remember(f"note {i}", entity_id="tmp")
-    other = vault.remember("stays", entity_id="kept")
-    assert vault.forget(entity_id="tmp") == 3
-    assert [m.id for m in vault.memories()] == [other.id]
+        engine.remember(f"note {i}", entity_id="tmp")
+    other = engine.remember("stays", entity_id="kept")
+    assert engine.forget(entity_id="tmp") == 3
+    assert [m.id for m in engine.memories()] == [other.id]
 
 
 @pytest.mark.parametrize("call, message", [
@@ -212,25 +212,25 @@ def test_forget_by_entity(vault):
     (lambda e: e.recall(strategies=["similarity"]), "need a cue"),
     (lambda e: e.revise("01ARZ3NDEKTSV4RRFFQ69G5FAV", content=""), "must not be empty"),
 ])
-def test_bad_input_is_a_clear_error_and_changes_nothing(vault, call, message):
+def test_bad_input_is_a_clear_error_and_changes_nothing(engine, call, message):
     """Each bad call raises InvalidInput naming the problem; memory count and write sequence stay the same."""
-    vault.remember("already here")
-    before = (vault.count(), vault.stats().write_seq)
+    engine.remember("already here")
+    before = (engine.count(), engine.stats().write_seq)
     with pytest.raises(InvalidInput, match=message):
-        call(vault)
-    assert (vault.count(), vault.stats().write_seq) == before
+        call(engine)
+    assert (engine.count(), engine.stats().write_seq) == before
 
 
-def test_unknown_ids_are_not_found(vault):
+def test_unknown_ids_are_not_found(engine):
     unknown = str(ULID())
     with pytest.raises(NotFound):
-        vault.get(unknown)
+        engine.get(unknown)
     with pytest.raises(NotFound):
-        vault.revise(unknown, content="x")
+        engine.revise(unknown, content="x")
     with pytest.raises(NotFound):
-        vault.remember("x", edges=[(unknown, "CAUSED_BY", 0.5)])
-    assert vault.forget(ids=[unknown]) == 0
-    assert vault.count() == 0
+        engine.remember("x", edges=[(unknown, "CAUSED_BY", 0.5)])
+    assert engine.forget(ids=[unknown]) == 0
+    assert engine.count() == 0
 
 
 def test_second_process_gets_vault_busy_naming_the_holder(tmp_path, embedder):
@@ -312,28 +312,28 @@ def test_vector_index_snapshot_is_reused_only_when_consistent(tmp_path, embedder
         assert eng.recall("a write after the snapshot", strategies=["similarity"], top_k=1).ids() == [b.id]
 
 
-def test_batched_remember_matches_single(vault):
+def test_batched_remember_matches_single(engine):
     texts = [f"fact number {i} about the {w}" for i, w in enumerate(["moon", "sea", "forest", "city"])]
-    batch = vault.remember_many([{"content": t, "entity_id": "b"} for t in texts])
+    batch = engine.remember_many([{"content": t, "entity_id": "b"} for t in texts])
     assert [m.content for m in batch] == texts
     for m in batch:
-        assert vault.recall(m.content, strategies=["similarity"], top_k=1, reinforce=False).ids() == [m.id]
+        assert engine.recall(m.content, strategies=["similarity"], top_k=1, reinforce=False).ids() == [m.id]
 
 
-def test_remove_edge_deletes_both_keys_and_says_when_there_is_none(vault):
-    a, b = vault.remember("cause"), vault.remember("effect")
-    vault.add_edge(b.id, "CAUSED_BY", a.id, 0.9)
-    vault.remove_edge(b.id, "CAUSED_BY", a.id)
-    assert [e for e in vault.edges(b.id) if e.edge_type == "CAUSED_BY"] == []
-    assert [e for e in vault.edges(a.id, "in") if e.edge_type == "CAUSED_BY"] == []
+def test_remove_edge_deletes_both_keys_and_says_when_there_is_none(engine):
+    a, b = engine.remember("cause"), engine.remember("effect")
+    engine.add_edge(b.id, "CAUSED_BY", a.id, 0.9)
+    engine.remove_edge(b.id, "CAUSED_BY", a.id)
+    assert [e for e in engine.edges(b.id) if e.edge_type == "CAUSED_BY"] == []
+    assert [e for e in engine.edges(a.id, "in") if e.edge_type == "CAUSED_BY"] == []
     with pytest.raises(NotFound):
-        vault.remove_edge(b.id, "CAUSED_BY", a.id)
+        engine.remove_edge(b.id, "CAUSED_BY", a.id)
 
 
-def test_revise_with_unchanged_text_keeps_no_revision(vault):
-    m = vault.remember("The build takes four minutes")
-    vault.revise(m.id, content="The build takes four minutes", importance=0.9)
-    assert vault.history(m.id) == [] and vault.get(m.id).importance == 0.9
+def test_revise_with_unchanged_text_keeps_no_revision(engine):
+    m = engine.remember("The build takes four minutes")
+    engine.revise(m.id, content="The build takes four minutes", importance=0.9)
+    assert engine.history(m.id) == [] and engine.get(m.id).importance == 0.9
 
 
 def test_corrupt_files_give_clear_errors_or_a_rebuild_and_lose_nothing(tmp_path, embedder):
@@ -362,21 +362,21 @@ def test_corrupt_files_give_clear_errors_or_a_rebuild_and_lose_nothing(tmp_path,
         Engine.open(path, embedder=embedder)
 
 
-def test_the_vector_index_does_not_grow_with_revisions_and_reuses_forgotten_slots(vault):
+def test_the_vector_index_does_not_grow_with_revisions_and_reuses_forgotten_slots(engine):
     """Tried: 30 revisions of one memory, then forgetting 10 memories and remembering 10 new ones;
     the HNSW index keeps one element per live memory and every memory stays findable."""
-    m = vault.remember("Version 0 of the release checklist")
+    m = engine.remember("Version 0 of the release checklist")
     for i in range(1, 31):
-        vault.revise(m.id, content=f"Version {i} of the release checklist")
-    raw = vault._index._index
+        engine.revise(m.id, content=f"Version {i} of the release checklist")
+    raw = engine._index._index
     assert raw.get_current_count() == 1
-    assert vault.recall("release checklist", strategies=["similarity"], top_k=5).ids() == [m.id]
-    old = vault.remember_many([{"content": f"temporary note number {i}"} for i in range(10)])
-    vault.forget(ids=[x.id for x in old])
-    new = vault.remember_many([{"content": f"lasting note about topic {i}"} for i in range(10)])
+    assert engine.recall("release checklist", strategies=["similarity"], top_k=5).ids() == [m.id]
+    old = engine.remember_many([{"content": f"temporary note number {i}"} for i in range(10)])
+    engine.forget(ids=[x.id for x in old])
+    new = engine.remember_many([{"content": f"lasting note about topic {i}"} for i in range(10)])
     assert raw.get_current_count() == 11
     for x in new:
-        assert vault.recall(x.content, strategies=["similarity"], top_k=1, reinforce=False).ids() == [x.id]
+        assert engine.recall(x.content, strategies=["similarity"], top_k=1, reinforce=False).ids() == [x.id]
 
 
 def test_a_snapshot_keeps_deleted_slots_reusable(tmp_path, embedder):
@@ -395,22 +395,22 @@ def test_a_snapshot_keeps_deleted_slots_reusable(tmp_path, embedder):
                                                               top_k=10, reinforce=False).ids())
 
 
-def test_revise_many_is_all_or_none(vault):
-    a = vault.remember("the staging database is postgres 14")
-    b = vault.remember("the queue is rabbitmq")
+def test_revise_many_is_all_or_none(engine):
+    a = engine.remember("the staging database is postgres 14")
+    b = engine.remember("the queue is rabbitmq")
     with pytest.raises(NotFound):
-        vault.revise_many([{"id": a.id, "content": "the staging database is postgres 16"},
+        engine.revise_many([{"id": a.id, "content": "the staging database is postgres 16"},
                            {"id": str(ULID()), "importance": 0.9}])
-    assert vault.get(a.id).content == "the staging database is postgres 14"
-    assert vault.history(a.id) == []
+    assert engine.get(a.id).content == "the staging database is postgres 14"
+    assert engine.history(a.id) == []
     # One memory named twice takes both changes, in order, and keeps both earlier texts.
-    out = vault.revise_many([{"id": a.id, "content": "the staging database is postgres 15"},
+    out = engine.revise_many([{"id": a.id, "content": "the staging database is postgres 15"},
                              {"id": b.id, "importance": 0.8},
                              {"id": a.id, "content": "the staging database is postgres 16", "importance": 0.7}])
     assert [m.id for m in out] == [a.id, b.id, a.id]
-    now = vault.get(a.id)
+    now = engine.get(a.id)
     assert (now.content, now.importance) == ("the staging database is postgres 16", 0.7)
-    assert [r.content for r in vault.history(a.id)] == ["the staging database is postgres 15",
+    assert [r.content for r in engine.history(a.id)] == ["the staging database is postgres 15",
                                                        "the staging database is postgres 14"]
-    assert vault.get(b.id).importance == 0.8
-    assert vault.recall("which postgres version is staging on", top_k=1).results[0].memory.id == a.id
+    assert engine.get(b.id).importance == 0.8
+    assert engine.recall("which postgres version is staging on", top_k=1).results[0].memory.id == a.id

@@ -33,36 +33,36 @@ def nested(depth: int) -> dict:
 
 # 1-5: arguments that used to escape as ValueError, TypeError, AttributeError, OverflowError -------------
 
-def test_history_of_a_malformed_id_is_invalid_input(vault):
+def test_history_of_a_malformed_id_is_invalid_input(engine):
     with pytest.raises(InvalidInput, match="not a valid memory id"):
-        vault.history(BAD_ULID)
-    m = vault.remember("the cat sat on the mat")
-    assert vault.history(m.id) == []
-    assert vault.history("01" + "0" * 24) == []  # well-formed, unknown: nothing earlier, as before
+        engine.history(BAD_ULID)
+    m = engine.remember("the cat sat on the mat")
+    assert engine.history(m.id) == []
+    assert engine.history("01" + "0" * 24) == []  # well-formed, unknown: nothing earlier, as before
 
 
 @pytest.mark.parametrize("now", ["x", 1.5, True, dt.datetime(2024, 1, 1)])
-def test_forget_candidates_refuses_a_now_that_is_not_a_time(vault, now):
+def test_forget_candidates_refuses_a_now_that_is_not_a_time(engine, now):
     with pytest.raises(InvalidInput, match="now"):
-        vault.forget_candidates(now=now)
+        engine.forget_candidates(now=now)
 
 
-def test_forget_candidates_takes_microseconds_or_an_aware_datetime(vault):
-    vault.remember("an unimportant aside", importance=0.01)
+def test_forget_candidates_takes_microseconds_or_an_aware_datetime(engine):
+    engine.remember("an unimportant aside", importance=0.01)
     far = dt.datetime(2200, 1, 1, tzinfo=dt.timezone.utc)
-    assert [m.content for m in vault.forget_candidates(now=far)] == ["an unimportant aside"]
-    assert vault.forget_candidates(now=int(far.timestamp() * 1_000_000)) == vault.forget_candidates(now=far)
-    assert vault.forget_candidates(now=-1) == []  # any integer, as the daemon passes it on
+    assert [m.content for m in engine.forget_candidates(now=far)] == ["an unimportant aside"]
+    assert engine.forget_candidates(now=int(far.timestamp() * 1_000_000)) == engine.forget_candidates(now=far)
+    assert engine.forget_candidates(now=-1) == []  # any integer, as the daemon passes it on
 
 
-def test_recall_takes_weights_as_a_mapping_or_four_numbers(vault):
-    now = vault.remember("the deploy key rotates every 90 days", importance=0.9).created_at + 1_000
-    as_struct = vault.recall("deploy key", weights=ScoringWeights(relevance=1.0), reinforce=False, now=now)
-    as_dict = vault.recall("deploy key", weights={"relevance": 1}, reinforce=False, now=now)
-    as_tuple = vault.recall("deploy key", weights=(1.0, 0.2, 0.2, 0.1), reinforce=False, now=now)
+def test_recall_takes_weights_as_a_mapping_or_four_numbers(engine):
+    now = engine.remember("the deploy key rotates every 90 days", importance=0.9).created_at + 1_000
+    as_struct = engine.recall("deploy key", weights=ScoringWeights(relevance=1.0), reinforce=False, now=now)
+    as_dict = engine.recall("deploy key", weights={"relevance": 1}, reinforce=False, now=now)
+    as_tuple = engine.recall("deploy key", weights=(1.0, 0.2, 0.2, 0.1), reinforce=False, now=now)
     assert [r.score for r in as_dict.results] == [r.score for r in as_struct.results] == \
         [r.score for r in as_tuple.results]
-    assert vault.queries(limit=1)[0].weights == ScoringWeights(relevance=1.0)
+    assert engine.queries(limit=1)[0].weights == ScoringWeights(relevance=1.0)
 
 
 @pytest.mark.parametrize("weights, message", [
@@ -73,17 +73,17 @@ def test_recall_takes_weights_as_a_mapping_or_four_numbers(vault):
     ((1, 2), "weights must be"),
     ("relevance", "weights must be"),
 ])
-def test_bad_weights_are_invalid_input(vault, weights, message):
+def test_bad_weights_are_invalid_input(engine, weights, message):
     with pytest.raises(InvalidInput, match=message):
-        vault.recall("anything", weights=weights)
+        engine.recall("anything", weights=weights)
 
 
 @pytest.mark.parametrize("value", [2**70, 2**63, -(2**63) - 1, [1, {"n": 2**64}]])
-def test_context_integers_beyond_64_bits_are_refused_before_storing(vault, value):
+def test_context_integers_beyond_64_bits_are_refused_before_storing(engine, value):
     with pytest.raises(InvalidInput, match="64 bits"):
-        vault.remember("x", context={"n": value})
-    assert vault.count() == 0
-    assert vault.remember("y", context={"n": 2**63 - 1}).context == {"n": 2**63 - 1}
+        engine.remember("x", context={"n": value})
+    assert engine.count() == 0
+    assert engine.remember("y", context={"n": 2**63 - 1}).context == {"n": 2**63 - 1}
 
 
 @pytest.mark.parametrize("call, field", [
@@ -97,22 +97,22 @@ def test_context_integers_beyond_64_bits_are_refused_before_storing(vault, value
     (lambda e: e.prime(similarity_cue=LONE_SURROGATE), "cue"),
     (lambda e: e.recall("fine", entity_id="\ud800"), "entity_id"),
 ])
-def test_lone_surrogates_are_invalid_input_and_store_nothing(vault, call, field):
+def test_lone_surrogates_are_invalid_input_and_store_nothing(engine, call, field):
     with pytest.raises(InvalidInput, match=f"{field} is not valid Unicode"):
-        call(vault)
-    assert vault.count() == 0
+        call(engine)
+    assert engine.count() == 0
 
 
-def test_revise_to_a_lone_surrogate_changes_nothing(vault):
-    m = vault.remember("the original text")
+def test_revise_to_a_lone_surrogate_changes_nothing(engine):
+    m = engine.remember("the original text")
     with pytest.raises(InvalidInput, match="not valid Unicode"):
-        vault.revise(m.id, content=LONE_SURROGATE)
-    assert vault.get(m.id).content == "the original text" and vault.history(m.id) == []
+        engine.revise(m.id, content=LONE_SURROGATE)
+    assert engine.get(m.id).content == "the original text" and engine.history(m.id) == []
 
 
-def test_non_ascii_text_is_still_fine(vault):
-    m = vault.remember("café ☕ in Zürich 🙂", entity_id="ünïcode", context={"note": "naïve"})
-    assert vault.recall("café Zürich", reinforce=False).ids()[0] == m.id
+def test_non_ascii_text_is_still_fine(engine):
+    m = engine.remember("café ☕ in Zürich 🙂", entity_id="ünïcode", context={"note": "naïve"})
+    assert engine.recall("café Zürich", reinforce=False).ids()[0] == m.id
 
 
 # 6, 9: opening ---------------------------------------------------------------------------------------
@@ -225,39 +225,39 @@ def test_reads_that_close_overtakes_say_the_vault_is_closed(tmp_path, embedder, 
 
 # 8: the daemon's limits ------------------------------------------------------------------------------
 
-def test_edges_direction_must_be_one_the_daemon_knows(vault):
-    m = vault.remember("a memory")
+def test_edges_direction_must_be_one_the_daemon_knows(engine):
+    m = engine.remember("a memory")
     for direction in validate.EDGE_DIRECTIONS:
-        assert vault.edges(m.id, direction=direction) == []
+        assert engine.edges(m.id, direction=direction) == []
     with pytest.raises(InvalidInput, match="direction must be one of"):
-        vault.edges(m.id, direction="sideways")
+        engine.edges(m.id, direction="sideways")
 
 
 @pytest.mark.parametrize("k", [0, -1, validate.MAX_TOP_K + 1, "3", True])
-def test_neighbors_k_is_bounded_like_top_k(vault, k):
-    m = vault.remember("a memory")
+def test_neighbors_k_is_bounded_like_top_k(engine, k):
+    m = engine.remember("a memory")
     with pytest.raises(InvalidInput, match="k must be"):
-        vault.neighbors(m.id, k=k)
+        engine.neighbors(m.id, k=k)
 
 
 @pytest.mark.parametrize("limit", [0, -1, validate.MAX_QUERIES + 1, 2.5])
-def test_queries_limit_is_bounded_like_the_daemons(vault, limit):
-    vault.recall("something", reinforce=False)
+def test_queries_limit_is_bounded_like_the_daemons(engine, limit):
+    engine.recall("something", reinforce=False)
     with pytest.raises(InvalidInput, match="limit must be"):
-        vault.queries(limit=limit)
-    assert len(vault.queries(limit=1)) == 1
+        engine.queries(limit=limit)
+    assert len(engine.queries(limit=1)) == 1
 
 
-def test_context_nesting_is_bounded_like_the_daemons(vault):
+def test_context_nesting_is_bounded_like_the_daemons(engine):
     with pytest.raises(InvalidInput, match=f"deeper than {validate.MAX_NESTING} levels"):
-        vault.remember("deep", context=nested(101))
+        engine.remember("deep", context=nested(101))
     with pytest.raises(InvalidInput, match="deeper"):
-        vault.remember("deep", context=nested(validate.MAX_NESTING + 1))
+        engine.remember("deep", context=nested(validate.MAX_NESTING + 1))
     with pytest.raises(InvalidInput, match="deeper"):
-        vault.remember("deep", context=nested(10_000))  # no RecursionError on the way
-    assert vault.count() == 0
-    kept = vault.remember("deep enough", context=nested(validate.MAX_NESTING - 4))
-    assert vault.get(kept.id).context == nested(validate.MAX_NESTING - 4)
+        engine.remember("deep", context=nested(10_000))  # no RecursionError on the way
+    assert engine.count() == 0
+    kept = engine.remember("deep enough", context=nested(validate.MAX_NESTING - 4))
+    assert engine.get(kept.id).context == nested(validate.MAX_NESTING - 4)
 
 
 def test_the_engine_directions_are_the_protocols():
@@ -269,8 +269,8 @@ def test_the_engine_directions_are_the_protocols():
 
 # The client side keeps its behaviour, and both doors agree --------------------------------------------
 
-def test_the_client_and_the_engine_refuse_the_same_input(vault, shared_daemon, project: Path):
-    in_process = vault.remember("a memory in process")
+def test_the_client_and_the_engine_refuse_the_same_input(engine, shared_daemon, project: Path):
+    in_process = engine.remember("a memory in process")
     with shared_daemon.client(project) as hb:
         remote = hb.remember("a memory over the daemon")
         calls = [
@@ -283,41 +283,41 @@ def test_the_client_and_the_engine_refuse_the_same_input(vault, shared_daemon, p
         ]
         for call in calls:
             with pytest.raises(InvalidInput):
-                call(vault, in_process.id)
+                call(engine, in_process.id)
             with pytest.raises(InvalidInput):
                 call(hb, remote.id)
         with pytest.raises(InvalidInput):
-            vault.history(BAD_ULID)
+            engine.history(BAD_ULID)
         with pytest.raises(NotFound):  # the daemon reads a short id as a suffix
             hb.history(BAD_ULID)
-        assert hb.forget_candidates(now=-1) == [] == vault.forget_candidates(now=-1)
+        assert hb.forget_candidates(now=-1) == [] == engine.forget_candidates(now=-1)
         assert hb.recall("memory", weights={"relevance": 1}, reinforce=False).results
-        assert vault.recall("memory", weights={"relevance": 1}, reinforce=False).results
+        assert engine.recall("memory", weights={"relevance": 1}, reinforce=False).results
 
 
-def test_an_edge_from_a_memory_to_itself_is_refused(vault):
-    memory = vault.remember("a memory that cannot cause itself")
+def test_an_edge_from_a_memory_to_itself_is_refused(engine):
+    memory = engine.remember("a memory that cannot cause itself")
     with pytest.raises(InvalidInput, match="itself"):
-        vault.add_edge(memory.id, "CAUSED_BY", memory.id)
-    assert vault.edges(memory.id) == []
+        engine.add_edge(memory.id, "CAUSED_BY", memory.id)
+    assert engine.edges(memory.id) == []
 
 
-def test_revising_importance_refreshes_the_decay_score(vault):
+def test_revising_importance_refreshes_the_decay_score(engine):
     """QA: `get` showed importance 0.95 beside the decay score of the old 0.5 until the next sweep."""
-    memory = vault.remember("a fact that became important", importance=0.5)
-    revised = vault.revise(memory.id, importance=0.95)
+    memory = engine.remember("a fact that became important", importance=0.5)
+    revised = engine.revise(memory.id, importance=0.95)
     assert revised.decay_score == pytest.approx(memory.decay_score * 0.95 / 0.5, rel=1e-3)
-    assert vault.get(memory.id).decay_score == revised.decay_score
+    assert engine.get(memory.id).decay_score == revised.decay_score
 
 
-def test_times_may_be_iso_8601_text_as_through_a_client(vault):
+def test_times_may_be_iso_8601_text_as_through_a_client(engine):
     """QA: the Client took ISO 8601 text for created_at, since and now, and the engine refused it."""
-    memory = vault.remember("a dated fact", created_at="2024-05-01T12:00:00Z")
+    memory = engine.remember("a dated fact", created_at="2024-05-01T12:00:00Z")
     assert memory.created_at == 1714564800000000
-    naive = vault.remember("a text with no offset is UTC", created_at="2024-05-01T12:00:00")
+    naive = engine.remember("a text with no offset is UTC", created_at="2024-05-01T12:00:00")
     assert naive.created_at == memory.created_at
     with pytest.raises(InvalidInput, match="not an ISO 8601 time"):
-        vault.remember("x", created_at="next tuesday")
-    vault.remember("a later fact", created_at="2024-06-01T00:00:00+02:00")
-    found = vault.recall("fact", time_range=("2024-05-01", "2024-05-02"), strategies=["similarity"])
+        engine.remember("x", created_at="next tuesday")
+    engine.remember("a later fact", created_at="2024-06-01T00:00:00+02:00")
+    found = engine.recall("fact", time_range=("2024-05-01", "2024-05-02"), strategies=["similarity"])
     assert {r.memory.id for r in found.results} == {memory.id, naive.id}  # not the later fact

@@ -39,10 +39,10 @@ TEAM_NOTES = [
 
 
 @pytest.fixture
-def team(vault: Engine) -> Engine:
+def team(engine: Engine) -> Engine:
     old = time.time_ns() // 1000 - 800 * DAY_US  # past the 730-day recency window of untyped memories: recency is exactly 0
-    vault.remember_many([{"content": t, "created_at": old} for t in TEAM_NOTES])
-    return vault
+    engine.remember_many([{"content": t, "created_at": old} for t in TEAM_NOTES])
+    return engine
 
 
 # Confidence and abstention -------------------------------------------------------------------

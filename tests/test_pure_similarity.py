@@ -17,12 +17,12 @@ CUES = ["what broke in production", "outdoor activities in the mountains", "coff
 
 
 @pytest.fixture
-def corpus(vault):
+def corpus(engine):
     texts = [f"{s} {e}" for s in SUBJECTS for e in EVENTS]
     # Restatements: MMR's duplicate suppression would push these down; pure vector search must not.
     texts += [f"{s} {e}." for s in SUBJECTS[:3] for e in EVENTS[:3]]
-    ids = [m.id for m in vault.remember_many([{"content": t} for t in texts])]
-    return vault, ids
+    ids = [m.id for m in engine.remember_many([{"content": t} for t in texts])]
+    return engine, ids
 
 
 @pytest.mark.parametrize("top_k", [1, 5, 10, 25])

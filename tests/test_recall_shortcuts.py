@@ -43,30 +43,30 @@ def every_candidate_scored(vault, candidates, weights, stamp, preferred, boost):
 
 
 @pytest.mark.parametrize("weights", WEIGHTS)
-def test_rank_bound_keeps_the_answer(eng, weights):
+def test_rank_bound_keeps_the_answer(engine, weights):
     rng = random.Random(7)
     stamp = now_us()
-    memories = eng.remember_many([
+    memories = engine.remember_many([
         {"content": f"memory number {i} about topic {i % 7}", "importance": rng.choice([0.1, 0.5, 0.9, 1.0]),
          "created_at": stamp - rng.randrange(0, 90) * 86_400_000_000,
          "context": {"type": rng.choice(["preference", "fact", "event"])}} for i in range(60)],
         consolidate=False)
-    eng.reinforce([m.id for m in memories[::5]])
+    engine.reinforce([m.id for m in memories[::5]])
     # Ties on purpose: equal relevance and equal scores must keep the candidates' own order.
     relevances = [rng.choice([0.0, 0.25, 0.5, 0.5, 0.75, 1.0, rng.random()]) for _ in memories]
     for trial in range(6):
         candidates = {m.id: Candidate(rel, ["similarity"]) for m, rel in zip(memories, relevances)}
         preferred = None if trial % 2 else (stamp - 20 * 86_400_000_000, stamp)
-        boost = eng.vault.config.recall.time_words.boost
-        expected = every_candidate_scored(eng.vault, candidates, weights, stamp, preferred, boost)
+        boost = engine.vault.config.recall.time_words.boost
+        expected = every_candidate_scored(engine.vault, candidates, weights, stamp, preferred, boost)
         for top_k in (1, 5, 10, 25):
-            got = pipeline.rank(eng.vault, candidates, weights, top_k, 0.0, False, stamp, preferred)
+            got = pipeline.rank(engine.vault, candidates, weights, top_k, 0.0, False, stamp, preferred)
             assert [(r.score, r.memory.id) for r in got] == expected[:top_k]
         rng.shuffle(relevances)
 
 
-def test_terms_of_follows_the_text(vault):
-    lexical = vault.vault.lexical_index
+def test_terms_of_follows_the_text(engine):
+    lexical = engine.vault.lexical_index
     text = "parseConfig reads --top-k from ~/.hebbs/config.toml"
     assert lexical.terms_of("A", text) == frozenset(tokenize(text))
     assert lexical.terms_of("A", text) is lexical.terms_of("A", text)  # cached
@@ -74,17 +74,17 @@ def test_terms_of_follows_the_text(vault):
     assert lexical.terms_of("A", revised) == frozenset(tokenize(revised))
 
 
-def test_scope_passing_is_the_per_memory_check(eng):
+def test_scope_passing_is_the_per_memory_check(engine):
     """Scope.passing (one pass over the catalog's columns) says what calling the scope on each id says."""
     stamp = now_us()
     rng = random.Random(3)
-    memories = eng.remember_many([
+    memories = engine.remember_many([
         {"content": f"note {i} on subject {i % 5}", "entity_id": rng.choice([None, "ann", "bo"]),
          "created_at": stamp - rng.randrange(0, 60) * 86_400_000_000} for i in range(40)], consolidate=False)
-    eng.remember("note 0 on subject 0, corrected", supersedes=[memories[0].id, memories[1].id])
-    eng.revise(memories[2].id, content="note 2, revised")
-    ids = [m.id for m in memories] + [r.id for r in eng.history(memories[2].id)] + ["01ARZ3NDEKTSV4RRFFQ69G5FAV"]
-    vault = eng.vault
+    engine.remember("note 0 on subject 0, corrected", supersedes=[memories[0].id, memories[1].id])
+    engine.revise(memories[2].id, content="note 2, revised")
+    ids = [m.id for m in memories] + [r.id for r in engine.history(memories[2].id)] + ["01ARZ3NDEKTSV4RRFFQ69G5FAV"]
+    vault = engine.vault
     for entity in (None, "ann", "bo", "nobody"):
         for window in (None, (stamp - 30 * 86_400_000_000, stamp), (stamp + 1, stamp + 2), (0, 2**63 - 1)):
             for include_superseded in (False, True):

@@ -72,10 +72,10 @@ def snapshot(engine: Engine) -> tuple:
 
 # Clusters ------------------------------------------------------------------------------------
 
-def test_three_planted_topics_make_three_clusters_the_same_every_time(eng):
-    topic_of = plant(eng)
-    first = eng.reflect_prepare()
-    second = eng.reflect_prepare()
+def test_three_planted_topics_make_three_clusters_the_same_every_time(engine):
+    topic_of = plant(engine)
+    first = engine.reflect_prepare()
+    second = engine.reflect_prepare()
     assert first.memory_count == 24 and not first.unclustered
     assert len(first.clusters) == 3
     found = sorted({topic_of[m.id] for m in c.memories}.pop() for c in first.clusters
@@ -88,9 +88,9 @@ def test_three_planted_topics_make_three_clusters_the_same_every_time(eng):
     assert first.silhouette == second.silhouette and first.silhouette > reflect.MIN_SILHOUETTE
 
 
-def test_each_cluster_has_members_a_representative_terms_and_a_prompt_within_budget(eng, embedder):
-    topic_of = plant(eng)
-    prepared = eng.reflect_prepare()
+def test_each_cluster_has_members_a_representative_terms_and_a_prompt_within_budget(engine, embedder):
+    topic_of = plant(engine)
+    prepared = engine.reflect_prepare()
     for cluster in prepared.clusters:
         topic = topic_of[cluster.memories[0].id]
         times = [m.created_at for m in cluster.memories]
@@ -110,10 +110,10 @@ def test_each_cluster_has_members_a_representative_terms_and_a_prompt_within_bud
         assert actual <= cluster.prompt_tokens <= reflect.PROMPT_BUDGET
 
 
-def test_members_that_do_not_fit_the_budget_are_left_out_least_typical_first(eng):
-    plant(eng)
-    cluster = eng.reflect_prepare().clusters[0]
-    prompt, tokens, shown = reflect.cluster_prompt(eng, cluster.memories, 1, 3, cluster.terms, None, budget=400)
+def test_members_that_do_not_fit_the_budget_are_left_out_least_typical_first(engine):
+    plant(engine)
+    cluster = engine.reflect_prepare().clusters[0]
+    prompt, tokens, shown = reflect.cluster_prompt(engine, cluster.memories, 1, 3, cluster.terms, None, budget=400)
     assert 0 < shown < len(cluster.memories) and tokens <= 400
     typical = sorted(cluster.memories, key=lambda m: -m.centrality)
     assert all(m.id in prompt for m in typical[:shown]) and not any(m.id in prompt for m in typical[shown:])
@@ -124,36 +124,36 @@ def test_members_that_do_not_fit_the_budget_are_left_out_least_typical_first(eng
     assert len(long[0]) < reflect.MEMBER_CHARS + 100  # one long memory is cut, not the whole prompt
 
 
-def test_scope_leaves_out_insights_revisions_and_superseded_memories(eng):
-    plant(eng, entity_id="acme")
-    old = eng.remember("Acme renews its contract every March.", entity_id="acme")
-    eng.remember("Acme renews its contract every April.", entity_id="acme", supersedes=[old.id])
-    revised = eng.remember("Acme's CTO is called Dana.", entity_id="acme")
-    eng.revise(revised.id, content="Acme's CTO is called Dana Smith.")
-    eng.remember("An insight about Acme.", entity_id="acme", kind="INSIGHT")
-    eng.remember_many([{"content": t, "entity_id": "globex"} for t in DEPLOY], check_contradictions=False)
+def test_scope_leaves_out_insights_revisions_and_superseded_memories(engine):
+    plant(engine, entity_id="acme")
+    old = engine.remember("Acme renews its contract every March.", entity_id="acme")
+    engine.remember("Acme renews its contract every April.", entity_id="acme", supersedes=[old.id])
+    revised = engine.remember("Acme's CTO is called Dana.", entity_id="acme")
+    engine.revise(revised.id, content="Acme's CTO is called Dana Smith.")
+    engine.remember("An insight about Acme.", entity_id="acme", kind="INSIGHT")
+    engine.remember_many([{"content": t, "entity_id": "globex"} for t in DEPLOY], check_contradictions=False)
 
-    prepared = eng.reflect_prepare(entity_id="acme")
+    prepared = engine.reflect_prepare(entity_id="acme")
     ids = {m.id for c in prepared.clusters for m in c.memories} | {m.id for m in prepared.unclustered}
-    kinds = {eng.get(i).kind for i in ids}
+    kinds = {engine.get(i).kind for i in ids}
     assert kinds == {MemoryKind.EPISODE} and old.id not in ids and revised.id in ids
-    assert all(eng.get(i).entity_id == "acme" for i in ids) and prepared.memory_count == 26
+    assert all(engine.get(i).entity_id == "acme" for i in ids) and prepared.memory_count == 26
 
-    newest_first = eng.reflect_prepare(entity_id="acme", max_memories=5)
+    newest_first = engine.reflect_prepare(entity_id="acme", max_memories=5)
     assert newest_first.memory_count == 5
     since = dt.datetime(2025, 3, 1, 9, 20, tzinfo=UTC)  # the last four planted memories and the later ones
-    assert eng.reflect_prepare(entity_id="acme", since=since).memory_count == 6
+    assert engine.reflect_prepare(entity_id="acme", since=since).memory_count == 6
 
 
-def test_too_few_memories_or_a_bad_limit_is_a_clear_error(eng):
-    eng.remember_many([{"content": t} for t in DEPLOY[:4]], check_contradictions=False)
+def test_too_few_memories_or_a_bad_limit_is_a_clear_error(engine):
+    engine.remember_many([{"content": t} for t in DEPLOY[:4]], check_contradictions=False)
     with pytest.raises(InvalidInput, match="at least 5 memories.*has 4"):
-        eng.reflect_prepare()
+        engine.reflect_prepare()
     with pytest.raises(InvalidInput, match="entity 'nobody' has 0"):
-        eng.reflect_prepare(entity_id="nobody")
+        engine.reflect_prepare(entity_id="nobody")
     for bad in (4, 501, "10", True):
         with pytest.raises(InvalidInput, match="max_memories"):
-            eng.reflect_prepare(max_memories=bad)
+            engine.reflect_prepare(max_memories=bad)
 
 
 # Sessions ------------------------------------------------------------------------------------
@@ -164,16 +164,16 @@ def one_insight(prepared, n: int = 0) -> dict:
             "source_memory_ids": [m.id for m in cluster.memories[:3]], "tags": ["topic", cluster.terms[0]]}
 
 
-def test_a_session_expires_after_ten_minutes(eng):
-    plant(eng)
-    prepared = eng.reflect_prepare()
+def test_a_session_expires_after_ten_minutes(engine):
+    plant(engine)
+    prepared = engine.reflect_prepare()
     assert prepared.expires_at - reflect.SESSION_TTL_US == decode(
-        eng._store.get("meta", f"reflect_session:{prepared.session_id}".encode()), ReflectSession).created_at
-    before = snapshot(eng)
+        engine._store.get("meta", f"reflect_session:{prepared.session_id}".encode()), ReflectSession).created_at
+    before = snapshot(engine)
     with pytest.raises(InvalidInput, match="expired .* run it again"):
-        reflect.commit(eng, prepared.session_id, [one_insight(prepared)], now=prepared.expires_at + 1)
-    assert snapshot(eng) == before
-    done = reflect.commit(eng, prepared.session_id, [one_insight(prepared)], now=prepared.expires_at)
+        reflect.commit(engine, prepared.session_id, [one_insight(prepared)], now=prepared.expires_at + 1)
+    assert snapshot(engine) == before
+    done = reflect.commit(engine, prepared.session_id, [one_insight(prepared)], now=prepared.expires_at)
     assert len(done.insights) == 1
 
 
@@ -210,37 +210,37 @@ def bad_inputs(prepared, outsider: str) -> list[tuple[object, str, type]]:
     ]
 
 
-def test_commit_validation_errors_store_nothing(eng):
-    plant(eng)
-    prepared = eng.reflect_prepare()
-    outsider = eng.remember("Remembered after the prepare.")
-    before = snapshot(eng)
+def test_commit_validation_errors_store_nothing(engine):
+    plant(engine)
+    prepared = engine.reflect_prepare()
+    outsider = engine.remember("Remembered after the prepare.")
+    before = snapshot(engine)
     for insights, message, error in bad_inputs(prepared, outsider.id):
         with pytest.raises(error, match=message):
-            eng.reflect_commit(prepared.session_id, insights)
-        assert snapshot(eng) == before, message
+            engine.reflect_commit(prepared.session_id, insights)
+        assert snapshot(engine) == before, message
     with pytest.raises(NotFound, match="no reflect session"):
-        eng.reflect_commit("01J00000000000000000000000", [one_insight(prepared)])
+        engine.reflect_commit("01J00000000000000000000000", [one_insight(prepared)])
     with pytest.raises(InvalidInput, match="session_id"):
-        eng.reflect_commit("", [one_insight(prepared)])
+        engine.reflect_commit("", [one_insight(prepared)])
     gone = prepared.clusters[1].memories[0].id
-    eng.forget([gone])
-    before = snapshot(eng)
+    engine.forget([gone])
+    before = snapshot(engine)
     with pytest.raises(NotFound, match="forgotten after reflect-prepare"):
-        eng.reflect_commit(prepared.session_id, [{**one_insight(prepared, 1), "source_memory_ids": [gone]}])
-    assert snapshot(eng) == before
+        engine.reflect_commit(prepared.session_id, [{**one_insight(prepared, 1), "source_memory_ids": [gone]}])
+    assert snapshot(engine) == before
     # None of these used the session up.
-    assert len(eng.reflect_commit(prepared.session_id, [one_insight(prepared)]).insights) == 1
+    assert len(engine.reflect_commit(prepared.session_id, [one_insight(prepared)]).insights) == 1
 
 
-def test_committed_insights_link_to_their_sources_and_come_back_in_recall(eng):
-    topic_of = plant(eng, entity_id="team")
-    prepared = eng.reflect_prepare()
+def test_committed_insights_link_to_their_sources_and_come_back_in_recall(engine):
+    topic_of = plant(engine, entity_id="team")
+    prepared = engine.reflect_prepare()
     deploy = next(c for c in prepared.clusters if topic_of[c.memories[0].id] == "deploy")
     baking = next(c for c in prepared.clusters if topic_of[c.memories[0].id] == "baking")
     sources = [m.id for m in deploy.memories[:4]]
-    eng.revise(sources[0], importance=0.9)
-    done = eng.reflect_commit(prepared.session_id, [
+    engine.revise(sources[0], importance=0.9)
+    done = engine.reflect_commit(prepared.session_id, [
         InsightInput(content="Production deploys fail mostly on image builds and manifests; the pipeline "
                              "catches them with canaries and approvals.",
                      confidence=0.85, source_memory_ids=sources, tags=["deploy", "reliability"]),
@@ -253,25 +253,25 @@ def test_committed_insights_link_to_their_sources_and_come_back_in_recall(eng):
     assert insight.importance == 0.9  # the most important source's
     assert insight.context == {"origin": "reflect", "confidence": 0.85, "tags": ["deploy", "reliability"],
                                "reflect_session": prepared.session_id}
-    out = [(e.edge_type, e.target, e.confidence) for e in eng.edges(insight.id, "out")]
+    out = [(e.edge_type, e.target, e.confidence) for e in engine.edges(insight.id, "out")]
     assert sorted(out) == sorted((EdgeType.INSIGHT_FROM.name, s, pytest.approx(0.85)) for s in sources)
-    assert {e.source for e in eng.edges(sources[1], "in") if e.edge_type == "INSIGHT_FROM"} == {insight.id}
+    assert {e.source for e in engine.edges(sources[1], "in") if e.edge_type == "INSIGHT_FROM"} == {insight.id}
 
-    listed = eng.insights()
+    listed = engine.insights()
     assert [i.memory.id for i in listed] == [done.insights[1].id, insight.id]  # newest first
     assert listed[1].confidence == 0.85 and listed[1].tags == ["deploy", "reliability"]
     assert sorted(listed[1].source_ids) == sorted(sources)
-    assert [i.memory.id for i in eng.insights(min_confidence=0.7)] == [insight.id]
-    assert eng.insights(entity_id="nobody") == [] and len(eng.insights(max_results=1)) == 1
+    assert [i.memory.id for i in engine.insights(min_confidence=0.7)] == [insight.id]
+    assert engine.insights(entity_id="nobody") == [] and len(engine.insights(max_results=1)) == 1
 
-    results = eng.recall("why do production deploys fail", top_k=5, reinforce=False)
+    results = engine.recall("why do production deploys fail", top_k=5, reinforce=False)
     kinds = {r.memory.kind for r in results}
     assert insight.id in results.ids() and MemoryKind.EPISODE in kinds
 
     with pytest.raises(InvalidInput, match="committed already"):
-        eng.reflect_commit(prepared.session_id, [one_insight(prepared)])
+        engine.reflect_commit(prepared.session_id, [one_insight(prepared)])
     # Insights are not material for the next reflection.
-    again = eng.reflect_prepare()
+    again = engine.reflect_prepare()
     assert insight.id not in {m.id for c in again.clusters for m in c.memories}
 
 

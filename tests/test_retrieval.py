@@ -31,10 +31,10 @@ IDENTIFIERS = {
 
 
 @pytest.fixture
-def corpus(vault):
-    fill = vault.remember_many([{"content": t} for t in FILLER])
-    ids = {ident: vault.remember(text).id for ident, text in IDENTIFIERS.items()}
-    return vault, ids, fill
+def corpus(engine):
+    fill = engine.remember_many([{"content": t} for t in FILLER])
+    ids = {ident: engine.remember(text).id for ident, text in IDENTIFIERS.items()}
+    return engine, ids, fill
 
 
 @pytest.mark.parametrize("identifier", list(IDENTIFIERS))
@@ -46,18 +46,18 @@ def test_exact_identifier_is_found_first_by_default(corpus, identifier):
     assert "lexical" in default[0].strategies
 
 
-def test_default_finds_an_identifier_that_similarity_alone_misses(vault):
+def test_default_finds_an_identifier_that_similarity_alone_misses(engine):
     """Twelve runbook entries differ only in their error code: dense similarity cannot tell the codes
     apart and ranks another entry first; BM25 pins the exact token."""
     causes = ["the disk is full", "the certificate expired", "the token was revoked", "the quota ran out",
               "the replica lagged", "the lock timed out", "the schema changed", "the cache was cold",
               "the DNS entry vanished", "the clock drifted", "the socket was reset", "the pool was exhausted"]
-    made = vault.remember_many([{"content": f"Runbook: error code KX-{4100 + i} means {cause}"}
+    made = engine.remember_many([{"content": f"Runbook: error code KX-{4100 + i} means {cause}"}
                                 for i, cause in enumerate(causes)])
     target = made[7]
-    similarity = vault.recall("KX-4107", strategies=["similarity"], top_k=1, reinforce=False)
+    similarity = engine.recall("KX-4107", strategies=["similarity"], top_k=1, reinforce=False)
     assert similarity.ids() != [target.id]
-    assert vault.recall("KX-4107", top_k=1, reinforce=False).ids() == [target.id]
+    assert engine.recall("KX-4107", top_k=1, reinforce=False).ids() == [target.id]
 
 
 def test_default_finds_a_paraphrase_that_lexical_alone_misses(corpus):
@@ -69,43 +69,43 @@ def test_default_finds_a_paraphrase_that_lexical_alone_misses(corpus):
     assert vault.recall(cue, top_k=3, reinforce=False).ids()[0] == hiking
 
 
-def test_near_duplicates_do_not_fill_the_top_five_with_mmr(vault):
-    dupes = vault.remember_many([{"content": t} for t in [
+def test_near_duplicates_do_not_fill_the_top_five_with_mmr(engine):
+    dupes = engine.remember_many([{"content": t} for t in [
         "The deploy key for production is stored in the vault under ops/deploy",
         "The deploy key for production is stored in the vault under ops/deploy.",
         "the deploy key for production is stored in the vault under ops/deploy",
         "The production deploy key is stored in the vault under ops/deploy",
         "The deploy key for production is kept in the vault under ops/deploy",
     ]])
-    others = vault.remember_many([{"content": t} for t in [
+    others = engine.remember_many([{"content": t} for t in [
         "Deploys to production need an approval from the on-call engineer",
         "The staging deploy key rotates every ninety days",
         "Production deploys are frozen during the holiday period",
     ]])
     cue = "where is the production deploy key stored"
-    plain = vault.recall(cue, top_k=5, mmr_lambda=1.0, reinforce=False)
+    plain = engine.recall(cue, top_k=5, mmr_lambda=1.0, reinforce=False)
     assert set(plain.ids()) == {m.id for m in dupes}, "without MMR the restatements crowd out the rest"
-    diverse = vault.recall(cue, top_k=5, reinforce=False)  # MMR is on by default
+    diverse = engine.recall(cue, top_k=5, reinforce=False)  # MMR is on by default
     assert diverse.ids()[0] in {m.id for m in dupes}
     assert len(set(diverse.ids()) & {m.id for m in dupes}) < 5
     assert set(diverse.ids()) & {m.id for m in others}
 
 
-def test_superseded_fact_is_hidden_by_default_and_shown_below_its_successor(vault):
-    old = vault.remember("The team standup is at 9:30 every morning", importance=0.9)
-    new = vault.remember("The team standup moved to 10:00 every morning", importance=0.2, supersedes=[old.id])
-    assert vault.get(old.id).superseded_by == new.id
+def test_superseded_fact_is_hidden_by_default_and_shown_below_its_successor(engine):
+    old = engine.remember("The team standup is at 9:30 every morning", importance=0.9)
+    new = engine.remember("The team standup moved to 10:00 every morning", importance=0.2, supersedes=[old.id])
+    assert engine.get(old.id).superseded_by == new.id
     cue = "what time is the standup"
-    assert old.id not in vault.recall(cue, top_k=5, reinforce=False).ids()
-    shown = vault.recall(cue, top_k=5, include_superseded=True, reinforce=False).ids()
+    assert old.id not in engine.recall(cue, top_k=5, reinforce=False).ids()
+    shown = engine.recall(cue, top_k=5, include_superseded=True, reinforce=False).ids()
     assert shown.index(new.id) < shown.index(old.id)
     # Nothing is deleted: the old fact and the link stay inspectable.
-    assert vault.get(old.id).content.endswith("9:30 every morning")
-    assert any(e.edge_type == "REVISED_FROM" and e.target == old.id for e in vault.edges(new.id))
+    assert engine.get(old.id).content.endswith("9:30 every morning")
+    assert any(e.edge_type == "REVISED_FROM" and e.target == old.id for e in engine.edges(new.id))
     # Forgetting the successor brings the old fact back.
-    vault.forget(ids=[new.id])
-    assert vault.get(old.id).superseded_by is None
-    assert old.id in vault.recall(cue, top_k=5, reinforce=False).ids()
+    engine.forget(ids=[new.id])
+    assert engine.get(old.id).superseded_by is None
+    assert old.id in engine.recall(cue, top_k=5, reinforce=False).ids()
 
 
 def test_lexical_index_is_rebuilt_after_deleting_it(tmp_path, embedder):

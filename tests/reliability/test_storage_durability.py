@@ -27,24 +27,24 @@ def _slow_syncs(engine: Engine, delay: float) -> list[int]:
     return done
 
 
-def test_every_acknowledged_write_waited_for_a_sync(vault):
-    syncs = _slow_syncs(vault, 0.0)
+def test_every_acknowledged_write_waited_for_a_sync(engine):
+    syncs = _slow_syncs(engine, 0.0)
     for i in range(5):
-        vault.remember(f"fact {i}")
-    vault.forget([vault.remember("to forget").id])
+        engine.remember(f"fact {i}")
+    engine.forget([engine.remember("to forget").id])
     assert len(syncs) == 7
-    vault.recall("fact", reinforce=True)  # the query log and access counts are not acknowledged writes
+    engine.recall("fact", reinforce=True)  # the query log and access counts are not acknowledged writes
     assert len(syncs) == 7
 
 
-def test_concurrent_writers_share_syncs(vault):
-    syncs = _slow_syncs(vault, 0.05)
+def test_concurrent_writers_share_syncs(engine):
+    syncs = _slow_syncs(engine, 0.05)
     errors: list[BaseException] = []
 
     def writer(n: int) -> None:
         try:
             for i in range(5):
-                vault.remember(f"writer {n} fact {i}")
+                engine.remember(f"writer {n} fact {i}")
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -54,7 +54,7 @@ def test_concurrent_writers_share_syncs(vault):
     for t in threads:
         t.join()
     assert not errors
-    assert vault.count() == 40
+    assert engine.count() == 40
     assert len(syncs) < 40 / 2, f"{len(syncs)} syncs for 40 writes: no group commit"
 
 

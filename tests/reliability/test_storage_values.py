@@ -25,20 +25,20 @@ YEAR_10000_US = 253_402_300_800_000_000
 
 
 @pytest.mark.parametrize("created_at", [YEAR_10000_US, 2**63, 2**64 - 1])
-def test_a_time_at_or_past_year_10000_is_refused(vault, created_at):
+def test_a_time_at_or_past_year_10000_is_refused(engine, created_at):
     with pytest.raises(InvalidInput, match="year 10000"):
-        vault.remember("from the far future", created_at=created_at)
-    assert vault.count() == 0
-    assert vault.remember("the last possible moment", created_at=MAX_TIMESTAMP_US).created_at == MAX_TIMESTAMP_US
+        engine.remember("from the far future", created_at=created_at)
+    assert engine.count() == 0
+    assert engine.remember("the last possible moment", created_at=MAX_TIMESTAMP_US).created_at == MAX_TIMESTAMP_US
 
 
-def test_a_client_cannot_write_a_revision_record(vault):
+def test_a_client_cannot_write_a_revision_record(engine):
     with pytest.raises(InvalidInput, match="REVISION"):
-        vault.remember("a record nothing could find", kind="REVISION")
+        engine.remember("a record nothing could find", kind="REVISION")
     with pytest.raises(InvalidInput, match="REVISION"):
-        vault.remember_many([{"content": "fine"}, {"content": "not fine", "kind": MemoryKind.REVISION}])
-    assert vault.count() == 0 and vault.stats().by_kind == {}
-    assert vault.remember("an insight by hand", kind="INSIGHT").kind == MemoryKind.INSIGHT
+        engine.remember_many([{"content": "fine"}, {"content": "not fine", "kind": MemoryKind.REVISION}])
+    assert engine.count() == 0 and engine.stats().by_kind == {}
+    assert engine.remember("an insight by hand", kind="INSIGHT").kind == MemoryKind.INSIGHT
 
 
 def _store_raw(engine: Engine, memory: Memory) -> None:
@@ -78,16 +78,16 @@ def test_a_stored_out_of_range_time_breaks_no_command(tmp_path, embedder, shared
     assert len(exported) == 7
 
 
-def test_stats_count_revisions_while_the_vault_is_open(vault):
-    m = vault.remember("The deploy runs at noon")
-    vault.revise(m.id, content="The deploy runs at one")
-    m2 = vault.remember("The office opens at nine", entity_id="office")
-    vault.revise(m2.id, content="The office opens at ten")
-    assert vault.stats().by_kind == {"EPISODE": 2, "REVISION": 2}
-    assert vault.count() == 2 and vault.stats().superseded == 0
+def test_stats_count_revisions_while_the_vault_is_open(engine):
+    m = engine.remember("The deploy runs at noon")
+    engine.revise(m.id, content="The deploy runs at one")
+    m2 = engine.remember("The office opens at nine", entity_id="office")
+    engine.revise(m2.id, content="The office opens at ten")
+    assert engine.stats().by_kind == {"EPISODE": 2, "REVISION": 2}
+    assert engine.count() == 2 and engine.stats().superseded == 0
     # The revision record goes with its memory, and is not counted as a memory forgotten.
-    assert vault.forget(entity_id="office") == 1
-    assert vault.stats().by_kind == {"EPISODE": 1, "REVISION": 1}
+    assert engine.forget(entity_id="office") == 1
+    assert engine.stats().by_kind == {"EPISODE": 1, "REVISION": 1}
 
 
 def test_a_lost_database_is_not_a_new_empty_vault(tmp_path, embedder):
