@@ -81,7 +81,9 @@ class Pong(msgspec.Struct, kw_only=True):
     pid: int
 
 
-class OpenVault(msgspec.Struct, kw_only=True):
+class SlotStatus(msgspec.Struct, kw_only=True):
+    """One vault the daemon holds (a slot of its pool): how long unused, how many requests in it."""
+
     path: str
     idle_s: float
     in_use: int
@@ -117,7 +119,7 @@ class DaemonStatus(msgspec.Struct, kw_only=True):
     refused_busy: int = 0
     subscriptions: int = 0
     requests: int = 0
-    open_vaults: list[OpenVault] = []
+    open_vaults: list[SlotStatus] = []
     vault: VaultStats | None = None
     # The Memory Palace, when this daemon serves it (None otherwise).
     panel: PanelState | None = None

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from hebbs.errors import InvalidInput, ModelMismatch, VaultBusy, VaultNotInitialized
 from hebbs.paths import VAULT_DIR, is_vault_dir
-from hebbs.protocol import OpenVault
+from hebbs.protocol import SlotStatus
 
 if TYPE_CHECKING:
     from hebbs.workflows.decay import DecaySweeper
@@ -269,7 +269,7 @@ class VaultPool:
         """Every vault a request has named since the daemon started, open or not."""
         return list(self._slots.values())
 
-    def describe(self) -> list[OpenVault]:
+    def describe(self) -> list[SlotStatus]:
         now = time.monotonic()
-        return [OpenVault(path=str(s.path), idle_s=round(now - s.last_used, 3), in_use=s.users, indexing=s.indexing)
+        return [SlotStatus(path=str(s.path), idle_s=round(now - s.last_used, 3), in_use=s.users, indexing=s.indexing)
                 for s in list(self._slots.values()) if s.engine is not None]
