@@ -325,7 +325,7 @@ def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: arg
                 run="reflectcmds:cmd_reflect_prepare")
     _reflect_scope(p)
 
-    p = command("reflect-commit", "store the insights written from a reflect-prepare session (a markdown vault "
+    p = command("reflect-commit", "store the insights written from a reflect-prepare session (a notes folder "
                                   "also gets each as a note in its insights folder)",
                 run="reflectcmds:cmd_reflect_commit")
     p.add_argument("--file", required=True, help='{"session_id": ..., "insights": [...]} (- reads stdin)')
@@ -340,7 +340,7 @@ def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: arg
     p.add_argument("--limit", type=int, default=100, help="how many")
 
     p = command("contradictions", "list pending contradiction candidates; `commit --file` applies verdicts (a "
-                                  "markdown vault also gets a report in its contradictions folder), `auto` asks "
+                                  "notes folder also gets a report in its contradictions folder), `auto` asks "
                                   "the configured LLM", run="reflectcmds:cmd_contradictions")
     p.add_argument("action", nargs="?", choices=["list", "commit", "auto"], default="list", help="what to do")
     p.add_argument("--file", help='commit: {"verdicts": [{"pending_id", "verdict"}]} (- reads stdin)')
