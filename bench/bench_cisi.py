@@ -131,7 +131,7 @@ def latency_by_length(engine: Engine, queries, rounds: int = 3) -> dict[str, dic
                 started = time.perf_counter()
                 engine.recall(cue, top_k=10, reinforce=False, strategies=["similarity"])
                 wall["similarity alone, short"].append((time.perf_counter() - started) * 1000)
-    return {label: {"n": len(v) // rounds, "p50": statistics.median(v), "p95": sorted(v)[int(len(v) * 0.95)]}
+    return {label: {"n": len(v) // rounds, "p50": percentile(v, 50), "p95": percentile(v, 95)}
             for label, v in wall.items() if v}
 
 
