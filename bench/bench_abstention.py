@@ -18,8 +18,10 @@ Two kinds of memory, each its own vault:
   $HEBBS_BENCH_CACHE/jekyll-docs` from a mirror of jekyll/jekyll; without it the Jekyll rows are skipped.
 
 Fit part: conversations 26, 30, 41 and the even-numbered notes cues; report part: 42, 43 and the
-odd ones. `--fit` fits the logistic calibration on the fit part (coefficients to paste into
-hebbs/recall/confidence.py) and picks the threshold there; every run reports the report part with the
+odd ones. `--fit` fits the logistic calibration on the fit part, per result (an evidence turn or
+a section of the answering note is relevant; every other result, and every result of an
+unanswerable cue, is not: coefficients to paste into hebbs/recall/confidence.py), and picks the
+threshold of the answer's confidence (its best result's) there; every run reports the report part with the
 coefficients in code (what recall returns) and, with --fit, the freshly fitted ones.
 
     .venv/bin/python -m bench.bench_abstention [--fit] [--workdir DIR] [--json out.json]
@@ -96,8 +98,9 @@ def cues(conversations: list[dict], raws: dict[str, dict]) -> list[dict]:
         name = conv["name"]
         part = "fit" if name in FIT_CONVERSATIONS else "report"
         for q in conv["questions"]:
+            evidence = {t["text"] for t in conv["turns"] if t["dia_id"] in set(q["evidence"])}
             out.append({"vault": f"locomo-{name}", "cue": q["question"], "answerable": True,
-                        "kind": "locomo answerable", "part": part, "goal": True})
+                        "kind": "locomo answerable", "part": part, "goal": True, "relevant": sorted(evidence)})
         for q in raws[name]["qa"]:
             if q.get("category") == 5:
                 out.append({"vault": f"locomo-{name}", "cue": q["question"], "answerable": False,
@@ -127,15 +130,23 @@ def cues(conversations: list[dict], raws: dict[str, dict]) -> list[dict]:
         out += [crossing[i] for i in picked] + [swapped[i] for i in picked]
     for n, row in enumerate(json.loads(line) for line in (ROOT / "bench/data/docs_cues.jsonl").open()):
         out.append({"vault": "notes/.hebbs", "cue": row["cue"], "answerable": row["answerable"],
-                    "kind": f"notes {row['kind']}", "part": "fit" if n % 2 == 0 else "report", "goal": True})
+                    "kind": f"notes {row['kind']}", "part": "fit" if n % 2 == 0 else "report", "goal": True,
+                    "files": [_file_of(row["where"])] if row["answerable"] and row.get("where") else []})
     for n, row in enumerate(json.loads(line) for line in (ROOT / "bench/notes_questions.jsonl").open()):
         out.append({"vault": "notes/.hebbs", "cue": row["question"], "answerable": True,
-                    "kind": "notes answerable (Hugo)", "part": "fit" if n % 2 == 0 else "report", "goal": True})
+                    "kind": "notes answerable (Hugo)", "part": "fit" if n % 2 == 0 else "report", "goal": True,
+                    "files": row["answers"]})
     if JEKYLL.is_dir():
         for row in (json.loads(line) for line in (ROOT / "bench/data/jekyll_cues.jsonl").open()):
             out.append({"vault": "jekyll/.hebbs", "cue": row["cue"], "answerable": row["answerable"],
-                        "kind": f"jekyll {row['kind']}", "part": "unseen", "goal": True})
+                        "kind": f"jekyll {row['kind']}", "part": "unseen", "goal": True,
+                        "files": [_file_of(row["where"])] if row["answerable"] and row.get("where") else []})
     return out
+
+
+def _file_of(where: str) -> str:
+    """The note a cue's `where` names ("decay.md#Half-lives by type", "decay.md (pinned)")."""
+    return where.split("#")[0].split(" (")[0].strip()
 
 
 def run(workdir: Path, rows: list[dict]) -> None:
@@ -148,8 +159,20 @@ def run(workdir: Path, rows: list[dict]) -> None:
             for row in items:
                 found = engine.recall(row["cue"], top_k=TOP_K)
                 row["features"] = [[r.details["confidence_features"][f] for f in conf.FEATURES] for r in found]
+                row["labels"] = [_relevant(row, r.memory) for r in found]
                 row["engine_confidence"] = found.confidence
                 row["engine_abstained"] = found.abstained
+
+
+def _relevant(row: dict, memory: object) -> bool:
+    """Whether a result answers the cue: an evidence turn of a LoCoMo question, a section of the
+    note that answers a notes cue; nothing answers an unanswerable cue."""
+    if not row["answerable"]:
+        return False
+    if "relevant" in row:
+        return memory.content in set(row["relevant"])
+    source = memory.source.file_path if memory.source is not None else ""
+    return any(source == f or source.endswith("/" + f) for f in row.get("files", []))
 
 
 def best(row: dict, coefficients: tuple[float, ...], intercept: float) -> float:
@@ -175,34 +198,87 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
+# The features that put a result beside the best candidate: 0 for the best, so an answer-level fit
+# cannot weigh them; they are fitted per result, after it.
+GAPS = ("best_gap", "coverage_gap")
+
+
+def _newton(x: np.ndarray, y: np.ndarray, weight: np.ndarray, offset: np.ndarray, l2: float) -> np.ndarray:
+    """Weighted, L2-regularized logistic regression (first column the intercept, not regularized)."""
+    w = np.zeros(x.shape[1])
+    for _ in range(100):
+        p = 1 / (1 + np.exp(-(x @ w + offset)))
+        grad = x.T @ (weight * (p - y)) + l2 * np.r_[0, w[1:]] * len(y)
+        hess = (x * (weight * p * (1 - p))[:, None]).T @ x + l2 * np.diag(np.r_[0, np.ones(len(w) - 1)]) * len(y)
+        hess += 1e-9 * np.eye(len(w))  # an all-zero column (no intercept wanted) stays at 0
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-9:
+            break
+    return w
+
+
 def fit(rows: list[dict], l2: float = 1e-2, rounds: int = 4) -> tuple[tuple[float, ...], float]:
-    """Logistic regression of "the cue is answerable" on one result's features per cue: first the
-    result most similar to the cue, then (a few rounds) the result the current fit trusts most, which
-    is the one an answer's confidence is read from. Classes weighted equally; Newton's method."""
+    """Two stages. The answer: logistic regression of "the cue is answerable" on the features of one
+    result per cue (first the most similar, then for a few rounds the one the fit trusts most, which
+    is the one the answer's confidence is read from), the gap features left out (0 for the best).
+    Then each result: the gap features' weights, by logistic regression of "this result answers"
+    (an evidence turn, a section of the answering note) over every result of the answerable cues,
+    with the answer's part as a fixed offset: a result below the best candidate is less likely the
+    one that answers. Each kind of memory, and within it each class, weighs the same."""
+    own = [i for i, name in enumerate(conf.FEATURES) if name not in GAPS]
+    gaps = [conf.FEATURES.index(name) for name in GAPS]
     picks = [max(row["features"], key=lambda f: f[0]) if row["features"] else [0.0] * len(conf.FEATURES)
              for row in rows]
     y = np.array([1.0 if row["answerable"] else 0.0 for row in rows])
-    # Each kind of memory, and within it each class, weighs the same: the notes cues are far fewer
-    # than the conversations' and must not be drowned by them.
     groups = [(row["vault"].startswith("locomo"), row["answerable"]) for row in rows]
     sizes = {g: groups.count(g) for g in set(groups)}
     weight = np.array([len(rows) / (len(sizes) * sizes[g]) for g in groups])
-    w = np.zeros(len(conf.FEATURES) + 1)
+    full = np.zeros(len(conf.FEATURES))
     for _ in range(rounds):
-        x = np.hstack([np.ones((len(picks), 1)), np.array(picks)])
-        for _ in range(50):
-            p = 1 / (1 + np.exp(-x @ w))
-            grad = x.T @ (weight * (p - y)) + l2 * np.r_[0, w[1:]] * len(y)
-            hess = (x * (weight * p * (1 - p))[:, None]).T @ x + l2 * np.diag(np.r_[0, np.ones(len(w) - 1)]) * len(y)
-            step = np.linalg.solve(hess, grad)
-            w -= step
-            if np.abs(step).max() < 1e-9:
-                break
-        coefficients, intercept = tuple(float(v) for v in w[1:]), float(w[0])
-        picks = [max(row["features"], key=lambda f: conf.calibrated(dict(zip(conf.FEATURES, f)), coefficients,
+        x = np.hstack([np.ones((len(picks), 1)), np.array(picks)[:, own]])
+        w = _newton(x, y, weight, np.zeros(len(y)), l2)
+        intercept = float(w[0])
+        full[own] = w[1:]
+        picks = [max(row["features"], key=lambda f: conf.calibrated(dict(zip(conf.FEATURES, f)), tuple(full),
                                                                     intercept))
                  if row["features"] else [0.0] * len(conf.FEATURES) for row in rows]
-    return tuple(round(float(v), 4) for v in w[1:]), round(float(w[0]), 4)
+    xs, ys, groups = [], [], []
+    for row in rows:
+        if not row["answerable"] or not row.get("labels"):
+            continue
+        for features, label in zip(row["features"], row["labels"]):
+            xs.append(features)
+            ys.append(1.0 if label else 0.0)
+            groups.append((row["vault"].startswith("locomo"), bool(label)))
+    sizes = {g: groups.count(g) for g in set(groups)}
+    weight = np.array([len(xs) / (len(sizes) * sizes[g]) for g in groups])
+    x = np.array(xs)
+    offset = intercept + x[:, own] @ full[own]
+    # No intercept of its own: a result with gaps of 0 (the best) keeps the answer's confidence.
+    w = _newton(np.hstack([np.zeros((len(xs), 1)), x[:, gaps]]), np.array(ys), weight, offset, l2)
+    full[gaps] = w[1:]
+    return tuple(round(float(v), 4) for v in full), round(intercept, 4)
+
+
+def result_report(title: str, rows: list[dict], coefficients: tuple[float, ...], intercept: float) -> dict:
+    """Per result: of the answerable cues' results, how many that do not answer get confidence >= 0.5
+    (what floods `subscribe` at its default), and how many that do."""
+    wrong, right, cues_ = 0, 0, 0
+    for row in rows:
+        if not row["answerable"] or not row.get("labels"):
+            continue
+        cues_ += 1
+        for features, label in zip(row["features"], row["labels"]):
+            sure = conf.calibrated(dict(zip(conf.FEATURES, features)), coefficients, intercept) >= 0.5
+            wrong += sure and not label
+            right += sure and label
+    relevant = sum(sum(r["labels"]) for r in rows if r["answerable"] and r.get("labels"))
+    out = {"cues": cues_, "non_answering_at_0.5_per_cue": round(wrong / max(1, cues_), 3),
+           "answering_at_0.5": round(right / max(1, relevant), 3)}
+    print(f"  {title}: per answerable cue, {out['non_answering_at_0.5_per_cue']:.2f} results that do not answer "
+          f"have confidence >= 0.5; {out['answering_at_0.5']:.1%} of those that answer do ({cues_} cues)")
+    return out
 
 
 def pick_threshold(rows: list[dict], scores: list[float], max_false_abstain: float = 0.04) -> float:
@@ -282,10 +358,13 @@ def main() -> None:
                                              [best(r, coefficients, intercept) for r in fit_rows], threshold)
         results["report part, fitted"] = report("report part (held out), fitted calibration", test_rows,
                                                 [best(r, coefficients, intercept) for r in test_rows], threshold)
+        results["report part, fitted, per result"] = result_report("report part, fitted", test_rows, coefficients,
+                                                                   intercept)
     in_code = (conf.COEFFICIENTS, conf.INTERCEPT)
     results["report part, in code"] = report(
         "report part (held out), the calibration in hebbs/recall/confidence.py", test_rows,
         [best(r, *in_code) for r in test_rows], conf.DEFAULT_THRESHOLD)
+    results["report part, in code, per result"] = result_report("report part, in code", test_rows, *in_code)
     unseen = [r for r in rows if r["part"] == "unseen"]
     if unseen:
         results["unseen vault, in code"] = report(

@@ -81,8 +81,8 @@ def test_confidence_is_in_unit_range_for_every_strategy_and_absent_without_a_cue
     for strategies in (None, ["similarity"], ["lexical"], ["similarity", "temporal"]):
         found = team.recall("who owns billing", strategies=strategies, top_k=4)
         assert found.results and all(0.0 <= r.confidence <= 1.0 for r in found)
-        # The answer's confidence reads the nearest memory's cosine as evidence for every result; a
-        # result's own confidence reads its own cosine: never above the answer's.
+        # The answer's confidence is the best over every candidate the recall considered, the results
+        # among them: never below a result's.
         assert found.confidence >= max(r.confidence for r in found)
         closest = max(found, key=lambda r: r.details["confidence_features"]["cosine"])
         assert closest.confidence <= found.confidence

@@ -9,24 +9,34 @@ same thing in every vault:
     cosine         cue-memory cosine similarity under the embedding model
     cosine_gap     that cosine minus the mean cosine of the cue's background (its similarity hits
                    below the top 10 in the same scope): how far the memory stands out for this cue
-    term_coverage  the IDF-weighted share of the cue's terms that the memory contains (BM25's
-                   evidence, normalized for the cue so that it has a fixed scale)
+    term_coverage  the weighted share of the cue's terms that the memory contains (BM25's evidence,
+                   normalized for the cue so that it has a fixed scale); a term weighs its idf times
+                   the generality of its word (GENERIC_RANK below: "work" in "how should retries
+                   work" weighs a tenth of "ceo" in "who is Acme's CEO")
     known_terms    the IDF-weighted share of the cue's terms found anywhere in the vault: a cue about
                    names and things the vault has never seen is about something it does not know
     missing_key    the idf of the rarest cue term the memory lacks, over the idf of the rarest cue
                    term: 1 when the memory misses the cue's most specific word ("install X with
                    Homebrew" answered by a section about installing Y with Homebrew), 0 when it has it
-    nearest        the cosine of the cue's nearest memory in scope, the same for every result: when
-                   nothing in the scope comes close, the vault knows nothing about the cue
-                   (answer-level evidence: a result's own confidence puts its own cosine there)
+    best_gap       the cosine minus the best cosine among the candidates the recall considered
+    coverage_gap   the term coverage minus the best coverage among them: a memory that shares the
+                   cue's topic but not what it asks is a weak answer beside one that has it
+
+Each candidate's confidence is its own; the answer's confidence is the best over every candidate
+the recall considered (the CONSIDERED best by fused relevance, and those returned), so top_k does
+not change it, and when it comes from a candidate top_k leaves out, the answer says so.
 
 A time phrase of the cue ("on 9 November, 2022", "last week") is not matched against the memories'
 text: recall reads it as a time range (timewords.py) and a memory's date is not in its words, so
 its terms are left out of the term features (with them, every dated question about a conversation
 looked like a cue about words the vault never saw).
 
+A cue that asks only for a time ("what happened yesterday": every word left is generic) is
+answered by what is from then: a candidate inside the time it names holds all its terms.
+
 The coefficients were fitted by `bench/bench_abstention.py --fit` on LoCoMo conversations 26, 30,
-41 and half of the notes cues, and checked on the rest (docs/honesty.md has the figures). A recall
+41 and half of the notes cues, per candidate (an evidence turn or a section of the answering note
+is relevant, every other candidate and every candidate of an unanswerable cue is not), and checked on the rest (docs/honesty.md has the figures). A recall
 whose best confidence is below the threshold (config recall.abstain_threshold) is marked
 `abstained`: nothing relevant is known for the cue; the weak candidates are still listed.
 """
@@ -34,6 +44,7 @@ whose best confidence is below the threshold (config recall.abstain_threshold) i
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Container, Mapping, Sequence
 from typing import NamedTuple
 
@@ -43,33 +54,72 @@ from ..config import DEFAULT_ABSTAIN_THRESHOLD
 from ..store.lexical_index import tokenize
 from .timewords import understand
 
-FEATURES = ("cosine", "cosine_gap", "term_coverage", "known_terms", "missing_key", "nearest")
+FEATURES = ("cosine", "cosine_gap", "term_coverage", "known_terms", "missing_key", "best_gap", "coverage_gap")
 # Fitted by bench/bench_abstention.py --fit (docs/honesty.md); in the order of FEATURES.
-COEFFICIENTS = (1.8649, 0.6585, 1.5044, 1.8246, -0.4827, 1.7859)
-INTERCEPT = -3.5295
+COEFFICIENTS = (2.0183, 0.3958, 1.871, 2.4214, -1.1329, 1.0246, 1.8447)
+INTERCEPT = -2.1493
 # Chosen on the fit part: the highest threshold that abstains on at most 4% of its answerable cues.
 DEFAULT_THRESHOLD = DEFAULT_ABSTAIN_THRESHOLD
 NOTE = "no good match: nothing relevant known for this cue"
 # Below this rank the cue's similarity hits are its background, not its candidates.
 BACKGROUND_FROM_RANK = 10
+# How many of a recall's best candidates (by fused relevance, before top_k cuts them) are judged: the
+# answer's confidence is over these, whatever top_k is, so that `--top-k 1` and `--top-k 10` agree.
+CONSIDERED = 10
 # Term weights are computed as if the vault held at least this many memories: in a vault of a
 # handful, every word it lacks would otherwise outweigh every word it has ("what does Dana drink"
 # against "Dana prefers green tea" would abstain for want of the word "drink").
 REFERENCE_DOCS = 1000
+# A cue word's generality, from its rank in the embedding model's vocabulary (Embedder.word_ranks):
+# a word among the GENERIC_RANK most common ones says little of what is asked ("how should retries
+# work", "retry policy", "what happened"), one past SPECIFIC_RANK (or not a word of the vocabulary:
+# names, jargon) is specific ("Acme's CEO"). Its weight in the term features is its idf times its
+# generality, which goes from GENERIC_WEIGHT to 1 in log(rank) between the two.
+GENERIC_RANK = 500
+SPECIFIC_RANK = 5000
+GENERIC_WEIGHT = 0.1
+# A cue whose every word left (its time phrase aside) is this generic asks for what was then
+# ("what happened yesterday"): a memory from the time it names holds all it asks.
+TIME_ONLY_GENERALITY = 0.5
 
 
 # Any fixed moment will do: only which words form the time phrase matters here, not its range.
 _TIME_REFERENCE_US = 1_700_000_000_000_000
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 
 
 def cue_terms(cue: str) -> list[str]:
     """The cue's index terms, less those of its time phrase (read as a range, not matched as words)."""
-    terms = list(dict.fromkeys(tokenize(cue)))
+    return list(cue_term_generality(cue, {}))
+
+
+def cue_term_generality(cue: str, ranks: Mapping[str, int]) -> dict[str, float]:
+    """The cue's index terms (less its time phrase's) and the generality of the word each came from
+    (1 for every term without `ranks`)."""
+    terms: dict[str, float] = {}
+    for chunk in cue.split():
+        word = chunk.strip(".,;:!?()[]{}\"'`").lower()
+        if word.endswith("'s"):
+            word = word[:-2]
+        weight = generality(word, ranks) if _WORD.fullmatch(word) else 1.0
+        for term in tokenize(chunk):
+            terms[term] = max(terms.get(term, 0.0), weight)
+    if not terms:
+        terms = {t: 1.0 for t in tokenize(cue)}
     when = understand(cue, _TIME_REFERENCE_US)
     if when is None:
         return terms
     timed = set(tokenize(when.phrase))
-    return [t for t in terms if t not in timed] or terms
+    return {t: w for t, w in terms.items() if t not in timed} or terms
+
+
+def generality(word: str, ranks: Mapping[str, int]) -> float:
+    """GENERIC_WEIGHT for a common word, 1 for a rare one or one the vocabulary lacks (see above)."""
+    rank = ranks.get(word)
+    if rank is None:
+        return 1.0
+    t = (math.log(max(rank, 1)) - math.log(GENERIC_RANK)) / (math.log(SPECIFIC_RANK) - math.log(GENERIC_RANK))
+    return min(1.0, max(GENERIC_WEIGHT, GENERIC_WEIGHT + t * (1.0 - GENERIC_WEIGHT)))
 
 
 def idf(doc_freq: int, docs: int) -> float:
@@ -79,8 +129,8 @@ def idf(doc_freq: int, docs: int) -> float:
 
 
 class CueEvidence:
-    """What the features take from the cue and its scope, computed once per recall: each result then
-    costs a dot product and a pass over the cue's few terms."""
+    """What the features take from the cue and its scope, computed once per recall: each candidate
+    then costs a dot product and a pass over the cue's few terms."""
 
     def __init__(self, background: Sequence[float], terms: Mapping[str, float], known: Mapping[str, bool]) -> None:
         # np.mean's own arithmetic (one pairwise sum, then a division), without its overhead.
@@ -92,8 +142,12 @@ class CueEvidence:
         self.items = list(terms.items())
         self.known_rounded = round(self.known_share, 6)
 
-    def features(self, cosine: float, memory_terms: Container[str], nearest: float) -> dict[str, float]:
-        """The calibration's inputs for one memory; `nearest` is the best cosine in scope."""
+    def own(self, cosine: float, memory_terms: Container[str], timed: bool = False) -> dict[str, float]:
+        """The features of one candidate on its own; `timed`: the cue asks only for a time, and the
+        candidate is from it."""
+        if timed:
+            return {"cosine": round(cosine, 6), "cosine_gap": round(cosine - self.mean_background, 6),
+                    "term_coverage": 1.0, "known_terms": 1.0, "missing_key": 0.0}
         total, rarest = self.total, self.rarest
         covered, missing = 0.0, 0.0  # sums and maxima as sum() and max(default=0.0) give them (idf > 0)
         for term, weight in self.items:
@@ -103,8 +157,7 @@ class CueEvidence:
                 missing = weight
         return {"cosine": round(cosine, 6), "cosine_gap": round(cosine - self.mean_background, 6),
                 "term_coverage": round(covered / total, 6) if total > 0 else 0.0,
-                "known_terms": self.known_rounded, "missing_key": round(missing / rarest, 6) if rarest > 0 else 0.0,
-                "nearest": round(max(nearest, cosine), 6)}
+                "known_terms": self.known_rounded, "missing_key": round(missing / rarest, 6) if rarest > 0 else 0.0}
 
 
 def calibrated(values: Mapping[str, float], coefficients: Sequence[float] = COEFFICIENTS,
@@ -123,47 +176,48 @@ def background_of(similarities: Sequence[float]) -> list[float]:
 
 
 class Judged(NamedTuple):
-    """One result's confidence (on its own evidence), the answer-level evidence it gives, and the
-    features both were computed from."""
+    """One candidate's confidence and the features it was computed from."""
     confidence: float
-    evidence: float
     features: dict[str, float]
 
 
 def assess(cue: str, cue_vector: np.ndarray, vectors: Sequence[np.ndarray], memory_texts: Sequence[str],
            similarities: Sequence[float], doc_freq: Callable[[list[str]], dict[str, int]],
-           docs: int, memory_terms: Sequence[Container[str]] | None = None) -> list[Judged]:
-    """The judgement of each result, in order.
+           docs: int, memory_terms: Sequence[Container[str]] | None = None,
+           word_ranks: Mapping[str, int] | None = None, in_time: Sequence[bool] | None = None) -> list[Judged]:
+    """The judgement of each candidate, in order: how likely it is relevant to the cue.
 
-    `evidence` reads the calibration with `nearest`, the best cosine in the recall's scope: whether
-    the vault knows anything close to the cue. The answer's confidence is the best evidence. A result's
-    own `confidence` puts its own cosine in that place: another memory being close says nothing about
-    this one ("Acme uses Salesforce" is no more relevant to "who is on call for billing" because
-    the billing note is). For the cue's nearest memory the two are the same.
+    The candidates are all that the recall considered (its best CONSIDERED by fused relevance, and
+    whatever it returns): `best_gap` and `coverage_gap` put each one beside the best of them (a
+    memory about Acme that lacks "CRM" is a weak answer to "which CRM does Acme use" when another
+    has it), and the answer's confidence is the best candidate's, whichever of them top_k shows.
 
-    `vectors` and `memory_texts` are the results' stored vectors and lexical texts (`memory_terms`,
+    `vectors` and `memory_texts` are the candidates' stored vectors and lexical texts (`memory_terms`,
     when given, their index terms, so that texts need not be tokenized again); `similarities` the
     cue's similarity hits over the whole recall scope, best first; `doc_freq` gives the vault's
-    document frequency of terms, `docs` the number of documents."""
-    names = cue_terms(cue)
+    document frequency of terms, `docs` the number of documents; `word_ranks` the embedding
+    model's vocabulary ranks (generality of the cue's words); `in_time`, for a cue with a time
+    phrase, whether each candidate is from the time it names."""
+    ranks = word_ranks or {}
+    weighted = cue_term_generality(cue, ranks)
+    names = list(weighted)
     freqs = doc_freq(names) if names else {}
-    terms = {t: idf(freqs.get(t, 0), docs) for t in names}
+    terms = {t: idf(freqs.get(t, 0), docs) * weighted[t] for t in names}
     evidence = CueEvidence(background_of(similarities), terms, {t: freqs.get(t, 0) > 0 for t in names})
+    # Asked only for a time ("what happened yesterday"): nothing but the time to match.
+    time_only = in_time is not None and all(w < TIME_ONLY_GENERALITY for w in weighted.values())
     if memory_terms is None:
         memory_terms = [set(tokenize(text)) for text in memory_texts]
     cosines = [float(np.dot(cue_vector, vector)) for vector in vectors]
-    nearest = max([*similarities[:1], *cosines], default=0.0)
+    own = [evidence.own(cosine, held, time_only and bool(in_time[i]))
+           for i, (cosine, held) in enumerate(zip(cosines, memory_terms))]
+    best_cosine = max(cosines, default=0.0)
+    best_coverage = max((v["term_coverage"] for v in own), default=0.0)
     out = []
-    c_cosine, c_gap, c_coverage, c_known, c_missing, c_nearest = COEFFICIENTS
-    for cosine, held in zip(cosines, memory_terms):
-        values = evidence.features(cosine, held, nearest)
-        # calibrated(), unrolled: the same sum in the same order, shared by both readings up to the
-        # last term (`nearest`, which a result's own confidence reads as its own cosine).
-        partial = (c_cosine * values["cosine"] + c_gap * values["cosine_gap"] + c_coverage * values["term_coverage"]
-                   + c_known * values["known_terms"] + c_missing * values["missing_key"])
-        own = _logistic(INTERCEPT + (partial + c_nearest * values["cosine"]))
-        out.append(Judged(round(own, 4), round(_logistic(INTERCEPT + (partial + c_nearest * values["nearest"])), 4),
-                          values))
+    for values in own:
+        values["best_gap"] = round(values["cosine"] - best_cosine, 6)
+        values["coverage_gap"] = round(values["term_coverage"] - best_coverage, 6)
+        out.append(Judged(round(calibrated(values, COEFFICIENTS, INTERCEPT), 4), values))
     return out
 
 

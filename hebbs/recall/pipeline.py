@@ -156,7 +156,10 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
     if r.cue is not None:
         # The cue's similarity over the whole scope is the background its results stand out from.
         background = query.cue_hits(vault)
-        judge_confidence(vault, answer, r.cue, query.cue_vector, [sim for _, sim in background], vectors)
+        considered = sorted(candidates, key=lambda mid: candidates[mid].relevance,
+                            reverse=True)[:confidence.CONSIDERED]
+        judge_confidence(vault, answer, r.cue, query.cue_vector, [sim for _, sim in background], vectors,
+                         considered=considered, understood=understood)
     return answer
 
 
@@ -176,30 +179,45 @@ def run_strategies(vault: OpenVault, names: set[str], query: Query) -> tuple[rc.
 
 
 def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vector: np.ndarray,
-                     similarities: list[float], vectors: dict[str, np.ndarray] | None = None) -> None:
-    """Each result's confidence, and whether the answer abstains (recall/confidence.py). `vectors`:
-    stored vectors already read in this recall, by memory id; the others are read here."""
+                     similarities: list[float], vectors: dict[str, np.ndarray] | None = None,
+                     considered: Sequence[str] = (), understood: timewords.TimeRange | None = None) -> None:
+    """Each result's confidence, and whether the answer abstains (recall/confidence.py), judged over
+    the results and the `considered` candidates (ids) alike. `vectors`: stored vectors already read
+    in this recall, by memory id; the others are read here. `understood`: the cue's time phrase."""
     lexical = vault.lexical_index
-    ids = [r.memory.id for r in answer.results]
+    shown = {r.memory.id: r.memory for r in answer.results}
+    extra = [mid for mid in dict.fromkeys(considered) if mid not in shown]
+    memories = list(shown.values()) + [m for m in vault.memories_of(extra) if m is not None]
+    ids = [m.id for m in memories]
     stored = cached_vectors(vault, {} if vectors is None else vectors, ids)
-    texts = [lexical_text(r.memory) for r in answer.results]
+    texts = [lexical_text(m) for m in memories]
+    in_time = (None if understood is None
+               else [understood.start <= m.created_at <= understood.end for m in memories])
     judged = confidence.assess(cue, cue_vector, list(stored), texts, similarities,
                                lexical.doc_freqs, max(1, lexical.count()),
-                               memory_terms=[lexical.terms_of(mid, text) for mid, text in zip(ids, texts)])
+                               memory_terms=[lexical.terms_of(mid, text) for mid, text in zip(ids, texts)],
+                               word_ranks=vault.embedder.word_ranks(), in_time=in_time)
     for result, judgement in zip(answer.results, judged):
         result.confidence = judgement.confidence
         result.details["confidence_features"] = judgement.features
     answer.threshold = vault.config.recall.abstain_threshold
-    answer.confidence = max((j.evidence for j in judged), default=0.0)
-    answer.abstained = confidence.abstains([j.evidence for j in judged], answer.threshold)
+    best = max(range(len(judged)), key=lambda i: judged[i].confidence, default=None)
+    answer.confidence = 0.0 if best is None else judged[best].confidence
+    answer.abstained = confidence.abstains([j.confidence for j in judged], answer.threshold)
+    hidden = best is not None and best >= len(answer.results)
     if answer.abstained and not answer.results:
         # The cue's own hits over the scope say whether there was anything to find at all.
         answer.notes.append(f"{confidence.NOTE} ("
                             + ("the strategies asked for brought no candidate" if similarities
                                else "no memory in this scope") + ")")
     elif answer.abstained:
-        answer.notes.append(f"{confidence.NOTE} (best confidence {answer.confidence:.2f} "
-                            f"< {answer.threshold:.2f}); the weak candidates follow")
+        where = (f"candidate {ids[best]}, ranked below these results" if hidden
+                 else "the best of the results below")
+        answer.notes.append(f"{confidence.NOTE} (best confidence {answer.confidence:.2f} < "
+                            f"{answer.threshold:.2f}: {where}); the weak candidates follow")
+    elif hidden and all(r.confidence is None or r.confidence < answer.threshold for r in answer.results):
+        answer.notes.append(f"the most confident match (candidate {ids[best]}, confidence "
+                            f"{answer.confidence:.2f}) ranks below the results shown: raise top_k to see it")
 
 
 def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, top_k: int, lam: float,

@@ -533,6 +533,21 @@ class Embedder:
         """(dim,) float32: one cue behind the model's query prompt."""
         return self.embed([self.query_prompt + text])[0]
 
+    def word_ranks(self) -> dict[str, int]:
+        """Whole words of the tokenizer's vocabulary by their rank in it, counted from its most common
+        word: WordPiece and SentencePiece vocabularies list words about in order of frequency in the
+        model's training text, so the rank tells a generic word ("work") from a specific one ("ceo").
+        Empty when the vocabulary does not hold "the" (no such order to read)."""
+        ranks = getattr(self, "_word_ranks", None)
+        if ranks is None:
+            vocab = self._tok_full.get_vocab()
+            start = vocab.get("the", vocab.get("▁the"))
+            ranks = {} if start is None else {
+                word.lstrip("▁"): rank - start + 1 for word, rank in vocab.items()
+                if rank >= start and word.lstrip("▁").isalpha()}
+            self._word_ranks = ranks
+        return ranks
+
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens per text including special tokens, without truncation (compare with max_tokens)."""
         if isinstance(texts, str):
