@@ -14,6 +14,9 @@ import rocksdict
 
 # The file kinds of a vault, each found in a vault directory by one function.
 FILE_KINDS = ("sst", "manifest", "current", "wal", "options", "hnsw", "lexical", "config", "notes_manifest")
+# Every other kind of file a vault owns (bench/bench_reliability.py's damage matrix runs them all).
+DERIVED_KINDS = ("hnsw_meta", "catalog", "lexical_term", "lexical_fast", "lexical_idx", "lexical_meta",
+                 "kept_original", "kept_index", "vault_marker")
 DAMAGES = ("truncate", "delete", "bitflip")
 
 
@@ -45,6 +48,16 @@ def find_file(vault: Path, kind: str) -> Path:
                                key=lambda p: p.stat().st_size),
         "config": lambda: vault / "config.toml",
         "notes_manifest": lambda: vault / "vault-manifest.json",
+        "hnsw_meta": lambda: vault / "index" / "hnsw.meta",
+        "catalog": lambda: max((p for p in (vault / "index").iterdir() if p.name not in ("hnsw.bin", "hnsw.meta")),
+                               key=lambda p: p.stat().st_size),
+        "lexical_term": lambda: max((vault / "lexical").glob("*.term"), key=lambda p: p.stat().st_size),
+        "lexical_fast": lambda: max((vault / "lexical").glob("*.fast"), key=lambda p: p.stat().st_size),
+        "lexical_idx": lambda: max((vault / "lexical").glob("*.idx"), key=lambda p: p.stat().st_size),
+        "lexical_meta": lambda: vault / "lexical" / "meta.json",
+        "kept_original": lambda: max((vault / "sources" / "blobs").glob("*/*"), key=lambda p: p.stat().st_size),
+        "kept_index": lambda: next((vault / "sources").glob("index*")),
+        "vault_marker": lambda: vault / "vault.json",
     }
     return pick[kind]()
 
