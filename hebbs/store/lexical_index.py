@@ -346,6 +346,8 @@ def _open_tantivy(path: Path, schema: tantivy.Schema) -> tantivy.Index:
 _FOOTER_MAGIC = 1337
 _FOOTER_MAX_LEN = 50_000
 _SEGMENT_FILE = re.compile(r"^[0-9a-f]{32}\.[a-z]+$")
+# The files tantivy writes for every segment of this schema (a .del file comes and goes with deletes).
+_SEGMENT_PARTS = ("fast", "fieldnorm", "idx", "pos", "store", "term")
 
 
 def damaged_segment_files(directory: os.PathLike[str] | str) -> list[tuple[str, str]]:
@@ -361,6 +363,11 @@ def damaged_segment_files(directory: os.PathLike[str] | str) -> list[tuple[str, 
     except (OSError, ValueError, KeyError, TypeError):
         return [("meta.json", "unreadable")]
     damaged: list[tuple[str, str]] = []
+    present = {p.name for p in directory.iterdir()}
+    for segment in sorted(committed):
+        for suffix in _SEGMENT_PARTS:
+            if f"{segment}.{suffix}" not in present:
+                damaged.append((f"{segment}.{suffix}", "missing"))
     for path in sorted(directory.iterdir()):
         if not _SEGMENT_FILE.match(path.name) or path.name.split(".")[0] not in committed:
             continue

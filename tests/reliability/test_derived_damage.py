@@ -144,14 +144,17 @@ def test_a_tantivy_panic_is_answered_and_the_lexical_index_rebuilt(daemon, root,
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.mark.parametrize("suffix", [".term", ".fast"])
-def test_a_silent_lexical_flip_is_found_by_doctor_and_repaired_by_the_daemon(daemon, root, suffix):
+@pytest.mark.parametrize("suffix,how", [(".term", "flip"), (".fast", "flip"), (".idx", "delete")])
+def test_a_silent_lexical_flip_is_found_by_doctor_and_repaired_by_the_daemon(daemon, root, suffix, how):
     """Items 5 and 6: a flip that changes rankings silently. Doctor names it and exits 1; the daemon
     finds it when it opens the vault and rebuilds the index; doctor then exits 0."""
     try:
         lexical = root / ".hebbs" / "lexical"
         target = largest(lexical, suffix)
-        flip_in_place(target)
+        if how == "flip":
+            flip_in_place(target)
+        else:
+            target.unlink()  # before the fix doctor said nothing of a missing segment file
         code, report = doctor(root / ".hebbs")
         assert code == 1 and report["healthy"] and report["damage_found"]
         problem = next(f["problem"] for f in report["files"] if f["kind"] == "lexical index")
