@@ -31,7 +31,7 @@ def run(directory: Path, mode: str, writers: int, writes: int, embedder) -> dict
     lock = threading.Lock()
     with Engine.open(path, embedder=embedder) as eng:
         eng.remember("warm up")
-        before = eng._store.group.syncs
+        before = eng.vault.store.group.syncs
 
         def writer(n: int) -> None:
             mine = []
@@ -49,7 +49,7 @@ def run(directory: Path, mode: str, writers: int, writes: int, embedder) -> dict
         for t in threads:
             t.join()
         elapsed = time.perf_counter() - started
-        syncs = eng._store.group.syncs - before
+        syncs = eng.vault.store.group.syncs - before
     latencies.sort()
     return {"p50": statistics.median(latencies) * 1000, "p99": percentile(latencies, 99) * 1000,
             "per_s": len(latencies) / elapsed, "syncs": syncs, "writes": len(latencies)}

@@ -24,10 +24,7 @@ from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, Co
                      ImportSummary, Insight, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
 from .store.embed import Embedder, get_embedder
-from .store.lexical_index import LexicalIndex
 from .store.open_vault import OpenVault, open_store
-from .store.storage import Store
-from .store.vector_index import VectorIndex
 from .workflows import consolidate as consolidation
 from .workflows import contradiction_review, decay, reflect
 from .workflows import edges as linking
@@ -45,7 +42,7 @@ def _acknowledged_when_durable(method: Callable[..., Any]) -> Callable[..., Any]
     vault it raises InvalidInput, as a read does (_said_closed)."""
     @functools.wraps(method)
     def wrapper(self: "Engine", *args: Any, **kwargs: Any) -> Any:
-        with _said_closed(self.vault), self._store.deferred_sync():
+        with _said_closed(self.vault), self.vault.store.deferred_sync():
             return method(self, *args, **kwargs)
     return wrapper
 
@@ -170,35 +167,14 @@ class Engine:
         """True once close() ran: every call then raises InvalidInput."""
         return self.vault.closed
 
-    # The vault's parts under their old private names, for tests and benches that reach into them.
-    @property
-    def _store(self) -> Store:
-        return self.vault.store
-
-    @property
-    def _index(self) -> VectorIndex:
-        return self.vault.vector_index
-
-    @property
-    def _lexical(self) -> LexicalIndex:
-        return self.vault.lexical_index
-
-    @property
-    def _closed(self) -> bool:
-        return self.vault.closed
-
-    @_closed.setter
-    def _closed(self, value: bool) -> None:
-        self.vault.closed = value
-
     def deferred_sync(self, *, wait: bool = True) -> Any:
         """Calls inside wait for durability once, at the end; wait=False leaves it to the caller:
         `engine.wait_durable(d.seq)` after releasing its own locks (the daemon's per-vault write slot)."""
-        return self._store.deferred_sync(wait=wait)
+        return self.vault.store.deferred_sync(wait=wait)
 
     def wait_durable(self, seq: int) -> None:
         """Return once the write numbered `seq` (from deferred_sync) is durable."""
-        self._store.group.wait(seq)
+        self.vault.store.group.wait(seq)
 
     # Remember, revise, forget: hebbs/workflows/remember.py, revise.py, forget.py, consolidate.py -----
 
@@ -457,4 +433,4 @@ class Engine:
         return VaultStats(path=str(self.path), memories=self.count(), by_kind=kinds, model=self.embedder.model_id,
                           dimension=self.embedder.dim, write_seq=self.vault.write_seq,
                           superseded=sum(1 for e in entries if e.superseded_by and e.kind != MemoryKind.REVISION),
-                          store=getattr(self._store, "where", "rocksdb"))
+                          store=getattr(self.vault.store, "where", "rocksdb"))

@@ -13,7 +13,7 @@ BY_RELEVANCE = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinfo
 
 
 def stored(eng: Engine, memory_id: str) -> np.ndarray | None:
-    raw = eng._store.get("vectors_associative", b"\x00" + id_bytes(memory_id))
+    raw = eng.vault.store.get("vectors_associative", b"\x00" + id_bytes(memory_id))
     return None if raw is None else np.frombuffer(raw, dtype="<f4")
 
 
@@ -21,7 +21,7 @@ def assert_current(eng: Engine, memory_id: str) -> None:
     """The stored structural vector equals one computed afresh from the memory and its edges."""
     have = stored(eng, memory_id)
     assert have is not None
-    np.testing.assert_allclose(have, analogical.compute(eng._store, memory_id), atol=1e-6)
+    np.testing.assert_allclose(have, analogical.compute(eng.vault.store, memory_id), atol=1e-6)
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_shape_ignores_words_but_not_structure():
 
 
 def test_structural_similarity_varies_instead_of_sitting_at_one_value(engine, shapes):
-    store = engine._store
+    store = engine.vault.store
     names = list(shapes)
     matrix = np.vstack([analogical.structure_of(store, shapes[n]) for n in names])
 
@@ -168,8 +168,8 @@ def test_vectors_missing_from_older_vaults_are_computed_and_backfilled(engine, s
     from hebbs.store.storage import WriteSet
     writes = WriteSet()
     writes.delete("vectors_associative", b"\x00" + id_bytes(seed))
-    engine._store.commit(writes)
-    np.testing.assert_allclose(analogical.structure_of(engine._store, seed), want, atol=1e-6)
+    engine.vault.store.commit(writes)
+    np.testing.assert_allclose(analogical.structure_of(engine.vault.store, seed), want, atol=1e-6)
     assert analogical.backfill(engine) == 1
     np.testing.assert_allclose(stored(engine, seed), want, atol=1e-6)
 

@@ -99,9 +99,9 @@ def test_an_index_behind_catches_up_from_the_log_and_rebuilds_without_it(tmp_pat
     eng.forget([gone.id])
     seq = eng.vault.write_seq
     # Simulate a crash: the database moves on, the checkpoint on disk does not.
-    eng._store.close()
-    eng._lexical.close()
-    eng._closed = True
+    eng.vault.store.close()
+    eng.vault.lexical_index.close()
+    eng.vault.closed = True
     calls = index_recovery
     calls.update(rebuild=0, sync=0)
     with Engine.open(path, embedder=embedder) as eng:
@@ -112,9 +112,9 @@ def test_an_index_behind_catches_up_from_the_log_and_rebuilds_without_it(tmp_pat
     # Without the log entries (a vault written by a version without the log), the index is rebuilt.
     eng = Engine.open(path, embedder=embedder)
     extra = eng.remember("yet another memory about juice")
-    eng._store.close()
-    eng._lexical.close()
-    eng._closed = True
+    eng.vault.store.close()
+    eng.vault.lexical_index.close()
+    eng.vault.closed = True
     store = Store.open(path / "db")
     assert changelog.touched_since(store, seq, seq + 1) is not None
     writes = WriteSet()

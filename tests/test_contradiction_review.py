@@ -68,7 +68,7 @@ class BatchSpy:
 # Candidates from remember ----------------------------------------------------------------------
 
 def test_remember_queues_planted_contradictions_and_nothing_for_consistent_memories(engine, monkeypatch):
-    spy = BatchSpy(engine._store, monkeypatch)
+    spy = BatchSpy(engine.vault.store, monkeypatch)
     engine.remember_many([{"content": t} for t in BACKGROUND])
     assert engine.pending() == [] and len(spy.batches) == 1
     consistent = engine.remember("Acme's CRM is Salesforce, used by their sales team.")
@@ -149,7 +149,7 @@ def test_a_contradiction_adds_edges_both_ways_and_drops_the_candidate_in_one_bat
     plant(engine)
     pid = pending_for(engine, "The deploy pipeline is reliable.")
     candidate = next(c for c in engine.contradiction_prepare().candidates if c.pending_id == pid)
-    spy = BatchSpy(engine._store, monkeypatch)
+    spy = BatchSpy(engine.vault.store, monkeypatch)
     done = engine.contradiction_commit([{"pending_id": pid, "verdict": "contradiction"}])
     assert len(spy.batches) == 1
     families = spy.families()
@@ -165,7 +165,7 @@ def test_a_contradiction_adds_edges_both_ways_and_drops_the_candidate_in_one_bat
 def test_a_revision_supersedes_the_older_memory_in_one_batch(engine, monkeypatch):
     plant(engine)
     pid = pending_for(engine, "The API timeout is 30 seconds.")
-    spy = BatchSpy(engine._store, monkeypatch)
+    spy = BatchSpy(engine.vault.store, monkeypatch)
     done = engine.contradiction_commit([ContradictionVerdict(pending_id=pid, verdict="Revision")])
     assert len(spy.batches) == 1 and spy.families()["pending-"] == 1 and spy.families()["default"] == 1
     older = next(m for m in engine.memories() if m.content == "The API timeout is 30 seconds.")
@@ -183,7 +183,7 @@ def test_neutral_dismisses_and_one_commit_can_mix_verdicts(engine, monkeypatch):
     plant(engine)
     ids = [pending_for(engine, a) for a, _ in CONTRADICTING]
     edges_before = {e.source + e.target + e.edge_type for m in engine.memories() for e in engine.edges(m.id)}
-    spy = BatchSpy(engine._store, monkeypatch)
+    spy = BatchSpy(engine.vault.store, monkeypatch)
     done = engine.contradiction_commit([{"pending_id": ids[0], "verdict": "neutral"},
                                      {"pending_id": ids[1], "verdict": "revision"},
                                      {"pending_id": ids[2], "verdict": "contradiction", "confidence": 0.6}])

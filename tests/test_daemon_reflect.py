@@ -231,5 +231,5 @@ def test_an_open_vault_is_swept_and_the_sweeper_stops_before_it_closes(make_daem
         client.remember("The sweeper runs as soon as the vault opens")
         home.wait_until(lambda: not client.status(vault=False).open_vaults, 30, "the vault to idle out")
     with Engine.open(root / ".hebbs", embedder=embedder) as engine:
-        assert engine._store.get_meta(LAST_SWEEP_META)
+        assert engine.vault.store.get_meta(LAST_SWEEP_META)
     shutil.rmtree(root, ignore_errors=True)

@@ -133,15 +133,15 @@ def test_half_life_table_is_configurable_and_merged_over_defaults(tmp_path: Path
 def test_sweep_is_not_a_content_change(engine: Engine, store_kind: str):
     engine.remember_many([{"content": f"note {n}"} for n in range(5)])
     seq = engine.stats().write_seq
-    applied = engine._lexical.applied_seq
+    applied = engine.vault.lexical_index.applied_seq
     decay.sweep(engine, now=decay._now() + 40 * DAY_US)
     if store_kind == "postgresql":
         # A shared vault numbers every record change, so other daemons' catalogs follow it; the
         # indexes of this one are left alone.
-        assert engine._lexical.applied_seq == applied and engine.stats().memories == 5
+        assert engine.vault.lexical_index.applied_seq == applied and engine.stats().memories == 5
         return
     assert engine.stats().write_seq == seq
-    assert engine._store.get_meta("write_seq") == seq
+    assert engine.vault.store.get_meta("write_seq") == seq
 
 
 def test_sweep_batches_resume_from_the_cursor(engine: Engine):
@@ -149,11 +149,11 @@ def test_sweep_batches_resume_from_the_cursor(engine: Engine):
     now = made[-1].last_accessed_at + 5 * DAY_US
     first = decay.sweep(engine, batch=10, now=now)
     assert first.processed == 10 and not first.finished and first.cursor is not None
-    assert engine._store.get_meta(decay.CURSOR_META) == first.cursor
+    assert engine.vault.store.get_meta(decay.CURSOR_META) == first.cursor
     second = decay.sweep(engine, batch=10, now=now)
     third = decay.sweep(engine, batch=10, now=now)
     assert (second.processed, third.processed) == (10, 5) and third.finished
-    assert engine._store.get_meta(decay.CURSOR_META) is None
+    assert engine.vault.store.get_meta(decay.CURSOR_META) is None
     assert all(engine.get(m.id).decay_score < 0.5 for m in made)
 
 
@@ -161,7 +161,7 @@ def test_exception_between_batches_then_resume(engine: Engine, monkeypatch: pyte
     made = engine.remember_many([{"content": f"item {n}"} for n in range(30)])
     now = made[-1].last_accessed_at + 20 * DAY_US
     monkeypatch.setattr(decay, "COMMIT_EVERY", 7)
-    store = engine._store
+    store = engine.vault.store
     real_commit = store.commit
     commits = {"n": 0}
 
@@ -193,7 +193,7 @@ CHILD = textwrap.dedent("""
     vault, now = sys.argv[1], int(sys.argv[2])
     decay.COMMIT_EVERY = 10
     eng = Engine.open(vault, embedder=get_embedder())
-    store = eng._store
+    store = eng.vault.store
     real_commit = store.commit
     done = []
     def commit_then_stall(writes):
@@ -232,7 +232,7 @@ def test_killed_child_sweep_resumes_where_it_stopped(tmp_path: Path, embedder):
     assert "finished" not in lines and child.returncode == -signal.SIGKILL
 
     with Engine.open(vault, embedder=embedder) as eng:
-        cursor = eng._store.get_meta(decay.CURSOR_META)
+        cursor = eng.vault.store.get_meta(decay.CURSOR_META)
         assert isinstance(cursor, bytes)
         swept = [m for m in made if eng.get(m.id).decay_score != m.decay_score]
         assert len(swept) == 20  # exactly the two committed chunks

@@ -305,9 +305,9 @@ def test_vector_index_snapshot_is_reused_only_when_consistent(tmp_path, embedder
         assert eng.recall("written at close", strategies=["similarity"], top_k=1).ids() == [a.id]
         b = eng.remember("a write after the snapshot")
         # Simulate a crash: the database moves on, the snapshot on disk does not.
-        eng._store.close()
-        eng._lexical.close()
-        eng._closed = True
+        eng.vault.store.close()
+        eng.vault.lexical_index.close()
+        eng.vault.closed = True
     with Engine.open(path, embedder=embedder) as eng:
         assert eng.recall("a write after the snapshot", strategies=["similarity"], top_k=1).ids() == [b.id]
 
@@ -351,7 +351,7 @@ def test_corrupt_files_give_clear_errors_or_a_rebuild_and_lose_nothing(tmp_path,
         assert eng.recall("release train", strategies=["similarity"], top_k=1).ids() == [good.id]
         w = WriteSet()
         w.put("default", b"\x01" + id_bytes(bad.id), b"\xc1 not msgpack")
-        eng._store.commit(w)
+        eng.vault.store.commit(w)
     with Engine.open(path, embedder=embedder) as eng:
         assert [m.id for m in eng.memories()] == [good.id]
         with pytest.raises(CorruptVault, match=bad.id):
@@ -368,7 +368,7 @@ def test_the_vector_index_does_not_grow_with_revisions_and_reuses_forgotten_slot
     m = engine.remember("Version 0 of the release checklist")
     for i in range(1, 31):
         engine.revise(m.id, content=f"Version {i} of the release checklist")
-    raw = engine._index._index
+    raw = engine.vault.vector_index.raw
     assert raw.get_current_count() == 1
     assert engine.recall("release checklist", strategies=["similarity"], top_k=5).ids() == [m.id]
     old = engine.remember_many([{"content": f"temporary note number {i}"} for i in range(10)])
@@ -386,9 +386,9 @@ def test_a_snapshot_keeps_deleted_slots_reusable(tmp_path, embedder):
                                   for i, w in enumerate(["tea", "rain", "maps", "jazz", "bread"])])
         eng.forget(ids=[made[0].id, made[1].id])
     with Engine.open(path, embedder=embedder) as eng:
-        assert eng._index._index.get_current_count() == 5  # loaded from the snapshot, two slots deleted
+        assert eng.vault.vector_index.raw.get_current_count() == 5  # loaded from the snapshot, two slots deleted
         added = eng.remember_many([{"content": "snapshot note about chess"}, {"content": "snapshot note on kites"}])
-        assert eng._index._index.get_current_count() == 5
+        assert eng.vault.vector_index.raw.get_current_count() == 5
         for m in made[2:] + added:
             assert eng.recall(m.content, strategies=["similarity"], top_k=1, reinforce=False).ids() == [m.id]
         assert not {made[0].id, made[1].id} & set(eng.recall("snapshot note", strategies=["similarity"],

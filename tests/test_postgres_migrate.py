@@ -19,7 +19,7 @@ pytest_plugins = ["daemon_fixtures"]
 def _records(engine: Engine) -> dict[str, dict[bytes, bytes]]:
     """Every record of every family, as the store holds it (less the store's own sequence bookkeeping);
     vectors as their values (RocksDB keeps float16, pgvector float32 of the same values)."""
-    store = engine._store
+    store = engine.vault.store
     return {family: {k: (decode_vector(v).tobytes() if family == "vectors" else v) for k, v in store.scan(family)
                      if not (family == "meta" and (k.startswith(CHANGES) or k == b"write_seq"))}
             for family in COLUMN_FAMILIES}
@@ -62,7 +62,7 @@ def test_migrate_to_postgres_and_back_keeps_everything(pg_server, embedder):
         assert "[store]" in (vault / "config.toml").read_text()
         assert list(vault.glob("db.before-migrate-*"))  # the old database is kept, renamed
         with Engine.open(vault, embedder=embedder) as engine:
-            assert engine._store.where.endswith(f"vault 'm-{notes.name}'")
+            assert engine.vault.store.where.endswith(f"vault 'm-{notes.name}'")
             assert _records(engine) == before
             assert engine.source(section).text == original  # kept originals answer for the same ids
             assert engine.remember("x", key="billing-port").id == ids["a"]  # keys kept
@@ -75,7 +75,7 @@ def test_migrate_to_postgres_and_back_keeps_everything(pg_server, embedder):
         assert "default" in back.stdout and "now kept in its own RocksDB database" in back.stdout
         assert "[store]" not in (vault / "config.toml").read_text()
         with Engine.open(vault, embedder=embedder) as engine:
-            assert engine._store.__class__.__name__ == "Store"
+            assert engine.vault.store.__class__.__name__ == "Store"
             assert _records(engine) == after
             assert engine.source(section).text == original
     finally:

@@ -168,7 +168,7 @@ def test_a_session_expires_after_ten_minutes(engine):
     plant(engine)
     prepared = engine.reflect_prepare()
     assert prepared.expires_at - reflect.SESSION_TTL_US == decode(
-        engine._store.get("meta", f"reflect_session:{prepared.session_id}".encode()), ReflectSession).created_at
+        engine.vault.store.get("meta", f"reflect_session:{prepared.session_id}".encode()), ReflectSession).created_at
     before = snapshot(engine)
     with pytest.raises(InvalidInput, match="expired .* run it again"):
         reflect.commit(engine, prepared.session_id, [one_insight(prepared)], now=prepared.expires_at + 1)
@@ -183,7 +183,7 @@ def test_expired_sessions_are_cleared_when_a_new_one_starts_and_sessions_survive
         plant(eng)
         stale = reflect.prepare(eng, now=1_000_000)
         live = eng.reflect_prepare()
-        assert eng._store.get("meta", f"reflect_session:{stale.session_id}".encode()) is None
+        assert eng.vault.store.get("meta", f"reflect_session:{stale.session_id}".encode()) is None
     with Engine.open(path, embedder=embedder) as eng:
         done = eng.reflect_commit(live.session_id, [one_insight(live)])
         assert done.insights[0].kind == MemoryKind.INSIGHT

@@ -14,7 +14,7 @@ from hebbs.store.durability import GroupCommit
 
 def _slow_syncs(engine: Engine, delay: float) -> list[int]:
     """Make each WAL sync take `delay` (a slow disk), and count them."""
-    group = engine._store.group
+    group = engine.vault.store.group
     real = group._sync_wal
     done: list[int] = []
 

@@ -47,7 +47,7 @@ def _store_raw(engine: Engine, memory: Memory) -> None:
     writes.put_memory(memory)
     for key in temporal_keys(memory.entity_id, memory.created_at % 2**64, memory.id):
         writes.put("temporal", key, id_bytes(memory.id))
-    engine._store.commit(writes)
+    engine.vault.store.commit(writes)
 
 
 def test_a_stored_out_of_range_time_breaks_no_command(tmp_path, embedder, shared_daemon):
