@@ -1,4 +1,4 @@
-"""Honest recall (issue 11): confidence and abstention, stable scores and explicit reinforcement,
+"""Honest recall (docs/honesty.md): confidence and abstention, stable scores and explicit reinforcement,
 contradiction candidates that are real. Real model, real vaults, a real daemon where it goes through
 the socket."""
 

@@ -663,7 +663,7 @@ def test_the_daemon_serves_the_panel_from_its_start_as_configured(monkeypatch: p
         off.cleanup()
 
 
-# QA findings ------------------------------------------------------------------------------------------
+# Robustness: many tabs, hostile requests, a stopped daemon, long and odd text ----------------------------
 
 def test_eight_tabs_all_load_and_follow_live_updates(browser: Any, palace: Palace) -> None:
     """Each page used to hold its own event stream: the 7th tab waited for one of the six connections."""

@@ -1,5 +1,6 @@
-"""Defects of recall found by a feature audit through the daemon (issue 27). Each test failed before
-its fix; real model, real vaults, the real daemon and CLI where the defect was seen there."""
+"""Recall through the daemon and the CLI, case by case: identifiers with hyphens, a date as the end of a
+range, what the MMR setting means, a note's type and its freshness, when confidence abstains, a
+section diverged from its file. Each test failed before its fix; real model, real vaults, the real daemon and CLI where the defect was seen there."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The rough edges a new user hit, each tried against a real daemon (issue 14).
+"""The CLI as a new user meets it, against a real daemon: bad paths and values refused without a
+traceback, file errors, Ctrl-C, cancel and follow of an index run, suggested commands that work when
+pasted, help, exit codes, the SDK's errors.
 
 Note on "unreadable" files: the tests run as root, and chmod 000 does not stop root from reading.
 An unreadable input is therefore made the ways a user really meets one: a directory where a file is
