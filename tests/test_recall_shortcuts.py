@@ -60,7 +60,7 @@ def test_rank_bound_keeps_the_answer(engine, weights):
         boost = engine.vault.config.recall.time_words.boost
         expected = every_candidate_scored(engine.vault, candidates, weights, stamp, preferred, boost)
         for top_k in (1, 5, 10, 25):
-            got = pipeline.rank(engine.vault, candidates, weights, top_k, 0.0, False, stamp, preferred)
+            got = pipeline.rank(engine.vault, candidates, weights, top_k, 1.0, False, stamp, preferred)
             assert [(r.score, r.memory.id) for r in got] == expected[:top_k]
         rng.shuffle(relevances)
 

@@ -32,7 +32,7 @@ DRIVER = r"""
 import subprocess, sys, time
 hebbs, notes, linger = sys.argv[1], sys.argv[2], float(sys.argv[3])
 def run(*args):
-    done = processes.run([hebbs, *args], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([hebbs, *args], capture_output=True, text=True, timeout=300)
     print("$ hebbs", *args, "->", done.returncode, done.stdout[-300:], done.stderr[-300:], flush=True)
     if done.returncode:
         sys.exit(done.returncode)
