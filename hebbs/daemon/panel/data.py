@@ -199,6 +199,8 @@ def graph(engine: "Engine", fold_notes: bool = False, edge_types: tuple[str, ...
             edges.append(edge)
             degree[edge.source] += 1
             degree[edge.target] += 1
+    # Folding says "notes" only where a note was there to fold: a vault of plain memories stays "memories".
+    fold_notes = fold_notes and any(m.source is not None for m in memories)
     if fold_notes:
         memories, edges, degree = _folded(memories, edges)
     total = len(memories)
