@@ -583,28 +583,23 @@ class LexicalIndex:
     def _reading(self, read: Callable[[], T]) -> T:
         """`read`, and when tantivy fails on damaged files: the index rebuilt (`repair`) and `read`
         once more; a second failure is CORRUPT_VAULT, never a panic that kills the caller's thread."""
-        try:
-            return read()
-        except _CallerFailed as exc:
-            raise exc.original from None
-        except BaseException as exc:
-            if not _is_damage(exc):
-                raise
-            first = exc
-        log.error("lexical index %s failed a read (%s: %s): rebuilding it from the database",
-                  self._path, type(first).__name__, first)
-        if self.repair is not None:
+        failure: BaseException | None = None
+        for attempt in range(1 if self.repair is None else 2):
             try:
-                self.repair()
+                if attempt:
+                    self.repair()
                 return read()
             except _CallerFailed as exc:
                 raise exc.original from None
             except BaseException as exc:
                 if not _is_damage(exc):
                     raise
-                first = exc
-        raise CorruptVault(f"the lexical index in {self._path} is damaged ({type(first).__name__}: "
-                           f"{str(first)[:200]}) and a rebuild did not help: close the vault, remove that "
+                failure = exc
+            if not attempt:
+                log.error("lexical index %s failed a read (%s: %s): rebuilding it from the database",
+                          self._path, type(failure).__name__, failure)
+        raise CorruptVault(f"the lexical index in {self._path} is damaged ({type(failure).__name__}: "
+                           f"{str(failure)[:200]}) and a rebuild did not help: close the vault, remove that "
                            "folder and open it again (it is rebuilt from the database)") from None
 
     def search(self, query: str, k: int, *,
