@@ -18,6 +18,15 @@ pytest_plugins = ["daemon_fixtures"]
 WRITERS_PER_DAEMON = 2
 WRITES_PER_WRITER = 25
 KILLS = 3
+TOTAL_WRITES = 3 * WRITERS_PER_DAEMON * WRITES_PER_WRITER
+KILL_MARKS = [TOTAL_WRITES * (k + 1) // (KILLS + 1) for k in range(KILLS)]
+
+
+def _pid_or_none(home) -> int | None:
+    try:
+        return home.pid()
+    except Exception:  # noqa: BLE001 - being restarted right now
+        return None
 
 
 def test_three_daemons_one_vault_with_kill9(pg_server):
@@ -31,6 +40,7 @@ def test_three_daemons_one_vault_with_kill9(pg_server):
     errors: list[BaseException] = []
     stop_killing = threading.Event()
     kills: list[int] = []
+    all_killed = threading.Event()
     retries: list[str] = []
     try:
         for home, folder in zip(homes, folders):
@@ -41,6 +51,10 @@ def test_three_daemons_one_vault_with_kill9(pg_server):
             client = homes[d].client(folders[d])
             try:
                 for n in range(WRITES_PER_WRITER):
+                    if n == WRITES_PER_WRITER - 1:
+                        # The last write waits for every kill: on a fast machine the writes could
+                        # otherwise all be done before the daemons died, and the scenario never happen.
+                        all_killed.wait(300)
                     key = f"d{d}w{w}n{n}"
                     deadline = time.monotonic() + 120
                     while True:
@@ -62,17 +76,22 @@ def test_three_daemons_one_vault_with_kill9(pg_server):
                 client.close()
 
         def killer() -> None:
-            for k in range(KILLS):
-                if stop_killing.wait(1.5):
-                    return
-                home = homes[k % len(homes)]
-                try:
-                    pid = home.pid()
-                except Exception:  # noqa: BLE001 - being restarted right now
-                    continue
-                os.kill(pid, signal.SIGKILL)
-                kills.append(pid)
-                wait_until(lambda: not alive(pid), what="the killed daemon to be gone")
+            try:
+                for k, mark in enumerate(KILL_MARKS):
+                    # Each kill once its share of the writes is acknowledged, with writers still writing.
+                    wait_until(lambda: len(acked) >= mark or stop_killing.is_set(), timeout=300,
+                               what=f"{mark} acknowledged writes before kill {k + 1}")
+                    if stop_killing.is_set():
+                        return
+                    home, deadline = homes[k % len(homes)], time.monotonic() + 60
+                    while (pid := _pid_or_none(home)) is None:
+                        assert time.monotonic() < deadline, "the daemon never came back to be killed"
+                        time.sleep(0.05)
+                    os.kill(pid, signal.SIGKILL)
+                    kills.append(pid)
+                    wait_until(lambda: not alive(pid), what="the killed daemon to be gone")
+            finally:
+                all_killed.set()  # never leave a writer waiting on kills that will not come
 
         threads = [threading.Thread(target=writer, args=(d, w)) for d in range(3) for w in range(WRITERS_PER_DAEMON)]
         chaos = threading.Thread(target=killer)
@@ -93,7 +112,7 @@ def test_three_daemons_one_vault_with_kill9(pg_server):
         contents = [m.content for m in stored]
         assert len(contents) == len(set(contents)), "a write was stored twice"
         by_id = {m.id: m for m in stored}
-        assert len(acked) == 3 * WRITERS_PER_DAEMON * WRITES_PER_WRITER
+        assert len(acked) == TOTAL_WRITES
         lost = [key for key, mid in acked.items() if mid not in by_id or key not in by_id[mid].content]
         assert not lost, f"acknowledged writes lost: {lost}"
         assert len(stored) == len(acked)
