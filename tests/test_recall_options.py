@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from test_honesty import TEAM_NOTES
+
 if TYPE_CHECKING:
     from daemon_fixtures import DaemonHome
 
@@ -133,18 +135,7 @@ def test_a_notes_front_matter_type_sets_its_freshness(shared_daemon: "DaemonHome
     assert "type" not in by_file["plan.md"]["memory"]["context"]
 
 
-TEAM = ["Acme uses Salesforce as its CRM and renews the contract every March",
-        "The deploy pipeline runs on GitHub Actions and takes about twelve minutes",
-        "Alice prefers short written status updates over meetings",
-        "The staging database is Postgres 15, restored from production every Sunday",
-        "Bob owns the billing service and is on call in odd weeks",
-        "Our API rate limit is 500 requests per minute per customer",
-        "The mobile app release train leaves every second Thursday",
-        "Carol wants pull requests to stay under 400 changed lines",
-        "The office wifi password is rotated by IT every quarter",
-        "Customer support answers tickets within four business hours",
-        "Feature flags live in LaunchDarkly and are cleaned up after each release",
-        "The data warehouse is Snowflake, loaded nightly by Airflow"]
+TEAM = TEAM_NOTES  # the same twelve team facts the honesty tests store
 ACME = ["Acme's office is in Berlin", "Acme signed a three-year contract in 2024", "Acme has 250 employees",
         "Acme's main contact is Dana Lee", "Acme pays invoices net 30", "Acme asked for SSO support",
         "Acme uses our API for order sync", "Acme's renewal is in March", "Acme reported a bug in the export",
