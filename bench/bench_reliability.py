@@ -43,8 +43,8 @@ from typing import Any
 from bench.harness import tests_importable
 
 tests_importable()
-from daemon_harness import ForegroundDaemon, final_reply, frame, raw_connect, soak, storm  # noqa: E402
-from hostile import requests  # noqa: E402
+from daemon_harness import ForegroundDaemon, soak, storm  # noqa: E402
+from hostile import requests, send_each  # noqa: E402
 from storage_faults import DAMAGES, DERIVED_KINDS, FILE_KINDS, copy_vault, damage, find_file  # noqa: E402
 
 from hebbs.errors import DaemonUnavailable, DiskFull, HebbsError, ProtocolError  # noqa: E402
@@ -192,26 +192,10 @@ def damage_matrix(daemon: ForegroundDaemon) -> dict[str, Any]:
 
 def fuzz(daemon: ForegroundDaemon) -> dict[str, Any]:
     project = daemon.project()
-    codes: Counter = Counter()
-    bad: list[str] = []
-    sock = raw_connect(daemon.socket, timeout=120)
     try:
         bodies = list(requests(str(project)))
-        for label, body in bodies:
-            try:
-                sock.sendall(frame(body))
-                reply = final_reply(sock)
-            except OSError:
-                reply = None
-            code = "UNANSWERED" if reply is None else (reply.get("status_code") or reply.get("status"))
-            codes[code] += 1
-            if code in ("INTERNAL", "UNANSWERED"):
-                bad.append(label)
-                if reply is None:
-                    sock.close()
-                    sock = raw_connect(daemon.socket, timeout=120)
+        codes, bad = send_each(daemon.socket, bodies)
     finally:
-        sock.close()
         shutil.rmtree(project, ignore_errors=True)
     return {"requests": len(bodies), "codes": dict(codes), "internal": codes.get("INTERNAL", 0),
             "unanswered": codes.get("UNANSWERED", 0), "bad": bad[:20]}

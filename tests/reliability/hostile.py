@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
+from daemon_harness import final_reply, frame, raw_connect
 
 from hebbs.protocol import COMMAND_TYPES
 
@@ -68,3 +71,28 @@ def _encode(command: dict[str, Any], vault_path: Any) -> bytes:
         body["vault_path"] = vault_path
     # Python's json writes a lone surrogate as \ud800 and infinity as Infinity (not JSON): as a client would.
     return json.dumps(body).encode()
+
+
+def send_each(socket: Path, bodies: Iterable[tuple[str, bytes]]) -> tuple[Counter, list[str]]:
+    """Each body sent on one connection (a new one after a request went unanswered): the count of
+    each answer's status, and `label: status error` for every INTERNAL or unanswered request."""
+    codes: Counter = Counter()
+    bad: list[str] = []
+    sock = raw_connect(socket, timeout=120)
+    try:
+        for label, body in bodies:
+            try:
+                sock.sendall(frame(body))
+                reply = final_reply(sock)
+            except OSError:
+                reply = None
+            code = "UNANSWERED" if reply is None else (reply.get("status_code") or reply.get("status"))
+            codes[code] += 1
+            if code in ("INTERNAL", "UNANSWERED"):
+                bad.append(f"{label}: {code} {None if reply is None else reply.get('error')}")
+                if reply is None:
+                    sock.close()
+                    sock = raw_connect(socket, timeout=120)
+    finally:
+        sock.close()
+    return codes, bad

@@ -12,31 +12,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from daemon_harness import ForegroundDaemon, final_reply, frame, raw_connect  # noqa: E402
-from hostile import LONG_COMPONENT, requests  # noqa: E402
-
-
-def run(daemon: ForegroundDaemon, bodies: list[tuple[str, bytes]]) -> tuple[Counter, list[str]]:
-    codes: Counter = Counter()
-    bad: list[str] = []
-    sock = raw_connect(daemon.socket, timeout=120)
-    try:
-        for label, body in bodies:
-            try:
-                sock.sendall(frame(body))
-                reply = final_reply(sock)
-            except OSError:
-                reply = None
-            code = "UNANSWERED" if reply is None else (reply.get("status_code") or reply.get("status"))
-            codes[code] += 1
-            if code in ("INTERNAL", "UNANSWERED"):
-                bad.append(f"{label}: {code} {None if reply is None else reply.get('error')}")
-                if reply is None:
-                    sock.close()
-                    sock = raw_connect(daemon.socket, timeout=120)
-    finally:
-        sock.close()
-    return codes, bad
+from daemon_harness import ForegroundDaemon  # noqa: E402
+from hostile import LONG_COMPONENT, requests, send_each  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +37,7 @@ def test_the_reported_cases_are_invalid_input(daemon):
         {"id": 1, "command": {"type": "panel", "port": 0}},
     ]
     import json
-    codes, bad = run(daemon, [(json.dumps(c)[:80], json.dumps(c).encode()) for c in cases])
+    codes, bad = send_each(daemon.socket, [(json.dumps(c)[:80], json.dumps(c).encode()) for c in cases])
     assert not bad, bad
     assert codes == Counter({"INVALID_REQUEST": len(cases)}), codes
 
@@ -68,6 +45,6 @@ def test_the_reported_cases_are_invalid_input(daemon):
 def test_every_hostile_value_in_every_field_gets_no_internal(daemon):
     """About 3,500 requests (hostile.py), a few seconds: every command but shutdown, every field."""
     bodies = list(requests(str(daemon.project())))
-    codes, bad = run(daemon, bodies)
+    codes, bad = send_each(daemon.socket, bodies)
     assert not bad, f"{len(bad)} of {len(bodies)}: " + "\n".join(bad[:30])
     assert daemon.alive()
