@@ -20,7 +20,7 @@ import pytest
 
 import processes
 
-from test_proxy import RELATED, Proxy, StandIn, chat, free_port, index_crm_note, upstream  # noqa: F401
+from test_proxy import RELATED, Proxy, StandIn, chat, free_port, index_crm_note, proxy, upstream  # noqa: F401
 
 pytest_plugins = ["daemon_fixtures"]
 
@@ -214,12 +214,6 @@ def test_an_endless_stream_costs_no_memory_and_a_stalled_one_ends(shared_daemon,
     assert [m for m in proxy_memories(shared_daemon, project) if "stall" in m.content or "a lot" in m.content] == []
 
 
-@pytest.fixture
-def proxy(shared_daemon, project, upstream, tmp_path) -> Iterator[Proxy]:
-    index_crm_note(shared_daemon, project)
-    running = Proxy(shared_daemon, project, upstream, tmp_path / "proxy.log")
-    yield running
-    running.stop()
 
 
 def test_hebbs_palace_hands_the_browser_a_one_time_code_not_the_token(browser, tmp_path):
