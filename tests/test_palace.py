@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import time
@@ -893,4 +894,5 @@ def test_a_notes_vault_graph_has_one_node_per_note_and_edge_types_can_be_left_ou
     page.wait_for_selector("#graph[data-ready='1']")
     assert page.locator("#graph-status").inner_text() == f"{folded} notes and memories, 0 edges"
     page.uncheck("#graph-options input[name=fold]")
-    page.wait_for_function(f"document.getElementById('graph-status').innerText.startsWith('{len(stored)} memories')")
+    # expect() polls from outside the page: a wait_for_function predicate is a string the page's CSP won't eval.
+    expect(page.locator("#graph-status")).to_have_text(re.compile(rf"^{len(stored)} memories"))
