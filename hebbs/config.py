@@ -373,8 +373,13 @@ class StoreConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     # every vector in RAM), or "pgvector", the HNSW index in PostgreSQL (for a vault larger than a
     # daemon's RAM: nothing of the vectors is held locally). docs/scale.md has both measured.
     similar: str = "local"
+    # Several `hebbs index` runs of one notes tree split its files by claims in the store; a claim
+    # not renewed for this many seconds (its indexer was killed) is taken over by another.
+    claim_lease: float = 30.0
 
     def __post_init__(self) -> None:
+        if self.claim_lease <= 0:
+            raise ValueError(f"store.claim_lease must be positive, got {self.claim_lease!r}")
         if self.similar not in ("local", "pgvector"):
             raise ValueError(f"store.similar must be local or pgvector, got {self.similar!r}")
         if self.url is None:

@@ -32,6 +32,14 @@ def lookup(store: Store, key: str) -> str | None:
     return store.get_meta(_KEY + key)
 
 
+def lookup_many(store: Any, keys: list[str]) -> list[str | None]:
+    """lookup for many keys: one read of a store that reads many at once (PostgreSQL), else one each."""
+    names = [_KEY + key for key in keys]
+    if hasattr(store, "get_meta_many"):
+        return store.get_meta_many(names)
+    return [store.get_meta(name) for name in names]
+
+
 def key_of(store: Store, memory_id: str) -> str | None:
     """The key the memory was stored under, or None."""
     return store.get_meta(_OWNER + memory_id)

@@ -32,8 +32,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -72,6 +75,9 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.vaults (
     created timestamptz NOT NULL DEFAULT now());
 CREATE TABLE IF NOT EXISTS {SCHEMA}.changes (
     vault int NOT NULL, seq bigint NOT NULL, ids bytea NOT NULL, PRIMARY KEY (vault, seq));
+CREATE TABLE IF NOT EXISTS {SCHEMA}.claims (
+    vault int NOT NULL, unit text NOT NULL, version text NOT NULL, owner text, lease_until timestamptz,
+    attempts int NOT NULL DEFAULT 0, done boolean NOT NULL DEFAULT false, PRIMARY KEY (vault, unit, version));
 CREATE TABLE IF NOT EXISTS {SCHEMA}.vectors (
     vault int NOT NULL, key bytea NOT NULL, embedding vector NOT NULL, PRIMARY KEY (vault, key));
 """ + "".join(
@@ -348,6 +354,9 @@ class PgStore:
         raw = self.get("meta", name.encode())
         return default if raw is None else _decode_any(raw)
 
+    def get_meta_many(self, names: list[str]) -> list[Any]:
+        return [None if raw is None else _decode_any(raw) for raw in self._many("meta", [n.encode() for n in names])]
+
     def _many(self, family: str, keys: list[bytes]) -> list[bytes | None]:
         if not keys:
             return []
@@ -461,6 +470,93 @@ class PgStore:
 
     def count_vectors(self) -> int:
         return self.count("vectors", VECTOR_PREFIX)
+
+    # Work shared by several indexers of one notes tree ----------------------------------------
+
+    def agreed_meta(self, name: str, proposed: Any) -> Any:
+        """The meta value `name`: `proposed` if nobody set it yet, else what the first one set (atomic
+        across daemons, so two indexers starting at once agree)."""
+        self._run(f"INSERT INTO {SCHEMA}.meta (vault, key, value) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                  (self.vault_id, name.encode(), _encode(proposed)))
+        return self.get_meta(name)
+
+    def work_claims(self, lease: float) -> "WorkClaims":
+        return WorkClaims(self, lease)
+
+
+class WorkClaims:
+    """Units of work (a note file at one version) that several indexers of one vault share: each unit is
+    claimed by one of them with FOR UPDATE SKIP LOCKED, held under a lease its owner renews, and taken
+    over by another once that lease lapses (its owner was killed). A claim only splits the work: what
+    makes a unit done twice harmless is the indexer's (idempotency keys), not the claim."""
+
+    def __init__(self, store: PgStore, lease: float) -> None:
+        self.store = store
+        self.lease = float(lease)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def _units(self, units: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
+        return [u for u, _ in units], [v for _, v in units]
+
+    def register(self, units: list[tuple[str, str]]) -> None:
+        """Offer units (unit, version); those already offered (by anyone) stay as they are."""
+        names, versions = self._units(units)
+        self.store._run(f"INSERT INTO {SCHEMA}.claims (vault, unit, version) SELECT %s, u, v "
+                        "FROM unnest(%s::text[], %s::text[]) AS t(u, v) ON CONFLICT DO NOTHING",
+                        (self.store.vault_id, names, versions))
+        if self._renewer is None:
+            self._renewer = threading.Thread(target=self._renew, name="hebbs-claims", daemon=True)
+            self._renewer.start()
+
+    def take(self, units: list[tuple[str, str]], limit: int) -> list[tuple[str, str, int]]:
+        """Claim up to `limit` of units that nobody holds (never claimed, or a lease lapsed), skipping rows
+        another indexer is claiming right now. Returns (unit, version, attempts): attempts > 1 is a take-over."""
+        names, versions = self._units(units)
+        rows = self.store._run(
+            f"WITH free AS (SELECT unit, version FROM {SCHEMA}.claims WHERE vault = %s AND NOT done "
+            "AND (owner IS NULL OR lease_until < now()) "
+            "AND (unit, version) IN (SELECT u, v FROM unnest(%s::text[], %s::text[]) AS t(u, v)) "
+            "ORDER BY unit LIMIT %s FOR UPDATE SKIP LOCKED) "
+            f"UPDATE {SCHEMA}.claims c SET owner = %s, lease_until = now() + make_interval(secs => %s), "
+            "attempts = c.attempts + 1 FROM free WHERE c.vault = %s AND c.unit = free.unit "
+            "AND c.version = free.version RETURNING c.unit, c.version, c.attempts",
+            (self.store.vault_id, names, versions, limit, self.owner, self.lease, self.store.vault_id))
+        return [(u, v, a) for u, v, a in rows]
+
+    def finish(self, units: list[tuple[str, str]]) -> None:
+        names, versions = self._units(units)
+        self.store._run(f"UPDATE {SCHEMA}.claims SET done = true, lease_until = NULL WHERE vault = %s "
+                        "AND (unit, version) IN (SELECT u, v FROM unnest(%s::text[], %s::text[]) AS t(u, v))",
+                        (self.store.vault_id, names, versions))
+
+    def unfinished(self, units: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The units not done yet (held by someone, or free again)."""
+        names, versions = self._units(units)
+        rows = self.store._run(
+            f"SELECT unit, version FROM {SCHEMA}.claims WHERE vault = %s AND NOT done "
+            "AND (unit, version) IN (SELECT u, v FROM unnest(%s::text[], %s::text[]) AS t(u, v))",
+            (self.store.vault_id, names, versions))
+        return [(u, v) for u, v in rows]
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.lease / 3):
+            try:
+                self.store._run(f"UPDATE {SCHEMA}.claims SET lease_until = now() + make_interval(secs => %s) "
+                                "WHERE vault = %s AND owner = %s AND NOT done",
+                                (self.lease, self.store.vault_id, self.owner))
+            except Exception as exc:  # noqa: BLE001 - a lapsed lease only lets another indexer help
+                log.info("renewing the index claims of vault %s: %s", self.store.name, exc)
+
+    def close(self) -> None:
+        """Stop renewing; what this indexer still holds is released for others at once."""
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join(timeout=5)
+        with contextlib.suppress(Exception):
+            self.store._run(f"UPDATE {SCHEMA}.claims SET owner = NULL, lease_until = NULL "
+                            "WHERE vault = %s AND owner = %s AND NOT done", (self.store.vault_id, self.owner))
 
 
 class PgVectorIndex:

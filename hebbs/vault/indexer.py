@@ -32,6 +32,7 @@ from typing import Any
 import msgspec
 from ulid import ULID
 
+from ..store import idempotency
 from ..workflows import contradiction_check
 from ..errors import NotFound
 from ..schema import Memory, MemoryKind, Source
@@ -46,6 +47,10 @@ __all__ = ["Progress", "Plan", "IndexSummary", "scan_vault", "apply_plan", "inde
 
 ORIGIN = "vault"  # context["origin"] of every memory made from a note
 BATCH = 256  # sections per remember_many / revise_many call: one progress step each
+# A vault shared by several indexers: about this many sections per claim (small, so that indexers
+# finish together), and how often one with nothing left to claim looks whether the others are done.
+CLAIM_SECTIONS = 32
+CLAIM_POLL = 0.25
 # A file written this recently is not trusted on its stat next time (see FileEntry.mtime_ns).
 _RACY_NS = 2_000_000_000
 
@@ -493,6 +498,8 @@ class _Phase2:
         self.force_edges = False
         self.adopted: list[str] = []
         self._texts: dict[str, dict[str, str]] = {}
+        self._unkeyed: set[int] = set()
+        self._done = self._total = 0
 
     def has_work(self) -> bool:
         return bool(self.manifest.orphans) or any(
@@ -519,7 +526,7 @@ class _Phase2:
         if not manifest.vault_id and mine:
             ids = Counter(m.context.get("vault") for m in mine.values())
             manifest.vault_id = str(ids.most_common(1)[0][0] or ULID())
-        manifest.vault_id = manifest.vault_id or str(ULID())
+        manifest.vault_id = manifest.vault_id or _new_vault_id(self.engine)
         fixed = 0
         # After a complete run (the manifest is clean) a memory can only be missing because it was
         # forgotten: that is not a repair, and the section's edges went with it (a new memory gets new
@@ -592,7 +599,7 @@ class _Phase2:
 
     def run(self, contradictions: bool) -> None:
         engine, manifest, summary = self.engine, self.manifest, self.summary
-        manifest.vault_id = manifest.vault_id or str(ULID())
+        manifest.vault_id = manifest.vault_id or _new_vault_id(engine)
         vault_id = manifest.vault_id
         if manifest.orphans:
             gone = [o.memory_id for o in manifest.orphans]
@@ -613,55 +620,16 @@ class _Phase2:
                     revises.append((rel, entry, s))
                 elif s.state == META:
                     updates.append((rel, entry, s))
-        # A revise whose text the engine already has (an interrupted run wrote it) costs no embedding.
-        embed_revises: list[tuple[str, FileEntry, SectionEntry]] = []
-        for item in revises:
-            rel, entry, s = item
-            try:
-                memory = engine.get(s.memory_id)
-            except NotFound:
-                s.memory_id = None
-                adds.append(item)
-                continue
-            if memory.content == s.content:
-                updates.append(item)
-            else:
-                embed_revises.append(item)
-        # Longest-first order across the whole run: every batch the engine hands the model then
-        # holds texts of nearly one length, so almost no padding is computed (measured on the
-        # benchmark vault: in document order, batches of 256 cost 15% more tokens and 23% more
-        # attention). Document order survives in created_at (see _created_at).
-        adds.sort(key=lambda item: len(item[2].content or ""), reverse=True)
-        embed_revises.sort(key=lambda item: len(item[2].content or ""), reverse=True)
-        total = len(adds) + len(embed_revises)
-        done = 0
-        touched: list[str] = []
-        if total:
-            self._report("embed", 0, total)
-        for start in range(0, len(embed_revises), BATCH):
-            batch = embed_revises[start:start + BATCH]
-            engine.revise_many([self._revision(rel, entry, s, vault_id, content=True) for rel, entry, s in batch])
-            for _, _, s in batch:
-                s.state, s.content = SYNCED, None
-                touched.append(s.memory_id)
-            done += len(batch)
-            summary.sections_revised += len(batch)
-            summary.embedded += len(batch)
-            self._report("embed", done, total)
-        for start in range(0, len(adds), BATCH):
-            batch = adds[start:start + BATCH]
-            memories = engine.remember_many([{
-                "content": s.content, "importance": entry.importance, "entity_id": entry.entity_id,
-                "context": section_context(rel, entry, s, vault_id), "created_at": _created_at(entry, s),
-                "kind": MemoryKind.EPISODE, "source": _source(rel, s),
-            } for rel, entry, s in batch], consolidate=False)  # one memory per section, even a repeated one
-            for (_, _, s), memory in zip(batch, memories):
-                s.memory_id, s.state, s.content = memory.id, SYNCED, None
-                touched.append(memory.id)
-            done += len(batch)
-            summary.sections_added += len(batch)
-            summary.embedded += len(batch)
-            self._report("embed", done, total)
+        claims = _claims(engine)
+        if claims is None:
+            revises = self._needing_embedding(revises, adds, updates)
+        self._done, self._total = 0, len(adds) + len(revises)
+        if self._total:
+            self._report("embed", 0, self._total)
+        if claims is None:
+            touched = self._embed(adds, revises, vault_id)
+        else:
+            touched = self._embed_shared(claims, adds, revises, updates, vault_id)
         for start in range(0, len(updates), BATCH):
             batch = updates[start:start + BATCH]
             engine.revise_many([self._revision(rel, entry, s, vault_id, content=False) for rel, entry, s in batch])
@@ -672,6 +640,136 @@ class _Phase2:
         touched += self.adopted
         if contradictions and touched:
             self._contradictions(touched)
+
+    def _needing_embedding(self, revises: list[tuple[str, FileEntry, SectionEntry]],
+                           adds: list[tuple[str, FileEntry, SectionEntry]],
+                           updates: list[tuple[str, FileEntry, SectionEntry]]) -> list[tuple[str, FileEntry, SectionEntry]]:
+        """The revises whose text must be embedded. One whose text the engine already has (an
+        interrupted run, or another indexer, wrote it) joins updates; one whose memory is gone, adds."""
+        embed_revises: list[tuple[str, FileEntry, SectionEntry]] = []
+        for item in revises:
+            rel, entry, s = item
+            try:
+                memory = self.engine.get(s.memory_id)
+            except NotFound:
+                s.memory_id = None
+                adds.append(item)
+                continue
+            if memory.content == s.content:
+                updates.append(item)
+            else:
+                embed_revises.append(item)
+        return embed_revises
+
+    def _embed(self, adds: list[tuple[str, FileEntry, SectionEntry]],
+               embed_revises: list[tuple[str, FileEntry, SectionEntry]], vault_id: str, *,
+               keyed: bool = False) -> list[str]:
+        """Revise and remember what needs the model; returns the ids written. `keyed`: each section is
+        remembered under a key naming it (a shared vault: another indexer may have stored it already,
+        and it is then adopted, not embedded)."""
+        engine, summary = self.engine, self.summary
+        if keyed:
+            adds = self._adopt(adds, vault_id)
+        # Longest-first order across the whole run: every batch the engine hands the model then
+        # holds texts of nearly one length, so almost no padding is computed (measured on the
+        # benchmark vault: in document order, batches of 256 cost 15% more tokens and 23% more
+        # attention). Document order survives in created_at (see _created_at).
+        adds.sort(key=lambda item: len(item[2].content or ""), reverse=True)
+        embed_revises.sort(key=lambda item: len(item[2].content or ""), reverse=True)
+        touched: list[str] = []
+        for start in range(0, len(embed_revises), BATCH):
+            batch = embed_revises[start:start + BATCH]
+            engine.revise_many([self._revision(rel, entry, s, vault_id, content=True) for rel, entry, s in batch])
+            for _, _, s in batch:
+                s.state, s.content = SYNCED, None
+                touched.append(s.memory_id)
+            self._done += len(batch)
+            summary.sections_revised += len(batch)
+            summary.embedded += len(batch)
+            self._report("embed", self._done, self._total)
+        for start in range(0, len(adds), BATCH):
+            batch = adds[start:start + BATCH]
+            memories = engine.remember_many([{
+                "content": s.content, "importance": entry.importance, "entity_id": entry.entity_id,
+                "context": section_context(rel, entry, s, vault_id), "created_at": _created_at(entry, s),
+                "kind": MemoryKind.EPISODE, "source": _source(rel, s),
+                **({"key": _section_key(vault_id, rel, entry, s)} if keyed and id(s) not in self._unkeyed else {}),
+            } for rel, entry, s in batch], consolidate=False)  # one memory per section, even a repeated one
+            for (_, _, s), memory in zip(batch, memories):
+                s.memory_id, s.state, s.content = memory.id, SYNCED, None
+                touched.append(memory.id)
+            self._done += len(batch)
+            summary.sections_added += len(batch)
+            summary.embedded += len(batch)
+            self._report("embed", self._done, self._total)
+        return touched
+
+    def _adopt(self, adds: list[tuple[str, FileEntry, SectionEntry]],
+               vault_id: str) -> list[tuple[str, FileEntry, SectionEntry]]:
+        """Sections another indexer of this shared vault stored already (found by their key, with the same
+        text) take its memory; returns the rest."""
+        if not adds:
+            return adds
+        keys = [_section_key(vault_id, rel, entry, s) for rel, entry, s in adds]
+        store = self.engine.vault.store
+        ids = idempotency.lookup_many(store, keys)
+        named = [mid for mid in ids if mid]
+        found = {mid: m for mid, m in zip(named, store.get_memories(named)) if m is not None}
+        rest = []
+        for item, mid in zip(adds, ids):
+            memory = found.get(mid) if mid else None
+            if memory is not None and memory.content == item[2].content:
+                item[2].memory_id, item[2].state, item[2].content = mid, SYNCED, None
+                self._done += 1
+                continue
+            if mid:
+                # The key names a memory whose text changed since (revised): this section gets its own.
+                self._unkeyed.add(id(item[2]))
+            rest.append(item)
+        return rest
+
+    def _embed_shared(self, claims: Any, adds: list[tuple[str, FileEntry, SectionEntry]],
+                      revises: list[tuple[str, FileEntry, SectionEntry]],
+                      updates: list[tuple[str, FileEntry, SectionEntry]], vault_id: str) -> list[str]:
+        """_embed for a vault several indexers share (docs/scale.md): each note file at its version is a
+        unit claimed in the store, so every file is embedded by one of them; what the others did is
+        adopted at the end, and a killed indexer's units are taken over once its lease lapses."""
+        work: dict[tuple[str, str], list[tuple[str, tuple[str, FileEntry, SectionEntry]]]] = {}
+        for kind, items in (("add", adds), ("revise", revises)):
+            for item in items:
+                work.setdefault((item[0], item[1].sha256), []).append((kind, item))
+        if not work:
+            return []
+        units = list(work)
+        per_claim = max(1, round(CLAIM_SECTIONS * len(units) / sum(map(len, work.values()))))
+        touched: list[str] = []
+        mine: set[tuple[str, str]] = set()
+        claims.register(units)
+        try:
+            while True:
+                taken = [(unit, version) for unit, version, _ in claims.take(units, per_claim)]
+                if not taken:
+                    if not claims.unfinished(units):
+                        break
+                    self._report("embed", self._done, self._total)  # a cancel lands here too
+                    time.sleep(CLAIM_POLL)
+                    continue
+                touched += self._embed_units([work[unit] for unit in taken], updates, vault_id)
+                claims.finish(taken)
+                mine.update(taken)
+        finally:
+            claims.close()
+        self._embed_units([work[unit] for unit in units if unit not in mine], updates, vault_id)
+        return touched
+
+    def _embed_units(self, units: list[list[tuple[str, tuple[str, FileEntry, SectionEntry]]]],
+                     updates: list[tuple[str, FileEntry, SectionEntry]], vault_id: str) -> list[str]:
+        adds = [item for unit in units for kind, item in unit if kind == "add"]
+        before = len(updates)
+        revises = self._needing_embedding([item for unit in units for kind, item in unit if kind == "revise"],
+                                          adds, updates)
+        self._done += len(updates) - before
+        return self._embed(adds, revises, vault_id, keyed=True)
 
     def _revision(self, rel: str, entry: FileEntry, s: SectionEntry, vault_id: str, *, content: bool) -> dict[str, Any]:
         return {"id": s.memory_id, "content": s.content if content else None, "importance": entry.importance,
@@ -721,6 +819,27 @@ def _created_at(entry: FileEntry, s: SectionEntry) -> int:
         if other is s:
             return entry.created_at + n
     return entry.created_at
+
+
+def _claims(engine: Any) -> Any:
+    """The store's work claims when several indexers may share this vault (one kept in PostgreSQL), else None."""
+    store = engine.vault.store
+    if not getattr(store, "shared", False):
+        return None
+    return store.work_claims(engine.config.store.claim_lease)
+
+
+def _new_vault_id(engine: Any) -> str:
+    """A new id for this notes tree's memories (context "vault"); in a shared vault, the one every
+    indexer of the tree uses, whichever of them asked first."""
+    proposed, store = str(ULID()), engine.vault.store
+    return store.agreed_meta("notes/vault_id", proposed) if getattr(store, "shared", False) else proposed
+
+
+def _section_key(vault_id: str, rel: str, entry: FileEntry, s: SectionEntry) -> str:
+    """The idempotency key of a section in one version of its file: the same in every indexer of the tree."""
+    name = msgspec.json.encode([vault_id, rel, entry.sha256, s.heading_path, s.chunk, s.hash])
+    return "notes/" + hashlib.sha256(name).hexdigest()[:40]
 
 
 def _pop_free(items: list[SectionEntry] | None) -> SectionEntry | None:
