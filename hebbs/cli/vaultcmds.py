@@ -196,9 +196,9 @@ def print_summary(root: Path, s: Any, out: TextIO | None = None) -> None:
     out.write(f"  links     {s.edges_added} edges added, {s.edges_removed} removed, {s.unresolved_links} unresolved\n")
     if s.contradiction_candidates:
         out.write(f"  {s.contradiction_candidates} possible contradictions queued for review\n")
-    if s.forgotten_reindexed:
-        out.write(f"  {s.forgotten_reindexed} forgotten sections indexed again: their notes still hold them "
-                  "(edit the note, or list it in .hebbsignore, to drop a section for good)\n")
+    if s.forgotten_left_out:
+        out.write(f"  {s.forgotten_left_out} sections left out: their memories were forgotten (hebbs forget); "
+                  "each comes back when its text in the note changes\n")
     if s.reconciled:
         out.write(f"  {s.reconciled} memories repaired after an interrupted run\n")
     for warning in s.warnings:

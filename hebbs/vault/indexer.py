@@ -38,7 +38,7 @@ from ..errors import NotFound
 from ..schema import Memory, MemoryKind, Source
 from .links import link_text, remove_edges, resolve_links
 from . import keep_originals as kept
-from .manifest import (META, STALE, SYNCED, FileEntry, Manifest, Orphan, SectionEntry, load_manifest,
+from .manifest import (FORGOTTEN, META, STALE, SYNCED, FileEntry, Manifest, Orphan, SectionEntry, load_manifest,
                        save_manifest, worst)
 from .parse import PARSER_VERSION, ParsedNote, Section, parse_note
 from .walk import IGNORE_FILE, VaultFilter, walk_notes
@@ -106,9 +106,9 @@ class IndexSummary(msgspec.Struct, kw_only=True):
     unresolved_links: int = 0
     contradiction_candidates: int = 0
     reconciled: int = 0  # memories adopted, re-added or forgotten to repair an interrupted run
-    # Sections whose memory was forgotten (hebbs forget) after a complete run: their file still holds
-    # them, so they were indexed again.
-    forgotten_reindexed: int = 0
+    # Sections whose memory was forgotten (hebbs forget, a decay sweep) since the last complete run:
+    # left out, though their note still holds them, until their text changes.
+    forgotten_left_out: int = 0
     seconds: float = 0.0
     warnings: list[str] = []
 
@@ -260,11 +260,13 @@ def apply_plan(engine: Any, root: os.PathLike | str, plan: Plan | None = None, *
             work.run(contradictions)
             manifest.dirty = False
             save_manifest(root, manifest)
+        elif work.save:
+            save_manifest(root, manifest)
         originals = kept.open_originals(engine)
         if originals is not None:
             kept.record_sections(originals, root, manifest)
             kept.finish(originals, engine)
-        summary.sections_total = sum(len(f.sections) for f in manifest.files.values())
+        summary.sections_total = sum(1 for f in manifest.files.values() for s in f.sections if s.state != FORGOTTEN)
         summary.unresolved_links = len(resolve_links(manifest)[1])
         summary.seconds = round(plan.seconds + time.perf_counter() - started, 3)
         return summary
@@ -421,10 +423,13 @@ class _Old(msgspec.Struct, array_like=True):
 def _diff(manifest: Manifest, changed: dict[str, FileEntry], removed: list[str]) -> None:
     """Give the sections of changed files their memory ids and states; collect orphans."""
     pool: list[_Old] = []
+    forgotten: Counter[str] = Counter()  # hashes of forgotten sections in the files looked at
     for rel in list(changed) + removed:
         old = manifest.files.get(rel)
         for position, s in enumerate(old.sections if old else ()):
-            if s.memory_id:
+            if s.state == FORGOTTEN:
+                forgotten[s.hash] += 1
+            elif s.memory_id:
                 pool.append(_Old(s.memory_id, s.hash if s.state != STALE else "", s.meta, rel,
                                  tuple(s.heading_path), s.chunk, s.state, position))
     for o in manifest.orphans:
@@ -475,6 +480,11 @@ def _diff(manifest: Manifest, changed: dict[str, FileEntry], removed: list[str])
     for pos, (rel, s) in enumerate(sections):
         if pos not in matched:
             s.memory_id, s.state = None, STALE
+            if forgotten[s.hash] > 0:
+                # A note edited elsewhere, or moved, keeps a forgotten section forgotten: only a change
+                # of its own text brings it back.
+                forgotten[s.hash] -= 1
+                s.state = FORGOTTEN
     for rel, s in sections:
         if s.state != STALE:
             s.content = None  # only stale sections carry their text to phase 2
@@ -496,6 +506,7 @@ class _Phase2:
         self.summary = summary
         self.progress = progress
         self.force_edges = False
+        self.save = False  # the manifest changed without phase-2 work (a forgotten section left out)
         self.adopted: list[str] = []
         self._texts: dict[str, dict[str, str]] = {}
         self._unkeyed: set[int] = set()
@@ -503,7 +514,7 @@ class _Phase2:
 
     def has_work(self) -> bool:
         return bool(self.manifest.orphans) or any(
-            s.state != SYNCED for f in self.manifest.files.values() for s in f.sections)
+            s.state not in (SYNCED, FORGOTTEN) for f in self.manifest.files.values() for s in f.sections)
 
     def _report(self, stage: str, done: int, total: int) -> None:
         if self.progress is not None:
@@ -529,23 +540,28 @@ class _Phase2:
         manifest.vault_id = manifest.vault_id or _new_vault_id(self.engine)
         fixed = 0
         # After a complete run (the manifest is clean) a memory can only be missing because it was
-        # forgotten: that is not a repair, and the section's edges went with it (a new memory gets new
-        # ones from _link), so nothing else has to be rewritten.
+        # forgotten (hebbs forget, a decay sweep): that is not a repair but a wish, kept until the
+        # section's text changes. Its edges went with it, so nothing else is rewritten and nothing is
+        # embedded: the next index costs what an unchanged one costs.
         complete = not manifest.dirty and not manifest.fresh
         # Sections whose memory the engine lost are written again; texts the engine holds are trusted
         # only when its recorded hash matches.
         waiting: dict[tuple, list[SectionEntry]] = {}
         by_hash: dict[str, list[SectionEntry]] = {}
+        left_out: set[str] = set()
         for rel, entry in manifest.files.items():
             for s in entry.sections:
                 memory = mine.get(s.memory_id) if s.memory_id else None
+                if s.memory_id and memory is None and complete and s.state != STALE:
+                    left_out.add(s.memory_id)
+                    s.memory_id, s.state, s.content = None, FORGOTTEN, None
+                    continue
+                if s.state == FORGOTTEN:
+                    continue
                 if s.memory_id and memory is None:
                     s.memory_id, s.state = None, STALE
                     s.content = s.content or self._read_content(rel, s)
-                    if complete:
-                        self.summary.forgotten_reindexed += 1
-                    else:
-                        fixed += 1
+                    fixed += 1
                 if s.memory_id is None:
                     waiting.setdefault((rel, tuple(s.heading_path), s.chunk, s.hash), []).append(s)
                     by_hash.setdefault(s.hash, []).append(s)
@@ -553,6 +569,12 @@ class _Phase2:
                     s.state = STALE
                     s.content = s.content or self._read_content(rel, s)
                     fixed += 1
+        if left_out:
+            # Their edges went with the forget: the manifest stops recording them, and is saved even
+            # when nothing else is to be done, so the forget is reported once.
+            manifest.edges = [e for e in manifest.edges if e[0] not in left_out and e[1] not in left_out]
+            self.summary.forgotten_left_out = len(left_out)
+            self.save = True
         manifest.orphans = [o for o in manifest.orphans if o.memory_id in mine]
         named = manifest.memory_ids()
         for mid, memory in mine.items():

@@ -18,7 +18,7 @@ from ..fsutil import atomic_write
 from .parse import PARSER_VERSION, Link
 
 __all__ = ["Manifest", "FileEntry", "SectionEntry", "Orphan", "load_manifest", "save_manifest", "manifest_path",
-           "SYNCED", "META", "STALE", "MANIFEST_NAME"]
+           "SYNCED", "META", "STALE", "FORGOTTEN", "MANIFEST_NAME"]
 
 MANIFEST_NAME = "vault-manifest.json"
 FORMAT_VERSION = 1
@@ -26,11 +26,15 @@ FORMAT_VERSION = 1
 # Section states. SYNCED: the engine holds this text and metadata. META: the text is in the engine
 # but its context or source (byte range, heading path, file, tags...) must be rewritten, which costs
 # no embedding. STALE: the text is new or changed and must be embedded (remembered when the section
-# has no memory id yet, revised when it has one). Orphaned sections live in Manifest.orphans.
+# has no memory id yet, revised when it has one). FORGOTTEN: its memory was forgotten (`hebbs forget`,
+# a decay sweep) after a complete run; it has no memory id and stays out of the vault until its text
+# changes, so a forget means what it says and costs the next index nothing. Orphaned sections live in
+# Manifest.orphans.
 SYNCED = "synced"
 META = "meta"
 STALE = "stale"
-_RANK = {SYNCED: 0, META: 1, STALE: 2}
+FORGOTTEN = "forgotten"
+_RANK = {SYNCED: 0, META: 1, STALE: 2, FORGOTTEN: 3}
 
 
 def worst(a: str, b: str) -> str:

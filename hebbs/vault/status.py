@@ -11,7 +11,7 @@ import msgspec
 from ..store.memory_text import diverged_from_source
 from .indexer import resolve_root
 from .links import link_text, resolve_links
-from .manifest import SYNCED, load_manifest
+from .manifest import FORGOTTEN, SYNCED, load_manifest
 from .walk import VaultFilter, walk_notes
 
 __all__ = ["FileStatus", "SectionStatus", "list_vault"]
@@ -19,7 +19,9 @@ __all__ = ["FileStatus", "SectionStatus", "list_vault"]
 
 class SectionStatus(msgspec.Struct, kw_only=True, omit_defaults=True):
     heading_path: list[str]
-    state: str  # synced | meta (metadata to rewrite) | stale (text to embed) | diverged (revised away from the file)
+    # synced | meta (metadata to rewrite) | stale (text to embed) | diverged (revised away from the file)
+    # | forgotten (its memory was forgotten; back when its text changes)
+    state: str
     memory_id: str | None = None
     byte_start: int = 0
     byte_end: int = 0
@@ -64,7 +66,7 @@ def list_vault(root: os.PathLike | str, sections: bool = False,
         if entry is None:
             out.append(FileStatus(path=rel, state="new"))
             continue
-        waiting = sum(1 for s in entry.sections if s.state != SYNCED)
+        waiting = sum(1 for s in entry.sections if s.state not in (SYNCED, FORGOTTEN))
         state = "pending" if waiting else "synced"
         path = present.get(rel)
         if path is None:
