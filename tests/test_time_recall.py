@@ -174,3 +174,33 @@ def test_now_through_both_clients_and_the_cli(shared_daemon, project: Path) -> N
     assert "note: 'last week' read as 2023-05-01..2023-05-07" in text
     bad = run("recall", "x", "--now", "next tuesday", check=False, cwd=project)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and "--now" in bad.stderr
+
+
+def test_a_window_with_few_memories_is_searched_exactly(tmp_path: Path, embedder, monkeypatch) -> None:
+    """A search narrowed to a time window that holds few memories scores just those (open_vault's
+    EXACT_SEARCH_MAX): the same hits, in the same order, as the graph search widened until the window
+    is exhausted, for both channels; an empty window finds nothing without searching."""
+    from hebbs.store import open_vault
+    eng = Engine.open(tmp_path / "vault", embedder=embedder)
+    topics = ["the garden", "a new job", "the holidays", "the broken heater", "the tax return", "a trip to Rome"]
+    eng.remember_many([{"content": f"On day {d} we talked about {topics[d % len(topics)]} over dinner",
+                        "created_at": day(d % 28 + 1, 1 + d % 5)} for d in range(120)])
+    vault = eng.vault
+    cue = "what did we say about the heater at dinner"
+    vector = embedder.embed_query(cue)
+    may = (int(day(1).timestamp() * 1e6), int(day(31).timestamp() * 1e6))
+    empty = (int(dt.datetime(2020, 1, 1, tzinfo=UTC).timestamp() * 1e6),
+             int(dt.datetime(2020, 2, 1, tzinfo=UTC).timestamp() * 1e6))
+    exact = (vault.similar(vector, 10, vault.scope(window=may)),
+             vault.lexical_hits(cue, 10, vault.scope(window=may)))
+    assert vault.similar(vector, 10, vault.scope(window=empty)) == []
+    assert vault.lexical_hits(cue, 10, vault.scope(window=empty)) == []
+    monkeypatch.setattr(open_vault, "EXACT_SEARCH_MAX", 0)  # every search through the graph and paging again
+    widened = (vault.similar(vector, 10, vault.scope(window=may)),
+               vault.lexical_hits(cue, 10, vault.scope(window=may)))
+    assert len(exact[0]) == 10 and len(exact[1]) == 10
+    assert [mid for mid, _ in exact[0]] == [mid for mid, _ in widened[0]]
+    assert [s for _, s in exact[0]] == pytest.approx([s for _, s in widened[0]], abs=1e-5)
+    assert exact[1] == widened[1]
+    assert all(may[0] <= vault.entry(mid).created_at <= may[1] for mid, _ in exact[0] + exact[1])
+    eng.close()

@@ -257,6 +257,18 @@ class Catalog:
         return [ok and (include_superseded or superseded[row] is None) and entities[row] == entity_id
                 for ok, row in zip(out, row_list)]
 
+    def created_within(self, window: tuple[int, int], at_most: int) -> list[str] | None:
+        """The ids of the memories created within `window` (any kind, superseded or not), or None when
+        more than `at_most` are: one vectorized pass over the creation times, so that a search
+        narrowed to a time with few memories can score just those (OpenVault.similar)."""
+        cols = self._cols
+        ids = cols.ids
+        created = cols.numbers["created_at"][:len(ids)]
+        rows = np.flatnonzero((created >= window[0]) & (created <= window[1]))
+        if len(rows) > at_most:
+            return None
+        return [memory_id for memory_id in map(ids.__getitem__, rows.tolist()) if memory_id is not None]
+
     def items(self) -> list[tuple[str, CatalogEntry]]:
         """Every memory with its fields: a snapshot, safe to iterate while writers change the catalog."""
         cols = self._cols

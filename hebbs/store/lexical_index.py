@@ -618,17 +618,21 @@ class LexicalIndex:
         return self.search_terms(dict.fromkeys(tokenize(query), 1.0), k, passing=passing)
 
     def search_terms(self, weights: dict[str, float], k: int, *,
-                     passing: Callable[[list[bytes]], list[bool]] | None = None) -> list[tuple[bytes, float]]:
+                     passing: Callable[[list[bytes]], list[bool]] | None = None,
+                     only: list[bytes] | None = None) -> list[tuple[bytes, float]]:
         """BM25 top-k over already tokenized terms, each term's score multiplied by its weight
         (pseudo-relevance feedback: the cue's terms plus terms of its best matches). `passing`, the
-        filter asked about a whole page of hits at once, pages deeper as `search`'s `allowed` does."""
+        filter asked about a whole page of hits at once, pages deeper as `search`'s `allowed` does.
+        `only`: the search is restricted to these memories' ids (16 bytes each; a short list: a time window's memories),
+        with the same scores, so that paging past every match outside them is not needed."""
         terms = [(t, w) for t, w in weights.items() if w > 0][:MAX_QUERY_TERMS]
-        if k <= 0 or not terms:
+        if k <= 0 or not terms or (only is not None and not only):
             return []
-        return self._reading(lambda: self._search_terms(terms, k, passing))
+        return self._reading(lambda: self._search_terms(terms, k, passing, only))
 
     def _search_terms(self, terms: list[tuple[str, float]], k: int,
-                      passing: Callable[[list[bytes]], list[bool]] | None) -> list[tuple[bytes, float]]:
+                      passing: Callable[[list[bytes]], list[bool]] | None,
+                      only: list[bytes] | None = None) -> list[tuple[bytes, float]]:
         searcher = self._searcher()
         if searcher.num_docs == 0:
             return []
@@ -636,6 +640,11 @@ class LexicalIndex:
             passing = _callers(passing)
         subqueries = [(tantivy.Occur.Should, _weighted(_term_query(self._schema, t), w)) for t, w in terms]
         q = subqueries[0][1] if len(subqueries) == 1 else tantivy.Query.boolean_query(subqueries)
+        if only is not None:
+            # The ids must match and add nothing to the score (boosted by 0: BM25's scores unchanged).
+            members = tantivy.Query.boost_query(
+                tantivy.Query.term_set_query(self._schema, _ID, only), 0.0)
+            q = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.Must, members)])
         if passing is None:
             return self._page(searcher, q, k, 0)
         return self._filtered(searcher, q, k, passing)
