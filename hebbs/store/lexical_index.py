@@ -619,20 +619,22 @@ class LexicalIndex:
 
     def search_terms(self, weights: dict[str, float], k: int, *,
                      passing: Callable[[list[bytes]], list[bool]] | None = None,
-                     only: list[bytes] | None = None) -> list[tuple[bytes, float]]:
+                     only: list[bytes] | None = None, narrow: bool = True) -> list[tuple[bytes, float]]:
         """BM25 top-k over already tokenized terms, each term's score multiplied by its weight
         (pseudo-relevance feedback: the cue's terms plus terms of its best matches). `passing`, the
         filter asked about a whole page of hits at once, pages deeper as `search`'s `allowed` does.
         `only`: the search is restricted to these memories' ids (16 bytes each; a short list: a time window's memories),
-        with the same scores, so that paging past every match outside them is not needed."""
+        with the same scores, so that paging past every match outside them is not needed. `narrow`:
+        the filter drops many hits (an entity, a time), so the first page oversamples more; a plain
+        filter (revisions and superseded memories out) drops few, and a page of k and a margin does."""
         terms = [(t, w) for t, w in weights.items() if w > 0][:MAX_QUERY_TERMS]
         if k <= 0 or not terms or (only is not None and not only):
             return []
-        return self._reading(lambda: self._search_terms(terms, k, passing, only))
+        return self._reading(lambda: self._search_terms(terms, k, passing, only, narrow))
 
     def _search_terms(self, terms: list[tuple[str, float]], k: int,
                       passing: Callable[[list[bytes]], list[bool]] | None,
-                      only: list[bytes] | None = None) -> list[tuple[bytes, float]]:
+                      only: list[bytes] | None = None, narrow: bool = True) -> list[tuple[bytes, float]]:
         searcher = self._searcher()
         if searcher.num_docs == 0:
             return []
@@ -647,7 +649,7 @@ class LexicalIndex:
             q = tantivy.Query.boolean_query([(tantivy.Occur.Must, q), (tantivy.Occur.Must, members)])
         if passing is None:
             return self._page(searcher, q, k, 0)
-        return self._filtered(searcher, q, k, passing)
+        return self._filtered(searcher, q, k, passing, narrow and only is None)
 
     def terms_of(self, memory_id: str, text: str) -> frozenset[str]:
         """The index terms of a memory's text, remembered by id while the text stays the same."""
@@ -674,9 +676,11 @@ class LexicalIndex:
     # ---- internals -------------------------------------------------------------------------
 
     def _filtered(self, searcher: tantivy.Searcher, q: tantivy.Query, k: int,
-                  passing: Callable[[list[bytes]], list[bool]]) -> list[tuple[bytes, float]]:
+                  passing: Callable[[list[bytes]], list[bool]], narrow: bool = True) -> list[tuple[bytes, float]]:
         results: list[tuple[bytes, float]] = []
-        offset, page = 0, max(k * OVERSAMPLE, MIN_PAGE)
+        # Every hit of a page is read (two fast fields) and asked about: a page four times k, where
+        # nearly every hit passes, cost more than the search itself.
+        offset, page = 0, max(k * OVERSAMPLE, MIN_PAGE) if narrow else k + k // 4 + 8
         while len(results) < k:
             hits = self._page(searcher, q, page, offset)
             results.extend(hit for hit, keep in zip(hits, passing([raw for raw, _ in hits])) if keep)

@@ -99,6 +99,12 @@ class Scope:
     def passing(self, ids: list[str]) -> list[bool]:
         return self._catalog.in_scope(ids, self.entity_id, self.window, self.include_superseded)
 
+    @property
+    def narrowed(self) -> bool:
+        """To an entity or a time: most memories fail it, where a plain scope drops only revisions
+        and superseded memories."""
+        return self.entity_id is not None or self.window is not None
+
     def few(self, at_most: int) -> list[str] | None:
         """The memories this scope passes, when it is narrowed to a time window holding at most
         `at_most` memories; None otherwise (no window, or too many to list)."""
@@ -541,7 +547,8 @@ class OpenVault:
         if listed is not None and not listed:
             return []  # nothing in scope: paging through every match would only find that out
         hits = self._lexical.search_terms(weights, k, only=None if listed is None else [id_bytes(mid) for mid in listed],
-                                          passing=lambda raws: passing(allowed, [id_str(raw) for raw in raws]))
+                                          passing=lambda raws: passing(allowed, [id_str(raw) for raw in raws]),
+                                          narrow=not isinstance(allowed, Scope) or allowed.narrowed)
         return [(id_str(raw), score) for raw, score in hits]
 
     def newest(self, entity_id: str | None, window: tuple[int, int] | None, k: int, allowed: Filter) -> list[str]:
