@@ -15,8 +15,10 @@ Like the CLI, this module must not import numpy, the model or the engine.
 
 from __future__ import annotations
 
+import enum
 import fcntl
 import functools
+import inspect
 import itertools
 import os
 import select
@@ -34,18 +36,13 @@ from . import validate
 from .errors import HebbsError, InvalidInput, VaultNotInitialized
 from .paths import (ensure_home, find_project_vault, hebbs_home, log_path, resolve_vault, socket_path,
                     spawn_lock_path)
-from .protocol import (ERROR, HEADER, PROGRESS, AddEdge, Close, ContradictionAuto, Count, ContradictionCommit,
-                       ContradictionPrepare, DaemonStatus, DaemonUnavailable, Edges, Export, ExportChunk, Feed, Forget,
-                       ForgetCandidates, Get, History, ImportRecords, Index, IndexCancel, IndexCancelled, IndexFollow, Insights,
-                       Inspect, Inspection, List, Neighbors, Panel, PanelState, Ping, Pong, Prime, ProtocolError,
-                       Queries, Recall, Reflect, ReflectCommit, ReflectPrepare, Reinforce, Remember, RememberItem,
-                       RemoveEdge, Revise, ReviseItem, ReviseMany, ShowSource, Shutdown, Status, Stopping, Subscribe,
-                       Subscribed, SubscriptionPush, Unconsolidate, Consolidate, _Command, decode_data, decode_response, error_from_frame,
-                       frame_length, progress_type, recv_frame, request_frame, result_type)
+from .protocol import (COMMAND_TYPES, ERROR, HEADER, PROGRESS, Close, DaemonStatus, DaemonUnavailable, Export,
+                       ExportChunk, Feed, Index, IndexCancel, IndexCancelled, IndexFollow, List, Prime, ProtocolError,
+                       Recall, Remember, RememberItem, Status, Subscribe, Subscribed, SubscriptionPush, _Command,
+                       decode_data, decode_response, error_from_frame, frame_length, progress_type, recv_frame,
+                       request_frame, result_type)
 from .recall.brains import BRAINS, GLOBAL
-from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
-                     ImportSummary, Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
-                     ReflectCommitted, ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
+from .schema import Memory, RecallResult, RecallResults, ScoringWeights, Source, VaultStats
 
 if TYPE_CHECKING:
     import asyncio
@@ -267,17 +264,6 @@ def _remember(content: str, importance: float, context: dict[str, Any] | None, e
                     edges=_edge_specs(edges), key=key, consolidate=consolidate)
 
 
-def _revise_item(item: Any) -> ReviseItem:
-    if isinstance(item, ReviseItem):
-        return item
-    if not isinstance(item, dict) or "id" not in item:
-        raise InvalidInput(f"a revision must be a dict with an 'id' and the fields to change, got {item!r}")
-    try:
-        return msgspec.convert(item, ReviseItem, from_attributes=True)
-    except msgspec.ValidationError as exc:
-        raise InvalidInput(f"invalid revision: {exc}") from None
-
-
 def _recall(cue: str | None, strategies: Sequence[str] | str | None, top_k: int, entity_id: str | None,
             time_range: Any, weights: Any, include_superseded: bool, reinforce: bool, mmr_lambda: float | None,
             seed: str | None, direction: str, max_depth: int, edge_types: Sequence[Any] | None,
@@ -359,16 +345,6 @@ def _kind(kind: Any) -> str:
     return kind.value if hasattr(kind, "value") else str(kind)
 
 
-def _structs(items: Iterable[Any], type_: type, what: str) -> list[Any]:
-    """Dicts (or the Structs themselves) as the protocol's Structs; the daemon checks the values."""
-    if isinstance(items, (str, bytes, dict)):
-        raise InvalidInput(f"{what} must be a list")
-    try:
-        return [i if isinstance(i, type_) else msgspec.convert(i, type_) for i in items]
-    except msgspec.ValidationError as exc:
-        raise InvalidInput(f"invalid {what}: {exc}") from None
-
-
 def _described(command: type[_Command]) -> Callable[[F], F]:
     """A typed method's docstring: its command's (the one description every door shows), then the
     method's own notes on its Python arguments, if it has any."""
@@ -388,7 +364,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 class _Doors:
     """Every command as a typed method, shared by Client and AsyncClient: each builds its request and
     hands it to `_send`, the one thing the two transports do differently (AsyncClient's methods are
-    these, awaited). Defaults are the request Structs' own (tests/test_parity.py checks each)."""
+    these, awaited). Most are built from their declaration (`_typed`, below the class); those written
+    here do more than send their fields. Defaults are the request Structs' own (tests/test_parity.py)."""
 
     def _send(self, command: _Command, *, vault: bool | str | None = None, progress: ProgressCallback | None = None,
               then: Callable[[Any], Any] | None = None) -> Any:
@@ -397,27 +374,10 @@ class _Doors:
     vault_path: Path | None
     home: Path
 
-    # Daemon -----------------------------------------------------------------------------------
-
-    @_described(Ping)
-    def ping(self) -> Pong:
-        return self._send(Ping())
-
     @_described(Status)
     def status(self, *, vault: bool = True) -> DaemonStatus:
         """vault=False: the daemon's state alone."""
         return self._send(Status(), vault=vault and self.vault_path is not None)
-
-    @_described(Shutdown)
-    def shutdown(self) -> Stopping:
-        return self._send(Shutdown())
-
-    @_described(Panel)
-    def panel(self, port: int | None = None) -> PanelState:
-        """Returns its URL (with the token) and pid."""
-        return self._send(Panel(port=port))
-
-    # Memories ---------------------------------------------------------------------------------
 
     @_described(Remember)
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
@@ -437,84 +397,9 @@ class _Doors:
         return self._send(Remember(items=[_remember_item(i) for i in items],
                                    check_contradictions=check_contradictions, consolidate=consolidate))
 
-    @_described(Unconsolidate)
-    def unconsolidate(self, record_id: str) -> Memory:
-        return self._send(Unconsolidate(id=record_id))
-
-    @_described(Consolidate)
-    def consolidate(self, *, dry_run: bool = False) -> list[tuple[str, str]]:
-        return self._send(Consolidate(dry_run=dry_run))
-
-    @_described(Get)
-    def get(self, memory_id: str) -> Memory:
-        return self._send(Get(id=memory_id))
-
-    @_described(Revise)
-    def revise(self, memory_id: str, *, content: str | None = None, importance: float | None = None,
-               context: dict[str, Any] | None = None, entity_id: Any = msgspec.UNSET,
-               source: Source | None = None) -> Memory:
-        return self._send(Revise(id=memory_id, content=content, importance=importance, context=context,
-                                 entity_id=entity_id, source=source))
-
-    @_described(ReviseMany)
-    def revise_many(self, items: Iterable[Any]) -> list[Memory]:
-        """`items`: dicts with an 'id' and the fields to change."""
-        return self._send(ReviseMany(items=[_revise_item(i) for i in items]))
-
-    @_described(History)
-    def history(self, memory_id: str) -> list[Memory]:
-        return self._send(History(id=memory_id))
-
-    @_described(Forget)
-    def forget(self, ids: Sequence[str] | str | None = None, *, entity_id: str | None = None) -> int:
-        """Returns how many were forgotten."""
-        return self._send(Forget(ids=[ids] if isinstance(ids, str) else None if ids is None else list(ids),
-                                 entity_id=entity_id), then=lambda done: done.forgotten)
-
-    @_described(Inspect)
-    def inspect(self, memory_id: str) -> Inspection:
-        return self._send(Inspect(id=memory_id))
-
-    @_described(ShowSource)
-    def source(self, memory_id: str) -> SourceSection:
-        return self._send(ShowSource(id=memory_id))
-
-    @_described(Queries)
-    def queries(self, limit: int = 50) -> list[QueryLogEntry]:
-        return self._send(Queries(limit=limit))
-
-    @_described(ImportRecords)
-    def import_records(self, records: Iterable[dict[str, Any]]) -> ImportSummary:
-        return self._send(ImportRecords(records=list(records)))
-
     def stats(self) -> VaultStats:
         """The vault's statistics (what Engine.stats() returns)."""
         return self._send(Status(), vault=True, then=lambda status: status.vault)
-
-    @_described(Count)
-    def count(self) -> int:
-        return self._send(Count())
-
-    # Edges ------------------------------------------------------------------------------------
-
-    @_described(AddEdge)
-    def add_edge(self, source: str, edge_type: Any, target: str, confidence: float = 1.0) -> Edge:
-        return self._send(AddEdge(source=source, edge_type=getattr(edge_type, "name", edge_type), target=target,
-                                  confidence=confidence))
-
-    @_described(RemoveEdge)
-    def remove_edge(self, source: str, edge_type: Any, target: str) -> None:
-        """Returns None; NotFound if there is no such edge."""
-        return self._send(RemoveEdge(source=source, edge_type=getattr(edge_type, "name", edge_type), target=target),
-                          then=lambda _: None)
-
-    @_described(Edges)
-    def edges(self, memory_id: str, direction: str = "both") -> list[Edge]:
-        return self._send(Edges(id=memory_id, direction=direction))
-
-    @_described(Neighbors)
-    def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
-        return self._send(Neighbors(id=memory_id, k=k))
 
     # Recall -----------------------------------------------------------------------------------
 
@@ -540,11 +425,6 @@ class _Doors:
         vault, notes = self._over_brains(command, brains)
         return self._send(command, vault=vault, then=lambda found: _with_notes(found, notes))
 
-    @_described(Reinforce)
-    def reinforce(self, ids: Sequence[str] | str, *, via: str = "used") -> list[Memory]:
-        """`via` names the use in their access log: "used", or "panel" for a memory a person opened."""
-        return self._send(Reinforce(ids=[ids] if isinstance(ids, str) else list(ids), via=via))
-
     @_described(Prime)
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
               max_memories: int = 20, *, now: Any = None,
@@ -554,46 +434,6 @@ class _Doors:
                         now=to_micros(now, "now"))
         vault, notes = self._over_brains(command, _prime_brains(brains, self.vault_path, self.home))
         return self._send(command, vault=vault, then=lambda found: _with_notes(found, notes))
-
-    # Reflection, contradictions, decay (docs/reflect.md, docs/decay.md) ----------------------
-
-    @_described(ReflectPrepare)
-    def reflect_prepare(self, entity_id: str | None = None, since: Any = None,
-                        max_memories: int = 500) -> ReflectPrepared:
-        return self._send(ReflectPrepare(entity_id=entity_id, since=to_micros(since, "since"),
-                                         max_memories=max_memories))
-
-    @_described(ReflectCommit)
-    def reflect_commit(self, session_id: str, insights: Iterable[Any]) -> ReflectCommitted:
-        """`insights`: {content, confidence, source_memory_ids, tags} each."""
-        return self._send(ReflectCommit(session_id=session_id, insights=_structs(insights, InsightInput, "insights")))
-
-    @_described(Insights)
-    def insights(self, entity_id: str | None = None, min_confidence: float = 0.0,
-                 max_results: int = 100) -> list[Insight]:
-        return self._send(Insights(entity_id=entity_id, min_confidence=min_confidence, max_results=max_results))
-
-    @_described(ContradictionPrepare)
-    def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
-        return self._send(ContradictionPrepare(max_results=max_results))
-
-    @_described(ContradictionCommit)
-    def contradiction_commit(self, verdicts: Iterable[Any]) -> ContradictionCommitted:
-        """`verdicts`: [{pending_id, verdict: contradiction | revision | neutral}]."""
-        return self._send(ContradictionCommit(verdicts=_structs(verdicts, ContradictionVerdict, "verdicts")))
-
-    @_described(Reflect)
-    def reflect(self, entity_id: str | None = None, since: Any = None, max_memories: int = 500) -> ReflectAutoResult:
-        """May take minutes."""
-        return self._send(Reflect(entity_id=entity_id, since=to_micros(since, "since"), max_memories=max_memories))
-
-    @_described(ContradictionAuto)
-    def contradiction_auto(self, max_results: int = 100, min_confidence: float = 0.7) -> ContradictionAutoResult:
-        return self._send(ContradictionAuto(max_results=max_results, min_confidence=min_confidence))
-
-    @_described(ForgetCandidates)
-    def forget_candidates(self, now: int | None = None) -> list[Memory]:
-        return self._send(ForgetCandidates(now=to_micros(now, "now")))
 
     # Markdown vaults --------------------------------------------------------------------------
 
@@ -618,6 +458,69 @@ class _Doors:
     def list(self, path: os.PathLike | str | None = None, *, sections: bool = False) -> Any:
         """A list of hebbs.vault FileStatus."""
         return self._send(List(path=_abs(path), sections=sections), vault=path is None)
+
+
+def _typed(command: type[_Command]) -> Callable[..., Any]:
+    """A declared command's typed method: its parameters are the request's fields with the Struct's
+    defaults (renamed or keyword-only as `spec.params` says), its docstring the command's. Values go
+    as the wire carries them (a time as microseconds, an enum by its name, one id as a list of one);
+    the daemon checks the rest, as it checks every request."""
+    fields = command.__struct_fields__
+    defaults = dict(zip(fields[len(fields) - len(command.__struct_defaults__):], command.__struct_defaults__))
+    annotations = {f: command.__annotations__[f] for f in fields}
+    renamed: dict[str, str] = {}  # field -> parameter
+    keyword_from = len(fields)
+    listed = [word.strip() for word in (command.spec.params if command.spec.params is not None
+                                        else "memory_id=id" if "id" in fields else "").split(",") if word.strip()]
+    for word in listed:
+        if word == "*":
+            keyword_from = len(renamed)
+            continue
+        name, _, field = word.partition("=")
+        renamed[field or name] = name
+    order = [*renamed, *(f for f in fields if f not in renamed)]
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for n, field in enumerate(order):
+        kind = inspect.Parameter.KEYWORD_ONLY if n >= keyword_from else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        parameters.append(inspect.Parameter(renamed.get(field, field), kind, annotation=annotations[field],
+                                            default=defaults.get(field, inspect.Parameter.empty)))
+    returns = command.spec.result if command.spec.returns is None else Any
+    signature = inspect.Signature(parameters, return_annotation=returns)
+
+    def method(self: _Doors, *args: Any, **kwargs: Any) -> Any:
+        given = signature.bind(self, *args, **kwargs)
+        given.apply_defaults()
+        values = {f: _wire(given.arguments[renamed.get(f, f)], f, annotations[f]) for f in fields}
+        return self._send(command(**values), then=command.spec.returns)
+
+    method.__name__ = method.__qualname__ = command.spec.method or command.spec.engine or command.tag()
+    method.__doc__ = command.__doc__
+    method.__signature__ = signature  # type: ignore[attr-defined]
+    method.sends = command  # type: ignore[attr-defined]
+    return method
+
+
+def _wire(value: Any, field: str, annotation: str) -> Any:
+    """One typed-method argument as its request field carries it."""
+    if value is None or value is msgspec.UNSET:
+        return value
+    if "Micros" in annotation:
+        return to_micros(value, field)
+    if isinstance(value, enum.Enum):
+        return value.name
+    if annotation.startswith("list["):
+        if isinstance(value, str) and "ShortId" in annotation:
+            return [value]
+        if isinstance(value, (str, bytes, dict)):
+            raise InvalidInput(f"{field} must be a list")
+        return list(value)
+    return value
+
+
+for _command in COMMAND_TYPES.values():
+    _name = _command.spec.method or _command.spec.engine
+    if _name and _name not in vars(_Doors):
+        setattr(_Doors, _name, _typed(_command))
 
 
 # What both clients share: the vault, request ids and frames, retry rules, reply decoding ------

@@ -239,6 +239,14 @@ class Spec(NamedTuple):
     # What an agent reads about the MCP tool that sends it (hebbs/mcp_server.py): when to call it;
     # None: no tool sends it.
     mcp: str | None = None
+    # The typed method of Client and AsyncClient (built from the Struct in client.py), when it is not
+    # the Engine method's name. A command with neither has no typed method, or a hand-written one.
+    method: str | None = None
+    # That method's parameters where they differ from the fields in order: `name=field` renames, and the
+    # fields after `*` are keyword-only (None: every field in order, `id` called memory_id).
+    params: str | None = None
+    # What the typed method returns, made from the reply's data (None: the data itself).
+    returns: Callable[[Any], Any] | None = None
 
     @property
     def refreshes_panel(self) -> bool:
@@ -264,7 +272,7 @@ class _Command(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, tag_fie
 C = TypeVar("C", bound=_Command)
 
 
-@declare(result=Pong, retryable=True, vault=False)
+@declare(result=Pong, retryable=True, vault=False, method="ping")
 class Ping(_Command, tag="ping"):
     """Is a daemon there? Answers Pong without touching any vault."""
 
@@ -277,7 +285,7 @@ class Status(_Command, tag="status"):
     """The daemon's state, and the request's vault statistics when vault_path is given."""
 
 
-@declare(result=Stopping, vault=False)
+@declare(result=Stopping, vault=False, method="shutdown")
 class Shutdown(_Command, tag="shutdown"):
     """Stop the daemon after replying: vaults close cleanly, the socket and PID file go."""
 
@@ -333,7 +341,7 @@ class Get(_Command, tag="get"):
     id: ShortId
 
 
-@declare(result=Memory, engine="revise", writes=True,
+@declare(result=Memory, engine="revise", writes=True, params="memory_id=id, *",
          mcp=("Correct a memory in place (its earlier text is kept as history). Call it when the user "
               "corrects something you remembered, or a fact changed. Give only what changes."))
 class Revise(_Command, tag="revise"):
@@ -381,7 +389,7 @@ class AddEdge(_Command, tag="add_edge"):
     confidence: float = 1.0
 
 
-@declare(result=Removed, engine="remove_edge", writes=True, reply=lambda _: Removed(removed=1))
+@declare(result=Removed, engine="remove_edge", writes=True, reply=lambda _: Removed(removed=1), returns=lambda _: None)
 class RemoveEdge(_Command, tag="remove_edge"):
     """Delete one edge; NOT_FOUND when there is none. Data is {"removed": 1}."""
 
@@ -407,7 +415,8 @@ class Neighbors(_Command, tag="neighbors"):
     k: int = 10
 
 
-@declare(result=Forgotten, engine="forget", writes=True, reply=lambda n: Forgotten(forgotten=n),
+@declare(result=Forgotten, engine="forget", writes=True, reply=lambda n: Forgotten(forgotten=n), params="ids, *",
+         returns=lambda done: done.forgotten,
          mcp=("Delete memories for good. Call it only when the user asks you to forget something, or a memory"
               " is plainly wrong and cannot be revised. Answers how many were forgotten."))
 class Forget(_Command, tag="forget"):
@@ -458,7 +467,7 @@ class Recall(_Command, tag="recall"):
     associate: bool = False
 
 
-@declare(result=list[Memory], engine="reinforce", writes=True, panel=False,
+@declare(result=list[Memory], engine="reinforce", writes=True, panel=False, params="ids, *",
          mcp=("Tell hebbs which recalled memories you actually used in your answer: they count as useful and "
               "rank higher next time. Call it after answering from recalled memories, naming all of them in "
               "one call (memories used together are linked); do not call it for memories you only saw. An "
@@ -567,7 +576,7 @@ class Queries(_Command, tag="queries"):
     limit: int = 50
 
 
-@declare(result=Inspection, retryable=True,
+@declare(result=Inspection, retryable=True, method="inspect",
          mcp=("Read one memory by id, in full: its text, fields, how often it was used, what replaced it, and"
               " its edges to other memories. Call it when a recalled result or a note names an id you need "
               "the details of."))
@@ -577,7 +586,7 @@ class Inspect(_Command, tag="inspect"):
     id: ShortId
 
 
-@declare(result=SourceSection, retryable=True,
+@declare(result=SourceSection, retryable=True, method="source",
          mcp=("Read the section of a note a memory was indexed from, exactly as it was in that version of the"
               " file (with its file path, headings and lines), even if the file changed since. Call it to "
               "quote or check a note-backed memory; memories you stored yourself have no source."))
@@ -686,14 +695,14 @@ class ContradictionAuto(_Command, tag="contradiction_auto"):
     min_confidence: float = 0.7
 
 
-@declare(result=Memory, engine="unconsolidate", writes=True)
+@declare(result=Memory, engine="unconsolidate", writes=True, params="record_id=id")
 class Unconsolidate(_Command, tag="unconsolidate"):
     """Make a restatement record (see history) a memory of its own again; data is that Memory."""
 
     id: ShortId
 
 
-@declare(result=list[tuple[str, str]], engine="consolidate", writes=True)
+@declare(result=list[tuple[str, str]], engine="consolidate", writes=True, params="*")
 class Consolidate(_Command, tag="consolidate"):
     """Merge every restatement in the vault into the memory it repeats; data is [[restatement, survivor], ...]."""
 
@@ -705,10 +714,10 @@ class ForgetCandidates(_Command, tag="forget_candidates"):
     """Memories decayed below the forget threshold, least alive first; lists, deletes nothing."""
 
     # Judge decay as of this time (microseconds since the epoch); now when absent.
-    now: int | None = None
+    now: Micros | None = None
 
 
-@declare(result=PanelState, vault=False)
+@declare(result=PanelState, vault=False, method="panel")
 class Panel(_Command, tag="panel"):
     """Make sure the Memory Palace web panel is served (on `port`, else the configured one); data is PanelState."""
 
