@@ -24,7 +24,7 @@ from msgspec import UNSET, Meta, UnsetType
 from .validate import INT64, MAX_NESTING, path_problem, structure_problem
 from .errors import (ERRORS_BY_CODE, DaemonBusy, DaemonUnavailable, HebbsError,  # noqa: F401
                      IndexingInProgress, InvalidInput, MessageTooLarge, ProtocolError)
-from .schema import (Access, ImportSummary, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge,
+from .schema import (Access, ImportSummary, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge, EdgeType,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
 from .schema import SourceSection
@@ -211,6 +211,10 @@ class ScanSummary(msgspec.Struct, kw_only=True):
 # characters (what text output shows). The daemon resolves every field of this type before the engine sees it.
 SHORT_ID_MIN = 6
 ShortId = Annotated[str, Meta(max_length=MAX_ID_CHARS, extra={"short_id": True})]
+# An edge type by name (schema.EdgeType); the engine checks it, and the CLI offers the names in any case.
+EdgeTypeName = Annotated[str, Meta(max_length=MAX_NAME_CHARS, extra={"choices": tuple(EdgeType.__members__),
+                                                                     "upper": True, "metavar": "TYPE"},
+                                         description="the edge type")]
 
 
 class Spec(NamedTuple):
@@ -247,6 +251,11 @@ class Spec(NamedTuple):
     params: str | None = None
     # What the typed method returns, made from the reply's data (None: the data itself).
     returns: Callable[[Any], Any] | None = None
+    # The CLI's option names where they are not `--field-name`: "field=--flag, ..." (cli/declared.py).
+    flags: str | None = None
+    # The CLI's text output: a format string over the request's fields and the reply's (None: the text
+    # cli/output.py prints for the reply's type, else the reply as indented JSON).
+    text: str | None = None
 
     @property
     def refreshes_panel(self) -> bool:
@@ -334,7 +343,7 @@ class Remember(_Command, tag="remember"):
     consolidate: bool | None = None
 
 
-@declare(result=Memory, engine="get", retryable=True)
+@declare(result=Memory, engine="get", retryable=True, cli="get")
 class Get(_Command, tag="get"):
     """One memory by id (a full ULID, or a unique suffix of at least 6 characters)."""
 
@@ -379,22 +388,24 @@ class History(_Command, tag="history"):
     id: ShortId
 
 
-@declare(result=Edge, engine="add_edge", writes=True)
+@declare(result=Edge, engine="add_edge", writes=True, cli="add-edge",
+         text="added {source} -[{edge_type}]-> {target} (confidence {confidence:.2f})")
 class AddEdge(_Command, tag="add_edge"):
     """Add (or replace) the edge source -[edge_type]-> target; data is the Edge."""
 
     source: ShortId
-    edge_type: Name
+    edge_type: EdgeTypeName
     target: ShortId
-    confidence: float = 1.0
+    confidence: Annotated[float, Meta(description="0..1")] = 1.0
 
 
-@declare(result=Removed, engine="remove_edge", writes=True, reply=lambda _: Removed(removed=1), returns=lambda _: None)
+@declare(result=Removed, engine="remove_edge", writes=True, reply=lambda _: Removed(removed=1),
+         returns=lambda _: None, cli="remove-edge", text="removed {source} -[{edge_type}]-> {target}")
 class RemoveEdge(_Command, tag="remove_edge"):
     """Delete one edge; NOT_FOUND when there is none. Data is {"removed": 1}."""
 
     source: ShortId
-    edge_type: Name
+    edge_type: EdgeTypeName
     target: ShortId
 
 
@@ -675,16 +686,17 @@ class ContradictionCommit(_Command, tag="contradiction_commit"):
     verdicts: list[ContradictionVerdict]
 
 
-@declare(result=ReflectAutoResult, engine="reflect", panel=True)
+@declare(result=ReflectAutoResult, engine="reflect", panel=True, cli="reflect", flags="entity_id=--entity")
 class Reflect(_Command, tag="reflect"):
     """reflect_prepare then reflect_commit, the configured LLM doing the reasoning; data is ReflectAutoResult.
 
     Fails with LLM_NOT_CONFIGURED when the vault has no [llm], and LLM_ERROR when the server fails.
     """
 
-    entity_id: Name | None = None
-    since: Micros | None = None
-    max_memories: int = 500
+    entity_id: Annotated[Name | None, Meta(description="only this entity's memories (default: every entity)")] = None
+    since: Annotated[Micros | None, Meta(description="only memories created since (ISO 8601 or microseconds) "
+                                                     "(default: all)")] = None
+    max_memories: Annotated[int, Meta(description="newest first, 5..500")] = 500
 
 
 @declare(result=ContradictionAutoResult, engine="contradiction_auto", panel=True)
@@ -695,7 +707,8 @@ class ContradictionAuto(_Command, tag="contradiction_auto"):
     min_confidence: float = 0.7
 
 
-@declare(result=Memory, engine="unconsolidate", writes=True, params="record_id=id")
+@declare(result=Memory, engine="unconsolidate", writes=True, params="record_id=id", cli="unconsolidate",
+         text="restored {id} as a memory of its own")
 class Unconsolidate(_Command, tag="unconsolidate"):
     """Make a restatement record (see history) a memory of its own again; data is that Memory."""
 

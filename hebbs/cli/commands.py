@@ -204,16 +204,6 @@ def cmd_remember(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_unconsolidate(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        memory = client.unconsolidate(args.id)
-    if _json(args):
-        output.emit_json(memory)
-    else:
-        print(f"restored {memory.id} as a memory of its own")
-    return 0
-
-
 def cmd_consolidate(args: argparse.Namespace) -> int:
     with client_for(args) as client:
         pairs = client.consolidate(dry_run=args.dry_run)
@@ -225,16 +215,6 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     for new, old in pairs:
         print(f"{output.short_id(new)} -> {output.short_id(old)}  {output.one_line(texts[new], output.width() - 20)}")
     print(f"{verb} {_count(len(pairs), 'restatement')}")
-    return 0
-
-
-def cmd_get(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        memory = client.get(args.id)
-    if _json(args):
-        output.emit_json(memory)
-    else:
-        output.print_memory(memory)
     return 0
 
 
@@ -298,26 +278,6 @@ def cmd_history(args: argparse.Namespace) -> int:
         print("no earlier versions")
     output.table(["replaced", "id", "content"],
                  [[output.when(v.updated_at), output.short_id(v.id), v.content] for v in versions])
-    return 0
-
-
-def cmd_add_edge(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        edge = client.add_edge(args.source, args.edge_type, args.target, args.confidence)
-    if _json(args):
-        output.emit_json(edge)
-    else:
-        print(f"added {edge.source} -[{edge.edge_type}]-> {edge.target} (confidence {edge.confidence:.2f})")
-    return 0
-
-
-def cmd_remove_edge(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        client.remove_edge(args.source, args.edge_type, args.target)
-    if _json(args):
-        output.emit_json({"removed": 1})
-    else:
-        print(f"removed {args.source} -[{args.edge_type}]-> {args.target}")
     return 0
 
 

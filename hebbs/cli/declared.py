@@ -1,22 +1,26 @@
 """CLI subcommands built from a command's declaration alone (hebbs.protocol, `@declare(cli=NAME)`).
 
 The request Struct is the whole specification: each required field becomes a positional argument,
-each other field an option (`--field-name`) with the field's own default and type, a bool that is
-off by default a flag; the Struct's docstring is the help. The body sends the request and prints its
-reply: JSON with `--format json`, else the reply as indented JSON (or the bare value). Commands
-whose output people read every day keep a hand-written body instead (commands.py and its siblings).
+each other field an option (`--field-name`, or the declaration's `flags=` spelling) with the field's
+own default, type and description, a bool that is off by default a flag, a time (Micros) ISO 8601
+text or microseconds; the Struct's docstring is the help. The body sends the request and prints its
+reply: JSON with `--format json`; else the declaration's `text=` template, or what output.py prints
+for the reply's type, or the reply as indented JSON (or the bare value). Commands whose output people
+read every day, or whose options are more than their fields, keep a hand-written body instead
+(commands.py and its siblings).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import inspect
 import typing
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
-from hebbs.protocol import COMMAND_TYPES, ShortId, _Command
+from hebbs.protocol import COMMAND_TYPES, Micros, _Command
 
 from . import output
 
@@ -30,43 +34,90 @@ def summary(cls: type[_Command]) -> str:
     return inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0].replace("\n", " ")
 
 
+class Shape(NamedTuple):
+    """What the CLI needs to know of a field's type."""
+
+    base: Any
+    many: bool = False
+    choices: tuple[Any, ...] | None = None
+    short_id: bool = False
+    micros: bool = False
+    upper: bool = False
+    metavar: str | None = None
+    help: str | None = None
+
+
+def flags(cls: type[_Command]) -> dict[str, str]:
+    """{field: the CLI's option} where the declaration spells it otherwise than `--field-name`."""
+    pairs = (word.split("=") for word in (cls.spec.flags or "").split(",") if word.strip())
+    return {field.strip(): flag.strip() for field, flag in pairs}
+
+
 def add_arguments(parser: argparse.ArgumentParser, cls: type[_Command]) -> None:
+    from .main import number
+
+    spelled = flags(cls)
     for field in msgspec.structs.fields(cls):
-        base, choices, many = _shape(field.type)
-        kind: dict[str, Any] = {"dest": field.name}
-        if choices:
-            kind["choices"] = choices
-        elif base in (int, float):
-            kind["type"] = base
+        shape = _shape(field.type)
+        kind: dict[str, Any] = {"dest": field.name, "help": shape.help}
+        if shape.choices:
+            kind["choices"] = shape.choices
+        if shape.upper:
+            kind["type"] = str.upper
+        elif shape.micros:
+            kind.update(type=_micros, metavar="TIME")
+        elif shape.base is float:
+            kind["type"] = number
+        elif shape.base is int:
+            kind["type"] = int
+        if shape.metavar:
+            kind["metavar"] = shape.metavar
+        if shape.short_id:
+            kind["help"] = kind["help"] or "a memory id, or its last 6+ characters"
+            if field.name in ("id", "ids"):
+                kind["metavar"] = "ID"
         if field.required:
             kind.pop("dest")
-            parser.add_argument(field.name, nargs="+" if many else None,
-                                metavar="ID" if base is ShortId else field.name.upper(),
-                                help="a memory id, or its last 6+ characters" if base is ShortId else None, **kind)
+            kind.setdefault("metavar", field.name.upper())
+            parser.add_argument(field.name, nargs="+" if shape.many else None, **kind)
             continue
         default = field.default if field.default is not msgspec.NODEFAULT else field.default_factory()
-        flag = "--" + field.name.replace("_", "-")
-        if base is bool and default is False:
-            parser.add_argument(flag, action="store_true", dest=field.name)
+        flag = spelled.get(field.name, "--" + field.name.replace("_", "-"))
+        if "choices" not in kind:
+            kind.setdefault("metavar", flag.lstrip("-").replace("-", "_").upper())
+        if shape.base is bool and default is False:
+            parser.add_argument(flag, action="store_true", dest=field.name, help=shape.help)
         else:
-            parser.add_argument(flag, default=default, action="append" if many else "store", **kind)
+            parser.add_argument(flag, default=default, action="append" if shape.many else "store", **kind)
 
 
-def _shape(type_: Any) -> tuple[Any, tuple[Any, ...] | None, bool]:
-    """(the field's base type, its Literal choices, whether it is a list)."""
-    if type_ == ShortId:
-        return ShortId, None, False
+def _micros(text: str) -> int | None:
+    from .commands import _time
+
+    return _time(text, "time")
+
+
+def _shape(type_: Any, meta: dict[str, Any] | None = None) -> Shape:
+    """The field's base type, with what its annotations say (Meta extras, description)."""
+    meta = dict(meta or {})
+    if type_ == Micros:
+        return Shape(int, micros=True, help=meta.get("help"))
     origin, args = typing.get_origin(type_), typing.get_args(type_)
     if origin is typing.Annotated:
-        return _shape(args[0])
+        for m in type_.__metadata__:
+            if isinstance(m, msgspec.Meta):
+                meta.update(m.extra or {})
+                if m.description:
+                    meta["help"] = m.description
+        return _shape(args[0], meta)
     if origin is typing.Literal:
-        return type(args[0]), args, False
+        return Shape(type(args[0]), choices=args, help=meta.get("help"))
     if origin is list:
-        base, choices, _ = _shape(args[0])
-        return base, choices, True
+        return _shape(args[0], meta)._replace(many=True)
     if args:  # an optional value: its non-null type
-        return _shape(next(a for a in args if a is not type(None)))
-    return type_, None, False
+        return _shape(next(a for a in args if a is not type(None)), meta)
+    return Shape(type_, choices=meta.get("choices"), short_id=bool(meta.get("short_id")),
+                 upper=bool(meta.get("upper")), metavar=meta.get("metavar"), help=meta.get("help"))
 
 
 def run(args: argparse.Namespace, cls: type[_Command]) -> int:
@@ -77,6 +128,12 @@ def run(args: argparse.Namespace, cls: type[_Command]) -> int:
         result = hb.request(cls(**fields))
     if args.format == "json":
         output.emit_json(result)
+    elif cls.spec.text is not None:
+        shown = msgspec.structs.asdict(result) if isinstance(result, msgspec.Struct) else {}
+        print(cls.spec.text.format_map({**fields, **shown}))
+    elif type(result).__name__ in output.TEXT:
+        module, name = output.TEXT[type(result).__name__].split(":")
+        getattr(importlib.import_module(f"hebbs.cli.{module}"), name)(result)
     elif isinstance(result, (int, float, str)):
         print(result)
     else:

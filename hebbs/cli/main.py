@@ -199,14 +199,8 @@ def _memory_commands(command: Any, common: argparse.ArgumentParser, shared: argp
     p.add_argument("--no-consolidate", action="store_true",
                    help="store it even if it restates an existing memory (default: the vault's setting)")
 
-    p = command("unconsolidate", "make a restatement record (listed by `hebbs inspect ID`) a memory of its own again")
-    p.add_argument("id", help="the restatement record's id, or its last 6+ characters")
-
     p = command("consolidate", "merge restatements already in the vault into the memories they repeat")
     p.add_argument("--dry-run", action="store_true", help="list what would be merged; change nothing")
-
-    p = command("get", "show one memory (full id or its last 6+ characters)")
-    p.add_argument("id", help="memory id, or its last 6+ characters")
 
     p = command("revise", "change a memory in place (its earlier text is kept as history)")
     p.add_argument("id", help="memory id, or its last 6+ characters")
@@ -226,17 +220,6 @@ def _memory_commands(command: Any, common: argparse.ArgumentParser, shared: argp
     p.add_argument("--entity", help="forget every memory of this entity")
     p.add_argument("--candidates", action="store_true",
                    help="only list the memories decayed below the forget threshold; deletes nothing")
-
-    p = command("add-edge", "add (or replace) an edge SOURCE -[TYPE]-> TARGET between two memories")
-    p.add_argument("source", help="memory id, or its last 6+ characters")
-    p.add_argument("edge_type", metavar="TYPE", type=str.upper, choices=EDGE_TYPES, help="the edge type")
-    p.add_argument("target", help="memory id, or its last 6+ characters")
-    p.add_argument("--confidence", type=number, default=1.0, help="0..1")
-
-    p = command("remove-edge", "delete the edge SOURCE -[TYPE]-> TARGET")
-    p.add_argument("source", help="memory id, or its last 6+ characters")
-    p.add_argument("edge_type", metavar="TYPE", type=str.upper, choices=EDGE_TYPES, help="the edge type")
-    p.add_argument("target", help="memory id, or its last 6+ characters")
 
     p = command("edges", "a memory's edges")
     p.add_argument("id", help="memory id, or its last 6+ characters")
@@ -329,10 +312,6 @@ def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: arg
                                   "also gets each as a note in its insights folder)",
                 run="reflectcmds:cmd_reflect_commit")
     p.add_argument("--file", required=True, help='{"session_id": ..., "insights": [...]} (- reads stdin)')
-
-    p = command("reflect", "reflect-prepare and reflect-commit in one, through the configured LLM",
-                run="reflectcmds:cmd_reflect")
-    _reflect_scope(p)
 
     p = command("insights", "the insights reflection stored, newest first", run="reflectcmds:cmd_insights")
     p.add_argument("--entity", help="only this entity's insights (default: every entity)")

@@ -28,6 +28,9 @@ MIN_COLUMN = 8
 # Narrower than this, recall's table leaves out which strategies found each result (JSON keeps it).
 STRATEGIES_FROM = 100
 _encoder = msgspec.json.Encoder()
+# What text mode prints for a reply of each type (cli/declared.py, for a command without a `text=`
+# template of its own): "module:function" in hebbs.cli, imported when used.
+TEXT = {"Memory": "output:print_memory", "ReflectAutoResult": "reflectcmds:print_reflected"}
 
 
 # Control characters a terminal would act on (ESC starts colour, cursor and title sequences; CR

@@ -16,7 +16,7 @@ import msgspec
 
 from hebbs.errors import InvalidInput
 from hebbs.schema import (ContradictionCommitted, ContradictionVerdict, Insight, InsightInput, Memory,
-                          ReflectCommitted)
+                          ReflectAutoResult, ReflectCommitted)
 
 from . import output
 from .commands import _count, _json, _time, client_for, open_input
@@ -108,12 +108,8 @@ def _print_committed_insights(committed: ReflectCommitted) -> None:
     _print_files_and_warnings(committed)
 
 
-def cmd_reflect(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        result = client.reflect(args.entity, _since(args.since), args.max_memories)
-    if _json(args):
-        output.emit_json(result)
-        return 0
+def print_reflected(result: ReflectAutoResult) -> None:
+    """`hebbs reflect`'s text (built from its declaration, cli/declared.py)."""
     print(f"{_count(result.clusters, 'cluster')}: {result.proposed} insights proposed, {result.accepted} accepted")
     if result.committed is not None:
         _print_committed_insights(result.committed)
@@ -121,7 +117,6 @@ def cmd_reflect(args: argparse.Namespace) -> int:
         print(f"rejected: {rejected}")
     for problem in result.problems:
         print(f"problem: {problem}")
-    return 0
 
 
 def cmd_insights(args: argparse.Namespace) -> int:
