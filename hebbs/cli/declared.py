@@ -54,8 +54,6 @@ def flags(cls: type[_Command]) -> dict[str, str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type[_Command]) -> None:
-    from .main import number
-
     spelled = flags(cls)
     for field in msgspec.structs.fields(cls):
         shape = _shape(field.type)
@@ -67,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[_Command]) -> None:
         elif shape.micros:
             kind.update(type=_micros, metavar="TIME")
         elif shape.base is float:
-            kind["type"] = number
+            kind["type"] = output.number
         elif shape.base is int:
             kind["type"] = int
         if shape.metavar:

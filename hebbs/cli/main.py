@@ -7,7 +7,6 @@ a recall through the CLI is one process start plus one socket round trip.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from hebbs.errors import HebbsError
 from hebbs.schema import EdgeType
 
 from . import output
+from .output import number
 
 FORMATS = ("text", "json")
 EDGE_TYPES = tuple(EdgeType.__members__)
@@ -59,19 +59,6 @@ class _Version(argparse.Action):
 
         print(f"hebbs {version()}")
         parser.exit()
-
-
-def number(text: str) -> float:
-    """A float option's value: NaN and infinity are refused here, because JSON carries them as null,
-    which the daemon reads as "not given" (a revise with --importance nan changed nothing and said
-    it had revised)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
-    return value
 
 
 def _shared() -> argparse.ArgumentParser:

@@ -6,6 +6,8 @@ export); errors go to stderr, as JSON in json mode, and the exit code is non-zer
 
 from __future__ import annotations
 
+import argparse
+import math
 import shutil
 import sys
 import textwrap
@@ -50,6 +52,19 @@ class Printable:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+def number(text: str) -> float:
+    """A float option's value: NaN and infinity are refused here, because JSON carries them as null,
+    which the daemon reads as "not given" (a revise with --importance nan changed nothing and said
+    it had revised)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
 
 
 def short_id(memory_id: str) -> str:
