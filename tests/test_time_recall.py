@@ -200,7 +200,8 @@ def test_a_window_with_few_memories_is_searched_exactly(tmp_path: Path, embedder
                vault.lexical_hits(cue, 10, vault.scope(window=may)))
     assert len(exact[0]) == 10 and len(exact[1]) == 10
     assert [mid for mid, _ in exact[0]] == [mid for mid, _ in widened[0]]
-    assert [s for _, s in exact[0]] == pytest.approx([s for _, s in widened[0]], abs=1e-5)
+    # scored from the stored float16 copies: within their rounding of the graph's float32 cosine
+    assert [s for _, s in exact[0]] == pytest.approx([s for _, s in widened[0]], abs=2e-4)
     assert exact[1] == widened[1]
     assert all(may[0] <= vault.entry(mid).created_at <= may[1] for mid, _ in exact[0] + exact[1])
     eng.close()

@@ -161,21 +161,6 @@ class VectorIndex:
             return [(id_of[label], 1.0 - dist)
                     for label, dist in zip(labels[0].tolist(), distances[0].tolist()) if id_of[label]]
 
-    def nearest_of(self, vector: np.ndarray, k: int, ids: list[str]) -> list[tuple[str, float]]:
-        """The k of these memories nearest to `vector`, scored exactly (the graph's own copies of their
-        vectors, the cosine hnswlib computes), most similar first; ids not indexed are left out."""
-        with self._lock:
-            label_of = self._labels()
-            indexed = [(memory_id, label_of[memory_id]) for memory_id in ids if memory_id in label_of]
-            if not indexed or k <= 0:
-                return []
-            stored = self._index.get_items([label for _, label in indexed], return_type="numpy")
-        query = vector.astype(np.float32, copy=False)
-        norm = float(np.linalg.norm(query))
-        sims = stored @ (query / norm if norm > 0 else query)
-        order = np.argsort(-sims, kind="stable")[:k].tolist()
-        return [(indexed[i][0], float(sims[i])) for i in order]
-
     def vectors(self, ids: list[str]) -> np.ndarray:
         """The stored (unit) vectors of these memories, one row each; a row of zeros for an id not indexed.
 
