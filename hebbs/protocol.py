@@ -381,7 +381,7 @@ class ReviseMany(_Command, tag="revise_many"):
     items: list[ReviseItem]
 
 
-@declare(result=list[Memory], engine="history", retryable=True)
+@declare(result=list[Memory], engine="history", retryable=True, cli="history")
 class History(_Command, tag="history"):
     """A memory's earlier versions, newest first; data is a list of Memory."""
 
@@ -580,11 +580,11 @@ class Count(_Command, tag="count"):
     """How many memories the vault holds (earlier versions not counted)."""
 
 
-@declare(result=list[QueryLogEntry], engine="queries", retryable=True)
+@declare(result=list[QueryLogEntry], engine="queries", retryable=True, cli="queries")
 class Queries(_Command, tag="queries"):
     """The most recent recalls from the query log, newest first."""
 
-    limit: int = 50
+    limit: Annotated[int, Meta(description="how many")] = 50
 
 
 @declare(result=Inspection, retryable=True, method="inspect",
@@ -656,13 +656,14 @@ class ReflectCommit(_Command, tag="reflect_commit"):
     insights: list[InsightInput]
 
 
-@declare(result=list[Insight], engine="insights", retryable=True)
+@declare(result=list[Insight], engine="insights", retryable=True, cli="insights",
+         flags="entity_id=--entity, max_results=--limit")
 class Insights(_Command, tag="insights"):
     """The vault's insights, newest first; data is a list of Insight."""
 
-    entity_id: Name | None = None
-    min_confidence: float = 0.0
-    max_results: int = 100
+    entity_id: Annotated[Name | None, Meta(description="only this entity's insights (default: every entity)")] = None
+    min_confidence: Annotated[float, Meta(description="0..1")] = 0.0
+    max_results: Annotated[int, Meta(description="how many")] = 100
 
 
 # It drops candidates that no longer hold (a write) but shows nothing new: pages listing candidates

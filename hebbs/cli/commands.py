@@ -268,19 +268,6 @@ def cmd_revise_many(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_history(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        versions = client.history(args.id)
-    if _json(args):
-        output.emit_json(versions)
-        return 0
-    if not versions:
-        print("no earlier versions")
-    output.table(["replaced", "id", "content"],
-                 [[output.when(v.updated_at), output.short_id(v.id), v.content] for v in versions])
-    return 0
-
-
 def cmd_edges(args: argparse.Namespace) -> int:
     with client_for(args) as client:
         edges = client.edges(args.id, args.direction)
@@ -394,20 +381,6 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                 for r in matches:
                     print(f"{r.confidence or 0.0:.3f}  {output.short_id(r.memory.id)}  "
                           f"{output.one_line(r.memory.content, output.width() - 20)}", flush=True)
-    return 0
-
-
-def cmd_queries(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        entries = client.queries(args.limit)
-    if _json(args):
-        output.emit_json(entries)
-        return 0
-    if not entries:
-        print("no recalls logged yet")
-    rows = [[output.when(e.at), f"{e.latency_ms:.1f}", str(e.result_count), ",".join(e.strategies),
-             e.entity_id or "-", e.cue or "(no cue)"] for e in entries]
-    output.table(["when", "ms", "results", "strategies", "entity", "cue"], rows, right=(1, 2))
     return 0
 
 

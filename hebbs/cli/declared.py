@@ -129,11 +129,19 @@ def run(args: argparse.Namespace, cls: type[_Command]) -> int:
     elif cls.spec.text is not None:
         shown = msgspec.structs.asdict(result) if isinstance(result, msgspec.Struct) else {}
         print(cls.spec.text.format_map({**fields, **shown}))
-    elif type(result).__name__ in output.TEXT:
-        module, name = output.TEXT[type(result).__name__].split(":")
+    elif _type_name(cls.spec.result) in output.TEXT:
+        module, name = output.TEXT[_type_name(cls.spec.result)].split(":")
         getattr(importlib.import_module(f"hebbs.cli.{module}"), name)(result)
     elif isinstance(result, (int, float, str)):
         print(result)
     else:
         print(msgspec.json.format(msgspec.json.encode(result), indent=2).decode())
     return 0
+
+
+def _type_name(type_: Any) -> str:
+    """A reply type as output.TEXT names it: `Memory`, `list[Memory]`."""
+    args = typing.get_args(type_)
+    if args:
+        return f"{typing.get_origin(type_).__name__}[{', '.join(_type_name(a) for a in args)}]"
+    return getattr(type_, "__name__", str(type_))

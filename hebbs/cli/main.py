@@ -199,9 +199,6 @@ def _memory_commands(command: Any, common: argparse.ArgumentParser, shared: argp
     p.add_argument("file", help='[{"id": ..., "content"?, "importance"?, "context"?, "entity_id"?}, ...] or one '
                                 "such object per line; - reads stdin")
 
-    p = command("history", "a memory's earlier versions, newest first")
-    p.add_argument("id", help="memory id, or its last 6+ characters")
-
     p = command("forget", "remove memories by id, or every memory of an entity")
     p.add_argument("ids", nargs="*", metavar="ID", help="memory ids, or their last 6+ characters")
     p.add_argument("--entity", help="forget every memory of this entity")
@@ -279,9 +276,6 @@ def _recall_commands(command: Any, common: argparse.ArgumentParser, shared: argp
     p.add_argument("--entity", help="only this entity's memories (default: every entity)")
     p.add_argument("--threshold", type=number, default=0.5, help="minimum confidence, 0..1")
 
-    p = command("queries", "the most recent recalls (the query log)")
-    p.add_argument("--limit", type=int, default=50, help="how many")
-
     p = command("inspect", "one memory with its edges and history")
     p.add_argument("id", help="memory id, or its last 6+ characters")
 
@@ -299,11 +293,6 @@ def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: arg
                                   "also gets each as a note in its insights folder)",
                 run="reflectcmds:cmd_reflect_commit")
     p.add_argument("--file", required=True, help='{"session_id": ..., "insights": [...]} (- reads stdin)')
-
-    p = command("insights", "the insights reflection stored, newest first", run="reflectcmds:cmd_insights")
-    p.add_argument("--entity", help="only this entity's insights (default: every entity)")
-    p.add_argument("--min-confidence", type=number, default=0.0, help="0..1")
-    p.add_argument("--limit", type=int, default=100, help="how many")
 
     p = command("contradictions", "list pending contradiction candidates; `commit --file` applies verdicts (a "
                                   "notes folder also gets a report in its contradictions folder), `auto` asks "

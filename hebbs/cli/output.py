@@ -32,7 +32,9 @@ STRATEGIES_FROM = 100
 _encoder = msgspec.json.Encoder()
 # What text mode prints for a reply of each type (cli/declared.py, for a command without a `text=`
 # template of its own): "module:function" in hebbs.cli, imported when used.
-TEXT = {"Memory": "output:print_memory", "ReflectAutoResult": "reflectcmds:print_reflected"}
+TEXT = {"Memory": "output:print_memory", "list[Memory]": "output:print_versions",
+        "list[QueryLogEntry]": "output:print_query_log", "list[Insight]": "reflectcmds:print_insights",
+        "ReflectAutoResult": "reflectcmds:print_reflected"}
 
 
 # Control characters a terminal would act on (ESC starts colour, cursor and title sequences; CR
@@ -228,3 +230,18 @@ def print_error(message: str, status_code: str, json_mode: bool) -> None:
         emit_json({"error": message, "status_code": status_code}, sys.stderr)
     else:
         sys.stderr.write(f"hebbs: {message} [{status_code}]\n")
+
+
+def print_versions(versions: Sequence[Memory]) -> None:
+    """Memories as one line each, when each was last changed first (a memory's history)."""
+    if not versions:
+        print("none")
+    table(["replaced", "id", "content"], [[when(v.updated_at), short_id(v.id), v.content] for v in versions])
+
+
+def print_query_log(entries: Sequence[Any]) -> None:
+    if not entries:
+        print("no recalls logged yet")
+    rows = [[when(e.at), f"{e.latency_ms:.1f}", str(e.result_count), ",".join(e.strategies),
+             e.entity_id or "-", e.cue or "(no cue)"] for e in entries]
+    table(["when", "ms", "results", "strategies", "entity", "cue"], rows, right=(1, 2))

@@ -119,17 +119,12 @@ def print_reflected(result: ReflectAutoResult) -> None:
         print(f"problem: {problem}")
 
 
-def cmd_insights(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        found = client.insights(args.entity, args.min_confidence, args.limit)
-    if _json(args):
-        output.emit_json(found)
-        return 0
+def print_insights(found: list[Insight]) -> None:
+    """`hebbs insights`' text (built from its declaration, cli/declared.py)."""
     if not found:
         print("no insights yet (hebbs reflect-prepare starts a reflection)")
     output.table(["when", "conf", "id", "entity", "sources", "content"], [_insight_row(i) for i in found],
                  right=(1, 4))
-    return 0
 
 
 def _insight_row(insight: Insight) -> list[str]:
