@@ -5,8 +5,8 @@ its ``model.safetensors`` is checked against the sha256 in ``models/registry.tom
 ONNX graph once (``hebbs.store.onnx_bert``) and cached as ``<cache_dir>/<sha256>.onnx``. Any other model
 can be used from a directory holding an ``.onnx`` file and its ``tokenizer.json``.
 
-Thread settings (intra-op threads, workers that spin only briefly, BLAS capped by the caller) and
-the measurements behind them: docs/embedding.md.
+Thread settings (intra-op threads, workers that do not spin, BLAS capped by the caller) and the
+measurements behind them: docs/embedding.md.
 """
 
 from __future__ import annotations
@@ -35,8 +35,12 @@ __all__ = ["Embedder", "ModelError", "get_embedder", "limit_blas_threads", "defa
 GRAPH_VERSION = "1"
 _GRAPH_VERSION_KEY = "hebbs.graph_version"
 
-# How long an idle onnxruntime worker spins before it sleeps (module docstring).
-SPIN_US = 100
+# How long an idle onnxruntime worker spins before it sleeps, in microseconds; 0: it never spins.
+# Off, by measurement (bench/bench_session.py, docs/embedding.md): on a shared 2-core machine one cue
+# was embedded fastest with spinning off (a 100 us spin 1.7x its p50, onnxruntime's default 3-6x),
+# and a process serving a cue a second burnt 0.29 s of CPU per 30 s off or at 100 us, 1.54 s at the
+# default; idle, every setting burns nothing.
+SPIN_US = 0
 
 MAX_BATCH_TEXTS = 256
 # Padded tokens per onnxruntime call. Measured: at 256 tokens, batches of 8-16 texts are as fast
@@ -140,9 +144,9 @@ def _session_options(threads: int | None) -> Any:
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3  # initializer-cleanup warnings are noise to hebbs users
-    # Spinning, but briefly: awake between one run's operators, asleep soon after it (docs/embedding.md).
-    so.add_session_config_entry("session.intra_op.allow_spinning", "1")
-    so.add_session_config_entry("session.intra_op.spin_duration_us", str(SPIN_US))
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if SPIN_US else "0")
+    if SPIN_US:
+        so.add_session_config_entry("session.intra_op.spin_duration_us", str(SPIN_US))
     return so
 
 
