@@ -56,16 +56,16 @@ def stored_as(engine: Engine, ids: list[str], form: str) -> None:
 @contextlib.contextmanager
 def old_search() -> Iterator[None]:
     """Similarity-only recall as before: the 70-deep search fusion makes (OpenVault.similar's margin)."""
-    kept = background.nearest_with_background
+    kept = background.nearest
 
     def seventy_deep(vault: Any, vector: Any, top_k: int, allowed: Any) -> Any:
-        return vault.similar(vector, max(background.DEPTH, top_k), allowed, narrow=False)
+        return vault.similar(vector, max(50, top_k), allowed, narrow=False)
 
-    background.nearest_with_background = seventy_deep
+    background.nearest = seventy_deep
     try:
         yield
     finally:
-        background.nearest_with_background = kept
+        background.nearest = kept
 
 
 def answers(engine: Engine, cues: list[str], **kw: Any) -> list[Any]:

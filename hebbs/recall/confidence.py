@@ -7,8 +7,9 @@ Confidence is a separate number in 0..1, a small logistic calibration over signa
 same thing in every vault:
 
     cosine         cue-memory cosine similarity under the embedding model
-    cosine_gap     that cosine minus the mean cosine of the cue's background (its similarity hits
-                   below the top 10 in the same scope): how far the memory stands out for this cue
+    cosine_gap     that cosine minus the cue's background, its cosine to the mean of the vault's
+                   vectors (background.py: its mean cosine to any memory of the vault, estimated
+                   once, no search): how far the memory stands out for this cue
     term_coverage  the weighted share of the cue's terms that the memory contains (BM25's evidence,
                    normalized for the cue so that it has a fixed scale); a term weighs its idf times
                    the generality of its word (GENERIC_RANK below: "work" in "how should retries
@@ -35,7 +36,7 @@ A cue that asks only for a time ("what happened yesterday": every word left is g
 answered by what is from then: a candidate inside the time it names holds all its terms.
 
 The coefficients were fitted by `bench/bench_abstention.py --fit` on LoCoMo conversations 26, 30,
-41 and half of the notes cues, per candidate (an evidence turn or a section of the answering note
+41 and the even-numbered notes cues, per candidate (an evidence turn or a section of the answering note
 is relevant, every other candidate and every candidate of an unanswerable cue is not), and checked on the rest (docs/honesty.md has the figures). A recall
 whose best confidence is below the threshold (config recall.abstain_threshold) is marked
 `abstained`: nothing relevant is known for the cue; the weak candidates are still listed.
@@ -52,20 +53,16 @@ import numpy as np
 
 from ..config import DEFAULT_ABSTAIN_THRESHOLD
 from ..store.lexical_index import tokenize
+from .background import CONSIDERED
 from .timewords import understand
 
 FEATURES = ("cosine", "cosine_gap", "term_coverage", "known_terms", "missing_key", "best_gap", "coverage_gap")
 # Fitted by bench/bench_abstention.py --fit (docs/honesty.md); in the order of FEATURES.
-COEFFICIENTS = (2.0183, 0.3958, 1.871, 2.4214, -1.1329, 1.0246, 1.8447)
-INTERCEPT = -2.1493
+COEFFICIENTS = (1.9974, 0.8399, 1.3731, 1.6981, -0.791, 0.2906, 0.7699)
+INTERCEPT = -2.5111
 # Chosen on the fit part: the highest threshold that abstains on at most 4% of its answerable cues.
 DEFAULT_THRESHOLD = DEFAULT_ABSTAIN_THRESHOLD
 NOTE = "no good match: nothing relevant known for this cue"
-# Below this rank the cue's similarity hits are its background, not its candidates.
-BACKGROUND_FROM_RANK = 10
-# How many of a recall's best candidates (by fused relevance, before top_k cuts them) are judged: the
-# answer's confidence is over these, whatever top_k is, so that `--top-k 1` and `--top-k 10` agree.
-CONSIDERED = 10
 # Term weights are computed as if the vault held at least this many memories: in a vault of a
 # handful, every word it lacks would otherwise outweigh every word it has ("what does Dana drink"
 # against "Dana prefers green tea" would abstain for want of the word "drink").
@@ -132,10 +129,8 @@ class CueEvidence:
     """What the features take from the cue and its scope, computed once per recall: each candidate
     then costs a dot product and a pass over the cue's few terms."""
 
-    def __init__(self, background: Sequence[float], terms: Mapping[str, float], known: Mapping[str, bool]) -> None:
-        # np.mean's own arithmetic (one pairwise sum, then a division), without its overhead.
-        self.mean_background = (float(np.add.reduce(np.asarray(background, dtype=np.float64)) / len(background))
-                                if len(background) else 0.0)
+    def __init__(self, background: float, terms: Mapping[str, float], known: Mapping[str, bool]) -> None:
+        self.mean_background = background
         self.total = sum(terms.values())
         self.known_share = sum(w for t, w in terms.items() if known.get(t)) / self.total if self.total > 0 else 0.0
         self.rarest = max(terms.values(), default=0.0)
@@ -169,12 +164,6 @@ def _logistic(z: float) -> float:
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
 
-def background_of(similarities: Sequence[float]) -> list[float]:
-    """The cosines that stand for "anything in this scope": past the top ranks, or all if few."""
-    tail = list(similarities[BACKGROUND_FROM_RANK:])
-    return tail if len(tail) >= 5 else list(similarities)
-
-
 class Judged(NamedTuple):
     """One candidate's confidence and the features it was computed from."""
     confidence: float
@@ -182,7 +171,7 @@ class Judged(NamedTuple):
 
 
 def assess(cue: str, cue_vector: np.ndarray, vectors: Sequence[np.ndarray], memory_texts: Sequence[str],
-           similarities: Sequence[float], doc_freq: Callable[[list[str]], dict[str, int]],
+           background: float, doc_freq: Callable[[list[str]], dict[str, int]],
            docs: int, memory_terms: Sequence[Container[str]] | None = None,
            word_ranks: Mapping[str, int] | None = None, in_time: Sequence[bool] | None = None) -> list[Judged]:
     """The judgement of each candidate, in order: how likely it is relevant to the cue.
@@ -193,8 +182,8 @@ def assess(cue: str, cue_vector: np.ndarray, vectors: Sequence[np.ndarray], memo
     has it), and the answer's confidence is the best candidate's, whichever of them top_k shows.
 
     `vectors` and `memory_texts` are the candidates' stored vectors and lexical texts (`memory_terms`,
-    when given, their index terms, so that texts need not be tokenized again); `similarities` the
-    cue's similarity hits over the whole recall scope, best first; `doc_freq` gives the vault's
+    when given, their index terms, so that texts need not be tokenized again); `background` the
+    cue's cosine to the vault's mean vector (background.vault_mean); `doc_freq` gives the vault's
     document frequency of terms, `docs` the number of documents; `word_ranks` the embedding
     model's vocabulary ranks (generality of the cue's words); `in_time`, for a cue with a time
     phrase, whether each candidate is from the time it names."""
@@ -203,7 +192,7 @@ def assess(cue: str, cue_vector: np.ndarray, vectors: Sequence[np.ndarray], memo
     names = list(weighted)
     freqs = doc_freq(names) if names else {}
     terms = {t: idf(freqs.get(t, 0), docs) * weighted[t] for t in names}
-    evidence = CueEvidence(background_of(similarities), terms, {t: freqs.get(t, 0) > 0 for t in names})
+    evidence = CueEvidence(background, terms, {t: freqs.get(t, 0) > 0 for t in names})
     # Asked only for a time ("what happened yesterday"): nothing but the time to match.
     time_only = in_time is not None and all(w < TIME_ONLY_GENERALITY for w in weighted.values())
     if memory_terms is None:

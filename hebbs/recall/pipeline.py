@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ from ..errors import InvalidInput, NotFound
 from ..schema import (RecallResult, RecallResults, ScoreComponents, ScoringWeights, TimeUnderstood)
 from ..store.memory_text import lexical_text
 from ..store.open_vault import OpenVault, now_us
-from . import confidence, scoring, timewords
+from . import background, confidence, scoring, timewords
 from . import fusion as rc
 from .query import Query, cached_vectors, cue_embedding
 from .registry import REGISTRY, STRATEGIES
@@ -154,12 +154,10 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
     answer = RecallResults(results=results, notes=notes, time_understood=None if understood is None else TimeUnderstood(
         phrase=understood.phrase, start=understood.start, end=understood.end, text=understood.text()))
     if r.cue is not None:
-        # The cue's similarity over the whole scope is the background its results stand out from.
-        background = query.cue_hits(vault)
         considered = sorted(candidates, key=lambda mid: candidates[mid].relevance,
                             reverse=True)[:confidence.CONSIDERED]
-        judge_confidence(vault, answer, r.cue, query.cue_vector, [sim for _, sim in background], vectors,
-                         considered=considered, understood=understood)
+        judge_confidence(vault, answer, r.cue, query.cue_vector, vectors, considered=considered,
+                         understood=understood, scope_empty=lambda: not query.cue_hits(vault))
     return answer
 
 
@@ -179,11 +177,13 @@ def run_strategies(vault: OpenVault, names: set[str], query: Query) -> tuple[rc.
 
 
 def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vector: np.ndarray,
-                     similarities: list[float], vectors: dict[str, np.ndarray] | None = None,
-                     considered: Sequence[str] = (), understood: timewords.TimeRange | None = None) -> None:
+                     vectors: dict[str, np.ndarray] | None = None, considered: Sequence[str] = (),
+                     understood: timewords.TimeRange | None = None,
+                     scope_empty: Callable[[], bool] = lambda: False) -> None:
     """Each result's confidence, and whether the answer abstains (recall/confidence.py), judged over
     the results and the `considered` candidates (ids) alike. `vectors`: stored vectors already read
-    in this recall, by memory id; the others are read here. `understood`: the cue's time phrase."""
+    in this recall, by memory id; the others are read here. `understood`: the cue's time phrase.
+    `scope_empty`: asked only when there is nothing to judge, to say why."""
     lexical = vault.lexical_index
     shown = {r.memory.id: r.memory for r in answer.results}
     extra = [mid for mid in dict.fromkeys(considered) if mid not in shown]
@@ -193,7 +193,9 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
     texts = [lexical_text(m) for m in memories]
     in_time = (None if understood is None
                else [understood.start <= m.created_at <= understood.end for m in memories])
-    judged = confidence.assess(cue, cue_vector, list(stored), texts, similarities,
+    mean = background.vault_mean(vault)
+    judged = confidence.assess(cue, cue_vector, list(stored), texts,
+                               float(np.dot(cue_vector, mean)) if mean is not None else 0.0,
                                lexical.doc_freqs, max(1, lexical.count()),
                                memory_terms=[lexical.terms_of(mid, text) for mid, text in zip(ids, texts)],
                                word_ranks=vault.embedder.word_ranks(), in_time=in_time)
@@ -208,8 +210,8 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
     if answer.abstained and not answer.results:
         # The cue's own hits over the scope say whether there was anything to find at all.
         answer.notes.append(f"{confidence.NOTE} ("
-                            + ("the strategies asked for brought no candidate" if similarities
-                               else "no memory in this scope") + ")")
+                            + ("no memory in this scope" if scope_empty()
+                               else "the strategies asked for brought no candidate") + ")")
     elif answer.abstained:
         where = (f"candidate {ids[best]}, ranked below these results" if hidden
                  else "the best of the results below")

@@ -32,7 +32,7 @@ class Query:
     alpha: float | None = None
     analogy: Sequence[str] | None = None
     # Similarity alone: how many answers it returns. Its search is then the one a raw hnswlib user
-    # makes for them, and its hits past the answers are the confidence background (background.py).
+    # makes for them (background.nearest).
     answers: int | None = None
     _cue_hits: list[tuple[str, float]] | None = field(default=None, init=False, repr=False)
     # Stored vectors read during this recall, by memory id: neighbour support, MMR and confidence
@@ -55,7 +55,7 @@ class Query:
         fused strategies and the confidence background all read the same hits."""
         if self._cue_hits is None:
             if self.answers is not None and not self.filtered:
-                self._cue_hits = background.nearest_with_background(vault, self.cue_vector, self.answers, self.allowed)
+                self._cue_hits = background.nearest(vault, self.cue_vector, self.answers, self.allowed)
             else:
                 self._cue_hits = vault.similar(self.cue_vector, self.limit, self.allowed, narrow=self.filtered)
         return self._cue_hits
