@@ -196,3 +196,35 @@ def test_the_sweep_merges_a_paraphrase_and_keeps_antonyms_swaps_and_rules_apart(
     assert engine.consolidate() == [(again.id, said.id)]
     assert engine.get(again.id).restatement_of == said.id and engine.get(said.id).restatements == 1
     assert engine.unconsolidate(again.id).kind == MemoryKind.EPISODE
+
+
+def test_the_sweep_folds_moved_phrases_and_added_words_and_keeps_units_relations_and_roles_apart(engine) -> None:
+    """Issue 30, paraphrases in other shapes, with the real model. Folded: a phrase moved to the front,
+    a word only added ("located"), a synonym. Kept apart, though their sentences are as close: another
+    unit after the same number, a relation word replaced (to / from), an antonym in another form
+    (sells / buys), a role reversed (names in another order), a sibling (weekdays / weekends). The
+    first rule merged the unit, the relation and sells / buys, and missed the first two paraphrases.
+    The dry run lists exactly what the real run then folds."""
+    def pair(entity: str, first: str, second: str) -> tuple[str, str]:
+        a = engine.remember(first, entity_id=entity, created_at=1_700_000_000_000_000)
+        b = engine.remember(second, entity_id=entity, consolidate=False, created_at=1_700_000_000_000_001)
+        return b.id, a.id
+
+    folded = {
+        pair("pharmacy", "The pharmacy opens at 8am on Saturdays.", "On Saturdays the pharmacy opens at 8am."),
+        pair("office", "Our office is on the fifth floor.", "Our office is located on the fifth floor."),
+        pair("train", "The train to Utrecht leaves from platform 5.", "The train to Utrecht departs from platform 5."),
+    }
+    apart = [
+        pair("cache", "The cache expires after 15 minutes.", "The cache expires after 15 seconds."),
+        pair("meeting", "The meeting was moved to Thursday.", "The meeting was moved from Thursday."),
+        pair("bakery", "The bakery sells sourdough bread.", "The bakery buys sourdough bread."),
+        pair("oliver", "Oliver reports to the CFO.", "The CFO reports to Oliver."),
+        pair("library", "The library opens at 9am on weekdays.", "The library opens at 9am on weekends."),
+    ]
+    would = engine.consolidate(dry_run=True)
+    assert set(would) == folded and not set(apart) & set(would)
+    assert engine.count() == 16
+    assert set(engine.consolidate()) == folded and engine.count() == 13
+    for new_id, old_id in folded:
+        assert engine.get(new_id).restatement_of == old_id

@@ -18,7 +18,7 @@ from ulid import ULID
 from ..errors import NotFound
 from ..schema import Memory, PendingContradiction
 
-__all__ = ["Verdict", "classify", "find_candidates", "subject_of", "ANTONYMS", "MAX_CONFIDENCE", "THRESHOLD"]
+__all__ = ["Verdict", "classify", "find_candidates", "subject_of", "stem", "ANTONYMS", "MAX_CONFIDENCE", "THRESHOLD"]
 
 MAX_CONFIDENCE = 0.75
 THRESHOLD = 0.35
@@ -168,7 +168,7 @@ def _analyze(text: str) -> tuple[_Sentence, ...]:
         negated = bool(tokens & _NEGATIONS) or any(t.endswith("n't") for t in toks)
         negates = _negated_words(toks)
         numbers = frozenset(t.replace(",", ".") for t in toks if _NUMBER.match(t))
-        words = frozenset(_stem(t) for t in toks if t not in _STOP and t not in _CUE_WORDS and not _NUMBER.match(t)
+        words = frozenset(stem(t) for t in toks if t not in _STOP and t not in _CUE_WORDS and not _NUMBER.match(t)
                           and not t.endswith("n't") and len(t) > 1)
         if len(words) < 2:
             continue
@@ -199,7 +199,7 @@ def _negated_words(toks: list[str]) -> frozenset[str]:
         if tok in _NEGATIONS or tok.endswith("n't"):
             nxt = next((t for t in toks[i + 1:] if t not in _NEGATION_SKIP), None)
             if nxt is not None:
-                out.add(_stem(nxt))
+                out.add(stem(nxt))
     return frozenset(out)
 
 
@@ -226,7 +226,7 @@ def _instructed(toks: list[str]) -> frozenset[str]:
     return frozenset(out)
 
 
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
     """Just enough stemming that "uses" and "use", "renewed" and "renews" count as the same word."""
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
@@ -400,7 +400,7 @@ def _cues(x: _Sentence, y: _Sentence,
         score += W_ANTONYM
         reasons.append("antonyms: " + ", ".join(f"{p} / {q}" for p, q in antonyms[:3]))
     negated, other = (x, y) if x.negated else (y, x)
-    if x.negated != y.negated and negated.negates & {_stem(t) for t in other.tokens}:
+    if x.negated != y.negated and negated.negates & {stem(t) for t in other.tokens}:
         score += W_NEGATION
         reasons.append("negation: only " + ("a" if x.negated else "b") + " negates")
     # Each side must hold a number the other lacks: a copy cut short holds fewer, not other, numbers.
