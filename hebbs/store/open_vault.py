@@ -560,10 +560,16 @@ class OpenVault:
         listed = allowed.few(EXACT_SEARCH_MAX) if isinstance(allowed, Scope) else None
         if listed is not None and not listed:
             return []  # nothing in scope: paging through every match would only find that out
+        named: dict[bytes, str] = {}  # each hit's id text, made once for the filter and kept for the answer
+
+        def ask(raws: list[bytes]) -> list[bool]:
+            ids = [id_str(raw) for raw in raws]
+            named.update(zip(raws, ids))
+            return passing(allowed, ids)
+
         hits = self._lexical.search_terms(weights, k, only=None if listed is None else [id_bytes(mid) for mid in listed],
-                                          passing=lambda raws: passing(allowed, [id_str(raw) for raw in raws]),
-                                          narrow=not isinstance(allowed, Scope) or allowed.narrowed)
-        return [(id_str(raw), score) for raw, score in hits]
+                                          passing=ask, narrow=not isinstance(allowed, Scope) or allowed.narrowed)
+        return [(named.get(raw) or id_str(raw), score) for raw, score in hits]
 
     def newest(self, entity_id: str | None, window: tuple[int, int] | None, k: int, allowed: Filter) -> list[str]:
         """Up to k memory ids, newest first, within the entity's timeline (or all of them) and the window."""
