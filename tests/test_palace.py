@@ -896,3 +896,45 @@ def test_a_notes_vault_graph_has_one_node_per_note_and_edge_types_can_be_left_ou
     page.uncheck("#graph-options input[name=fold]")
     # expect() polls from outside the page: a wait_for_function predicate is a string the page's CSP won't eval.
     expect(page.locator("#graph-status")).to_have_text(re.compile(rf"^{len(stored)} memories"))
+
+
+def test_a_notes_vaults_timeline_shows_the_notes_own_dates_not_the_day_they_were_indexed(page: Any,
+                                                                                        palace: Palace) -> None:
+    """Issue 30 item 16: a notes vault's timeline showed the day it was indexed. Each note is dated by
+    its front matter (`created`, `date`, else `updated`); without one, by the git commit that last
+    changed it when the folder is a clone (a clone's files all carry the clone's time), else by its
+    file time. A note edited since its commit keeps its file time: that is when it changed."""
+    from daemon_fixtures import short_tmp
+
+    root = short_tmp("hbdated")
+    palace.scratch.append(root)
+    (root / "dated.md").write_text("---\ndate: 2021-03-04\n---\n# Dated\n\nThe harbour crane was replaced.\n")
+    (root / "updated.md").write_text("---\nupdated: 2022-06-07T08:00:00Z\n---\n# Updated\n\nThe ferry timetable changed.\n")
+    (root / "committed.md").write_text("# Committed\n\nThe lighthouse keeper retired.\n")
+    (root / "edited.md").write_text("# Edited\n\nThe dock gates were painted.\n")
+    env = {**os.environ, "GIT_AUTHOR_DATE": "2019-08-09T10:00:00Z", "GIT_COMMITTER_DATE": "2019-08-09T10:00:00Z",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    for args in (["init", "-q"], ["add", "committed.md", "edited.md"], ["commit", "-q", "-m", "notes"]):
+        processes.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+    edited_on = time.strftime("%Y-%m-%d", time.gmtime())
+    (root / "edited.md").write_text("# Edited\n\nThe dock gates were painted blue.\n")
+    plain = root / "plain.md"
+    plain.write_text("# Plain\n\nThe pier lamps were fixed.\n")
+    os.utime(plain, (1_588_752_000, 1_588_752_000))  # 2020-05-06
+    os.utime(root / "committed.md")  # checked out just now, as a clone is
+    palace.daemon.hebbs("index", str(root))
+    page.goto(palace.page_url(f"/timeline?vault={q(str((root / VAULT_DIR).resolve()))}"))
+    edited_by = time.strftime("%Y-%m-%d", time.gmtime())
+    events = page.locator("ol.timeline li").all_inner_texts()
+    day_of: dict[str, str] = {}
+    day = ""
+    for text in events:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text.strip()):
+            day = text.strip()
+        for word in ("crane", "ferry", "lighthouse", "dock", "pier"):
+            if word in text:
+                day_of[word] = day
+    assert day_of.pop("dock") in {edited_on, edited_by}, events
+    assert day_of == {"crane": "2021-03-04", "ferry": "2022-06-07", "lighthouse": "2019-08-09",
+                      "pier": "2020-05-06"}, events

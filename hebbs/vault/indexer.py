@@ -36,6 +36,7 @@ from ..store import idempotency
 from ..workflows import contradiction_check
 from ..errors import NotFound
 from ..schema import Memory, MemoryKind, Source
+from .gitdates import commit_times
 from .links import link_text, remove_edges, resolve_links
 from . import keep_originals as kept
 from .manifest import (FORGOTTEN, META, STALE, SYNCED, FileEntry, Manifest, Orphan, SectionEntry, load_manifest,
@@ -210,12 +211,13 @@ def scan_vault(engine: Any, root: os.PathLike | str, *, paths: Iterable[os.PathL
                 plan.files_unchanged += 1
                 continue
             to_parse.append((rel, data, st, digest))
+        committed = commit_times(root, {rel: data for rel, data, _, _ in to_parse})
         for n, (rel, data, st, digest) in enumerate(to_parse):
             if progress is not None:
                 progress(Progress(stage="parse", done=n, total=len(to_parse)))
             note = parse_note(data, split_level=level, max_tokens=embedder.max_tokens,
                               count_tokens=embedder.count_tokens)
-            changed[rel] = _file_entry(rel, note, data, st, digest)
+            changed[rel] = _file_entry(rel, note, data, st, digest, committed.get(rel))
             plan.warnings += [f"{rel}: {w}" for w in note.warnings]
             if originals is not None:
                 kept.keep_version(originals, root, rel, data, changed[rel])
@@ -330,14 +332,17 @@ def _trusted_mtime(st: os.stat_result) -> int:
     return 0 if time.time_ns() - st.st_mtime_ns < _RACY_NS else st.st_mtime_ns
 
 
-def _file_entry(rel: str, note: ParsedNote, data: bytes, st: os.stat_result, digest: str) -> FileEntry:
+def _file_entry(rel: str, note: ParsedNote, data: bytes, st: os.stat_result, digest: str,
+                committed_at: int | None = None) -> FileEntry:
+    """`committed_at`: the time of the git commit that last changed the file, when the file is what
+    that commit holds (gitdates.py): a clone's mtimes are the clone's time, not the notes'."""
     fm = note.front_matter
     entity = fm.get("entity")
     importance = fm.get("importance")
     entry = FileEntry(
         sha256=digest, size=len(data), mtime_ns=_trusted_mtime(st),
         entity_id=_entity(entity.strip() if isinstance(entity, str) and entity.strip() else rel[:-3]),
-        created_at=_front_matter_time(fm) or st.st_mtime_ns // 1000,
+        created_at=_front_matter_time(fm) or committed_at or st.st_mtime_ns // 1000,
         importance=float(importance) if isinstance(importance, (int, float)) and not isinstance(importance, bool)
         and 0.0 <= importance <= 1.0 else 0.5,
         front_matter=fm, tags=note.tags, warnings=note.warnings,
@@ -355,7 +360,7 @@ def _entity(name: str) -> str:
 
 
 def _front_matter_time(fm: dict[str, Any]) -> int | None:
-    for key in ("created", "date"):
+    for key in ("created", "date", "updated"):
         value = fm.get(key)
         if not isinstance(value, str):
             continue
