@@ -37,7 +37,7 @@ from .errors import HebbsError, InvalidInput, VaultNotInitialized
 from .paths import (ensure_home, find_project_vault, hebbs_home, log_path, resolve_vault, socket_path,
                     spawn_lock_path)
 from .protocol import (COMMAND_TYPES, ERROR, HEADER, PROGRESS, Close, DaemonStatus, DaemonUnavailable, Export,
-                       ExportChunk, Feed, Index, IndexCancel, IndexCancelled, IndexFollow, List, Prime, ProtocolError,
+                       ExportChunk, Feed, Prime, ProtocolError,
                        Recall, Remember, RememberItem, Status, Subscribe, Subscribed, SubscriptionPush, _Command,
                        decode_data, decode_response, error_from_frame, frame_length, progress_type, recv_frame,
                        request_frame, result_type)
@@ -435,30 +435,6 @@ class _Doors:
         vault, notes = self._over_brains(command, _prime_brains(brains, self.vault_path, self.home))
         return self._send(command, vault=vault, then=lambda found: _with_notes(found, notes))
 
-    # Markdown vaults --------------------------------------------------------------------------
-
-    @_described(Index)
-    def index(self, path: os.PathLike | str | None = None, *, progress: ProgressCallback | None = None,
-              phase: int | None = None, paths: Sequence[os.PathLike | str] | None = None) -> Any:
-        """`path` default: the folder holding this client's vault; `progress` gets each Progress report."""
-        return self._send(Index(path=_abs(path), phase=phase, paths=None if paths is None else [str(p) for p in paths]),
-                          vault=path is None, progress=progress)
-
-    @_described(IndexCancel)
-    def index_cancel(self, path: os.PathLike | str | None = None) -> IndexCancelled:
-        return self._send(IndexCancel(path=_abs(path)), vault=path is None)
-
-    @_described(IndexFollow)
-    def index_follow(self, path: os.PathLike | str | None = None, *,
-                     progress: ProgressCallback | None = None) -> Any:
-        """`progress` gets its reports; raises Cancelled if the run is cancelled."""
-        return self._send(IndexFollow(path=_abs(path)), vault=path is None, progress=progress)
-
-    @_described(List)
-    def list(self, path: os.PathLike | str | None = None, *, sections: bool = False) -> Any:
-        """A list of hebbs.vault FileStatus."""
-        return self._send(List(path=_abs(path), sections=sections), vault=path is None)
-
 
 def _typed(command: type[_Command]) -> Callable[..., Any]:
     """A declared command's typed method: its parameters are the request's fields with the Struct's
@@ -484,14 +460,17 @@ def _typed(command: type[_Command]) -> Callable[..., Any]:
         kind = inspect.Parameter.KEYWORD_ONLY if n >= keyword_from else inspect.Parameter.POSITIONAL_OR_KEYWORD
         parameters.append(inspect.Parameter(renamed.get(field, field), kind, annotation=annotations[field],
                                             default=defaults.get(field, inspect.Parameter.empty)))
-    returns = command.spec.result if command.spec.returns is None else Any
+    if command.spec.progress:
+        parameters.append(inspect.Parameter("progress", inspect.Parameter.KEYWORD_ONLY, default=None,
+                                            annotation="ProgressCallback | None"))
+    returns = command.spec.result if command.spec.returns is None and command.spec.result else Any
     signature = inspect.Signature(parameters, return_annotation=returns)
 
     def method(self: _Doors, *args: Any, **kwargs: Any) -> Any:
         given = signature.bind(self, *args, **kwargs)
         given.apply_defaults()
         values = {f: _wire(given.arguments[renamed.get(f, f)], f, annotations[f]) for f in fields}
-        return self._send(command(**values), then=command.spec.returns)
+        return self._send(command(**values), progress=given.arguments.get("progress"), then=command.spec.returns)
 
     method.__name__ = method.__qualname__ = command.spec.method or command.spec.engine or command.tag()
     method.__doc__ = command.__doc__
@@ -506,6 +485,10 @@ def _wire(value: Any, field: str, annotation: str) -> Any:
         return value
     if "Micros" in annotation:
         return to_micros(value, field)
+    if "PathText" in annotation:  # the daemon runs elsewhere: a path is sent absolute
+        if not annotation.startswith("list["):
+            return _abs(value)
+        return [_abs(p) for p in ([value] if isinstance(value, str) else value)]
     if isinstance(value, enum.Enum):
         return value.name
     if annotation.startswith("list["):
@@ -547,6 +530,8 @@ class _BaseClient(_Doors):
         to the vault directory `vault` names if it is one, and as the command's declaration says if None)."""
         if vault is None:
             vault = command.spec.vault
+            if isinstance(vault, str):  # the client's vault unless the request names a folder itself
+                vault = getattr(command, vault) is None
         vault_path = vault if isinstance(vault, str) else self._vault() if vault else None
         request_id = next(self._ids)
         return request_id, request_frame(request_id, command, vault_path)

@@ -229,8 +229,9 @@ class Spec(NamedTuple):
     writes: bool = False
     # It changes nothing, so a client may send it again when the daemon vanished before answering.
     retryable: bool = False
-    # It needs a vault (False: the daemon answers it alone).
-    vault: bool = True
+    # It needs a vault (False: the daemon answers it alone; a field's name: unless that field names a
+    # notes folder itself).
+    vault: bool | str = True
     # The panel's pages show fresh data after it (None: whether it writes).
     panel: bool | None = None
     # Fields that are not the engine method's arguments.
@@ -251,6 +252,8 @@ class Spec(NamedTuple):
     params: str | None = None
     # What the typed method returns, made from the reply's data (None: the data itself).
     returns: Callable[[Any], Any] | None = None
+    # It sends progress frames before its reply: the typed method takes a `progress` callback.
+    progress: bool = False
     # The CLI's option names where they are not `--field-name`: "field=--flag, ..." (cli/declared.py).
     flags: str | None = None
     # The CLI's text output: a format string over the request's fields and the reply's (None: the text
@@ -532,7 +535,7 @@ class Close(_Command, tag="close"):
     subscription_id: IdText | None = None
 
 
-@declare(panel=True,
+@declare(panel=True, vault="path", method="index", params="path, *", progress=True,
          mcp=("Index a folder of markdown notes into memories, or refresh it after the notes changed (only "
               "changed sections are embedded again; removed notes are forgotten). Call it when the user asks "
               "you to learn, read or refresh their notes or docs. Without a path, refreshes this project's "
@@ -551,7 +554,7 @@ class Index(_Command, tag="index"):
     paths: list[PathText] | None = None
 
 
-@declare(result=IndexCancelled)
+@declare(result=IndexCancelled, vault="path", method="index_cancel")
 class IndexCancel(_Command, tag="index_cancel"):
     """Stop the index run on PATH/.hebbs (or the request's vault), wherever it was started, and wait until it
     has stopped. What it committed stays; the next run picks up the rest. Data is IndexCancelled."""
@@ -559,7 +562,7 @@ class IndexCancel(_Command, tag="index_cancel"):
     path: PathText | None = None
 
 
-@declare(retryable=True)
+@declare(retryable=True, vault="path", method="index_follow", progress=True)
 class IndexFollow(_Command, tag="index_follow"):
     """Follow the index run on PATH/.hebbs started elsewhere: its progress frames, then its IndexSummary
     (null data when no run is going; a CANCELLED error when it is cancelled)."""
@@ -567,7 +570,7 @@ class IndexFollow(_Command, tag="index_follow"):
     path: PathText | None = None
 
 
-@declare(retryable=True)
+@declare(retryable=True, vault="path", method="list", params="path, *")
 class List(_Command, tag="list"):
     """The notes folder's indexed files (and their sections when asked)."""
 
