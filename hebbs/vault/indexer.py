@@ -263,7 +263,9 @@ def apply_plan(engine: Any, root: os.PathLike | str, plan: Plan | None = None, *
             manifest.dirty = False
             save_manifest(root, manifest)
         elif work.save:
-            save_manifest(root, manifest)
+            # Only forgotten sections were recorded: the manifest before this save still names their
+            # dead ids, so a lost save means the next run records them again. No fsync needed.
+            save_manifest(root, manifest, durable=False)
         originals = kept.open_originals(engine)
         if originals is not None:
             kept.record_sections(originals, root, manifest)

@@ -132,8 +132,10 @@ def load_manifest(root: Path) -> tuple[Manifest, str | None]:
     return manifest, None
 
 
-def save_manifest(root: Path, manifest: Manifest) -> None:
+def save_manifest(root: Path, manifest: Manifest, *, durable: bool = True) -> None:
+    """durable=False: not fsynced, for a save whose loss a power cut may cause safely (the manifest on
+    disk before it still tells the truth, and the next run redoes what this one recorded)."""
     path = manifest_path(root)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     manifest.fresh = False
-    atomic_write(path, _encoder.encode(manifest))
+    atomic_write(path, _encoder.encode(manifest), durable=durable)
