@@ -1,7 +1,10 @@
 """Default recall against BM25, dense similarity and their RRF on notes, documents and conversations:
 one table, every figure from this one run.
 
-    .venv/bin/python -m bench.bench_quality [--json out.json]
+    .venv/bin/python -m bench.bench_quality [--json out.json] [--timeout SECONDS]
+
+Each collection runs in a process of its own, the four at once (on a loaded machine one process
+building the four vaults in turn did not finish); the table is put together from their results.
 
 - notes: bench/bench_notes.py (hugoDocs, 155 notes, 50 questions; hit@1, hit@5, MRR@10 by file).
   hebbs indexes the folder with its real indexer; the baselines work on a plain `##` split.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -85,6 +89,59 @@ def print_table(table: list[tuple]) -> None:
               + f" | {margin:+.3f} |")
 
 
+PARTS = ("notes", "cisi", "medline", "locomo")
+
+
+def part(name: str, args: argparse.Namespace) -> object:
+    """One collection's tables (and, for CISI, the latency figures), or None when its data is missing."""
+    if name == "notes":
+        if not args.notes.is_dir():
+            print(f"no notes corpus at {args.notes} (bench/notes_corpus.py rebuilds it): notes rows skipped",
+                  file=sys.stderr)
+            return None
+        return bench_notes.run(args.notes)
+    if name == "cisi":
+        timings: dict = {}
+        tables = bench_cisi.run(args.cisi, timings=timings)
+        return {"tables": tables, "latency": {str(k): v for k, v in timings.items()}}
+    if name == "medline":
+        if not bench_medline.available(args.medline):
+            print(f"no MEDLINE collection at {args.medline} (bench/bench_medline.py --extract): its rows skipped",
+                  file=sys.stderr)
+            return None
+        return bench_medline.run(args.medline)
+    return locomo_tables(args.locomo)
+
+
+def run_parts(args: argparse.Namespace) -> dict[str, object]:
+    """Each collection in a process of its own, all at once: one process building four vaults in turn
+    did not finish on a loaded machine, and a collection that fails or runs out of time leaves the
+    others' rows (its own are reported missing)."""
+    out: dict[str, object] = {}
+    with tempfile.TemporaryDirectory(prefix="hebbs-quality-") as tmp:
+        procs = {}
+        for name in PARTS:
+            command = [sys.executable, "-m", "bench.bench_quality", "--part", name, "--part-json",
+                       str(Path(tmp) / f"{name}.json"), "--notes", str(args.notes), "--cisi", str(args.cisi),
+                       "--medline", str(args.medline), "--locomo", str(args.locomo)]
+            procs[name] = subprocess.Popen(command, cwd=Path(__file__).resolve().parent.parent)
+        deadline = time.monotonic() + args.timeout
+        for name, proc in procs.items():
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                print(f"{name}: no result within {args.timeout:.0f} s: its rows are missing", file=sys.stderr)
+                continue
+            path = Path(tmp) / f"{name}.json"
+            if proc.returncode == 0 and path.exists():
+                out[name] = json.loads(path.read_text())
+            else:
+                print(f"{name}: failed (exit {proc.returncode}): its rows are missing", file=sys.stderr)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notes", type=Path, default=bench_notes.DEFAULT_VAULT)
@@ -92,33 +149,30 @@ def main() -> None:
     parser.add_argument("--medline", type=Path, default=bench_medline.DEFAULT_DATA)
     parser.add_argument("--locomo", type=Path, default=shared("data/locomo-dev"))
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--timeout", type=float, default=4 * 3600.0, help="seconds the collections get, all together")
+    parser.add_argument("--part", choices=PARTS, help=argparse.SUPPRESS)
+    parser.add_argument("--part-json", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.part:
+        args.part_json.write_text(json.dumps(part(args.part, args)))
+        return
     started = time.perf_counter()
-    notes = None
-    if args.notes.is_dir():
-        notes = bench_notes.run(args.notes)
-    else:
-        print(f"no notes corpus at {args.notes} (bench/notes_corpus.py rebuilds it): notes rows skipped",
-              file=sys.stderr)
-    timings: dict = {}
-    cisi = bench_cisi.run(args.cisi, timings=timings)
-    medline = None
-    if bench_medline.available(args.medline):
-        medline = bench_medline.run(args.medline)
-    else:
-        print(f"no MEDLINE collection at {args.medline} (bench/bench_medline.py --extract): its rows skipped",
-              file=sys.stderr)
-    locomo = locomo_tables(args.locomo)
-    table = rows(notes, cisi, locomo, medline)
+    parts = run_parts(args)
+    cisi = parts.get("cisi")
+    if cisi is None or parts.get("locomo") is None:
+        print("CISI and LoCoMo are needed for the table", file=sys.stderr)
+        sys.exit(1)
+    timings = {int(k) if k.isdigit() else k: v for k, v in cisi["latency"].items()}
+    table = rows(parts.get("notes"), cisi["tables"], parts["locomo"], parts.get("medline"))
     print_table(table)
     print()
     bench_cisi.print_latency(timings)
     print()
     bench_cisi.print_lengths(timings["lengths"], "CISI vault")
-    print(f"\n(whole run {time.perf_counter() - started:.0f} s on a shared 2-core machine)")
+    print(f"\n(whole run {time.perf_counter() - started:.0f} s on a shared 2-core machine, the four collections "
+          "in parallel processes)")
     if args.json:
-        args.json.write_text(json.dumps({"notes": notes, "cisi": cisi, "medline": medline, "locomo": locomo,
-                                         "latency": {str(k): v for k, v in timings.items()}}, indent=2))
+        args.json.write_text(json.dumps({**parts, "table": table}, indent=2))
 
 
 if __name__ == "__main__":
