@@ -89,3 +89,14 @@ def test_index_rebuilt_from_float16_finds_what_the_float32_index_found(tmp_path:
         assert [r.memory.id for r in a] == [r.memory.id for r in b]
         for x, y in zip(a, b):
             assert x.details["similarity"] == pytest.approx(y.details["similarity"], abs=2e-3)
+
+
+def test_reopening_a_vault_keeps_two_rocksdb_info_logs(tmp_path: Path, embedder) -> None:
+    """Each open starts a new info LOG; the old ones do not pile up in the vault."""
+    for i in range(6):
+        with Engine.open(tmp_path / "vault", embedder=embedder) as eng:
+            eng.remember(f"fact number {i}")
+    logs = sorted(p.name for p in (tmp_path / "vault" / "db").iterdir() if p.name.startswith("LOG"))
+    assert 1 <= len(logs) <= 2, logs
+    with Engine.open(tmp_path / "vault", embedder=embedder) as eng:
+        assert eng.count() == 6
