@@ -92,18 +92,6 @@ def engine(vault_dir: Path, embedder):
     engine.close()
 
 
-# The fixture's old names (an Engine was called `vault` and `eng`), kept only while branches written
-# against them land; new tests take `engine` (docs/architecture.md, "Glossary").
-@pytest.fixture
-def vault(engine):
-    return engine
-
-
-@pytest.fixture
-def eng(engine):
-    return engine
-
-
 @pytest.fixture
 def index_recovery(monkeypatch) -> dict[str, int]:
     """How often an open rebuilt the vector index in full, or caught a checkpoint up from the change
