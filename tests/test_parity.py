@@ -249,15 +249,10 @@ def test_a_command_declared_with_a_cli_name_is_a_subcommand(shared_daemon, proje
     assert shared_daemon.hebbs("--format", "json", "count", cwd=project).stdout.strip() == "2"
 
 
-def test_the_reference_docs_are_generated_from_the_code() -> None:
-    """Tried: scripts/gen_reference.py --check: the generated sections of docs/protocol.md (every
-    command's fields, defaults and reply) and docs/cli.md (every subcommand's options) are what the
-    code says now."""
-    root = Path(__file__).parent.parent
-    done = processes.run([sys.executable, str(root / "scripts" / "gen_reference.py"), "--check"],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    protocol_doc = (root / "docs" / "protocol.md").read_text()
+def test_the_protocol_reference_lists_every_command() -> None:
+    """Tried: docs/protocol.md's generated table has a row for every declared command (that the
+    generated sections are what the code says now is tests/test_docs.py's one check)."""
+    protocol_doc = (Path(__file__).parent.parent / "docs" / "protocol.md").read_text()
     from hebbs.protocol import COMMAND_TYPES
 
     assert all(f"| `{tag}` |" in protocol_doc for tag in COMMAND_TYPES)
