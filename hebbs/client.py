@@ -298,7 +298,7 @@ def _brain_vaults(brains: Sequence[str] | str, vault_path: Path | None, home: Pa
 
     "project" is the client's own vault when that is a project vault, else the nearest one above
     cwd; when there is none, the others are searched and a note says so (an agent asking for both
-    brains in a folder without a project brain still gets the global one).
+    brains in a folder without a project vault still gets the global one).
     """
     wanted = [brains] if isinstance(brains, str) else list(brains)
     unknown = [b for b in wanted if b not in BRAINS]
@@ -315,18 +315,18 @@ def _brain_vaults(brains: Sequence[str] | str, vault_path: Path | None, home: Pa
             start = Path(cwd) if cwd is not None else Path.cwd()
             found = find_project_vault(start, home)
             if found is None:
-                notes.append(f"no project vault in {start.absolute()} or above it: the project brain was skipped")
+                notes.append(f"no project vault in {start.absolute()} or above it: the project vault was skipped")
             else:
                 paths.append(str(found))
     if not paths:
         raise VaultNotInitialized(f"no project vault in {Path(cwd or Path.cwd()).absolute()} or any folder above it; "
-                                  "create one with `hebbs init`, or ask for the global brain")
+                                  "create one with `hebbs init`, or ask for the global vault")
     # One vault: its plain recall, unlabelled; several: one merged, labelled list.
     return paths[0], paths[1:] or None, notes
 
 
 def _prime_brains(brains: Sequence[str] | str | None, vault_path: Path | None, home: Path) -> Sequence[str] | str:
-    """prime's default: the client's vault with the global brain, or the global brain alone for a global client."""
+    """prime's default: the client's vault with the global vault, or the global vault alone for a global client."""
     if brains is not None:
         return brains
     return [GLOBAL] if vault_path is not None and vault_path.resolve() == home.resolve() else BRAINS
@@ -429,7 +429,7 @@ class _Doors:
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
               max_memories: int = 20, *, now: Any = None,
               brains: Sequence[str] | str | None = None) -> RecallResults:
-        """By default this client's vault and the global brain together; `brains=["project"]` for one."""
+        """By default this client's vault and the global vault together; `brains=["project"]` for one."""
         command = Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
                         now=to_micros(now, "now"))
         vault, notes = self._over_brains(command, _prime_brains(brains, self.vault_path, self.home))
@@ -579,7 +579,7 @@ def _export_chunk(reply: Any, records: bool = False) -> list[Any] | None:
 
 class Client(_BaseClient):
     """Talks to the daemon of `home` about one vault: `vault` (a notes folder or its .hebbs dir),
-    the global brain (`global_=True`), or else the nearest project vault above the current directory.
+    the global vault (`global_=True`), or else the nearest project vault above the current directory.
 
     One connection, one request at a time: threads sharing a Client take turns (give each its own
     Client to run them side by side; they are cheap), or use AsyncClient. `timeout` bounds each

@@ -1,6 +1,6 @@
 """Where things live: HEBBS_HOME, the daemon's files in it, and which vault a call means.
 
-Two brains: the global vault is HEBBS_HOME itself (default ~/.hebbs); a project vault is a notes
+Two vaults: the global vault is HEBBS_HOME itself (default ~/.hebbs); a project vault is a notes
 folder's `.hebbs/` directory. Everything here is plain path arithmetic so the CLI can use it
 without loading the engine.
 """
@@ -121,11 +121,11 @@ def resolve_vault(vault: os.PathLike | str | None = None, global_: bool = False,
         if sdk:
             raise VaultNotInitialized(
                 f"no hebbs vault in {cwd} or any folder above it; pass vault=PATH (a notes folder with a .hebbs "
-                f"vault), or global_=True for the global brain, or create a project vault with "
+                f"vault), or global_=True for the global vault, or create a project vault with "
                 f"`{init_command(cwd)}`")
         raise VaultNotInitialized(
             f"no hebbs vault in {cwd} or any folder above it; run `{init_command(cwd)}` to create a project "
-            "vault, or add --global to use the global brain")
+            "vault, or add --global to use the global vault")
     return found
 
 

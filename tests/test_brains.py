@@ -138,7 +138,7 @@ def test_prime_uses_both_brains_by_default(brains) -> None:
             with pytest.raises(VaultNotInitialized):
                 hb.prime(brains=["project"])
         assert {r.memory.content for r in primed} == set(USER)
-        assert "project brain was skipped" in primed.notes[0]
+        assert "project vault was skipped" in primed.notes[0]
     finally:
         nowhere.rmdir()
 
@@ -161,7 +161,7 @@ def test_cli_both_and_prime_flags(brains) -> None:
                                   cwd=root).stdout)
     assert out["results"][0]["vault"] == "project" and {r["vault"] for r in out["results"]} == {"project", "global"}
     text = daemon.hebbs("recall", "--both", "coffee", cwd=root).stdout
-    assert text.splitlines()[0].split()[:4] == ["rank", "score", "conf", "brain"]
+    assert text.splitlines()[0].split()[:4] == ["rank", "score", "conf", "vault"]
     assert text.splitlines()[1].split()[3] == "global"
 
     primed = json.loads(daemon.hebbs("prime", "--format", "json", cwd=root).stdout)

@@ -185,7 +185,7 @@ def test_recall_both_without_a_project_marks_superseded_and_explains_an_empty_as
     run("remember", "The global brain knows Ada prefers tea", "--global")
     nowhere = short_tmp("hbx")
     both = run("recall", "what does Ada prefer", "--both", cwd=nowhere)
-    assert "project brain was skipped" in both.stdout and "Ada prefers tea" in both.stdout
+    assert "project vault was skipped" in both.stdout and "Ada prefers tea" in both.stdout
     old = _json(run("remember", "Acme uses Salesforce as its CRM", "--format", "json", cwd=project))["id"]
     new = _json(run("remember", "Acme moved its CRM to HubSpot", "--supersedes", old, "--format", "json",
                     cwd=project))["id"]

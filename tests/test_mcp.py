@@ -157,7 +157,7 @@ def test_reads_without_a_project_vault_label_the_global_brain(daemon: Any, proje
     finally:
         nowhere.rmdir()
     assert [(r["id"], r["brain"]) for r in out["found"]["results"]] == [(out["made"]["id"], "global")]
-    assert any("project brain was skipped" in note for note in out["found"]["notes"])
+    assert any("project vault was skipped" in note for note in out["found"]["notes"])
     assert out["made"]["id"] in {r["id"] for r in out["primed"]["results"]}
     assert {r["brain"] for r in out["primed"]["results"]} == {"global"}
     assert out["revised"]["brain"] == "global" and out["revised"]["importance"] == 0.6

@@ -136,7 +136,7 @@ def _time(raw: str, field: str, day_end: bool = False) -> int | None:
 def cmd_init(args: argparse.Namespace) -> int:
     if args.global_ or args.vault:
         raise InvalidInput("hebbs init takes the notes folder as PATH; --global and --vault do not apply (the "
-                           "global brain needs no init)")
+                           "global vault needs no init)")
     home = hebbs_home(args.home)
     if home.exists() and not home.is_dir():
         raise InvalidInput(f"{home} is not a directory, so it cannot be a HEBBS_HOME")
@@ -321,7 +321,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 def cmd_recall(args: argparse.Namespace) -> int:
     cue = " ".join(args.cue) if args.cue else None
-    # --both from anywhere, as prime: without a project vault here the global brain is searched alone,
+    # --both from anywhere, as prime: without a project vault here the global vault is searched alone,
     # with a note (client_for would refuse).
     both = args.both and args.vault is None and not args.global_
     with Client(home=hebbs_home(args.home)) if both else client_for(args) as client:
@@ -549,9 +549,9 @@ def _import_v1(client: Client, records: list[dict[str, Any]]) -> dict[str, int]:
 
 def cmd_status(args: argparse.Namespace) -> int:
     home = hebbs_home(args.home)
-    with Client(global_=True, home=home) as brain:
-        daemon = brain.status(vault=False)
-        global_stats = brain.status().vault
+    with Client(global_=True, home=home) as global_vault:
+        daemon = global_vault.status(vault=False)
+        global_stats = global_vault.status().vault
     project_stats = None
     project_error = None
     if not args.global_:

@@ -67,7 +67,7 @@ def _shared() -> argparse.ArgumentParser:
     shared.add_argument("--format", choices=FORMATS, default=argparse.SUPPRESS,
                         help="text for people, json for programs (default: text)")
     shared.add_argument("--home", metavar="DIR", default=argparse.SUPPRESS,
-                        help="HEBBS_HOME: where the daemon and the global brain live (default: $HEBBS_HOME, "
+                        help="HEBBS_HOME: where the daemon and the global vault live (default: $HEBBS_HOME, "
                              "else ~/.hebbs)")
     return shared
 
@@ -76,7 +76,7 @@ def _where(shared: argparse.ArgumentParser) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False, parents=[shared])
     where = common.add_mutually_exclusive_group()
     where.add_argument("--global", dest="global_", action="store_true", default=argparse.SUPPRESS,
-                       help="use the global brain ($HEBBS_HOME) (default: the nearest .hebbs/ from here upwards)")
+                       help="use the global vault ($HEBBS_HOME) (default: the nearest .hebbs/ from here upwards)")
     where.add_argument("--vault", metavar="PATH", default=argparse.SUPPRESS,
                        help="use the vault of this notes folder, or this .hebbs directory (default: the nearest "
                             ".hebbs/ from here upwards)")
@@ -255,14 +255,14 @@ def _recall_commands(command: Any, common: argparse.ArgumentParser, shared: argp
                    help="recall as of this ISO 8601 time (or microseconds): the reference for time words "
                         "in the cue (\"last week\") and for recency (default: the current time)")
     p.add_argument("--both", action="store_true",
-                   help="search the project vault and the global brain together: one list, each result labelled")
+                   help="search the project vault and the global vault together: one list, each result labelled")
     p.add_argument("--associate", action="store_true",
                    help="also bring memories used together with the best matches (tagged associative)")
 
     p = command("used", "count memories as used (what an answer relied on): raises their reinforcement")
     p.add_argument("ids", nargs="+", metavar="ID", help="full ids or their last 6+ characters")
 
-    p = command("prime", "load an entity's recent memories plus those relevant to a cue, from both brains")
+    p = command("prime", "load an entity's recent memories plus those relevant to a cue, from both vaults")
     p.add_argument("--entity", help="the entity (default: every entity)")
     p.add_argument("--cue", help="what the conversation is about (default: none, recent memories only)")
     p.add_argument("--max", type=int, default=20, dest="max_memories", help="how many memories")
@@ -270,7 +270,7 @@ def _recall_commands(command: Any, common: argparse.ArgumentParser, shared: argp
                    help="recall as of this ISO 8601 time (or microseconds): the reference for time words "
                         "in the cue (\"last week\") and for recency (default: the current time)")
     p.add_argument("--no-global", action="store_true",
-                   help="prime from the project vault alone (default: the project vault and the global brain)")
+                   help="prime from the project vault alone (default: the project vault and the global vault)")
 
     p = command("subscribe", "read lines from stdin and print memories that match them, each once")
     p.add_argument("--entity", help="only this entity's memories (default: every entity)")
@@ -314,10 +314,10 @@ def _other_commands(command: Any, common: argparse.ArgumentParser, shared: argpa
                           "mapped to them, and a memory imported before is not stored again")
     p.add_argument("file", help="a JSONL file, or - for stdin")
 
-    command("status", "the daemon and the brains it serves")
+    command("status", "the daemon and the vaults it serves")
 
     command("mcp", "serve hebbs to an MCP-speaking agent over stdio (docs/mcp.md); --vault/--global pick "
-                   "the default brain", run="dispatch:serve_mcp")
+                   "the default vault", run="dispatch:serve_mcp")
 
     # The panel shows every vault the daemon knows: --global and --vault mean nothing to it.
     p = command("palace", "open the Memory Palace: the daemon's web panel on 127.0.0.1", parents=(shared,),

@@ -207,7 +207,7 @@ def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), ou
         for row in rows:
             del row[5]
     if any(isinstance(r.vault, str) for r in results):  # a merged recall over both brains
-        headers.insert(3, "brain")
+        headers.insert(3, "vault")
         for row, r in zip(rows, results):
             row.insert(3, r.vault if isinstance(r.vault, str) else "-")
     table(headers, rows, right=(0, 1), out=out, wrap=True)
