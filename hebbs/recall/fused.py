@@ -16,8 +16,11 @@ def recall(vault: OpenVault, query: Query) -> Found:
     params = query.settings.fusion
     # Catalog fields read for all candidates in one step each, not one entry per candidate.
     words = _words(vault, sim_hits, lex_hits)
-    fused = fuse(query.cue, sim_hits, lex_hits, params, words_of=words.__getitem__)
-    expanded = feedback_hits(vault, query, fused, params)
+    cue_terms = feedback_cue_terms(query, params)
+    # With feedback, this first fusion only picks the candidates whose terms expand the cue: its
+    # relevances without the details the answer would carry.
+    fused = fuse(query.cue, sim_hits, lex_hits, params, words_of=words.__getitem__, details=cue_terms is None)
+    expanded = None if cue_terms is None else feedback_hits(vault, query, fused, params, cue_terms)
     if expanded is not None:
         words.update(_words(vault, [], expanded))
         fused = fuse(query.cue, sim_hits, expanded, params, words_of=words.__getitem__)
@@ -36,12 +39,23 @@ def _words(vault: OpenVault, sim_hits: Hits, lex_hits: Hits) -> dict[str, int]:
     return {mid: 1 if count is None else count for mid, count in zip(in_play, vault.words_of(in_play))}
 
 
-def feedback_hits(vault: OpenVault, query: Query, fused: Candidates, params: FusionParams) -> Hits | None:
+def feedback_cue_terms(query: Query, params: FusionParams) -> list[str] | None:
+    """The cue's index terms when lexical feedback applies to it (at least feedback_min_terms of
+    them, and feedback on); None otherwise."""
+    if params.feedback_weight <= 0 or params.feedback_terms <= 0:
+        return None
+    cue_terms = list(dict.fromkeys(tokenize(query.cue or "")))
+    return cue_terms if len(cue_terms) >= params.feedback_min_terms else None
+
+
+def feedback_hits(vault: OpenVault, query: Query, fused: Candidates, params: FusionParams,
+                  cue_terms: list[str] | None = None) -> Hits | None:
     """A second lexical search with the cue expanded by its best candidates' terms (fusion.feedback_terms),
     for cues of at least feedback_min_terms index terms; None when the cue is too short or it is off."""
-    cue_terms = list(dict.fromkeys(tokenize(query.cue or "")))
-    if params.feedback_weight <= 0 or params.feedback_terms <= 0 or len(cue_terms) < params.feedback_min_terms:
-        return None
+    if cue_terms is None:
+        cue_terms = feedback_cue_terms(query, params)
+        if cue_terms is None:
+            return None
     best = sorted(fused, key=lambda mid: fused[mid].relevance, reverse=True)[:params.feedback_docs]
     top = [(fused[mid].relevance, tokenize(lexical_text(memory)))
            for mid, memory in zip(best, vault.memories_of(best)) if memory is not None]

@@ -41,7 +41,8 @@ def merge(into: Candidates, found: Candidates) -> None:
 
 
 def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, float]],
-         params: FusionParams, words_of: Callable[[str], int] | None = None) -> Candidates:
+         params: FusionParams, words_of: Callable[[str], int] | None = None, *,
+         details: bool = True) -> Candidates:
     """Score fusion of the dense and lexical channels into one relevance in 0..1.
 
     Each channel's scores are min-max normalized over its own top hits for this query: the best
@@ -49,7 +50,8 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
     out from that channel's background, not for its rank alone (plain RRF gives a weak second
     place the same credit as a strong one) nor for its raw scale (BM25 has none; cosines bunch up).
     The two are then weighted, lexical more when the cue contains an identifier, and less when the
-    memories in play are long (see lexical_weight_for).
+    memories in play are long (see lexical_weight_for). details=False: the same relevances without
+    strategies or details (a first pass that only picks the best candidates).
     """
     if has_identifier(cue):
         wl = params.identifier_lexical_weight
@@ -62,6 +64,11 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
     lex_rank = {mid: r for r, (mid, _) in enumerate(lex_hits)}
     out: Candidates = {}
     sim_weight = 1.0 - wl
+    if not details:
+        for mid in [*sim_rank, *(mid for mid in lex_rank if mid not in sim_rank)]:
+            relevance = wl * lex.get(mid, 0.0) + sim_weight * sim.get(mid, 0.0)
+            out[mid] = Candidate(min(1.0, max(0.0, relevance)))
+        return out
     # Similarity hits in their order, then lexical-only ones in theirs: a fixed order, because ties in
     # relevance keep it (neighbour support's pool, rank's ties). A set union's order followed the
     # process's string hashes, so the same recall could answer differently in another process.
