@@ -48,6 +48,7 @@ _CANDIDATE_WORDS = frozenset(
     "today tonight yesterday ago last past previous this since before after until till earlier morning afternoon "
     "evening night week weeks weekend month months year years days".split()) | set(_WEEKDAYS) | set(_MONTHS)
 _WORD = re.compile(r"[a-z]+|\d{4}")
+_YEAR_WORD = "#year"  # stands for any four digits among a cue's words (_grammar's rules)
 
 
 def has_candidate(cue: str) -> bool:
@@ -201,32 +202,40 @@ _ABSOLUTE = (
 _PREP = r"in|during|on|from|of|at"
 
 
-def _grammar() -> list[tuple[re.Pattern[str], object]]:
-    rules: list[tuple[str, object]] = [
-        (r"the\s+day\s+before\s+yesterday", lambda m, now: _day(now.date() - dt.timedelta(days=2))),
-        (r"yesterday\s+(?P<part>morning|afternoon|evening|night)", _yesterday_part),
-        (r"yesterday", lambda m, now: _day(now.date() - dt.timedelta(days=1))),
+def _grammar() -> list[tuple[re.Pattern[str], object, frozenset[str]]]:
+    """The rules in order, each with the words one of which any phrase it reads contains: a rule
+    none of whose words is in the cue is not searched (a paragraph cue paid every rule's search)."""
+    weekdays, months = frozenset(_WEEKDAYS), frozenset(_MONTHS)
+    rels = frozenset({"since", "after", "before", "until", "till"})
+    rules: list[tuple[str, object, frozenset[str]]] = [
+        (r"the\s+day\s+before\s+yesterday", lambda m, now: _day(now.date() - dt.timedelta(days=2)),
+         frozenset({"yesterday"})),
+        (r"yesterday\s+(?P<part>morning|afternoon|evening|night)", _yesterday_part, frozenset({"yesterday"})),
+        (r"yesterday", lambda m, now: _day(now.date() - dt.timedelta(days=1)), frozenset({"yesterday"})),
         (r"last\s+night", lambda m, now: (_day(now.date() - dt.timedelta(days=1))[0] + dt.timedelta(hours=18),
-                                           _day(now.date())[0] + dt.timedelta(hours=6))),
-        (r"earlier\s+today", lambda m, now: (_day(now.date())[0], now)),
-        (r"(?:this|today)\s+(?P<part>morning|afternoon|evening)|(?P<tonight>tonight)", _today_part),
-        (r"today", lambda m, now: (_day(now.date())[0], now)),
-        (rf"(?P<n>{_NUMBER})\s+(?P<unit>{_UNIT})\s+ago", _ago),
+                                           _day(now.date())[0] + dt.timedelta(hours=6)), frozenset({"night"})),
+        (r"earlier\s+today", lambda m, now: (_day(now.date())[0], now), frozenset({"today"})),
+        (r"(?:this|today)\s+(?P<part>morning|afternoon|evening)|(?P<tonight>tonight)", _today_part,
+         frozenset({"morning", "afternoon", "evening", "tonight"})),
+        (r"today", lambda m, now: (_day(now.date())[0], now), frozenset({"today"})),
+        (rf"(?P<n>{_NUMBER})\s+(?P<unit>{_UNIT})\s+ago", _ago, frozenset({"ago"})),
         # Rolling spans up to now: "the last 3 days", "in the past month", "over the last year".
         (rf"(?:(?:in|over|during|within)\s+the\s+(?:last|past)|(?:the\s+)?past|(?:the\s+)?(?:last|previous)"
-         rf"(?=\s+(?:{_NUMBER})\s))\s+(?:(?P<n>{_NUMBER})\s+)?(?P<unit>{_UNIT})", _last_n),
-        (r"(?:the\s+)?(?:last|past|previous)\s+weekend", _last_weekend),
-        (r"this\s+weekend", _this_weekend),
+         rf"(?=\s+(?:{_NUMBER})\s))\s+(?:(?P<n>{_NUMBER})\s+)?(?P<unit>{_UNIT})", _last_n,
+         frozenset({"last", "past", "previous"})),
+        (r"(?:the\s+)?(?:last|past|previous)\s+weekend", _last_weekend, frozenset({"weekend"})),
+        (r"this\s+weekend", _this_weekend, frozenset({"weekend"})),
         # Calendar periods: "last week" is Monday to Sunday of the week before this one.
-        (r"(?:the\s+)?(?:last|previous)\s+(?P<unit>week|month|year)", _last_unit),
-        (r"this\s+(?P<unit>week|month|year)", _this_unit),
-        (rf"(?P<rel>since|after|before|until|till)\s+(?:last\s+)?(?P<wd>{_WEEKDAY})\b", _relative_weekday),
+        (r"(?:the\s+)?(?:last|previous)\s+(?P<unit>week|month|year)", _last_unit, frozenset({"last", "previous"})),
+        (r"this\s+(?P<unit>week|month|year)", _this_unit, frozenset({"this"})),
+        (rf"(?P<rel>since|after|before|until|till)\s+(?:last\s+)?(?P<wd>{_WEEKDAY})\b", _relative_weekday, weekdays),
         (rf"(?:on\s+|last\s+|this\s+past\s+)(?P<wd>{_WEEKDAY})(?:\s+(?P<part>morning|afternoon|evening|night))?",
-         _weekday),
-        (rf"(?P<rel>since|after|before|until|till)\s+(?:the\s+)?(?:{_ABSOLUTE})", _relative_absolute),
-        (rf"(?:(?:{_PREP})\s+(?:the\s+)?)?(?:{_ABSOLUTE})", _absolute_with_context),
+         _weekday, weekdays),
+        # A date always names a month or a year (four digits: _WORD reads those as words).
+        (rf"(?P<rel>since|after|before|until|till)\s+(?:the\s+)?(?:{_ABSOLUTE})", _relative_absolute, rels),
+        (rf"(?:(?:{_PREP})\s+(?:the\s+)?)?(?:{_ABSOLUTE})", _absolute_with_context, months | {_YEAR_WORD}),
     ]
-    return [(re.compile(rf"\b(?:{pattern})(?!\w)", re.IGNORECASE), reader) for pattern, reader in rules]
+    return [(re.compile(rf"\b(?:{pattern})(?!\w)", re.IGNORECASE), reader, words) for pattern, reader, words in rules]
 
 
 def _yesterday_part(match: re.Match[str], now: dt.datetime) -> _Reading:
@@ -321,11 +330,16 @@ def understand(cue: str, now_us: int) -> TimeRange | None:
 
     A phrase that reads as the future, or as nothing that exists (February 30th), is ignored.
     """
-    if not has_candidate(cue):
+    words = set(_WORD.findall(cue.lower()))
+    if not any(word in _CANDIDATE_WORDS or word.isdigit() for word in words):
         return None
+    if any(word.isdigit() for word in words):
+        words.add(_YEAR_WORD)
     now = dt.datetime.fromtimestamp(now_us / 1_000_000, UTC)
     best: tuple[int, int, TimeRange] | None = None
-    for pattern, reader in _RULES:
+    for pattern, reader, needs in _RULES:
+        if needs.isdisjoint(words):
+            continue
         for match in pattern.finditer(cue):
             if best is not None and match.start() > best[0]:
                 break
