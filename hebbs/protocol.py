@@ -481,7 +481,8 @@ class Recall(_Command, tag="recall"):
     associate: bool = False
 
 
-@declare(result=list[Memory], engine="reinforce", writes=True, panel=False, params="ids, *",
+@declare(result=list[Memory], engine="reinforce", writes=True, panel=False, params="ids, *", cli="used",
+         text="{short_id}  used {access_count}x  {content}",
          mcp=("Tell hebbs which recalled memories you actually used in your answer: they count as useful and "
               "rank higher next time. Call it after answering from recalled memories, naming all of them in "
               "one call (memories used together are linked); do not call it for memories you only saw. An "
@@ -490,9 +491,8 @@ class Reinforce(_Command, tag="reinforce"):
     """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
 
     ids: list[ShortId]
-    # How they were used, for their access log: "used" (an answer relied on them) or "panel" (opened
-    # in the Memory Palace).
-    via: str = "used"
+    via: Annotated[str, Meta(description="how they were used, for their access log: used (an answer relied on "
+                                         "them) or panel (opened in the Memory Palace)")] = "used"
 
 
 @declare(result=RecallResults, engine="prime", retryable=True, skip=("vaults",),

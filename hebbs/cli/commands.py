@@ -339,18 +339,6 @@ def cmd_recall(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_used(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        used = client.reinforce(args.ids)
-    if _json(args):
-        output.emit_json(used)
-    else:
-        for memory in used:
-            print(f"{output.short_id(memory.id)}  used {memory.access_count}x  "
-                  f"{output.one_line(memory.content, output.width() - 30)}")
-    return 0
-
-
 def cmd_prime(args: argparse.Namespace) -> int:
     # Both brains from wherever the command runs: the SDK reads the global one alone, with a note,
     # in a folder without a project vault (client_for would refuse there).

@@ -4,10 +4,10 @@ The request Struct is the whole specification: each required field becomes a pos
 each other field an option (`--field-name`, or the declaration's `flags=` spelling) with the field's
 own default, type and description, a bool that is off by default a flag, a time (Micros) ISO 8601
 text or microseconds; the Struct's docstring is the help. The body sends the request and prints its
-reply: JSON with `--format json`; else the declaration's `text=` template, or what output.py prints
-for the reply's type, or the reply as indented JSON (or the bare value). Commands whose output people
-read every day, or whose options are more than their fields, keep a hand-written body instead
-(commands.py and its siblings).
+reply: JSON with `--format json`; else the declaration's `text=` template (a line per item of a list),
+or what output.py prints for the reply's type, or the reply as indented JSON (or the bare value).
+Commands whose options are more than their fields keep a hand-written body instead (commands.py and
+its siblings).
 """
 
 from __future__ import annotations
@@ -127,8 +127,8 @@ def run(args: argparse.Namespace, cls: type[_Command]) -> int:
     if args.format == "json":
         output.emit_json(result)
     elif cls.spec.text is not None:
-        shown = msgspec.structs.asdict(result) if isinstance(result, msgspec.Struct) else {}
-        print(cls.spec.text.format_map({**fields, **shown}))
+        for item in result if isinstance(result, list) else [result]:  # a list: one line per item
+            print(cls.spec.text.format_map({**fields, **_shown(item)}))
     elif _type_name(cls.spec.result) in output.TEXT:
         module, name = output.TEXT[_type_name(cls.spec.result)].split(":")
         getattr(importlib.import_module(f"hebbs.cli.{module}"), name)(result)
@@ -137,6 +137,16 @@ def run(args: argparse.Namespace, cls: type[_Command]) -> int:
     else:
         print(msgspec.json.format(msgspec.json.encode(result), indent=2).decode())
     return 0
+
+
+def _shown(item: Any) -> dict[str, Any]:
+    """What a `text=` template may name of a reply: its fields, and `short_id` (what tables show of an id)."""
+    if not isinstance(item, msgspec.Struct):
+        return {}
+    shown = msgspec.structs.asdict(item)
+    if isinstance(shown.get("id"), str):
+        shown["short_id"] = output.short_id(shown["id"])
+    return shown
 
 
 def _type_name(type_: Any) -> str:

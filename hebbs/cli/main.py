@@ -259,9 +259,6 @@ def _recall_commands(command: Any, common: argparse.ArgumentParser, shared: argp
     p.add_argument("--associate", action="store_true",
                    help="also bring memories used together with the best matches (tagged associative)")
 
-    p = command("used", "count memories as used (what an answer relied on): raises their reinforcement")
-    p.add_argument("ids", nargs="+", metavar="ID", help="full ids or their last 6+ characters")
-
     p = command("prime", "load an entity's recent memories plus those relevant to a cue, from both vaults")
     p.add_argument("--entity", help="the entity (default: every entity)")
     p.add_argument("--cue", help="what the conversation is about (default: none, recent memories only)")
