@@ -12,6 +12,10 @@
   64 as pgvector's default), top-10 overlap with exact search, index sizes.
 - 1, 2, 3 daemons on one PostgreSQL vault: remember and recall throughput, p50/p99.
 - visibility: a write acknowledged by one daemon until another daemon's BM25 finds it, p50/p99.
+- indexers: the notes corpus indexed by 1 RocksDB indexer, then by 1 and by 2 indexers (daemons of their
+  own, checkouts of their own) into one PostgreSQL vault, splitting the files by claims: sections/s by
+  wall time, and per CPU-second of the daemons. On this 2-core machine two indexers share the cores the
+  model already fills, so they cannot double; the figure shows what the claims cost and that both work.
 - failover: a synchronous replica promoted by hand after kill -9 of the primary; from the kill to the
   first acknowledged write of a daemon that keeps writing.
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -36,6 +41,7 @@ import numpy as np
 from bench.harness import machine_note, percentile, shared
 from hebbs import Engine
 from hebbs.client import Client, start_daemon
+from hebbs.paths import init_vault
 from hebbs.store.embed import get_embedder
 from hebbs.store.postgres_local import Cluster
 
@@ -113,6 +119,12 @@ class Daemon:
 
     def client(self) -> Client:
         return Client(vault=self.folder, home=self.home)
+
+    def cpu_seconds(self) -> float:
+        """The daemon's CPU time so far (user + system, every thread)."""
+        pid = Client(global_=True, home=self.home).ping().pid
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         try:
@@ -266,6 +278,48 @@ def visibility(url: str, work: Path, samples: int) -> dict:
         b.stop()
 
 
+def indexers(url: str, work: Path) -> dict:
+    """The notes corpus indexed by one RocksDB indexer, then by 1 and 2 indexers into one PostgreSQL vault."""
+    out = {}
+    for label, count in (("rocksdb", 1), ("postgresql", 1), ("postgresql", 2)):
+        name = f"idx{count}-{work.name}"
+        folders = []
+        for i in range(count):
+            root = work / f"index-{label}-{count}-{i}"
+            shutil.copytree(bench_notes.DEFAULT_VAULT, root, ignore=shutil.ignore_patterns(".hebbs"))
+            init_vault(root, work, **({"store": url, "name": name} if label == "postgresql" else {}))
+            folders.append(root)
+        daemons = [Daemon(f) for f in folders]
+        try:
+            clients = [d.client() for d in daemons]
+            for c in clients:
+                c.ping()
+            cpu = [d.cpu_seconds() for d in daemons]
+            results: list = [None] * count
+
+            def run(i: int) -> None:
+                results[i] = clients[i].index(folders[i])
+
+            started = time.perf_counter()
+            threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            wall = time.perf_counter() - started
+            used = sum(d.cpu_seconds() - c0 for d, c0 in zip(daemons, cpu))
+            sections = results[0].sections_total
+            out[f"{label}, {count} indexer{'s' if count > 1 else ''}"] = {
+                "sections": sections, "wall_s": wall, "per_s": sections / wall, "cpu_s": used,
+                "per_cpu_s": sections / used, "embedded": [r.embedded for r in results]}
+            for c in clients:
+                c.close()
+        finally:
+            for d in daemons:
+                d.stop()
+    return out
+
+
 def failover(work: Path) -> dict:
     """kill -9 of the primary, pg_ctl promote of the synchronous replica, a daemon writing throughout."""
     cluster = Cluster(work / "failover-pg", fast=False)
@@ -312,6 +366,14 @@ def failover(work: Path) -> dict:
         cluster.remove()
 
 
+def print_indexers(report: dict, url: str, work: Path) -> None:
+    report["indexers"] = indexers(url, work)
+    print("\nindexing the notes corpus           sections  wall s  sections/s  daemon CPU s  sections/CPU-s  embedded by each")
+    for label, t in report["indexers"].items():
+        print(f"  {label:<33} {t['sections']:8d}  {t['wall_s']:6.1f}  {t['per_s']:10.1f}  {t['cpu_s']:12.1f}  "
+              f"{t['per_cpu_s']:14.1f}  {t['embedded']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=10_000)
@@ -320,6 +382,7 @@ def main() -> None:
     parser.add_argument("--visibility", type=int, default=100, help="samples")
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--quality-only", choices=["notes", "locomo"], help="one quality table and nothing else")
+    parser.add_argument("--indexers-only", action="store_true", help="the indexers table and nothing else")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     print(f"machine: {machine_note()} (shared with other work: read ratios, not absolute times)")
@@ -335,6 +398,9 @@ def main() -> None:
             return
         if args.quality_only == "notes":
             report["notes"] = notes_quality(embedder, stores)
+            return
+        if args.indexers_only:
+            print_indexers(report, url, work)
             return
         if not args.skip_quality:
             report["notes"] = notes_quality(embedder, stores)
@@ -367,6 +433,7 @@ def main() -> None:
         v = report["visibility"]
         print(f"\nanother daemon's write visible (BM25): p50 {v['p50_ms']:.0f} ms, p99 {v['p99_ms']:.0f} ms, "
               f"max {v['max_ms']:.0f} ms (n={v['n']})")
+        print_indexers(report, url, work)
         report["failover"] = failover(work)
         f = report["failover"]
         print(f"\nfailover (sync replica, manual promote): promote {f['promote_s']:.2f} s, first acknowledged write "
@@ -375,8 +442,8 @@ def main() -> None:
     finally:
         cluster.remove()
         shutil.rmtree(work, ignore_errors=True)
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2, default=str))
+        if args.json:  # also after a part of the run (the early returns above)
+            args.json.write_text(json.dumps(report, indent=2, default=str))
 
 
 if __name__ == "__main__":

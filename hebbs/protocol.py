@@ -546,12 +546,14 @@ class Index(_Command, tag="index"):
     `path` is the notes folder (default: the folder holding the request's vault directory). Without
     `phase` both phases run (data: IndexSummary). A watcher asks for them apart: phase 1 parses and
     diffs (only `paths`, when given; data: ScanSummary), phase 2 embeds and writes what phase 1
-    planned (data: IndexSummary).
+    planned (data: IndexSummary). `ray`: the address of a Ray cluster that embeds the sections
+    (docs/scale.md).
     """
 
     path: PathText | None = None
     phase: Literal[1, 2] | None = None
     paths: list[PathText] | None = None
+    ray: str | None = None
 
 
 @declare(result=IndexCancelled, vault="path", method="index_cancel")

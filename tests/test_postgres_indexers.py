@@ -23,17 +23,17 @@ WORDS = ("harbor lantern quarry meadow falcon copper willow saddle ember glacier
          "summit pepper marble cobalt thistle canyon juniper").split()
 
 
-def _tree(root: Path) -> int:
-    """A notes tree of FILES notes with SECTIONS sections each, every section its own text. Returns how
+def _tree(root: Path, files: int = FILES) -> int:
+    """A notes tree of `files` notes with SECTIONS sections each, every section its own text. Returns how
     many sections it holds."""
     rng = random.Random(25)
-    for f in range(FILES):
+    for f in range(files):
         lines = [f"# Note {f}\n"]
         for s in range(SECTIONS):
             words = " ".join(rng.choice(WORDS) for _ in range(12))
             lines.append(f"## Part {s} of note {f}\n\nItem n{f}s{s}: the {words} plan, revision {f * 7 + s}.\n")
         (root / f"note-{f:02d}.md").write_text("\n".join(lines))
-    return FILES * SECTIONS
+    return files * SECTIONS
 
 
 def _attach(home, folder: Path, url: str, name: str, lease: float) -> None:

@@ -156,6 +156,8 @@ def _vault_commands(command: Any, common: argparse.ArgumentParser, shared: argpa
     run = p.add_mutually_exclusive_group()
     run.add_argument("--cancel", action="store_true", help="stop the run going on this folder, wherever it started")
     run.add_argument("--follow", action="store_true", help="follow the run going on this folder (started elsewhere)")
+    p.add_argument("--ray", metavar="ADDRESS", help="embed the sections on the Ray cluster at ADDRESS (HOST:PORT; "
+                   "needs hebbs[ray]; docs/scale.md)")
 
     p = command("watch", "keep a notes folder's vault current as its files change (Ctrl-C stops)",
                 run="vaultcmds:run")

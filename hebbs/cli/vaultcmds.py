@@ -109,7 +109,7 @@ def _index_once(args: argparse.Namespace, root: Path, client: Client) -> Any:
     """One index run with a progress bar; Ctrl-C stops it in the daemon too, not only here."""
     bar = ProgressBar(sys.stderr, enabled=args.format != "json" and sys.stderr.isatty())
     try:
-        return client.index(root, progress=bar)
+        return client.index(root, progress=bar, ray=getattr(args, "ray", None))
     except KeyboardInterrupt:
         bar.close()
         _cancel_after_interrupt(args, root)
@@ -193,6 +193,8 @@ def print_summary(root: Path, s: Any, out: TextIO | None = None) -> None:
               f"unchanged, {s.files_removed} removed\n")
     out.write(f"  sections  {s.sections_added} added, {s.sections_revised} revised, {s.sections_updated} updated, "
               f"{s.sections_removed} removed; {s.embedded} embedded, {s.sections_total} in the vault\n")
+    if getattr(s, "embedded_on_ray", 0):
+        out.write(f"            {s.embedded_on_ray} of the embedded texts on the Ray cluster\n")
     out.write(f"  links     {s.edges_added} edges added, {s.edges_removed} removed, {s.unresolved_links} unresolved\n")
     if s.contradiction_candidates:
         out.write(f"  {s.contradiction_candidates} possible contradictions queued for review\n")

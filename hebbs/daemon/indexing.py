@@ -50,7 +50,7 @@ class IndexHandlers:
                         engine, root, progress=progress))
                 else:
                     result = await self._stream(conn, request.id, slot, lambda progress: vault.index_vault(
-                        engine, root, progress=progress))
+                        engine, root, progress=progress, ray=command.ray))
             run.set_result(result)
             return result
         except BaseException as exc:

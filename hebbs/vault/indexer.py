@@ -110,6 +110,7 @@ class IndexSummary(msgspec.Struct, kw_only=True):
     # Sections whose memory was forgotten (hebbs forget, a decay sweep) since the last complete run:
     # left out, though their note still holds them, until their text changes.
     forgotten_left_out: int = 0
+    embedded_on_ray: int = 0  # of `embedded`, the texts a Ray cluster embedded (index --ray)
     seconds: float = 0.0
     warnings: list[str] = []
 
@@ -132,16 +133,37 @@ def resolve_root(root: os.PathLike | str) -> Path:
 
 def index_vault(engine: Any, root: os.PathLike | str, *, split_level: int | None = None,
                 progress: ProgressFn | None = None, reconcile: bool = True,
-                contradictions: bool = True) -> IndexSummary:
+                contradictions: bool = True, ray: str | None = None) -> IndexSummary:
     """Phase 1 then phase 2 over the whole vault. With reconcile (the default) the engine is also
-    checked against the manifest, which repairs anything an interrupted run or a manual edit left."""
+    checked against the manifest, which repairs anything an interrupted run or a manual edit left.
+    `ray`: the address of a Ray cluster that embeds phase 2's sections (store/ray_embed.py)."""
     started = time.perf_counter()
     root = resolve_root(root)
     with vault_lock(root):
         plan = scan_vault(engine, root, split_level=split_level, progress=progress)
-        summary = apply_plan(engine, root, plan, progress=progress, reconcile=reconcile,
-                             contradictions=contradictions)
+        if ray is None:
+            summary = apply_plan(engine, root, plan, progress=progress, reconcile=reconcile,
+                                 contradictions=contradictions)
+        else:
+            summary = _on_ray(engine, ray, lambda: apply_plan(engine, root, plan, progress=progress,
+                                                              reconcile=reconcile, contradictions=contradictions))
     summary.seconds = round(time.perf_counter() - started, 3)
+    return summary
+
+
+def _on_ray(engine: Any, address: str, work: Callable[[], IndexSummary]) -> IndexSummary:
+    """work() with the vault's large embedding batches sent to the Ray cluster at address."""
+    from ..store.ray_embed import RayEmbedder
+
+    local = engine.embedder
+    remote = RayEmbedder(local, address)
+    engine.embedder = remote
+    try:
+        summary = work()
+    finally:
+        engine.embedder = local
+        remote.close()
+    summary.embedded_on_ray = remote.remote_texts
     return summary
 
 
