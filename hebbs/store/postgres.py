@@ -584,6 +584,21 @@ class PgVectorIndex:
     def search(self, vector: np.ndarray, k: int, *, ef: int | None = None) -> list[tuple[str, float]]:
         return self.store.nearest(vector, k, self.dim, ef=max(ef or self.ef_search, k))
 
+    def ids_by_label(self) -> dict[int, str]:
+        """Every indexed id under a label of its own (its rank by key: pgvector has no labels); the keys
+        only, no vector, so even a vault larger than RAM lists them."""
+        rows = self.store._run(f"SELECT key FROM {SCHEMA}.vectors WHERE vault = %s ORDER BY key",
+                               (self.store.vault_id,))
+        return {n: id_str(bytes(key)[1:]) for n, (key,) in enumerate(rows)}
+
+    def vectors(self, ids: list[str]) -> np.ndarray:
+        """The stored vectors of these memories, one row each; zeros for one not stored (VectorIndex.vectors)."""
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        for row, raw in enumerate(self.store.get_vectors(ids)):
+            if raw is not None:
+                out[row] = np.frombuffer(raw, dtype="<f4")[:self.dim]
+        return out
+
     def add(self, ids: list[str], vectors: np.ndarray) -> None:
         self._count = (0, -1.0)
 
