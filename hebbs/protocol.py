@@ -635,7 +635,8 @@ class ImportRecords(_Command, tag="import_records"):
 # vault. reflect and contradiction_auto wait minutes on an LLM: they run on the concurrent path so
 # they never hold the vault's write slot; the engine takes its own lock for the commit inside.
 
-@declare(result=ReflectPrepared, engine="reflect_prepare", writes=True, panel=False,
+@declare(result=ReflectPrepared, engine="reflect_prepare", writes=True, panel=False, cli="reflect-prepare",
+         flags="entity_id=--entity",
          mcp=("First step of reflection: group a brain's memories into clusters, each with a ready prompt. "
               "Call it when the user asks you to reflect or consolidate, or a brain has gathered many "
               "memories since its last insights. Answer each cluster's prompt yourself, keep only insights "
@@ -644,10 +645,10 @@ class ImportRecords(_Command, tag="import_records"):
 class ReflectPrepare(_Command, tag="reflect_prepare"):
     """Cluster the scope's memories into a session, one ready prompt per cluster; data is ReflectPrepared."""
 
-    entity_id: Name | None = None
-    # Only memories created at or after this time (microseconds since the epoch).
-    since: Micros | None = None
-    max_memories: int = 500
+    entity_id: Annotated[Name | None, Meta(description="only this entity's memories (default: every entity)")] = None
+    since: Annotated[Micros | None, Meta(description="only memories created since (ISO 8601 or microseconds) "
+                                                     "(default: all)")] = None
+    max_memories: Annotated[int, Meta(description="newest first, 5..500")] = 500
 
 
 @declare(result=ReflectCommitted, engine="reflect_commit", writes=True,

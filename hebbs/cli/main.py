@@ -284,10 +284,6 @@ def _recall_commands(command: Any, common: argparse.ArgumentParser, shared: argp
 
 def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
     """Reflection and contradiction review."""
-    p = command("reflect-prepare", "cluster memories into a reflection session, one prompt per cluster",
-                run="reflectcmds:cmd_reflect_prepare")
-    _reflect_scope(p)
-
     p = command("reflect-commit", "store the insights written from a reflect-prepare session (a notes folder "
                                   "also gets each as a note in its insights folder)",
                 run="reflectcmds:cmd_reflect_commit")
@@ -357,13 +353,6 @@ def _other_commands(command: Any, common: argparse.ArgumentParser, shared: argpa
     p.add_argument("--vault-idle-timeout", type=number,
                    help="start: close vaults unused for this many seconds (default: 300)")
     p.add_argument("-n", "--lines", type=int, default=40, help="logs: how many lines")
-
-
-def _reflect_scope(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--entity", help="only this entity's memories (default: every entity)")
-    p.add_argument("--since", metavar="TIME",
-                   help="only memories created since (ISO 8601 or microseconds) (default: all)")
-    p.add_argument("--max-memories", type=int, default=500, help="newest first, 5..500")
 
 
 def _memory_fields(p: argparse.ArgumentParser, defaults: bool = True) -> None:

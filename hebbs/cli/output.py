@@ -34,7 +34,7 @@ _encoder = msgspec.json.Encoder()
 # template of its own): "module:function" in hebbs.cli, imported when used.
 TEXT = {"Memory": "output:print_memory", "list[Memory]": "output:print_versions",
         "list[QueryLogEntry]": "output:print_query_log", "list[Insight]": "reflectcmds:print_insights",
-        "ReflectAutoResult": "reflectcmds:print_reflected"}
+        "ReflectAutoResult": "reflectcmds:print_reflected", "ReflectPrepared": "reflectcmds:print_prepared"}
 
 
 # Control characters a terminal would act on (ESC starts colour, cursor and title sequences; CR

@@ -1,5 +1,6 @@
-"""Reflection, contradiction review and decay candidates: `hebbs reflect-prepare`, `reflect-commit`,
-`reflect`, `insights`, `contradictions [commit | auto]`, `forget --candidates` (docs/reflect.md).
+"""Reflection, contradiction review and decay candidates: `hebbs reflect-commit`, `contradictions
+[commit | auto]`, `forget --candidates`, and the text of `reflect-prepare`, `reflect` and `insights`
+(built from their declarations, cli/declared.py) (docs/reflect.md).
 
 The commit files are read here with msgspec into the protocol's Structs, not with
 hebbs.workflows.reflect.load_commit_file / hebbs.workflows.contradiction_review.load_verdicts_file: those modules import
@@ -16,10 +17,10 @@ import msgspec
 
 from hebbs.errors import InvalidInput
 from hebbs.schema import (ContradictionCommitted, ContradictionVerdict, Insight, InsightInput, Memory,
-                          ReflectAutoResult, ReflectCommitted)
+                          ReflectAutoResult, ReflectCommitted, ReflectPrepared)
 
 from . import output
-from .commands import _count, _json, _time, client_for, open_input
+from .commands import _count, _json, client_for, open_input
 
 
 # Commit files ----------------------------------------------------------------------------------
@@ -67,18 +68,10 @@ def load_verdicts_file(raw: bytes) -> list[ContradictionVerdict]:
     return _items(data, ContradictionVerdict, "verdict")
 
 
-def _since(raw: str | None) -> int | None:
-    return None if raw is None else _time(raw, "--since")
-
-
 # Reflection ------------------------------------------------------------------------------------
 
-def cmd_reflect_prepare(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        prepared = client.reflect_prepare(args.entity, _since(args.since), args.max_memories)
-    if _json(args):
-        output.emit_json(prepared)
-        return 0
+def print_prepared(prepared: ReflectPrepared) -> None:
+    """`hebbs reflect-prepare`'s text (built from its declaration, cli/declared.py)."""
     print(f"session {prepared.session_id} (expires {output.when(prepared.expires_at)}): "
           f"{_count(prepared.memory_count, 'memory')} in {_count(len(prepared.clusters), 'cluster')}, "
           f"{len(prepared.unclustered)} unclustered")
@@ -87,7 +80,6 @@ def cmd_reflect_prepare(args: argparse.Namespace) -> int:
         for member in cluster.memories:
             print(f"  {output.short_id(member.id)}  {output.one_line(member.content, output.width() - 12)}")
     print("\nEach cluster's prompt is in --format json. Answer them, then: hebbs reflect-commit --file insights.json")
-    return 0
 
 
 def cmd_reflect_commit(args: argparse.Namespace) -> int:
