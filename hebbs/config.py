@@ -17,7 +17,7 @@ CONFIG_FILE = "config.toml"
 # Below this best confidence a recall abstains (hebbs/recall/confidence.py): chosen on data by
 # bench/bench_abstention.py --fit, the highest threshold at which at most 3% of the fit part's
 # answerable cues abstain: one standard error under the 4% goal (docs/honesty.md).
-DEFAULT_ABSTAIN_THRESHOLD = 0.21
+DEFAULT_ABSTAIN_THRESHOLD = 0.22
 
 
 class IndexParams(msgspec.Struct, kw_only=True, frozen=True):

@@ -76,6 +76,27 @@ def test_a_time_phrase_is_not_matched_as_words(team: Engine) -> None:
         r for r in plain if r.memory.content == TEAM_NOTES[0]).details["confidence_features"]["term_coverage"]
 
 
+def test_a_memory_from_the_time_a_cue_names_is_a_likelier_answer(engine: Engine) -> None:
+    """Tried: LoCoMo's dated questions ("What dish did Nate make on 9 November, 2022?") abstained
+    when the turn that answers them says it in other words ("cooked a coconut curry"): the time
+    phrase is read as a range, not matched as words, and being from that day counted for nothing.
+    Now it is a feature of its own (in_time): the same memory is more confidently the answer when
+    the cue names its day than when it names another."""
+    engine.remember_many([
+        {"content": "Nate: I cooked a coconut curry with my sister tonight, it turned out great",
+         "created_at": "2022-11-09T19:00:00Z"},
+        {"content": "Nate: my turtles love the new tank", "created_at": "2022-10-02T19:00:00Z"},
+        {"content": "Joanna: I started writing a new screenplay", "created_at": "2022-11-20T19:00:00Z"}])
+
+    def curry(cue: str) -> float:
+        found = engine.recall(cue, top_k=3)
+        return next(r for r in found if "curry" in r.memory.content).confidence
+
+    that_day = curry("What dish did Nate make on 9 November, 2022?")
+    another_day = curry("What dish did Nate make on 9 December, 2022?")
+    assert that_day > another_day + 0.05, (that_day, another_day)
+
+
 def test_confidence_is_in_unit_range_for_every_strategy_and_absent_without_a_cue(team: Engine) -> None:
     """Tried: the same cue through each cue strategy, and a recall without a cue (temporal)."""
     for strategies in (None, ["similarity"], ["lexical"], ["similarity", "temporal"]):

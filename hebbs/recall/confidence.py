@@ -22,6 +22,8 @@ same thing in every vault:
     best_gap       the cosine minus the best cosine among the candidates the recall considered
     coverage_gap   the term coverage minus the best coverage among them: a memory that shares the
                    cue's topic but not what it asks is a weak answer beside one that has it
+    in_time        1 when the cue names a time and the memory is from it: its date is not in its
+                   words, and a memory from the day a question names is likelier its answer
 
 Each candidate's confidence is its own; the answer's confidence is the best over every candidate
 the recall considered (the CONSIDERED best by fused relevance, and those returned), so top_k does
@@ -56,10 +58,11 @@ from ..store.lexical_index import tokenize
 from .background import CONSIDERED
 from .timewords import understand
 
-FEATURES = ("cosine", "cosine_gap", "term_coverage", "known_terms", "missing_key", "best_gap", "coverage_gap")
+FEATURES = ("cosine", "cosine_gap", "term_coverage", "known_terms", "missing_key", "best_gap", "coverage_gap",
+            "in_time")
 # Fitted by bench/bench_abstention.py --fit (docs/honesty.md); in the order of FEATURES.
-COEFFICIENTS = (1.9974, 0.8399, 1.3731, 1.6981, -0.791, 0.2906, 0.7699)
-INTERCEPT = -2.5111
+COEFFICIENTS = (2.0, 0.8607, 1.3809, 1.6909, -0.7889, 0.3025, 0.7692, 0.4049)
+INTERCEPT = -2.5297
 # Chosen on the fit part: the highest threshold that abstains on at most 4% of its answerable cues.
 DEFAULT_THRESHOLD = DEFAULT_ABSTAIN_THRESHOLD
 NOTE = "no good match: nothing relevant known for this cue"
@@ -203,7 +206,8 @@ def assess(cue: str, cue_vector: np.ndarray, vectors: Sequence[np.ndarray], memo
     best_cosine = max(cosines, default=0.0)
     best_coverage = max((v["term_coverage"] for v in own), default=0.0)
     out = []
-    for values in own:
+    for i, values in enumerate(own):
+        values["in_time"] = 1.0 if in_time is not None and in_time[i] else 0.0
         values["best_gap"] = round(values["cosine"] - best_cosine, 6)
         values["coverage_gap"] = round(values["term_coverage"] - best_coverage, 6)
         out.append(Judged(round(calibrated(values, COEFFICIENTS, INTERCEPT), 4), values))
