@@ -137,3 +137,33 @@ def test_three_daemons_one_vault_with_kill9(pg_server):
         stop_killing.set()
         for home in homes:
             home.cleanup()
+
+
+def test_a_subscription_is_fed_what_another_daemon_wrote(pg_server):
+    """subscribe across machines: a feed on one daemon matches a memory another daemon acknowledged just
+    before, without waiting for the listener's catch-up."""
+    from daemon_fixtures import DaemonHome, short_tmp
+
+    homes = [DaemonHome() for _ in range(2)]
+    folders = [short_tmp("hbs") for _ in homes]
+    name = f"sub-{folders[0].name}"
+    try:
+        for home, folder in zip(homes, folders):
+            home.hebbs("init", str(folder), "--store", pg_server.url, "--name", name)
+            home.start()
+        reader, writer = homes[0].client(folders[0]), homes[1].client(folders[1])
+        try:
+            subscription = reader.subscribe(confidence_threshold=0.0)
+            assert subscription.feed("the quokka7 release train") == []
+            for n in range(5):
+                memory = writer.remember(f"release train {n}: the quokka7 build number {n} leaves on day {n}",
+                                         consolidate=False)
+                pushed = subscription.feed(f"quokka7 build number {n} leaves on day {n}")
+                assert memory.id in [r.memory.id for r in pushed], n
+            subscription.close()
+        finally:
+            reader.close()
+            writer.close()
+    finally:
+        for home in homes:
+            home.cleanup()

@@ -61,6 +61,10 @@ class SubscriptionHandlers:
         pushed = 0
         for sub in subscriptions:
             async with self.pool.use(sub.slot) as engine:
+                if getattr(engine.vault.store, "shared", False):
+                    # A vault other daemons write to: what they acknowledged before this feed is matched
+                    # too, not only once this daemon's listener has caught up (within a second).
+                    await self.pool.run(engine.vault.catch_up)
                 found = await self.pool.run(engine.recall, text, strategies=["similarity"], top_k=FEED_TOP_K,
                                             entity_id=sub.entity_id, reinforce=False)
             fresh = [r for r in found.results
