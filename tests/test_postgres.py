@@ -185,3 +185,27 @@ def test_similar_through_pgvector_finds_what_the_local_index_finds(tmp_path, pg_
         assert len(remote.vault.similar_wide(cue_vector, 1200, ef=1500)) == len(facts)
         remote.forget(ours[0])
         assert ours[0] not in [r.memory.id for r in remote.recall(cue, strategies=["similarity"], top_k=3)]
+
+
+def test_the_change_log_is_pruned_and_a_daemon_left_behind_reads_the_vault_again(tmp_path, pg_server, embedder,
+                                                                                   monkeypatch):
+    from hebbs.store import postgres
+
+    monkeypatch.setattr(postgres, "KEEP_CHANGES", 6)
+    monkeypatch.setattr(postgres, "PRUNE_EVERY", 3)
+    name = attach(tmp_path / "a", pg_server.url)
+    attach(tmp_path / "b", pg_server.url, name)
+    with Engine.open(tmp_path / "a", embedder=embedder) as a:
+        first = a.remember("the first note, from before b opened")
+        # b hears nothing from the others (no listener): it stays behind until it is asked to catch up.
+        monkeypatch.setattr(postgres.PgStore, "listen", lambda self, on_change, interval=1.0: None)
+        with Engine.open(tmp_path / "b", embedder=embedder) as b:
+            ids = [a.remember(f"note {n} about the walrus{n} migration").id for n in range(20)]
+            a.forget(first.id)
+            vault_id = a.vault.store.vault_id
+            kept = int(pg_server.sql(f"SELECT count(*) FROM hebbs.changes WHERE vault = {vault_id}"))
+            assert kept <= 6 + 3  # the log keeps the last KEEP_CHANGES writes, pruned every PRUNE_EVERY
+            assert b.count() == 1 and first.id in b.vault
+            b.vault.catch_up()  # its stamp is older than the log: the vault is read again, not refused
+            assert b.count() == a.count() == 20 and first.id not in b.vault
+            assert [r.memory.id for r in b.recall("walrus7", strategies=["lexical"], top_k=1)] == [ids[7]]

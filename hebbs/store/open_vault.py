@@ -233,6 +233,11 @@ class OpenVault:
             if head <= self._write_seq:
                 return 0
             touched = changelog.touched_since(self.store, self._write_seq, head)
+            if touched is None and self._shared:
+                # Behind further than the store keeps its change log (postgres.KEEP_CHANGES): every
+                # memory this daemon knows or the store holds is read again.
+                touched = list(dict.fromkeys([*(mid for mid, _ in self._catalog.items()),
+                                              *(memory.id for memory in self.store.memories())]))
             if touched is None:
                 raise CorruptVault(f"vault {self.path}: the change log of its store no longer reaches back to "
                                    f"write {self._write_seq}; reopen the vault to rebuild its indexes")

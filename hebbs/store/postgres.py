@@ -62,6 +62,11 @@ TABLES = {family: ("memories" if family == "default" else family) for family in 
 RETRY_SECONDS = 30.0
 # A daemon that holds the writer lock longer than this (stopped, not crashed) makes others fail clearly.
 LOCK_TIMEOUT = "60s"
+# The change log keeps the last KEEP_CHANGES writes of a vault, pruned by every PRUNE_EVERY-th write: a
+# running daemon is never more than a second behind (its listener), and one opened, or left behind
+# further than that (cut off from the server for long), reads the vault whole instead.
+KEEP_CHANGES = 100_000
+PRUNE_EVERY = 1_000
 _SCAN_FIRST, _SCAN_BATCH = 64, 2000
 _ID = 16
 _decode_any = msgspec.msgpack.Decoder().decode
@@ -266,6 +271,9 @@ class PgStore:
                         cur.execute(f"INSERT INTO {SCHEMA}.changes (vault, seq, ids) VALUES (%s, %s, %s)",
                                     (self.vault_id, seq, b"".join(id_bytes(mid) for mid in ids)))
                         cur.execute("SELECT pg_notify(%s, %s)", (self.channel, str(seq)))
+                        if seq % PRUNE_EVERY == 0 and seq > KEEP_CHANGES:
+                            cur.execute(f"DELETE FROM {SCHEMA}.changes WHERE vault = %s AND seq <= %s",
+                                        (self.vault_id, seq - KEEP_CHANGES))
                 return seq
         return _retrying(attempt)
 
