@@ -345,7 +345,7 @@ def _entry(help_text: str, label: str) -> str:
 
 def test_exit_codes_agree_between_the_skill_and_the_docs() -> None:
     """Tried: SKILL.md and docs/cli.md both document exit 2 for a usage error and 1 for an error."""
-    repo = Path(__file__).parent.parent
+    repo = Path(__file__).parents[2]
     skill = (repo / "skills" / "SKILL.md").read_text()
     docs = (repo / "docs" / "cli.md").read_text()
     for text in (skill, docs):
