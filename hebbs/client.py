@@ -16,16 +16,12 @@ Like the CLI, this module must not import numpy, the model or the engine.
 from __future__ import annotations
 
 import enum
-import fcntl
 import functools
 import inspect
 import itertools
 import os
-import select
 import socket
-import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -34,15 +30,14 @@ import msgspec
 
 from . import validate
 from .errors import HebbsError, InvalidInput, VaultNotInitialized
-from .paths import (ensure_home, find_project_vault, hebbs_home, log_path, resolve_vault, socket_path,
-                    spawn_lock_path)
-from .protocol import (COMMAND_TYPES, ERROR, HEADER, PROGRESS, Close, DaemonStatus, DaemonUnavailable, Export,
-                       ExportChunk, Feed, Prime, ProtocolError,
-                       Recall, Remember, RememberItem, Status, Subscribe, Subscribed, SubscriptionPush, _Command,
-                       decode_data, decode_response, error_from_frame, frame_length, progress_type, recv_frame,
-                       request_frame, result_type)
+from .paths import find_project_vault, hebbs_home, resolve_vault, socket_path
+from .protocol import (COMMAND_TYPES, Close, DaemonStatus, DaemonUnavailable, Export, Feed, Prime, Recall, Remember,
+                       RememberItem, Status, Subscribe, Subscribed, SubscriptionPush, _Command, request_frame)
 from .recall.brains import BRAINS, GLOBAL
 from .schema import Memory, RecallResult, RecallResults, ScoringWeights, Source, VaultStats
+from .transport import (ProgressCallback, Vanished, aopen, apending_error, aread_reply, anext_frame,
+                        closed_by_daemon, connect, export_chunk, gone, may_retry, next_frame, pending_error,
+                        read_reply, start_daemon, unreachable)
 
 if TYPE_CHECKING:
     import asyncio
@@ -51,149 +46,6 @@ if TYPE_CHECKING:
 # they are a good part of its start-up time.
 
 __all__ = ["Client", "AsyncClient", "Subscription", "AsyncSubscription", "start_daemon", "connect"]
-
-START_TIMEOUT = 60.0
-ProgressCallback = Callable[[Any], None]
-
-
-# Finding (and starting) the daemon ------------------------------------------------------------
-
-CONNECT_TIMEOUT = 5.0
-
-
-def _open_socket(path: Path, timeout: float | None) -> socket.socket:
-    """A socket connected to path. A full accept queue (EAGAIN: the daemon is swamped) is waited out
-    for up to CONNECT_TIMEOUT, then raised as the BlockingIOError it is."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(CONNECT_TIMEOUT)
-        deadline = time.monotonic() + CONNECT_TIMEOUT
-        while True:
-            try:
-                sock.connect(str(path))
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
-        sock.settimeout(timeout)
-        return sock
-    except BaseException:
-        sock.close()
-        raise
-
-
-def _answers(path: Path) -> bool:
-    try:
-        _open_socket(path, 1.0).close()
-        return True
-    except OSError:
-        return False
-
-
-def _log_tail(home: Path, since: int = 0, lines: int = 20) -> str:
-    """The log's last lines written from byte `since` on (what one start attempt wrote, not older runs)."""
-    try:
-        with open(log_path(home), "rb") as f:
-            f.seek(since)
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:]) or "(nothing in the log)"
-
-
-def start_daemon(home: Path | str | None = None, *, idle_timeout: float | None = None,
-                 vault_idle_timeout: float | None = None) -> bool:
-    """Start a daemon for home unless one answers. Returns whether this call started it.
-
-    Clients that race here queue on a flock, and each checks again once it holds it, so one
-    daemon is spawned; the daemon's own lock makes sure of it even if something else starts one.
-    """
-    import subprocess
-
-    home = ensure_home(hebbs_home(home))
-    path = socket_path(home)
-    if len(str(path).encode()) > 100:
-        raise DaemonUnavailable(f"socket path {path} is too long for a Unix socket; use a shorter HEBBS_HOME")
-    lock_fd = os.open(spawn_lock_path(home), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        if _answers(path):
-            return False
-        # -P: `-m` would otherwise put the caller's working directory first on sys.path, and a daemon
-        # started inside a checkout of hebbs would run that checkout's code, not the installed one.
-        command = [sys.executable, "-P", "-m", "hebbs.daemon", "--detach", "--home", str(home)]
-        if idle_timeout is not None:
-            command += ["--idle-timeout", str(idle_timeout)]
-        if vault_idle_timeout is not None:
-            command += ["--vault-idle-timeout", str(vault_idle_timeout)]
-        log_fd = os.open(log_path(home), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        began = os.fstat(log_fd).st_size
-        try:
-            done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
-                                  timeout=START_TIMEOUT, check=False)
-        except subprocess.TimeoutExpired:
-            raise DaemonUnavailable(f"the daemon did not answer within {START_TIMEOUT:.0f}s; "
-                                    f"see {log_path(home)}:\n{_log_tail(home, began)}") from None
-        finally:
-            os.close(log_fd)
-        if done.returncode != 0 or not _answers(path):
-            raise DaemonUnavailable(f"the daemon failed to start (exit {done.returncode}); "
-                                    f"see {log_path(home)}:\n{_log_tail(home, began)}")
-        return True
-    finally:
-        os.close(lock_fd)
-
-
-def connect(home: Path, *, autostart: bool = True, timeout: float | None = None) -> socket.socket:
-    """A connected socket to home's daemon, starting the daemon first if none answers."""
-    path = socket_path(home)
-    try:
-        return _open_socket(path, timeout)
-    except (FileNotFoundError, ConnectionRefusedError):
-        # No socket, or one a crashed daemon left behind: either way nobody is listening.
-        if not autostart:
-            raise DaemonUnavailable(f"no hebbs daemon answers on {path}; start one with `hebbs daemon start`") from None
-    except OSError as exc:
-        raise _unreachable(path, exc) from None
-    start_daemon(home)
-    try:
-        return _open_socket(path, timeout)
-    except OSError as exc:
-        raise _unreachable(path, exc) from None
-
-
-def _unreachable(path: Path, exc: OSError) -> HebbsError:
-    if isinstance(exc, NotADirectoryError):  # HEBBS_HOME names a file: a wrong path, not a missing daemon
-        return InvalidInput(f"{path.parent} is not a directory, so it cannot be a HEBBS_HOME")
-    if isinstance(exc, (BlockingIOError, TimeoutError)):
-        return DaemonUnavailable(f"the daemon on {path} is not accepting connections (it is swamped: its queue of "
-                                 f"new connections stayed full for {CONNECT_TIMEOUT:.0f}s); try again shortly")
-    return DaemonUnavailable(f"cannot connect to the daemon on {path}: {exc}")
-
-
-def _closed_by_daemon(sock: socket.socket) -> bool:
-    """Whether the daemon closed this connection while it sat unused (it closes idle ones)."""
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        return bool(readable) and sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except (BlockingIOError, InterruptedError):
-        return False
-    except OSError:
-        return True
-
-
-def _pending_error(sock: socket.socket) -> HebbsError | None:
-    """An error frame the daemon sent before closing (BUSY), if one waits unread on sock."""
-    try:
-        sock.settimeout(0.5)
-        body = recv_frame(sock)
-        reply = decode_response(body) if body is not None else None
-    except (OSError, HebbsError):
-        return None
-    if reply is None or reply.status != ERROR:
-        return None
-    return error_from_frame(reply.status_code, reply.error or reply.status_code)
 
 
 # Arguments ------------------------------------------------------------------------------------
@@ -541,40 +393,6 @@ class _BaseClient(_Doors):
         vault, command.vaults, notes = _brain_vaults(brains, self.vault_path, self.home, self.cwd)
         return vault, notes
 
-def _may_retry(attempt: int, exc: "_Vanished", command: _Command) -> bool:
-    """Sending failed: nothing reached the daemon. Reading failed: it may have acted, so only
-    commands that change nothing are sent again. Either way, once."""
-    return attempt == 0 and (not exc.sent or command.spec.retryable)
-
-
-def _gone(exc: "_Vanished", command: _Command) -> DaemonUnavailable:
-    return DaemonUnavailable(f"the daemon went away during {command.tag()}: {exc}")
-
-
-_PENDING = object()  # _settle: the reply was a progress frame or not ours; read on
-
-
-def _settle(reply: Any, request_id: Any, command: _Command, progress: ProgressCallback | None) -> Any:
-    """One frame of a reply: its decoded result, or _PENDING when more frames must be read."""
-    if reply.status == PROGRESS:
-        if progress is not None:
-            progress(decode_data(reply.data, progress_type(command)))
-        return _PENDING
-    if reply.id != request_id and reply.status != ERROR:
-        return _PENDING  # a reply to an earlier request whose reader gave up: not ours
-    _check(reply)
-    return decode_data(reply.data, result_type(command))
-
-
-def _export_chunk(reply: Any, records: bool = False) -> list[Any] | None:
-    """The memories (or records) of one export frame, or None at the final frame (raising if it is an error)."""
-    if reply.status == PROGRESS:
-        chunk = decode_data(reply.data, ExportChunk)
-        return chunk.records if records else chunk.memories
-    _check(reply)
-    return None
-
-
 # The synchronous client -----------------------------------------------------------------------
 
 class Client(_BaseClient):
@@ -631,23 +449,23 @@ class Client(_BaseClient):
     def _request(self, command: _Command, vault: bool | str, progress: ProgressCallback | None) -> Any:
         request_id, frame = self._frame(command, vault)
         for attempt in range(2):
-            if self._sock is not None and _closed_by_daemon(self._sock):
+            if self._sock is not None and closed_by_daemon(self._sock):
                 self._drop()
             sock = self._connection()
             try:
                 try:
                     sock.sendall(frame)
                 except OSError as exc:
-                    error = _pending_error(sock)
+                    error = pending_error(sock)
                     if error is not None:
                         raise error from None
-                    raise _Vanished(str(exc), sent=False) from None
-                return _read_reply(sock, request_id, command, progress)
-            except _Vanished as exc:
+                    raise Vanished(str(exc), sent=False) from None
+                return read_reply(sock, request_id, command, progress)
+            except Vanished as exc:
                 self._drop()
-                if _may_retry(attempt, exc, command):
+                if may_retry(attempt, exc, command):
                     continue
-                raise _gone(exc, command) from None
+                raise gone(exc, command) from None
             except BaseException:
                 self._drop()  # a half-read reply would poison the next call
                 raise
@@ -686,9 +504,9 @@ class Client(_BaseClient):
         sock = side._connection()
         try:
             sock.sendall(frame)
-            while (chunk := _export_chunk(_next_frame(sock, request_id), command.records)) is not None:
+            while (chunk := export_chunk(next_frame(sock, request_id), command.records)) is not None:
                 yield from chunk
-        except _Vanished as exc:
+        except Vanished as exc:
             raise DaemonUnavailable(f"the daemon went away during export: {exc}") from None
         finally:
             side.close()
@@ -753,35 +571,6 @@ class Subscription:
         self.close()
 
 
-class _Vanished(Exception):
-    """The daemon's end of the connection is gone (sent: whether the request may have reached it)."""
-
-    def __init__(self, message: str, sent: bool) -> None:
-        super().__init__(message)
-        self.sent = sent
-
-
-def _next_frame(sock: socket.socket, request_id: Any) -> Any:
-    try:
-        body = recv_frame(sock)
-    except (ConnectionError, ProtocolError) as exc:
-        raise _Vanished(str(exc), sent=True) from None
-    if body is None:
-        raise _Vanished("connection closed before the reply", sent=True)
-    return decode_response(body)
-
-
-def _check(reply: Any) -> None:
-    if reply.status == ERROR:
-        raise error_from_frame(reply.status_code, reply.error or reply.status_code)
-
-
-def _read_reply(sock: socket.socket, request_id: Any, command: _Command, progress: ProgressCallback | None) -> Any:
-    while (result := _settle(_next_frame(sock, request_id), request_id, command, progress)) is _PENDING:
-        pass
-    return result
-
-
 # The asynchronous client ----------------------------------------------------------------------
 
 class AsyncClient(_BaseClient):
@@ -798,18 +587,18 @@ class AsyncClient(_BaseClient):
 
         path = socket_path(self.home)
         try:
-            return await _aopen(path)
+            return await aopen(path)
         except (FileNotFoundError, ConnectionRefusedError):
             if not self.autostart:
                 raise DaemonUnavailable(
                     f"no hebbs daemon answers on {path}; start one with `hebbs daemon start`") from None
         except OSError as exc:
-            raise _unreachable(path, exc) from None
+            raise unreachable(path, exc) from None
         await asyncio.to_thread(start_daemon, self.home)
         try:
-            return await _aopen(path)
+            return await aopen(path)
         except OSError as exc:
-            raise _unreachable(path, exc) from None
+            raise unreachable(path, exc) from None
 
     async def request(self, command: _Command, *, vault: bool | str | None = None,
                       progress: ProgressCallback | None = None) -> Any:
@@ -826,16 +615,16 @@ class AsyncClient(_BaseClient):
                     writer.write(frame)
                     await writer.drain()
                 except (ConnectionError, OSError) as exc:
-                    error = await _apending_error(reader)
+                    error = await apending_error(reader)
                     if error is not None:
                         raise error from None
-                    raise _Vanished(str(exc), sent=False) from None
-                result = await _aread_reply(reader, request_id, command, progress)
-            except _Vanished as exc:
+                    raise Vanished(str(exc), sent=False) from None
+                result = await aread_reply(reader, request_id, command, progress)
+            except Vanished as exc:
                 writer.close()
-                if _may_retry(attempt, exc, command):
+                if may_retry(attempt, exc, command):
                     continue
-                raise _gone(exc, command) from None
+                raise gone(exc, command) from None
             except BaseException:
                 writer.close()
                 raise
@@ -877,10 +666,10 @@ class AsyncClient(_BaseClient):
         try:
             writer.write(frame)
             await writer.drain()
-            while (chunk := _export_chunk(await _anext_frame(reader), command.records)) is not None:
+            while (chunk := export_chunk(await anext_frame(reader), command.records)) is not None:
                 for memory in chunk:
                     yield memory
-        except _Vanished as exc:
+        except Vanished as exc:
             raise DaemonUnavailable(f"the daemon went away during export: {exc}") from None
         finally:
             writer.close()
@@ -957,46 +746,3 @@ class AsyncSubscription:
         await self.close()
 
 
-async def _aopen(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """An asyncio connection to path; like _open_socket, waits out a full accept queue for a while."""
-    import asyncio
-
-    deadline = time.monotonic() + CONNECT_TIMEOUT
-    while True:
-        try:
-            return await asyncio.open_unix_connection(str(path))
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.02)
-
-
-async def _apending_error(reader: asyncio.StreamReader) -> HebbsError | None:
-    import asyncio
-
-    try:
-        async with asyncio.timeout(0.5):
-            reply = await _anext_frame(reader)
-    except (TimeoutError, _Vanished, HebbsError):
-        return None
-    if reply.status != ERROR:
-        return None
-    return error_from_frame(reply.status_code, reply.error or reply.status_code)
-
-
-async def _anext_frame(reader: asyncio.StreamReader) -> Any:
-    import asyncio
-
-    try:
-        header = await reader.readexactly(HEADER.size)
-        body = await reader.readexactly(frame_length(header))
-    except (asyncio.IncompleteReadError, ConnectionError) as exc:
-        raise _Vanished(f"connection closed: {exc}", sent=True) from None
-    return decode_response(body)
-
-
-async def _aread_reply(reader: asyncio.StreamReader, request_id: Any, command: _Command,
-                       progress: ProgressCallback | None) -> Any:
-    while (result := _settle(await _anext_frame(reader), request_id, command, progress)) is _PENDING:
-        pass
-    return result

@@ -118,7 +118,7 @@ def test_a_storm_of_refused_connections_logs_a_few_lines(capped_daemon):
 
 
 def test_the_sdk_raises_daemon_unavailable_not_blocking_io_error_when_the_daemon_cannot_accept(monkeypatch):
-    monkeypatch.setattr("hebbs.client.CONNECT_TIMEOUT", 0.5)
+    monkeypatch.setattr("hebbs.transport.CONNECT_TIMEOUT", 0.5)
     home = Path(tempfile.mkdtemp(prefix="hbq", dir="/tmp"))
     # A daemon that stopped accepting: its queue of new connections is full (connect gives EAGAIN).
     swamped = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
