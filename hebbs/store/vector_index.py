@@ -149,14 +149,18 @@ class VectorIndex:
             k = min(k, live)
             ef_used = max(ef or self.params.ef_search, k)
             query = vector.reshape(1, -1).astype(np.float32, copy=False)
-            self._index.set_ef(ef_used)
+            # The index rests at params.ef_search: a search at that breadth (similarity-only's) sets nothing.
+            widened = ef_used != self.params.ef_search
+            if widened:
+                self._index.set_ef(ef_used)
             try:
                 labels, distances = self._index.knn_query(query, k=k)
             except RuntimeError:
                 # Raised when the graph cannot produce k live neighbours (many deletions): ask for fewer.
                 labels, distances = self._index.knn_query(query, k=max(1, k // 2))
             finally:
-                self._index.set_ef(self.params.ef_search)
+                if widened:
+                    self._index.set_ef(self.params.ef_search)
             id_of = self._id_of
             return [(id_of[label], 1.0 - dist)
                     for label, dist in zip(labels[0].tolist(), distances[0].tolist()) if id_of[label]]
