@@ -389,7 +389,7 @@ def test_a_forgotten_section_stays_out_for_free_until_its_text_changes(engine, r
     assert summary.sections_total == before - 1 == engine.count()
     said = io.StringIO()
     print_summary(root, summary, said)
-    assert "1 sections left out: their memories were forgotten" in said.getvalue()
+    assert "1 section left out: its memory was forgotten" in said.getvalue()
     assert "repaired" not in said.getvalue() and "interrupted" not in said.getvalue()
     again = index_vault(engine, root)
     assert again.forgotten_left_out == 0 and again.reconciled == 0 and writes == []

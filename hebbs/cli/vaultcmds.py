@@ -199,8 +199,10 @@ def print_summary(root: Path, s: Any, out: TextIO | None = None) -> None:
     if s.contradiction_candidates:
         out.write(f"  {s.contradiction_candidates} possible contradictions queued for review\n")
     if s.forgotten_left_out:
-        out.write(f"  {s.forgotten_left_out} sections left out: their memories were forgotten (hebbs forget); "
-                  "each comes back when its text in the note changes\n")
+        one = s.forgotten_left_out == 1
+        out.write(f"  {s.forgotten_left_out} {'section' if one else 'sections'} left out: "
+                  f"{'its memory was' if one else 'their memories were'} forgotten (hebbs forget); "
+                  f"{'it comes' if one else 'each comes'} back when its text in the note changes\n")
     if s.reconciled:
         out.write(f"  {s.reconciled} memories repaired after an interrupted run\n")
     for warning in s.warnings:
