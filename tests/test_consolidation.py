@@ -202,12 +202,14 @@ def test_the_sweep_folds_moved_phrases_and_added_words_and_keeps_units_relations
     """Issue 30, paraphrases in other shapes, with the real model. Folded: a phrase moved to the front,
     a word only added ("located"), a synonym. Kept apart, though their sentences are as close: another
     unit after the same number, a relation word replaced (to / from), an antonym in another form
-    (sells / buys), a role reversed (names in another order), a sibling (weekdays / weekends). The
+    (sells / buys), a role reversed (names in another order), a sibling (weekdays / weekends), another
+    time with the rest moved, and a decision (frozen: never folded as a paraphrase). The
     first rule merged the unit, the relation and sells / buys, and missed the first two paraphrases.
     The dry run lists exactly what the real run then folds."""
-    def pair(entity: str, first: str, second: str) -> tuple[str, str]:
-        a = engine.remember(first, entity_id=entity, created_at=1_700_000_000_000_000)
-        b = engine.remember(second, entity_id=entity, consolidate=False, created_at=1_700_000_000_000_001)
+    def pair(entity: str, first: str, second: str, context: dict | None = None) -> tuple[str, str]:
+        a = engine.remember(first, entity_id=entity, created_at=1_700_000_000_000_000, context=context)
+        b = engine.remember(second, entity_id=entity, consolidate=False, created_at=1_700_000_000_000_001,
+                            context=context)
         return b.id, a.id
 
     folded = {
@@ -221,10 +223,14 @@ def test_the_sweep_folds_moved_phrases_and_added_words_and_keeps_units_relations
         pair("bakery", "The bakery sells sourdough bread.", "The bakery buys sourdough bread."),
         pair("oliver", "Oliver reports to the CFO.", "The CFO reports to Oliver."),
         pair("library", "The library opens at 9am on weekdays.", "The library opens at 9am on weekends."),
+        pair("flight", "Maria's flight to Lisbon leaves at 07:40 on Friday.",
+             "On Friday Maria's flight to Lisbon leaves at 08:40."),
+        pair("freeze", "The deploy freeze starts on December 20.", "The deploy freeze begins on December 20.",
+             {"type": "decision"}),
     ]
     would = engine.consolidate(dry_run=True)
     assert set(would) == folded and not set(apart) & set(would)
-    assert engine.count() == 16
-    assert set(engine.consolidate()) == folded and engine.count() == 13
+    assert engine.count() == 20
+    assert set(engine.consolidate()) == folded and engine.count() == 17
     for new_id, old_id in folded:
         assert engine.get(new_id).restatement_of == old_id
