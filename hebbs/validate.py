@@ -179,14 +179,6 @@ def time_range(value: Any) -> tuple[int, int] | None:
     return start, end
 
 
-def reference_time(value: Any, field: str = "now") -> int | None:
-    """The time a call judges by: None (the caller's current time), integer microseconds since the
-    epoch as given, or a timezone-aware datetime."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    return timestamp_us(value, field)
-
-
 def positive_int(value: Any, field: str, limit: int) -> int:
     """An integer from 1 to limit."""
     if isinstance(value, bool) or not isinstance(value, int):

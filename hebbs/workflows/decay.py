@@ -75,7 +75,7 @@ def is_candidate(memory: Memory, now_us: int, config: DecayConfig) -> bool:
 def forget_candidates(owner: OpenVault | HasVault, now_us: int | None = None) -> list[Memory]:
     """Memories that have decayed below config.decay.forget_threshold, least alive first. Nothing is deleted."""
     vault = vault_of(owner)
-    now_us = validate.reference_time(now_us)
+    now_us = validate.timestamp_us(now_us, "now")
     now_us = _now() if now_us is None else now_us
     config = vault.config.decay
     found = [(decay_value(m, now_us, config), m) for m in vault.store.memories() if is_candidate(m, now_us, config)]
