@@ -54,9 +54,6 @@ Text = Annotated[str, Meta(max_length=MAX_TEXT_CHARS)]
 IdText = Annotated[str, Meta(max_length=MAX_ID_CHARS)]
 Name = Annotated[str, Meta(max_length=MAX_NAME_CHARS)]
 Micros = Annotated[int, Meta(ge=0, le=MAX_MICROS)]
-# A reference time ("as of"), microseconds since the epoch, unbounded as the engine takes it; the
-# clients accept a datetime or ISO 8601 text for it, as for Micros.
-NowMicros = int
 
 
 # The wire-only errors live in hebbs.errors with the rest; imported here so existing
@@ -737,7 +734,7 @@ class ForgetCandidates(_Command, tag="forget_candidates"):
     """Memories decayed below the forget threshold, least alive first; lists, deletes nothing."""
 
     # Judge decay as of this time (microseconds since the epoch); now when absent.
-    now: NowMicros | None = None
+    now: Micros | None = None
 
 
 @declare(result=PanelState, vault=False, method="panel")
