@@ -90,9 +90,15 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[_Command]) -> None:
 
 
 def _micros(text: str) -> int | None:
+    """An option's time: ISO 8601 text or microseconds; argparse says what is wrong with it."""
+    from hebbs.errors import InvalidInput
+
     from .commands import _time
 
-    return _time(text, "time")
+    try:
+        return _time(text, "time")
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _shape(type_: Any, meta: dict[str, Any] | None = None) -> Shape:
