@@ -168,6 +168,12 @@ def latency(url: str, memories: int, calls: int, work: Path) -> dict:
                                                                       consolidate=False)))
         for c in clients.values():
             c.close()
+        for kind, ops in ms.items():
+            # Where a tail comes from: the slowest calls and their place in the run (warm-up effects
+            # cluster at the start, a periodic cost spreads out).
+            slow = sorted(range(len(ops["recall"])), key=lambda i: -ops["recall"][i])[:5]
+            print(f"latency: slowest recalls, {kind}: " + ", ".join(f"#{i} {ops['recall'][i]:.0f} ms" for i in slow),
+                  file=sys.stderr)
         return {kind: {op: {"p50": percentile(v, 50), "p99": percentile(v, 99)} for op, v in ops.items()}
                 for kind, ops in ms.items()} | {"pg_vault": str(pg)}
     finally:
@@ -382,6 +388,7 @@ def main() -> None:
     parser.add_argument("--visibility", type=int, default=100, help="samples")
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--quality-only", choices=["notes", "locomo"], help="one quality table and nothing else")
+    parser.add_argument("--latency-only", action="store_true", help="the latency table and nothing else")
     parser.add_argument("--indexers-only", action="store_true", help="the indexers table and nothing else")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -401,6 +408,12 @@ def main() -> None:
             return
         if args.indexers_only:
             print_indexers(report, url, work)
+            return
+        if args.latency_only:
+            report["latency"] = lat = latency(url, args.memories, args.calls, work)
+            for kind in ("rocksdb", "postgresql"):
+                for op in ("recall", "remember"):
+                    print(f"  {op:<8} {kind:<26} {lat[kind][op]['p50']:8.2f}  {lat[kind][op]['p99']:8.2f}")
             return
         if not args.skip_quality:
             report["notes"] = notes_quality(embedder, stores)
