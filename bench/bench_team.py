@@ -174,6 +174,9 @@ def latency(url: str, memories: int, calls: int, work: Path) -> dict:
             slow = sorted(range(len(ops["recall"])), key=lambda i: -ops["recall"][i])[:5]
             print(f"latency: slowest recalls, {kind}: " + ", ".join(f"#{i} {ops['recall'][i]:.0f} ms" for i in slow),
                   file=sys.stderr)
+            steady = ops["recall"][10:]
+            print(f"latency: recall p99 after the first 10 calls, {kind}: {percentile(steady, 99):.0f} ms",
+                  file=sys.stderr)
         return {kind: {op: {"p50": percentile(v, 50), "p99": percentile(v, 99)} for op, v in ops.items()}
                 for kind, ops in ms.items()} | {"pg_vault": str(pg)}
     finally:
