@@ -16,15 +16,14 @@ setting lets them; that spinning is what a daemon pays while it waits.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import sys
 import time
 from typing import Any
 
-import hebbs.offline  # noqa: F401 - before onnxruntime: keeps its telemetry off
 from bench import harness
+from bench.bench_e2e import session
 from bench.bench_locomo import load as load_locomo
 
 # name -> onnxruntime options (None: onnxruntime's defaults, which spin their workers after each run)
@@ -34,24 +33,6 @@ SETTINGS: dict[str, dict[str, Any] | None] = {
     "2 threads, spinning off": {"threads": 2, "spin": 0},
     "1 thread": {"threads": 1, "spin": 0},
 }
-
-
-def session(embedder: Any, options: dict[str, Any] | None) -> Any:
-    """A copy of `embedder` whose session uses these onnxruntime settings."""
-    ort = hebbs.offline.import_onnxruntime()
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.log_severity_level = 3
-    if options is not None:
-        so.intra_op_num_threads = options["threads"]
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if options["spin"] else "0")
-        if options["spin"]:
-            so.add_session_config_entry("session.intra_op.spin_duration_us", str(options["spin"]))
-    other = copy.copy(embedder)
-    other._session = ort.InferenceSession(str(embedder.onnx_path), so, providers=["CPUExecutionProvider"])
-    return other
 
 
 def cues(n: int) -> tuple[list[str], list[str]]:
