@@ -32,7 +32,7 @@ from . import validate
 from .errors import HebbsError, InvalidInput, VaultNotInitialized
 from .paths import find_project_vault, hebbs_home, resolve_vault, socket_path
 from .protocol import (COMMAND_TYPES, Close, DaemonStatus, DaemonUnavailable, Export, Feed, Prime, Recall, Remember,
-                       RememberItem, Status, Subscribe, Subscribed, SubscriptionPush, _Command, request_frame)
+                       RememberItem, Status, Subscribe, Subscribed, SubscriptionPush, _Command, convert, request_frame)
 from .recall.brains import BRAINS, GLOBAL
 from .schema import Memory, RecallResult, RecallResults, ScoringWeights, Source, VaultStats
 from .transport import (ProgressCallback, Vanished, aopen, apending_error, aread_reply, anext_frame,
@@ -102,7 +102,7 @@ def _remember_item(item: Any) -> RememberItem:
     if "supersedes" in item:
         item["supersedes"] = list(item["supersedes"] or ())
     try:
-        return msgspec.convert(item, RememberItem, from_attributes=True)
+        return convert(item, RememberItem, from_attributes=True)
     except msgspec.ValidationError as exc:
         raise InvalidInput(f"invalid batch item: {exc}") from None
 

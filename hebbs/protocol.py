@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import socket
 import struct
+import threading
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple, TypeVar, Union, get_args
 
@@ -779,6 +780,30 @@ class BadRequest(InvalidInput):
 MAX_REQUEST_ID_CHARS = 256
 _decode_any = msgspec.json.Decoder().decode
 
+# msgspec builds a Struct's type information on its first decode or conversion, and two threads
+# doing that for one type at once crash the process: a new daemon died of SIGSEGV when two clients'
+# first requests reached it together. So each type's decoder is built once, under a lock, and a
+# conversion builds it first.
+_decoders: dict[Any, msgspec.json.Decoder] = {}
+_decoders_lock = threading.Lock()
+
+
+def decoder(type_: Any) -> msgspec.json.Decoder:
+    """The JSON decoder of type_, built once for the process."""
+    found = _decoders.get(type_)
+    if found is None:
+        with _decoders_lock:
+            found = _decoders.get(type_)
+            if found is None:
+                found = _decoders[type_] = msgspec.json.Decoder(type_)
+    return found
+
+
+def convert(value: Any, type_: Any, **options: Any) -> Any:
+    """msgspec.convert, safe to call from many threads at once (see decoder)."""
+    decoder(type_)
+    return msgspec.convert(value, type_, **options)
+
 
 def decode_request(body: bytes) -> Request:
     """Decode and validate one request frame, naming what is wrong (BadRequest, with the id when usable).
@@ -812,7 +837,7 @@ def decode_request(body: bytes) -> Request:
         raise BadRequest(f"unknown command {excerpt(command['type'])}; known: {', '.join(sorted(COMMAND_TYPES))}",
                          request_id)
     try:
-        request = msgspec.convert(raw, Request)
+        request = convert(raw, Request)
     except msgspec.ValidationError as exc:
         raise BadRequest(f"invalid {command['type']} request: {exc}", request_id) from None
     for field, value in _paths(request):
@@ -955,14 +980,14 @@ def recv_frame(sock: socket.socket) -> bytes | None:
 
 def decode_response(body: bytes) -> RawResponse:
     try:
-        return msgspec.json.decode(body, type=RawResponse)
+        return decoder(RawResponse).decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ProtocolError(f"invalid reply from the daemon: {exc}") from None
 
 
 def decode_data(raw: msgspec.Raw, type_: Any) -> Any:
     try:
-        return msgspec.json.decode(raw, type=type_)
+        return decoder(type_).decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ProtocolError(f"unexpected reply data from the daemon: {exc}") from None
 

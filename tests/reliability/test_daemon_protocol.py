@@ -89,3 +89,43 @@ def test_a_request_within_the_limits_still_decodes():
             b'"context": {"a": ' + b"[" * 40 + b"]" * 40 + b'}}, "vault_path": "/tmp/v/.hebbs"}')
     request = decode_request(body)
     assert request.id == "r1" and request.command.created_at == 253402300799999999
+
+
+def test_many_threads_decoding_a_type_first_build_its_decoder_once(monkeypatch):
+    """A new daemon died of SIGSEGV when two clients' first requests reached it together: msgspec
+    built Request's type information in two threads at once. Each type's decoder is now built once,
+    under a lock; the build is slowed here so that eight threads surely ask for it while it runs."""
+    import threading
+    import time
+
+    import msgspec
+
+    from hebbs import protocol
+
+    class Fresh(msgspec.Struct):
+        text: str
+        count: int = 0
+
+    built: list[threading.Thread] = []
+    real = msgspec.json.Decoder
+
+    def slow_decoder(*args, **kwargs):
+        built.append(threading.current_thread())
+        time.sleep(0.2)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(msgspec.json, "Decoder", slow_decoder)
+    start = threading.Barrier(8)
+    decoded: list[object] = []
+
+    def first_decode() -> None:
+        start.wait()
+        decoded.append(protocol.convert({"text": "a", "count": 2}, Fresh))
+
+    threads = [threading.Thread(target=first_decode) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(built) == 1 and decoded == [Fresh("a", 2)] * 8
+    assert protocol.decoder(Fresh).decode(b'{"text": "b"}') == Fresh("b")
