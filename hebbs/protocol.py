@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import socket
 import struct
-import threading
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple, TypeVar, Union, get_args
 
@@ -28,7 +27,7 @@ from .errors import (ERRORS_BY_CODE, DaemonBusy, DaemonUnavailable, HebbsError, 
 from .schema import (Access, ImportSummary, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge, EdgeType,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
-from .schema import SourceSection
+from .schema import SourceSection, decoder
 
 PROTOCOL_VERSION = 1
 MAX_FRAME = 16 * 1024 * 1024
@@ -780,28 +779,9 @@ class BadRequest(InvalidInput):
 MAX_REQUEST_ID_CHARS = 256
 _decode_any = msgspec.json.Decoder().decode
 
-# msgspec builds a Struct's type information on its first decode or conversion, and two threads
-# doing that for one type at once crash the process: a new daemon died of SIGSEGV when two clients'
-# first requests reached it together. So each type's decoder is built once, under a lock, and a
-# conversion builds it first.
-_decoders: dict[Any, msgspec.json.Decoder] = {}
-_decoders_lock = threading.Lock()
-
-
-def decoder(type_: Any) -> msgspec.json.Decoder:
-    """The JSON decoder of type_, built once for the process."""
-    found = _decoders.get(type_)
-    if found is None:
-        with _decoders_lock:
-            found = _decoders.get(type_)
-            if found is None:
-                found = _decoders[type_] = msgspec.json.Decoder(type_)
-    return found
-
-
 def convert(value: Any, type_: Any, **options: Any) -> Any:
-    """msgspec.convert, safe to call from many threads at once (see decoder)."""
-    decoder(type_)
+    """msgspec.convert, safe to call from many threads at once (see schema.decoder)."""
+    decoder("json", type_)
     return msgspec.convert(value, type_, **options)
 
 
@@ -980,14 +960,14 @@ def recv_frame(sock: socket.socket) -> bytes | None:
 
 def decode_response(body: bytes) -> RawResponse:
     try:
-        return decoder(RawResponse).decode(body)
+        return decoder("json", RawResponse).decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ProtocolError(f"invalid reply from the daemon: {exc}") from None
 
 
 def decode_data(raw: msgspec.Raw, type_: Any) -> Any:
     try:
-        return decoder(type_).decode(raw)
+        return decoder("json", type_).decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ProtocolError(f"unexpected reply data from the daemon: {exc}") from None
 

@@ -8,9 +8,29 @@ storage layer turns them into the 16 raw bytes that its keys use.
 from __future__ import annotations
 
 import enum
-from typing import Any
+import threading
+from typing import Any, Literal
 
 import msgspec
+
+
+# msgspec builds a Struct's type information on its first decode or conversion, and two threads
+# doing that for one type at once crash the process: a new daemon died of SIGSEGV when two clients'
+# first requests reached it together. So each type's decoder is built once, under a lock, and whoever
+# decodes a Struct from threads (the protocol, the store) takes it from here.
+_decoders: dict[tuple[str, Any], Any] = {}
+_decoders_lock = threading.Lock()
+
+
+def decoder(fmt: Literal["json", "msgpack"], type_: Any) -> Any:
+    """The msgspec.json or msgspec.msgpack Decoder of type_, built once for the process."""
+    found = _decoders.get((fmt, type_))
+    if found is None:
+        with _decoders_lock:
+            found = _decoders.get((fmt, type_))
+            if found is None:
+                found = _decoders[(fmt, type_)] = getattr(msgspec, fmt).Decoder(type_)
+    return found
 
 
 class MemoryKind(str, enum.Enum):

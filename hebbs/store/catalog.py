@@ -24,7 +24,7 @@ import numpy as np
 import xxhash
 
 from ..fsutil import atomic_write
-from ..schema import Memory, MemoryKind
+from ..schema import Memory, MemoryKind, decoder
 from .storage import MEMORY_PREFIX, Store, id_str
 
 log = logging.getLogger("hebbs.store")
@@ -312,7 +312,7 @@ class Catalog:
                 self.remove(memory_id)
                 continue
             try:
-                self.put(msgspec.msgpack.decode(raw, type=Memory))
+                self.put(decoder("msgpack", Memory).decode(raw))
             except (msgspec.DecodeError, msgspec.ValidationError):
                 self.remove(memory_id)
 
@@ -348,7 +348,7 @@ class Catalog:
         if xxhash.xxh3_128_digest(payload) != raw[:_DIGEST]:
             return None
         try:
-            snapshot = msgspec.msgpack.decode(payload, type=_Snapshot)
+            snapshot = decoder("msgpack", _Snapshot).decode(payload)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
         n = len(snapshot.ids)

@@ -36,7 +36,7 @@ import msgspec
 from ..config import SourcesConfig
 from ..errors import InvalidInput, NotFound
 from ..fsutil import atomic_write
-from ..schema import SourceSection
+from ..schema import SourceSection, decoder
 
 try:  # zstd compresses markdown ~25% smaller than zlib at a fraction of the time; zlib is the fallback.
     import zstandard as _zstd
@@ -107,7 +107,7 @@ class Originals:
     def readable_index(path: Path) -> bool:
         """Whether the index file at path decodes (hebbs doctor's check; reading it changes nothing)."""
         try:
-            msgspec.msgpack.decode(_decompress(path.read_bytes()) or b"", type=_Index)
+            decoder("msgpack", _Index).decode(_decompress(path.read_bytes()) or b"")
         except (OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
             return False
         return True
@@ -134,7 +134,7 @@ class Originals:
         except FileNotFoundError:
             return _Index()
         try:
-            return msgspec.msgpack.decode(raw or b"", type=_Index)
+            return decoder("msgpack", _Index).decode(raw or b"")
         except (ValueError, msgspec.DecodeError, msgspec.ValidationError):  # ValueError: a flipped UTF-8 byte
             # A damaged index loses the map, not the vault: the next index run keeps versions anew.
             # It is moved aside rather than overwritten, and while it is there no blob is swept: the

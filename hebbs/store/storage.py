@@ -41,7 +41,7 @@ from ulid import ULID
 from .durability import GroupCommit
 from ..errors import CorruptVault, DiskFull, HebbsError, VaultBusy
 from ..fsutil import atomic_write
-from ..schema import EdgeType, Memory
+from ..schema import EdgeType, Memory, decoder
 
 COLUMN_FAMILIES = (
     "default", "temporal", "vectors", "graph", "meta", "vectors_associative", "query_log", "pending",
@@ -544,7 +544,7 @@ def encode(value: Any) -> bytes:
 
 
 def decode(raw: bytes, type_: Any = None) -> Any:
-    return msgspec.msgpack.decode(raw, type=type_) if type_ is not None else _decode_any(raw)
+    return decoder("msgpack", type_).decode(raw) if type_ is not None else _decode_any(raw)
 
 
 # Free space a database needs to be opened again after a full disk (a new WAL, OPTIONS, LOG lines).

@@ -100,7 +100,7 @@ def test_many_threads_decoding_a_type_first_build_its_decoder_once(monkeypatch):
 
     import msgspec
 
-    from hebbs import protocol
+    from hebbs import protocol, schema
 
     class Fresh(msgspec.Struct):
         text: str
@@ -128,4 +128,4 @@ def test_many_threads_decoding_a_type_first_build_its_decoder_once(monkeypatch):
     for t in threads:
         t.join()
     assert len(built) == 1 and decoded == [Fresh("a", 2)] * 8
-    assert protocol.decoder(Fresh).decode(b'{"text": "b"}') == Fresh("b")
+    assert schema.decoder("json", Fresh).decode(b'{"text": "b"}') == Fresh("b")
