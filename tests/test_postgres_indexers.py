@@ -10,6 +10,8 @@ import random
 import shutil
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
@@ -78,22 +80,40 @@ def _index(home, folder: Path, out: dict, key: str) -> None:
         client.close()
 
 
-def test_two_indexers_split_one_tree_and_store_each_section_once(pg_server):
+@contextmanager
+def _two_machines(pg_server, prefix: str, lease: float) -> Iterator[tuple[list, list[Path], int, str]]:
+    """Two started daemons (homes) with a checkout of the tree each, both attached to one vault in
+    PostgreSQL: (homes, folders, sections in the tree, the vault's name). Stopped and removed after."""
     from daemon_fixtures import DaemonHome
 
     homes = [DaemonHome() for _ in range(2)]
     folders, total = _checkouts(2)
-    name = f"idx-{folders[0].name}"
+    name = f"{prefix}-{folders[0].name}"
     try:
         for home, folder in zip(homes, folders):
-            _attach(home, folder, pg_server.url, name, lease=30)
+            _attach(home, folder, pg_server.url, name, lease=lease)
             home.start()
+        yield homes, folders, total, name
+    finally:
+        for home in homes:
+            home.cleanup()
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _index_both(homes: list, folders: list[Path], out: dict) -> list[threading.Thread]:
+    """Both machines' index runs, started at once; each one's summary (or exception) lands in out[n]."""
+    runs = [threading.Thread(target=_index, args=(home, folder, out, n))
+            for n, (home, folder) in enumerate(zip(homes, folders))]
+    for t in runs:
+        t.start()
+    return runs
+
+
+def test_two_indexers_split_one_tree_and_store_each_section_once(pg_server):
+    with _two_machines(pg_server, "idx", lease=30) as (homes, folders, total, name):
         out: dict = {}
-        runs = [threading.Thread(target=_index, args=(home, folder, out, n))
-                for n, (home, folder) in enumerate(zip(homes, folders))]
-        for t in runs:
-            t.start()
-        for t in runs:
+        for t in _index_both(homes, folders, out):
             t.join()
         a, b = out[0], out[1]
         assert not isinstance(a, BaseException) and not isinstance(b, BaseException), (a, b)
@@ -112,23 +132,12 @@ def test_two_indexers_split_one_tree_and_store_each_section_once(pg_server):
                 assert client.stats().memories == total
             finally:
                 client.close()
-    finally:
-        for home in homes:
-            home.cleanup()
-        for folder in folders:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_a_killed_indexers_claims_are_taken_over(pg_server):
-    from daemon_fixtures import DaemonHome, alive, wait_until
+    from daemon_fixtures import alive, wait_until
 
-    homes = [DaemonHome() for _ in range(2)]
-    folders, total = _checkouts(2)
-    name = f"kil-{folders[0].name}"
-    try:
-        for home, folder in zip(homes, folders):
-            _attach(home, folder, pg_server.url, name, lease=3)
-            home.start()
+    with _two_machines(pg_server, "kil", lease=3) as (homes, folders, total, name):
         victim = homes[0].pid()
         owner = f"%:{victim}:%"
 
@@ -137,10 +146,7 @@ def test_a_killed_indexers_claims_are_taken_over(pg_server):
                                      f"WHERE v.name = '{name}' AND {where}"))
 
         out: dict = {}
-        runs = [threading.Thread(target=_index, args=(home, folder, out, n))
-                for n, (home, folder) in enumerate(zip(homes, folders))]
-        for t in runs:
-            t.start()
+        runs = _index_both(homes, folders, out)
         # Killed once it has finished one claim and holds another: mid-run, with work in hand.
         wait_until(lambda: claims(f"c.owner LIKE '{owner}' AND c.done") >= 1
                    and claims(f"c.owner LIKE '{owner}' AND NOT c.done") >= 1,
@@ -168,8 +174,3 @@ def test_a_killed_indexers_claims_are_taken_over(pg_server):
             client.close()
         sections = _sections(_stored(pg_server, name))
         assert len(sections) == total and len(set(sections)) == total
-    finally:
-        for home in homes:
-            home.cleanup()
-        for folder in folders:
-            shutil.rmtree(folder, ignore_errors=True)
