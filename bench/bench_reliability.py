@@ -204,39 +204,28 @@ def fuzz(daemon: ForegroundDaemon) -> dict[str, Any]:
 # Full disk --------------------------------------------------------------------------------------
 
 def full_disk() -> dict[str, Any]:
-    from test_full_disk import fill, small_disk
-
-    from hebbs.paths import init_vault
+    from test_full_disk import filled_vault
 
     if os.geteuid() != 0:
         return {"skipped": "needs root to mount a tmpfs"}
     daemon = ForegroundDaemon().start()
     try:
-        with small_disk() as disk:
-            notes = disk / "notes"
-            notes.mkdir()
-            init_vault(notes, daemon.home)
-            acknowledged: list[str] = []
-            codes: Counter = Counter()
-            with daemon.client(notes) as client:
-                acknowledged += [m.id for m in client.remember_many(
-                    [{"content": f"The harbour crane {i} lifts {i * 10} tonnes."} for i in range(50)])]
-                fill(disk / "filler")
-                for i in range(400):
-                    try:
-                        acknowledged.append(client.remember(f"while full {i}: " + "padding " * 400).id)
-                    except HebbsError as exc:
-                        codes[exc.status_code] += 1
-                        break
-                reads = Counter(outcome(call) for call in
-                                [lambda: client.recall("which crane lifts 70 tonnes", top_k=3)] * 5
-                                + [lambda: client.get(acknowledged[0]), client.count])
-                still = outcome(lambda: client.remember("still no room"))
-                (disk / "filler").unlink()
-                after = outcome(lambda: acknowledged.append(client.remember("after the space came back").id))
-                stored = {m.id for m in client.export()}
+        codes: Counter = Counter()
+        with filled_vault(daemon) as (client, filler, acknowledged):
+            for i in range(400):
+                try:
+                    acknowledged.append(client.remember(f"while full {i}: " + "padding " * 400).id)
+                except HebbsError as exc:
+                    codes[exc.status_code] += 1
+                    break
+            reads = Counter(outcome(call) for call in
+                            [lambda: client.recall("which crane lifts 70 tonnes", top_k=3)] * 5
+                            + [lambda: client.get(acknowledged[0]), client.count])
+            still = outcome(lambda: client.remember("still no room"))
+            filler.unlink()
+            after = outcome(lambda: acknowledged.append(client.remember("after the space came back").id))
+            stored = {m.id for m in client.export()}
             peak = peak_mb(daemon.pid)
-            daemon.stop()
         return {"refused_with": dict(codes), "reads_while_full": dict(reads), "write_while_still_full": still,
                 "first_write_after_space": after, "acknowledged": len(acknowledged),
                 "lost": len(set(acknowledged) - stored), "peak_mb": round(peak)}

@@ -11,6 +11,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,43 +55,53 @@ def fill(path: Path) -> None:
         os.close(fd)
 
 
-def test_a_full_disk_is_disk_full_reads_go_on_and_the_next_write_after_space_returns_succeeds():
-    daemon = ForegroundDaemon().start()
-    try:
-        with small_disk() as disk:
-            notes = disk / "notes"
-            notes.mkdir()
-            init_vault(notes, daemon.home)
-            acknowledged: list[str] = []
+@contextlib.contextmanager
+def filled_vault(daemon: ForegroundDaemon) -> Iterator[tuple[Any, Path, list[str]]]:
+    """The daemon's project vault on a small disk, holding 50 memories, the disk then filled to its last
+    byte: (a client of the vault, the file filling the disk, the ids acknowledged so far). The daemon
+    is stopped before the disk is unmounted: it holds the vault's files open."""
+    with small_disk() as disk:
+        notes = disk / "notes"
+        notes.mkdir()
+        init_vault(notes, daemon.home)
+        try:
             with daemon.client(vault=notes) as client:
-                acknowledged += [m.id for m in client.remember_many(
+                acknowledged = [m.id for m in client.remember_many(
                     [{"content": f"The harbour crane {i} lifts {i * 10} tonnes."} for i in range(50)])]
                 filler = disk / "filler"
                 fill(filler)
-                refused = None
-                for i in range(400):
-                    try:
-                        acknowledged.append(client.remember(f"Written while the disk fills, number {i}: "
-                                                            + "padding " * 400).id)
-                    except DiskFull as exc:
-                        refused = exc
-                        break
-                assert refused is not None, "the disk never filled"
-                assert "full" in str(refused) and "doctor" not in str(refused)
-                # Reads need no space: recall (which logs the query when it can), get, count.
-                for _ in range(3):
-                    found = client.recall("which crane lifts 70 tonnes", top_k=3)
-                    assert "crane 7 " in found.results[0].memory.content
-                assert client.get(acknowledged[0]).id == acknowledged[0]
-                assert client.count() == len(acknowledged)
-                with pytest.raises(DiskFull):  # still full: said again, not a stale or other error
-                    client.remember("Still no room for this one.")
-                filler.unlink()
-                after = client.remember("The first memory after the space came back.")
-                acknowledged.append(after.id)
-                kept = {m.id for m in client.export()}
-            assert set(acknowledged) <= kept, f"{len(set(acknowledged) - kept)} acknowledged writes lost"
-            assert "INTERNAL" not in daemon.log() and "CORRUPT_VAULT" not in daemon.log()
-            daemon.stop()  # before the unmount: the daemon holds the vault's files open
+                yield client, filler, acknowledged
+        finally:
+            daemon.stop()
+
+
+def test_a_full_disk_is_disk_full_reads_go_on_and_the_next_write_after_space_returns_succeeds():
+    daemon = ForegroundDaemon().start()
+    try:
+        with filled_vault(daemon) as (client, filler, acknowledged):
+            refused = None
+            for i in range(400):
+                try:
+                    acknowledged.append(client.remember(f"Written while the disk fills, number {i}: "
+                                                        + "padding " * 400).id)
+                except DiskFull as exc:
+                    refused = exc
+                    break
+            assert refused is not None, "the disk never filled"
+            assert "full" in str(refused) and "doctor" not in str(refused)
+            # Reads need no space: recall (which logs the query when it can), get, count.
+            for _ in range(3):
+                found = client.recall("which crane lifts 70 tonnes", top_k=3)
+                assert "crane 7 " in found.results[0].memory.content
+            assert client.get(acknowledged[0]).id == acknowledged[0]
+            assert client.count() == len(acknowledged)
+            with pytest.raises(DiskFull):  # still full: said again, not a stale or other error
+                client.remember("Still no room for this one.")
+            filler.unlink()
+            after = client.remember("The first memory after the space came back.")
+            acknowledged.append(after.id)
+            kept = {m.id for m in client.export()}
+        assert set(acknowledged) <= kept, f"{len(set(acknowledged) - kept)} acknowledged writes lost"
+        assert "INTERNAL" not in daemon.log() and "CORRUPT_VAULT" not in daemon.log()
     finally:
         daemon.stop()
