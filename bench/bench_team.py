@@ -34,6 +34,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -214,6 +216,23 @@ def similar_alone(url: str, pg_vault: Path, embedder, memories: int) -> dict:
     return out
 
 
+@contextmanager
+def daemons_on(folders: list[Path]) -> Iterator[tuple[list[Daemon], list[Client]]]:
+    """A daemon for each folder and a client of each; closed and stopped whatever happens."""
+    daemons: list[Daemon] = []
+    clients: list[Client] = []
+    try:
+        for folder in folders:
+            daemons.append(Daemon(folder))
+            clients.append(daemons[-1].client())
+        yield daemons, clients
+    finally:
+        for c in clients:
+            c.close()
+        for d in daemons:
+            d.stop()
+
+
 def many_daemons(url: str, work: Path, seconds: float) -> dict:
     """1, 2, 3 daemons on one vault, one client each, remembering then recalling for `seconds` each."""
     out = {}
@@ -222,9 +241,7 @@ def many_daemons(url: str, work: Path, seconds: float) -> dict:
         folders = [work / f"many{n}-{i}" for i in range(n)]
         for f in folders:
             attach(f / ".hebbs", url, name)
-        daemons = [Daemon(f) for f in folders]
-        try:
-            clients = [d.client() for d in daemons]
+        with daemons_on(folders) as (_, clients):
             for c in clients:
                 c.recall("warm up")
             result = {}
@@ -252,11 +269,6 @@ def many_daemons(url: str, work: Path, seconds: float) -> dict:
                 every = [x for t in times for x in t]
                 result[op] = {"per_s": len(every) / seconds, "p50": percentile(every, 50), "p99": percentile(every, 99)}
             out[n] = result
-            for c in clients:
-                c.close()
-        finally:
-            for d in daemons:
-                d.stop()
     return out
 
 
@@ -298,9 +310,7 @@ def indexers(url: str, work: Path) -> dict:
             shutil.copytree(bench_notes.DEFAULT_VAULT, root, ignore=shutil.ignore_patterns(".hebbs"))
             init_vault(root, work, **({"store": url, "name": name} if label == "postgresql" else {}))
             folders.append(root)
-        daemons = [Daemon(f) for f in folders]
-        try:
-            clients = [d.client() for d in daemons]
+        with daemons_on(folders) as (daemons, clients):
             for c in clients:
                 c.ping()
             cpu = [d.cpu_seconds() for d in daemons]
@@ -321,11 +331,6 @@ def indexers(url: str, work: Path) -> dict:
             out[f"{label}, {count} indexer{'s' if count > 1 else ''}"] = {
                 "sections": sections, "wall_s": wall, "per_s": sections / wall, "cpu_s": used,
                 "per_cpu_s": sections / used, "embedded": [r.embedded for r in results]}
-            for c in clients:
-                c.close()
-        finally:
-            for d in daemons:
-                d.stop()
     return out
 
 
