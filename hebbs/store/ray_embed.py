@@ -13,6 +13,7 @@ through the store and, for a vault in PostgreSQL, its work claims.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import select
 import signal
@@ -58,6 +59,8 @@ class RayEmbedder:
     """The vault's embedder, with large batches embedded on a Ray cluster through a bridge process."""
 
     def __init__(self, local: Any, address: str) -> None:
+        if importlib.util.find_spec("ray") is None:
+            raise InvalidInput("hebbs index --ray needs Ray, which is not installed: pip install 'hebbs[ray]'")
         self.local = local
         self.address = address
         self.remote_texts = 0
@@ -75,9 +78,9 @@ class RayEmbedder:
             except EOFError:
                 ready = {"error": "the bridge exited"}
         if "error" in ready:
+            tail = self._tail()  # before close(), which removes the log
             self.close()
-            raise InvalidInput(f"cannot index through the Ray cluster at {address}: {ready['error']}"
-                               f"{self._tail()}") from None
+            raise InvalidInput(f"cannot index through the Ray cluster at {address}: {ready['error']}{tail}") from None
         self.actors = int(ready["actors"])
 
     def _tail(self) -> str:
