@@ -18,7 +18,7 @@ from hebbs import Engine, InvalidInput
 from hebbs import llm
 from hebbs.config import LLMConfig
 from hebbs.errors import ERRORS_BY_CODE, LLMError, LLMNotConfigured
-from test_reflect import ASTRONOMY, BAKING, DEPLOY
+from workflows.test_reflect import ASTRONOMY, BAKING, DEPLOY
 
 KEY_ENV = "HEBBS_TEST_LLM_KEY"
 _ID = re.compile(r"\[([0-9A-HJKMNP-TV-Z]{26})\]")

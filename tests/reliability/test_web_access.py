@@ -20,7 +20,7 @@ import pytest
 
 import processes
 
-from test_proxy import RELATED, Proxy, StandIn, chat, free_port, index_crm_note, proxy, upstream  # noqa: F401
+from proxy.test_proxy import RELATED, Proxy, StandIn, chat, free_port, index_crm_note, proxy, upstream  # noqa: F401
 
 pytest_plugins = ["daemon_fixtures"]
 

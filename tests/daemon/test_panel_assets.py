@@ -25,7 +25,7 @@ def test_vendored_files_match_their_pinned_checksums() -> None:
 
 
 def test_the_vendor_script_pins_the_same_version_and_the_license_ships() -> None:
-    script = (Path(__file__).parents[1] / "scripts" / "vendor_panel_assets.sh").read_text()
+    script = (Path(__file__).parents[2] / "scripts" / "vendor_panel_assets.sh").read_text()
     assert re.search(r"^CYTOSCAPE_VERSION=3\.34\.4$", script, re.M)
     assert "Permission is hereby granted" in (VENDOR / "cytoscape.LICENSE").read_text()
 

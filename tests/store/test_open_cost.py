@@ -80,7 +80,7 @@ def test_a_large_vault_checks_its_records_after_the_open_and_refuses_writes_when
     from hebbs import CorruptVault, Engine
     from hebbs.store import open_vault
 
-    sys.path.insert(0, str(Path(__file__).parent / "reliability"))
+    sys.path.insert(0, str(Path(__file__).parents[1] / "reliability"))
     from storage_faults import damage, find_file
 
     vault = tmp_path / "vault"
