@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduce the panel's vendored front-end files from the npm registry, at pinned versions.
 # The panel never loads anything from the network: these files are committed as package data and
-# tests/test_panel_assets.py checks their sha256 against hebbs/daemon/panel/static/vendor/SHA256SUMS.
+# tests/daemon/test_panel_assets.py checks their sha256 against hebbs/daemon/panel/static/vendor/SHA256SUMS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CYTOSCAPE_VERSION=3.34.4

@@ -38,7 +38,7 @@ TOPICS = {
              "Dana cooks a big pot of lentil soup every week.",
              "Dana grows basil and tomatoes on her balcony."],
 }
-# Planted contradiction candidates (hebbs/workflows/contradiction_check.py flags both; tests/test_contradiction_review.py).
+# Planted contradiction candidates (hebbs/workflows/contradiction_check.py flags both; tests/workflows/test_contradiction_review.py).
 PAIRS = [("The deploy pipeline is reliable.", "The deploy pipeline is unreliable."),
          ("The API timeout is 30 seconds.", "The API timeout is 60 seconds.")]
 # Importance so low that it is below the default forget threshold (0.01) from the start.
