@@ -118,44 +118,18 @@ def generality(word: str, ranks: Mapping[str, int]) -> float:
     rank = ranks.get(word)
     if rank is None:
         return 1.0
-    t = (math.log(max(rank, 1)) - math.log(GENERIC_RANK)) / (math.log(SPECIFIC_RANK) - math.log(GENERIC_RANK))
+    t = (math.log(max(rank, 1)) - _LOG_GENERIC) / _LOG_SPAN
     return min(1.0, max(GENERIC_WEIGHT, GENERIC_WEIGHT + t * (1.0 - GENERIC_WEIGHT)))
+
+
+_LOG_GENERIC = math.log(GENERIC_RANK)
+_LOG_SPAN = math.log(SPECIFIC_RANK) - _LOG_GENERIC
 
 
 def idf(doc_freq: int, docs: int) -> float:
     """BM25's idf over at least REFERENCE_DOCS documents; a term no document holds weighs the most."""
     docs = max(docs, REFERENCE_DOCS, doc_freq)
     return math.log(1.0 + (docs - doc_freq + 0.5) / (doc_freq + 0.5))
-
-
-class CueEvidence:
-    """What the features take from the cue and its scope, computed once per recall: each candidate
-    then costs a dot product and a pass over the cue's few terms."""
-
-    def __init__(self, background: float, terms: Mapping[str, float], known: Mapping[str, bool]) -> None:
-        self.mean_background = background
-        self.total = sum(terms.values())
-        self.known_share = sum(w for t, w in terms.items() if known.get(t)) / self.total if self.total > 0 else 0.0
-        self.rarest = max(terms.values(), default=0.0)
-        self.items = list(terms.items())
-        self.known_rounded = round(self.known_share, 6)
-
-    def own(self, cosine: float, memory_terms: Container[str], timed: bool = False) -> dict[str, float]:
-        """The features of one candidate on its own; `timed`: the cue asks only for a time, and the
-        candidate is from it."""
-        if timed:
-            return {"cosine": round(cosine, 6), "cosine_gap": round(cosine - self.mean_background, 6),
-                    "term_coverage": 1.0, "known_terms": 1.0, "missing_key": 0.0}
-        total, rarest = self.total, self.rarest
-        covered, missing = 0.0, 0.0  # sums and maxima as sum() and max(default=0.0) give them (idf > 0)
-        for term, weight in self.items:
-            if term in memory_terms:
-                covered += weight
-            elif weight > missing:
-                missing = weight
-        return {"cosine": round(cosine, 6), "cosine_gap": round(cosine - self.mean_background, 6),
-                "term_coverage": round(covered / total, 6) if total > 0 else 0.0,
-                "known_terms": self.known_rounded, "missing_key": round(missing / rarest, 6) if rarest > 0 else 0.0}
 
 
 def calibrated(values: Mapping[str, float], coefficients: Sequence[float] = COEFFICIENTS,
@@ -167,16 +141,20 @@ def _logistic(z: float) -> float:
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
 
 
-class Judged(NamedTuple):
-    """One candidate's confidence and the features it was computed from."""
-    confidence: float
-    features: dict[str, float]
+class Judgement(NamedTuple):
+    """Every candidate's confidence, and the features it was computed from (one row per candidate,
+    in the order of FEATURES)."""
+    confidences: list[float]
+    values: list[list[float]]
+
+    def features(self, i: int) -> dict[str, float]:
+        """Candidate i's features by name, to 6 decimals (rounded for the results shown only)."""
+        return {name: round(value, 6) for name, value in zip(FEATURES, self.values[i])}
 
 
-def assess(cue: str, cue_vector: np.ndarray, vectors: Sequence[np.ndarray], memory_texts: Sequence[str],
-           background: float, doc_freq: Callable[[list[str]], dict[str, int]],
-           docs: int, memory_terms: Sequence[Container[str]] | None = None,
-           word_ranks: Mapping[str, int] | None = None, in_time: Sequence[bool] | None = None) -> list[Judged]:
+def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[str]],
+           background: float, doc_freq: Callable[[list[str]], dict[str, int]], docs: int,
+           word_ranks: Mapping[str, int] | None = None, in_time: Sequence[bool] | None = None) -> Judgement:
     """The judgement of each candidate, in order: how likely it is relevant to the cue.
 
     The candidates are all that the recall considered (its best CONSIDERED by fused relevance, and
@@ -184,34 +162,53 @@ def assess(cue: str, cue_vector: np.ndarray, vectors: Sequence[np.ndarray], memo
     memory about Acme that lacks "CRM" is a weak answer to "which CRM does Acme use" when another
     has it), and the answer's confidence is the best candidate's, whichever of them top_k shows.
 
-    `vectors` and `memory_texts` are the candidates' stored vectors and lexical texts (`memory_terms`,
-    when given, their index terms, so that texts need not be tokenized again); `background` the
-    cue's cosine to the vault's mean vector (background.vault_mean); `doc_freq` gives the vault's
-    document frequency of terms, `docs` the number of documents; `word_ranks` the embedding
-    model's vocabulary ranks (generality of the cue's words); `in_time`, for a cue with a time
-    phrase, whether each candidate is from the time it names."""
+    `cosines` are the cue's cosines to the candidates' vectors, `memory_terms` their index terms;
+    `background` the cue's cosine to the vault's mean vector (background.vault_mean); `doc_freq`
+    gives the vault's document frequency of terms, `docs` the number of documents; `word_ranks` the
+    embedding model's vocabulary ranks (generality of the cue's words); `in_time`, for a cue with a
+    time phrase, whether each candidate is from the time it names.
+
+    A candidate's features are built as a row, not a dict, and only the results shown get theirs
+    as a dict (`Judgement.features`): the dicts were most of what confidence cost."""
     ranks = word_ranks or {}
     weighted = cue_term_generality(cue, ranks)
     names = list(weighted)
     freqs = doc_freq(names) if names else {}
-    terms = {t: idf(freqs.get(t, 0), docs) * weighted[t] for t in names}
-    evidence = CueEvidence(background, terms, {t: freqs.get(t, 0) > 0 for t in names})
-    # Asked only for a time ("what happened yesterday"): nothing but the time to match.
+    weights = [idf(freqs.get(t, 0), docs) * weighted[t] for t in names]
+    total = sum(weights)
+    rarest = max(weights, default=0.0)
+    known = sum(w for t, w in zip(names, weights) if freqs.get(t, 0) > 0) / total if total > 0 else 0.0
+    # One pass of plain arithmetic per candidate: for the ten to twenty candidates of a recall,
+    # numpy's per-call overhead cost more than the loop it would replace.
+    items = list(zip(names, weights))
     time_only = in_time is not None and all(w < TIME_ONLY_GENERALITY for w in weighted.values())
-    if memory_terms is None:
-        memory_terms = [set(tokenize(text)) for text in memory_texts]
-    cosines = [float(np.dot(cue_vector, vector)) for vector in vectors]
-    own = [evidence.own(cosine, held, time_only and bool(in_time[i]))
-           for i, (cosine, held) in enumerate(zip(cosines, memory_terms))]
-    best_cosine = max(cosines, default=0.0)
-    best_coverage = max((v["term_coverage"] for v in own), default=0.0)
-    out = []
-    for i, values in enumerate(own):
-        values["in_time"] = 1.0 if in_time is not None and in_time[i] else 0.0
-        values["best_gap"] = round(values["cosine"] - best_cosine, 6)
-        values["coverage_gap"] = round(values["term_coverage"] - best_coverage, 6)
-        out.append(Judged(round(calibrated(values, COEFFICIENTS, INTERCEPT), 4), values))
-    return out
+    rows = []
+    for i, (cosine, terms) in enumerate(zip(cosines, memory_terms)):
+        timed = in_time is not None and bool(in_time[i])
+        if time_only and timed:
+            coverage, known_terms, missing = 1.0, 1.0, 0.0
+        else:
+            covered, missing = 0.0, 0.0
+            for term, weight in items:
+                if term in terms:
+                    covered += weight
+                elif weight > missing:
+                    missing = weight
+            coverage = covered / total if total > 0 else 0.0
+            known_terms = known
+            missing = missing / rarest if rarest > 0 else 0.0
+        rows.append([cosine, cosine - background, coverage, known_terms, missing, 0.0, 0.0, 1.0 if timed else 0.0])
+    best_cosine = max((row[0] for row in rows), default=0.0)
+    best_coverage = max((row[2] for row in rows), default=0.0)
+    confidences = []
+    c = COEFFICIENTS
+    for row in rows:
+        row[5] = row[0] - best_cosine
+        row[6] = row[2] - best_coverage
+        z = (INTERCEPT + c[0] * row[0] + c[1] * row[1] + c[2] * row[2] + c[3] * row[3] + c[4] * row[4]
+             + c[5] * row[5] + c[6] * row[6] + c[7] * row[7])
+        confidences.append(round(_logistic(z), 4))
+    return Judgement(confidences, rows)
 
 
 def abstains(confidences: Sequence[float], threshold: float) -> bool:

@@ -156,7 +156,7 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
     if r.cue is not None:
         considered = sorted(candidates, key=lambda mid: candidates[mid].relevance,
                             reverse=True)[:confidence.CONSIDERED]
-        judge_confidence(vault, answer, r.cue, query.cue_vector, vectors, considered=considered,
+        judge_confidence(vault, answer, r.cue, query.cue_vector, vectors, considered=considered, cosines=query.cosines,
                          understood=understood, scope_empty=lambda: not query.cue_hits(vault))
     return answer
 
@@ -178,34 +178,43 @@ def run_strategies(vault: OpenVault, names: set[str], query: Query) -> tuple[rc.
 
 def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vector: np.ndarray,
                      vectors: dict[str, np.ndarray] | None = None, considered: Sequence[str] = (),
+                     cosines: dict[str, float] | None = None,
                      understood: timewords.TimeRange | None = None,
                      scope_empty: Callable[[], bool] = lambda: False) -> None:
     """Each result's confidence, and whether the answer abstains (recall/confidence.py), judged over
     the results and the `considered` candidates (ids) alike. `vectors`: stored vectors already read
-    in this recall, by memory id; the others are read here. `understood`: the cue's time phrase.
+    in this recall, by memory id; the others are read here. `cosines`: the cue's cosine to the
+    memories its vector search found, by memory id. `understood`: the cue's time phrase.
     `scope_empty`: asked only when there is nothing to judge, to say why."""
     lexical = vault.lexical_index
     shown = {r.memory.id: r.memory for r in answer.results}
     extra = [mid for mid in dict.fromkeys(considered) if mid not in shown]
     memories = list(shown.values()) + [m for m in vault.memories_of(extra) if m is not None]
     ids = [m.id for m in memories]
-    stored = cached_vectors(vault, {} if vectors is None else vectors, ids)
-    texts = [lexical_text(m) for m in memories]
+    known = {} if cosines is None else cosines
+    # The cue's cosine to each candidate: the vector search gave it for its hits; only the others
+    # (found by words alone) have their stored vectors read.
+    unknown = [mid for mid in ids if mid not in known]
+    if unknown:
+        known = dict(known)
+        known.update(zip(unknown, (cached_vectors(vault, {} if vectors is None else vectors, unknown)
+                                   @ cue_vector).tolist()))
     in_time = (None if understood is None
                else [understood.start <= m.created_at <= understood.end for m in memories])
     mean = background.vault_mean(vault)
-    judged = confidence.assess(cue, cue_vector, list(stored), texts,
+    judged = confidence.assess(cue, [known[mid] for mid in ids],
+                               [lexical.terms_of(m.id, lexical_text(m)) for m in memories],
                                float(np.dot(cue_vector, mean)) if mean is not None else 0.0,
                                lexical.doc_freqs, max(1, lexical.count()),
-                               memory_terms=[lexical.terms_of(mid, text) for mid, text in zip(ids, texts)],
                                word_ranks=vault.embedder.word_ranks(), in_time=in_time)
-    for result, judgement in zip(answer.results, judged):
-        result.confidence = judgement.confidence
-        result.details["confidence_features"] = judgement.features
+    confidences = judged.confidences
+    for i, result in enumerate(answer.results):
+        result.confidence = confidences[i]
+        result.details["confidence_features"] = judged.features(i)
     answer.threshold = vault.config.recall.abstain_threshold
-    best = max(range(len(judged)), key=lambda i: judged[i].confidence, default=None)
-    answer.confidence = 0.0 if best is None else judged[best].confidence
-    answer.abstained = confidence.abstains([j.confidence for j in judged], answer.threshold)
+    best = max(range(len(confidences)), key=confidences.__getitem__, default=None)
+    answer.confidence = 0.0 if best is None else confidences[best]
+    answer.abstained = confidence.abstains(confidences, answer.threshold)
     hidden = best is not None and best >= len(answer.results)
     if answer.abstained and not answer.results:
         # The cue's own hits over the scope say whether there was anything to find at all.

@@ -39,6 +39,9 @@ class Query:
     # look at overlapping memories, and each is read from RocksDB once (a copy made by
     # dataclasses.replace, the time-word pass, shares it).
     vectors: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    # The cue's cosine to each memory its vector searches found, by memory id (shared the same way):
+    # confidence reads them instead of the stored vectors.
+    cosines: dict[str, float] = field(default_factory=dict, repr=False)
 
     @property
     def filtered(self) -> bool:
@@ -58,6 +61,7 @@ class Query:
                 self._cue_hits = background.nearest(vault, self.cue_vector, self.answers, self.allowed)
             else:
                 self._cue_hits = vault.similar(self.cue_vector, self.limit, self.allowed, narrow=self.filtered)
+            self.cosines.update(self._cue_hits)
         return self._cue_hits
 
     def stored_vectors(self, vault: OpenVault, ids: list[str]) -> np.ndarray:
