@@ -369,6 +369,11 @@ class StoreConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
 
     url: str | None = None
     name: str | None = None
+    # Servers reads may use (streaming replicas), as a URL or libpq string, e.g. one with several hosts
+    # and target_session_attrs=prefer-standby: a daemon reads there only from a server that has replayed
+    # past its own last commit and what it has caught up with (read-your-writes), else from `url`;
+    # reads under the writer lock and the catch-up's log always go to `url` (docs/scale.md).
+    read_url: str | None = None
     # Where `similar` searches: "local", this daemon's HNSW cache of the vectors (fastest; it holds
     # every vector in RAM), or "pgvector", the HNSW index in PostgreSQL (for a vault larger than a
     # daemon's RAM: nothing of the vectors is held locally). docs/scale.md has both measured.
@@ -383,10 +388,13 @@ class StoreConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
         if self.similar not in ("local", "pgvector"):
             raise ValueError(f"store.similar must be local or pgvector, got {self.similar!r}")
         if self.url is None:
+            if self.read_url is not None:
+                raise ValueError("store.read_url needs store.url: replicas of the server the vault lives on")
             return
-        problem = store_url_problem(self.url)
-        if problem:
-            raise ValueError(problem)
+        for url in (self.url, self.read_url):
+            problem = store_url_problem(url) if url is not None else None
+            if problem:
+                raise ValueError(problem)
         if not self.name:
             raise ValueError("store.name is required with store.url: the vault's name in that database")
 

@@ -745,7 +745,8 @@ def open_store(path: Path, config: VaultConfig) -> Store:
     except ImportError as exc:
         raise InvalidInput(f"vault {path} lives in PostgreSQL ({config.store.name!r}), which needs "
                            f"`pip install 'hebbs[postgres]'` ({exc})") from None
-    return PgStore.open(config.store.url, config.store.name or path.name, path)  # type: ignore[return-value]
+    return PgStore.open(config.store.url, config.store.name or path.name, path,  # type: ignore[return-value]
+                        read_url=config.store.read_url)
 
 
 class WriterLock:

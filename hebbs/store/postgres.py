@@ -23,6 +23,13 @@ held across the read-modify-write of a workflow, so idempotency keys, revisions,
 contradiction checks see every other daemon's committed writes; a crashed daemon's lock dies with
 its connection.
 
+Reads may go to streaming replicas (`read_url`), with read-your-writes: the store keeps the WAL
+position its reads must see (`_need_lsn`: the end of its own last commit, and the primary's position
+when it last read a new head of the vault, whose records its indexes then reflect), and reads on a
+replica only once that replica has replayed past it (pg_last_wal_replay_lsn(), checked again only
+when the need has moved past what was last seen there); else on the primary. Reads by the thread
+holding the writer lock, the head and the change log are always the primary's.
+
 Credentials come from libpq alone (PGPASSWORD, ~/.pgpass, a service file): the URL in a vault's
 config names a server and a database, never a password. psycopg is imported only here, and this
 module only for a vault whose config names a store.
@@ -45,7 +52,7 @@ import msgspec
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import CorruptVault, InvalidInput, VaultBusy
 from ..schema import EdgeType, Memory
@@ -68,6 +75,13 @@ LOCK_TIMEOUT = "60s"
 KEEP_CHANGES = 100_000
 PRUNE_EVERY = 1_000
 _SCAN_FIRST, _SCAN_BATCH = 64, 2000
+# A read that finds no replica connection within this wait goes to the primary, and replicas are left
+# alone for REPLICA_BACKOFF seconds (one down must not slow every read).
+REPLICA_WAIT, REPLICA_BACKOFF = 1.0, 10.0
+# The WAL position a server has made visible to new reads: a replica's replayed end, a primary's insert
+# position (one promoted since it was listed as a replica is a primary).
+_VISIBLE_LSN = ("SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+                "ELSE pg_current_wal_insert_lsn() END) - '0/0'::pg_lsn")
 _ID = 16
 _decode_any = msgspec.msgpack.Decoder().decode
 _encode = msgspec.msgpack.Encoder().encode
@@ -126,8 +140,18 @@ class PgStore:
 
     shared = True
 
-    def __init__(self, url: str, name: str, local: Path, pool: ConnectionPool, vault_id: int) -> None:
+    def __init__(self, url: str, name: str, local: Path, pool: ConnectionPool, vault_id: int,
+                 read_url: str | None = None, read_pool: ConnectionPool | None = None) -> None:
         self.url = url
+        self.read_url = read_url
+        self._read_pool = read_pool
+        self._need_lsn = 0  # what a replica must have replayed before this store reads there
+        self._head_seen = -1
+        self._seen_lsn: dict[tuple[str, str], int] = {}  # per replica server: the newest position it showed
+        self._lsn_lock = threading.Lock()
+        self._writer_thread: int | None = None
+        self._replicas_down_until = 0.0
+        self.reads = {"replica": 0, "primary": 0}  # counted when replicas are configured
         self.name = name
         self.path = local / "db"  # messages name the vault by its local directory, as for RocksDB
         self.vault_id = vault_id
@@ -145,12 +169,13 @@ class PgStore:
     @property
     def where(self) -> str:
         """Where the vault lives, for status and list: the server and vault name, no credentials."""
-        return f"{redact(self.url)} vault {self.name!r}"
+        reads = f", reads on {redact(self.read_url)}" if self.read_url else ""
+        return f"{redact(self.url)} vault {self.name!r}{reads}"
 
     # Opening and closing ---------------------------------------------------------------------
 
     @classmethod
-    def open(cls, url: str, name: str, local: Path) -> "PgStore":
+    def open(cls, url: str, name: str, local: Path, read_url: str | None = None) -> "PgStore":
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
                 with conn.transaction():
@@ -171,7 +196,14 @@ class PgStore:
         pool = ConnectionPool(url, min_size=1, max_size=16, kwargs={"autocommit": True}, configure=register_vector,
                               name=f"hebbs-{name}", open=False, reconnect_timeout=RETRY_SECONDS)
         pool.open(wait=True, timeout=30)
-        return cls(url, name, local, pool, vault_id)
+        read_pool = None
+        if read_url:
+            # Not waited for: a replica down at open only sends the reads to the primary.
+            read_pool = ConnectionPool(read_url, min_size=1, max_size=16, configure=register_vector,
+                                       kwargs={"autocommit": True, "application_name": f"hebbs reads {name}"[:63]},
+                                       name=f"hebbs-{name}-reads", open=False, reconnect_timeout=RETRY_SECONDS)
+            read_pool.open(wait=False)
+        return cls(url, name, local, pool, vault_id, read_url, read_pool)
 
     @property
     def closed(self) -> bool:
@@ -192,6 +224,8 @@ class PgStore:
         self._drop_lock_conn()
         pool, self._pool = self._pool, None
         pool.close()
+        if self._read_pool is not None:
+            self._read_pool.close()
 
     def _run(self, query: str, params: Any = None) -> list[tuple]:
         def attempt() -> list[tuple]:
@@ -201,10 +235,73 @@ class PgStore:
                 return cur.fetchall() if cur.description is not None else []
         return _retrying(attempt)
 
+    def _read(self, query: str, params: Any = None) -> list[tuple]:
+        """A read: on a replica that has what this store must see (class doc), else on the primary."""
+        def rows(conn: psycopg.Connection) -> list[tuple]:
+            cur = conn.execute(query, params, binary=True)
+            return cur.fetchall() if cur.description is not None else []
+        return self._reading(rows)
+
+    def _reading(self, read: Callable[[psycopg.Connection], list[tuple]]) -> list[tuple]:
+        if self._read_pool is not None and threading.get_ident() != self._writer_thread:
+            result = self._on_replica(read)
+            if result is not None:
+                return result
+
+        def attempt() -> list[tuple]:
+            with self.pool.connection() as conn:
+                return read(conn)
+        return _retrying(attempt)
+
+    def _on_replica(self, read: Callable[[psycopg.Connection], list[tuple]]) -> list[tuple] | None:
+        """read's rows from a replica that has replayed past _need_lsn; None: read on the primary."""
+        if time.monotonic() < self._replicas_down_until:
+            self.reads["primary"] += 1
+            return None
+        need = self._need_lsn
+        try:
+            with self._read_pool.connection(timeout=REPLICA_WAIT) as conn:  # type: ignore[union-attr]
+                server = (conn.info.host, str(conn.info.port))
+                if self._seen_lsn.get(server, -1) < need:
+                    # Replay only moves forward, so a position seen once holds for every later read there.
+                    seen = int(conn.execute(_VISIBLE_LSN).fetchone()[0])
+                    with self._lsn_lock:
+                        self._seen_lsn[server] = max(seen, self._seen_lsn.get(server, -1))
+                    if seen < need:
+                        self.reads["primary"] += 1
+                        return None
+                rows = read(conn)
+            self.reads["replica"] += 1
+            return rows
+        except psycopg.errors.SerializationFailure:
+            # Canceled by a conflict with recovery (the replica replaying a vacuum of rows this read
+            # used): the primary answers instead.
+            self.reads["primary"] += 1
+            return None
+        except (PoolTimeout, psycopg.OperationalError) as exc:
+            log.info("replicas of vault %s unreachable (%s); reading on the primary for %.0f s", self.name,
+                     str(exc).strip().splitlines()[0] if str(exc) else type(exc).__name__, REPLICA_BACKOFF)
+            self._replicas_down_until = time.monotonic() + REPLICA_BACKOFF
+            self.reads["primary"] += 1
+            return None
+
+    def _must_see(self, lsn: int) -> None:
+        with self._lsn_lock:
+            self._need_lsn = max(self._need_lsn, lsn)
+
     # Sequence and change log -----------------------------------------------------------------
 
     def head_seq(self) -> int:
-        return self._run(f"SELECT seq FROM {SCHEMA}.vaults WHERE id = %s", (self.vault_id,))[0][0]
+        if self._read_pool is None:
+            return self._run(f"SELECT seq FROM {SCHEMA}.vaults WHERE id = %s", (self.vault_id,))[0][0]
+        # With the head, the primary's WAL position: every commit this head counts is before it, and the
+        # indexes about to be brought to this head will name their records, so reads must see them.
+        seq, lsn = self._run(f"SELECT seq, pg_current_wal_insert_lsn() - '0/0'::pg_lsn FROM {SCHEMA}.vaults "
+                             "WHERE id = %s", (self.vault_id,))[0]
+        if seq != self._head_seen:
+            self._must_see(int(lsn))
+            self._head_seen = seq
+        return seq
 
     def touched_since(self, after: int, upto: int) -> list[str] | None:
         """changelog.touched_since over hebbs.changes."""
@@ -249,31 +346,37 @@ class PgStore:
                 puts.setdefault(family, []).append((self.vault_id, key, value))
 
         def attempt() -> int | None:
-            with self.pool.connection() as conn, conn.transaction():
-                if not durable:
-                    # What nobody is told was kept (the query log, access counts): not waited for, as
-                    # RocksDB's unsynced batches are not.
-                    conn.execute("SET LOCAL synchronous_commit = off")
-                seq = None
-                if ids:
-                    seq = conn.execute(f"UPDATE {SCHEMA}.vaults SET seq = seq + 1 WHERE id = %s RETURNING seq",
-                                       (self.vault_id,)).fetchone()[0]
-                with conn.cursor() as cur:
-                    for family, keys in deletes.items():
-                        cur.execute(f"DELETE FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s AND key = ANY(%s)",
-                                    (self.vault_id, keys))
-                    for family, rows in puts.items():
-                        column = "embedding" if family == "vectors" else "value"
-                        cur.executemany(f"INSERT INTO {SCHEMA}.{TABLES[family]} (vault, key, {column}) "
-                                        f"VALUES (%s, %s, %s) ON CONFLICT (vault, key) DO UPDATE "
-                                        f"SET {column} = EXCLUDED.{column}", rows)
-                    if seq is not None:
-                        cur.execute(f"INSERT INTO {SCHEMA}.changes (vault, seq, ids) VALUES (%s, %s, %s)",
-                                    (self.vault_id, seq, b"".join(id_bytes(mid) for mid in ids)))
-                        cur.execute("SELECT pg_notify(%s, %s)", (self.channel, str(seq)))
-                        if seq % PRUNE_EVERY == 0 and seq > KEEP_CHANGES:
-                            cur.execute(f"DELETE FROM {SCHEMA}.changes WHERE vault = %s AND seq <= %s",
-                                        (self.vault_id, seq - KEEP_CHANGES))
+            with self.pool.connection() as conn:
+                with conn.transaction():
+                    if not durable:
+                        # What nobody is told was kept (the query log, access counts): not waited for, as
+                        # RocksDB's unsynced batches are not.
+                        conn.execute("SET LOCAL synchronous_commit = off")
+                    seq = None
+                    if ids:
+                        seq = conn.execute(f"UPDATE {SCHEMA}.vaults SET seq = seq + 1 WHERE id = %s RETURNING seq",
+                                           (self.vault_id,)).fetchone()[0]
+                    with conn.cursor() as cur:
+                        for family, keys in deletes.items():
+                            cur.execute(f"DELETE FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s AND key = ANY(%s)",
+                                        (self.vault_id, keys))
+                        for family, rows in puts.items():
+                            column = "embedding" if family == "vectors" else "value"
+                            cur.executemany(f"INSERT INTO {SCHEMA}.{TABLES[family]} (vault, key, {column}) "
+                                            f"VALUES (%s, %s, %s) ON CONFLICT (vault, key) DO UPDATE "
+                                            f"SET {column} = EXCLUDED.{column}", rows)
+                        if seq is not None:
+                            cur.execute(f"INSERT INTO {SCHEMA}.changes (vault, seq, ids) VALUES (%s, %s, %s)",
+                                        (self.vault_id, seq, b"".join(id_bytes(mid) for mid in ids)))
+                            cur.execute("SELECT pg_notify(%s, %s)", (self.channel, str(seq)))
+                            if seq % PRUNE_EVERY == 0 and seq > KEEP_CHANGES:
+                                cur.execute(f"DELETE FROM {SCHEMA}.changes WHERE vault = %s AND seq <= %s",
+                                            (self.vault_id, seq - KEEP_CHANGES))
+                if self._read_pool is not None:
+                    # After the COMMIT, on the same connection: a position past its commit record, which
+                    # a replica must have replayed before this store reads its own write there.
+                    self._must_see(int(conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")
+                                       .fetchone()[0]))
                 return seq
         return _retrying(attempt)
 
@@ -295,11 +398,14 @@ class PgStore:
                 raise
         try:
             _retrying(attempt)
+            # This thread's reads now read-modify-write what every daemon committed: the primary's.
+            self._writer_thread = threading.get_ident()
         except psycopg.errors.LockNotAvailable:
             raise VaultBusy(f"vault {self.name!r} on {redact(self.url)}: another daemon has held its writer lock "
                             f"for {LOCK_TIMEOUT}; is one stopped?") from None
 
     def unlock_writers(self) -> None:
+        self._writer_thread = None
         conn = self._lock_conn
         if conn is None:
             return
@@ -344,8 +450,8 @@ class PgStore:
     def get(self, family: str, key: bytes) -> bytes | None:
         if family == "vectors":
             return self.get_vectors_raw([key])[0]
-        rows = self._run(f"SELECT value FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s AND key = %s",
-                         (self.vault_id, key))
+        rows = self._read(f"SELECT value FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s AND key = %s",
+                          (self.vault_id, key))
         return bytes(rows[0][0]) if rows else None
 
     def get_memory(self, memory_id: str) -> Memory | None:
@@ -369,8 +475,8 @@ class PgStore:
         if not keys:
             return []
         column = "embedding" if family == "vectors" else "value"
-        rows = self._run(f"SELECT key, {column} FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s AND key = ANY(%s)",
-                         (self.vault_id, keys))
+        rows = self._read(f"SELECT key, {column} FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s AND key = ANY(%s)",
+                          (self.vault_id, keys))
         found = {bytes(k): (_as_bytes(v) if family == "vectors" else bytes(v)) for k, v in rows}
         return [found.get(key) for key in keys]
 
@@ -407,8 +513,8 @@ class PgStore:
                 where.append("key < %s")
                 params.append(high)
             order = "DESC" if reverse else "ASC"
-            rows = self._run(f"SELECT key, {column} FROM {table} WHERE {' AND '.join(where)} "
-                             f"ORDER BY key {order} LIMIT {size}", params)
+            rows = self._read(f"SELECT key, {column} FROM {table} WHERE {' AND '.join(where)} "
+                              f"ORDER BY key {order} LIMIT {size}", params)
             for key, value in rows:
                 yield bytes(key), (_as_bytes(value) if family == "vectors" else bytes(value))
             if len(rows) < size:
@@ -448,7 +554,7 @@ class PgStore:
         if high is not None:
             query += " AND key < %s"
             params.append(high)
-        return self._run(query, params)[0][0]
+        return self._read(query, params)[0][0]
 
     # Similarity in pgvector, for a vault larger than a daemon's RAM -----------------------------
 
@@ -463,8 +569,8 @@ class PgStore:
         """The k nearest memories by cosine, from pgvector's HNSW index: (id, similarity)."""
         kind = "halfvec" if halfvec else "vector"
 
-        def attempt() -> list[tuple]:
-            with self.pool.connection() as conn, conn.transaction():
+        def search(conn: psycopg.Connection) -> list[tuple]:
+            with conn.transaction():
                 # pgvector takes ef_search up to 1000; past ef candidates an iterative scan goes on
                 # searching (pgvector 0.8), so a k larger than ef still gets k rows, in order.
                 conn.execute(f"SET LOCAL hnsw.ef_search = {min(int(ef), 1000)}")
@@ -474,7 +580,7 @@ class PgStore:
                     f"SELECT key, (embedding::{kind}({dim})) <=> %s::{kind}({dim}) AS d FROM {SCHEMA}.vectors "
                     f"WHERE vault = %s ORDER BY d LIMIT %s",
                     (np.asarray(vector, dtype=np.float32), self.vault_id, k)).fetchall()
-        return [(id_str(bytes(key)[1:]), 1.0 - float(d)) for key, d in _retrying(attempt)]
+        return [(id_str(bytes(key)[1:]), 1.0 - float(d)) for key, d in self._reading(search)]
 
     def count_vectors(self) -> int:
         return self.count("vectors", VECTOR_PREFIX)
@@ -486,7 +592,9 @@ class PgStore:
         across daemons, so two indexers starting at once agree)."""
         self._run(f"INSERT INTO {SCHEMA}.meta (vault, key, value) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
                   (self.vault_id, name.encode(), _encode(proposed)))
-        return self.get_meta(name)
+        # From the primary: a replica may not have the row another indexer set a moment ago.
+        rows = self._run(f"SELECT value FROM {SCHEMA}.meta WHERE vault = %s AND key = %s", (self.vault_id, name.encode()))
+        return _decode_any(bytes(rows[0][0]))
 
     def work_claims(self, lease: float) -> "WorkClaims":
         return WorkClaims(self, lease)
@@ -595,8 +703,8 @@ class PgVectorIndex:
     def ids_by_label(self) -> dict[int, str]:
         """Every indexed id under a label of its own (its rank by key: pgvector has no labels); the keys
         only, no vector, so even a vault larger than RAM lists them."""
-        rows = self.store._run(f"SELECT key FROM {SCHEMA}.vectors WHERE vault = %s ORDER BY key",
-                               (self.store.vault_id,))
+        rows = self.store._read(f"SELECT key FROM {SCHEMA}.vectors WHERE vault = %s ORDER BY key",
+                                (self.store.vault_id,))
         return {n: id_str(bytes(key)[1:]) for n, (key,) in enumerate(rows)}
 
     def vectors(self, ids: list[str]) -> np.ndarray:
