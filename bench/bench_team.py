@@ -18,6 +18,16 @@
   model already fills, so they cannot double; the figure shows what the claims cost and that both work.
 - failover: a synchronous replica promoted by hand after kill -9 of the primary; from the kill to the
   first acknowledged write of a daemon that keeps writing.
+- replicas (`--parts replicas`): one vault of N memories on a primary with an asynchronous streaming
+  replica, a daemon reading on the primary and one reading on the replica (`[store] read_url`): recall
+  p50/p99 interleaved, the replica's index scans (proof the reads got there), the writer finding its own
+  write at once, and the other daemon seeing it (p50/p99).
+- buffers (`--parts buffers`): pgvector HNSW top-10 with the index several times `shared_buffers` (16 MB)
+  against one that fits (512 MB): p50/p99 cold (server restarted, the index's and table's files evicted
+  from the OS page cache) and warm, with the share of index blocks read from outside shared_buffers.
+- ray (`--parts ray`): the notes corpus indexed into a PostgreSQL vault by one daemon on its own model,
+  then with `--ray` on a local two-node Ray cluster (one CPU each): sections/s, and sections per
+  CPU-second of every process involved (the daemon, its bridge, both Ray nodes and their actors).
 
 The PostgreSQL servers are local (hebbs.store.postgres_local, fsync on), on the same 2 cores as the
 daemons and the model: a shared, loaded machine, so read the same-run ratios rather than absolute times.
@@ -26,14 +36,19 @@ daemons and the model: a shared, loaded machine, so read the same-run ratios rat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -380,12 +395,311 @@ def failover(work: Path) -> dict:
         cluster.remove()
 
 
+def replica_reads(work: Path, memories: int, calls: int, samples: int) -> dict:
+    """A daemon reading on the primary against one reading on an asynchronous streaming replica."""
+    from hebbs.store import migrate
+
+    cluster = Cluster(work / "replica-pg", fast=False)
+    daemons: list[Daemon] = []
+    try:
+        primary = cluster.start_primary()
+        replica = cluster.add_replica()
+        rocks = work / "rocks" / ".hebbs"
+        if not rocks.exists():  # the latency part's vault, when it ran first
+            bench_daemon.fill(rocks, memories)
+        name = f"replica-{work.name}"
+        on_primary, on_replica = work / "rp-primary" / ".hebbs", work / "rp-replica" / ".hebbs"
+        shutil.copytree(rocks, on_primary)
+        migrate.to_postgres(on_primary, primary.url, name, say=lambda _: None)
+        shutil.copytree(on_primary, on_replica)  # its indexes too: no daemon rebuilds at open
+        read_url = (f"postgresql://postgres@127.0.0.1:{replica.port},127.0.0.1:{primary.port}/postgres"
+                    "?target_session_attrs=prefer-standby&connect_timeout=2")
+        config = on_replica / "config.toml"
+        config.write_text(config.read_text().replace(f'name = "{name}"', f'name = "{name}"\nread_url = "{read_url}"'))
+        daemons = [Daemon(on_primary.parent), Daemon(on_replica.parent)]
+        clients = {"primary": daemons[0].client(), "replica": daemons[1].client()}
+        for c in clients.values():
+            for _ in range(12):  # open, warm the model, get past the first calls' costs (see latency)
+                c.recall("warm up", top_k=10)
+
+        def replica_scans() -> int:
+            return int(replica.sql("SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_user_tables WHERE schemaname = 'hebbs'"))
+        scans_before = replica_scans()
+        ms: dict[str, list[float]] = {k: [] for k in clients}
+        for n in range(calls):
+            cue = bench_daemon.CUES[n % len(bench_daemon.CUES)]
+            for kind, c in (list(clients.items()) if n % 2 else list(clients.items())[::-1]):
+                ms[kind].append(timed(lambda: c.recall(cue, top_k=10)))
+        time.sleep(11)  # a backend flushes its statistics once idle, up to 10 s later
+        scans = replica_scans() - scans_before
+        # Read-your-writes through the replica-reading daemon, and the other daemon seeing the write.
+        own_missed, seen_ms = 0, []
+        writer, reader = clients["replica"], clients["primary"]
+        for n in range(samples):
+            token = f"ryw{n}x{uuid.uuid4().hex[:6]}"
+            memory = writer.remember(f"the replica code word is {token}", consolidate=False)
+            acked = time.perf_counter()
+            own = writer.recall(token, strategies=["lexical"], top_k=1, reinforce=False).results
+            if not own or own[0].memory.id != memory.id or writer.get(memory.id).content != memory.content:
+                own_missed += 1
+            while not reader.recall(token, strategies=["lexical"], top_k=1, reinforce=False).results:
+                time.sleep(0.002)
+            seen_ms.append((time.perf_counter() - acked) * 1000)
+        # And the other way: the replica-reading daemon seeing the primary-reading daemon's writes.
+        seen_on_replica_ms = []
+        for n in range(samples):
+            token = f"rev{n}x{uuid.uuid4().hex[:6]}"
+            reader.remember(f"the primary code word is {token}", consolidate=False)
+            acked = time.perf_counter()
+            while not writer.recall(token, strategies=["lexical"], top_k=1, reinforce=False).results:
+                time.sleep(0.002)
+            seen_on_replica_ms.append((time.perf_counter() - acked) * 1000)
+        for c in clients.values():
+            c.close()
+        lag = primary.sql("SELECT coalesce(max(extract(epoch FROM replay_lag)) * 1000, 0) FROM pg_stat_replication")
+        return {kind: {"p50": percentile(v, 50), "p99": percentile(v, 99)} for kind, v in ms.items()} | {
+            "replica_index_scans": scans, "calls": calls, "own_write_missed": own_missed, "samples": samples,
+            "seen_by_other_p50_ms": percentile(seen_ms, 50), "seen_by_other_p99_ms": percentile(seen_ms, 99),
+            "seen_by_replica_reader_p50_ms": percentile(seen_on_replica_ms, 50),
+            "seen_by_replica_reader_p99_ms": percentile(seen_on_replica_ms, 99), "replay_lag_ms_last": float(lag)}
+    finally:
+        for d in daemons:
+            d.stop()
+        cluster.remove()
+
+
+def _real_like_vectors(embedder, count: int, queries: int, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
+    """count + queries unit vectors shaped like the model's: each a mix of two real embeddings (of the
+    latency bench's sentences) plus a little noise, so they cluster as real vectors do without
+    embedding `count` texts on two cores."""
+    rng = np.random.default_rng(seed)
+    base = embedder.embed(bench_daemon.sentences(4000, seed=3)).astype(np.float32)
+    total = count + queries
+    i, j = rng.integers(0, len(base), total), rng.integers(0, len(base), total)
+    mixed = base[i] + rng.uniform(0.2, 0.8, (total, 1)).astype(np.float32) * base[j]
+    mixed += rng.normal(0, 0.02, mixed.shape).astype(np.float32)
+    mixed /= np.linalg.norm(mixed, axis=1, keepdims=True)
+    return mixed[:count], mixed[count:]
+
+
+def _evict_from_os_cache(files: list[Path]) -> None:
+    """Drop these relation files (and their further segments) from the OS page cache (posix_fadvise
+    DONTNEED): a cold read without dropping every other process's cache on a shared machine."""
+    for path in files:
+        for segment in [path, *sorted(path.parent.glob(path.name + ".*"))]:
+            if segment.exists():
+                fd = os.open(segment, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+
+
+def buffers(work: Path, embedder, count: int, queries: int) -> dict:
+    """pgvector top-10 with its HNSW index larger than shared_buffers, and fitting, cold and warm."""
+    from hebbs.store.postgres import PgStore
+    from hebbs.store.storage import VECTOR_PREFIX, id_bytes
+
+    vectors, cues = _real_like_vectors(embedder, count, queries)
+    dim = vectors.shape[1]
+    cluster = Cluster(work / "buffers-pg", fast=False)
+    out: dict = {}
+    try:
+        server = cluster.start_primary()
+        store = PgStore.open(server.url, "buffers", work / "buffers-vault")
+        try:
+            started = time.perf_counter()
+            keys = [VECTOR_PREFIX + uuid.uuid4().bytes for _ in range(count)]
+            with store.pool.connection() as conn, conn.cursor() as cur:
+                with cur.copy("COPY hebbs.vectors (vault, key, embedding) FROM STDIN") as copy:
+                    for key, row in zip(keys, vectors):
+                        copy.write_row((store.vault_id, key, row))
+            with store.pool.connection() as conn:
+                conn.execute("SET maintenance_work_mem = '1GB'")
+                conn.execute(f"CREATE INDEX vectors_hnsw_{store.vault_id}_vector ON hebbs.vectors USING hnsw "
+                             f"((embedding::vector({dim})) vector_cosine_ops) WHERE vault = {store.vault_id}")
+                conn.execute("VACUUM ANALYZE hebbs.vectors")
+            index = f"hebbs.vectors_hnsw_{store.vault_id}_vector"
+            out["index_mb"] = store._run(f"SELECT pg_relation_size('{index}')")[0][0] / 2**20
+            out["table_mb"] = store._run("SELECT pg_total_relation_size('hebbs.vectors')")[0][0] / 2**20 - out["index_mb"]
+            out["build_s"] = time.perf_counter() - started
+            row_of = {key: n for n, key in enumerate(keys)}
+            exact = [set(np.argsort(-(vectors @ q))[:10]) for q in cues]
+        finally:
+            store.close()
+        files = [server.data / server.sql(f"SELECT pg_relation_filepath('{r}')") for r in (index, "hebbs.vectors")]
+        for setting in ("16MB", "512MB"):
+            server.sql(f"ALTER SYSTEM SET shared_buffers = '{setting}'")
+            server.stop("fast")
+            _evict_from_os_cache(files)
+            server.start()
+            store = PgStore.open(server.url, "buffers", work / "buffers-vault")
+            try:
+                def stat() -> tuple[int, int]:
+                    return tuple(store._run("SELECT idx_blks_hit, idx_blks_read FROM pg_statio_user_indexes "
+                                            f"WHERE indexrelname = '{index.split('.')[1]}'")[0])
+                result = {}
+                for phase in ("cold", "warm 1", "warm 2"):
+                    hit0, read0 = stat()
+                    times = [timed(lambda: store.nearest(q, 10, dim, ef=100)) for q in cues]
+                    time.sleep(11)  # a backend flushes its statistics once idle, up to 10 s later
+                    hit1, read1 = stat()
+                    result[phase] = {"p50": percentile(times, 50), "p99": percentile(times, 99),
+                                     "blocks_from_outside": (read1 - read0) / max(1, (hit1 - hit0) + (read1 - read0))}
+                found = [store.nearest(q, 10, dim, ef=100) for q in cues]
+                result["recall@10"] = statistics.fmean(
+                    len({row_of[VECTOR_PREFIX + id_bytes(mid)] for mid, _ in f} & e) / 10 for f, e in zip(found, exact))
+            finally:
+                store.close()
+            out[f"shared_buffers {setting}"] = result
+        return out
+    finally:
+        cluster.remove()
+
+
+@contextmanager
+def ray_cluster() -> Iterator[tuple[str, list[int]]]:
+    """A head node and a worker node on localhost, one CPU each (as tests/test_ray_index.py), each in a
+    session of its own that every process of the node stays in; yields the address and those process
+    groups, and stops exactly them."""
+    temp = Path(f"/tmp/hbray{os.getpid()}")
+    temp.mkdir(exist_ok=True)
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    common = ["--num-cpus", "1", "--object-store-memory", str(100 * 1024 * 1024), "--disable-usage-stats",
+              "--dashboard-agent-listen-port", "0"]
+    groups: list[int] = []
+    ray = str(Path(sys.executable).with_name("ray"))
+    try:
+        for args in (["--head", "--port", str(port), "--include-dashboard=false", "--temp-dir", str(temp)],
+                     ["--address", f"127.0.0.1:{port}"]):
+            proc = subprocess.Popen([ray, "start", *args, *common], env=env, start_new_session=True,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            groups.append(proc.pid)
+            if proc.wait(timeout=300) != 0:
+                raise RuntimeError("ray start failed")
+        yield f"127.0.0.1:{port}", groups
+    finally:
+        for pgid in reversed(groups):
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pgid, sig)
+                time.sleep(1)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+class CpuOfTree:
+    """CPU seconds used by a set of processes (the descendants of some pids, and every process in some
+    process groups), sampled twice a second so processes that end during the run are counted too."""
+
+    def __init__(self, roots: list[int], groups: list[int]) -> None:
+        self.roots, self.groups = set(roots), set(groups)
+        self.used: dict[int, float] = {}
+        self.start: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._sample()
+        self.start = dict(self.used)
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        stats = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError):
+                    fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                    stats[int(entry)] = (int(fields[1]), int(fields[2]), (int(fields[11]) + int(fields[12])) / tick)
+        members = {pid for pid, (_, pgrp, _) in stats.items() if pgrp in self.groups} | (self.roots & set(stats))
+        grew = True
+        while grew:
+            more = {pid for pid, (ppid, _, _) in stats.items() if ppid in members} - members
+            members |= more
+            grew = bool(more)
+        for pid in members:
+            self.used[pid] = stats[pid][2]  # its own threads only: children are members of their own
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.5):
+            self._sample()
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        return sum(v - self.start.get(pid, 0.0) for pid, v in self.used.items())
+
+
+def ray_throughput(work: Path, url: str, notes: int | None = None) -> dict:
+    """The notes corpus into a PostgreSQL vault: one daemon on its own model (no cluster running), then
+    a daemon sending its embedding batches to the two-node cluster."""
+    out = {}
+    for label in ("1 indexer, local model", "1 indexer, --ray (2 nodes, 1 CPU each)"):
+        with contextlib.ExitStack() as stack:
+            address, groups = stack.enter_context(ray_cluster()) if "ray" in label else (None, [])
+            root = work / f"ray-{len(out)}"
+            shutil.copytree(bench_notes.DEFAULT_VAULT, root, ignore=shutil.ignore_patterns(".hebbs"))
+            for extra in sorted(root.rglob("*.md"))[notes:] if notes else []:
+                extra.unlink()
+            init_vault(root, work, store=url, name=f"ray{len(out)}-{work.name}")
+            daemons, clients = stack.enter_context(daemons_on([root]))
+            pid = Client(global_=True, home=daemons[0].home).ping().pid
+            cpu = CpuOfTree([pid], groups)
+            started = time.perf_counter()
+            summary = clients[0].index(root, ray=address)
+            wall = time.perf_counter() - started
+            used = cpu.stop()
+        out[label] = {"sections": summary.sections_total, "wall_s": wall, "per_s": summary.sections_total / wall,
+                      "cpu_s": used, "per_cpu_s": summary.sections_total / used,
+                      "on_ray": getattr(summary, "embedded_on_ray", 0)}
+    return out
+
+
 def print_indexers(report: dict, url: str, work: Path) -> None:
     report["indexers"] = indexers(url, work)
     print("\nindexing the notes corpus           sections  wall s  sections/s  daemon CPU s  sections/CPU-s  embedded by each")
     for label, t in report["indexers"].items():
         print(f"  {label:<33} {t['sections']:8d}  {t['wall_s']:6.1f}  {t['per_s']:10.1f}  {t['cpu_s']:12.1f}  "
               f"{t['per_cpu_s']:14.1f}  {t['embedded']}")
+
+
+def run_parts(report: dict, args: argparse.Namespace, url: str, work: Path, embedder) -> None:
+    parts = (args.parts or "replicas,buffers,ray").split(",")
+    unknown = set(parts) - {"replicas", "buffers", "ray"}
+    if unknown:
+        raise SystemExit(f"unknown parts: {sorted(unknown)}")
+    if "replicas" in parts:
+        report["replicas"] = r = replica_reads(work, args.memories, args.calls, args.visibility)
+        print(f"\nreads on a streaming replica, {args.memories} memories   recall p50 ms   p99 ms")
+        for kind in ("primary", "replica"):
+            print(f"  daemon reading on the {kind:<8}                {r[kind]['p50']:8.1f}  {r[kind]['p99']:8.1f}")
+        print(f"  replica/primary p50: {r['replica']['p50'] / r['primary']['p50']:.2f}; index scans on the replica "
+              f"during {r['calls']} recalls: {r['replica_index_scans']}")
+        print(f"  writer reading on the replica missed its own write: {r['own_write_missed']} of {r['samples']}; "
+              f"the other daemon saw it p50 {r['seen_by_other_p50_ms']:.0f} ms, p99 {r['seen_by_other_p99_ms']:.0f} ms; "
+              f"the replica-reading daemon saw the other's p50 {r['seen_by_replica_reader_p50_ms']:.0f} ms, "
+              f"p99 {r['seen_by_replica_reader_p99_ms']:.0f} ms")
+    if "buffers" in parts:
+        report["buffers"] = b = buffers(work, embedder, args.buffer_vectors, 200)
+        print(f"\npgvector top-10 (ef 100), {args.buffer_vectors} vectors: index {b['index_mb']:.0f} MB, table "
+              f"{b['table_mb']:.0f} MB, built in {b['build_s']:.0f} s")
+        print("  shared_buffers   phase     p50 ms   p99 ms   index blocks from outside shared_buffers")
+        for setting in ("16MB", "512MB"):
+            t = b[f"shared_buffers {setting}"]
+            for phase in ("cold", "warm 1", "warm 2"):
+                print(f"  {setting:<16} {phase:<8} {t[phase]['p50']:7.2f}  {t[phase]['p99']:7.2f}   "
+                      f"{t[phase]['blocks_from_outside']:.1%}")
+            print(f"  {setting:<16} recall@10 against exact: {t['recall@10']:.3f}")
+    if "ray" in parts:
+        report["ray"] = rr = ray_throughput(work, url, args.ray_notes)
+        print("\nindexing the notes corpus into PostgreSQL   sections  wall s  sections/s  CPU s  sections/CPU-s  on Ray")
+        for label, t in rr.items():
+            print(f"  {label:<40} {t['sections']:8d}  {t['wall_s']:6.1f}  {t['per_s']:10.1f}  {t['cpu_s']:5.1f}  "
+                  f"{t['per_cpu_s']:14.1f}  {t['on_ray']}")
 
 
 def main() -> None:
@@ -398,6 +712,9 @@ def main() -> None:
     parser.add_argument("--quality-only", choices=["notes", "locomo"], help="one quality table and nothing else")
     parser.add_argument("--latency-only", action="store_true", help="the latency table and nothing else")
     parser.add_argument("--indexers-only", action="store_true", help="the indexers table and nothing else")
+    parser.add_argument("--parts", help="only these of replicas,buffers,ray (comma-separated), in that order")
+    parser.add_argument("--buffer-vectors", type=int, default=50_000, help="vectors in the shared_buffers part")
+    parser.add_argument("--ray-notes", type=int, help="index only this many of the corpus' notes in the ray part")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     print(f"machine: {machine_note()} (shared with other work: read ratios, not absolute times)")
@@ -408,6 +725,9 @@ def main() -> None:
         url = cluster.start_primary().url
         embedder = cached_embedder()
         stores = {"rocksdb": None, "postgresql": (url, "local"), "postgresql, pgvector": (url, "pgvector")}
+        if args.parts:
+            run_parts(report, args, url, work, embedder)
+            return
         if args.quality_only == "locomo":
             report["locomo"] = locomo_quality(embedder, stores)
             return
@@ -455,6 +775,7 @@ def main() -> None:
         print(f"\nanother daemon's write visible (BM25): p50 {v['p50_ms']:.0f} ms, p99 {v['p99_ms']:.0f} ms, "
               f"max {v['max_ms']:.0f} ms (n={v['n']})")
         print_indexers(report, url, work)
+        run_parts(report, args, url, work, embedder)
         report["failover"] = failover(work)
         f = report["failover"]
         print(f"\nfailover (sync replica, manual promote): promote {f['promote_s']:.2f} s, first acknowledged write "

@@ -372,9 +372,11 @@ class PgStore:
                             if seq % PRUNE_EVERY == 0 and seq > KEEP_CHANGES:
                                 cur.execute(f"DELETE FROM {SCHEMA}.changes WHERE vault = %s AND seq <= %s",
                                             (self.vault_id, seq - KEEP_CHANGES))
-                if self._read_pool is not None:
+                if self._read_pool is not None and durable:
                     # After the COMMIT, on the same connection: a position past its commit record, which
-                    # a replica must have replayed before this store reads its own write there.
+                    # a replica must have replayed before this store reads its own write there. Not for
+                    # what nobody was told was kept (the query log each recall writes): it would send the
+                    # next reads to the primary until the WAL writer had shipped it.
                     self._must_see(int(conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")
                                        .fetchone()[0]))
                 return seq
