@@ -148,8 +148,20 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # A recall whose best result's confidence is below this abstains: "nothing relevant known"
     # (hebbs/recall/confidence.py; the default was chosen on data, docs/honesty.md).
     abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
+    # The query log (`hebbs queries`, the panel's Queries page) keeps at most this many recalls, the
+    # newest, and none older than query_log_days: every recall adds one entry (a few hundred bytes), so
+    # a daemon serving an agent for months would otherwise grow it without end. Nothing else reads it:
+    # reinforcement and association learn from the access log (workflows/reinforce.py).
+    query_log_keep: int = 10_000
+    # Query log entries older than this many days are deleted (with those past query_log_keep), at
+    # the recall that trims the log: every tenth of query_log_keep recalls, at most every 1,000.
+    query_log_days: float = 90.0
 
     def __post_init__(self) -> None:
+        if not self.query_log_keep >= 1:
+            raise ValueError(f"recall.query_log_keep must be at least 1, got {self.query_log_keep}")
+        if not self.query_log_days > 0:
+            raise ValueError(f"recall.query_log_days must be above 0, got {self.query_log_days}")
         if isinstance(self.recency_window, str) and self.recency_window != "half_life":
             raise ValueError(f"recall.recency_window must be \"half_life\" or a number of days, "
                              f"got {self.recency_window!r}")
@@ -474,6 +486,8 @@ duplicate_similarity = 0.95
 analogical_alpha = 0.5
 cue_by_sentence = true
 # abstain_threshold = %ABSTAIN%  # goes with the calibration in hebbs/recall/confidence.py: set it only to override
+query_log_keep = 10000          # the query log keeps the newest recalls, at most this many
+query_log_days = 90.0           # and none older than this
 
 [recall.time_words]
 enabled = true

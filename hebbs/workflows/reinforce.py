@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import weakref
 from collections.abc import Sequence
 
 from .. import validate
@@ -19,6 +20,16 @@ from ..store.storage import WriteSet, decode, encode
 from . import associate, decay
 
 log = logging.getLogger("hebbs.reinforce")
+
+# The query log is trimmed to config recall.query_log_keep / query_log_days every so many appends (a
+# tenth of what it keeps, at most TRIM_EVERY), in a batch of its own: the entries a trim deletes are
+# about those appended since the last one, so a recall pays a few deletes on average, and a log can
+# pass its bound by that tenth at most. The entry count is read once per open and kept up to date.
+TRIM_EVERY = 1000
+# At most this many entries deleted by one trim: a log grown large before it was bounded is brought
+# down over several trims, not in one long stall of the recall that finds it.
+TRIM_MAX = 5000
+_log_state: "weakref.WeakKeyDictionary[OpenVault, list[int | None]]" = weakref.WeakKeyDictionary()
 
 
 def reinforce(vault: OpenVault, ids: Sequence[str] | str, via: str = access_log.USED) -> list[Memory]:
@@ -68,6 +79,46 @@ def record_recall(vault: OpenVault, request: Request, results: list[RecallResult
                 raise  # the caller asked for a write: it is told it was not kept
             # A read needs no space: the query log is best effort (`hebbs queries` misses this one).
             log.warning("vault %s: the disk is full: this recall is not in the query log", vault.path)
+            return
+        _trim_when_due(vault, stamp)
+
+
+def _trim_when_due(vault: OpenVault, stamp: int) -> None:
+    """Count one more query log entry, and trim the log when its turn comes (TRIM_EVERY above)."""
+    state = _log_state.get(vault)
+    if state is None:
+        state = _log_state[vault] = [None, 1]  # [entries, appends until the next trim]: trim at once
+    elif state[0] is not None:
+        state[0] += 1
+    state[1] -= 1
+    if state[1] > 0:
+        return
+    settings = vault.config.recall
+    state[1] = max(1, min(TRIM_EVERY, settings.query_log_keep // 10))
+    # Several daemons may append to one shared vault: its count is read again at each trim there.
+    if state[0] is None or getattr(vault.store, "shared", False):
+        state[0] = vault.store.count("query_log")
+    try:
+        state[0] -= trim_query_log(vault, settings.query_log_keep, settings.query_log_days, stamp, state[0])
+    except DiskFull:
+        log.warning("vault %s: the disk is full: the query log was not trimmed", vault.path)
+
+
+def trim_query_log(vault: OpenVault, keep: int, days: float, now: int, entries: int) -> int:
+    """Delete the query log's oldest entries past the newest `keep` and those older than `days` before
+    `now` (of `entries` in all), at most TRIM_MAX of them; how many were deleted."""
+    excess = entries - keep
+    cutoff = max(0, now - int(days * 86_400_000_000)).to_bytes(8, "big")
+    writes = WriteSet()
+    deleted = 0
+    for key, _ in vault.store.scan("query_log"):  # oldest first: the key starts with its time
+        if deleted >= TRIM_MAX or (deleted >= excess and key >= cutoff):
+            break
+        writes.delete("query_log", key)
+        deleted += 1
+    if deleted:
+        vault.apply(writes, durable=False)
+    return deleted
 
 
 def recent_queries(vault: OpenVault, limit: int = 50) -> list[QueryLogEntry]:
