@@ -141,7 +141,10 @@ def test_init_attaches_two_folders_to_one_vault_and_status_says_where(pg_server,
         two.hebbs("init", str(second), "--store", pg_server.url, "--name", name)
         one.hebbs("remember", "the release train leaves on Thursdays", cwd=first)
         status = two.hebbs("status", cwd=second).stdout
-        assert f"kept in {pg_server.url} vault '{name}'" in status
+        where = f"PostgreSQL 127.0.0.1:{pg_server.port}/postgres vault '{name}'"
+        assert f"kept in {where}" in status and "postgres@" not in status  # servers and name, no user
+        assert f"kept in {where}" in two.hebbs("list", str(second), cwd=second).stdout
+        assert f"kept in {where}" in _panel_overview(two)
         found = two.hebbs("recall", "when does the release train leave", cwd=second).stdout
         assert "release train leaves on Thursdays" in found
         # The default name is the folder's: a third folder of another name is another vault.
@@ -155,6 +158,31 @@ def test_init_attaches_two_folders_to_one_vault_and_status_says_where(pg_server,
     finally:
         one.cleanup()
         two.cleanup()
+
+
+def _panel_overview(home) -> str:
+    """The panel's overview page as a browser gets it (the token traded for its cookie), as text."""
+    import html
+    import http.client
+    import json
+    import re
+
+    from hebbs.store.postgres_local import free_port
+
+    port = free_port()
+    url = json.loads(home.hebbs("palace", "--port", str(port), "--no-browser", "--format", "json").stdout)["url"]
+
+    def get(path: str, headers: dict[str, str]) -> http.client.HTTPResponse:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", path, headers=headers)
+        response = conn.getresponse()
+        response.body = response.read().decode()
+        conn.close()
+        return response
+    cookie = get("/?token=" + url.split("token=", 1)[1], {}).getheader("Set-Cookie").split(";", 1)[0]
+    page = get("/", {"Cookie": cookie})
+    assert page.status == 200
+    return html.unescape(re.sub(r"<[^>]+>", " ", page.body))
 
 
 def test_similar_through_pgvector_finds_what_the_local_index_finds(tmp_path, pg_server, embedder):

@@ -168,9 +168,10 @@ class PgStore:
 
     @property
     def where(self) -> str:
-        """Where the vault lives, for status and list: the server and vault name, no credentials."""
-        reads = f", reads on {redact(self.read_url)}" if self.read_url else ""
-        return f"{redact(self.url)} vault {self.name!r}{reads}"
+        """Where the vault lives, for status, list and the panel: the servers, the database and the vault's
+        name there; never a user or a password."""
+        reads = f", reads on {servers(self.read_url)}" if self.read_url else ""
+        return f"PostgreSQL {servers(self.url)} vault {self.name!r}{reads}"
 
     # Opening and closing ---------------------------------------------------------------------
 
@@ -728,6 +729,23 @@ class PgVectorIndex:
 
     def save(self, directory: Path, write_seq: int) -> None:
         return None
+
+
+def servers(url: str) -> str:
+    """HOST:PORT[,HOST:PORT...]/DATABASE of a URL or libpq string (a service file's name when it names
+    one): which servers, without the user or any secret."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+        parts = {k: str(v) for k, v in conninfo_to_dict(url).items()}
+    except Exception:  # noqa: BLE001 - a string libpq would refuse anyway: shown without its secrets
+        return redact(url)
+    hosts = (parts.get("host") or parts.get("hostaddr") or "").split(",")
+    ports = (parts.get("port") or "5432").split(",")
+    ports = ports * len(hosts) if len(ports) == 1 else ports
+    where = ",".join(f"{host or 'localhost'}:{port}" for host, port in zip(hosts, ports))
+    if "service" in parts and not parts.get("host"):
+        where = f"service {parts['service']}"
+    return f"{where}/{parts.get('dbname', '')}" if parts.get("dbname") else where
 
 
 def redact(url: str) -> str:

@@ -163,6 +163,7 @@ def test_overview_shows_every_vault_with_its_counts_and_the_daemon(page: Any, pa
     notes_text = notes_card.inner_text()
     assert notes_card.locator(".count").inner_text() == "5"  # five sections in three notes
     assert "synced 3" in notes_text and "notes folder" in notes_text.lower()
+    assert "kept in its own RocksDB database, in this folder" in notes_text  # a team's vault names its server
     assert "all-MiniLM-L6-v2" in page.locator(".card.daemon").inner_text()
 
 

@@ -103,6 +103,7 @@ def _vault_card(card: dict[str, Any], home: Path, token: str) -> str:
     notes = _notes_state(card, token)
     return f"""<section class="card vault" data-vault-card="{e(vault)}">{head}
 <p class="path"><code>{e(vault)}</code></p>
+{_kept_in(stats.store)}
 <div class="big"><span class="count" data-memories="{stats.memories}">{stats.memories}</span> {"memory" if stats.memories == 1 else "memories"} {kinds}
 <span class="chip">superseded {stats.superseded}</span></div>
 <div class="grid2"><div><h3>Entities ({summary.entity_count})</h3>{entity_html or '<p class="muted">no entities</p>'}</div>
@@ -110,6 +111,13 @@ def _vault_card(card: dict[str, Any], home: Path, token: str) -> str:
 <dt>decay</dt><dd>{decay}</dd><dt>last sweep</dt><dd>{e(sweep)}</dd>
 <dt>model</dt><dd>{e(stats.model)} ({e(stats.dimension)} d)</dd><dt>writes</dt><dd>{stats.write_seq}</dd></dl>
 {notes}</div></div></section>"""
+
+
+def _kept_in(store: str) -> str:
+    """Where the vault's records live: a team's PostgreSQL (servers, database, the vault's name there;
+    never credentials) or the folder's own database."""
+    where = "its own RocksDB database, in this folder" if store == "rocksdb" else store
+    return f'<p class="store muted" data-store="{e(store)}">kept in {e(where)}</p>'
 
 
 def _notes_state(card: dict[str, Any], token: str) -> str:
