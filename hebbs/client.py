@@ -35,6 +35,7 @@ from .protocol import (COMMAND_TYPES, Close, DaemonStatus, DaemonUnavailable, Ex
                        RememberItem, Status, Subscribe, Subscribed, SubscriptionPush, _Command, convert, request_frame)
 from .recall.brains import BRAINS, GLOBAL
 from .schema import Memory, RecallResult, RecallResults, ScoringWeights, Source, VaultStats
+from .client_methods import AsyncMethods, Methods
 from .transport import (ProgressCallback, Vanished, aopen, apending_error, aread_reply, anext_frame,
                         closed_by_daemon, connect, export_chunk, gone, may_retry, next_frame, pending_error,
                         read_reply, start_daemon, unreachable)
@@ -197,12 +198,35 @@ def _kind(kind: Any) -> str:
     return kind.value if hasattr(kind, "value") else str(kind)
 
 
+def _wire(value: Any, field: str, annotation: str) -> Any:
+    """One typed-method argument as its request field carries it: a time as microseconds, a path
+    absolute (the daemon runs elsewhere), an enum by its name, one id as a list of one; the daemon
+    checks the rest, as it checks every request."""
+    if value is None or value is msgspec.UNSET:
+        return value
+    if "Micros" in annotation:
+        return to_micros(value, field)
+    if "PathText" in annotation:
+        if not annotation.startswith("list["):
+            return _abs(value)
+        return [_abs(p) for p in ([value] if isinstance(value, str) else value)]
+    if isinstance(value, enum.Enum):
+        return value.name
+    if annotation.startswith("list["):
+        if isinstance(value, str) and "ShortId" in annotation:
+            return [value]
+        if isinstance(value, (str, bytes, dict)):
+            raise InvalidInput(f"{field} must be a list")
+        return list(value)
+    return value
+
+
 def _described(command: type[_Command]) -> Callable[[F], F]:
     """A typed method's docstring: its command's (the one description every door shows), then the
     method's own notes on its Python arguments, if it has any."""
     def describe(method: F) -> F:
         notes = method.__doc__
-        method.__doc__ = (command.__doc__ or "") + (f"\n\n        {notes.strip()}" if notes else "")
+        method.__doc__ = inspect.cleandoc(command.__doc__ or "") + (f"\n\n{inspect.cleandoc(notes)}" if notes else "")
         method.sends = command  # type: ignore[attr-defined]
         return method
     return describe
@@ -213,11 +237,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # The typed methods, written once for both clients ----------------------------------------------
 
-class _Doors:
+class _Doors(Methods):
     """Every command as a typed method, shared by Client and AsyncClient: each builds its request and
-    hands it to `_send`, the one thing the two transports do differently (AsyncClient's methods are
-    these, awaited). Most are built from their declaration (`_typed`, below the class); those written
-    here do more than send their fields. Defaults are the request Structs' own (tests/test_parity.py)."""
+    hands it to `_send`, the one thing the two transports do differently (AsyncClient awaits them:
+    hebbs/client_methods.py). Most are generated from their declaration into client_methods.py; those
+    written here do more than send their fields. Defaults are the request Structs' own (tests/test_parity.py)."""
 
     def _send(self, command: _Command, *, vault: bool | str | None = None, progress: ProgressCallback | None = None,
               then: Callable[[Any], Any] | None = None) -> Any:
@@ -225,6 +249,11 @@ class _Doors:
 
     vault_path: Path | None
     home: Path
+
+    def _declared(self, command: type[_Command], progress: ProgressCallback | None = None, **fields: Any) -> Any:
+        """A declared command's typed method (hebbs/client_methods.py): its arguments as the fields carry them."""
+        values = {f: _wire(v, f, command.__annotations__[f]) for f, v in fields.items()}
+        return self._send(command(**values), progress=progress, then=command.spec.returns)
 
     @_described(Status)
     def status(self, *, vault: bool = True) -> DaemonStatus:
@@ -286,76 +315,6 @@ class _Doors:
                         now=to_micros(now, "now"))
         vault, notes = self._over_brains(command, _prime_brains(brains, self.vault_path, self.home))
         return self._send(command, vault=vault, then=lambda found: _with_notes(found, notes))
-
-
-def _typed(command: type[_Command]) -> Callable[..., Any]:
-    """A declared command's typed method: its parameters are the request's fields with the Struct's
-    defaults (renamed or keyword-only as `spec.params` says), its docstring the command's. Values go
-    as the wire carries them (a time as microseconds, an enum by its name, one id as a list of one);
-    the daemon checks the rest, as it checks every request."""
-    fields = command.__struct_fields__
-    defaults = dict(zip(fields[len(fields) - len(command.__struct_defaults__):], command.__struct_defaults__))
-    annotations = {f: command.__annotations__[f] for f in fields}
-    renamed: dict[str, str] = {}  # field -> parameter
-    keyword_from = len(fields)
-    listed = [word.strip() for word in (command.spec.params if command.spec.params is not None
-                                        else "memory_id=id" if "id" in fields else "").split(",") if word.strip()]
-    for word in listed:
-        if word == "*":
-            keyword_from = len(renamed)
-            continue
-        name, _, field = word.partition("=")
-        renamed[field or name] = name
-    order = [*renamed, *(f for f in fields if f not in renamed)]
-    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    for n, field in enumerate(order):
-        kind = inspect.Parameter.KEYWORD_ONLY if n >= keyword_from else inspect.Parameter.POSITIONAL_OR_KEYWORD
-        parameters.append(inspect.Parameter(renamed.get(field, field), kind, annotation=annotations[field],
-                                            default=defaults.get(field, inspect.Parameter.empty)))
-    if command.spec.progress:
-        parameters.append(inspect.Parameter("progress", inspect.Parameter.KEYWORD_ONLY, default=None,
-                                            annotation="ProgressCallback | None"))
-    returns = command.spec.result if command.spec.returns is None and command.spec.result else Any
-    signature = inspect.Signature(parameters, return_annotation=returns)
-
-    def method(self: _Doors, *args: Any, **kwargs: Any) -> Any:
-        given = signature.bind(self, *args, **kwargs)
-        given.apply_defaults()
-        values = {f: _wire(given.arguments[renamed.get(f, f)], f, annotations[f]) for f in fields}
-        return self._send(command(**values), progress=given.arguments.get("progress"), then=command.spec.returns)
-
-    method.__name__ = method.__qualname__ = command.spec.method or command.spec.engine or command.tag()
-    method.__doc__ = command.__doc__
-    method.__signature__ = signature  # type: ignore[attr-defined]
-    method.sends = command  # type: ignore[attr-defined]
-    return method
-
-
-def _wire(value: Any, field: str, annotation: str) -> Any:
-    """One typed-method argument as its request field carries it."""
-    if value is None or value is msgspec.UNSET:
-        return value
-    if "Micros" in annotation:
-        return to_micros(value, field)
-    if "PathText" in annotation:  # the daemon runs elsewhere: a path is sent absolute
-        if not annotation.startswith("list["):
-            return _abs(value)
-        return [_abs(p) for p in ([value] if isinstance(value, str) else value)]
-    if isinstance(value, enum.Enum):
-        return value.name
-    if annotation.startswith("list["):
-        if isinstance(value, str) and "ShortId" in annotation:
-            return [value]
-        if isinstance(value, (str, bytes, dict)):
-            raise InvalidInput(f"{field} must be a list")
-        return list(value)
-    return value
-
-
-for _command in COMMAND_TYPES.values():
-    _name = _command.spec.method or _command.spec.engine
-    if _name and _name not in vars(_Doors):
-        setattr(_Doors, _name, _typed(_command))
 
 
 # What both clients share: the vault, request ids and frames, retry rules, reply decoding ------
@@ -573,7 +532,7 @@ class Subscription:
 
 # The asynchronous client ----------------------------------------------------------------------
 
-class AsyncClient(_BaseClient):
+class AsyncClient(AsyncMethods, _BaseClient):
     """The same methods as Client, as coroutines. Concurrent calls use a small pool of connections."""
 
     def __init__(self, vault: os.PathLike | str | None = None, global_: bool = False,
@@ -679,19 +638,6 @@ class AsyncClient(_BaseClient):
                                          entity_id, confidence_threshold)
         await subscription._subscribe()
         return subscription
-
-
-def _awaited(method: Callable[..., Any]) -> Callable[..., Any]:
-    """A shared method (_Doors) as AsyncClient's coroutine: the same signature and docstring."""
-    @functools.wraps(method)
-    async def call(self: AsyncClient, *args: Any, **kwargs: Any) -> Any:
-        return await method(self, *args, **kwargs)
-    return call
-
-
-for _name, _method in vars(_Doors).items():
-    if not _name.startswith("_") and callable(_method) and _name not in vars(AsyncClient):
-        setattr(AsyncClient, _name, _awaited(_method))
 
 
 class AsyncSubscription:
