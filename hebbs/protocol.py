@@ -254,8 +254,13 @@ class Spec(NamedTuple):
     returns: Callable[[Any], Any] | None = None
     # It sends progress frames before its reply: the typed method takes a `progress` callback.
     progress: bool = False
-    # The CLI's option names where they are not `--field-name`: "field=--flag, ..." (cli/declared.py).
+    # The CLI's option names where they are not `--field-name`: "field=--flag, ..."; "field=NAME" makes it
+    # a positional argument, "field=" leaves it out of the command line (cli/declared.py).
     flags: str | None = None
+    # The CLI's own part of the subcommand, a class in hebbs.cli ("module:Class", cli/declared.py): options
+    # that fill no field, what they change in the request, how it is sent and how the reply is shown.
+    # None: the fields and the reply alone.
+    shell: str | None = None
     # The CLI's text output: a format string over the request's fields and the reply's (None: the text
     # cli/output.py prints for the reply's type, else the reply as indented JSON).
     text: str | None = None
@@ -353,18 +358,21 @@ class Get(_Command, tag="get"):
     id: ShortId
 
 
-@declare(result=Memory, engine="revise", writes=True, params="memory_id=id, *",
+@declare(result=Memory, engine="revise", writes=True, params="memory_id=id, *", cli="revise",
+         flags="entity_id=--entity, source=", shell="commands:ReviseShell", text="revised {id}",
          mcp=("Correct a memory in place (its earlier text is kept as history). Call it when the user "
               "corrects something you remembered, or a fact changed. Give only what changes."))
 class Revise(_Command, tag="revise"):
     """Change a memory in place; the earlier text is kept as its history. Absent fields stay as they are."""
 
     id: ShortId
-    content: Text | None = None
-    importance: float | None = None
-    context: dict[str, Any] | None = None
+    content: Annotated[Text | None, Meta(description="the new text ('-' reads it from stdin) (default: unchanged)")] = None
+    importance: Annotated[float | None, Meta(description="0..1 (unchanged when not given)")] = None
+    context: Annotated[dict[str, Any] | None, Meta(description="a JSON object replacing the context (unchanged when "
+                                                               "not given)")] = None
     # Absent: unchanged; null: no entity any more.
-    entity_id: Name | None | UnsetType = UNSET
+    entity_id: Annotated[Name | None | UnsetType, Meta(description="move the memory to this entity (unchanged when "
+                                                                   "not given)")] = UNSET
     source: Source | None = None
 
 
@@ -412,32 +420,34 @@ class RemoveEdge(_Command, tag="remove_edge"):
     target: ShortId
 
 
-@declare(result=list[Edge], engine="edges", retryable=True)
+@declare(result=list[Edge], engine="edges", retryable=True, cli="edges", shell="commands:EdgesShell")
 class Edges(_Command, tag="edges"):
     """A memory's edges: "out" (from it), "in" (to it) or "both"; data is a list of Edge."""
 
     id: ShortId
-    direction: Literal["out", "in", "both"] = "both"
+    direction: Annotated[Literal["out", "in", "both"], Meta(description="out: from the memory, in: to it")] = "both"
 
 
-@declare(result=list[tuple[str, float]], engine="neighbors", retryable=True)
+@declare(result=list[tuple[str, float]], engine="neighbors", retryable=True, cli="neighbors", flags="k=-k",
+         shell="commands:NeighborsShell")
 class Neighbors(_Command, tag="neighbors"):
     """The k memories whose stored vectors are nearest to this memory's (itself, revisions and superseded
     memories excluded), nearest first; data is a list of [memory id, cosine similarity]."""
 
     id: ShortId
-    k: int = 10
+    k: Annotated[int, Meta(description="how many")] = 10
 
 
 @declare(result=Forgotten, engine="forget", writes=True, reply=lambda n: Forgotten(forgotten=n), params="ids, *",
-         returns=lambda done: done.forgotten,
+         returns=lambda done: done.forgotten, cli="forget", flags="ids=ID, entity_id=--entity",
+         shell="commands:ForgetShell",
          mcp=("Delete memories for good. Call it only when the user asks you to forget something, or a memory"
               " is plainly wrong and cannot be revised. Answers how many were forgotten."))
 class Forget(_Command, tag="forget"):
     """Remove memories by id, or every memory of an entity; data is Forgotten."""
 
     ids: list[ShortId] | None = None
-    entity_id: Name | None = None
+    entity_id: Annotated[Name | None, Meta(description="forget every memory of this entity")] = None
 
 
 @declare(result=RecallResults, engine="recall", retryable=True, skip=("vaults",),
@@ -495,7 +505,8 @@ class Reinforce(_Command, tag="reinforce"):
                                          "them) or panel (opened in the Memory Palace)")] = "used"
 
 
-@declare(result=RecallResults, engine="prime", retryable=True, skip=("vaults",),
+@declare(result=RecallResults, engine="prime", retryable=True, skip=("vaults",), cli="prime",
+         flags="entity_id=--entity, similarity_cue=--cue, max_memories=--max, vaults=", shell="commands:PrimeShell",
          mcp=("Load context at the start of a conversation: the most recent memories plus those relevant to "
               "the cue, from both brains by default (who the user is and what this project is). Call it once,"
               " silently, before your first answer, with the user's first request as the cue; keep the "
@@ -503,10 +514,13 @@ class Reinforce(_Command, tag="reinforce"):
 class Prime(_Command, tag="prime"):
     """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call."""
 
-    entity_id: Name | None = None
-    similarity_cue: Text | None = None
-    max_memories: int = 20
-    now: int | None = None
+    entity_id: Annotated[Name | None, Meta(description="the entity (default: every entity)")] = None
+    similarity_cue: Annotated[Text | None, Meta(description="what the conversation is about (default: none, recent "
+                                                            "memories only)")] = None
+    max_memories: Annotated[int, Meta(description="how many memories")] = 20
+    now: Annotated[int | None, Meta(extra={"micros": True}, description=(
+        "recall as of this ISO 8601 time (or microseconds): the reference for time words in the cue (\"last week\") "
+        "and for recency (default: the current time)"))] = None
     # More vault directories to prime from with the request's (the global brain, usually); merged.
     vaults: list[PathText] | None = None
 
@@ -722,11 +736,12 @@ class Unconsolidate(_Command, tag="unconsolidate"):
     id: ShortId
 
 
-@declare(result=list[tuple[str, str]], engine="consolidate", writes=True, params="*")
+@declare(result=list[tuple[str, str]], engine="consolidate", writes=True, params="*", cli="consolidate",
+         shell="commands:ConsolidateShell")
 class Consolidate(_Command, tag="consolidate"):
     """Merge every restatement in the vault into the memory it repeats; data is [[restatement, survivor], ...]."""
 
-    dry_run: bool = False
+    dry_run: Annotated[bool, Meta(description="list what would be merged; change nothing")] = False
 
 
 @declare(result=list[Memory], engine="forget_candidates", retryable=True)

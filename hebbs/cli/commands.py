@@ -204,35 +204,21 @@ def cmd_remember(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_consolidate(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        pairs = client.consolidate(dry_run=args.dry_run)
-        texts = {mid: client.get(mid).content for pair in pairs for mid in pair} if pairs and not _json(args) else {}
-    if _json(args):
-        output.emit_json([{"restatement": new, "into": old} for new, old in pairs])
-        return 0
-    verb = "would merge" if args.dry_run else "merged"
-    for new, old in pairs:
-        print(f"{output.short_id(new)} -> {output.short_id(old)}  {output.one_line(texts[new], output.width() - 20)}")
-    print(f"{verb} {_count(len(pairs), 'restatement')}")
-    return 0
+class ReviseShell:
+    @staticmethod
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--no-entity", action="store_true", help="detach the memory from its entity")
 
-
-def cmd_revise(args: argparse.Namespace) -> int:
-    if args.no_entity and args.entity:
-        raise InvalidInput("--entity and --no-entity contradict each other")
-    entity: Any = None if args.no_entity else args.entity if args.entity is not None else msgspec.UNSET
-    content = None if args.content is None else _text(args.content)
-    if content is None and args.importance is None and args.context is None and entity is msgspec.UNSET:
-        raise InvalidInput("nothing to change: give --content, --importance, --context, --entity or --no-entity")
-    with client_for(args) as client:
-        memory = client.revise(args.id, content=content, importance=args.importance, context=_context(args.context),
-                               entity_id=entity)
-    if _json(args):
-        output.emit_json(memory)
-    else:
-        print(f"revised {memory.id}")
-    return 0
+    @staticmethod
+    def fields(args: argparse.Namespace, fields: dict[str, Any]) -> dict[str, Any]:
+        if args.no_entity and fields["entity_id"]:
+            raise InvalidInput("--entity and --no-entity contradict each other")
+        entity: Any = None if args.no_entity else fields["entity_id"] if fields["entity_id"] is not None \
+            else msgspec.UNSET
+        content = None if fields["content"] is None else _text(fields["content"])
+        if content is None and fields["importance"] is None and fields["context"] is None and entity is msgspec.UNSET:
+            raise InvalidInput("nothing to change: give --content, --importance, --context, --entity or --no-entity")
+        return {**fields, "content": content, "entity_id": entity}
 
 
 def _revise_items(text: str, path: str) -> list[ReviseItem]:
@@ -268,12 +254,25 @@ def cmd_revise_many(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_edges(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        edges = client.edges(args.id, args.direction)
+class ConsolidateShell:
+    @staticmethod
+    def show(args: argparse.Namespace, client: Client, fields: dict[str, Any], pairs: list[tuple[str, str]]) -> None:
+        if _json(args):
+            output.emit_json([{"restatement": new, "into": old} for new, old in pairs])
+            return
+        texts = {mid: client.get(mid).content for pair in pairs for mid in pair}
+        for new, old in pairs:
+            print(f"{output.short_id(new)} -> {output.short_id(old)}  "
+                  f"{output.one_line(texts[new], output.width() - 20)}")
+        print(f"{'would merge' if args.dry_run else 'merged'} {_count(len(pairs), 'restatement')}")
+
+
+class EdgesShell:
+    @staticmethod
+    def show(args: argparse.Namespace, client: Client, fields: dict[str, Any], edges: list[Any]) -> None:
         if _json(args):
             output.emit_json(edges)
-            return 0
+            return
         # Each edge as the other memory it reaches, with its text: bare ids said nothing.
         me = client.get(args.id).id if edges else None
         others = {e.target if e.source == me else e.source for e in edges}
@@ -283,40 +282,54 @@ def cmd_edges(args: argparse.Namespace) -> int:
                 texts[other] = client.get(other).content
             except NotFound:
                 texts[other] = "(forgotten)"
-    if not edges:
-        print("no edges")
-    output.table(["", "type", "memory", "conf", "content"],
-                 [["->" if e.source == me else "<-", e.edge_type, output.short_id(e.target if e.source == me else e.source),
-                   f"{e.confidence:.2f}", texts[e.target if e.source == me else e.source]] for e in edges],
-                 right=(3,))
-    return 0
+        if not edges:
+            print("no edges")
+        output.table(["", "type", "memory", "conf", "content"],
+                     [["->" if e.source == me else "<-", e.edge_type,
+                       output.short_id(e.target if e.source == me else e.source), f"{e.confidence:.2f}",
+                       texts[e.target if e.source == me else e.source]] for e in edges], right=(3,))
 
 
-def cmd_neighbors(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        near = client.neighbors(args.id, args.k)
+class NeighborsShell:
+    @staticmethod
+    def show(args: argparse.Namespace, client: Client, fields: dict[str, Any], near: list[Any]) -> None:
+        if _json(args):
+            output.emit_json([{"id": mid, "similarity": sim} for mid, sim in near])
+            return
         memories = [client.get(mid) for mid, _ in near]
-    if _json(args):
-        output.emit_json([{"id": mid, "similarity": sim} for mid, sim in near])
-        return 0
-    if not near:
-        print("no other memories")
-    output.table(["similarity", "id", "entity", "content"],
-                 [[f"{sim:.3f}", output.short_id(m.id), m.entity_id or "-", m.content]
-                  for (_, sim), m in zip(near, memories)], right=(0,))
-    return 0
+        if not near:
+            print("no other memories")
+        output.table(["similarity", "id", "entity", "content"],
+                     [[f"{sim:.3f}", output.short_id(m.id), m.entity_id or "-", m.content]
+                      for (_, sim), m in zip(near, memories)], right=(0,))
 
 
-def cmd_forget(args: argparse.Namespace) -> int:
-    if not args.ids and args.entity is None:
-        raise InvalidInput("forget needs memory ids or --entity (--candidates lists what has decayed)")
-    with client_for(args) as client:
-        count = client.forget(args.ids or None, entity_id=args.entity)
-    if _json(args):
-        output.emit_json({"forgotten": count})
-    else:
-        print(f"forgot {_count(count, 'memory')}")
-    return 0
+class ForgetShell:
+    @staticmethod
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--candidates", action="store_true",
+                            help="only list the memories decayed below the forget threshold; deletes nothing")
+
+    @staticmethod
+    def instead(args: argparse.Namespace) -> int | None:
+        if not args.candidates:
+            return None
+        from .reflectcmds import cmd_forget_candidates
+
+        return cmd_forget_candidates(args)
+
+    @staticmethod
+    def fields(args: argparse.Namespace, fields: dict[str, Any]) -> dict[str, Any]:
+        if not fields["ids"] and fields["entity_id"] is None:
+            raise InvalidInput("forget needs memory ids or --entity (--candidates lists what has decayed)")
+        return {**fields, "ids": fields["ids"] or None}
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: Client, fields: dict[str, Any], done: Any) -> None:
+        if _json(args):
+            output.emit_json(done)
+        else:
+            print(f"forgot {_count(done.forgotten, 'memory')}")
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
@@ -339,19 +352,27 @@ def cmd_recall(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_prime(args: argparse.Namespace) -> int:
-    # Both brains from wherever the command runs: the SDK reads the global one alone, with a note,
-    # in a folder without a project vault (client_for would refuse there).
-    both = args.vault is None and not args.global_ and not args.no_global
-    with Client(home=hebbs_home(args.home)) if both else client_for(args) as client:
-        alone = ([GLOBAL] if args.global_ else [PROJECT]) if args.no_global else None
-        found = client.prime(args.entity, args.cue, args.max_memories, brains=alone,
-                             now=_time(args.now, "--now") if args.now else None)
-    if _json(args):
-        output.emit_json(found)
-    else:
-        output.print_results(found.results, found.notes)
-    return 0
+class PrimeShell:
+    @staticmethod
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--no-global", action="store_true",
+                            help="prime from the project vault alone (default: the project vault and the global vault)")
+
+    @staticmethod
+    def send(args: argparse.Namespace, fields: dict[str, Any]) -> Any:
+        # Both brains from wherever the command runs: the SDK reads the global one alone, with a note,
+        # in a folder without a project vault (client_for would refuse there).
+        both = args.vault is None and not args.global_ and not args.no_global
+        with Client(home=hebbs_home(args.home)) if both else client_for(args) as client:
+            alone = ([GLOBAL] if args.global_ else [PROJECT]) if args.no_global else None
+            return client.prime(**fields, brains=alone)
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:
+        if _json(args):
+            output.emit_json(found)
+        else:
+            output.print_results(found.results, found.notes)
 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:

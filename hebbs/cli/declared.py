@@ -6,8 +6,11 @@ own default, type and description, a bool that is off by default a flag, a time 
 text or microseconds; the Struct's docstring is the help. The body sends the request and prints its
 reply: JSON with `--format json`; else the declaration's `text=` template (a line per item of a list),
 or what output.py prints for the reply's type, or the reply as indented JSON (or the bare value).
-Commands whose options are more than their fields keep a hand-written body instead (commands.py and
-its siblings).
+A command whose command line is more than its fields names a shell (`shell="module:Class"`), a class
+of optional hooks: `options(parser)` adds the options that fill no field, `fields(args, fields)` checks
+and changes the request from them, `send(args, fields)` sends it another way than one request (both
+vaults, say), `show(args, hb, fields, result)` prints the reply, and `instead(args)` serves the call
+otherwise (an exit code; None: as declared). The options, their defaults and help stay the fields'.
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[_Command]) -> None:
             kind.update(type=_micros, metavar="TIME")
         elif shape.base is float:
             kind["type"] = output.number
+        elif shape.base is dict:
+            kind.update(type=_json_object, metavar="JSON")
         elif shape.base is int:
             kind["type"] = int
         if shape.metavar:
@@ -74,19 +79,39 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[_Command]) -> None:
             kind["help"] = kind["help"] or "a memory id, or its last 6+ characters"
             if field.name in ("id", "ids"):
                 kind["metavar"] = "ID"
-        if field.required:
+        flag = spelled.get(field.name, "--" + field.name.replace("_", "-"))
+        if not flag:
+            continue  # not on the command line
+        if field.required or not flag.startswith("-"):
             kind.pop("dest")
-            kind.setdefault("metavar", field.name.upper())
-            parser.add_argument(field.name, nargs="+" if shape.many else None, **kind)
+            kind.setdefault("metavar", flag if not flag.startswith("-") else field.name.upper())
+            many = "+" if field.required else "*"
+            parser.add_argument(field.name, nargs=many if shape.many or shape.base is str and not field.required
+                                else None, **kind)
             continue
         default = field.default if field.default is not msgspec.NODEFAULT else field.default_factory()
-        flag = spelled.get(field.name, "--" + field.name.replace("_", "-"))
+        if default is msgspec.UNSET:
+            default = None  # said as "unchanged when not given"; the shell turns None back into UNSET
         if "choices" not in kind:
             kind.setdefault("metavar", flag.lstrip("-").replace("-", "_").upper())
         if shape.base is bool and default is False:
             parser.add_argument(flag, action="store_true", dest=field.name, help=shape.help)
         else:
             parser.add_argument(flag, default=default, action="append" if shape.many else "store", **kind)
+    hooks = shell(cls)
+    if hasattr(hooks, "options"):
+        hooks.options(parser)
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """An option's JSON object (a context); argparse says what is wrong with it."""
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("a JSON object, e.g. '{\"type\": \"preference\"}'")
+    return value
 
 
 def _micros(text: str) -> int | None:
@@ -104,7 +129,7 @@ def _micros(text: str) -> int | None:
 def _shape(type_: Any, meta: dict[str, Any] | None = None) -> Shape:
     """The field's base type, with what its annotations say (Meta extras, description)."""
     meta = dict(meta or {})
-    if type_ == Micros:
+    if type_ == Micros or meta.get("micros"):
         return Shape(int, micros=True, help=meta.get("help"))
     origin, args = typing.get_origin(type_), typing.get_args(type_)
     if origin is typing.Annotated:
@@ -118,18 +143,44 @@ def _shape(type_: Any, meta: dict[str, Any] | None = None) -> Shape:
         return Shape(type(args[0]), choices=args, help=meta.get("help"))
     if origin is list:
         return _shape(args[0], meta)._replace(many=True)
+    if origin is dict:
+        return Shape(dict, help=meta.get("help"))
     if args:  # an optional value: its non-null type
         return _shape(next(a for a in args if a is not type(None)), meta)
     return Shape(type_, choices=meta.get("choices"), short_id=bool(meta.get("short_id")),
                  upper=bool(meta.get("upper")), metavar=meta.get("metavar"), help=meta.get("help"))
 
 
+def shell(cls: type[_Command]) -> Any:
+    """The declaration's shell class (an empty one when it has none)."""
+    if not cls.spec.shell:
+        return object
+    module, name = cls.spec.shell.split(":")
+    return getattr(importlib.import_module(f"hebbs.cli.{module}"), name)
+
+
 def run(args: argparse.Namespace, cls: type[_Command]) -> int:
     from .commands import client_for
 
-    fields = {f.name: getattr(args, f.name) for f in msgspec.structs.fields(cls)}
-    with client_for(args) as hb:
-        result = hb.request(cls(**fields))
+    hooks = shell(cls)
+    if hasattr(hooks, "instead") and (code := hooks.instead(args)) is not None:
+        return code
+    fields = {f.name: getattr(args, f.name) for f in msgspec.structs.fields(cls) if hasattr(args, f.name)}
+    for name, value in fields.items():  # the words of a positional text: one text
+        shape = _shape(_field_type(cls, name))
+        if isinstance(value, list) and shape.base is str and not shape.many:
+            fields[name] = " ".join(value) if value else None
+    if hasattr(hooks, "fields"):
+        fields = hooks.fields(args, fields)
+    if hasattr(hooks, "send"):
+        result = hooks.send(args, fields)
+        if hasattr(hooks, "show"):
+            return hooks.show(args, None, fields, result) or 0
+    else:
+        with client_for(args) as hb:
+            result = hb.request(cls(**fields))
+            if hasattr(hooks, "show"):  # inside: it may read more (the texts of the ids it shows)
+                return hooks.show(args, hb, fields, result) or 0
     if args.format == "json":
         output.emit_json(result)
     elif cls.spec.text is not None:
@@ -143,6 +194,10 @@ def run(args: argparse.Namespace, cls: type[_Command]) -> int:
     else:
         print(msgspec.json.format(msgspec.json.encode(result), indent=2).decode())
     return 0
+
+
+def _field_type(cls: type[_Command], name: str) -> Any:
+    return next(f.type for f in msgspec.structs.fields(cls) if f.name == name)
 
 
 def _shown(item: Any) -> dict[str, Any]:

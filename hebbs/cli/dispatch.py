@@ -11,10 +11,7 @@ from hebbs.errors import InvalidInput
 
 
 def run(args: argparse.Namespace) -> int:
-    route = args.run
-    if args.command == "forget" and args.candidates:
-        route = "reflectcmds:cmd_forget_candidates"
-    module, name = route.split(":")
+    module, name = args.run.split(":")
     serve = getattr(importlib.import_module(f"hebbs.cli.{module}"), name)
     return serve(args, args.declared) if module == "declared" else serve(args)
 

@@ -188,33 +188,9 @@ def _memory_commands(command: Any, common: argparse.ArgumentParser, shared: argp
     p.add_argument("--no-consolidate", action="store_true",
                    help="store it even if it restates an existing memory (default: the vault's setting)")
 
-    p = command("consolidate", "merge restatements already in the vault into the memories they repeat")
-    p.add_argument("--dry-run", action="store_true", help="list what would be merged; change nothing")
-
-    p = command("revise", "change a memory in place (its earlier text is kept as history)")
-    p.add_argument("id", help="memory id, or its last 6+ characters")
-    p.add_argument("--content", help="the new text ('-' reads it from stdin) (default: unchanged)")
-    _memory_fields(p, defaults=False)
-    p.add_argument("--no-entity", action="store_true", help="detach the memory from its entity")
-
     p = command("revise-many", "revise many memories in one request, from a JSON list or JSON lines")
     p.add_argument("file", help='[{"id": ..., "content"?, "importance"?, "context"?, "entity_id"?}, ...] or one '
                                 "such object per line; - reads stdin")
-
-    p = command("forget", "remove memories by id, or every memory of an entity")
-    p.add_argument("ids", nargs="*", metavar="ID", help="memory ids, or their last 6+ characters")
-    p.add_argument("--entity", help="forget every memory of this entity")
-    p.add_argument("--candidates", action="store_true",
-                   help="only list the memories decayed below the forget threshold; deletes nothing")
-
-    p = command("edges", "a memory's edges")
-    p.add_argument("id", help="memory id, or its last 6+ characters")
-    p.add_argument("--direction", choices=["out", "in", "both"], default="both",
-                   help="out: from the memory, in: to it")
-
-    p = command("neighbors", "the memories whose embeddings are nearest to this memory's, nearest first")
-    p.add_argument("id", help="memory id, or its last 6+ characters")
-    p.add_argument("-k", type=int, default=10, help="how many")
 
 
 def _recall_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
@@ -260,16 +236,6 @@ def _recall_commands(command: Any, common: argparse.ArgumentParser, shared: argp
                    help="search the project vault and the global vault together: one list, each result labelled")
     p.add_argument("--associate", action="store_true",
                    help="also bring memories used together with the best matches (tagged associative)")
-
-    p = command("prime", "load an entity's recent memories plus those relevant to a cue, from both vaults")
-    p.add_argument("--entity", help="the entity (default: every entity)")
-    p.add_argument("--cue", help="what the conversation is about (default: none, recent memories only)")
-    p.add_argument("--max", type=int, default=20, dest="max_memories", help="how many memories")
-    p.add_argument("--now", metavar="TIME",
-                   help="recall as of this ISO 8601 time (or microseconds): the reference for time words "
-                        "in the cue (\"last week\") and for recency (default: the current time)")
-    p.add_argument("--no-global", action="store_true",
-                   help="prime from the project vault alone (default: the project vault and the global vault)")
 
     p = command("subscribe", "read lines from stdin and print memories that match them, each once")
     p.add_argument("--entity", help="only this entity's memories (default: every entity)")
@@ -355,17 +321,11 @@ def _other_commands(command: Any, common: argparse.ArgumentParser, shared: argpa
     p.add_argument("-n", "--lines", type=int, default=40, help="logs: how many lines")
 
 
-def _memory_fields(p: argparse.ArgumentParser, defaults: bool = True) -> None:
-    if defaults:
-        p.add_argument("--importance", type=number, default=0.5, help="0..1")
-        p.add_argument("--entity", help="who or what the memory is about (default: none)")
-        p.add_argument("--context", metavar="JSON", help='a JSON object, e.g. \'{"type": "preference"}\' '
-                                                         "(default: {})")
-    else:
-        p.add_argument("--importance", type=number, help="0..1 (unchanged when not given)")
-        p.add_argument("--entity", help="move the memory to this entity (unchanged when not given)")
-        p.add_argument("--context", metavar="JSON", help="a JSON object replacing the context (unchanged when "
-                                                         "not given)")
+def _memory_fields(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--importance", type=number, default=0.5, help="0..1")
+    p.add_argument("--entity", help="who or what the memory is about (default: none)")
+    p.add_argument("--context", metavar="JSON", help='a JSON object, e.g. \'{"type": "preference"}\' '
+                                                     "(default: {})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

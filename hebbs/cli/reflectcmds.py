@@ -209,7 +209,7 @@ CONTRADICTION_ACTIONS: dict[str, Callable[[argparse.Namespace], int]] = {
 # Decay -----------------------------------------------------------------------------------------
 
 def cmd_forget_candidates(args: argparse.Namespace) -> int:
-    if args.ids or args.entity is not None:
+    if args.ids or args.entity_id is not None:
         raise InvalidInput("--candidates only lists; forget the ones you choose with `hebbs forget ID...`")
     with client_for(args) as client:
         candidates = client.forget_candidates()
