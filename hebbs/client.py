@@ -16,7 +16,6 @@ Like the CLI, this module must not import numpy, the model or the engine.
 from __future__ import annotations
 
 import enum
-import functools
 import inspect
 import itertools
 import os
@@ -31,7 +30,7 @@ import msgspec
 from . import validate
 from .errors import HebbsError, InvalidInput, VaultNotInitialized
 from .paths import find_project_vault, hebbs_home, resolve_vault, socket_path
-from .protocol import (COMMAND_TYPES, Close, DaemonStatus, DaemonUnavailable, Export, Feed, Prime, Recall, Remember,
+from .protocol import (Close, DaemonStatus, DaemonUnavailable, Export, Feed, Prime, Recall, Remember,
                        RememberItem, Status, Subscribe, Subscribed, SubscriptionPush, _Command, convert, request_frame)
 from .recall.brains import BRAINS, GLOBAL
 from .schema import Memory, RecallResult, RecallResults, ScoringWeights, Source, VaultStats

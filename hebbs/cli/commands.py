@@ -312,11 +312,24 @@ class ForgetShell:
 
     @staticmethod
     def instead(args: argparse.Namespace) -> int | None:
+        """--candidates: list what has decayed (decay.md) instead."""
         if not args.candidates:
             return None
-        from .reflectcmds import cmd_forget_candidates
-
-        return cmd_forget_candidates(args)
+        if args.ids or args.entity_id is not None:
+            raise InvalidInput("--candidates only lists; forget the ones you choose with `hebbs forget ID...`")
+        with client_for(args) as client:
+            candidates = client.forget_candidates()
+        if _json(args):
+            output.emit_json(candidates)
+            return 0
+        if not candidates:
+            print("no memories have decayed below the forget threshold")
+            return 0
+        output.table(["decay", "importance", "last used", "id", "content"],
+                     [[f"{m.decay_score:.4f}", f"{m.importance:.2f}", output.when(m.last_accessed_at),
+                       output.short_id(m.id), m.content] for m in candidates], right=(0, 1))
+        print(f"\n{_count(len(candidates), 'candidate')}; nothing was deleted (hebbs forget ID... removes them)")
+        return 0
 
     @staticmethod
     def fields(args: argparse.Namespace, fields: dict[str, Any]) -> dict[str, Any]:

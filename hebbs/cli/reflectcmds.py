@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from hebbs.errors import InvalidInput
-from hebbs.schema import (ContradictionCommitted, ContradictionVerdict, Insight, InsightInput, Memory,
+from hebbs.schema import (ContradictionCommitted, ContradictionVerdict, Insight, InsightInput,
                           ReflectAutoResult, ReflectCommitted, ReflectPrepared)
 
 from . import output
@@ -204,27 +204,3 @@ def _auto_contradictions(args: argparse.Namespace) -> int:
 CONTRADICTION_ACTIONS: dict[str, Callable[[argparse.Namespace], int]] = {
     "list": _list_contradictions, "commit": _commit_contradictions, "auto": _auto_contradictions,
 }
-
-
-# Decay -----------------------------------------------------------------------------------------
-
-def cmd_forget_candidates(args: argparse.Namespace) -> int:
-    if args.ids or args.entity_id is not None:
-        raise InvalidInput("--candidates only lists; forget the ones you choose with `hebbs forget ID...`")
-    with client_for(args) as client:
-        candidates = client.forget_candidates()
-    if _json(args):
-        output.emit_json(candidates)
-        return 0
-    if not candidates:
-        print("no memories have decayed below the forget threshold")
-        return 0
-    output.table(["decay", "importance", "last used", "id", "content"], [_candidate_row(m) for m in candidates],
-                 right=(0, 1))
-    print(f"\n{_count(len(candidates), 'candidate')}; nothing was deleted (hebbs forget ID... removes them)")
-    return 0
-
-
-def _candidate_row(memory: Memory) -> list[str]:
-    return [f"{memory.decay_score:.4f}", f"{memory.importance:.2f}", output.when(memory.last_accessed_at),
-            output.short_id(memory.id), memory.content]
