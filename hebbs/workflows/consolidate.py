@@ -17,6 +17,7 @@ a REVISED_FROM edge, so `history` shows it and `unconsolidate` can make it a mem
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -32,6 +33,7 @@ from hebbs.store.storage import WriteSet, edge_keys, encode_vector, id_bytes, te
 from . import decay
 from .contradiction_check import ANTONYMS, stem
 from .revise import get
+from .synonyms import form, synonyms
 
 MIN_COSINE = 0.9
 MIN_JACCARD = 0.6
@@ -232,6 +234,18 @@ def _masked(text: str, drop: set[str]) -> str:
     return " ".join(out)
 
 
+def _synonym_swaps(wa: list[str], wb: list[str]) -> bool:
+    """b is a with words or two-word phrases replaced one for one, each by a synonym in the same
+    inflection (workflows/synonyms.py): "leaves at 07:40" / "departs at 07:40", "fixed" / "repaired".
+    Nothing else may differ."""
+    ops = difflib.SequenceMatcher(a=wa, b=wb, autojunk=False).get_opcodes()
+    swaps = [(" ".join(wa[i1:i2]), " ".join(wb[j1:j2])) for op, i1, i2, j1, j2 in ops if op != "equal"]
+    if not swaps or any(op not in ("equal", "replace") for op, *_ in ops):
+        return False
+    return all(len(x.split()) <= 2 and len(y.split()) <= 2 and form(x.split()[0]) == form(y.split()[0])
+               and not {x, y} & (STOPWORDS | _RELATIONS) and synonyms(x, y) for x, y in swaps)
+
+
 def is_paraphrase(embed, a: str, b: str, cosine: float) -> bool:
     """Whether b says a's fact in other words. `embed(texts)` gives one vector per text."""
     if cosine < PARAPHRASE_COSINE or not _same_guard_counts(a, b):
@@ -246,6 +260,8 @@ def is_paraphrase(embed, a: str, b: str, cosine: float) -> bool:
         return (same_guards(a, b) and same_order(a, b)) or _fronted(wa, wb)
     if not same_order(a, b):
         return False
+    if _synonym_swaps(wa, wb):
+        return True
     if not only_a or not only_b:
         return cosine >= PARAPHRASE_ADDED and not (only_a | only_b) & _NOT_LIGHT
     if (only_a | only_b) <= STOPWORDS | _RELATIONS:
