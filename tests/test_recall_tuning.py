@@ -112,6 +112,20 @@ def test_fused_candidates_come_in_a_fixed_order():
     assert fused["l1"].strategies == ["lexical"] and fused["s2"].strategies == ["similarity"]
 
 
+def test_the_tail_past_the_normalization_depth_is_ordered_by_both_channels_ranks():
+    """Past normalization_depth min-max gives every hit 0 in its channel: a memory deep in both lists
+    must still come before one deep in one list only, and the floor must stay below the head."""
+    params = FusionParams(normalization_depth=3)
+    sim_hits = [(f"s{n}", 1.0 - n / 100) for n in range(6)] + [("both", 0.9)]
+    lex_hits = [(f"l{n}", 10.0 - n) for n in range(6)] + [("both", 3.0)]
+    fused = rc.fuse("plain words", sim_hits, lex_hits, params, words_of=lambda mid: 10)
+    assert fused["both"].relevance > max(fused[m].relevance for m in ("s5", "l5", "s4", "l4"))
+    assert min(fused[m].relevance for m in ("s0", "l0", "s1", "l1")) > fused["both"].relevance
+    off = rc.fuse("plain words", sim_hits, lex_hits, FusionParams(normalization_depth=3, rank_weight=0.0),
+                  words_of=lambda mid: 10)
+    assert off["both"].relevance == 0.0  # what the floor is for
+
+
 def test_a_question_naming_only_the_note_finds_its_sections(tmp_path: Path, embedder):
     from hebbs import Engine
 

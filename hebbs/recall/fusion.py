@@ -51,8 +51,10 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
     out from that channel's background, not for its rank alone (plain RRF gives a weak second
     place the same credit as a strong one) nor for its raw scale (BM25 has none; cosines bunch up).
     The two are then weighted, lexical more when the cue contains an identifier, and less when the
-    memories in play are long (see lexical_weight_for). details=False: the same relevances without
-    strategies or details (a first pass that only picks the best candidates).
+    memories in play are long (see lexical_weight_for). Past the normalization depth, where both
+    channels give 0, a small reciprocal-rank floor orders the tail (FusionParams.rank_weight).
+    details=False: the same relevances without strategies or details (a first pass that only picks
+    the best candidates).
     """
     if has_identifier(cue):
         wl = params.identifier_lexical_weight
@@ -65,9 +67,20 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
     lex_rank = {mid: r for r, (mid, _) in enumerate(lex_hits)}
     out: Candidates = {}
     sim_weight = 1.0 - wl
+    rank_weight, rank_k = params.rank_weight, params.rank_k
+
+    def rank_term(mid: str) -> float:
+        # A floor for the tail past the normalization depth, where both channels give 0: reciprocal
+        # rank over both, scaled below any head hit's fused score (FusionParams.rank_weight).
+        at_s, at_l = sim_rank.get(mid), lex_rank.get(mid)
+        return rank_weight * ((0.0 if at_s is None else 1.0 / (rank_k + at_s + 1))
+                              + (0.0 if at_l is None else 1.0 / (rank_k + at_l + 1)))
+
     if not details:
         for mid in [*sim_rank, *(mid for mid in lex_rank if mid not in sim_rank)]:
             relevance = wl * lex.get(mid, 0.0) + sim_weight * sim.get(mid, 0.0)
+            if rank_weight > 0:
+                relevance = max(relevance, rank_term(mid))
             out[mid] = Candidate(min(1.0, max(0.0, relevance)))
         return out
     # Similarity hits in their order, then lexical-only ones in theirs: a fixed order, because ties in
@@ -75,6 +88,8 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
     # process's string hashes, so the same recall could answer differently in another process.
     for mid in [*sim_rank, *(mid for mid in lex_rank if mid not in sim_rank)]:
         relevance = wl * lex.get(mid, 0.0) + sim_weight * sim.get(mid, 0.0)
+        if rank_weight > 0:
+            relevance = max(relevance, rank_term(mid))
         details: dict = {"lexical_weight": wl}
         at_sim, at_lex = sim_rank.get(mid), lex_rank.get(mid)
         if at_sim is not None:
