@@ -217,6 +217,14 @@ EdgeTypeName = Annotated[str, Meta(max_length=MAX_NAME_CHARS, extra={"choices": 
                                          description="the edge type")]
 
 
+# The reference time for time words in a cue and for recency, microseconds (the CLI also takes ISO 8601
+# text); null: the current time. Not Micros: a time before 1970 was always taken here.
+AsOf = Annotated[int | None, Meta(extra={"micros": True}, description=(
+    "recall as of this ISO 8601 time (or microseconds): the reference for time words in the cue (\"last week\") "
+    "and for recency (default: the current time)"))]
+STRATEGIES = ("similarity", "lexical", "temporal", "causal", "analogical", "associative")
+
+
 class Spec(NamedTuple):
     """How the doors treat a command (set by @declare; read as `Cls.spec`)."""
 
@@ -450,7 +458,9 @@ class Forget(_Command, tag="forget"):
     entity_id: Annotated[Name | None, Meta(description="forget every memory of this entity")] = None
 
 
-@declare(result=RecallResults, engine="recall", retryable=True, skip=("vaults",),
+@declare(result=RecallResults, engine="recall", retryable=True, skip=("vaults",), cli="recall",
+         flags="cue=cue, strategies=--strategy, entity_id=--entity, mmr_lambda=--mmr, edge_types=--edge-type, vaults=",
+         shell="commands:RecallShell",
          mcp=("Find memories relevant to a cue. Call it before answering anything that depends on the user's "
               "earlier preferences, decisions or facts about the project, and whenever the user asks what you"
               " know or remember. Searches both brains by default in one ranked list (each result says its "
@@ -462,33 +472,48 @@ class Recall(_Command, tag="recall"):
     """Find the memories that answer a cue (without one: the most recent), ranked by one composite score;
     data is RecallResults: each result with its confidence, and whether the answer abstained."""
 
-    cue: Text | None = None
-    strategies: list[Name] | None = None
-    top_k: int = 10
-    entity_id: Name | None = None
+    cue: Annotated[Text | None, Meta(description="what to look for (none: the most recent memories)")] = None
+    strategies: Annotated[list[Name] | None, Meta(
+        extra={"choices": STRATEGIES}, description="repeatable (default: similarity and lexical fused; temporal "
+        "without a cue; causal with --seed; analogical with --analogy)")] = None
+    top_k: Annotated[int, Meta(description="how many results")] = 10
+    entity_id: Annotated[Name | None, Meta(description="only this entity's memories")] = None
     # [start, end] in microseconds since the epoch; either may be null (open).
-    time_range: tuple[Micros | None, Micros | None] | None = None
-    weights: ScoringWeights | None = None
-    include_superseded: bool = False
+    time_range: Annotated[tuple[Micros | None, Micros | None] | None, Meta(extra={"metavar": "START..END"}, description=(
+        "ISO 8601 times (or microseconds); either side may be empty; a date alone as END means that whole day "
+        "(UTC)"))] = None
+    weights: Annotated[ScoringWeights | None, Meta(extra={"metavar": "R:T:I:F"}, description=(
+        "relevance:recency:importance:reinforcement, e.g. 0.5:0.2:0.2:0.1 (default: 0.5:0.2:0.2:0.1)"))] = None
+    include_superseded: Annotated[bool, Meta(description="also return memories replaced by newer ones")] = False
     # True counts every returned memory as used (the old behaviour); the default changes nothing
     # ranking reads, so the same recall twice gives the same answer. See `reinforce`.
-    reinforce: bool = False
-    mmr_lambda: float | None = None
+    reinforce: Annotated[bool, Meta(description="count every returned memory as used (old behaviour; prefer "
+                                                "`hebbs used ID`)")] = False
+    mmr_lambda: Annotated[float | None, Meta(extra={"metavar": "LAMBDA"}, description=(
+        "diversity (MMR): 1 = pure relevance, results in score order; lower = more diverse, and restatements "
+        "(cosine >= 0.95) go last; 0 = diversity alone after the best (default: the vault's recall.mmr_lambda, "
+        "0.9; similarity alone: 1)"))] = None
     # Causal: walk the graph from seed (a memory id; default the cue's best match).
-    seed: ShortId | None = None
-    direction: Literal["forward", "backward", "both"] = "forward"
-    max_depth: int = 5
-    edge_types: list[str] | None = None
+    seed: Annotated[ShortId | None, Meta(extra={"metavar": "ID"}, description=(
+        "causal: the memory to walk the graph from (default: the cue's best match)"))] = None
+    direction: Annotated[Literal["forward", "backward", "both"], Meta(description=(
+        "causal: follow edges from the seed (forward), to it (backward), or both"))] = "forward"
+    max_depth: Annotated[int, Meta(description="causal: how many edges away, 1..20")] = 5
+    edge_types: Annotated[list[EdgeTypeName] | None, Meta(description=(
+        "causal: walk only these edge types (repeatable) (default: every type but FOLLOWED_BY)"))] = None
     # Analogical: weight of plain similarity against shape (null: the vault's recall.analogical_alpha),
     # and a:b::c:? as three memory ids or cues.
-    alpha: float | None = None
-    analogy: list[str] | None = None
-    # The reference time for time words in the cue and for recency, microseconds; null: the current time.
-    now: int | None = None
+    alpha: Annotated[float | None, Meta(description=(
+        "analogical: weight of plain similarity against shape, 0..1 (default: the vault's "
+        "recall.analogical_alpha, 0.5)"))] = None
+    analogy: Annotated[list[str] | None, Meta(extra={"nargs": 3, "metavar": ("A", "B", "C")}, description=(
+        "analogical: A is to B as C is to ?; each a memory id or a text"))] = None
+    now: AsOf = None
     # More vault directories to search with the request's: one merged list, each result labelled (hebbs/recall/brains.py).
     vaults: list[PathText] | None = None
     # Also spread one hop along co-activation links (docs/consolidation.md); tagged `associative`.
-    associate: bool = False
+    associate: Annotated[bool, Meta(description="also bring memories used together with the best matches (tagged "
+                                                "associative)")] = False
 
 
 @declare(result=list[Memory], engine="reinforce", writes=True, panel=False, params="ids, *", cli="used",
@@ -518,9 +543,7 @@ class Prime(_Command, tag="prime"):
     similarity_cue: Annotated[Text | None, Meta(description="what the conversation is about (default: none, recent "
                                                             "memories only)")] = None
     max_memories: Annotated[int, Meta(description="how many memories")] = 20
-    now: Annotated[int | None, Meta(extra={"micros": True}, description=(
-        "recall as of this ISO 8601 time (or microseconds): the reference for time words in the cue (\"last week\") "
-        "and for recency (default: the current time)"))] = None
+    now: AsOf = None
     # More vault directories to prime from with the request's (the global brain, usually); merged.
     vaults: list[PathText] | None = None
 

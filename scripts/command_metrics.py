@@ -19,7 +19,8 @@
   counted: like the generated docs, nobody edits it when a command changes.
   Goal: median at most 2, maximum at most 4.
 - Hand-kept lists of command names: module-level sets, tuples, lists or dicts whose literal items are
-  three or more command names (a generated table is built from the declarations, not spelled out).
+  three or more command names (a generated table is built from the declarations, not spelled out;
+  a generated file, such as hebbs/cli/declared_options.py, is not kept by hand).
 - Lines of hebbs/daemon/handlers.py (goal <= 300) and hebbs/client.py (goal <= 700).
 - Functions over 80 lines in hebbs/cli/ and hebbs/mcp_server.py (goal: none).
 """
@@ -111,6 +112,8 @@ def hand_lists(root: Path) -> list[str]:
     tags = set(commands(root))
     found = []
     for path in sorted((root / "hebbs").rglob("*.py")):
+        if path.read_text().startswith(GENERATED):  # written from the declarations, not kept by hand
+            continue
         tree = ast.parse(path.read_text())
         for node in tree.body:
             if not isinstance(node, (ast.Assign, ast.AnnAssign)):

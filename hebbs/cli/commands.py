@@ -345,24 +345,35 @@ class ForgetShell:
             print(f"forgot {_count(done.forgotten, 'memory')}")
 
 
-def cmd_recall(args: argparse.Namespace) -> int:
-    cue = " ".join(args.cue) if args.cue else None
-    # --both from anywhere, as prime: without a project vault here the global vault is searched alone,
-    # with a note (client_for would refuse).
-    both = args.both and args.vault is None and not args.global_
-    with Client(home=hebbs_home(args.home)) if both else client_for(args) as client:
-        found = client.recall(cue, strategies=args.strategy, top_k=args.top_k, entity_id=args.entity,
-                              time_range=parse_time_range(args.time_range), weights=parse_weights(args.weights),
-                              include_superseded=args.include_superseded, reinforce=args.reinforce,
-                              mmr_lambda=args.mmr, seed=args.seed, direction=args.direction,
-                              max_depth=args.max_depth, edge_types=args.edge_types, alpha=args.alpha,
-                              analogy=args.analogy, brains=BRAINS if args.both else None,
-                              now=_time(args.now, "--now") if args.now else None, associate=args.associate)
-    if _json(args):
-        output.emit_json(found)
-    else:
-        output.print_results(found.results, found.notes, abstained=found.abstained)
-    return 0
+class RecallShell:
+    @staticmethod
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--no-reinforce", action="store_true", help="the default: recall changes no score")
+        parser.add_argument("--both", action="store_true",
+                            help="search the project vault and the global vault together: one list, each result "
+                                 "labelled")
+
+    @staticmethod
+    def fields(args: argparse.Namespace, fields: dict[str, Any]) -> dict[str, Any]:
+        if args.reinforce and args.no_reinforce:
+            raise InvalidInput("--reinforce and --no-reinforce contradict each other")
+        return {**fields, "weights": parse_weights(fields["weights"]),
+                "time_range": parse_time_range(fields["time_range"])}
+
+    @staticmethod
+    def send(args: argparse.Namespace, fields: dict[str, Any]) -> Any:
+        # --both from anywhere, as prime: without a project vault here the global vault is searched alone,
+        # with a note (client_for would refuse).
+        both = args.both and args.vault is None and not args.global_
+        with Client(home=hebbs_home(args.home)) if both else client_for(args) as client:
+            return client.recall(**fields, brains=BRAINS if args.both else None)
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:
+        if _json(args):
+            output.emit_json(found)
+        else:
+            output.print_results(found.results, found.notes, abstained=found.abstained)
 
 
 class PrimeShell:

@@ -11,6 +11,10 @@ of optional hooks: `options(parser)` adds the options that fill no field, `field
 and changes the request from them, `send(args, fields)` sends it another way than one request (both
 vaults, say), `show(args, hb, fields, result)` prints the reply, and `instead(args)` serves the call
 otherwise (an exit code; None: as declared). The options, their defaults and help stay the fields'.
+
+What a parser needs is written out by scripts/gen_reference.py into cli/declared_options.py (checked by
+tests/test_docs.py), so that `hebbs CMD --help` and building the command line load no declaration:
+hebbs.protocol is imported only when a command runs.
 """
 
 from __future__ import annotations
@@ -23,14 +27,45 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from hebbs.protocol import COMMAND_TYPES, Micros, _Command
-
 from . import output
+
+if typing.TYPE_CHECKING:
+    from hebbs.protocol import _Command
 
 
 def declared() -> dict[str, type[_Command]]:
     """{CLI name: request Struct} of every command declared with a CLI name."""
+    from hebbs.protocol import COMMAND_TYPES
+
     return {cls.spec.cli: cls for cls in COMMAND_TYPES.values() if cls.spec.cli}
+
+
+Entry = tuple[tuple[str, ...], dict[str, Any]]
+
+
+class _Recorder:
+    """Stands in for a parser: keeps each add_argument call, its type by name (TYPES), as the
+    generated table holds it."""
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+
+    def add_argument(self, *args: str, **kwargs: Any) -> None:
+        if "type" in kwargs:
+            kwargs["type"] = next(name for name, fn in TYPES.items() if fn == kwargs["type"])
+        self.entries.append((args, kwargs))
+
+
+def arguments(cls: type[_Command]) -> list[Entry]:
+    """The add_argument calls of a declared command's parser (what cli/declared_options.py holds)."""
+    recorder = _Recorder()
+    add_arguments(recorder, cls)  # type: ignore[arg-type]
+    return recorder.entries
+
+
+def add(parser: argparse.ArgumentParser, entries: list[Entry]) -> None:
+    for args, kwargs in entries:
+        parser.add_argument(*args, **({**kwargs, "type": TYPES[kwargs["type"]]} if "type" in kwargs else kwargs))
 
 
 def summary(cls: type[_Command]) -> str:
@@ -46,8 +81,9 @@ class Shape(NamedTuple):
     short_id: bool = False
     micros: bool = False
     upper: bool = False
-    metavar: str | None = None
+    metavar: str | tuple[str, ...] | None = None
     help: str | None = None
+    nargs: int | None = None
 
 
 def flags(cls: type[_Command]) -> dict[str, str]:
@@ -75,6 +111,8 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[_Command]) -> None:
             kind["type"] = int
         if shape.metavar:
             kind["metavar"] = shape.metavar
+        if shape.nargs:
+            kind["nargs"] = shape.nargs
         if shape.short_id:
             kind["help"] = kind["help"] or "a memory id, or its last 6+ characters"
             if field.name in ("id", "ids"):
@@ -97,7 +135,8 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[_Command]) -> None:
         if shape.base is bool and default is False:
             parser.add_argument(flag, action="store_true", dest=field.name, help=shape.help)
         else:
-            parser.add_argument(flag, default=default, action="append" if shape.many else "store", **kind)
+            many = shape.many and not shape.nargs
+            parser.add_argument(flag, default=default, action="append" if many else "store", **kind)
     hooks = shell(cls)
     if hasattr(hooks, "options"):
         hooks.options(parser)
@@ -126,23 +165,31 @@ def _micros(text: str) -> int | None:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+TYPES = {"int": int, "number": output.number, "upper": str.upper, "time": _micros, "json": _json_object}
+
+
 def _shape(type_: Any, meta: dict[str, Any] | None = None) -> Shape:
     """The field's base type, with what its annotations say (Meta extras, description)."""
+    from hebbs.protocol import Micros
+
     meta = dict(meta or {})
     if type_ == Micros or meta.get("micros"):
         return Shape(int, micros=True, help=meta.get("help"))
     origin, args = typing.get_origin(type_), typing.get_args(type_)
-    if origin is typing.Annotated:
+    if origin is typing.Annotated:  # the outermost says it: a field's own words over its type's
         for m in type_.__metadata__:
             if isinstance(m, msgspec.Meta):
-                meta.update(m.extra or {})
+                for key, value in (m.extra or {}).items():
+                    meta.setdefault(key, value)
                 if m.description:
-                    meta["help"] = m.description
+                    meta.setdefault("help", m.description)
         return _shape(args[0], meta)
     if origin is typing.Literal:
         return Shape(type(args[0]), choices=args, help=meta.get("help"))
     if origin is list:
-        return _shape(args[0], meta)._replace(many=True)
+        return _shape(args[0], meta)._replace(many=True, nargs=meta.get("nargs"))
+    if origin is tuple:  # a pair, given as one text its shell reads (a time range)
+        return Shape(tuple, metavar=meta.get("metavar"), help=meta.get("help"))
     if origin is dict:
         return Shape(dict, help=meta.get("help"))
     if args:  # an optional value: its non-null type
@@ -159,9 +206,12 @@ def shell(cls: type[_Command]) -> Any:
     return getattr(importlib.import_module(f"hebbs.cli.{module}"), name)
 
 
-def run(args: argparse.Namespace, cls: type[_Command]) -> int:
+def run(args: argparse.Namespace, tag: str) -> int:
+    from hebbs.protocol import COMMAND_TYPES
+
     from .commands import client_for
 
+    cls = COMMAND_TYPES[tag]
     hooks = shell(cls)
     if hasattr(hooks, "instead") and (code := hooks.instead(args)) is not None:
         return code

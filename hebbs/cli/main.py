@@ -128,13 +128,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         group(command, common, shared)
     if only is None or only and not parser.only_built:  # type: ignore[attr-defined]
         from . import declared
+        from .declared_options import COMMANDS
 
-        for name, cls in declared.declared().items():
-            # Built from the command's declaration alone (cli/declared.py).
-            p = command(name, declared.summary(cls), run="declared:run")
+        for name, (tag, summary, entries) in COMMANDS.items():
+            # Built from the command's declaration (cli/declared.py), as generated into declared_options.py.
+            p = command(name, summary, run="declared:run")
             if not isinstance(p, _Unbuilt):
-                declared.add_arguments(p, cls)
-                p.set_defaults(declared=cls)
+                declared.add(p, entries)
+                p.set_defaults(declared=tag)
     return parser
 
 
@@ -195,48 +196,6 @@ def _memory_commands(command: Any, common: argparse.ArgumentParser, shared: argp
 
 def _recall_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
     """recall, used, prime, subscribe, queries, inspect, source."""
-    p = command("recall", "find memories for a cue")
-    p.add_argument("cue", nargs="*", help="what to look for (none: the most recent memories)")
-    p.add_argument("--strategy", action="append", choices=["similarity", "lexical", "temporal", "causal", "analogical",
-                                                              "associative"],
-                   help="repeatable (default: similarity and lexical fused; temporal without a cue; causal with "
-                        "--seed; analogical with --analogy)")
-    p.add_argument("--top-k", type=int, default=10, help="how many results")
-    p.add_argument("--entity", help="only this entity's memories")
-    p.add_argument("--weights", metavar="R:T:I:F",
-                   help="relevance:recency:importance:reinforcement, e.g. 0.5:0.2:0.2:0.1 (default: 0.5:0.2:0.2:0.1)")
-    p.add_argument("--time-range", metavar="START..END",
-                   help="ISO 8601 times (or microseconds); either side may be empty; a date alone as END "
-                        "means that whole day (UTC)")
-    p.add_argument("--include-superseded", action="store_true", help="also return memories replaced by newer ones")
-    reinforcing = p.add_mutually_exclusive_group()
-    reinforcing.add_argument("--reinforce", action="store_true",
-                             help="count every returned memory as used (old behaviour; prefer `hebbs used ID`)")
-    reinforcing.add_argument("--no-reinforce", action="store_true", help="the default: recall changes no score")
-    p.add_argument("--mmr", type=number, metavar="LAMBDA",
-                   help="diversity (MMR): 1 = pure relevance, results in score order; lower = more diverse, "
-                        "and restatements (cosine >= 0.95) go last; 0 = diversity alone after the best "
-                        "(default: the vault's recall.mmr_lambda, 0.9; similarity alone: 1)")
-    p.add_argument("--seed", metavar="ID", help="causal: the memory to walk the graph from (default: the cue's "
-                                                "best match)")
-    p.add_argument("--direction", choices=["forward", "backward", "both"], default="forward",
-                   help="causal: follow edges from the seed (forward), to it (backward), or both")
-    p.add_argument("--max-depth", type=int, default=5, help="causal: how many edges away, 1..20")
-    p.add_argument("--edge-type", action="append", type=str.upper, choices=EDGE_TYPES, dest="edge_types",
-                   help="causal: walk only these edge types (repeatable) (default: every type but FOLLOWED_BY)")
-    p.add_argument("--alpha", type=number,
-                   help="analogical: weight of plain similarity against shape, 0..1 (default: the vault's "
-                        "recall.analogical_alpha, 0.5)")
-    p.add_argument("--analogy", nargs=3, metavar=("A", "B", "C"),
-                   help="analogical: A is to B as C is to ?; each a memory id or a text")
-    p.add_argument("--now", metavar="TIME",
-                   help="recall as of this ISO 8601 time (or microseconds): the reference for time words "
-                        "in the cue (\"last week\") and for recency (default: the current time)")
-    p.add_argument("--both", action="store_true",
-                   help="search the project vault and the global vault together: one list, each result labelled")
-    p.add_argument("--associate", action="store_true",
-                   help="also bring memories used together with the best matches (tagged associative)")
-
     p = command("subscribe", "read lines from stdin and print memories that match them, each once")
     p.add_argument("--entity", help="only this entity's memories (default: every entity)")
     p.add_argument("--threshold", type=number, default=0.5, help="minimum confidence, 0..1")
