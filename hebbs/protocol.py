@@ -332,7 +332,9 @@ class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
     key: str | None = None
 
 
-@declare(writes=True,
+@declare(writes=True, cli="remember", shell="commands:RememberShell",
+         flags=("content=content, entity_id=--entity, edges=--edge, kind=, source=, items=, check_contradictions=, "
+                "consolidate="),
          mcp=("Store one memory. Call it when the user states a preference, corrects you, makes a decision "
               "(with its reason) or tells you a new fact about themselves, the project, people or systems. "
               "Write one fact per memory, as a sentence that stands on its own. A preference or habit of the "
@@ -342,16 +344,23 @@ class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
 class Remember(_Command, tag="remember"):
     """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them."""
 
-    content: Text | None = None
-    importance: float = 0.5
-    context: dict[str, Any] | None = None
-    entity_id: Name | None = None
-    created_at: Micros | None = None
+    content: Annotated[Text | None, Meta(extra={"nargs": "+"}, description="the text ('-' reads it from stdin)")] = None
+    importance: Annotated[float, Meta(description="0..1")] = 0.5
+    context: Annotated[dict[str, Any] | None, Meta(description="a JSON object, e.g. '{\"type\": \"preference\"}' "
+                                                               "(default: {})")] = None
+    entity_id: Annotated[Name | None, Meta(description="who or what the memory is about (default: none)")] = None
+    created_at: Annotated[Micros | None, Meta(description="ISO 8601 time or microseconds since the epoch "
+                                                          "(default: now)")] = None
     kind: str = "EPISODE"
     source: Source | None = None
-    supersedes: list[ShortId] = []
-    edges: list[tuple[str, str, float]] = []
-    key: str | None = None
+    supersedes: Annotated[list[ShortId], Meta(extra={"metavar": "ID"}, description=(
+        "a memory this one replaces (repeatable); it stays, marked superseded"))] = []
+    edges: Annotated[list[tuple[str, str, float]], Meta(extra={"metavar": "ID:TYPE[:CONFIDENCE]"}, description=(
+        f"an edge from the new memory (repeatable); TYPE is one of {', '.join(EdgeType.__members__)}; confidence "
+        "0..1, default 1"))] = []
+    key: Annotated[str | None, Meta(description=(
+        "idempotency key: if a memory was stored under it in this vault, say so and store nothing (JSON: "
+        "\"existing\": true); a different text is refused"))] = None
     items: list[RememberItem] | None = None
     # null: the vault's contradictions.check_on_remember.
     check_contradictions: bool | None = None

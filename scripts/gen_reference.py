@@ -601,6 +601,14 @@ def stale(write: bool) -> list[str]:
     os.environ["COLUMNS"] = "100"  # argparse wraps help at the terminal's width
     try:
         out = []
+        # The generated sources first: the CLI's page is read from the parser they build.
+        for path, make in FILES.items():
+            file = ROOT / path
+            new = make()
+            if new != file.read_text():
+                out.append(path)
+                if write:
+                    file.write_text(new)
         for path, parts in SECTIONS.items():
             file = ROOT / path
             text = file.read_text()
@@ -608,13 +616,6 @@ def stale(write: bool) -> list[str]:
             for name, make in parts:
                 new = render(new, name, make())
             if new != text:
-                out.append(path)
-                if write:
-                    file.write_text(new)
-        for path, make in FILES.items():
-            file = ROOT / path
-            new = make()
-            if new != file.read_text():
                 out.append(path)
                 if write:
                     file.write_text(new)

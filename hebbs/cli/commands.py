@@ -39,18 +39,6 @@ def _json(args: argparse.Namespace) -> bool:
     return args.format == "json"
 
 
-def _context(raw: str | None) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        value = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise InvalidInput(f"--context is not valid JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise InvalidInput("--context must be a JSON object, e.g. '{\"type\": \"preference\"}'")
-    return value
-
-
 def open_input(path: str, *, binary: bool = False) -> IO[Any]:
     """A file the user named, for reading; '-' is stdin. Errors name the problem, not an errno."""
     if path == "-":
@@ -172,36 +160,49 @@ def parse_edge(raw: str) -> tuple[str, str, float]:
     return parts[0], parts[1].upper(), confidence
 
 
-def cmd_remember(args: argparse.Namespace) -> int:
-    if args.replace and not args.key:
-        raise InvalidInput("--replace goes with --key: it revises the memory stored under that key")
-    content = _text(args.content)
-    with client_for(args) as client:
-        edges = [parse_edge(e) for e in args.edge or ()]
-        memory = client.remember(content, importance=args.importance, context=_context(args.context),
-                                 entity_id=args.entity, created_at=_time(args.created_at, "--created-at")
-                                 if args.created_at else None, supersedes=args.supersedes or (), edges=edges,
-                                 key=args.key,
-                                 consolidate=False if args.no_consolidate else None)
-        changed = memory.existing and memory.content != content
-        if changed and not args.replace:
-            raise InvalidInput(f"key {args.key!r} was already used for memory {memory.id} "
-                               f"({output.one_line(memory.content, 60)!r}); nothing was stored. Give --replace to "
-                               "revise that memory to this text (its earlier text is kept as history)")
-        if changed:
-            memory = msgspec.structs.replace(client.revise(memory.id, content=content), existing=True)
-    if _json(args):
-        output.emit_json(memory)
-    elif memory.existing:
-        print(f"key {args.key!r} was already used for memory {memory.id}: "
-              + ("revised it to this text" if changed else "the same text, nothing stored"))
-    elif memory.consolidated:
-        print(f"consolidated into {memory.id}: said {memory.restatements + 1} times "
-              f"(importance {memory.importance:.2f}; `hebbs unconsolidate` undoes it)")
-    else:
-        entity = f", entity {memory.entity_id}" if memory.entity_id else ""
-        print(f"remembered {memory.id} (importance {memory.importance:.2f}{entity})")
-    return 0
+class RememberShell:
+    @staticmethod
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--replace", action="store_true",
+                            help="with --key: a different text revises the memory stored under the key")
+        parser.add_argument("--no-consolidate", action="store_true",
+                            help="store it even if it restates an existing memory (default: the vault's setting)")
+
+    @staticmethod
+    def fields(args: argparse.Namespace, fields: dict[str, Any]) -> dict[str, Any]:
+        if args.replace and not fields["key"]:
+            raise InvalidInput("--replace goes with --key: it revises the memory stored under that key")
+        return {**fields, "content": _text(fields["content"]), "edges": [parse_edge(e) for e in fields["edges"]],
+                "consolidate": False if args.no_consolidate else None}
+
+    @staticmethod
+    def send(args: argparse.Namespace, fields: dict[str, Any]) -> tuple[Any, bool]:
+        """The memory, and whether --replace revised it to the new text."""
+        with client_for(args) as client:
+            memory = client.remember(**fields)
+            changed = memory.existing and memory.content != fields["content"]
+            if changed and not args.replace:
+                raise InvalidInput(f"key {fields['key']!r} was already used for memory {memory.id} "
+                                   f"({output.one_line(memory.content, 60)!r}); nothing was stored. Give --replace "
+                                   "to revise that memory to this text (its earlier text is kept as history)")
+            if changed:
+                memory = msgspec.structs.replace(client.revise(memory.id, content=fields["content"]), existing=True)
+        return memory, changed
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], sent: tuple[Any, bool]) -> None:
+        memory, changed = sent
+        if _json(args):
+            output.emit_json(memory)
+        elif memory.existing:
+            print(f"key {fields['key']!r} was already used for memory {memory.id}: "
+                  + ("revised it to this text" if changed else "the same text, nothing stored"))
+        elif memory.consolidated:
+            print(f"consolidated into {memory.id}: said {memory.restatements + 1} times "
+                  f"(importance {memory.importance:.2f}; `hebbs unconsolidate` undoes it)")
+        else:
+            entity = f", entity {memory.entity_id}" if memory.entity_id else ""
+            print(f"remembered {memory.id} (importance {memory.importance:.2f}{entity})")
 
 
 class ReviseShell:

@@ -106,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[_Command]) -> None:
         elif shape.base is float:
             kind["type"] = output.number
         elif shape.base is dict:
-            kind.update(type=_json_object, metavar="JSON")
+            kind["metavar"] = "JSON"  # read in run(): a bad object is the command's error, not a usage one
         elif shape.base is int:
             kind["type"] = int
         if shape.metavar:
@@ -124,8 +124,8 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[_Command]) -> None:
             kind.pop("dest")
             kind.setdefault("metavar", flag if not flag.startswith("-") else field.name.upper())
             many = "+" if field.required else "*"
-            parser.add_argument(field.name, nargs=many if shape.many or shape.base is str and not field.required
-                                else None, **kind)
+            kind.setdefault("nargs", many if shape.many or shape.base is str and not field.required else None)
+            parser.add_argument(field.name, **kind)
             continue
         default = field.default if field.default is not msgspec.NODEFAULT else field.default_factory()
         if default is msgspec.UNSET:
@@ -142,14 +142,16 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[_Command]) -> None:
         hooks.options(parser)
 
 
-def _json_object(text: str) -> dict[str, Any]:
-    """An option's JSON object (a context); argparse says what is wrong with it."""
+def _json_object(text: str, flag: str) -> dict[str, Any]:
+    """An option's JSON object (a context)."""
+    from hebbs.errors import InvalidInput
+
     try:
         value = msgspec.json.decode(text)
     except msgspec.DecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc}") from None
+        raise InvalidInput(f"{flag} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("a JSON object, e.g. '{\"type\": \"preference\"}'")
+        raise InvalidInput(f"{flag} must be a JSON object, e.g. '{{\"type\": \"preference\"}}'")
     return value
 
 
@@ -165,7 +167,7 @@ def _micros(text: str) -> int | None:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-TYPES = {"int": int, "number": output.number, "upper": str.upper, "time": _micros, "json": _json_object}
+TYPES = {"int": int, "number": output.number, "upper": str.upper, "time": _micros}
 
 
 def _shape(type_: Any, meta: dict[str, Any] | None = None) -> Shape:
@@ -194,7 +196,7 @@ def _shape(type_: Any, meta: dict[str, Any] | None = None) -> Shape:
         return Shape(dict, help=meta.get("help"))
     if args:  # an optional value: its non-null type
         return _shape(next(a for a in args if a is not type(None)), meta)
-    return Shape(type_, choices=meta.get("choices"), short_id=bool(meta.get("short_id")),
+    return Shape(type_, choices=meta.get("choices"), short_id=bool(meta.get("short_id")), nargs=meta.get("nargs"),
                  upper=bool(meta.get("upper")), metavar=meta.get("metavar"), help=meta.get("help"))
 
 
@@ -216,10 +218,13 @@ def run(args: argparse.Namespace, tag: str) -> int:
     if hasattr(hooks, "instead") and (code := hooks.instead(args)) is not None:
         return code
     fields = {f.name: getattr(args, f.name) for f in msgspec.structs.fields(cls) if hasattr(args, f.name)}
-    for name, value in fields.items():  # the words of a positional text: one text
+    spelled = flags(cls)
+    for name, value in fields.items():
         shape = _shape(_field_type(cls, name))
-        if isinstance(value, list) and shape.base is str and not shape.many:
+        if isinstance(value, list) and shape.base is str and not shape.many:  # the words of a positional text
             fields[name] = " ".join(value) if value else None
+        elif shape.base is dict and isinstance(value, str):
+            fields[name] = _json_object(value, spelled.get(name, "--" + name.replace("_", "-")))
     if hasattr(hooks, "fields"):
         fields = hooks.fields(args, fields)
     if hasattr(hooks, "send"):

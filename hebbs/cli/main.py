@@ -13,13 +13,11 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from hebbs.errors import HebbsError
-from hebbs.schema import EdgeType
 
 from . import output
 from .output import number
 
 FORMATS = ("text", "json")
-EDGE_TYPES = tuple(EdgeType.__members__)
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = output.EXIT_OK, output.EXIT_ERROR, output.EXIT_USAGE, \
     output.EXIT_INTERRUPTED
 
@@ -172,23 +170,6 @@ def _vault_commands(command: Any, common: argparse.ArgumentParser, shared: argpa
 
 def _memory_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
     """Memories and the graph between them."""
-    p = command("remember", "store a memory")
-    p.add_argument("content", nargs="+", help="the text ('-' reads it from stdin)")
-    _memory_fields(p)
-    p.add_argument("--created-at", metavar="TIME",
-                   help="ISO 8601 time or microseconds since the epoch (default: now)")
-    p.add_argument("--supersedes", metavar="ID", action="append",
-                   help="a memory this one replaces (repeatable); it stays, marked superseded")
-    p.add_argument("--edge", metavar="ID:TYPE[:CONFIDENCE]", action="append",
-                   help=f"an edge from the new memory (repeatable); TYPE is one of {', '.join(EDGE_TYPES)}; "
-                        "confidence 0..1, default 1")
-    p.add_argument("--key", help="idempotency key: if a memory was stored under it in this vault, say so and "
-                                 "store nothing (JSON: \"existing\": true); a different text is refused")
-    p.add_argument("--replace", action="store_true",
-                   help="with --key: a different text revises the memory stored under the key")
-    p.add_argument("--no-consolidate", action="store_true",
-                   help="store it even if it restates an existing memory (default: the vault's setting)")
-
     p = command("revise-many", "revise many memories in one request, from a JSON list or JSON lines")
     p.add_argument("file", help='[{"id": ..., "content"?, "importance"?, "context"?, "entity_id"?}, ...] or one '
                                 "such object per line; - reads stdin")
@@ -278,13 +259,6 @@ def _other_commands(command: Any, common: argparse.ArgumentParser, shared: argpa
     p.add_argument("--vault-idle-timeout", type=number,
                    help="start: close vaults unused for this many seconds (default: 300)")
     p.add_argument("-n", "--lines", type=int, default=40, help="logs: how many lines")
-
-
-def _memory_fields(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--importance", type=number, default=0.5, help="0..1")
-    p.add_argument("--entity", help="who or what the memory is about (default: none)")
-    p.add_argument("--context", metavar="JSON", help='a JSON object, e.g. \'{"type": "preference"}\' '
-                                                     "(default: {})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
