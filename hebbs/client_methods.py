@@ -14,10 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import UNSET, UnsetType  # noqa: F401
 
-from .protocol import (AddEdge, Consolidate, ContradictionAuto, ContradictionCommit, ContradictionPrepare, Count,
-                       Edges, Forget, ForgetCandidates, Get, History, ImportRecords, Index, IndexCancel, IndexFollow,
-                       Insights, Inspect, List, Neighbors, Panel, Ping, Queries, Reflect, ReflectCommit,
-                       ReflectPrepare, Reinforce, RemoveEdge, Revise, ReviseMany, ShowSource, Shutdown, Unconsolidate)
+from . import protocol
 
 if TYPE_CHECKING:
     import datetime
@@ -40,15 +37,15 @@ class Methods:
 
     def ping(self) -> Pong:
         """Is a daemon there? Answers Pong without touching any vault."""
-        return self._declared(Ping)
+        return self._declared(protocol.Ping)
 
     def shutdown(self) -> Stopping:
         """Stop the daemon after replying: vaults close cleanly, the socket and PID file go."""
-        return self._declared(Shutdown)
+        return self._declared(protocol.Shutdown)
 
     def get(self, memory_id: str) -> Memory:
         """One memory by id (a full ULID, or a unique suffix of at least 6 characters)."""
-        return self._declared(Get, id=memory_id)
+        return self._declared(protocol.Get, id=memory_id)
 
     def revise(
         self,
@@ -61,41 +58,42 @@ class Methods:
         source: Source | None = None,
     ) -> Memory:
         """Change a memory in place; the earlier text is kept as its history. Absent fields stay as they are."""
-        return self._declared(Revise, id=memory_id, content=content, importance=importance, context=context,
+        return self._declared(protocol.Revise, id=memory_id, content=content, importance=importance, context=context,
                               entity_id=entity_id, source=source)
 
     def revise_many(self, items: Sequence[ReviseItem]) -> list[Memory]:
         """Revise many memories in one request (changed texts embedded in batches); data is a list of Memory."""
-        return self._declared(ReviseMany, items=items)
+        return self._declared(protocol.ReviseMany, items=items)
 
     def history(self, memory_id: str) -> list[Memory]:
         """A memory's earlier versions, newest first; data is a list of Memory."""
-        return self._declared(History, id=memory_id)
+        return self._declared(protocol.History, id=memory_id)
 
     def add_edge(self, source: str, edge_type: EdgeType | str, target: str, confidence: float = 1.0) -> Edge:
         """Add (or replace) the edge source -[edge_type]-> target; data is the Edge."""
-        return self._declared(AddEdge, source=source, edge_type=edge_type, target=target, confidence=confidence)
+        return self._declared(protocol.AddEdge, source=source, edge_type=edge_type, target=target,
+                              confidence=confidence)
 
     def remove_edge(self, source: str, edge_type: EdgeType | str, target: str) -> Any:
         """Delete one edge; NOT_FOUND when there is none. Data is {"removed": 1}."""
-        return self._declared(RemoveEdge, source=source, edge_type=edge_type, target=target)
+        return self._declared(protocol.RemoveEdge, source=source, edge_type=edge_type, target=target)
 
     def edges(self, memory_id: str, direction: Literal['out', 'in', 'both'] = 'both') -> list[Edge]:
         """A memory's edges: "out" (from it), "in" (to it) or "both"; data is a list of Edge."""
-        return self._declared(Edges, id=memory_id, direction=direction)
+        return self._declared(protocol.Edges, id=memory_id, direction=direction)
 
     def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
         """The k memories whose stored vectors are nearest to this memory's (itself, revisions and superseded
         memories excluded), nearest first; data is a list of [memory id, cosine similarity]."""
-        return self._declared(Neighbors, id=memory_id, k=k)
+        return self._declared(protocol.Neighbors, id=memory_id, k=k)
 
     def forget(self, ids: Sequence[str] | str | None = None, *, entity_id: str | None = None) -> Any:
         """Remove memories by id, or every memory of an entity; data is Forgotten."""
-        return self._declared(Forget, ids=ids, entity_id=entity_id)
+        return self._declared(protocol.Forget, ids=ids, entity_id=entity_id)
 
     def reinforce(self, ids: Sequence[str] | str, *, via: str = 'used') -> list[Memory]:
         """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
-        return self._declared(Reinforce, ids=ids, via=via)
+        return self._declared(protocol.Reinforce, ids=ids, via=via)
 
     def index(
         self,
@@ -113,12 +111,12 @@ class Methods:
         diffs (only `paths`, when given; data: ScanSummary), phase 2 embeds and writes what phase 1
         planned (data: IndexSummary). `ray`: the address of a Ray cluster that embeds the sections
         (docs/scale.md)."""
-        return self._declared(Index, path=path, phase=phase, paths=paths, ray=ray, progress=progress)
+        return self._declared(protocol.Index, path=path, phase=phase, paths=paths, ray=ray, progress=progress)
 
     def index_cancel(self, path: str | os.PathLike[str] | None = None) -> IndexCancelled:
         """Stop the index run on PATH/.hebbs (or the request's vault), wherever it was started, and wait until it
         has stopped. What it committed stays; the next run picks up the rest. Data is IndexCancelled."""
-        return self._declared(IndexCancel, path=path)
+        return self._declared(protocol.IndexCancel, path=path)
 
     def index_follow(
         self,
@@ -127,32 +125,32 @@ class Methods:
     ) -> Any:
         """Follow the index run on PATH/.hebbs started elsewhere: its progress frames, then its IndexSummary
         (null data when no run is going; a CANCELLED error when it is cancelled)."""
-        return self._declared(IndexFollow, path=path, progress=progress)
+        return self._declared(protocol.IndexFollow, path=path, progress=progress)
 
     def list(self, path: str | os.PathLike[str] | None = None, *, sections: bool = False) -> Any:
         """The notes folder's indexed files (and their sections when asked)."""
-        return self._declared(List, path=path, sections=sections)
+        return self._declared(protocol.List, path=path, sections=sections)
 
     def count(self) -> int:
         """How many memories the vault holds (earlier versions not counted)."""
-        return self._declared(Count)
+        return self._declared(protocol.Count)
 
     def queries(self, limit: int = 50) -> list[QueryLogEntry]:
         """The most recent recalls from the query log, newest first."""
-        return self._declared(Queries, limit=limit)
+        return self._declared(protocol.Queries, limit=limit)
 
     def inspect(self, memory_id: str) -> Inspection:
         """One memory with its edges and its earlier versions."""
-        return self._declared(Inspect, id=memory_id)
+        return self._declared(protocol.Inspect, id=memory_id)
 
     def source(self, memory_id: str) -> SourceSection:
         """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
-        return self._declared(ShowSource, id=memory_id)
+        return self._declared(protocol.ShowSource, id=memory_id)
 
     def import_records(self, records: Sequence[dict[str, Any]]) -> ImportSummary:
         """Restore export records (docs/export.md) with new ids, memories first (a later request finds the
         memories of earlier ones); data is ImportSummary."""
-        return self._declared(ImportRecords, records=records)
+        return self._declared(protocol.ImportRecords, records=records)
 
     def reflect_prepare(
         self,
@@ -161,11 +159,11 @@ class Methods:
         max_memories: int = 500,
     ) -> ReflectPrepared:
         """Cluster the scope's memories into a session, one ready prompt per cluster; data is ReflectPrepared."""
-        return self._declared(ReflectPrepare, entity_id=entity_id, since=since, max_memories=max_memories)
+        return self._declared(protocol.ReflectPrepare, entity_id=entity_id, since=since, max_memories=max_memories)
 
     def reflect_commit(self, session_id: str, insights: Sequence[InsightInput]) -> ReflectCommitted:
         """Store the insights an agent drew from a prepared session, all or none; data is ReflectCommitted."""
-        return self._declared(ReflectCommit, session_id=session_id, insights=insights)
+        return self._declared(protocol.ReflectCommit, session_id=session_id, insights=insights)
 
     def insights(
         self,
@@ -174,15 +172,16 @@ class Methods:
         max_results: int = 100,
     ) -> list[Insight]:
         """The vault's insights, newest first; data is a list of Insight."""
-        return self._declared(Insights, entity_id=entity_id, min_confidence=min_confidence, max_results=max_results)
+        return self._declared(protocol.Insights, entity_id=entity_id, min_confidence=min_confidence,
+                              max_results=max_results)
 
     def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
         """The queued contradiction candidates, both sides in full; data is ContradictionPrepared."""
-        return self._declared(ContradictionPrepare, max_results=max_results)
+        return self._declared(protocol.ContradictionPrepare, max_results=max_results)
 
     def contradiction_commit(self, verdicts: Sequence[ContradictionVerdict]) -> ContradictionCommitted:
         """Apply verdicts on queued candidates in one batch; data is ContradictionCommitted."""
-        return self._declared(ContradictionCommit, verdicts=verdicts)
+        return self._declared(protocol.ContradictionCommit, verdicts=verdicts)
 
     def reflect(
         self,
@@ -193,27 +192,27 @@ class Methods:
         """reflect_prepare then reflect_commit, the configured LLM doing the reasoning; data is ReflectAutoResult.
 
         Fails with LLM_NOT_CONFIGURED when the vault has no [llm], and LLM_ERROR when the server fails."""
-        return self._declared(Reflect, entity_id=entity_id, since=since, max_memories=max_memories)
+        return self._declared(protocol.Reflect, entity_id=entity_id, since=since, max_memories=max_memories)
 
     def contradiction_auto(self, max_results: int = 100, min_confidence: float = 0.7) -> ContradictionAutoResult:
         """The configured LLM gives verdicts on the queued candidates; data is ContradictionAutoResult."""
-        return self._declared(ContradictionAuto, max_results=max_results, min_confidence=min_confidence)
+        return self._declared(protocol.ContradictionAuto, max_results=max_results, min_confidence=min_confidence)
 
     def unconsolidate(self, record_id: str) -> Memory:
         """Make a restatement record (see history) a memory of its own again; data is that Memory."""
-        return self._declared(Unconsolidate, id=record_id)
+        return self._declared(protocol.Unconsolidate, id=record_id)
 
     def consolidate(self, *, dry_run: bool = False) -> list[tuple[str, str]]:
         """Merge every restatement in the vault into the memory it repeats; data is [[restatement, survivor], ...]."""
-        return self._declared(Consolidate, dry_run=dry_run)
+        return self._declared(protocol.Consolidate, dry_run=dry_run)
 
     def forget_candidates(self, now: int | str | datetime.datetime | None = None) -> list[Memory]:
         """Memories decayed below the forget threshold, least alive first; lists, deletes nothing."""
-        return self._declared(ForgetCandidates, now=now)
+        return self._declared(protocol.ForgetCandidates, now=now)
 
     def panel(self, port: int | None = None) -> PanelState:
         """Make sure the Memory Palace web panel is served (on `port`, else the configured one); data is PanelState."""
-        return self._declared(Panel, port=port)
+        return self._declared(protocol.Panel, port=port)
 
 
 class AsyncMethods:
@@ -221,15 +220,15 @@ class AsyncMethods:
 
     async def ping(self) -> Pong:
         """Is a daemon there? Answers Pong without touching any vault."""
-        return await self._declared(Ping)
+        return await self._declared(protocol.Ping)
 
     async def shutdown(self) -> Stopping:
         """Stop the daemon after replying: vaults close cleanly, the socket and PID file go."""
-        return await self._declared(Shutdown)
+        return await self._declared(protocol.Shutdown)
 
     async def get(self, memory_id: str) -> Memory:
         """One memory by id (a full ULID, or a unique suffix of at least 6 characters)."""
-        return await self._declared(Get, id=memory_id)
+        return await self._declared(protocol.Get, id=memory_id)
 
     async def revise(
         self,
@@ -242,41 +241,42 @@ class AsyncMethods:
         source: Source | None = None,
     ) -> Memory:
         """Change a memory in place; the earlier text is kept as its history. Absent fields stay as they are."""
-        return await self._declared(Revise, id=memory_id, content=content, importance=importance, context=context,
-                                    entity_id=entity_id, source=source)
+        return await self._declared(protocol.Revise, id=memory_id, content=content, importance=importance,
+                                    context=context, entity_id=entity_id, source=source)
 
     async def revise_many(self, items: Sequence[ReviseItem]) -> list[Memory]:
         """Revise many memories in one request (changed texts embedded in batches); data is a list of Memory."""
-        return await self._declared(ReviseMany, items=items)
+        return await self._declared(protocol.ReviseMany, items=items)
 
     async def history(self, memory_id: str) -> list[Memory]:
         """A memory's earlier versions, newest first; data is a list of Memory."""
-        return await self._declared(History, id=memory_id)
+        return await self._declared(protocol.History, id=memory_id)
 
     async def add_edge(self, source: str, edge_type: EdgeType | str, target: str, confidence: float = 1.0) -> Edge:
         """Add (or replace) the edge source -[edge_type]-> target; data is the Edge."""
-        return await self._declared(AddEdge, source=source, edge_type=edge_type, target=target, confidence=confidence)
+        return await self._declared(protocol.AddEdge, source=source, edge_type=edge_type, target=target,
+                                    confidence=confidence)
 
     async def remove_edge(self, source: str, edge_type: EdgeType | str, target: str) -> Any:
         """Delete one edge; NOT_FOUND when there is none. Data is {"removed": 1}."""
-        return await self._declared(RemoveEdge, source=source, edge_type=edge_type, target=target)
+        return await self._declared(protocol.RemoveEdge, source=source, edge_type=edge_type, target=target)
 
     async def edges(self, memory_id: str, direction: Literal['out', 'in', 'both'] = 'both') -> list[Edge]:
         """A memory's edges: "out" (from it), "in" (to it) or "both"; data is a list of Edge."""
-        return await self._declared(Edges, id=memory_id, direction=direction)
+        return await self._declared(protocol.Edges, id=memory_id, direction=direction)
 
     async def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
         """The k memories whose stored vectors are nearest to this memory's (itself, revisions and superseded
         memories excluded), nearest first; data is a list of [memory id, cosine similarity]."""
-        return await self._declared(Neighbors, id=memory_id, k=k)
+        return await self._declared(protocol.Neighbors, id=memory_id, k=k)
 
     async def forget(self, ids: Sequence[str] | str | None = None, *, entity_id: str | None = None) -> Any:
         """Remove memories by id, or every memory of an entity; data is Forgotten."""
-        return await self._declared(Forget, ids=ids, entity_id=entity_id)
+        return await self._declared(protocol.Forget, ids=ids, entity_id=entity_id)
 
     async def reinforce(self, ids: Sequence[str] | str, *, via: str = 'used') -> list[Memory]:
         """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
-        return await self._declared(Reinforce, ids=ids, via=via)
+        return await self._declared(protocol.Reinforce, ids=ids, via=via)
 
     async def index(
         self,
@@ -294,12 +294,12 @@ class AsyncMethods:
         diffs (only `paths`, when given; data: ScanSummary), phase 2 embeds and writes what phase 1
         planned (data: IndexSummary). `ray`: the address of a Ray cluster that embeds the sections
         (docs/scale.md)."""
-        return await self._declared(Index, path=path, phase=phase, paths=paths, ray=ray, progress=progress)
+        return await self._declared(protocol.Index, path=path, phase=phase, paths=paths, ray=ray, progress=progress)
 
     async def index_cancel(self, path: str | os.PathLike[str] | None = None) -> IndexCancelled:
         """Stop the index run on PATH/.hebbs (or the request's vault), wherever it was started, and wait until it
         has stopped. What it committed stays; the next run picks up the rest. Data is IndexCancelled."""
-        return await self._declared(IndexCancel, path=path)
+        return await self._declared(protocol.IndexCancel, path=path)
 
     async def index_follow(
         self,
@@ -308,32 +308,32 @@ class AsyncMethods:
     ) -> Any:
         """Follow the index run on PATH/.hebbs started elsewhere: its progress frames, then its IndexSummary
         (null data when no run is going; a CANCELLED error when it is cancelled)."""
-        return await self._declared(IndexFollow, path=path, progress=progress)
+        return await self._declared(protocol.IndexFollow, path=path, progress=progress)
 
     async def list(self, path: str | os.PathLike[str] | None = None, *, sections: bool = False) -> Any:
         """The notes folder's indexed files (and their sections when asked)."""
-        return await self._declared(List, path=path, sections=sections)
+        return await self._declared(protocol.List, path=path, sections=sections)
 
     async def count(self) -> int:
         """How many memories the vault holds (earlier versions not counted)."""
-        return await self._declared(Count)
+        return await self._declared(protocol.Count)
 
     async def queries(self, limit: int = 50) -> list[QueryLogEntry]:
         """The most recent recalls from the query log, newest first."""
-        return await self._declared(Queries, limit=limit)
+        return await self._declared(protocol.Queries, limit=limit)
 
     async def inspect(self, memory_id: str) -> Inspection:
         """One memory with its edges and its earlier versions."""
-        return await self._declared(Inspect, id=memory_id)
+        return await self._declared(protocol.Inspect, id=memory_id)
 
     async def source(self, memory_id: str) -> SourceSection:
         """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
-        return await self._declared(ShowSource, id=memory_id)
+        return await self._declared(protocol.ShowSource, id=memory_id)
 
     async def import_records(self, records: Sequence[dict[str, Any]]) -> ImportSummary:
         """Restore export records (docs/export.md) with new ids, memories first (a later request finds the
         memories of earlier ones); data is ImportSummary."""
-        return await self._declared(ImportRecords, records=records)
+        return await self._declared(protocol.ImportRecords, records=records)
 
     async def reflect_prepare(
         self,
@@ -342,11 +342,12 @@ class AsyncMethods:
         max_memories: int = 500,
     ) -> ReflectPrepared:
         """Cluster the scope's memories into a session, one ready prompt per cluster; data is ReflectPrepared."""
-        return await self._declared(ReflectPrepare, entity_id=entity_id, since=since, max_memories=max_memories)
+        return await self._declared(protocol.ReflectPrepare, entity_id=entity_id, since=since,
+                                    max_memories=max_memories)
 
     async def reflect_commit(self, session_id: str, insights: Sequence[InsightInput]) -> ReflectCommitted:
         """Store the insights an agent drew from a prepared session, all or none; data is ReflectCommitted."""
-        return await self._declared(ReflectCommit, session_id=session_id, insights=insights)
+        return await self._declared(protocol.ReflectCommit, session_id=session_id, insights=insights)
 
     async def insights(
         self,
@@ -355,16 +356,16 @@ class AsyncMethods:
         max_results: int = 100,
     ) -> list[Insight]:
         """The vault's insights, newest first; data is a list of Insight."""
-        return await self._declared(Insights, entity_id=entity_id, min_confidence=min_confidence,
+        return await self._declared(protocol.Insights, entity_id=entity_id, min_confidence=min_confidence,
                                     max_results=max_results)
 
     async def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
         """The queued contradiction candidates, both sides in full; data is ContradictionPrepared."""
-        return await self._declared(ContradictionPrepare, max_results=max_results)
+        return await self._declared(protocol.ContradictionPrepare, max_results=max_results)
 
     async def contradiction_commit(self, verdicts: Sequence[ContradictionVerdict]) -> ContradictionCommitted:
         """Apply verdicts on queued candidates in one batch; data is ContradictionCommitted."""
-        return await self._declared(ContradictionCommit, verdicts=verdicts)
+        return await self._declared(protocol.ContradictionCommit, verdicts=verdicts)
 
     async def reflect(
         self,
@@ -375,27 +376,27 @@ class AsyncMethods:
         """reflect_prepare then reflect_commit, the configured LLM doing the reasoning; data is ReflectAutoResult.
 
         Fails with LLM_NOT_CONFIGURED when the vault has no [llm], and LLM_ERROR when the server fails."""
-        return await self._declared(Reflect, entity_id=entity_id, since=since, max_memories=max_memories)
+        return await self._declared(protocol.Reflect, entity_id=entity_id, since=since, max_memories=max_memories)
 
     async def contradiction_auto(self, max_results: int = 100, min_confidence: float = 0.7) -> ContradictionAutoResult:
         """The configured LLM gives verdicts on the queued candidates; data is ContradictionAutoResult."""
-        return await self._declared(ContradictionAuto, max_results=max_results, min_confidence=min_confidence)
+        return await self._declared(protocol.ContradictionAuto, max_results=max_results, min_confidence=min_confidence)
 
     async def unconsolidate(self, record_id: str) -> Memory:
         """Make a restatement record (see history) a memory of its own again; data is that Memory."""
-        return await self._declared(Unconsolidate, id=record_id)
+        return await self._declared(protocol.Unconsolidate, id=record_id)
 
     async def consolidate(self, *, dry_run: bool = False) -> list[tuple[str, str]]:
         """Merge every restatement in the vault into the memory it repeats; data is [[restatement, survivor], ...]."""
-        return await self._declared(Consolidate, dry_run=dry_run)
+        return await self._declared(protocol.Consolidate, dry_run=dry_run)
 
     async def forget_candidates(self, now: int | str | datetime.datetime | None = None) -> list[Memory]:
         """Memories decayed below the forget threshold, least alive first; lists, deletes nothing."""
-        return await self._declared(ForgetCandidates, now=now)
+        return await self._declared(protocol.ForgetCandidates, now=now)
 
     async def panel(self, port: int | None = None) -> PanelState:
         """Make sure the Memory Palace web panel is served (on `port`, else the configured one); data is PanelState."""
-        return await self._declared(Panel, port=port)
+        return await self._declared(protocol.Panel, port=port)
 
     async def status(self, *, vault: bool = True) -> DaemonStatus:
         """The daemon's state, and the request's vault statistics when vault_path is given.

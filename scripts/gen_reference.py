@@ -370,7 +370,7 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import UNSET, UnsetType  # noqa: F401
 
-from .protocol import ({commands})
+from . import protocol
 
 if TYPE_CHECKING:
     import datetime
@@ -502,7 +502,6 @@ def client_methods_source() -> str:
     from hebbs.client import AsyncClient, _Doors
 
     names: set[str] = set()
-    commands: list[str] = []
     sync: list[str] = []
     awaited: list[str] = []
     written: list[str] = []  # the annotations of the hand-written methods
@@ -510,12 +509,11 @@ def client_methods_source() -> str:
         name = command.spec.method or command.spec.engine
         if not name or name in vars(_Doors):
             continue
-        commands.append(command.__name__)
         parameters = _typed_parameters(command)
         fields = {f.name: f.type for f in msgspec.structs.fields(command)}
         annotations = {p: _py_type(fields[f], names) for p, f, _, _ in parameters}
         texts = _param_texts(parameters, annotations)
-        call = ", ".join([command.__name__, *(f"{f}={p}" for p, f, _, _ in parameters)])
+        call = ", ".join([f"protocol.{command.__name__}", *(f"{f}={p}" for p, f, _, _ in parameters)])
         if command.spec.progress:
             texts.append("progress: ProgressCallback | None = None" if "*" in texts else
                          "*, progress: ProgressCallback | None = None")
@@ -545,10 +543,9 @@ def client_methods_source() -> str:
             else "schema"
         by_module.setdefault(module, []).append(type_name)
     imports = "\n".join(f"    from .{module} import ({', '.join(found)})" for module, found in sorted(by_module.items()))
-    header = METHODS_HEADER.format(commands="COMMANDS", type_imports="\n".join(
+    header = METHODS_HEADER.format(type_imports="\n".join(
         line for imp in imports.splitlines() for line in _wrapped(imp)))
-    header = header.replace("from .protocol import (COMMANDS)", "\n".join(
-        _wrapped(f"from .protocol import ({', '.join(sorted(commands))})")))
+
     return (header + "\n" + "\n".join(sync).rstrip() + "\n\n\nclass AsyncMethods:\n"
             '    """The same methods as coroutines, for AsyncClient (before Client\'s shared base in its MRO)."""\n\n'
             + "\n".join(awaited).rstrip() + "\n")
@@ -632,6 +629,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="say which doc differs; change nothing")
     args = parser.parse_args(argv)
     differ = stale(write=not args.check)
+    if not args.check and set(differ) & set(FILES):
+        # The pages read the code this process imported before its generated sources changed: once more,
+        # in a fresh process.
+        import subprocess
+
+        subprocess.run([sys.executable, "-m", "scripts.gen_reference"], cwd=ROOT, check=True)
     if args.check and differ:
         print(f"out of date: {', '.join(differ)}; run python -m scripts.gen_reference", file=sys.stderr)
         return 1
