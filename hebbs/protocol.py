@@ -638,7 +638,7 @@ class Queries(_Command, tag="queries"):
     limit: Annotated[int, Meta(description="how many")] = 50
 
 
-@declare(result=Inspection, retryable=True, method="inspect",
+@declare(result=Inspection, retryable=True, method="inspect", cli="inspect", shell="commands:InspectShell",
          mcp=("Read one memory by id, in full: its text, fields, how often it was used, what replaced it, and"
               " its edges to other memories. Call it when a recalled result or a note names an id you need "
               "the details of."))

@@ -418,25 +418,24 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_inspect(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        found = client.inspect(args.id)
-    if _json(args):
-        output.emit_json(found)
-        return 0
-    output.print_memory(found.memory, last_restated_at=found.last_restated_at)
-    print(f"\nedges ({len(found.edges)})")
-    for edge in found.edges:
-        arrow = f"-> {edge.target}" if edge.source == found.memory.id else f"<- {edge.source}"
-        print(f"  {edge.edge_type:<13} {arrow}  confidence {edge.confidence:.2f}")
-    print(f"\nhistory ({len(found.history)} earlier versions)")
-    for old in found.history:
-        print(f"  {output.when(old.updated_at)}  {output.one_line(old.content, output.width() - 22)}")
-    logged = f", the last {len(found.accesses)} logged" if len(found.accesses) < found.memory.access_count else ""
-    print(f"\naccesses ({found.memory.access_count}{logged}, newest first)")
-    for access in found.accesses:
-        print(f"  {output.when(access.at)}  {ACCESS_VIA.get(access.via, access.via)}")
-    return 0
+class InspectShell:
+    @staticmethod
+    def show(args: argparse.Namespace, client: Client, fields: dict[str, Any], found: Any) -> None:
+        if _json(args):
+            output.emit_json(found)
+            return
+        output.print_memory(found.memory, last_restated_at=found.last_restated_at)
+        print(f"\nedges ({len(found.edges)})")
+        for edge in found.edges:
+            arrow = f"-> {edge.target}" if edge.source == found.memory.id else f"<- {edge.source}"
+            print(f"  {edge.edge_type:<13} {arrow}  confidence {edge.confidence:.2f}")
+        print(f"\nhistory ({len(found.history)} earlier versions)")
+        for old in found.history:
+            print(f"  {output.when(old.updated_at)}  {output.one_line(old.content, output.width() - 22)}")
+        logged = f", the last {len(found.accesses)} logged" if len(found.accesses) < found.memory.access_count else ""
+        print(f"\naccesses ({found.memory.access_count}{logged}, newest first)")
+        for access in found.accesses:
+            print(f"  {output.when(access.at)}  {ACCESS_VIA.get(access.via, access.via)}")
 
 
 ACCESS_VIA = {"used": "used", "recall": "recalled with --reinforce", "panel": "opened in the Memory Palace"}

@@ -84,6 +84,9 @@ COMMANDS = {
           'type': 'int',
           'metavar': 'LIMIT'}),
     ]),
+    'inspect': ('inspect', 'One memory with its edges and its earlier versions.', [
+        (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
+    ]),
     'neighbors': ('neighbors', "The k memories whose stored vectors are nearest to this memory's (itself, revisions and superseded memories excluded), nearest first; data is a list of [memory id, cosine similarity].", [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
         (('-k',),

@@ -176,13 +176,10 @@ def _memory_commands(command: Any, common: argparse.ArgumentParser, shared: argp
 
 
 def _recall_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
-    """recall, used, prime, subscribe, queries, inspect, source."""
+    """subscribe and source (recall, prime, used, queries and inspect are declared: cli/declared.py)."""
     p = command("subscribe", "read lines from stdin and print memories that match them, each once")
     p.add_argument("--entity", help="only this entity's memories (default: every entity)")
     p.add_argument("--threshold", type=number, default=0.5, help="minimum confidence, 0..1")
-
-    p = command("inspect", "one memory with its edges and history")
-    p.add_argument("id", help="memory id, or its last 6+ characters")
 
     p = command("source", "the section a note's memory came from, as it was in that file version", raw_output=True)
     p.add_argument("id", help="memory id, or its last 6+ characters")
