@@ -14,6 +14,7 @@ import pytest
 
 from hebbs import AsyncClient, Engine
 from hebbs.errors import NotFound
+from hebbs.recall import confidence
 from hebbs.vault import index_vault
 
 if TYPE_CHECKING:
@@ -63,6 +64,35 @@ def test_unrelated_cue_abstains_and_related_one_does_not(team: Engine) -> None:
         best = max(found, key=lambda r: r.confidence)
         assert best.memory.content == expected and found.confidence == best.confidence
         assert not any("nothing relevant known" in n for n in found.notes)
+
+
+ACME_FACTS = ["Acme's office is in Berlin", "Acme signed a three-year contract in 2024", "Acme has 250 employees",
+              "Acme's main contact is Dana Lee", "Acme pays invoices net 30", "Acme asked for SSO support",
+              "Acme uses our API for order sync", "Acme's renewal is in March", "Acme reported a bug in the export",
+              "Acme prefers email over phone calls", "Acme's fiscal year starts in April",
+              "Acme is on the Enterprise plan", "Acme wants a quarterly business review"]
+
+
+def test_memories_that_match_only_the_entity_a_cue_names_are_not_its_answer(team: Engine) -> None:
+    """Issue 27 defect 9: "Who is Acme's CEO?" over Acme facts, none of which holds "CEO": "Acme has
+    250 employees" and the other Acme facts scored 0.37, past the threshold. A specific word of the cue
+    that no memory holds must bring the cue closer to a memory for it to answer; these move it away,
+    and are held under the threshold, with a note. A word a memory covers in meaning ("drink" for
+    "green tea") still answers. Not fixed: "Acme is on the Enterprise plan", which "CEO" moves the cue
+    away from by less than the margin, still scores 0.37, so the recall does not abstain yet."""
+    team.remember_many([{"content": t} for t in ACME_FACTS + ["Dana prefers green tea"]])
+    found = team.recall("Who is Acme's CEO?", top_k=10)
+    held = [r for r in found if r.details.get("confidence_unseen") == ["CEO"]]
+    assert {r.memory.content for r in held} >= {"Acme has 250 employees", "Acme's main contact is Dana Lee",
+                                                "Acme's office is in Berlin"}
+    assert all(r.confidence <= confidence.UNSEEN_CAP < found.threshold for r in held)
+    assert any(n.startswith("no memory holds 'CEO'") for n in found.notes)
+    drink = team.recall("What does Dana drink?", top_k=3)
+    assert not drink.abstained and drink.results[0].memory.content == "Dana prefers green tea"
+    assert "confidence_unseen" not in drink.results[0].details
+    # A cue whose words the vault holds is judged as before.
+    crm = team.recall("which CRM does Acme use", top_k=3)
+    assert not crm.abstained and not any("confidence_unseen" in r.details for r in crm)
 
 
 def test_a_time_phrase_is_not_matched_as_words(team: Engine) -> None:

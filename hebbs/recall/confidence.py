@@ -83,6 +83,22 @@ GENERIC_WEIGHT = 0.1
 TIME_ONLY_GENERALITY = 0.5
 
 
+# A cue that names what the vault knows and asks for something no memory holds ("Who is Acme's CEO?"
+# over a vault of Acme facts, none with "CEO") matched a memory about Acme well enough on the rest of
+# its words (0.38 against the threshold of 0.22). So when a specific word of the cue (generality at
+# least UNSEEN_GENERALITY: "ceo", not "work") is in no memory of the vault, a candidate that would be
+# an answer is asked whether that word brings the cue closer to it: the cue's cosine to it against
+# the cosine of the cue without those words. A word the memory covers in meaning moves the cue toward
+# it ("What does Dana drink?" to "Dana prefers green tea": +0.12); a word it does not cover moves the
+# cue away ("CEO" from "Acme has 250 employees": -0.07), and below -UNSEEN_MARGIN the candidate's
+# confidence is at most UNSEEN_CAP, under the default threshold: the memory matches what the cue
+# names, not what it asks. The margin is the threshold rule's: at most 3% false abstentions on
+# bench_abstention.py's fit part (2.9% at 0.05, as without the rule; 3.7% at 0.02), docs/honesty.md.
+# It costs one embedding of the shortened cue, only for a recall that would answer and has such a word.
+UNSEEN_GENERALITY = 0.5
+UNSEEN_MARGIN = 0.05
+UNSEEN_CAP = 0.2
+
 # Any fixed moment will do: only which words form the time phrase matters here, not its range.
 _TIME_REFERENCE_US = 1_700_000_000_000_000
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
@@ -96,21 +112,29 @@ def cue_terms(cue: str) -> list[str]:
 def cue_term_generality(cue: str, ranks: Mapping[str, int]) -> dict[str, float]:
     """The cue's index terms (less its time phrase's) and the generality of the word each came from
     (1 for every term without `ranks`)."""
+    return _cue_terms(cue, ranks)[0]
+
+
+def _cue_terms(cue: str, ranks: Mapping[str, int]) -> tuple[dict[str, float], list[tuple[str, list[str]]]]:
+    """cue_term_generality's terms, and each word of the cue (as written) with its index terms."""
     terms: dict[str, float] = {}
+    chunks = []
     for chunk in cue.split():
         word = chunk.strip(".,;:!?()[]{}\"'`").lower()
         if word.endswith("'s"):
             word = word[:-2]
         weight = generality(word, ranks) if _WORD.fullmatch(word) else 1.0
-        for term in tokenize(chunk):
+        tokens = tokenize(chunk)
+        chunks.append((chunk, tokens))
+        for term in tokens:
             terms[term] = max(terms.get(term, 0.0), weight)
     if not terms:
         terms = {t: 1.0 for t in tokenize(cue)}
     when = understand(cue, _TIME_REFERENCE_US)
     if when is None:
-        return terms
+        return terms, chunks
     timed = set(tokenize(when.phrase))
-    return {t: w for t, w in terms.items() if t not in timed} or terms
+    return {t: w for t, w in terms.items() if t not in timed} or terms, chunks
 
 
 def generality(word: str, ranks: Mapping[str, int]) -> float:
@@ -146,6 +170,10 @@ class Judgement(NamedTuple):
     in the order of FEATURES)."""
     confidences: list[float]
     values: list[list[float]]
+    # The cue's specific words that no memory holds, and the cue without them (pipeline.judge_confidence
+    # asks whether those words bring the cue closer to a candidate: UNSEEN_MARGIN).
+    unseen: list[str]
+    rest: str
 
     def features(self, i: int) -> dict[str, float]:
         """Candidate i's features by name, to 6 decimals (rounded for the results shown only)."""
@@ -171,9 +199,13 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
     A candidate's features are built as a row, not a dict, and only the results shown get theirs
     as a dict (`Judgement.features`): the dicts were most of what confidence cost."""
     ranks = word_ranks or {}
-    weighted = cue_term_generality(cue, ranks)
+    weighted, chunks = _cue_terms(cue, ranks)
     names = list(weighted)
     freqs = doc_freq(names) if names else {}
+    # The cue's specific words that no memory of the vault holds (see UNSEEN_MARGIN), and the cue without them.
+    unseen = [chunk for chunk, tokens in chunks if tokens and all(
+        weighted.get(t, 0.0) >= UNSEEN_GENERALITY and freqs.get(t, 0) == 0 for t in tokens)]
+    rest = " ".join(chunk for chunk, _ in chunks if chunk not in unseen) if unseen else ""
     weights = [idf(freqs.get(t, 0), docs) * weighted[t] for t in names]
     total = sum(weights)
     rarest = max(weights, default=0.0)
@@ -208,7 +240,8 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
         z = (INTERCEPT + c[0] * row[0] + c[1] * row[1] + c[2] * row[2] + c[3] * row[3] + c[4] * row[4]
              + c[5] * row[5] + c[6] * row[6] + c[7] * row[7])
         confidences.append(round(_logistic(z), 4))
-    return Judgement(confidences, rows)
+    words = [chunk.strip(".,;:!?()[]{}\"'`") for chunk in unseen]
+    return Judgement(confidences, rows, words if rest.strip(".,;:!?()[]{}\"'` ") else [], rest)
 
 
 def abstains(confidences: Sequence[float], threshold: float) -> bool:

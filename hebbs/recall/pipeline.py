@@ -157,6 +157,7 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
         considered = sorted(candidates, key=lambda mid: candidates[mid].relevance,
                             reverse=True)[:confidence.CONSIDERED]
         judge_confidence(vault, answer, r.cue, query.cue_vector, vectors, considered=considered, cosines=query.cosines,
+                         embed=query.embed,
                          understood=understood, scope_empty=lambda: not query.cue_hits(vault))
     return answer
 
@@ -178,7 +179,7 @@ def run_strategies(vault: OpenVault, names: set[str], query: Query) -> tuple[rc.
 
 def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vector: np.ndarray,
                      vectors: dict[str, np.ndarray] | None = None, considered: Sequence[str] = (),
-                     cosines: dict[str, float] | None = None,
+                     cosines: dict[str, float] | None = None, embed: Callable[[str], np.ndarray] | None = None,
                      understood: timewords.TimeRange | None = None,
                      scope_empty: Callable[[], bool] = lambda: False) -> None:
     """Each result's confidence, and whether the answer abstains (recall/confidence.py), judged over
@@ -208,10 +209,28 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
                                lexical.doc_freqs, max(1, lexical.count()),
                                word_ranks=vault.embedder.word_ranks(), in_time=in_time)
     confidences = judged.confidences
+    answer.threshold = vault.config.recall.abstain_threshold
+    unseen = judged.unseen if embed is not None else []
+    sure = [i for i, c in enumerate(confidences) if c >= answer.threshold] if unseen else []
+    capped = set()
+    if sure:
+        rest = embed(judged.rest)
+        stored = cached_vectors(vault, {} if vectors is None else vectors, [ids[i] for i in sure])
+        moved = (stored @ cue_vector - stored @ rest).tolist()  # how far the unseen words bring the cue to each
+        for i, toward in zip(sure, moved):
+            if toward < -confidence.UNSEEN_MARGIN:
+                confidences[i] = min(confidences[i], confidence.UNSEEN_CAP)
+                capped.add(i)
     for i, result in enumerate(answer.results):
         result.confidence = confidences[i]
         result.details["confidence_features"] = judged.features(i)
-    answer.threshold = vault.config.recall.abstain_threshold
+        if i in capped:
+            result.details["confidence_unseen"] = judged.unseen
+    if capped:
+        answer.notes.append(f"no memory holds {', '.join(repr(w) for w in judged.unseen)}: {len(capped)} "
+                            f"{'match' if len(capped) == 1 else 'matches'} of the rest of the cue, which "
+                            f"{'does' if len(capped) == 1 else 'do'} not cover it, held at confidence "
+                            f"{confidence.UNSEEN_CAP}")
     best = max(range(len(confidences)), key=confidences.__getitem__, default=None)
     answer.confidence = 0.0 if best is None else confidences[best]
     answer.abstained = confidence.abstains(confidences, answer.threshold)
