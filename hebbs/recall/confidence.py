@@ -98,6 +98,10 @@ TIME_ONLY_GENERALITY = 0.5
 UNSEEN_GENERALITY = 0.5
 UNSEEN_MARGIN = 0.05
 UNSEEN_CAP = 0.2
+# A longer cue is a paragraph that asks several things: one word of it that no memory holds says
+# little of whether it is answered, and embedding the rest of it would cost as much as the cue did
+# (every cue of bench_abstention.py has at most 15 terms; CISI's queries have 20 at the median).
+UNSEEN_MAX_TERMS = 16
 
 # Any fixed moment will do: only which words form the time phrase matters here, not its range.
 _TIME_REFERENCE_US = 1_700_000_000_000_000
@@ -204,7 +208,8 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
     freqs = doc_freq(names) if names else {}
     # The cue's specific words that no memory of the vault holds (see UNSEEN_MARGIN), and the cue without them.
     unseen = [chunk for chunk, tokens in chunks if tokens and all(
-        weighted.get(t, 0.0) >= UNSEEN_GENERALITY and freqs.get(t, 0) == 0 for t in tokens)]
+        weighted.get(t, 0.0) >= UNSEEN_GENERALITY and freqs.get(t, 0) == 0 for t in tokens)
+              ] if len(names) <= UNSEEN_MAX_TERMS else []
     rest = " ".join(chunk for chunk, _ in chunks if chunk not in unseen) if unseen else ""
     weights = [idf(freqs.get(t, 0), docs) * weighted[t] for t in names]
     total = sum(weights)
