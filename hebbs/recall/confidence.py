@@ -106,6 +106,11 @@ UNSEEN_MAX_TERMS = 16
 # Any fixed moment will do: only which words form the time phrase matters here, not its range.
 _TIME_REFERENCE_US = 1_700_000_000_000_000
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+# A cue word's tokens (and the word its generality is read from), by how the cue wrote it: words
+# repeat from cue to cue (a paragraph's "the", "of", "data"), and tokenizing each again was most of
+# what a long cue's term features cost.
+_CHUNKS: dict[str, tuple[str | None, list[str]]] = {}
+_CHUNKS_MAX = 50_000
 
 
 def cue_terms(cue: str) -> list[str]:
@@ -124,11 +129,16 @@ def _cue_terms(cue: str, ranks: Mapping[str, int]) -> tuple[dict[str, float], li
     terms: dict[str, float] = {}
     chunks = []
     for chunk in cue.split():
-        word = chunk.strip(".,;:!?()[]{}\"'`").lower()
-        if word.endswith("'s"):
-            word = word[:-2]
-        weight = generality(word, ranks) if _WORD.fullmatch(word) else 1.0
-        tokens = tokenize(chunk)
+        known = _CHUNKS.get(chunk)
+        if known is None:
+            if len(_CHUNKS) >= _CHUNKS_MAX:
+                _CHUNKS.clear()  # crude bound: the common words come back with the next cues
+            word = chunk.strip(".,;:!?()[]{}\"'`").lower()
+            if word.endswith("'s"):
+                word = word[:-2]
+            known = _CHUNKS[chunk] = (word if _WORD.fullmatch(word) else None, tokenize(chunk))
+        word, tokens = known
+        weight = generality(word, ranks) if word is not None else 1.0
         chunks.append((chunk, tokens))
         for term in tokens:
             terms[term] = max(terms.get(term, 0.0), weight)
