@@ -61,6 +61,7 @@ from hebbs.client import Client, start_daemon
 from hebbs.paths import init_vault
 from hebbs.store.embed import get_embedder
 from hebbs.store.postgres_local import Cluster
+from hebbs.store.storage import WriteSet
 
 from bench import bench_daemon, bench_locomo, bench_notes
 
@@ -468,6 +469,41 @@ def replica_reads(work: Path, memories: int, calls: int, samples: int) -> dict:
         cluster.remove()
 
 
+def replica_read_cost(work: Path, reads: int = 600) -> dict:
+    """One store read (10 records by key) on a streaming replica against the primary, in process,
+    alternating: the replica's own cost per read, without daemons."""
+    from hebbs.store.postgres import PgStore
+    from hebbs.store.storage import MEMORY_PREFIX
+
+    cluster = Cluster(work / "read-cost-pg", fast=False)
+    try:
+        primary = cluster.start_primary()
+        replica = cluster.add_replica()
+        stores = {"primary": PgStore.open(primary.url, "cost", work / "cost-a"),
+                  "replica": PgStore.open(primary.url, "cost", work / "cost-b",
+                                          read_url=f"postgresql://postgres@127.0.0.1:{replica.port}/postgres")}
+        try:
+            keys = [MEMORY_PREFIX + uuid.uuid4().bytes for _ in range(200)]
+            writes = WriteSet()
+            for key in keys:
+                writes.put("default", key, os.urandom(300))
+            stores["primary"].commit(writes)
+            time.sleep(1)
+            ms: dict[str, list[float]] = {k: [] for k in stores}
+            for n in range(-10, reads):
+                order = list(stores.items()) if n % 2 else list(stores.items())[::-1]
+                for label, store in order:
+                    took = timed(lambda: store._many("default", keys[n % 190:n % 190 + 10]))
+                    if n >= 0:
+                        ms[label].append(took)
+            return {k: percentile(v, 50) for k, v in ms.items()} | {"on_replica": stores["replica"].reads["replica"]}
+        finally:
+            for store in stores.values():
+                store.close()
+    finally:
+        cluster.remove()
+
+
 def _real_like_vectors(embedder, count: int, queries: int, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
     """count + queries unit vectors shaped like the model's: each a mix of two real embeddings (of the
     latency bench's sentences) plus a little noise, so they cluster as real vectors do without
@@ -679,6 +715,9 @@ def run_parts(report: dict, args: argparse.Namespace, url: str, work: Path, embe
             print(f"  daemon reading on the {kind:<8}                {r[kind]['p50']:8.1f}  {r[kind]['p99']:8.1f}")
         print(f"  replica/primary p50: {r['replica']['p50'] / r['primary']['p50']:.2f}; index scans on the replica "
               f"during {r['calls']} recalls: {r['replica_index_scans']}")
+        report["replica_read_cost"] = c = replica_read_cost(work)
+        print(f"  one read of 10 records, in process: replica {c['replica']:.3f} ms, primary {c['primary']:.3f} ms "
+              f"({c['on_replica']} reads on the replica)")
         print(f"  writer reading on the replica missed its own write: {r['own_write_missed']} of {r['samples']}; "
               f"the other daemon saw it p50 {r['seen_by_other_p50_ms']:.0f} ms, p99 {r['seen_by_other_p99_ms']:.0f} ms; "
               f"the replica-reading daemon saw the other's p50 {r['seen_by_replica_reader_p50_ms']:.0f} ms, "
