@@ -80,6 +80,13 @@ def test_reads_go_to_a_caught_up_replica_and_never_to_a_lagging_one(tmp_path: Pa
             replica.sql("SELECT pg_wal_replay_resume()")
             before = reads["replica"]
             _wait(lambda: a.get(second.id) is not None and reads["replica"] > before, what="reads back on the replica")
+
+            # The replica gone: reads go to the primary, no error.
+            replica.stop("immediate")
+            before = reads["primary"]
+            assert a.get(second.id).content == second.content
+            assert [r.memory.id for r in a.recall("quokka7", strategies=["lexical"])] == [first.id]
+            assert reads["primary"] > before
         finally:
             a.close()
             b.close()

@@ -283,6 +283,10 @@ class PgStore:
             log.info("replicas of vault %s unreachable (%s); reading on the primary for %.0f s", self.name,
                      str(exc).strip().splitlines()[0] if str(exc) else type(exc).__name__, REPLICA_BACKOFF)
             self._replicas_down_until = time.monotonic() + REPLICA_BACKOFF
+            # A server that went away may come back rewound onto a new primary's timeline, behind what
+            # it showed before: what was seen of every replica is asked again.
+            with self._lsn_lock:
+                self._seen_lsn.clear()
             self.reads["primary"] += 1
             return None
 
