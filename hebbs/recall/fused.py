@@ -7,7 +7,7 @@ from ..store.lexical_index import tokenize
 from ..store.memory_text import lexical_text
 from ..store.open_vault import Hits, OpenVault
 from .fusion import Candidates, feedback_terms, fuse, neighbor_support, sibling_support
-from .query import Found, Query
+from .query import Found, Query, cached_memories
 
 
 def recall(vault: OpenVault, query: Query) -> Found:
@@ -58,6 +58,6 @@ def feedback_hits(vault: OpenVault, query: Query, fused: Candidates, params: Fus
             return None
     best = sorted(fused, key=lambda mid: fused[mid].relevance, reverse=True)[:params.feedback_docs]
     top = [(fused[mid].relevance, tokenize(lexical_text(memory)))
-           for mid, memory in zip(best, vault.memories_of(best)) if memory is not None]
+           for mid, memory in zip(best, cached_memories(vault, query.memories, best)) if memory is not None]
     weights = feedback_terms(cue_terms, top, params.feedback_terms, params.feedback_weight)
     return vault.lexical_hits_weighted(weights, query.limit, query.allowed)

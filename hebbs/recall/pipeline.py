@@ -18,12 +18,12 @@ import numpy as np
 
 from .. import validate
 from ..errors import InvalidInput, NotFound
-from ..schema import (RecallResult, RecallResults, ScoreComponents, ScoringWeights, TimeUnderstood)
+from ..schema import (Memory, RecallResult, RecallResults, ScoreComponents, ScoringWeights, TimeUnderstood)
 from ..store.memory_text import lexical_text
 from ..store.open_vault import OpenVault, now_us
 from . import background, confidence, scoring, timewords
 from . import fusion as rc
-from .query import Query, cached_vectors, cue_embedding
+from .query import Query, cached_memories, cached_vectors, cue_embedding
 from .registry import REGISTRY, STRATEGIES
 
 DEFAULT_WEIGHTS = ScoringWeights()
@@ -146,7 +146,7 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
     preferred = None if understood is None else (understood.start, understood.end)
     vectors = query.vectors
     results = rank(vault, candidates, r.weights, r.top_k, r.mmr_lambda, r.include_superseded, r.reference,
-                   preferred, vectors)
+                   preferred, vectors, query.memories)
     if not results and r.names == {"associative"}:
         notes.append("associative recall follows associations learnt from use (memories used together: "
                      "`hebbs used ID ID`, or recall with reinforce); none of this cue's best matches has a strong "
@@ -157,7 +157,7 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
         considered = sorted(candidates, key=lambda mid: candidates[mid].relevance,
                             reverse=True)[:confidence.CONSIDERED]
         judge_confidence(vault, answer, r.cue, query.cue_vector, vectors, considered=considered, cosines=query.cosines,
-                         embed=query.embed,
+                         embed=query.embed, records=query.memories,
                          understood=understood, scope_empty=lambda: not query.cue_hits(vault))
     return answer
 
@@ -180,6 +180,7 @@ def run_strategies(vault: OpenVault, names: set[str], query: Query) -> tuple[rc.
 def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vector: np.ndarray,
                      vectors: dict[str, np.ndarray] | None = None, considered: Sequence[str] = (),
                      cosines: dict[str, float] | None = None, embed: Callable[[str], np.ndarray] | None = None,
+                     records: dict[str, Memory | None] | None = None,
                      understood: timewords.TimeRange | None = None,
                      scope_empty: Callable[[], bool] = lambda: False) -> None:
     """Each result's confidence, and whether the answer abstains (recall/confidence.py), judged over
@@ -190,7 +191,8 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
     lexical = vault.lexical_index
     shown = {r.memory.id: r.memory for r in answer.results}
     extra = [mid for mid in dict.fromkeys(considered) if mid not in shown]
-    memories = list(shown.values()) + [m for m in vault.memories_of(extra) if m is not None]
+    memories = list(shown.values()) + [m for m in cached_memories(vault, {} if records is None else records, extra)
+                                       if m is not None]
     ids = [m.id for m in memories]
     known = {} if cosines is None else cosines
     # The cue's cosine to each candidate: the vector search gave it for its hits; only the others
@@ -252,10 +254,12 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
 
 def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, top_k: int, lam: float,
          include_superseded: bool, stamp: int, preferred: tuple[int, int] | None,
-         vectors: dict[str, np.ndarray] | None = None) -> list[RecallResult]:
+         vectors: dict[str, np.ndarray] | None = None,
+         records: dict[str, Memory | None] | None = None) -> list[RecallResult]:
     """The top_k candidates by composite score, diversified by MMR when lam < 1 (1 is pure relevance:
     score order, nothing moved; 0 is diversity alone after the best). The stored vectors
-    MMR reads are left in `vectors`, by memory id, for the confidence step."""
+    MMR reads are left in `vectors`, by memory id, for the confidence step; `records`: the memories
+    already read in this recall, by id (those read here are added)."""
     config = vault.config
     boost = config.recall.time_words.boost if preferred is not None else 0.0
     diversify = lam < 1.0
@@ -331,7 +335,7 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
         # Room for superseded memories that will be moved below their successors.
         ranked = ranked[:top_k * 3 if include_superseded else top_k]
     results = []
-    memories = vault.memories_of([mid for _, mid, _ in ranked])
+    memories = cached_memories(vault, {} if records is None else records, [mid for _, mid, _ in ranked])
     for (score, mid, parts), memory in zip(ranked, memories):
         if memory is not None:
             cand = candidates[mid]

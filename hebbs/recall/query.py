@@ -10,6 +10,7 @@ from functools import cached_property
 import numpy as np
 
 from ..config import RecallConfig
+from ..schema import Memory
 from ..store.embed import Embedder
 from ..store.open_vault import Filter, OpenVault
 from . import background
@@ -42,6 +43,9 @@ class Query:
     # The cue's cosine to each memory its vector searches found, by memory id (shared the same way):
     # confidence reads them instead of the stored vectors.
     cosines: dict[str, float] = field(default_factory=dict, repr=False)
+    # The records read during this recall, by memory id (shared the same way): lexical feedback,
+    # ranking and confidence read overlapping memories, each decoded once.
+    memories: dict[str, Memory | None] = field(default_factory=dict, repr=False)
 
     @property
     def filtered(self) -> bool:
@@ -67,6 +71,14 @@ class Query:
     def stored_vectors(self, vault: OpenVault, ids: list[str]) -> np.ndarray:
         """These memories' stored vectors, one row each (zeros for one without), read at most once per recall."""
         return cached_vectors(vault, self.vectors, ids)
+
+
+def cached_memories(vault: OpenVault, cache: dict[str, Memory | None], ids: list[str]) -> list[Memory | None]:
+    """These memories (None for one that does not exist), those not in `cache` read in one multi-get and kept in it."""
+    missing = [mid for mid in ids if mid not in cache]
+    if missing:
+        cache.update(zip(missing, vault.memories_of(missing)))
+    return [cache[mid] for mid in ids]
 
 
 def cached_vectors(vault: OpenVault, cache: dict[str, np.ndarray], ids: list[str]) -> np.ndarray:
