@@ -123,6 +123,11 @@ def test_a_password_never_goes_into_the_config(tmp_path, embedder):
     (tmp_path / "v" / "config.toml").write_text('[store]\nurl = "postgresql://me:secret@db/x"\nname = "n"\n')
     with pytest.raises(InvalidInput, match="must not hold a password"):
         Engine.open(tmp_path / "v", embedder=embedder)
+    # Nor into the replicas' URL.
+    (tmp_path / "v" / "config.toml").write_text('[store]\nurl = "postgresql://db/x"\nname = "n"\n'
+                                                'read_url = "postgresql://me:secret@db2/x"\n')
+    with pytest.raises(InvalidInput, match="must not hold a password"):
+        Engine.open(tmp_path / "v", embedder=embedder)
 
 
 # Attaching folders through the CLI and daemons -------------------------------------------------
