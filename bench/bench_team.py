@@ -22,6 +22,9 @@
   replica, a daemon reading on the primary and one reading on the replica (`[store] read_url`): recall
   p50/p99 interleaved, the replica's index scans (proof the reads got there), the writer finding its own
   write at once, and the other daemon seeing it (p50/p99).
+- split (`--parts split`): where another engine's visibility time goes, in process: until its catalog
+  has the write (NOTIFY and catch-up), then until its BM25 returns it (the tantivy commit a search
+  makes first).
 - buffers (`--parts buffers`): pgvector HNSW top-10 with the index several times `shared_buffers` (16 MB)
   against one that fits (512 MB): p50/p99 cold (server restarted, the index's and table's files evicted
   from the OS page cache) and warm, with the share of index blocks read from outside shared_buffers.
@@ -313,6 +316,29 @@ def visibility(url: str, work: Path, samples: int) -> dict:
     finally:
         a.stop()
         b.stop()
+
+
+def visibility_split(url: str, work: Path, embedder, samples: int) -> dict:
+    """Where another engine's visibility time goes, in process (no daemon, no socket): from one engine's
+    acknowledgement until the other's catalog has the memory (the NOTIFY and the catch-up), then until
+    its BM25 returns it (the tantivy commit a search makes first)."""
+    for side in ("a", "b"):
+        attach(work / f"split-{side}", url, f"split-{work.name}")
+    with Engine.open(work / "split-a", embedder=embedder) as a, Engine.open(work / "split-b", embedder=embedder) as b:
+        caught, searchable = [], []
+        for n in range(samples):
+            token = f"split{n}x{uuid.uuid4().hex[:6]}"
+            memory = a.remember(f"the code word is {token}")
+            acked = time.perf_counter()
+            while memory.id not in b.vault:
+                time.sleep(0.001)
+            in_catalog = time.perf_counter()
+            while not b.recall(token, strategies=["lexical"], top_k=1):
+                time.sleep(0.001)
+            caught.append((in_catalog - acked) * 1000)
+            searchable.append((time.perf_counter() - in_catalog) * 1000)
+    return {"catalog_p50_ms": percentile(caught, 50), "catalog_max_ms": max(caught),
+            "then_bm25_p50_ms": percentile(searchable, 50), "then_bm25_max_ms": max(searchable), "n": samples}
 
 
 def indexers(url: str, work: Path) -> dict:
@@ -704,8 +730,8 @@ def print_indexers(report: dict, url: str, work: Path) -> None:
 
 
 def run_parts(report: dict, args: argparse.Namespace, url: str, work: Path, embedder) -> None:
-    parts = (args.parts or "replicas,buffers,ray").split(",")
-    unknown = set(parts) - {"replicas", "buffers", "ray"}
+    parts = (args.parts or "replicas,split,buffers,ray").split(",")
+    unknown = set(parts) - {"replicas", "buffers", "ray", "split"}
     if unknown:
         raise SystemExit(f"unknown parts: {sorted(unknown)}")
     if "replicas" in parts:
@@ -722,6 +748,11 @@ def run_parts(report: dict, args: argparse.Namespace, url: str, work: Path, embe
               f"the other daemon saw it p50 {r['seen_by_other_p50_ms']:.0f} ms, p99 {r['seen_by_other_p99_ms']:.0f} ms; "
               f"the replica-reading daemon saw the other's p50 {r['seen_by_replica_reader_p50_ms']:.0f} ms, "
               f"p99 {r['seen_by_replica_reader_p99_ms']:.0f} ms")
+    if "split" in parts:
+        report["split"] = v = visibility_split(url, work, embedder, args.visibility)
+        print(f"\nanother engine's visibility, split (n={v['n']}): in its catalog p50 {v['catalog_p50_ms']:.0f} ms "
+              f"(max {v['catalog_max_ms']:.0f}), then in its BM25 p50 {v['then_bm25_p50_ms']:.0f} ms "
+              f"(max {v['then_bm25_max_ms']:.0f})")
     if "buffers" in parts:
         report["buffers"] = b = buffers(work, embedder, args.buffer_vectors, 200)
         print(f"\npgvector top-10 (ef 100), {args.buffer_vectors} vectors: index {b['index_mb']:.0f} MB, table "
@@ -751,7 +782,7 @@ def main() -> None:
     parser.add_argument("--quality-only", choices=["notes", "locomo"], help="one quality table and nothing else")
     parser.add_argument("--latency-only", action="store_true", help="the latency table and nothing else")
     parser.add_argument("--indexers-only", action="store_true", help="the indexers table and nothing else")
-    parser.add_argument("--parts", help="only these of replicas,buffers,ray (comma-separated), in that order")
+    parser.add_argument("--parts", help="only these of replicas,split,buffers,ray (comma-separated), in that order")
     parser.add_argument("--buffer-vectors", type=int, default=50_000, help="vectors in the shared_buffers part")
     parser.add_argument("--ray-notes", type=int, help="index only this many of the corpus' notes in the ray part")
     parser.add_argument("--json", type=Path)
