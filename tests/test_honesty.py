@@ -77,7 +77,7 @@ def test_memories_that_match_only_the_entity_a_cue_names_are_not_its_answer(team
     """Issue 27 defect 9: "Who is Acme's CEO?" over Acme facts, none of which holds "CEO": "Acme has
     250 employees" and the other Acme facts scored 0.37, past the threshold. A specific word of the cue
     that no memory holds must bring the cue closer to a memory for it to answer; these move it away,
-    and are held under the threshold, with a note. A word a memory covers in meaning ("drink" for
+    and are held under the threshold (a note says so when the recall abstains for it). A word a memory covers in meaning ("drink" for
     "green tea") still answers. Not fixed: "Acme is on the Enterprise plan", which "CEO" moves the cue
     away from by less than the margin, still scores 0.37, so the recall does not abstain yet."""
     team.remember_many([{"content": t} for t in ACME_FACTS + ["Dana prefers green tea"]])
@@ -86,7 +86,8 @@ def test_memories_that_match_only_the_entity_a_cue_names_are_not_its_answer(team
     assert {r.memory.content for r in held} >= {"Acme has 250 employees", "Acme's main contact is Dana Lee",
                                                 "Acme's office is in Berlin"}
     assert all(r.confidence <= confidence.UNSEEN_CAP < found.threshold for r in held)
-    assert any(n.startswith("no memory holds 'CEO'") for n in found.notes)
+    # The note is for an answer the rule makes abstain; this one still answers (see above).
+    assert not any(n.startswith("no memory holds") for n in found.notes)
     drink = team.recall("What does Dana drink?", top_k=3)
     assert not drink.abstained and drink.results[0].memory.content == "Dana prefers green tea"
     assert "confidence_unseen" not in drink.results[0].details

@@ -228,11 +228,10 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
         result.details["confidence_features"] = judged.features(i)
         if i in capped:
             result.details["confidence_unseen"] = judged.unseen
-    if capped:
-        answer.notes.append(f"no memory holds {', '.join(repr(w) for w in judged.unseen)}: {len(capped)} "
-                            f"{'match' if len(capped) == 1 else 'matches'} of the rest of the cue, which "
-                            f"{'does' if len(capped) == 1 else 'do'} not cover it, held at confidence "
-                            f"{confidence.UNSEEN_CAP}")
+    if capped and max(confidences) < answer.threshold:
+        # Said only where it decides the answer: it abstains because of it.
+        answer.notes.append(f"no memory holds {', '.join(repr(w) for w in judged.unseen)}: the matches of the "
+                            f"rest of the cue do not cover it")
     best = max(range(len(confidences)), key=confidences.__getitem__, default=None)
     answer.confidence = 0.0 if best is None else confidences[best]
     answer.abstained = confidence.abstains(confidences, answer.threshold)
