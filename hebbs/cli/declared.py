@@ -83,7 +83,7 @@ class Shape(NamedTuple):
     upper: bool = False
     metavar: str | tuple[str, ...] | None = None
     help: str | None = None
-    nargs: int | None = None
+    nargs: int | str | None = None  # "+": one or more words (remember's text); 3: --analogy A B C
 
 
 def flags(cls: type[_Command]) -> dict[str, str]:
