@@ -648,7 +648,7 @@ class Inspect(_Command, tag="inspect"):
     id: ShortId
 
 
-@declare(result=SourceSection, retryable=True, method="source",
+@declare(result=SourceSection, retryable=True, method="source", cli="source", shell="commands:SourceShell",
          mcp=("Read the section of a note a memory was indexed from, exactly as it was in that version of the"
               " file (with its file path, headings and lines), even if the file changed since. Call it to "
               "quote or check a note-backed memory; memories you stored yourself have no source."))
@@ -656,7 +656,7 @@ class ShowSource(_Command, tag="source"):
     """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
 
     # Resolved by the handler itself: a forgotten memory's id still names its kept original.
-    id: IdText
+    id: Annotated[IdText, Meta(description="a memory id, or its last 6+ characters")]
 
 
 @declare(result=ExportDone)

@@ -567,7 +567,7 @@ def cli_options_source() -> str:
            "options their shells add): do not edit (tests/test_docs.py checks that it is what they say).",
            "",
            "{CLI name: (command, help, [(add_argument's arguments, its keywords; a type by its name in",
-           "cli/declared.TYPES)])}: all the command line needs of a declared command, without loading its",
+           "cli/declared.TYPES)], raw output)}: all the command line needs of a declared command, without loading its",
            'declaration (hebbs.protocol), which only a command that runs needs."""',
            "",
            "COMMANDS = {"]
@@ -575,7 +575,7 @@ def cli_options_source() -> str:
         out.append(f"    {name!r}: ({cls.tag()!r}, {declared.summary(cls)!r}, [")
         for entry in declared.arguments(cls):
             out.extend("        " + line for line in (pprint.pformat(entry, width=108, sort_dicts=False) + ",").splitlines())
-        out.append("    ]),")
+        out.append(f"    ], {getattr(declared.shell(cls), 'raw_output', False)}),")
     out.append("}")
     return "\n".join(out) + "\n"
 

@@ -441,21 +441,23 @@ class InspectShell:
 ACCESS_VIA = {"used": "used", "recall": "recalled with --reinforce", "panel": "opened in the Memory Palace"}
 
 
-def cmd_source(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        found = client.source(args.id)
-    if _json(args):
-        output.emit_json(found)
-        return 0
-    version = "the current version" if found.latest else "an earlier version"
-    if found.file_removed_at is not None:
-        version = ("the last version" if found.latest else "an earlier version") + \
-            f"; the file was removed {output.when(found.file_removed_at)}"
-    print(f"{found.file}:{found.line_start}-{found.line_end}  {' > '.join(found.heading_path) or '(no heading)'}")
-    print(f"version {found.sha256[:12]}  indexed {output.when(found.indexed_at)}  ({version})")
-    print()
-    print(found.text)
-    return 0
+class SourceShell:
+    # Its stdout is the note's text byte for byte, control characters and all (main.py).
+    raw_output = True
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: Client, fields: dict[str, Any], found: Any) -> None:
+        if _json(args):
+            output.emit_json(found)
+            return
+        version = "the current version" if found.latest else "an earlier version"
+        if found.file_removed_at is not None:
+            version = ("the last version" if found.latest else "an earlier version") + \
+                f"; the file was removed {output.when(found.file_removed_at)}"
+        print(f"{found.file}:{found.line_start}-{found.line_end}  {' > '.join(found.heading_path) or '(no heading)'}")
+        print(f"version {found.sha256[:12]}  indexed {output.when(found.indexed_at)}  ({version})")
+        print()
+        print(found.text)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

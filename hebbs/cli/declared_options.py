@@ -2,7 +2,7 @@
 options their shells add): do not edit (tests/test_docs.py checks that it is what they say).
 
 {CLI name: (command, help, [(add_argument's arguments, its keywords; a type by its name in
-cli/declared.TYPES)])}: all the command line needs of a declared command, without loading its
+cli/declared.TYPES)], raw output)}: all the command line needs of a declared command, without loading its
 declaration (hebbs.protocol), which only a command that runs needs."""
 
 COMMANDS = {
@@ -28,13 +28,13 @@ COMMANDS = {
           'help': '0..1',
           'type': 'number',
           'metavar': 'CONFIDENCE'}),
-    ]),
+    ], False),
     'consolidate': ('consolidate', 'Merge every restatement in the vault into the memory it repeats; data is [[restatement, survivor], ...].', [
         (('--dry-run',),
          {'action': 'store_true', 'dest': 'dry_run', 'help': 'list what would be merged; change nothing'}),
-    ]),
+    ], False),
     'count': ('count', 'How many memories the vault holds (earlier versions not counted).', [
-    ]),
+    ], False),
     'edges': ('edges', 'A memory\'s edges: "out" (from it), "in" (to it) or "both"; data is a list of Edge.', [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
         (('--direction',),
@@ -43,7 +43,7 @@ COMMANDS = {
           'dest': 'direction',
           'help': 'out: from the memory, in: to it',
           'choices': ('out', 'in', 'both')}),
-    ]),
+    ], False),
     'forget': ('forget', 'Remove memories by id, or every memory of an entity; data is Forgotten.', [
         (('ids',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': '*'}),
         (('--entity',),
@@ -55,13 +55,13 @@ COMMANDS = {
         (('--candidates',),
          {'action': 'store_true',
           'help': 'only list the memories decayed below the forget threshold; deletes nothing'}),
-    ]),
+    ], False),
     'get': ('get', 'One memory by id (a full ULID, or a unique suffix of at least 6 characters).', [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
-    ]),
+    ], False),
     'history': ('history', "A memory's earlier versions, newest first; data is a list of Memory.", [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
-    ]),
+    ], False),
     'insights': ('insights', "The vault's insights, newest first; data is a list of Insight.", [
         (('--entity',),
          {'default': None,
@@ -83,15 +83,15 @@ COMMANDS = {
           'help': 'how many',
           'type': 'int',
           'metavar': 'LIMIT'}),
-    ]),
+    ], False),
     'inspect': ('inspect', 'One memory with its edges and its earlier versions.', [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
-    ]),
+    ], False),
     'neighbors': ('neighbors', "The k memories whose stored vectors are nearest to this memory's (itself, revisions and superseded memories excluded), nearest first; data is a list of [memory id, cosine similarity].", [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
         (('-k',),
          {'default': 10, 'action': 'store', 'dest': 'k', 'help': 'how many', 'type': 'int', 'metavar': 'K'}),
-    ]),
+    ], False),
     'prime': ('prime', "An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call.", [
         (('--entity',),
          {'default': None,
@@ -123,11 +123,11 @@ COMMANDS = {
         (('--no-global',),
          {'action': 'store_true',
           'help': 'prime from the project vault alone (default: the project vault and the global vault)'}),
-    ]),
+    ], False),
     'queries': ('queries', 'The most recent recalls from the query log, newest first.', [
         (('--limit',),
          {'default': 50, 'action': 'store', 'dest': 'limit', 'help': 'how many', 'type': 'int', 'metavar': 'LIMIT'}),
-    ]),
+    ], False),
     'recall': ('recall', 'Find the memories that answer a cue (without one: the most recent), ranked by one composite score; data is RecallResults: each result with its confidence, and whether the answer abstained.', [
         (('cue',), {'help': 'what to look for (none: the most recent memories)', 'metavar': 'cue', 'nargs': '*'}),
         (('--strategy',),
@@ -244,7 +244,7 @@ COMMANDS = {
         (('--both',),
          {'action': 'store_true',
           'help': 'search the project vault and the global vault together: one list, each result labelled'}),
-    ]),
+    ], False),
     'reflect': ('reflect', 'reflect_prepare then reflect_commit, the configured LLM doing the reasoning; data is ReflectAutoResult.', [
         (('--entity',),
          {'default': None,
@@ -266,7 +266,7 @@ COMMANDS = {
           'help': 'newest first, 5..500',
           'type': 'int',
           'metavar': 'MAX_MEMORIES'}),
-    ]),
+    ], False),
     'reflect-prepare': ('reflect_prepare', "Cluster the scope's memories into a session, one ready prompt per cluster; data is ReflectPrepared.", [
         (('--entity',),
          {'default': None,
@@ -288,7 +288,7 @@ COMMANDS = {
           'help': 'newest first, 5..500',
           'type': 'int',
           'metavar': 'MAX_MEMORIES'}),
-    ]),
+    ], False),
     'remember': ('remember', 'Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.', [
         (('content',), {'help': "the text ('-' reads it from stdin)", 'nargs': '+', 'metavar': 'content'}),
         (('--importance',),
@@ -342,7 +342,7 @@ COMMANDS = {
         (('--no-consolidate',),
          {'action': 'store_true',
           'help': "store it even if it restates an existing memory (default: the vault's setting)"}),
-    ]),
+    ], False),
     'remove-edge': ('remove_edge', 'Delete one edge; NOT_FOUND when there is none. Data is {"removed": 1}.', [
         (('source',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'SOURCE', 'nargs': None}),
         (('edge_type',),
@@ -358,7 +358,7 @@ COMMANDS = {
           'metavar': 'TYPE',
           'nargs': None}),
         (('target',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'TARGET', 'nargs': None}),
-    ]),
+    ], False),
     'revise': ('revise', 'Change a memory in place; the earlier text is kept as its history. Absent fields stay as they are.', [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
         (('--content',),
@@ -387,10 +387,13 @@ COMMANDS = {
           'help': 'move the memory to this entity (unchanged when not given)',
           'metavar': 'ENTITY'}),
         (('--no-entity',), {'action': 'store_true', 'help': 'detach the memory from its entity'}),
-    ]),
+    ], False),
+    'source': ('source', 'The section a memory was indexed from, as it was in that file version (docs/vault.md).', [
+        (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
+    ], True),
     'unconsolidate': ('unconsolidate', 'Make a restatement record (see history) a memory of its own again; data is that Memory.', [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
-    ]),
+    ], False),
     'used': ('reinforce', 'Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories.', [
         (('ids',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': '+'}),
         (('--via',),
@@ -400,5 +403,5 @@ COMMANDS = {
           'help': 'how they were used, for their access log: used (an answer relied on them) or panel (opened in '
                   'the Memory Palace)',
           'metavar': 'VIA'}),
-    ]),
+    ], False),
 }

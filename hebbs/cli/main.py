@@ -128,9 +128,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         from . import declared
         from .declared_options import COMMANDS
 
-        for name, (tag, summary, entries) in COMMANDS.items():
+        for name, (tag, summary, entries, raw_output) in COMMANDS.items():
             # Built from the command's declaration (cli/declared.py), as generated into declared_options.py.
-            p = command(name, summary, run="declared:run")
+            p = command(name, summary, run="declared:run", raw_output=raw_output)
             if not isinstance(p, _Unbuilt):
                 declared.add(p, entries)
                 p.set_defaults(declared=tag)
@@ -176,13 +176,11 @@ def _memory_commands(command: Any, common: argparse.ArgumentParser, shared: argp
 
 
 def _recall_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
-    """subscribe and source (recall, prime, used, queries and inspect are declared: cli/declared.py)."""
+    """subscribe (recall, prime, used, queries, inspect and source are declared: cli/declared.py)."""
     p = command("subscribe", "read lines from stdin and print memories that match them, each once")
     p.add_argument("--entity", help="only this entity's memories (default: every entity)")
     p.add_argument("--threshold", type=number, default=0.5, help="minimum confidence, 0..1")
 
-    p = command("source", "the section a note's memory came from, as it was in that file version", raw_output=True)
-    p.add_argument("id", help="memory id, or its last 6+ characters")
 
 
 def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
