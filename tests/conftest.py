@@ -2,11 +2,20 @@
 
 The embedding model's ONNX graph is built once per test session into a shared cache directory
 (HEBBS_MODEL_CACHE), so every test loads the real model without rebuilding it.
+
+The suite runs in parallel (`-n 4` in the README's command; pytest-xdist): each worker is a process
+with its own HEBBS_HOME, daemons, PostgreSQL and Chromium, its directories from mkdtemp and its ports
+from the OS. Only the model's cache is shared: the controller sets HEBBS_MODEL_CACHE before it
+starts the workers, and they inherit it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
+import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -17,6 +26,16 @@ import processes
 _SESSION_DIR = Path(tempfile.mkdtemp(prefix="hebbs-tests-"))
 os.environ.setdefault("HEBBS_MODEL_CACHE", str(_SESSION_DIR / "models"))
 os.environ["HEBBS_HOME"] = str(_SESSION_DIR / "home")
+# The suite starts hundreds of Python processes (the CLI, daemons); under PYTHONDONTWRITEBYTECODE
+# (set in some shells and sandboxes) each one compiled hebbs from source again (0.1-0.2 s of CPU
+# apiece), and pytest rewrote every test module's asserts again in each worker of every run.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+# Every child renders tables at one width whatever terminal, or none, runs pytest. pytest imports
+# readline, which exports the terminal's COLUMNS (80 without one) to the C environment only: children
+# started with the inherited environment saw 80 while those given dict(os.environ) saw none (the
+# CLI's 120), and xdist's workers, started after that export, had COLUMNS=80 in os.environ too.
+os.environ["COLUMNS"] = "120"
 # The many daemons tests start must not all reach for the panel's port 6381; the panel's own tests
 # serve it on a free port through `hebbs palace --port`.
 os.environ["HEBBS_PANEL"] = "off"
@@ -37,8 +56,36 @@ def _children_end_with_the_session():
     processes.stop_all()
 
 
+def pytest_configure(config) -> None:
+    # As root, the PostgreSQL fixtures run the server as the system user `hebbs-pg`, created when
+    # missing: made here, once, so that parallel workers do not all run useradd on /etc/passwd at once.
+    if os.geteuid() == 0 and not os.environ.get("PYTEST_XDIST_WORKER"):
+        from hebbs.store.postgres_local import _service_account
+
+        _service_account()
+
+
+def pytest_unconfigure(config) -> None:
+    # Each process removes its own session directory (a worker's HEBBS_HOME; the controller's holds
+    # the model cache, used until every worker is done). A run left 90 MB of model in /tmp before.
+    shutil.rmtree(_SESSION_DIR, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=bool(os.environ.get("PYTEST_XDIST_WORKER")))
+def _model_graph_built() -> None:
+    """In a parallel run, the first worker builds the model's graph into the shared cache and the
+    others wait for it, instead of every worker building the same 90 MB file at once."""
+    from hebbs.store.embed import default_cache_dir, get_embedder
+
+    cache = default_cache_dir()
+    cache.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(cache / ".tests-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        get_embedder()
+
+
 @pytest.fixture(scope="session")
-def embedder():
+def embedder(_model_graph_built):
     from hebbs.store.embed import get_embedder
 
     return get_embedder()
@@ -114,3 +161,38 @@ def index_recovery(monkeypatch) -> dict[str, int]:
     monkeypatch.setattr(OpenVault, "_rebuild_vector_index", counted_rebuild)
     monkeypatch.setattr(VectorIndex, "sync", counted_sync)
     return calls
+
+
+# A test module that defines a fixture wider than a test (a palace with its Chromium, a damaged
+# vault, a Ray cluster) runs on one worker, so that the fixture is built once.
+_SHARED_FIXTURE = re.compile(r"""scope\s*=\s*["'](?:module|class|package)["']""")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under `-n N` (xdist's default `--dist load`): every test is scheduled on its own, wherever a
+    worker is free, except the tests of a module with a module-scoped fixture, which go together.
+    (xdist's loadgroup would do this from marks, but it renames node ids in a way pytest 9.2 ignores.)
+    The scheduler runs in the controller, which sees node ids, not fixtures: the module's source says."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    shares: dict[str, bool] = {}
+
+    def shares_a_fixture(path: str) -> bool:
+        if path not in shares:
+            try:
+                shares[path] = bool(_SHARED_FIXTURE.search((config.rootpath / path).read_text()))
+            except OSError:
+                shares[path] = False
+        return shares[path]
+
+    class ByModuleFixture(LoadScopeScheduling):
+        # Units run largest first (xdist's --loadscope-reorder): the module groups start at once
+        # and the single tests fill the workers around them.
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if shares_a_fixture(path) else nodeid
+
+    return ByModuleFixture(config, log)
