@@ -31,6 +31,10 @@ from hebbs.paths import init_vault, log_path, socket_path
 import processes
 
 START_WAIT = 120.0
+# How long the storm's connections wait for one reply: a guard against a hang, not a timing
+# assertion. At 30 s, a loaded machine (load 23 on 2 cores) timed the abusers out: their threads
+# died unseen and the storm shrank to a third of its frames while the test still passed.
+HANG_GUARD = 300.0
 HEADER = struct.Struct(">I")
 
 
@@ -269,14 +273,14 @@ def storm(daemon: ForegroundDaemon, project: Path, *, frames: int, abusers: int 
 
     def abuse(n: int, count: int) -> None:
         rng = random.Random(seed * 1000 + n)
-        sock = raw_connect(daemon.socket)
+        sock = raw_connect(daemon.socket, timeout=HANG_GUARD)
         try:
             for i in range(count):
                 body = shapes[(i // 50) % len(shapes)] if i % 50 == 0 else random_frame(rng, vault_path)
                 if rng.random() < 0.01:  # a frame cut short, then the connection dropped
                     sock.sendall(frame(body)[: rng.randrange(1, 4 + len(body))])
                     sock.close()
-                    sock = raw_connect(daemon.socket)
+                    sock = raw_connect(daemon.socket, timeout=HANG_GUARD)
                     continue
                 sock.sendall(frame(body))
                 reply = final_reply(sock)
@@ -286,7 +290,9 @@ def storm(daemon: ForegroundDaemon, project: Path, *, frames: int, abusers: int 
                 if code in ("INTERNAL", "CLOSED"):
                     problems.append(f"{code} for {body[:200]!r}")
                     if reply is None:
-                        sock = raw_connect(daemon.socket)
+                        sock = raw_connect(daemon.socket, timeout=HANG_GUARD)
+        except Exception as exc:  # noqa: BLE001 - a storm cut short must fail, not shrink unseen
+            problems.append(f"abuser {n} stopped: {type(exc).__name__}: {exc}")
         finally:
             sock.close()
 
@@ -295,7 +301,7 @@ def storm(daemon: ForegroundDaemon, project: Path, *, frames: int, abusers: int 
 
     def behave() -> None:
         nonlocal good_calls
-        client = daemon.client(project, timeout=120)
+        client = daemon.client(project, timeout=HANG_GUARD)
         n = 0
         while not stop.is_set() or n < 5:
             text = f"well-behaved memory {n}: the storm did not stop me"
