@@ -168,7 +168,8 @@ def index_recovery(monkeypatch) -> dict[str, int]:
 _SHARED_FIXTURE = re.compile(r"""scope\s*=\s*["'](?:module|class|package)["']""")
 
 
-@pytest.hookimpl(tryfirst=True)
+# optionalhook: a venv made before pytest-xdist joined the test extra still runs the tests serially.
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Under `-n N` (xdist's default `--dist load`): every test is scheduled on its own, wherever a
     worker is free, except the tests of a module with a module-scoped fixture, which go together.
