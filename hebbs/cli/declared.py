@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from . import output
+from .argtypes import TYPES, Entry, time_value
 
 if typing.TYPE_CHECKING:
     from hebbs.protocol import _Command
@@ -38,9 +39,6 @@ def declared() -> dict[str, type[_Command]]:
     from hebbs.protocol import COMMAND_TYPES
 
     return {cls.spec.cli: cls for cls in COMMAND_TYPES.values() if cls.spec.cli}
-
-
-Entry = tuple[tuple[str, ...], dict[str, Any]]
 
 
 class _Recorder:
@@ -61,11 +59,6 @@ def arguments(cls: type[_Command]) -> list[Entry]:
     recorder = _Recorder()
     add_arguments(recorder, cls)  # type: ignore[arg-type]
     return recorder.entries
-
-
-def add(parser: argparse.ArgumentParser, entries: list[Entry]) -> None:
-    for args, kwargs in entries:
-        parser.add_argument(*args, **({**kwargs, "type": TYPES[kwargs["type"]]} if "type" in kwargs else kwargs))
 
 
 def summary(cls: type[_Command]) -> str:
@@ -102,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[_Command]) -> None:
         if shape.upper:
             kind["type"] = str.upper
         elif shape.micros:
-            kind.update(type=_micros, metavar="TIME")
+            kind.update(type=time_value, metavar="TIME")
         elif shape.base is float:
             kind["type"] = output.number
         elif shape.base is dict:
@@ -154,20 +147,6 @@ def _json_object(text: str, flag: str) -> dict[str, Any]:
         raise InvalidInput(f"{flag} must be a JSON object, e.g. '{{\"type\": \"preference\"}}'")
     return value
 
-
-def _micros(text: str) -> int | None:
-    """An option's time: ISO 8601 text or microseconds; argparse says what is wrong with it."""
-    from hebbs.errors import InvalidInput
-
-    from .commands import _time
-
-    try:
-        return _time(text, "time")
-    except InvalidInput as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-TYPES = {"int": int, "number": output.number, "upper": str.upper, "time": _micros}
 
 
 def _shape(type_: Any, meta: dict[str, Any] | None = None) -> Shape:

@@ -125,14 +125,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for group in (_vault_commands, _memory_commands, _recall_commands, _reflect_commands, _other_commands):
         group(command, common, shared)
     if only is None or only and not parser.only_built:  # type: ignore[attr-defined]
-        from . import declared
+        from .argtypes import add
         from .declared_options import COMMANDS
 
         for name, (tag, summary, entries, raw_output) in COMMANDS.items():
             # Built from the command's declaration (cli/declared.py), as generated into declared_options.py.
             p = command(name, summary, run="declared:run", raw_output=raw_output)
             if not isinstance(p, _Unbuilt):
-                declared.add(p, entries)
+                add(p, entries)
                 p.set_defaults(declared=tag)
     return parser
 
