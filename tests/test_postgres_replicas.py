@@ -133,3 +133,37 @@ def test_two_daemons_with_replica_reads(tmp_path: Path):
         finally:
             for home in homes:
                 home.cleanup()
+
+
+def test_pgvector_similar_runs_on_the_replica(tmp_path: Path, embedder):
+    """similar = "pgvector": the HNSW search, the costliest read, is the replica's once it has the vectors."""
+    with running_cluster(replicas=1) as cluster:
+        replica = cluster.servers[1]
+        name = f"rv-{uuid.uuid4().hex[:10]}"
+        _attach(tmp_path / "a", cluster, name)
+        config = tmp_path / "a" / "config.toml"
+        config.write_text(config.read_text() + 'similar = "pgvector"\n')
+        with Engine.open(tmp_path / "a", embedder=embedder) as a:
+            memories = [a.remember(text) for text in ("the staging database is called quokka7",
+                                                       "lunch is served at noon in the atrium",
+                                                       "the build server runs on a raspberry pi")]
+            # Enough other vectors (random ones, no memory behind them) that the planner searches the
+            # HNSW index rather than sorting every row.
+            store = a.vault.store
+            store._run(f"INSERT INTO hebbs.vectors (vault, key, embedding) SELECT %s, '\\x00'::bytea || "
+                       f"uuid_send(gen_random_uuid()), (SELECT array_agg(random() - 0.5 + d * 0 + g * 0) "
+                       f"FROM generate_series(1, {embedder.dim}) AS d)::vector FROM generate_series(1, 3000) AS g",
+                       (store.vault_id,))
+            store._run("ANALYZE hebbs.vectors")
+            reads = store.reads
+            before = reads["replica"]
+            cue = "where does the build server run"
+
+            def found_on_replica() -> bool:
+                hits = a.recall(cue, strategies=["similarity"], top_k=1)
+                return hits[0].memory.id == memories[2].id and reads["replica"] > before
+            _wait(found_on_replica, what="a similarity search on the replica")
+            # The replica's own statistics: its copy of the HNSW index was scanned (flushed within ~10 s).
+            index = f"vectors_hnsw_{a.vault.store.vault_id}_vector"
+            _wait(lambda: int(replica.sql(f"SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_user_indexes "
+                                          f"WHERE indexrelname = '{index}'")) > 0, what="the replica's HNSW scans")
