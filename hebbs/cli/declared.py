@@ -196,14 +196,17 @@ def run(args: argparse.Namespace, tag: str) -> int:
     hooks = shell(cls)
     if hasattr(hooks, "instead") and (code := hooks.instead(args)) is not None:
         return code
-    fields = {f.name: getattr(args, f.name) for f in msgspec.structs.fields(cls) if hasattr(args, f.name)}
+    fields: dict[str, Any] = {}
     spelled = flags(cls)
-    for name, value in fields.items():
-        shape = _shape(_field_type(cls, name))
+    for field in msgspec.structs.fields(cls):
+        if not hasattr(args, field.name):
+            continue
+        value, shape = getattr(args, field.name), _shape(field.type)
         if isinstance(value, list) and shape.base is str and not shape.many:  # the words of a positional text
-            fields[name] = " ".join(value) if value else None
+            value = " ".join(value) if value else None
         elif shape.base is dict and isinstance(value, str):
-            fields[name] = _json_object(value, spelled.get(name, "--" + name.replace("_", "-")))
+            value = _json_object(value, spelled.get(field.name, "--" + field.name.replace("_", "-")))
+        fields[field.name] = value
     if hasattr(hooks, "fields"):
         fields = hooks.fields(args, fields)
     if hasattr(hooks, "send"):
@@ -228,10 +231,6 @@ def run(args: argparse.Namespace, tag: str) -> int:
     else:
         print(msgspec.json.format(msgspec.json.encode(result), indent=2).decode())
     return 0
-
-
-def _field_type(cls: type[_Command], name: str) -> Any:
-    return next(f.type for f in msgspec.structs.fields(cls) if f.name == name)
 
 
 def _shown(item: Any) -> dict[str, Any]:

@@ -69,27 +69,25 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
     sim_weight = 1.0 - wl
     rank_weight, rank_k = params.rank_weight, params.rank_k
 
-    def rank_term(mid: str) -> float:
-        # A floor for the tail past the normalization depth, where both channels give 0: reciprocal
-        # rank over both, scaled below any head hit's fused score (FusionParams.rank_weight).
-        at_s, at_l = sim_rank.get(mid), lex_rank.get(mid)
-        return rank_weight * ((0.0 if at_s is None else 1.0 / (rank_k + at_s + 1))
-                              + (0.0 if at_l is None else 1.0 / (rank_k + at_l + 1)))
+    def relevance_of(mid: str) -> float:
+        relevance = wl * lex.get(mid, 0.0) + sim_weight * sim.get(mid, 0.0)
+        if rank_weight > 0:
+            # A floor for the tail past the normalization depth, where both channels give 0: reciprocal
+            # rank over both, scaled below any head hit's fused score (FusionParams.rank_weight).
+            at_s, at_l = sim_rank.get(mid), lex_rank.get(mid)
+            relevance = max(relevance, rank_weight * ((0.0 if at_s is None else 1.0 / (rank_k + at_s + 1))
+                                                      + (0.0 if at_l is None else 1.0 / (rank_k + at_l + 1))))
+        return relevance
 
     if not details:
         for mid in [*sim_rank, *(mid for mid in lex_rank if mid not in sim_rank)]:
-            relevance = wl * lex.get(mid, 0.0) + sim_weight * sim.get(mid, 0.0)
-            if rank_weight > 0:
-                relevance = max(relevance, rank_term(mid))
-            out[mid] = Candidate(min(1.0, max(0.0, relevance)))
+            out[mid] = Candidate(min(1.0, max(0.0, relevance_of(mid))))
         return out
     # Similarity hits in their order, then lexical-only ones in theirs: a fixed order, because ties in
     # relevance keep it (neighbour support's pool, rank's ties). A set union's order followed the
     # process's string hashes, so the same recall could answer differently in another process.
     for mid in [*sim_rank, *(mid for mid in lex_rank if mid not in sim_rank)]:
-        relevance = wl * lex.get(mid, 0.0) + sim_weight * sim.get(mid, 0.0)
-        if rank_weight > 0:
-            relevance = max(relevance, rank_term(mid))
+        relevance = relevance_of(mid)
         details: dict = {"lexical_weight": wl}
         at_sim, at_lex = sim_rank.get(mid), lex_rank.get(mid)
         if at_sim is not None:

@@ -65,15 +65,16 @@ def synonyms(x: str, y: str) -> bool:
     if x == y:
         return True
     words, synsets, _ = _table()
-    senses_x = {i for lemma in lemmas(x) for i in words.get(lemma, ())}
+    forms_x, forms_y = lemmas(x), lemmas(y)
+    senses_x = {i for lemma in forms_x for i in words.get(lemma, ())}
     if not senses_x:
         return False
-    senses_y = {i for lemma in lemmas(y) for i in words.get(lemma, ())}
+    senses_y = {i for lemma in forms_y for i in words.get(lemma, ())}
     if senses_x & senses_y:
         return True
     # Or their most frequent senses share a third lemma: leave {leave, go forth, go away} and depart
     # {go, go away, depart} are two synsets for one meaning (WordNet splits senses finely).
-    own = lemmas(x) | lemmas(y)
-    first_x = {lemma for w in lemmas(x) for i in words.get(w, ())[:1] for lemma in synsets[i]} - own
-    first_y = {lemma for w in lemmas(y) for i in words.get(w, ())[:1] for lemma in synsets[i]} - own
+    own = forms_x | forms_y
+    first_x = {lemma for w in forms_x for i in words.get(w, ())[:1] for lemma in synsets[i]} - own
+    first_y = {lemma for w in forms_y for i in words.get(w, ())[:1] for lemma in synsets[i]} - own
     return bool(first_x & first_y)
