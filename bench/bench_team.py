@@ -291,6 +291,13 @@ def many_daemons(url: str, work: Path, seconds: float) -> dict:
     return out
 
 
+def found_after(client, token: str, acked: float) -> float:
+    """Milliseconds from `acked` (a perf_counter reading) until `client`'s BM25 returns `token`."""
+    while not client.recall(token, strategies=["lexical"], top_k=1, reinforce=False).results:
+        time.sleep(0.002)
+    return (time.perf_counter() - acked) * 1000
+
+
 def visibility(url: str, work: Path, samples: int) -> dict:
     """From one daemon's acknowledgement until another daemon's BM25 index returns the memory."""
     name = f"vis-{work.name}"
@@ -306,10 +313,7 @@ def visibility(url: str, work: Path, samples: int) -> dict:
         for n in range(samples):
             token = f"vistoken{n}x{work.name[-4:]}"
             writer.remember(f"the code word is {token}", consolidate=False)
-            acked = time.perf_counter()
-            while not reader.recall(token, strategies=["lexical"], top_k=1, reinforce=False).results:
-                time.sleep(0.002)
-            seen.append((time.perf_counter() - acked) * 1000)
+            seen.append(found_after(reader, token, time.perf_counter()))
         writer.close()
         reader.close()
         return {"p50_ms": percentile(seen, 50), "p99_ms": percentile(seen, 99), "max_ms": max(seen), "n": samples}
@@ -469,18 +473,13 @@ def replica_reads(work: Path, memories: int, calls: int, samples: int) -> dict:
             own = writer.recall(token, strategies=["lexical"], top_k=1, reinforce=False).results
             if not own or own[0].memory.id != memory.id or writer.get(memory.id).content != memory.content:
                 own_missed += 1
-            while not reader.recall(token, strategies=["lexical"], top_k=1, reinforce=False).results:
-                time.sleep(0.002)
-            seen_ms.append((time.perf_counter() - acked) * 1000)
+            seen_ms.append(found_after(reader, token, acked))
         # And the other way: the replica-reading daemon seeing the primary-reading daemon's writes.
         seen_on_replica_ms = []
         for n in range(samples):
             token = f"rev{n}x{uuid.uuid4().hex[:6]}"
             reader.remember(f"the primary code word is {token}", consolidate=False)
-            acked = time.perf_counter()
-            while not writer.recall(token, strategies=["lexical"], top_k=1, reinforce=False).results:
-                time.sleep(0.002)
-            seen_on_replica_ms.append((time.perf_counter() - acked) * 1000)
+            seen_on_replica_ms.append(found_after(writer, token, time.perf_counter()))
         for c in clients.values():
             c.close()
         lag = primary.sql("SELECT coalesce(max(extract(epoch FROM replay_lag)) * 1000, 0) FROM pg_stat_replication")
