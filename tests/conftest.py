@@ -56,15 +56,6 @@ def _children_end_with_the_session():
     processes.stop_all()
 
 
-def pytest_configure(config) -> None:
-    # As root, the PostgreSQL fixtures run the server as the system user `hebbs-pg`, created when
-    # missing: made here, once, so that parallel workers do not all run useradd on /etc/passwd at once.
-    if os.geteuid() == 0 and not os.environ.get("PYTEST_XDIST_WORKER"):
-        from hebbs.store.postgres_local import _service_account
-
-        _service_account()
-
-
 def pytest_unconfigure(config) -> None:
     # Each process removes its own session directory (a worker's HEBBS_HOME; the controller's holds
     # the model cache, used until every worker is done). A run left 90 MB of model in /tmp before.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import importlib.util
 import os
 import pwd
@@ -82,12 +83,20 @@ def _service_account() -> tuple[int, int] | None:
     """(uid, gid) to run the server as: None for a normal user (itself), `hebbs-pg` for root."""
     if os.geteuid() != 0:
         return None
-    try:
+    with contextlib.suppress(KeyError):
         entry = pwd.getpwnam(SERVICE_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVICE_USER],
-                       check=True, capture_output=True)
-        entry = pwd.getpwnam(SERVICE_USER)
+        return entry.pw_uid, entry.pw_gid
+    # Several processes may start their first server at once (test workers, indexers): useradd run
+    # twice, or beside another's, fails on its own lock of /etc/passwd, so creation is serialized
+    # and the account looked up again once the lock is ours.
+    with open(Path(tempfile.gettempdir()) / "hebbs-pg-account.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            entry = pwd.getpwnam(SERVICE_USER)
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVICE_USER],
+                           check=True, capture_output=True)
+            entry = pwd.getpwnam(SERVICE_USER)
     return entry.pw_uid, entry.pw_gid
 
 
