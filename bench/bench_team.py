@@ -621,7 +621,7 @@ def buffers(work: Path, embedder, count: int, queries: int) -> dict:
 
 @contextmanager
 def ray_cluster() -> Iterator[tuple[str, list[int]]]:
-    """A head node and a worker node on localhost, one CPU each (as tests/test_ray_index.py), each in a
+    """A head node and a worker node on localhost, one CPU each (as tests/store/test_ray_index.py), each in a
     session of its own that every process of the node stays in; yields the address and those process
     groups, and stops exactly them."""
     temp = Path(f"/tmp/hbray{os.getpid()}")
