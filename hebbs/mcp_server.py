@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import inspect
+import operator
 import os
 import sys
+import types
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple, TypeVar
+from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin
 
 from typing_extensions import NotRequired, TypedDict
 
@@ -32,11 +35,10 @@ from pydantic import Field, ValidationError
 
 from .recall.brains import BRAINS, GLOBAL, PROJECT
 from .client import AsyncClient
-from .protocol import (SHORT_ID_MIN, ContradictionCommit, ContradictionPrepare, Forget, Index, Inspect, Inspection,
-                       Prime, Recall, ReflectCommit, ReflectPrepare, Reinforce, Remember, Revise, ShowSource, Status)
+from .protocol import COMMAND_TYPES, SHORT_ID_MIN, Inspection, Mcp, Micros, _Command
 from .errors import HebbsError, InvalidInput, NotFound, VaultNotInitialized
 from .paths import find_project_vault, hebbs_home, resolve_vault
-from .schema import Memory, RecallResult, RecallResults
+from .schema import ContradictionVerdict, InsightInput, Memory, RecallResult, RecallResults
 
 Brain = Literal["project", "global"]
 Brains = Literal["project", "global", "both"]
@@ -229,306 +231,278 @@ class _Server(MCPServer):
 
 # The tools -------------------------------------------------------------------------------------
 #
-# Each tool is a method of Toolbox marked with @tool: the protocol command it sends (`sends`), whose
-# declaration carries the tool's text for agents (when to call it) and whose Struct's defaults the
-# tool's parameters keep (tests/test_parity.py checks them), and its hints. build_server registers
-# every marked method.
+# Each tool is built from a command's declaration (hebbs/protocol.py, `mcp=Mcp(...)`): its text for
+# agents, its parameters (the Struct's fields it exposes, with their types and defaults, and the
+# agent's text for each), the brain it talks to (ROUTES) and how its answer is shaped (VIEWS). It
+# sends the command through the client's typed method, so what the SDK accepts the tool accepts.
 
-BrainArg = Annotated[Brain | None, Field(description="global: about the user, across projects; project: about "
-                                                      "this project (default: the server's default brain)")]
-IdBrainArg = Annotated[Brain | None, Field(description="the brain holding the id, as recall labelled it "
-                                                        "(default: whichever brain has it)")]
-ReadBrainArg = Annotated[Brains, Field(description="project, global, or both (default): one merged, labelled list")]
-IdArg = Annotated[str, Field(description=f"the memory's id, or its last {SHORT_ID_MIN} or more characters")]
-SinceArg = Annotated[str | None, Field(description="only memories created at or after this time, ISO 8601 "
-                                                    "(e.g. 2026-03-01 or 2026-03-01T09:00:00Z)")]
-UntilArg = Annotated[str | None, Field(description="only memories created before this time, ISO 8601")]
-
-
-class ToolSpec(NamedTuple):
-    description: str
-    sends: type | None
-    hints: dict[str, bool]
+BRAIN_ARGS: dict[str, tuple[Any, Any]] = {
+    "write": (Annotated[Brain | None, Field(description="global: about the user, across projects; project: about "
+                                                         "this project (default: the server's default brain)")], None),
+    "read": (Annotated[Brains, Field(description="project, global, or both (default): one merged, labelled list")],
+             "both"),
+    "holder": (Annotated[Brain | None, Field(description="the brain holding the id, as recall labelled it "
+                                                          "(default: whichever brain has it)")], None),
+    "session": (Annotated[Brain | None, Field(description="default: the brain the session was prepared on")], None),
+}
+BRAIN_ARGS["each"] = BRAIN_ARGS["grouped"] = BRAIN_ARGS["holder"]
+ID_TEXT = f"the memory's id, or its last {SHORT_ID_MIN} or more characters"
+# The agent sends JSON objects where the daemon's Structs are: their shape as pydantic reads it.
+AGENT_TYPES: dict[Any, Any] = {InsightInput: InsightIn, ContradictionVerdict: VerdictIn}
 
 
-def tool(description: str | None = None, *, sends: type | None = None, **hints: bool) -> Callable[[F], F]:
-    """Mark a Toolbox method as an MCP tool. Its description is the agent's text its command declares
-    (hebbs/protocol.py, `mcp=`), unless it gives its own (a second tool over the same command)."""
-    def mark(fn: F) -> F:
-        text = description or (sends.spec.mcp if sends is not None else None)  # type: ignore[attr-defined]
-        assert text, f"the MCP tool {fn.__name__} has no description"
-        fn.mcp_tool = ToolSpec(text, sends, hints)  # type: ignore[attr-defined]
-        return fn
-    return mark
+class Tool(NamedTuple):
+    """An MCP tool as built from a declaration."""
+
+    name: str
+    command: type[_Command]
+    entry: Mcp
+    parameters: list[inspect.Parameter]
+    # Which field each parameter fills.
+    fills: dict[str, str]
+
+    @property
+    def hints(self) -> ToolAnnotations:
+        read_only = self.command.spec.retryable if self.entry.read_only is None else self.entry.read_only
+        return ToolAnnotations(read_only_hint=read_only, destructive_hint=None if read_only else self.entry.destructive)
 
 
-F = TypeVar("F", bound=Callable[..., Any])
+def declared_tools() -> list[Tool]:
+    """Every tool the declarations ask for, in their order."""
+    return [_tool(command, entry) for command in COMMAND_TYPES.values() for entry in command.spec.tools]
 
 
-class Toolbox:
-    """The tools an agent calls, over the daemon clients of HebbsTools."""
-
-    def __init__(self, tools: HebbsTools) -> None:
-        self.tools = tools
-
-    @classmethod
-    def specs(cls) -> dict[str, ToolSpec]:
-        return {name: fn.mcp_tool for name, fn in vars(cls).items() if hasattr(fn, "mcp_tool")}
-
-    @tool(sends=Remember, read_only=False, destructive=False)
-    async def remember(
-        self,
-        content: Annotated[str, Field(description="the fact, one self-contained sentence")],
-        importance: Annotated[float, Field(ge=0, le=1, description="how much it matters, 0..1")] = 0.5,
-        entity_id: Annotated[str | None, Field(description="who or what it is about: 'user', a person, a service")]
-        = None,
-        context: Annotated[dict[str, Any] | None, Field(
-            description='e.g. {"type": "preference" | "rule" | "decision" | "fact" | "status"}')] = None,
-        brain: BrainArg = None,
-    ) -> str:
-        tools = self.tools
-        memory = await tools.client(brain).remember(content, importance=importance, entity_id=entity_id,
-                                                    context=context)
-        view = memory_view(memory, brain or tools.default)
-        if memory.consolidated:
-            # Said before: this is the existing memory, strengthened, not a new one (docs/consolidation.md).
-            view["consolidated"] = True
-        return dump(view)
-
-    @tool(sends=Recall, read_only=True)
-    async def recall(
-        self,
-        cue: Annotated[str, Field(description="what you are looking for, in words")],
-        top_k: Annotated[int, Field(ge=1, le=100, description="how many results")] = 10,
-        entity_id: Annotated[str | None, Field(description="only memories about this entity")] = None,
-        brain: ReadBrainArg = "both",
-        since: SinceArg = None,
-        until: UntilArg = None,
-        strategies: Annotated[list[str] | None, Field(
-            description="how to search: similarity (meaning), lexical (exact words and identifiers), temporal "
-                        "(newest first), causal (along cause edges), analogical, associative (used together); "
-                        "default: lexical and similarity fused, which suits nearly every question")] = None,
-    ) -> str:
-        tools = self.tools
-        wanted = tools.brains_for(brain)
-        window = None if since is None and until is None else (since, until)
-        found = await tools.client(wanted[0]).recall(cue, top_k=top_k, entity_id=entity_id, time_range=window,
-                                                     strategies=strategies,
-                                                     brains=wanted if len(wanted) > 1 else None)
-        return dump(results_view(found, tools.answering(wanted)))
-
-    @tool("List the most recent memories, newest first, from both brains by default. Call it when the user "
-          "asks what happened lately or what you stored recently, or to review a time span (since, until) "
-          "or one entity's latest memories. It does not judge relevance: use recall for a question.",
-          sends=Recall, read_only=True)
-    async def recent(
-        self,
-        limit: Annotated[int, Field(ge=1, le=100, description="how many memories")] = 10,
-        entity_id: Annotated[str | None, Field(description="only memories about this entity")] = None,
-        since: SinceArg = None,
-        until: UntilArg = None,
-        brain: ReadBrainArg = "both",
-    ) -> str:
-        tools = self.tools
-        wanted = tools.brains_for(brain)
-        window = None if since is None and until is None else (since, until)
-        found = await tools.client(wanted[0]).recall(None, strategies=["temporal"], top_k=limit, entity_id=entity_id,
-                                                     time_range=window, brains=wanted if len(wanted) > 1 else None)
-        found.results.sort(key=lambda r: r.memory.created_at, reverse=True)
-        view = results_view(found, tools.answering(wanted))
-        for result in view["results"]:
-            del result["score"], result["found_by"]  # newest first is the order; a score says nothing here
-        return dump(view)
-
-    @tool(sends=Inspect, read_only=True)
-    async def get(self, id: IdArg, brain: IdBrainArg = None) -> str:
-        async def inspect_in(client: AsyncClient) -> dict[str, Any]:
-            seen = await client.inspect(id)
-            return inspection_view(seen, _brain_of(self.tools, client))
-
-        return dump(await self.tools.on_brain_holding(brain, inspect_in))
-
-    @tool(sends=ShowSource, read_only=True)
-    async def source(self, id: IdArg, brain: IdBrainArg = None) -> str:
-        async def source_in(client: AsyncClient) -> dict[str, Any]:
-            section = msgspec.to_builtins(await client.source(id))
-            section["indexed_at"] = _iso(section["indexed_at"])
-            if section.get("file_removed_at") is not None:
-                section["file_removed_at"] = _iso(section["file_removed_at"])
-            return {**section, "brain": _brain_of(self.tools, client)}
-
-        return dump(await self.tools.on_brain_holding(brain, source_in))
-
-    @tool(sends=Index, read_only=False, destructive=False)
-    async def index(
-        self,
-        path: Annotated[str | None, Field(description="the notes folder, absolute or relative to the server's "
-                                                      "working directory (default: this project's)")] = None,
-    ) -> str:
-        tools = self.tools
-        if path is None:
-            if not tools.has_project():
-                raise ToolError(f"no project vault in {tools.cwd} or any folder above it, so no notes folder to "
-                                f"refresh: give path, the notes folder to index [{InvalidInput.status_code}]")
-            summary = await tools.client(PROJECT).index()
+def _tool(command: type[_Command], entry: Mcp) -> Tool:
+    fields = {f.name: f for f in msgspec.structs.fields(command)}
+    parameters, fills = [], {}
+    for name, arg in entry.args.items():
+        field = fields[arg.field or name]
+        fills[name] = field.name
+        text = arg.text or (ID_TEXT if name == "id" else _description(field.type))
+        constraints = {k: v for k, v in (("ge", arg.ge), ("le", arg.le), ("min_length", arg.min_length)) if v is not None}
+        if field.name == "time_range":  # one side of it, as ISO 8601 text
+            annotation, default = str | None, None
         else:
-            # The request names its folder itself: any client sends it.
-            summary = await tools.client(GLOBAL).index(tools.cwd / Path(path).expanduser())
-        return dump(msgspec.to_builtins(summary))
+            annotation = _agent_type(field.type, required=arg.required)
+            default = inspect.Parameter.empty if arg.required or field.required else (
+                field.default if field.default is not msgspec.NODEFAULT else field.default_factory())
+        parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                            annotation=Annotated[annotation, Field(description=text, **constraints)]))
+    if entry.brains in BRAIN_ARGS:
+        annotation, default = BRAIN_ARGS[entry.brains]
+        parameters.append(inspect.Parameter("brain", inspect.Parameter.KEYWORD_ONLY, default=default,
+                                            annotation=annotation))
+    name = entry.tool or command.spec.method or command.spec.engine or command.tag()
+    return Tool(name, command, entry, parameters, fills)
 
-    @tool(sends=Status, read_only=True)
-    async def status(self) -> str:
-        tools = self.tools
-        daemon = await tools.client(GLOBAL).status(vault=False)
-        view: dict[str, Any] = {"daemon": {"version": daemon.version, "pid": daemon.pid,
-                                           "uptime_s": round(daemon.uptime_s, 1), "model": daemon.model,
-                                           "open_vaults": len(daemon.open_vaults)}, "brains": {}}
-        for name in BRAINS:
-            try:
-                stats = (await tools.client(name).status()).vault
-            except VaultNotInitialized as exc:
-                view["brains"][name] = {"missing": str(exc)}
-                continue
-            if stats is None:
-                view["brains"][name] = {"missing": str(tools.client(name)._vault_error)}
-            else:
-                view["brains"][name] = msgspec.to_builtins(stats)
-        return dump(view)
 
-    @tool(sends=Prime, read_only=True)
-    async def prime(
-        self,
-        cue: Annotated[str | None, Field(description="what the conversation is about")] = None,
-        entity_id: Annotated[str | None, Field(description="only this entity's memories, e.g. 'user'")] = None,
-        max_memories: Annotated[int, Field(ge=1, le=1000, description="how many memories in all")] = 20,
-        brain: ReadBrainArg = "both",
-    ) -> str:
-        tools = self.tools
-        wanted = tools.brains_for(brain)
-        found = await tools.client(wanted[0]).prime(entity_id, cue, max_memories, brains=wanted)
-        return dump(results_view(found, tools.answering(wanted)))
+def _description(type_: Any) -> str | None:
+    return next((m.description for m in get_args(type_)[1:] if isinstance(m, msgspec.Meta)), None) \
+        if get_origin(type_) is Annotated else None
 
-    @tool(sends=Revise, read_only=False, destructive=False)
-    async def revise(
-        self,
-        id: IdArg,
-        content: Annotated[str | None, Field(description="the corrected text")] = None,
-        importance: Annotated[float | None, Field(ge=0, le=1)] = None,
-        context: Annotated[dict[str, Any] | None, Field(description="replaces the context")] = None,
-        brain: IdBrainArg = None,
-    ) -> str:
-        async def revise_in(client: AsyncClient) -> dict[str, Any]:
-            memory = await client.revise(id, content=content, importance=importance, context=context)
-            return memory_view(memory, _brain_of(self.tools, client))
 
-        return dump(await self.tools.on_brain_holding(brain, revise_in))
+def _agent_type(type_: Any, required: bool = False) -> Any:
+    """A field's type as the agent gives it: msgspec's constraints left to the daemon (which names the
+    field when one fails), a time as ISO 8601 text, a Struct as the JSON object pydantic checks."""
+    if type_ == Micros:
+        return str
+    if get_origin(type_) is Annotated:
+        return _agent_type(get_args(type_)[0], required)
+    if get_origin(type_) in (Union, types.UnionType):
+        members = [_agent_type(t) for t in get_args(type_) if not (required and t is type(None))]
+        return functools.reduce(operator.or_, members)
+    if get_origin(type_) is list:
+        return list[_agent_type(get_args(type_)[0])]  # type: ignore[misc]
+    return AGENT_TYPES.get(type_, type_)
 
-    @tool(sends=Forget, read_only=False, destructive=True)
-    async def forget(
-        self,
-        ids: Annotated[list[str], Field(min_length=1, description=f"memory ids (or their last {SHORT_ID_MIN} or "
-                                                                  "more characters)")],
-        brain: IdBrainArg = None,
-    ) -> str:
-        total = 0
+
+def _method_names(command: type[_Command]) -> dict[str, str]:
+    """{field: the typed method's parameter} where they differ (the declaration's `params`)."""
+    listed = command.spec.params if command.spec.params is not None else "memory_id=id"
+    return {field: name for name, _, field in (w.strip().partition("=") for w in listed.split(",")) if field}
+
+
+class Call(NamedTuple):
+    """One call of a tool: what the agent gave, and how to send it."""
+
+    tools: HebbsTools
+    tool: Tool
+    brain: str | None
+    values: dict[str, Any]
+
+    async def send(self, client: AsyncClient, **extra: Any) -> Any:
+        """The command, through the client's typed method, with these values (and `extra`)."""
+        command = self.tool.command
+        method = getattr(client, command.spec.method or command.spec.engine or command.tag())
+        renamed = _method_names(command)
+        return await method(**{renamed.get(field, field): value for field, value in {**self.values, **extra}.items()})
+
+
+async def _write(call: Call) -> tuple[Any, str]:
+    name = call.brain or call.tools.default
+    return await call.send(call.tools.client(name)), name
+
+
+async def _session(call: Call) -> tuple[Any, str]:
+    tools = call.tools
+    name = call.brain or tools._sessions.get(call.values["session_id"]) or tools.default
+    return await call.send(tools.client(name)), name
+
+
+async def _read(call: Call) -> tuple[Any, str]:
+    tools = call.tools
+    wanted = tools.brains_for(call.brain)
+    return await call.send(tools.client(wanted[0]), brains=wanted), tools.answering(wanted)
+
+
+async def _holder(call: Call) -> tuple[Any, str]:
+    async def send(client: AsyncClient) -> tuple[Any, str]:
+        return await call.send(client), _brain_of(call.tools, client)
+
+    return await call.tools.on_brain_holding(call.brain, send)
+
+
+async def _each(call: Call) -> tuple[Any, None]:
+    """The command once per id, each on the brain holding it; the answers (counts) summed. A full id
+    that a brain does not hold changes nothing there (a count of 0): the next brain is tried."""
+    (field, ids), = call.values.items()
+    total = 0
+    for one in ids:
+        total += await call.tools.on_brain_holding(call.brain, lambda client: call.send(client, **{field: [one]}),
+                                                   found=lambda done: done > 0)
+    return total, None
+
+
+async def _grouped(call: Call) -> tuple[Any, None]:
+    """Every id placed in its brain before any is sent, so an unknown id changes nothing; then one call
+    per brain (memories used together get linked: CO_ACTIVATED)."""
+    tools = call.tools
+    (field, ids), = call.values.items()
+    groups: dict[str, list[str]] = {}
+    if call.brain is not None:
+        groups[call.brain] = ids
+    else:
         for memory_id in ids:
-            # A full id that a vault does not hold forgets nothing there: try the next brain.
-            total += await self.tools.on_brain_holding(brain, lambda client: client.forget([memory_id]),
-                                                       found=lambda forgotten: forgotten > 0)
-        return dump({"forgotten": total})
+            name, full_id = await tools.holder(memory_id)
+            groups.setdefault(name, []).append(full_id)
+    return [(name, await call.send(tools.client(name), **{field: group})) for name, group in groups.items()], None
 
-    @tool(sends=Reinforce, read_only=False, destructive=False)
-    async def used(
-        self,
-        ids: Annotated[list[str], Field(min_length=1, description="ids of the memories you used")],
-        brain: IdBrainArg = None,
-    ) -> str:
-        tools = self.tools
-        # Every id is placed before any is counted, so an unknown one changes nothing; the daemon
-        # resolves short ids and refuses unknown ones within a brain's single call.
-        groups: dict[str, list[str]] = {}
-        if brain is not None:
-            groups[brain] = ids
-        else:
-            for memory_id in ids:
-                name, full_id = await tools.holder(memory_id)
-                groups.setdefault(name, []).append(full_id)
-        done: list[dict[str, Any]] = []
-        for name, group in groups.items():
-            # One call per brain: memories used together get linked (CO_ACTIVATED).
-            done += [{"id": m.id, "content": m.content, "used": m.access_count, "brain": name}
-                     for m in await tools.client(name).reinforce(group)]
-        return dump({"used": done})
 
-    @tool(sends=ReflectPrepare, read_only=False, destructive=False)
-    async def reflect_prepare(
-        self,
-        entity_id: Annotated[str | None, Field(description="only this entity's memories")] = None,
-        since: SinceArg = None,
-        max_memories: Annotated[int, Field(ge=5, le=500, description="newest first")] = 500,
-        brain: BrainArg = None,
-    ) -> str:
-        tools = self.tools
-        name = brain or tools.default
-        prepared = await tools.client(name).reflect_prepare(entity_id, since, max_memories)
-        tools._sessions[prepared.session_id] = name
-        view = msgspec.to_builtins(prepared)
-        view["brain"] = name
-        return dump(view)
+async def _index(call: Call) -> tuple[Any, None]:
+    tools, path = call.tools, call.values["path"]
+    if path is None:
+        if not tools.has_project():
+            raise ToolError(f"no project vault in {tools.cwd} or any folder above it, so no notes folder to "
+                            f"refresh: give path, the notes folder to index [{InvalidInput.status_code}]")
+        return await call.send(tools.client(PROJECT)), None
+    # The request names its folder itself: any client sends it.
+    return await call.send(tools.client(GLOBAL), path=tools.cwd / Path(path).expanduser()), None
 
-    @tool(sends=ReflectCommit, read_only=False, destructive=False)
-    async def reflect_commit(
-        self,
-        session_id: Annotated[str, Field(description="from reflect_prepare")],
-        insights: Annotated[list[InsightIn], Field(description="what the clusters teach")],
-        brain: Annotated[Brain | None, Field(description="default: the brain the session was prepared on")] = None,
-    ) -> str:
-        tools = self.tools
-        name = brain or tools._sessions.get(session_id) or tools.default
-        committed = await tools.client(name).reflect_commit(session_id, [dict(i) for i in insights])
-        return dump(msgspec.to_builtins(committed))
 
-    @tool(sends=ContradictionPrepare, read_only=True)
-    async def contradictions(
-        self,
-        max_results: Annotated[int, Field(ge=1, le=1000)] = 100,
-        brain: BrainArg = None,
-    ) -> str:
-        return dump(msgspec.to_builtins(await self.tools.client(brain).contradiction_prepare(max_results)))
+async def _status(call: Call) -> tuple[Any, None]:
+    tools = call.tools
+    daemon = await tools.client(GLOBAL).status(vault=False)
+    view: dict[str, Any] = {"daemon": {"version": daemon.version, "pid": daemon.pid,
+                                       "uptime_s": round(daemon.uptime_s, 1), "model": daemon.model,
+                                       "open_vaults": len(daemon.open_vaults)}, "brains": {}}
+    for name in BRAINS:
+        try:
+            stats = (await tools.client(name).status()).vault
+        except VaultNotInitialized as exc:
+            view["brains"][name] = {"missing": str(exc)}
+            continue
+        view["brains"][name] = (msgspec.to_builtins(stats) if stats is not None
+                                else {"missing": str(tools.client(name)._vault_error)})
+    return view, None
 
-    @tool(sends=ContradictionCommit, read_only=False, destructive=False)
-    async def contradictions_commit(
-        self,
-        verdicts: Annotated[list[VerdictIn], Field(min_length=1)],
-        brain: BrainArg = None,
-    ) -> str:
-        committed = await self.tools.client(brain).contradiction_commit([dict(v) for v in verdicts])
-        return dump(msgspec.to_builtins(committed))
+
+ROUTES: dict[str, Callable[[Call], Awaitable[tuple[Any, str | None]]]] = {
+    "write": _write, "session": _session, "read": _read, "holder": _holder, "each": _each, "grouped": _grouped,
+    "index": _index, "status": _status}
+
+
+def _remembered(memory: Memory, brain: str, tools: HebbsTools) -> dict[str, Any]:
+    view = memory_view(memory, brain)
+    if memory.consolidated:
+        # Said before: this is the existing memory, strengthened, not a new one (docs/consolidation.md).
+        view["consolidated"] = True
+    return view
+
+
+def _recent(found: RecallResults, brain: str, tools: HebbsTools) -> dict[str, Any]:
+    found.results.sort(key=lambda r: r.memory.created_at, reverse=True)
+    view = results_view(found, brain)
+    for result in view["results"]:
+        del result["score"], result["found_by"]  # newest first is the order; a score says nothing here
+    return view
+
+
+def _section(section: Any, brain: str, tools: HebbsTools) -> dict[str, Any]:
+    view = msgspec.to_builtins(section)
+    view["indexed_at"] = _iso(view["indexed_at"])
+    if view.get("file_removed_at") is not None:
+        view["file_removed_at"] = _iso(view["file_removed_at"])
+    return {**view, "brain": brain}
+
+
+def _prepared(prepared: Any, brain: str, tools: HebbsTools) -> dict[str, Any]:
+    # The commit goes back to the brain that prepared the session.
+    tools._sessions[prepared.session_id] = brain
+    return {**msgspec.to_builtins(prepared), "brain": brain}
+
+
+def _used(done: list[tuple[str, list[Memory]]], brain: None, tools: HebbsTools) -> dict[str, Any]:
+    return {"used": [{"id": m.id, "content": m.content, "used": m.access_count, "brain": name}
+                     for name, memories in done for m in memories]}
+
+
+VIEWS: dict[str, Callable[[Any, Any, HebbsTools], Any]] = {
+    "data": lambda answer, brain, tools: msgspec.to_builtins(answer),
+    "memory": _remembered,
+    "results": lambda found, brain, tools: results_view(found, brain),
+    "recent": _recent,
+    "inspection": lambda seen, brain, tools: inspection_view(seen, brain),
+    "source": _section,
+    "session": _prepared,
+    "forgotten": lambda total, brain, tools: {"forgotten": total},
+    "used": _used,
+}
+
+
+def _function(tool: Tool, tools: HebbsTools) -> Callable[..., Awaitable[str]]:
+    """The tool as registered: its signature the declared parameters (the SDK builds the agent's schema from
+    it), its HebbsErrors tool errors the agent can read."""
+    route, view = ROUTES[tool.entry.brains], VIEWS[tool.entry.view]
+
+    async def run(brain: str | None = None, **given: Any) -> str:
+        values: dict[str, Any] = dict(tool.entry.fixed)
+        for name, value in given.items():
+            field = tool.fills[name]
+            values[field] = (*values.get(field, ()), value) if field == "time_range" else value
+        if values.get("time_range") == (None, None):
+            values["time_range"] = None
+        try:
+            answer, label = await route(Call(tools, tool, brain, values))
+            return dump(view(answer, label, tools))
+        except HebbsError as exc:
+            raise _tool_error(exc, tools) from None
+
+    run.__name__ = tool.name
+    run.__doc__ = tool.entry.text
+    run.__signature__ = inspect.Signature(tool.parameters, return_annotation=str)  # type: ignore[attr-defined]
+    return run
 
 
 def build_server(tools: HebbsTools) -> MCPServer:
     server = _Server(name="hebbs", version=_version(), instructions=INSTRUCTIONS,
                      description="Local long-term memory for agents: remember, recall, reflect.",
                      log_level="WARNING")
-    box = Toolbox(tools)
-    for name, spec in Toolbox.specs().items():
-        server.add_tool(_answering(getattr(box, name), tools), name=name, description=spec.description,
-                        structured_output=False,
-                        annotations=ToolAnnotations(**{f"{k}_hint": v for k, v in spec.hints.items()}))
+    for tool in declared_tools():
+        server.add_tool(_function(tool, tools), name=tool.name, description=tool.entry.text,
+                        structured_output=False, annotations=tool.hints)
     for name in BRAINS:
         _register_resources(server, tools, name)
     return server
-
-
-def _answering(method: Callable[..., Awaitable[str]], tools: HebbsTools) -> Callable[..., Awaitable[str]]:
-    """The tool as registered: its HebbsErrors come back as tool errors the agent can read."""
-    @functools.wraps(method)
-    async def call(*args: Any, **kwargs: Any) -> str:
-        try:
-            return await method(*args, **kwargs)
-        except HebbsError as exc:
-            raise _tool_error(exc, tools) from None
-    return call
 
 
 def inspection_view(seen: Inspection, brain: str) -> dict[str, Any]:

@@ -249,9 +249,9 @@ class Spec(NamedTuple):
     # The CLI subcommand built from this declaration alone (cli/declared.py); None: the CLI has a
     # hand-written one, or none.
     cli: str | None = None
-    # What an agent reads about the MCP tool that sends it (hebbs/mcp_server.py): when to call it;
-    # None: no tool sends it.
-    mcp: str | None = None
+    # The MCP tool(s) that send it (hebbs/mcp_server.py builds each from its Mcp and this Struct); None:
+    # no tool sends it.
+    mcp: Mcp | tuple[Mcp, ...] | None = None
     # The typed method of Client and AsyncClient (built from the Struct in client.py), when it is not
     # the Engine method's name. A command with neither has no typed method, or a hand-written one.
     method: str | None = None
@@ -276,6 +276,56 @@ class Spec(NamedTuple):
     @property
     def refreshes_panel(self) -> bool:
         return self.writes if self.panel is None else self.panel
+
+    @property
+    def tools(self) -> tuple[Mcp, ...]:
+        return () if self.mcp is None else (self.mcp,) if isinstance(self.mcp, Mcp) else self.mcp
+
+
+class Arg(NamedTuple):
+    """One parameter of an MCP tool as an agent reads it. It fills the command's field of its name (or
+    `field`), with that field's type and default; several parameters filling one tuple field (since and
+    until: time_range) fill it in order, null when none is given."""
+
+    # What the agent reads (None: the field's description).
+    text: str | None = None
+    field: str | None = None
+    # The agent must give it, though the command itself does not need it (recall's cue).
+    required: bool = False
+    ge: float | None = None
+    le: float | None = None
+    min_length: int | None = None
+
+
+class Mcp(NamedTuple):
+    """An MCP tool that sends a command: hebbs/mcp_server.py builds its parameters from `args` and the
+    request Struct, sends it through the client's typed method, and shapes the answer with `view`."""
+
+    # What an agent reads: when to call it.
+    text: str
+    # The tool's parameters, in order (a `brain` parameter follows, as `brains` says).
+    args: dict[str, Arg] = {}
+    # Which brain it talks to (mcp_server.ROUTES): "write" (the one named, else the default), "read" (both
+    # by default, one merged list), "holder" (the one holding the id), "each" (that, per id of a list),
+    # "grouped" (the ids grouped by holder, one call per brain), "session" (where the session was
+    # prepared); "index" and "status" are tools of their own.
+    brains: str = "write"
+    # How the answer is shaped for an agent (mcp_server.VIEWS): "data" is the reply as it is.
+    view: str = "data"
+    # The tool's name when it is not the client method's.
+    tool: str | None = None
+    # Fields the tool sets itself, not the agent.
+    fixed: dict[str, Any] = {}
+    # The read-only hint (None: whether the command is retryable, i.e. changes nothing) and the destructive one.
+    read_only: bool | None = None
+    destructive: bool = False
+
+
+# Tool parameters several tools share.
+_SINCE = Arg("only memories created at or after this time, ISO 8601 (e.g. 2026-03-01 or 2026-03-01T09:00:00Z)",
+             field="time_range")
+_UNTIL = Arg("only memories created before this time, ISO 8601", field="time_range")
+_ABOUT = Arg("only memories about this entity")
 
 
 def declare(**spec: Any) -> Callable[[type[C]], type[C]]:
@@ -303,9 +353,10 @@ class Ping(_Command, tag="ping"):
 
 
 @declare(result=DaemonStatus, retryable=True, vault=False,
-         mcp=("The state of your memory: whether the daemon runs (version, uptime, model), and what each "
+         mcp=Mcp("The state of your memory: whether the daemon runs (version, uptime, model), and what each "
               "brain holds (memories by kind, where it lives). Call it when the user asks about hebbs itself,"
-              " or a brain seems empty or missing."))
+              " or a brain seems empty or missing.",
+              brains="status"))
 class Status(_Command, tag="status"):
     """The daemon's state, and the request's vault statistics when vault_path is given."""
 
@@ -335,12 +386,17 @@ class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
 @declare(writes=True, cli="remember", shell="commands:RememberShell",
          flags=("content=content, entity_id=--entity, edges=--edge, kind=, source=, items=, check_contradictions=, "
                 "consolidate="),
-         mcp=("Store one memory. Call it when the user states a preference, corrects you, makes a decision "
+         mcp=Mcp("Store one memory. Call it when the user states a preference, corrects you, makes a decision "
               "(with its reason) or tells you a new fact about themselves, the project, people or systems. "
               "Write one fact per memory, as a sentence that stands on its own. A preference or habit of the "
               "user goes to brain='global'; a fact about this codebase to brain='project'. Never store "
               "secrets (passwords, API keys, tokens), guesses, small talk, or what the code already says. "
-              "Importance: 0.9 rules and corrections, 0.7 decisions, 0.5 facts, 0.3 details."))
+              "Importance: 0.9 rules and corrections, 0.7 decisions, 0.5 facts, 0.3 details.",
+              args={"content": Arg("the fact, one self-contained sentence", required=True),
+                    "importance": Arg("how much it matters, 0..1", ge=0, le=1),
+                    "entity_id": Arg("who or what it is about: 'user', a person, a service"),
+                    "context": Arg('e.g. {"type": "preference" | "rule" | "decision" | "fact" | "status"}')},
+              view="memory"))
 class Remember(_Command, tag="remember"):
     """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them."""
 
@@ -377,8 +433,10 @@ class Get(_Command, tag="get"):
 
 @declare(result=Memory, engine="revise", writes=True, params="memory_id=id, *", cli="revise",
          flags="entity_id=--entity, source=", shell="commands:ReviseShell", text="revised {id}",
-         mcp=("Correct a memory in place (its earlier text is kept as history). Call it when the user "
-              "corrects something you remembered, or a fact changed. Give only what changes."))
+         mcp=Mcp("Correct a memory in place (its earlier text is kept as history). Call it when the user "
+              "corrects something you remembered, or a fact changed. Give only what changes.",
+              args={"id": Arg(), "content": Arg("the corrected text"), "importance": Arg("0..1", ge=0, le=1),
+                    "context": Arg("replaces the context")}, brains="holder", view="memory"))
 class Revise(_Command, tag="revise"):
     """Change a memory in place; the earlier text is kept as its history. Absent fields stay as they are."""
 
@@ -458,8 +516,10 @@ class Neighbors(_Command, tag="neighbors"):
 @declare(result=Forgotten, engine="forget", writes=True, reply=lambda n: Forgotten(forgotten=n), params="ids, *",
          returns=lambda done: done.forgotten, cli="forget", flags="ids=ID, entity_id=--entity",
          shell="commands:ForgetShell",
-         mcp=("Delete memories for good. Call it only when the user asks you to forget something, or a memory"
-              " is plainly wrong and cannot be revised. Answers how many were forgotten."))
+         mcp=Mcp("Delete memories for good. Call it only when the user asks you to forget something, or a memory"
+              " is plainly wrong and cannot be revised. Answers how many were forgotten.",
+              args={"ids": Arg(f"memory ids (or their last {SHORT_ID_MIN} or more characters)", required=True,
+                               min_length=1)}, brains="each", view="forgotten", destructive=True))
 class Forget(_Command, tag="forget"):
     """Remove memories by id, or every memory of an entity; data is Forgotten."""
 
@@ -470,13 +530,27 @@ class Forget(_Command, tag="forget"):
 @declare(result=RecallResults, engine="recall", retryable=True, skip=("vaults",), cli="recall",
          flags="cue=cue, strategies=--strategy, entity_id=--entity, mmr_lambda=--mmr, edge_types=--edge-type, vaults=",
          shell="commands:RecallShell",
-         mcp=("Find memories relevant to a cue. Call it before answering anything that depends on the user's "
+         mcp=(Mcp("Find memories relevant to a cue. Call it before answering anything that depends on the user's "
               "earlier preferences, decisions or facts about the project, and whenever the user asks what you"
               " know or remember. Searches both brains by default in one ranked list (each result says its "
               "brain). Results are ordered by score; use `confidence` (when given) to judge a match, and if "
               "the answer says `abstained` or nothing relevant comes back, say you do not know instead of "
               "answering from a weak match. Narrow it with entity_id, a time range (since, until) or "
-              "strategies when the question asks for them."))
+              "strategies when the question asks for them.",
+              args={"cue": Arg("what you are looking for, in words", required=True),
+                    "top_k": Arg("how many results", ge=1, le=100), "entity_id": _ABOUT, "since": _SINCE,
+                    "until": _UNTIL,
+                    "strategies": Arg("how to search: similarity (meaning), lexical (exact words and identifiers), "
+                                      "temporal (newest first), causal (along cause edges), analogical, associative "
+                                      "(used together); default: lexical and similarity fused, which suits nearly "
+                                      "every question")},
+              brains="read", view="results"),
+         Mcp("List the most recent memories, newest first, from both brains by default. Call it when the user "
+             "asks what happened lately or what you stored recently, or to review a time span (since, until) "
+             "or one entity's latest memories. It does not judge relevance: use recall for a question.",
+             args={"limit": Arg("how many memories", field="top_k", ge=1, le=100), "entity_id": _ABOUT,
+                   "since": _SINCE, "until": _UNTIL},
+             brains="read", view="recent", tool="recent", fixed={"cue": None, "strategies": ["temporal"]})))
 class Recall(_Command, tag="recall"):
     """Find the memories that answer a cue (without one: the most recent), ranked by one composite score;
     data is RecallResults: each result with its confidence, and whether the answer abstained."""
@@ -527,10 +601,12 @@ class Recall(_Command, tag="recall"):
 
 @declare(result=list[Memory], engine="reinforce", writes=True, panel=False, params="ids, *", cli="used",
          text="{short_id}  used {access_count}x  {content}",
-         mcp=("Tell hebbs which recalled memories you actually used in your answer: they count as useful and "
+         mcp=Mcp("Tell hebbs which recalled memories you actually used in your answer: they count as useful and "
               "rank higher next time. Call it after answering from recalled memories, naming all of them in "
               "one call (memories used together are linked); do not call it for memories you only saw. An "
-              "unknown id fails the whole call and counts nothing."))
+              "unknown id fails the whole call and counts nothing.",
+              args={"ids": Arg("ids of the memories you used", min_length=1)}, brains="grouped", view="used",
+              tool="used"))
 class Reinforce(_Command, tag="reinforce"):
     """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
 
@@ -541,10 +617,13 @@ class Reinforce(_Command, tag="reinforce"):
 
 @declare(result=RecallResults, engine="prime", retryable=True, skip=("vaults",), cli="prime",
          flags="entity_id=--entity, similarity_cue=--cue, max_memories=--max, vaults=", shell="commands:PrimeShell",
-         mcp=("Load context at the start of a conversation: the most recent memories plus those relevant to "
+         mcp=Mcp("Load context at the start of a conversation: the most recent memories plus those relevant to "
               "the cue, from both brains by default (who the user is and what this project is). Call it once,"
               " silently, before your first answer, with the user's first request as the cue; keep the "
-              "results in mind and do not recite them."))
+              "results in mind and do not recite them.",
+              args={"cue": Arg("what the conversation is about", field="similarity_cue"),
+                    "entity_id": Arg("only this entity's memories, e.g. 'user'"),
+                    "max_memories": Arg("how many memories in all", ge=1, le=1000)}, brains="read", view="results"))
 class Prime(_Command, tag="prime"):
     """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call."""
 
@@ -582,10 +661,12 @@ class Close(_Command, tag="close"):
 
 
 @declare(panel=True, vault="path", method="index", params="path, *", progress=True,
-         mcp=("Index a folder of markdown notes into memories, or refresh it after the notes changed (only "
+         mcp=Mcp("Index a folder of markdown notes into memories, or refresh it after the notes changed (only "
               "changed sections are embedded again; removed notes are forgotten). Call it when the user asks "
               "you to learn, read or refresh their notes or docs. Without a path, refreshes this project's "
-              "notes folder (the one holding its .hebbs/). Large folders take a while the first time."))
+              "notes folder (the one holding its .hebbs/). Large folders take a while the first time.",
+              args={"path": Arg("the notes folder, absolute or relative to the server's working directory "
+                                "(default: this project's)")}, brains="index"))
 class Index(_Command, tag="index"):
     """Index a markdown notes folder into PATH/.hebbs, streaming progress frames, then a summary.
 
@@ -639,9 +720,10 @@ class Queries(_Command, tag="queries"):
 
 
 @declare(result=Inspection, retryable=True, method="inspect", cli="inspect", shell="commands:InspectShell",
-         mcp=("Read one memory by id, in full: its text, fields, how often it was used, what replaced it, and"
+         mcp=Mcp("Read one memory by id, in full: its text, fields, how often it was used, what replaced it, and"
               " its edges to other memories. Call it when a recalled result or a note names an id you need "
-              "the details of."))
+              "the details of.",
+              args={"id": Arg()}, brains="holder", view="inspection", tool="get"))
 class Inspect(_Command, tag="inspect"):
     """One memory with its edges and its earlier versions."""
 
@@ -649,9 +731,10 @@ class Inspect(_Command, tag="inspect"):
 
 
 @declare(result=SourceSection, retryable=True, method="source", cli="source", shell="commands:SourceShell",
-         mcp=("Read the section of a note a memory was indexed from, exactly as it was in that version of the"
+         mcp=Mcp("Read the section of a note a memory was indexed from, exactly as it was in that version of the"
               " file (with its file path, headings and lines), even if the file changed since. Call it to "
-              "quote or check a note-backed memory; memories you stored yourself have no source."))
+              "quote or check a note-backed memory; memories you stored yourself have no source.",
+              args={"id": Arg()}, brains="holder", view="source"))
 class ShowSource(_Command, tag="source"):
     """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
 
@@ -683,11 +766,13 @@ class ImportRecords(_Command, tag="import_records"):
 
 @declare(result=ReflectPrepared, engine="reflect_prepare", writes=True, panel=False, cli="reflect-prepare",
          flags="entity_id=--entity",
-         mcp=("First step of reflection: group a brain's memories into clusters, each with a ready prompt. "
+         mcp=Mcp("First step of reflection: group a brain's memories into clusters, each with a ready prompt. "
               "Call it when the user asks you to reflect or consolidate, or a brain has gathered many "
               "memories since its last insights. Answer each cluster's prompt yourself, keep only insights "
               "the cited memories support together, then call reflect_commit with the session_id within 10 "
-              "minutes."))
+              "minutes.",
+              args={"entity_id": Arg("only this entity's memories"), "since": _SINCE._replace(field=None),
+                    "max_memories": Arg("newest first", ge=5, le=500)}, view="session"))
 class ReflectPrepare(_Command, tag="reflect_prepare"):
     """Cluster the scope's memories into a session, one ready prompt per cluster; data is ReflectPrepared."""
 
@@ -698,9 +783,11 @@ class ReflectPrepare(_Command, tag="reflect_prepare"):
 
 
 @declare(result=ReflectCommitted, engine="reflect_commit", writes=True,
-         mcp=("Second step of reflection: store the insights you drew from a reflect_prepare session, all or "
+         mcp=Mcp("Second step of reflection: store the insights you drew from a reflect_prepare session, all or "
               "none (a bad insight changes nothing and the error names it). Insights are saved as memories of"
-              " kind INSIGHT and as notes in the vault's insights/ folder."))
+              " kind INSIGHT and as notes in the vault's insights/ folder.",
+              args={"session_id": Arg("from reflect_prepare"), "insights": Arg("what the clusters teach")},
+              brains="session"))
 class ReflectCommit(_Command, tag="reflect_commit"):
     """Store the insights an agent drew from a prepared session, all or none; data is ReflectCommitted."""
 
@@ -721,9 +808,10 @@ class Insights(_Command, tag="insights"):
 # It drops candidates that no longer hold (a write) but shows nothing new: pages listing candidates
 # call it, and a refresh after it would call it again.
 @declare(result=ContradictionPrepared, engine="contradiction_prepare", writes=True, panel=False,
-         mcp=("List the queued pairs of memories that look contradictory, both sides in full. Call it when "
+         mcp=Mcp("List the queued pairs of memories that look contradictory, both sides in full. Call it when "
               "the user asks about conflicting facts, or after a reflection; then decide each pair and call "
-              "contradictions_commit (ask the user when you cannot tell)."))
+              "contradictions_commit (ask the user when you cannot tell).",
+              args={"max_results": Arg(ge=1, le=1000)}, tool="contradictions", read_only=True))
 class ContradictionPrepare(_Command, tag="contradiction_prepare"):
     """The queued contradiction candidates, both sides in full; data is ContradictionPrepared."""
 
@@ -731,8 +819,9 @@ class ContradictionPrepare(_Command, tag="contradiction_prepare"):
 
 
 @declare(result=ContradictionCommitted, engine="contradiction_commit", writes=True,
-         mcp=("Apply your verdicts on queued contradiction candidates in one batch: contradiction (both stand"
-              " and conflict: they get linked), revision (the newer replaces the older), neutral (dismissed)."))
+         mcp=Mcp("Apply your verdicts on queued contradiction candidates in one batch: contradiction (both stand"
+              " and conflict: they get linked), revision (the newer replaces the older), neutral (dismissed).",
+              args={"verdicts": Arg(min_length=1)}, tool="contradictions_commit"))
 class ContradictionCommit(_Command, tag="contradiction_commit"):
     """Apply verdicts on queued candidates in one batch; data is ContradictionCommitted."""
 

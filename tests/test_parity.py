@@ -211,28 +211,37 @@ def test_each_declared_default_is_the_engines_the_clients_and_the_panels() -> No
     assert {"consolidate", "unconsolidate"} <= changes.CHANGE_COMMANDS and "reinforce" not in changes.CHANGE_COMMANDS
 
 
-def test_the_mcp_tools_keep_the_declared_defaults_and_say_how_ids_are_given() -> None:
-    """Tried: every MCP tool's parameters that are fields of the command it sends have the field's
-    default; every id parameter says the daemon's rule (6 or more last characters), none "8"."""
-    from hebbs.mcp_server import Toolbox
-    from hebbs.protocol import SHORT_ID_MIN
+def test_the_mcp_tools_are_the_declared_ones_with_their_defaults_and_say_how_ids_are_given() -> None:
+    """Tried: the MCP server lists exactly the tools the declarations ask for (`mcp=Mcp(...)` in
+    hebbs/protocol.py), each with its declared text; in the schema an agent reads, every parameter that
+    fills a field has the field's default (or is required), every id parameter says the daemon's rule
+    (6 or more last characters), and a read-only tool is one whose command changes nothing unless
+    its declaration says otherwise."""
+    from hebbs.mcp_server import HebbsTools, build_server, declared_tools
+    from hebbs.protocol import COMMAND_TYPES, SHORT_ID_MIN
 
-    renamed = {"cue": "similarity_cue", "limit": "top_k"}
+    built = declared_tools()
+    listed = {t.name: t for t in asyncio.run(build_server(HebbsTools(home="/nonexistent")).list_tools())}
+    assert sorted(listed) == sorted(t.name for t in built)
+    entries = [entry for cls in COMMAND_TYPES.values() for entry in cls.spec.tools]
+    assert len(entries) == len(built) >= 15
     checked = 0
-    for name, spec in Toolbox.specs().items():
-        declared = _struct_defaults(spec.sends) if spec.sends is not None else {}
-        for p in list(inspect.signature(getattr(Toolbox, name)).parameters.values())[1:]:
-            field = p.name if p.name in declared else renamed.get(p.name)
-            if field in declared and p.default is not inspect.Parameter.empty:
-                assert p.default == declared[field], f"MCP {name}.{p.name}: {p.default!r}, declared {declared[field]!r}"
+    for tool in built:
+        agent = listed[tool.name]
+        assert agent.description == tool.entry.text
+        declared = _struct_defaults(tool.command)
+        schema = agent.input_schema["properties"]
+        for name, field in tool.fills.items():
+            if name in agent.input_schema.get("required", []):
+                assert not tool.entry.args[name].required or field in declared
+            elif field != "time_range":
+                assert schema[name]["default"] == declared[field], f"MCP {tool.name}.{name}: {schema[name]}"
                 checked += 1
-    assert checked >= 8
-    # The agent's text of a tool is its command's declaration (`mcp=`), each one used by a tool.
-    from hebbs.protocol import COMMAND_TYPES
-
-    texts = {spec.description for spec in Toolbox.specs().values()}
-    declared = {tag: cls.spec.mcp for tag, cls in COMMAND_TYPES.items() if cls.spec.mcp}
-    assert len(declared) >= 14 and set(declared.values()) <= texts
+            if name in ("id", "ids") and tool.name != "used":
+                assert f"last {SHORT_ID_MIN} or more characters" in schema[name]["description"]
+        read_only = tool.command.spec.retryable if tool.entry.read_only is None else tool.entry.read_only
+        assert agent.annotations.read_only_hint is read_only
+    assert checked >= 12
     source = (Path(hebbs.__file__).parent / "mcp_server.py").read_text()
     assert "8 characters" not in source and SHORT_ID_MIN == 6
 
