@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import enum
 import inspect
+import json
 import os
 import pprint
 import re
@@ -551,8 +552,32 @@ def client_methods_source() -> str:
             + "\n".join(awaited).rstrip() + "\n")
 
 
+# What each of mcp_server.ROUTES does, as docs/mcp.md says it.
+BRAINS = {"write": "the one named, else the default", "read": "both by default: one merged, labelled list",
+          "holder": "the one holding the id", "each": "the one holding each id",
+          "grouped": "each id's holder, one call per brain", "session": "the one the session was prepared on",
+          "index": "the project's notes folder, or the folder `path` names", "status": "the daemon and every brain"}
+
+
+def mcp_section() -> str:
+    from hebbs.mcp_server import declared_tools
+
+    rows = ["| tool | brain | what the agent reads |", "| --- | --- | --- |"]
+    for tool in declared_tools():
+        params = []
+        for p in tool.parameters:
+            default = p.default
+            shown = p.name if default in (inspect.Parameter.empty, None) else f"{p.name}={json.dumps(default)}"
+            params.append(shown)
+        hints = " (read-only)" if tool.hints.read_only_hint else " (destructive)" if tool.hints.destructive_hint else ""
+        rows.append(f"| `{tool.name}({', '.join(params)})`{hints} | {BRAINS[tool.entry.brains]} | "
+                    f"{_cell(tool.entry.text)} |")
+    return "\n".join(rows)
+
+
 SECTIONS = {
     "docs/protocol.md": [("commands", protocol_section)],
+    "docs/mcp.md": [("tools", mcp_section)],
     "docs/cli.md": [("options", cli_section)],
     "docs/config.md": [("config", config_section)],
     "docs/python-api.md": [("engine", api_engine_section), ("clients", api_clients_section),
