@@ -352,7 +352,7 @@ class Ping(_Command, tag="ping"):
     """Is a daemon there? Answers Pong without touching any vault."""
 
 
-@declare(result=DaemonStatus, retryable=True, vault=False,
+@declare(result=DaemonStatus, retryable=True, vault=False, cli="status", shell="commands:StatusShell",
          mcp=Mcp("The state of your memory: whether the daemon runs (version, uptime, model), and what each "
               "brain holds (memories by kind, where it lives). Call it when the user asks about hebbs itself,"
               " or a brain seems empty or missing.",
@@ -460,7 +460,8 @@ class ReviseItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_
     source: Source | None = None
 
 
-@declare(result=list[Memory], engine="revise_many", writes=True)
+@declare(result=list[Memory], engine="revise_many", writes=True, cli="revise-many", flags="items=",
+         shell="commands:ReviseManyShell")
 class ReviseMany(_Command, tag="revise_many"):
     """Revise many memories in one request (changed texts embedded in batches); data is a list of Memory."""
 
@@ -636,12 +637,13 @@ class Prime(_Command, tag="prime"):
     vaults: list[PathText] | None = None
 
 
-@declare(result=Subscribed)
+@declare(result=Subscribed, cli="subscribe", flags="entity_id=--entity, confidence_threshold=--threshold",
+         shell="commands:SubscribeShell")
 class Subscribe(_Command, tag="subscribe"):
     """Open a subscription on this connection; feeds on the same connection push matches to it."""
 
-    entity_id: Name | None = None
-    confidence_threshold: float = 0.5
+    entity_id: Annotated[Name | None, Meta(description="only this entity's memories (default: every entity)")] = None
+    confidence_threshold: Annotated[float, Meta(description="minimum confidence, 0..1")] = 0.5
 
 
 @declare(result=Fed, vault=False)
@@ -742,7 +744,7 @@ class ShowSource(_Command, tag="source"):
     id: Annotated[IdText, Meta(description="a memory id, or its last 6+ characters")]
 
 
-@declare(result=ExportDone)
+@declare(result=ExportDone, cli="export", flags="include_revisions=, records=", shell="commands:ExportShell")
 class Export(_Command, tag="export"):
     """Every memory, streamed as progress frames of ExportChunk, then ExportDone. records=True: everything
     the vault holds instead, as export records (docs/export.md) in ExportChunk.records."""
@@ -751,7 +753,8 @@ class Export(_Command, tag="export"):
     records: bool = False
 
 
-@declare(result=ImportSummary, engine="import_records", writes=True)
+@declare(result=ImportSummary, engine="import_records", writes=True, cli="import", flags="records=",
+         shell="commands:ImportShell")
 class ImportRecords(_Command, tag="import_records"):
     """Restore export records (docs/export.md) with new ids, memories first (a later request finds the
     memories of earlier ones); data is ImportSummary."""

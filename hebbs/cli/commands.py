@@ -242,17 +242,24 @@ def _revise_items(text: str, path: str) -> list[ReviseItem]:
     return items
 
 
-def cmd_revise_many(args: argparse.Namespace) -> int:
-    items = _revise_items(read_text_file(args.file, "revisions file"), args.file)
-    with client_for(args) as client:
-        memories = client.revise_many(items)
-    if _json(args):
-        output.emit_json(memories)
-    else:
+class ReviseManyShell:
+    @staticmethod
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("file", help='[{"id": ..., "content"?, "importance"?, "context"?, "entity_id"?}, ...] or '
+                                         "one such object per line; - reads stdin")
+
+    @staticmethod
+    def fields(args: argparse.Namespace, fields: dict[str, Any]) -> dict[str, Any]:
+        return {**fields, "items": _revise_items(read_text_file(args.file, "revisions file"), args.file)}
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: Client, fields: dict[str, Any], memories: list[Any]) -> None:
+        if _json(args):
+            output.emit_json(memories)
+            return
         print(f"revised {_count(len(memories), 'memory')}")
         for memory in memories:
             print(f"  {output.short_id(memory.id)}  {output.one_line(memory.content, output.width() - 12)}")
-    return 0
 
 
 class ConsolidateShell:
@@ -400,22 +407,30 @@ class PrimeShell:
             output.print_results(found.results, found.notes)
 
 
-def cmd_subscribe(args: argparse.Namespace) -> int:
-    with client_for(args) as client, client.subscribe(args.entity, args.threshold) as subscription:
-        if not _json(args):
-            print(f"subscribed ({subscription.id}); reading lines from stdin, Ctrl-D ends", file=sys.stderr)
-        for line in sys.stdin:
-            text = line.strip()
-            if not text:
-                continue
-            matches = subscription.feed(text)
-            if _json(args):
-                output.emit_json({"text": text, "matches": matches})
-            else:
-                for r in matches:
-                    print(f"{r.confidence or 0.0:.3f}  {output.short_id(r.memory.id)}  "
-                          f"{output.one_line(r.memory.content, output.width() - 20)}", flush=True)
-    return 0
+class SubscribeShell:
+    summary = "read lines from stdin and print memories that match them, each once"
+
+    @staticmethod
+    def send(args: argparse.Namespace, fields: dict[str, Any]) -> None:
+        with client_for(args) as client, client.subscribe(fields["entity_id"],
+                                                         fields["confidence_threshold"]) as subscription:
+            if not _json(args):
+                print(f"subscribed ({subscription.id}); reading lines from stdin, Ctrl-D ends", file=sys.stderr)
+            for line in sys.stdin:
+                text = line.strip()
+                if not text:
+                    continue
+                matches = subscription.feed(text)
+                if _json(args):
+                    output.emit_json({"text": text, "matches": matches})
+                else:
+                    for r in matches:
+                        print(f"{r.confidence or 0.0:.3f}  {output.short_id(r.memory.id)}  "
+                              f"{output.one_line(r.memory.content, output.width() - 20)}", flush=True)
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], _: None) -> None:
+        pass  # each line's matches were printed as they came
 
 
 class InspectShell:
@@ -460,27 +475,42 @@ class SourceShell:
         print(found.text)
 
 
-def cmd_export(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        client.stats()  # a missing vault must fail before an output file is created
-        out = open_output(args.output) if args.output else None
-        count = 0
-        try:
-            for record in client.export_records():
-                (out or sys.stdout).write(output.to_json(record) + "\n")
-                count += record["record"] == "memory"
-        except BaseException:
+class ExportShell:
+    summary = ("write everything the vault holds as JSON lines (docs/export.md): memories with their earlier versions, "
+               "supersession, edges, access history, keys, contradiction candidates and kept originals")
+    # Its stdout is JSON lines, kept byte for byte (main.py).
+    raw_output = True
+
+    @staticmethod
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+
+    @staticmethod
+    def send(args: argparse.Namespace, fields: dict[str, Any]) -> int:
+        with client_for(args) as client:
+            client.stats()  # a missing vault must fail before an output file is created
+            out = open_output(args.output) if args.output else None
+            count = 0
+            try:
+                for record in client.export_records():
+                    (out or sys.stdout).write(output.to_json(record) + "\n")
+                    count += record["record"] == "memory"
+            except BaseException:
+                if out is not None:
+                    out.abort()  # the file named is left as it was
+                raise
             if out is not None:
-                out.abort()  # the file named is left as it was
-            raise
-        if out is not None:
-            out.close()
-    if args.output:
+                out.close()
+        return count
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], count: int) -> None:
+        if not args.output:
+            return  # stdout holds the records alone
         if _json(args):
             output.emit_json({"exported": count, "file": args.output})
         else:
             print(f"exported {_count(count, 'memory')} to {args.output}")
-    return 0
 
 
 def _decoded(lines: Iterator[bytes]) -> Iterator[tuple[int, Any]]:
@@ -526,30 +556,41 @@ def _add_summary(totals: dict[str, int], summary: Any) -> None:
         totals[name] += getattr(summary, name)
 
 
-def cmd_import(args: argparse.Namespace) -> int:
-    source = open_input(args.file, binary=True)
-    try:
-        records = [record for _, record in _decoded(iter(source))]
-    finally:
-        if source is not sys.stdin.buffer:
-            source.close()
-    with client_for(args) as client:
-        if any("record" in r for r in records):
-            totals = _import_v2(client, records)
-        else:
-            totals = _import_v1(client, records)
-    if _json(args):
-        output.emit_json(totals)
-        return 0
-    before_n = totals["already_there"]
-    again = (f"; {before_n} {'was' if before_n == 1 else 'were'} imported before and not stored again"
-             if before_n > 0 else "")
-    links = ", ".join(f"{_count(totals[name], noun)}" for name, noun in (
-        ("edges", "edge"), ("accesses", "access"), ("pending", "contradiction candidate"),
-        ("originals", "original")) if totals.get(name))
-    print(f"imported {_count(totals['memories'], 'memory')}{again}" + (f"; restored {links}" if links else "")
-          + (f" (skipped {totals['skipped_revisions']} revision records)" if totals.get("skipped_revisions") else ""))
-    return 0
+class ImportShell:
+    summary = ("read what export writes (docs/export.md); ids are assigned anew and every link is mapped to them, and "
+               "a memory imported before is not stored again")
+
+    @staticmethod
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("file", help="a JSONL file, or - for stdin")
+
+    @staticmethod
+    def send(args: argparse.Namespace, fields: dict[str, Any]) -> dict[str, int]:
+        source = open_input(args.file, binary=True)
+        try:
+            records = [record for _, record in _decoded(iter(source))]
+        finally:
+            if source is not sys.stdin.buffer:
+                source.close()
+        with client_for(args) as client:
+            if any("record" in r for r in records):
+                return _import_v2(client, records)
+            return _import_v1(client, records)
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], totals: dict[str, int]) -> None:
+        if _json(args):
+            output.emit_json(totals)
+            return
+        before_n = totals["already_there"]
+        again = (f"; {before_n} {'was' if before_n == 1 else 'were'} imported before and not stored again"
+                 if before_n > 0 else "")
+        links = ", ".join(f"{_count(totals[name], noun)}" for name, noun in (
+            ("edges", "edge"), ("accesses", "access"), ("pending", "contradiction candidate"),
+            ("originals", "original")) if totals.get(name))
+        print(f"imported {_count(totals['memories'], 'memory')}{again}" + (f"; restored {links}" if links else "")
+              + (f" (skipped {totals['skipped_revisions']} revision records)" if totals.get("skipped_revisions")
+                 else ""))
 
 
 def _import_v1(client: Client, records: list[dict[str, Any]]) -> dict[str, int]:
@@ -582,38 +623,49 @@ def _import_v1(client: Client, records: list[dict[str, Any]]) -> dict[str, int]:
             "skipped_revisions": skipped}
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    home = hebbs_home(args.home)
-    with Client(global_=True, home=home) as global_vault:
-        daemon = global_vault.status(vault=False)
-        global_stats = global_vault.status().vault
-    project_stats = None
-    project_error = None
-    if not args.global_:
-        try:
-            project_dir = resolve_vault(args.vault, False, home)
-            with Client(vault=project_dir, home=home) as project:
-                project_stats = project.status().vault
-        except VaultNotInitialized as exc:
-            if args.vault is not None:
-                raise
-            project_error = str(exc)
-    if _json(args):
-        output.emit_json({"daemon": daemon, "global": global_stats, "project": project_stats})
-        return 0
-    print(f"daemon   pid {daemon.pid}, up {daemon.uptime_s:.0f}s, model {daemon.model or '(loading)'}, "
-          f"{len(daemon.open_vaults)} open vaults, stops after {daemon.idle_timeout_s:.0f}s idle")
-    if daemon.panel is not None:
-        print(f"panel    {daemon.panel.url}  (Memory Palace; the address carries this daemon's token)")
-    for name, stats in (("global", global_stats), ("project", project_stats)):
-        if stats is None:
-            print(f"{name:<8} none here (`hebbs init` creates a project vault in this folder)" if project_error else
-                  f"{name:<8} -")
-            continue
-        kinds = ", ".join(_count(n, KIND_NAMES.get(k, k.lower())) for k, n in sorted(stats.by_kind.items()))
-        where = "" if stats.store == "rocksdb" else f", kept in {stats.store}"
-        print(f"{name:<8} {stats.path}: {_count(stats.memories, 'memory')}" + (f" ({kinds})" if kinds else "") + where)
-    return 0
+class StatusShell:
+    summary = "the daemon and the vaults it serves"
+
+    @staticmethod
+    def send(args: argparse.Namespace, fields: dict[str, Any]) -> tuple[Any, Any, Any, str | None]:
+        """The daemon's state, the global vault's statistics and the project vault's (None, with why, when
+        there is none here)."""
+        home = hebbs_home(args.home)
+        with Client(global_=True, home=home) as global_vault:
+            daemon = global_vault.status(vault=False)
+            global_stats = global_vault.status().vault
+        project_stats = None
+        project_error = None
+        if not args.global_:
+            try:
+                project_dir = resolve_vault(args.vault, False, home)
+                with Client(vault=project_dir, home=home) as project:
+                    project_stats = project.status().vault
+            except VaultNotInitialized as exc:
+                if args.vault is not None:
+                    raise
+                project_error = str(exc)
+        return daemon, global_stats, project_stats, project_error
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:
+        daemon, global_stats, project_stats, project_error = found
+        if _json(args):
+            output.emit_json({"daemon": daemon, "global": global_stats, "project": project_stats})
+            return
+        print(f"daemon   pid {daemon.pid}, up {daemon.uptime_s:.0f}s, model {daemon.model or '(loading)'}, "
+              f"{len(daemon.open_vaults)} open vaults, stops after {daemon.idle_timeout_s:.0f}s idle")
+        if daemon.panel is not None:
+            print(f"panel    {daemon.panel.url}  (Memory Palace; the address carries this daemon's token)")
+        for name, stats in (("global", global_stats), ("project", project_stats)):
+            if stats is None:
+                print(f"{name:<8} none here (`hebbs init` creates a project vault in this folder)" if project_error
+                      else f"{name:<8} -")
+                continue
+            kinds = ", ".join(_count(n, KIND_NAMES.get(k, k.lower())) for k, n in sorted(stats.by_kind.items()))
+            where = "" if stats.store == "rocksdb" else f", kept in {stats.store}"
+            print(f"{name:<8} {stats.path}: {_count(stats.memories, 'memory')}" + (f" ({kinds})" if kinds else "")
+                  + where)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -62,7 +62,9 @@ def arguments(cls: type[_Command]) -> list[Entry]:
 
 
 def summary(cls: type[_Command]) -> str:
-    return inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0].replace("\n", " ")
+    """The subcommand's help: the Struct's docstring, unless its shell serves the command otherwise than by
+    sending it (status over both vaults, export to a file) and says so (`summary`)."""
+    return getattr(shell(cls), "summary", None) or inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0].replace("\n", " ")
 
 
 class Shape(NamedTuple):

@@ -44,6 +44,9 @@ COMMANDS = {
           'help': 'out: from the memory, in: to it',
           'choices': ('out', 'in', 'both')}),
     ], False),
+    'export': ('export', 'write everything the vault holds as JSON lines (docs/export.md): memories with their earlier versions, supersession, edges, access history, keys, contradiction candidates and kept originals', [
+        (('-o', '--output'), {'metavar': 'FILE', 'help': 'write here (default: stdout)'}),
+    ], True),
     'forget': ('forget', 'Remove memories by id, or every memory of an entity; data is Forgotten.', [
         (('ids',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': '*'}),
         (('--entity',),
@@ -61,6 +64,9 @@ COMMANDS = {
     ], False),
     'history': ('history', "A memory's earlier versions, newest first; data is a list of Memory.", [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
+    ], False),
+    'import': ('import_records', 'read what export writes (docs/export.md); ids are assigned anew and every link is mapped to them, and a memory imported before is not stored again', [
+        (('file',), {'help': 'a JSONL file, or - for stdin'}),
     ], False),
     'insights': ('insights', "The vault's insights, newest first; data is a list of Insight.", [
         (('--entity',),
@@ -388,9 +394,31 @@ COMMANDS = {
           'metavar': 'ENTITY'}),
         (('--no-entity',), {'action': 'store_true', 'help': 'detach the memory from its entity'}),
     ], False),
+    'revise-many': ('revise_many', 'Revise many memories in one request (changed texts embedded in batches); data is a list of Memory.', [
+        (('file',),
+         {'help': '[{"id": ..., "content"?, "importance"?, "context"?, "entity_id"?}, ...] or one such object per '
+                  'line; - reads stdin'}),
+    ], False),
     'source': ('source', 'The section a memory was indexed from, as it was in that file version (docs/vault.md).', [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
     ], True),
+    'status': ('status', 'the daemon and the vaults it serves', [
+    ], False),
+    'subscribe': ('subscribe', 'read lines from stdin and print memories that match them, each once', [
+        (('--entity',),
+         {'default': None,
+          'action': 'store',
+          'dest': 'entity_id',
+          'help': "only this entity's memories (default: every entity)",
+          'metavar': 'ENTITY'}),
+        (('--threshold',),
+         {'default': 0.5,
+          'action': 'store',
+          'dest': 'confidence_threshold',
+          'help': 'minimum confidence, 0..1',
+          'type': 'number',
+          'metavar': 'THRESHOLD'}),
+    ], False),
     'unconsolidate': ('unconsolidate', 'Make a restatement record (see history) a memory of its own again; data is that Memory.', [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
     ], False),

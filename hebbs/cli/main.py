@@ -122,7 +122,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         p.set_defaults(run=run or f"commands:cmd_{name.replace('-', '_')}", raw_output=raw_output)
         return p
 
-    for group in (_vault_commands, _memory_commands, _recall_commands, _reflect_commands, _other_commands):
+    # The memory and recall commands, export, import and status are declared (cli/declared.py).
+    for group in (_vault_commands, _reflect_commands, _other_commands):
         group(command, common, shared)
     if only is None or only and not parser.only_built:  # type: ignore[attr-defined]
         from .argtypes import add
@@ -168,21 +169,6 @@ def _vault_commands(command: Any, common: argparse.ArgumentParser, shared: argpa
     p.add_argument("--sections", action="store_true", help="list each file's sections too")
 
 
-def _memory_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
-    """Memories and the graph between them."""
-    p = command("revise-many", "revise many memories in one request, from a JSON list or JSON lines")
-    p.add_argument("file", help='[{"id": ..., "content"?, "importance"?, "context"?, "entity_id"?}, ...] or one '
-                                "such object per line; - reads stdin")
-
-
-def _recall_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
-    """subscribe (recall, prime, used, queries, inspect and source are declared: cli/declared.py)."""
-    p = command("subscribe", "read lines from stdin and print memories that match them, each once")
-    p.add_argument("--entity", help="only this entity's memories (default: every entity)")
-    p.add_argument("--threshold", type=number, default=0.5, help="minimum confidence, 0..1")
-
-
-
 def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
     """Reflection and contradiction review."""
     p = command("reflect-commit", "store the insights written from a reflect-prepare session (a notes folder "
@@ -201,17 +187,6 @@ def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: arg
 
 def _other_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
     """Moving memories, the daemon, and the servers (MCP, the panel, the proxy)."""
-    p = command("export", "write everything the vault holds as JSON lines (docs/export.md): memories with their "
-                          "earlier versions, supersession, edges, access history, keys, contradiction candidates "
-                          "and kept originals", raw_output=True)
-    p.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
-
-    p = command("import", "read what export writes (docs/export.md); ids are assigned anew and every link is "
-                          "mapped to them, and a memory imported before is not stored again")
-    p.add_argument("file", help="a JSONL file, or - for stdin")
-
-    command("status", "the daemon and the vaults it serves")
-
     command("mcp", "serve hebbs to an MCP-speaking agent over stdio (docs/mcp.md); --vault/--global pick "
                    "the default vault", run="dispatch:serve_mcp")
 
