@@ -157,12 +157,14 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     duplicate_similarity: float = 0.95
     # Analogical recall: weight of embedding similarity against structural similarity.
     analogical_alpha: float = 0.5
-    # A cue of several sentences is embedded as the mean of its sentences' embeddings (recall.query.
-    # cue_embedding): a paragraph-long question asks several things, and one embedding of the whole
-    # blurs them. CISI (52 of 76 queries have several sentences) nDCG@10 0.453 against 0.450;
-    # single-sentence cues are untouched. Fused recall only: similarity alone searches the cue's own
-    # embedding, so that it stays the plain vector search a caller compares with hnswlib.
-    cue_by_sentence: bool = True
+    # On: a cue of several sentences is embedded as the mean of its sentences' embeddings (recall.query.
+    # cue_embedding), each thing a paragraph asks searched for. Off by default: on CISI (52 of 76
+    # queries have several sentences) it gave nDCG@10 0.454 against 0.450, LoCoMo recall@10 0.6974
+    # against 0.6968 (one open-domain question), MEDLINE and the notes nothing (no such cue), and it
+    # embeds each sentence on its own: default recall on a paragraph took about 1.5x the CPU
+    # (docs/retrieval.md, "Long cues"). Fused recall only: similarity alone
+    # searches the cue's own embedding, the plain vector search a caller compares with hnswlib.
+    cue_by_sentence: bool = False
     # A recall whose best result's confidence is below this abstains: "nothing relevant known"
     # (hebbs/recall/confidence.py; the default was chosen on data, docs/honesty.md).
     abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
@@ -502,7 +504,7 @@ untyped_recency_days = 730.0     # the window of a memory without a type of its 
 mmr_lambda = 0.9                # 1 = score order, lower = more diverse, 0 = diversity alone after the best
 duplicate_similarity = 0.95
 analogical_alpha = 0.5
-cue_by_sentence = true
+cue_by_sentence = false         # true: a paragraph cue is the mean of its sentences (a pass of the model each)
 # abstain_threshold = %ABSTAIN%  # goes with the calibration in hebbs/recall/confidence.py: set it only to override
 query_log_keep = 10000          # the query log keeps the newest recalls, at most this many
 query_log_days = 90.0           # and none older than this

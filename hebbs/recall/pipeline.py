@@ -125,7 +125,7 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
         # The sentence mean serves fusion (a paragraph asks several things); similarity alone stays
         # a plain vector search of the cue's own embedding.
         cue=r.cue, embed=lambda cue: cue_embedding(vault.embedder, cue,
-                                                   vault.config.recall.cue_by_sentence and "lexical" in r.names),
+                                                   vault.config.recall.cue_by_sentence and r.names != {"similarity"}),
         allowed=allowed, settings=vault.config.recall,
         limit=max(fusion.normalization_depth, r.top_k * fusion.candidate_factor),
         entity_id=r.entity_id, window=r.window, seed=r.seed, direction=r.direction, max_depth=r.max_depth,

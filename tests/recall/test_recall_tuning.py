@@ -200,6 +200,34 @@ def test_similarity_alone_searches_the_cue_as_a_whole(tmp_path: Path, embedder):
     assert [r.details["similarity"] for r in got] == pytest.approx(sorted(cosines, reverse=True), abs=1e-5)
 
 
+def test_default_recall_embeds_a_paragraph_once_and_by_sentence_when_asked(tmp_path: Path, embedder):
+    """Tried: `recall.cue_by_sentence = true` in a vault's config, a cue of two sentences. Before, the
+    option was read only when the strategies named "lexical", which default recall ("fused") never
+    does: it was on in every config and did nothing. Now default recall searches the cue's own
+    embedding (the option is off by default: its gain did not pay for a pass of the model per
+    sentence), and with the option on, the mean of its sentences'."""
+    import msgspec
+
+    from hebbs import Engine
+
+    texts = ["Library catalogs are updated every night from the acquisitions list.",
+             "Automating a catalog costs about a year of a librarian's time."]
+    cue = "How are library catalogs kept up to date? What does it cost to automate them?"
+    mean = embedder.embed_queries(["How are library catalogs kept up to date?",
+                                   "What does it cost to automate them?"]).mean(axis=0)
+    mean /= np.linalg.norm(mean)
+    with Engine.open(tmp_path / "v", embedder=embedder) as engine:
+        made = engine.remember_many([{"content": t} for t in texts], check_contradictions=False)
+        stored = dict(zip([m.id for m in made], embedder.embed(texts)))
+        whole = {r.memory.id: r.details["similarity"] for r in engine.recall(cue, top_k=2, reinforce=False)}
+        config = engine.vault.config
+        engine.vault.config = msgspec.structs.replace(
+            config, recall=msgspec.structs.replace(config.recall, cue_by_sentence=True))
+        by_sentence = {r.memory.id: r.details["similarity"] for r in engine.recall(cue, top_k=2, reinforce=False)}
+    assert whole == pytest.approx({mid: float(v @ embedder.embed_query(cue)) for mid, v in stored.items()}, abs=1e-5)
+    assert by_sentence == pytest.approx({mid: float(v @ mean) for mid, v in stored.items()}, abs=1e-5)
+
+
 def test_only_a_long_cue_gets_lexical_feedback(tmp_path: Path, embedder):
     from hebbs import Engine
 
