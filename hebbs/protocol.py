@@ -701,12 +701,13 @@ class IndexFollow(_Command, tag="index_follow"):
     path: PathText | None = None
 
 
-@declare(retryable=True, vault="path", method="list", params="path, *")
+@declare(retryable=True, vault="path", method="list", params="path, *", cli="list", flags="path=path",
+         shell="vaultcmds:ListShell")
 class List(_Command, tag="list"):
     """The notes folder's indexed files (and their sections when asked)."""
 
-    path: PathText | None = None
-    sections: bool = False
+    path: Annotated[PathText | None, Meta(extra={"nargs": "?"}, description="the notes folder (default: here)")] = None
+    sections: Annotated[bool, Meta(description="list each file's sections too")] = False
 
 
 @declare(result=int, engine="count", retryable=True, cli="count")

@@ -93,6 +93,10 @@ COMMANDS = {
     'inspect': ('inspect', 'One memory with its edges and its earlier versions.', [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
     ], False),
+    'list': ('list', "The notes folder's indexed files (and their sections when asked).", [
+        (('path',), {'help': 'the notes folder (default: here)', 'nargs': '?', 'metavar': 'path'}),
+        (('--sections',), {'action': 'store_true', 'dest': 'sections', 'help': "list each file's sections too"}),
+    ], False),
     'neighbors': ('neighbors', "The k memories whose stored vectors are nearest to this memory's (itself, revisions and superseded memories excluded), nearest first; data is a list of [memory id, cosine similarity].", [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
         (('-k',),

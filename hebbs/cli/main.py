@@ -139,7 +139,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def _vault_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
-    """init, index, watch, list: a notes folder and its vault."""
+    """init, index, watch: a notes folder and its vault (list is declared)."""
     nested_help = ("create a vault here even inside another vault's notes folder (its notes would be in "
                    "both vaults)")
     p = command("init", "create a project vault, PATH/.hebbs")
@@ -163,10 +163,6 @@ def _vault_commands(command: Any, common: argparse.ArgumentParser, shared: argpa
                 run="vaultcmds:run")
     p.add_argument("path", nargs="?", default=".", help="the notes folder")
     p.add_argument("--nested", action="store_true", help=nested_help)
-
-    p = command("list", "the indexed files of a notes folder", run="vaultcmds:run")
-    p.add_argument("path", nargs="?", default=".", help="the notes folder")
-    p.add_argument("--sections", action="store_true", help="list each file's sections too")
 
 
 def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""`hebbs index`, `hebbs watch` and `hebbs list`: markdown notes folders and their PATH/.hebbs vaults.
+"""`hebbs index`, `hebbs watch` and `hebbs list` (declared: ListShell): markdown notes folders and their PATH/.hebbs vaults.
 
 Parsing and embedding happen in the daemon; the CLI sends requests and draws progress. `watch`
 runs the file watcher here and turns its two phases into index requests.
@@ -30,15 +30,20 @@ STOP_TIMEOUT = 30.0
 
 
 def run(args: argparse.Namespace) -> int:
+    return {"index": cmd_index, "watch": cmd_watch}[args.command](args, _root(args))
+
+
+def _root(args: argparse.Namespace) -> Path:
+    """The notes folder the command works on (PATH, else here), checked."""
     if args.global_ or args.vault:
         raise InvalidInput(f"hebbs {args.command} works on PATH/.hebbs: give the notes folder as PATH "
                            "instead of --global or --vault")
-    root = Path(args.path).expanduser().absolute()
+    root = Path(args.path or ".").expanduser().absolute()
     if not root.exists():
         raise InvalidInput(f"{root} does not exist")
     if not root.is_dir():
         raise InvalidInput(f"{root} is not a directory; give the notes folder")
-    return {"index": cmd_index, "watch": cmd_watch, "list": cmd_list}[args.command](args, _notes_root(args, root))
+    return _notes_root(args, root)
 
 
 def _notes_root(args: argparse.Namespace, root: Path) -> Path:
@@ -209,29 +214,38 @@ def print_summary(root: Path, s: Any, out: TextIO | None = None) -> None:
         out.write(f"  warning: {warning}\n")
 
 
-def cmd_list(args: argparse.Namespace, root: Path) -> int:
-    _require_vault(root)
-    with _client(args, root) as client:
-        files = client.list(root, sections=args.sections)
-        stats = client.status().vault if args.format != "json" else None
-        store = stats.store if stats is not None else "rocksdb"
-    if args.format == "json":
-        output.emit_json(files)
-        return 0
-    if store != "rocksdb":
-        print(f"vault {root / '.hebbs'} kept in {store}")
-    if not files:
-        print(f"no notes in {root}")
-        return 0
-    rows = [[f.state, str(f.sections), str(f.pending), f.entity_id or "-", f.path] for f in files]
-    output.table(["state", "sections", "pending", "entity", "path"], rows, right=(1, 2))
-    if args.sections:
-        for f in files:
-            for s in f.section_list or []:
-                heading = " > ".join(s.heading_path) or "(top)"
-                memory = output.short_id(s.memory_id) if s.memory_id else "-"
-                print(f"  {f.path}  {s.state:<7} {memory:<8}  {heading}")
-    return 0
+class ListShell:
+    """`hebbs list`: the request names the notes folder found from PATH (as index finds it); text output
+    also says where a vault kept elsewhere (PostgreSQL) lives."""
+
+    @staticmethod
+    def send(args: argparse.Namespace, fields: dict[str, Any]) -> tuple[Path, Any, str]:
+        root = _root(args)
+        _require_vault(root)
+        with _client(args, root) as client:
+            files = client.list(root, sections=fields["sections"])
+            stats = client.status().vault if args.format != "json" else None
+        return root, files, stats.store if stats is not None else "rocksdb"
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:
+        root, files, store = found
+        if args.format == "json":
+            output.emit_json(files)
+            return
+        if store != "rocksdb":
+            print(f"vault {root / '.hebbs'} kept in {store}")
+        if not files:
+            print(f"no notes in {root}")
+            return
+        rows = [[f.state, str(f.sections), str(f.pending), f.entity_id or "-", f.path] for f in files]
+        output.table(["state", "sections", "pending", "entity", "path"], rows, right=(1, 2))
+        if fields["sections"]:
+            for f in files:
+                for s in f.section_list or []:
+                    heading = " > ".join(s.heading_path) or "(top)"
+                    memory = output.short_id(s.memory_id) if s.memory_id else "-"
+                    print(f"  {f.path}  {s.state:<7} {memory:<8}  {heading}")
 
 
 class _Watch:
