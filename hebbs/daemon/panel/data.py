@@ -20,7 +20,7 @@ import msgspec
 from hebbs.errors import InvalidInput, NotFound
 from hebbs.paths import VAULT_DIR
 from hebbs.protocol import Request, _Command
-from hebbs.schema import Edge, Memory, MemoryKind
+from hebbs.schema import Edge, EdgeType, Memory, MemoryKind
 
 from .changes import STALE_COMMANDS
 from .host import DaemonHost
@@ -181,7 +181,8 @@ class GraphView(msgspec.Struct, kw_only=True):
     folded: bool = False
 
 
-EDGE_TYPES = ("CAUSED_BY", "RELATED_TO", "FOLLOWED_BY", "REVISED_FROM", "INSIGHT_FROM", "CONTRADICTS", "CO_ACTIVATED")
+# The graph page's type filter: every edge type the schema has, so a new one shows without a change here.
+EDGE_TYPES = tuple(EdgeType.__members__)
 
 
 def graph(engine: "Engine", fold_notes: bool = False, edge_types: tuple[str, ...] = EDGE_TYPES,
