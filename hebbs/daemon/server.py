@@ -355,7 +355,7 @@ class Daemon:
             from hebbs.store.embed import get_embedder
 
             embedder = get_embedder(None)
-            embedder.embed(["warm up"])
+            embedder.warm()
             return embedder.model_id
 
         started = time.monotonic()

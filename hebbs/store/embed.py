@@ -5,8 +5,8 @@ its ``model.safetensors`` is checked against the sha256 in ``models/registry.tom
 ONNX graph once (``hebbs.store.onnx_bert``) and cached as ``<cache_dir>/<sha256>.onnx``. Any other model
 can be used from a directory holding an ``.onnx`` file and its ``tokenizer.json``.
 
-Thread settings (intra-op threads, workers that do not spin, BLAS capped by the caller) and the
-measurements behind them: docs/embedding.md.
+Thread settings (intra-op threads; a batch session that never spins and a cue session that spins while
+a core is idle; BLAS capped by the caller) and the measurements behind them: docs/embedding.md.
 """
 
 from __future__ import annotations
@@ -36,11 +36,21 @@ GRAPH_VERSION = "1"
 _GRAPH_VERSION_KEY = "hebbs.graph_version"
 
 # How long an idle onnxruntime worker spins before it sleeps, in microseconds; 0: it never spins.
-# Off, by measurement (bench/bench_session.py, docs/embedding.md): on a shared 2-core machine one cue
-# was embedded fastest with spinning off (a 100 us spin 1.7x its p50, onnxruntime's default 3-6x),
-# and a process serving a cue a second burnt 0.29 s of CPU per 30 s off or at 100 us, 1.54 s at the
-# default; idle, every setting burns nothing.
+# The batch session (many texts: remember_many, indexing notes) never spins: its operators run long
+# enough that workers rarely wait, and a spinning pool competes with everything else on the machine.
 SPIN_US = 0
+# The cue session (one text: a recall's cue, a single remember) spins 100 us between the graph's
+# parallel sections, and stops when the run returns (session.force_spinning_stop), so a daemon that
+# waits burns nothing. It is used only while the machine has an idle core (_idle_core): measured
+# (bench/bench_e2e.py, docs/embedding.md), on a quiet 2-core machine a short cue took 4.40 ms with a
+# 100 us spin against 6.60 ms with spinning off, while on a loaded one the spin was 1.1-1.7x slower.
+CUE_SPIN_US = 100
+# The 1-minute load average under which a core counts as idle: the CPUs this process may use, less
+# half a core (a process embedding cues back to back adds about one to the load by itself).
+IDLE_CORE_MARGIN = 0.5
+# Single-text calls served by the batch session before the cue session is built (~0.15 s, ~110 MB
+# RSS: the weights are prepacked per session): a one-shot process that embeds one cue never pays it.
+CUE_SESSION_AFTER = 2
 
 MAX_BATCH_TEXTS = 256
 # Padded tokens per onnxruntime call. Measured: at 256 tokens, batches of 8-16 texts are as fast
@@ -136,23 +146,46 @@ def verify_files(directory: Path, expected: dict[str, str], cache_dir: Path, *, 
 # ---------------------------------------------------------------------------------------------
 
 
-def _session_options(threads: int | None) -> Any:
+def _threads(threads: int | None) -> int:
+    return max(1, threads or os.cpu_count() or 1)
+
+
+def _session_options(threads: int | None, spin_us: int = SPIN_US) -> Any:
     ort = import_onnxruntime()
     so = ort.SessionOptions()
-    so.intra_op_num_threads = max(1, threads or os.cpu_count() or 1)
+    so.intra_op_num_threads = _threads(threads)
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3  # initializer-cleanup warnings are noise to hebbs users
-    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if SPIN_US else "0")
-    if SPIN_US:
-        so.add_session_config_entry("session.intra_op.spin_duration_us", str(SPIN_US))
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_us else "0")
+    if spin_us:
+        so.add_session_config_entry("session.intra_op.spin_duration_us", str(spin_us))
+        # Spin between the run's parallel sections only: once Run() returns, the workers sleep.
+        so.add_session_config_entry("session.force_spinning_stop", "1")
     return so
 
 
-def _make_session(onnx_path: Path, threads: int | None) -> Any:
+def _make_session(onnx_path: Path, threads: int | None, spin_us: int = SPIN_US) -> Any:
     ort = import_onnxruntime()
-    return ort.InferenceSession(str(onnx_path), _session_options(threads), providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(str(onnx_path), _session_options(threads, spin_us), providers=["CPUExecutionProvider"])
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # a container or taskset may give this process fewer CPUs
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _idle_core() -> bool:
+    """Whether the machine has a core to spare for a spinning worker: the 1-minute load average, read
+    in under a microsecond; without one (Windows) the answer is no, the setting that never hurts much."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return False
+    return load < _cpus() - IDLE_CORE_MARGIN
 
 
 # ---------------------------------------------------------------------------------------------
@@ -353,8 +386,16 @@ class Embedder:
         spec: str | None = None,
         query_prompt: str = "",
         document_prompt: str = "",
+        threads: int | None = None,
     ) -> None:
         self._session = session
+        # The cue session (CUE_SPIN_US), built from onnx_path on demand; "auto" uses it for single
+        # texts while the machine has an idle core, "always" / "never" pin the choice (benches, tests).
+        self.cue_session_policy = "auto"
+        self._threads = _threads(threads)
+        self._cue_session: Any = None
+        self._single_calls = 0
+        self._cue_lock = threading.Lock()
         # Text the model was trained to see before a search query and before a passage (E5: "query: " /
         # "passage: "; EmbeddingGemma: "task: search result | query: " / "title: none | text: ").
         self.query_prompt = _prompt(query_prompt, "query_prompt")
@@ -467,6 +508,7 @@ class Embedder:
             spec=entry["id"],
             query_prompt=entry.get("query_prompt", ""),
             document_prompt=entry.get("document_prompt", ""),
+            threads=threads,
         )
 
     @classmethod
@@ -499,6 +541,7 @@ class Embedder:
             spec=str(directory),
             query_prompt=meta.get("query_prompt", ""),
             document_prompt=meta.get("document_prompt", ""),
+            threads=threads,
         )
 
     # -- embedding -------------------------------------------------------------------------------
@@ -512,10 +555,43 @@ class Embedder:
         if not texts:
             return out
         encodings = _encode(self._tok, texts)
+        if len(encodings) == 1:
+            out[0] = self._run(encodings, self._single_session())[0]
+            return out
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
         for idx in _batches(lengths):
             out[idx] = self._run([encodings[i] for i in idx])
         return out
+
+    def warm(self) -> None:
+        """Run the model once, and build the cue session now if a cue would use it: a long-lived process
+        (the daemon) calls this at start so that its first recalls pay for neither."""
+        self.embed(["warm up", "warm up"])
+        with self._cue_lock:
+            self._single_calls = max(self._single_calls, CUE_SESSION_AFTER - 1)
+        self.embed(["warm up"])
+
+    def _single_session(self) -> Any:
+        """The session for one text: the cue session when the policy and the machine allow it."""
+        policy = self.cue_session_policy
+        if policy not in ("auto", "always", "never"):
+            raise ValueError(f"cue_session_policy must be auto, always or never, not {policy!r}")
+        if policy == "never" or self._threads < 2 or self.onnx_path is None:  # one thread: nothing spins
+            return self._session
+        if policy == "auto" and not _idle_core():
+            return self._session
+        if self._cue_session is None:
+            with self._cue_lock:
+                self._single_calls += 1
+                if self._cue_session is None and (policy == "always" or self._single_calls >= CUE_SESSION_AFTER):
+                    try:
+                        self._cue_session = _make_session(self.onnx_path, self._threads, CUE_SPIN_US)
+                    except Exception:  # noqa: BLE001 - e.g. the cached graph was deleted: the batch session still works
+                        self.cue_session_policy = "never"
+                        return self._session
+            if self._cue_session is None:
+                return self._session
+        return self._cue_session
 
     def embed_one(self, text: str) -> np.ndarray:
         """(dim,) float32, L2-normalized."""
@@ -574,9 +650,9 @@ class Embedder:
         feed = {name: arrays[name].astype(dtype, copy=False) for name, dtype in self._inputs.items()}
         return feed, mask
 
-    def _run(self, encodings: list[Any]) -> np.ndarray:
+    def _run(self, encodings: list[Any], session: Any = None) -> np.ndarray:
         feed, mask = self._feed(encodings)
-        raw = self._session.run([self._output_name], feed)[0]
+        raw = (session or self._session).run([self._output_name], feed)[0]
         return self._pool(raw, mask)
 
     def _run_raw(self, texts: list[str]) -> np.ndarray:

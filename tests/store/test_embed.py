@@ -310,3 +310,64 @@ def test_standard_op_graph_matches_fused(embedder: Embedder, model_dir: Path) ->
     ids, mask, types = _reference_tokens(model_dir, PARITY_TEXTS[:3], embedder.max_tokens)
     got = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
     np.testing.assert_allclose(got, embedder.embed(PARITY_TEXTS[:3]), atol=1e-5)
+
+
+def test_cue_session_gives_the_batch_sessions_vectors(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One text goes through the spinning cue session when the policy and the machine allow it; its
+    vectors are the batch session's, and a loaded machine (no idle core) keeps single texts on the batch
+    session."""
+    e = Embedder.load(cache_dir=cache_dir, threads=2)
+    texts = ["when did Caroline go to the support group?", "hi", LONG_TEXT]
+    batch = e.embed(texts)
+
+    monkeypatch.setattr(embed_mod, "_idle_core", lambda: False)
+    assert e._single_session() is e._session  # auto on a loaded machine: the batch session
+    monkeypatch.setattr(embed_mod, "_idle_core", lambda: True)
+    assert e._single_session() is e._session  # the first single text: not worth a session of its own
+    cue = e._single_session()
+    assert cue is not e._session and cue is e._cue_session
+    assert cue.get_session_options().get_session_config_entry("session.force_spinning_stop") == "1"
+    np.testing.assert_allclose(np.stack([e.embed_one(t) for t in texts]), batch, atol=1e-5)
+
+    e.cue_session_policy = "never"
+    assert e._single_session() is e._session
+    e.cue_session_policy = "sometimes"
+    with pytest.raises(ValueError, match="auto, always or never"):
+        e.embed_one("x")
+
+
+def test_warm_builds_the_cue_session_only_with_an_idle_core(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embed_mod, "_idle_core", lambda: False)
+    loaded = Embedder.load(cache_dir=cache_dir, threads=2)
+    loaded.warm()
+    assert loaded._cue_session is None
+    monkeypatch.setattr(embed_mod, "_idle_core", lambda: True)
+    quiet = Embedder.load(cache_dir=cache_dir, threads=2)
+    quiet.warm()
+    assert quiet._cue_session is not None
+    one_thread = Embedder.load(cache_dir=cache_dir, threads=1)
+    one_thread.warm()
+    assert one_thread._cue_session is None  # one thread has no workers to spin
+
+
+def test_cue_session_that_cannot_be_built_falls_back(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    e = Embedder.load(cache_dir=cache_dir, threads=2)
+    expected = e.embed_one("a cue")
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("graph file gone")
+
+    monkeypatch.setattr(embed_mod, "_make_session", broken)
+    e.cue_session_policy = "always"
+    np.testing.assert_allclose(e.embed_one("a cue"), expected, atol=1e-6)
+    assert e.cue_session_policy == "never"
+
+
+def test_idle_core_reads_the_load_average(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embed_mod, "_cpus", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.4, 0.3, 0.2))
+    assert embed_mod._idle_core()
+    monkeypatch.setattr(os, "getloadavg", lambda: (6.0, 5.0, 4.0))
+    assert not embed_mod._idle_core()
+    monkeypatch.delattr(os, "getloadavg")  # as on Windows
+    assert not embed_mod._idle_core()
