@@ -162,7 +162,8 @@ class Methods:
         return self._declared(protocol.ReflectPrepare, entity_id=entity_id, since=since, max_memories=max_memories)
 
     def reflect_commit(self, session_id: str, insights: Sequence[InsightInput]) -> ReflectCommitted:
-        """Store the insights an agent drew from a prepared session, all or none; data is ReflectCommitted."""
+        """Store the insights an agent drew from a prepared session, all or none (a notes folder also gets each as a
+        note in its insights folder); data is ReflectCommitted."""
         return self._declared(protocol.ReflectCommit, session_id=session_id, insights=insights)
 
     def insights(
@@ -346,7 +347,8 @@ class AsyncMethods:
                                     max_memories=max_memories)
 
     async def reflect_commit(self, session_id: str, insights: Sequence[InsightInput]) -> ReflectCommitted:
-        """Store the insights an agent drew from a prepared session, all or none; data is ReflectCommitted."""
+        """Store the insights an agent drew from a prepared session, all or none (a notes folder also gets each as a
+        note in its insights folder); data is ReflectCommitted."""
         return await self._declared(protocol.ReflectCommit, session_id=session_id, insights=insights)
 
     async def insights(

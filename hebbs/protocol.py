@@ -786,14 +786,16 @@ class ReflectPrepare(_Command, tag="reflect_prepare"):
     max_memories: Annotated[int, Meta(description="newest first, 5..500")] = 500
 
 
-@declare(result=ReflectCommitted, engine="reflect_commit", writes=True,
+@declare(result=ReflectCommitted, engine="reflect_commit", writes=True, cli="reflect-commit",
+         flags="session_id=, insights=", shell="reflectcmds:ReflectCommitShell",
          mcp=Mcp("Second step of reflection: store the insights you drew from a reflect_prepare session, all or "
               "none (a bad insight changes nothing and the error names it). Insights are saved as memories of"
               " kind INSIGHT and as notes in the vault's insights/ folder.",
               args={"session_id": Arg("from reflect_prepare"), "insights": Arg("what the clusters teach")},
               brains="session"))
 class ReflectCommit(_Command, tag="reflect_commit"):
-    """Store the insights an agent drew from a prepared session, all or none; data is ReflectCommitted."""
+    """Store the insights an agent drew from a prepared session, all or none (a notes folder also gets each as a
+    note in its insights folder); data is ReflectCommitted."""
 
     session_id: IdText
     insights: list[InsightInput]

@@ -277,6 +277,9 @@ COMMANDS = {
           'type': 'int',
           'metavar': 'MAX_MEMORIES'}),
     ], False),
+    'reflect-commit': ('reflect_commit', 'Store the insights an agent drew from a prepared session, all or none (a notes folder also gets each as a note in its insights folder); data is ReflectCommitted.', [
+        (('--file',), {'required': True, 'help': '{"session_id": ..., "insights": [...]} (- reads stdin)'}),
+    ], False),
     'reflect-prepare': ('reflect_prepare', "Cluster the scope's memories into a session, one ready prompt per cluster; data is ReflectPrepared.", [
         (('--entity',),
          {'default': None,

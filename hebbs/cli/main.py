@@ -167,11 +167,6 @@ def _vault_commands(command: Any, common: argparse.ArgumentParser, shared: argpa
 
 def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
     """Reflection and contradiction review."""
-    p = command("reflect-commit", "store the insights written from a reflect-prepare session (a notes folder "
-                                  "also gets each as a note in its insights folder)",
-                run="reflectcmds:cmd_reflect_commit")
-    p.add_argument("--file", required=True, help='{"session_id": ..., "insights": [...]} (- reads stdin)')
-
     p = command("contradictions", "list pending contradiction candidates; `commit --file` applies verdicts (a "
                                   "notes folder also gets a report in its contradictions folder), `auto` asks "
                                   "the configured LLM", run="reflectcmds:cmd_contradictions")

@@ -1,6 +1,6 @@
-"""Reflection, contradiction review and decay candidates: `hebbs reflect-commit`, `contradictions
-[commit | auto]`, `forget --candidates`, and the text of `reflect-prepare`, `reflect` and `insights`
-(built from their declarations, cli/declared.py) (docs/reflect.md).
+"""Reflection, contradiction review and decay candidates: `hebbs contradictions
+[commit | auto]`, `forget --candidates`, and the text and shells of `reflect-prepare`, `reflect-commit`,
+`reflect` and `insights` (built from their declarations, cli/declared.py) (docs/reflect.md).
 
 The commit files are read here with msgspec into the protocol's Structs, not with
 hebbs.workflows.reflect.load_commit_file / hebbs.workflows.contradiction_review.load_verdicts_file: those modules import
@@ -82,15 +82,24 @@ def print_prepared(prepared: ReflectPrepared) -> None:
     print("\nEach cluster's prompt is in --format json. Answer them, then: hebbs reflect-commit --file insights.json")
 
 
-def cmd_reflect_commit(args: argparse.Namespace) -> int:
-    session_id, insights = load_commit_file(_read(args.file))
-    with client_for(args) as client:
-        committed = client.reflect_commit(session_id, insights)
-    if _json(args):
-        output.emit_json(committed)
-    else:
-        _print_committed_insights(committed)
-    return 0
+class ReflectCommitShell:
+    """`hebbs reflect-commit --file`: the session and its insights come from the file."""
+
+    @staticmethod
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--file", required=True, help='{"session_id": ..., "insights": [...]} (- reads stdin)')
+
+    @staticmethod
+    def fields(args: argparse.Namespace, fields: dict[str, Any]) -> dict[str, Any]:
+        session_id, insights = load_commit_file(_read(args.file))
+        return {**fields, "session_id": session_id, "insights": insights}
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: Any, fields: dict[str, Any], committed: ReflectCommitted) -> None:
+        if _json(args):
+            output.emit_json(committed)
+        else:
+            _print_committed_insights(committed)
 
 
 def _print_committed_insights(committed: ReflectCommitted) -> None:
