@@ -220,7 +220,7 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
         stored = cached_vectors(vault, {} if vectors is None else vectors, [ids[i] for i in sure])
         moved = (stored @ cue_vector - stored @ rest).tolist()  # how far the unseen words bring the cue to each
         for i, toward in zip(sure, moved):
-            if toward < -confidence.UNSEEN_MARGIN:
+            if toward < -judged.margin:
                 confidences[i] = min(confidences[i], confidence.UNSEEN_CAP)
                 capped.add(i)
     for i, result in enumerate(answer.results):

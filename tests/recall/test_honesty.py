@@ -75,19 +75,20 @@ ACME_FACTS = ["Acme's office is in Berlin", "Acme signed a three-year contract i
 
 def test_memories_that_match_only_the_entity_a_cue_names_are_not_its_answer(team: Engine) -> None:
     """Issue 27 defect 9: "Who is Acme's CEO?" over Acme facts, none of which holds "CEO": "Acme has
-    250 employees" and the other Acme facts scored 0.37, past the threshold. A specific word of the cue
-    that no memory holds must bring the cue closer to a memory for it to answer; these move it away,
-    and are held under the threshold (a note says so when the recall abstains for it). A word a memory covers in meaning ("drink" for
-    "green tea") still answers. Not fixed: "Acme is on the Enterprise plan", which "CEO" moves the cue
-    away from by less than the margin, still scores 0.37, so the recall does not abstain yet."""
+    250 employees" and the other Acme facts scored 0.37, past the threshold, and the recall answered.
+    A specific word of the cue that no memory holds must bring the cue closer to a memory for it to
+    answer; when the rest of the cue names one thing only ("Who is Acme's"), every memory about that
+    thing matches the rest alike, and the word may not move the cue away from it at all ("Acme is on
+    the Enterprise plan", 0.025 away, had passed the general margin). The recall abstains and says
+    why. A word a memory covers in meaning ("drink" for "green tea") still answers."""
     team.remember_many([{"content": t} for t in ACME_FACTS + ["Dana prefers green tea"]])
     found = team.recall("Who is Acme's CEO?", top_k=10)
+    assert found.abstained, found.confidence
     held = [r for r in found if r.details.get("confidence_unseen") == ["CEO"]]
     assert {r.memory.content for r in held} >= {"Acme has 250 employees", "Acme's main contact is Dana Lee",
-                                                "Acme's office is in Berlin"}
+                                                "Acme's office is in Berlin", "Acme is on the Enterprise plan"}
     assert all(r.confidence <= confidence.UNSEEN_CAP < found.threshold for r in held)
-    # The note is for an answer the rule makes abstain; this one still answers (see above).
-    assert not any(n.startswith("no memory holds") for n in found.notes)
+    assert any(n.startswith("no memory holds 'CEO'") for n in found.notes), found.notes
     drink = team.recall("What does Dana drink?", top_k=3)
     assert not drink.abstained and drink.results[0].memory.content == "Dana prefers green tea"
     assert "confidence_unseen" not in drink.results[0].details
