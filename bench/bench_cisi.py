@@ -115,34 +115,50 @@ LENGTHS = ((1, 8, "short (<= 8 words)"), (9, 25, "sentence (9-25 words)"), (26, 
 def latency_by_length(engine: Engine, queries, rounds: int = 3) -> dict[str, dict[str, float]]:
     """Default recall (top_k 10, reinforce off) per cue length, on one vault: each judged query as
     it is (most are sentences or paragraphs) and its first five words (a short cue), interleaved
-    so that a burst of load from other jobs hits every length alike. Also similarity alone on the
-    short cues, the floor of any recall that embeds its cue."""
+    so that a burst of load from other jobs hits every length alike; wall and CPU time. Also
+    similarity alone on the short cues, the floor of any recall that embeds its cue, and the
+    model's own embedding of each cue (Embedder.embed_query), whose paragraph / short ratio is what
+    the model alone costs on a long cue."""
     cues = [q for _, q, _ in queries] + [" ".join(q.split()[:5]) for _, q, _ in queries]
+    embedder = engine.vault.embedder
     wall: dict[str, list[float]] = {label: [] for *_, label in LENGTHS}
-    wall["similarity alone, short"] = []
+    cpu: dict[str, list[float]] = {label: [] for *_, label in LENGTHS}
+    for key in ("similarity alone, short", *(f"model alone, {label.split()[0]}" for *_, label in LENGTHS)):
+        wall[key], cpu[key] = [], []
+
+    def timed(key: str, call) -> None:
+        started, started_cpu = time.perf_counter(), time.process_time()
+        call()
+        wall[key].append((time.perf_counter() - started) * 1000)
+        cpu[key].append((time.process_time() - started_cpu) * 1000)
+
     for _ in range(rounds):
         for cue in cues:
             words = len(cue.split())
             label = next(label for lo, hi, label in LENGTHS if lo <= words <= hi)
-            started = time.perf_counter()
-            engine.recall(cue, top_k=10, reinforce=False)
-            wall[label].append((time.perf_counter() - started) * 1000)
+            timed(label, lambda: engine.recall(cue, top_k=10, reinforce=False))
+            timed(f"model alone, {label.split()[0]}", lambda: embedder.embed_query(cue))
             if words <= 8:
-                started = time.perf_counter()
-                engine.recall(cue, top_k=10, reinforce=False, strategies=["similarity"])
-                wall["similarity alone, short"].append((time.perf_counter() - started) * 1000)
-    return {label: {"n": len(v) // rounds, "p50": percentile(v, 50), "p95": percentile(v, 95)}
-            for label, v in wall.items() if v}
+                timed("similarity alone, short",
+                      lambda: engine.recall(cue, top_k=10, reinforce=False, strategies=["similarity"]))
+    return {label: {"n": len(v) // rounds, "p50": percentile(v, 50), "p95": percentile(v, 95),
+                    "cpu_p50": percentile(cpu[label], 50)} for label, v in wall.items() if v}
 
 
 def print_lengths(lengths: dict[str, dict[str, float]], vault: str) -> None:
     print(f"default recall latency by cue length ({vault}; top_k 10, query embedding included, reinforce off; "
           "busy shared machine, noisy):")
     for label, row in lengths.items():
-        print(f"  {label:<26} n={row['n']:>3}  p50 {row['p50']:6.1f} ms  p95 {row['p95']:6.1f} ms")
+        cpu = f"  CPU p50 {row['cpu_p50']:6.1f} ms" if "cpu_p50" in row else ""
+        print(f"  {label:<26} n={row['n']:>3}  p50 {row['p50']:6.1f} ms  p95 {row['p95']:6.1f} ms{cpu}")
     short, long_ = lengths.get(LENGTHS[0][2]), lengths.get(LENGTHS[-1][2])
     if short and long_:
-        print(f"  paragraph / short at p50: {long_['p50'] / short['p50']:.2f}x (goal: at most 2x)")
+        cpu = f", CPU {long_['cpu_p50'] / short['cpu_p50']:.2f}x" if "cpu_p50" in short else ""
+        print(f"  paragraph / short at p50: wall {long_['p50'] / short['p50']:.2f}x{cpu} (goal: at most 2x)")
+    model_short, model_long = lengths.get("model alone, short"), lengths.get("model alone, paragraph")
+    if model_short and model_long:
+        print(f"  the model alone, paragraph / short at p50: wall {model_long['p50'] / model_short['p50']:.2f}x, "
+              f"CPU {model_long['cpu_p50'] / model_short['cpu_p50']:.2f}x")
 
 
 def run(data: Path, extra: dict[str, dict] | None = None, timings: dict | None = None) -> list[dict]:
