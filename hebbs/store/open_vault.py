@@ -40,7 +40,7 @@ from .embed import Embedder
 from .lexical_index import LexicalIndex, damaged_segment_files, tokenize
 from .memory_text import lexical_text
 from .storage import (MEMORY_PREFIX, TIMELINE_ENTITY, Store, WriteSet, decode, decode_vector, decode_vectors, encode,
-                      id_bytes, id_str, memory_key, temporal_prefix)
+                      id_bytes, id_str, id_strs, memory_key, temporal_prefix)
 from .vector_index import VectorIndex
 
 log = logging.getLogger("hebbs.store")
@@ -568,7 +568,7 @@ class OpenVault:
         named: dict[bytes, str] = {}  # each hit's id text, made once for the filter and kept for the answer
 
         def ask(raws: list[bytes]) -> list[bool]:
-            ids = [id_str(raw) for raw in raws]
+            ids = id_strs(raws)
             named.update(zip(raws, ids))
             return passing(allowed, ids)
 

@@ -102,6 +102,33 @@ def id_str(raw: bytes) -> str:
                     p[(lo >> 10) & 1023], p[lo & 1023]))
 
 
+# For id_strs: Crockford's alphabet indexed by a 5-bit digit, the weights that read 5 bytes as one
+# 40-bit number, and the shifts that cut such a number into its 8 digits, most significant first.
+_CROCKFORD_CODES = np.frombuffer(_CROCKFORD.encode(), dtype=np.uint8)
+_FIVE_BYTES = np.array([1 << 32, 1 << 24, 1 << 16, 1 << 8, 1], dtype=np.int64)
+_EIGHT_DIGITS = np.arange(35, -1, -5, dtype=np.int64)
+
+
+def id_strs(raws: list[bytes]) -> list[str]:
+    """id_str of many 16-byte ids at once, in a few numpy steps instead of 13 lookups each: a lexical
+    search names every hit of its page (70 at top_k 10), and one by one that cost a quarter of the
+    search. Any id not 16 bytes long goes through id_str (and its error)."""
+    if len(raws) < 8 or any(len(raw) != 16 for raw in raws):
+        return [id_str(raw) for raw in raws]
+    # A ULID's 26 digits split 130 bits (two leading zeros) from the top. Each id becomes 20 bytes:
+    # shifted right by 2 bits (the two zeros first), then zeros; read 40 bits at a time, its first
+    # 26 digits of 5 bits are the ULID's.
+    ids = np.frombuffer(b"".join(raws), dtype=np.uint8).reshape(len(raws), 16)
+    wide = np.zeros((len(raws), 20), dtype=np.uint8)
+    wide[:, 0] = ids[:, 0] >> 2
+    wide[:, 1:16] = (ids[:, :-1] << 6) | (ids[:, 1:] >> 2)
+    wide[:, 16] = ids[:, 15] << 6
+    groups = wide.reshape(-1, 5).astype(np.int64) @ _FIVE_BYTES
+    digits = ((groups[:, None] >> _EIGHT_DIGITS) & 31).reshape(len(raws), 32)[:, :26]
+    text = _CROCKFORD_CODES[digits].tobytes().decode("ascii")
+    return [text[i:i + 26] for i in range(0, len(text), 26)]
+
+
 def memory_key(memory_id: str) -> bytes:
     return MEMORY_PREFIX + id_bytes(memory_id)
 
@@ -135,8 +162,12 @@ def decode_vectors(raws: list[bytes], dim: int) -> np.ndarray | None:
     when some are missing or of another length (the caller decodes row by row)."""
     if not raws or any(raw is None for raw in raws):
         return None
-    if all(len(raw) == 1 + 2 * dim and raw[:1] == _VECTOR_F16 for raw in raws):
-        return np.frombuffer(b"".join(raw[1:] for raw in raws), dtype="<f2").reshape(len(raws), dim).astype(np.float32)
+    width = 1 + 2 * dim
+    if all(len(raw) == width and raw[0] == _VECTOR_F16[0] for raw in raws):
+        # One join of the whole values, read past each tag by the row stride: half the cost of
+        # slicing every tag off first (a recall decodes about a hundred).
+        joined = b"".join(raws)
+        return np.ndarray((len(raws), dim), dtype="<f2", buffer=joined, offset=1, strides=(width, 2)).astype(np.float32)
     if all(len(raw) == 4 * dim for raw in raws):
         return np.frombuffer(b"".join(raws), dtype="<f4").reshape(len(raws), dim).astype(np.float32)
     return None

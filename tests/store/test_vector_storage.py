@@ -15,7 +15,10 @@ import pytest
 import rocksdict
 
 from hebbs import Engine
-from hebbs.store.storage import COLUMN_FAMILIES, decode_vector, decode_vectors, encode_vector, vector_key
+import os
+
+from hebbs.store.storage import (COLUMN_FAMILIES, decode_vector, decode_vectors, encode_vector, id_str, id_strs,
+                                 vector_key)
 
 TEXTS = ["the deploy key rotates every ninety days", "lunch is at noon on Fridays",
          "the staging database lives in Frankfurt", "Dana prefers green tea to coffee"]
@@ -34,6 +37,18 @@ def test_encode_decode_round_trip() -> None:
     both = [stored, vector.astype("<f4").tobytes()]
     assert decode_vectors(both, 384) is None  # mixed forms: the caller reads row by row
     assert np.allclose(decode_vectors([stored, stored], 384), np.vstack([back, back]))
+    many = [encode_vector(rng.standard_normal(384).astype(np.float32)) for _ in range(50)]
+    assert np.array_equal(decode_vectors(many, 384), np.vstack([decode_vector(raw) for raw in many]))
+
+
+def test_ids_named_in_one_step_as_one_by_one() -> None:
+    """id_strs (a lexical page's hits named at once) gives id_str's text for every 16-byte value,
+    the extremes included, and id_str's error for a value of another length."""
+    raws = [os.urandom(16) for _ in range(2000)] + [b"\0" * 16, b"\xff" * 16, bytes(range(16))]
+    assert id_strs(raws) == [id_str(raw) for raw in raws]
+    assert id_strs(raws[:3]) == [id_str(raw) for raw in raws[:3]]  # a few: one by one
+    with pytest.raises(ValueError):
+        id_strs(raws[:10] + [b"short"])
 
 
 def _write_as_float32(db: Path, vectors: dict[str, np.ndarray]) -> None:
