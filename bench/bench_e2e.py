@@ -9,7 +9,10 @@ Passages: every LoCoMo turn (../shared/data/locomo-dev, 2,760), then the sentenc
 and, to reach the count, CISI titles (../shared/data/cisi). Cues: LoCoMo questions, spread over the five
 conversations. Every system uses all-MiniLM-L6-v2 through the same ONNX graph; what differs is the
 onnxruntime session that embeds the cue (its default, which spins its workers after each run; spinning
-off; one thread) and the search behind it. raw hnswlib is the pip package (hnswlib 0.8.0, the same
+off, hebbs' batch session; one thread; a 100 us spin; a 100 us spin stopped when the run returns,
+hebbs' cue session) and the search behind it. hebbs picks its cue session by the machine's load
+(docs/embedding.md): its rows say how many of its cues went through which session, and one more row
+runs default recall with the batch session only (the setting before the cue session), same run. raw hnswlib is the pip package (hnswlib 0.8.0, the same
 M, ef_construction and ef_search as the vault); Chroma is a PersistentClient with the same HNSW
 parameters, given the same passage vectors and the cue's vector embedded with onnxruntime's default.
 
@@ -94,9 +97,30 @@ def session(embedder: Any, options: dict[str, Any]) -> Any:
         so.add_session_config_entry("session.intra_op.allow_spinning", "1" if options["spin"] else "0")
         if options["spin"] is not True and options["spin"]:  # a number: how long idle workers spin, in us
             so.add_session_config_entry("session.intra_op.spin_duration_us", str(options["spin"]))
+        if options.get("stop"):  # workers stop spinning when the run returns
+            so.add_session_config_entry("session.force_spinning_stop", "1")
     other = copy.copy(embedder)
     other._session = ort.InferenceSession(str(embedder.onnx_path), so, providers=["CPUExecutionProvider"])
+    other.cue_session_policy, other._cue_session = "never", None  # every text through the session above
     return other
+
+
+def count_cue_sessions(embedder: Any) -> dict[str, int]:
+    """Counts, as it goes, which session embedded each of `embedder`'s single texts under its own
+    choice: hebbs picks its spinning cue session only while the machine has an idle core
+    (docs/embedding.md)."""
+    counts = {"cue session (spinning 100 us)": 0, "batch session (spinning off)": 0}
+    pick = embedder._single_session
+
+    def counted() -> Any:
+        chosen = pick()
+        if embedder.cue_session_policy != "auto":
+            return chosen  # a row that pins the session: not hebbs' own choice
+        counts["batch session (spinning off)" if chosen is embedder._session else "cue session (spinning 100 us)"] += 1
+        return chosen
+
+    embedder._single_session = counted
+    return counts
 
 
 def du(path: Path) -> int:
@@ -248,9 +272,18 @@ def main() -> None:
     settings = {"onnxruntime default (spinning)": None,
                 "2 threads, spinning off": {"threads": 2, "spin": False},
                 "1 thread": {"threads": 1, "spin": False},
-                "2 threads, spinning 100 us": {"threads": 2, "spin": 100}}
+                "2 threads, spinning 100 us": {"threads": 2, "spin": 100},
+                "2 threads, spinning 100 us, stopped after the run (hebbs' cue session)":
+                    {"threads": 2, "spin": 100, "stop": True}}
     embedders = {label: session(batch, options) for label, options in settings.items()}
     default_cue = embedders["onnxruntime default (spinning)"]
+
+    def batch_only(call: Callable[[], Any]) -> Any:
+        engine.embedder.cue_session_policy = "never"
+        try:
+            return call()
+        finally:
+            engine.embedder.cue_session_policy = "auto"
 
     systems: dict[str, Callable[[int], Any]] = {}
     for label, emb in embedders.items():
@@ -261,12 +294,16 @@ def main() -> None:
     systems["hebbs similarity-only, relevance-only"] = lambda i: engine.recall(
         cues[i % len(cues)], strategies=["similarity"], weights=RELEVANCE_ONLY, top_k=TOP_K)
     systems["hebbs default recall"] = lambda i: engine.recall(cues[i % len(cues)], top_k=TOP_K)
+    systems["hebbs default recall, batch session only"] = lambda i: batch_only(
+        lambda: engine.recall(cues[i % len(cues)], top_k=TOP_K))
     off = embedders["2 threads, spinning off"]
     systems["raw hnswlib ef=50, paragraph cue: 2 threads, spinning off"] = (
         lambda i: raw.knn_query(off.embed_query(long_cues[i % len(long_cues)]), k=TOP_K))
     systems["hebbs default recall, paragraph cue"] = lambda i: engine.recall(long_cues[i % len(long_cues)], top_k=TOP_K)
     cpu_ms: dict[str, list[float]] = {}
+    chosen = count_cue_sessions(engine.embedder)
     timings = blocks(systems, len(cues), args.block, cpu=cpu_ms)
+    single_texts = dict(chosen)
 
     stats = {label: (harness.percentile(ms, 50), harness.percentile(ms, 99)) for label, ms in timings.items()}
     floor_label = min((label for label in stats if label.startswith("raw hnswlib") and "paragraph" not in label),
@@ -313,6 +350,7 @@ def main() -> None:
     short, long = stats["hebbs default recall"][0], stats["hebbs default recall, paragraph cue"][0]
     raw_long = stats["raw hnswlib ef=50, paragraph cue: 2 threads, spinning off"][0]
     raw_short = stats["raw hnswlib ef=50, cue: 2 threads, spinning off"][0]
+    print(f"\nhebbs' single texts in these blocks went through its {', '.join(f'{label}: {n}' for label, n in single_texts.items())}")
     print(f"\nparagraph cues (median {sorted(len(c.split()) for c in long_cues)[len(long_cues) // 2]} words) over "
           f"short ones (median {sorted(len(c.split()) for c in cues)[len(cues) // 2]}) at p50: hebbs default recall "
           f"{long / short:.2f}x; raw hnswlib with the same embedding {raw_long / raw_short:.2f}x; the paragraph "
@@ -333,7 +371,8 @@ def main() -> None:
     harness.write_result("bench_e2e", {"e2e": {k: {"p50": v[0], "p99": v[1], "cpu_p50": cpu_p50[k]} for k, v in stats.items()},
                                        "floor": floor_label, "disk_bytes": sizes,
                                        "writes_p50": {k: harness.percentile(v, 50) for k, v in write_ms.items()},
-                                       "idle_cpu_ms": cpu, "vault_parts": dict(parts)})
+                                       "idle_cpu_ms": cpu, "vault_parts": dict(parts),
+                                       "hebbs_single_texts": single_texts})
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     print(f"\n{harness.machine_note()} at the end")

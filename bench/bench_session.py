@@ -30,7 +30,8 @@ from bench.bench_locomo import load as load_locomo
 SETTINGS: dict[str, dict[str, Any] | None] = {
     "onnxruntime default (2 threads, spinning)": None,
     "2 threads, spinning 100 us": {"threads": 2, "spin": 100},
-    "2 threads, spinning off": {"threads": 2, "spin": 0},
+    "2 threads, spinning 100 us, stopped after the run (hebbs' cue session)": {"threads": 2, "spin": 100, "stop": True},
+    "2 threads, spinning off (hebbs' batch session)": {"threads": 2, "spin": 0},
     "1 thread": {"threads": 1, "spin": 0},
 }
 
