@@ -11,8 +11,9 @@ conversations. Every system uses all-MiniLM-L6-v2 through the same ONNX graph; w
 onnxruntime session that embeds the cue (its default, which spins its workers after each run; spinning
 off, hebbs' batch session; one thread; a 100 us spin; a 100 us spin stopped when the run returns,
 hebbs' cue session) and the search behind it. hebbs picks its cue session by the machine's load
-(docs/embedding.md): its rows say how many of its cues went through which session, and one more row
-runs default recall with the batch session only (the setting before the cue session), same run. raw hnswlib is the pip package (hnswlib 0.8.0, the same
+(docs/embedding.md): the printout says how many of its cues went through which session, and hebbs'
+rows are repeated with each session pinned (the batch session only: the setting before the cue
+session; the cue session always), so both settings are measured in the same run whatever the load. raw hnswlib is the pip package (hnswlib 0.8.0, the same
 M, ef_construction and ef_search as the vault); Chroma is a PersistentClient with the same HNSW
 parameters, given the same passage vectors and the cue's vector embedded with onnxruntime's default.
 
@@ -278,8 +279,10 @@ def main() -> None:
     embedders = {label: session(batch, options) for label, options in settings.items()}
     default_cue = embedders["onnxruntime default (spinning)"]
 
-    def batch_only(call: Callable[[], Any]) -> Any:
-        engine.embedder.cue_session_policy = "never"
+    def pinned(policy: str, call: Callable[[], Any]) -> Any:
+        """`call` with hebbs' single texts pinned to one session ("never": the batch session, "always": the
+        cue session) instead of its choice by load: hebbs at both settings whatever the load is."""
+        engine.embedder.cue_session_policy = policy
         try:
             return call()
         finally:
@@ -294,8 +297,11 @@ def main() -> None:
     systems["hebbs similarity-only, relevance-only"] = lambda i: engine.recall(
         cues[i % len(cues)], strategies=["similarity"], weights=RELEVANCE_ONLY, top_k=TOP_K)
     systems["hebbs default recall"] = lambda i: engine.recall(cues[i % len(cues)], top_k=TOP_K)
-    systems["hebbs default recall, batch session only"] = lambda i: batch_only(
-        lambda: engine.recall(cues[i % len(cues)], top_k=TOP_K))
+    for label, policy in (("batch session only", "never"), ("cue session always", "always")):
+        systems[f"hebbs similarity-only, {label}"] = lambda i, policy=policy: pinned(policy, lambda: engine.recall(
+            cues[i % len(cues)], strategies=["similarity"], weights=RELEVANCE_ONLY, top_k=TOP_K))
+        systems[f"hebbs default recall, {label}"] = lambda i, policy=policy: pinned(
+            policy, lambda: engine.recall(cues[i % len(cues)], top_k=TOP_K))
     off = embedders["2 threads, spinning off"]
     systems["raw hnswlib ef=50, paragraph cue: 2 threads, spinning off"] = (
         lambda i: raw.knn_query(off.embed_query(long_cues[i % len(long_cues)]), k=TOP_K))
