@@ -288,8 +288,8 @@ def _tool(command: type[_Command], entry: Mcp) -> Tool:
                 field.default if field.default is not msgspec.NODEFAULT else field.default_factory())
         parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                             annotation=Annotated[annotation, Field(description=text, **constraints)]))
-    if entry.brains in BRAIN_ARGS:
-        annotation, default = BRAIN_ARGS[entry.brains]
+    if entry.route in BRAIN_ARGS:
+        annotation, default = BRAIN_ARGS[entry.route]
         parameters.append(inspect.Parameter("brain", inspect.Parameter.KEYWORD_ONLY, default=default,
                                             annotation=annotation))
     name = entry.tool or command.spec.method or command.spec.engine or command.tag()
@@ -472,7 +472,7 @@ VIEWS: dict[str, Callable[[Any, Any, HebbsTools], Any]] = {
 def _function(tool: Tool, tools: HebbsTools) -> Callable[..., Awaitable[str]]:
     """The tool as registered: its signature the declared parameters (the SDK builds the agent's schema from
     it), its HebbsErrors tool errors the agent can read."""
-    route, view = ROUTES[tool.entry.brains], VIEWS[tool.entry.view]
+    route, view = ROUTES[tool.entry.route], VIEWS[tool.entry.view]
 
     async def run(brain: str | None = None, **given: Any) -> str:
         values: dict[str, Any] = dict(tool.entry.fixed)

@@ -303,13 +303,13 @@ class Mcp(NamedTuple):
 
     # What an agent reads: when to call it.
     text: str
-    # The tool's parameters, in order (a `brain` parameter follows, as `brains` says).
+    # The tool's parameters, in order (a `brain` parameter follows, as `route` says).
     args: dict[str, Arg] = {}
     # Which brain it talks to (mcp_server.ROUTES): "write" (the one named, else the default), "read" (both
     # by default, one merged list), "holder" (the one holding the id), "each" (that, per id of a list),
     # "grouped" (the ids grouped by holder, one call per brain), "session" (where the session was
     # prepared); "index" and "status" are tools of their own.
-    brains: str = "write"
+    route: str = "write"
     # How the answer is shaped for an agent (mcp_server.VIEWS): "data" is the reply as it is.
     view: str = "data"
     # The tool's name when it is not the client method's.
@@ -356,7 +356,7 @@ class Ping(_Command, tag="ping"):
          mcp=Mcp("The state of your memory: whether the daemon runs (version, uptime, model), and what each "
               "brain holds (memories by kind, where it lives). Call it when the user asks about hebbs itself,"
               " or a brain seems empty or missing.",
-              brains="status"))
+              route="status"))
 class Status(_Command, tag="status"):
     """The daemon's state, and the request's vault statistics when vault_path is given."""
 
@@ -436,7 +436,7 @@ class Get(_Command, tag="get"):
          mcp=Mcp("Correct a memory in place (its earlier text is kept as history). Call it when the user "
               "corrects something you remembered, or a fact changed. Give only what changes.",
               args={"id": Arg(), "content": Arg("the corrected text"), "importance": Arg("0..1", ge=0, le=1),
-                    "context": Arg("replaces the context")}, brains="holder", view="memory"))
+                    "context": Arg("replaces the context")}, route="holder", view="memory"))
 class Revise(_Command, tag="revise"):
     """Change a memory in place; the earlier text is kept as its history. Absent fields stay as they are."""
 
@@ -520,7 +520,7 @@ class Neighbors(_Command, tag="neighbors"):
          mcp=Mcp("Delete memories for good. Call it only when the user asks you to forget something, or a memory"
               " is plainly wrong and cannot be revised. Answers how many were forgotten.",
               args={"ids": Arg(f"memory ids (or their last {SHORT_ID_MIN} or more characters)", required=True,
-                               min_length=1)}, brains="each", view="forgotten", destructive=True))
+                               min_length=1)}, route="each", view="forgotten", destructive=True))
 class Forget(_Command, tag="forget"):
     """Remove memories by id, or every memory of an entity; data is Forgotten."""
 
@@ -545,13 +545,13 @@ class Forget(_Command, tag="forget"):
                                       "temporal (newest first), causal (along cause edges), analogical, associative "
                                       "(used together); default: lexical and similarity fused, which suits nearly "
                                       "every question")},
-              brains="read", view="results"),
+              route="read", view="results"),
          Mcp("List the most recent memories, newest first, from both brains by default. Call it when the user "
              "asks what happened lately or what you stored recently, or to review a time span (since, until) "
              "or one entity's latest memories. It does not judge relevance: use recall for a question.",
              args={"limit": Arg("how many memories", field="top_k", ge=1, le=100), "entity_id": _ABOUT,
                    "since": _SINCE, "until": _UNTIL},
-             brains="read", view="recent", tool="recent", fixed={"cue": None, "strategies": ["temporal"]})))
+             route="read", view="recent", tool="recent", fixed={"cue": None, "strategies": ["temporal"]})))
 class Recall(_Command, tag="recall"):
     """Find the memories that answer a cue (without one: the most recent), ranked by one composite score;
     data is RecallResults: each result with its confidence, and whether the answer abstained."""
@@ -606,7 +606,7 @@ class Recall(_Command, tag="recall"):
               "rank higher next time. Call it after answering from recalled memories, naming all of them in "
               "one call (memories used together are linked); do not call it for memories you only saw. An "
               "unknown id fails the whole call and counts nothing.",
-              args={"ids": Arg("ids of the memories you used", min_length=1)}, brains="grouped", view="used",
+              args={"ids": Arg("ids of the memories you used", min_length=1)}, route="grouped", view="used",
               tool="used"))
 class Reinforce(_Command, tag="reinforce"):
     """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
@@ -624,7 +624,7 @@ class Reinforce(_Command, tag="reinforce"):
               "results in mind and do not recite them.",
               args={"cue": Arg("what the conversation is about", field="similarity_cue"),
                     "entity_id": Arg("only this entity's memories, e.g. 'user'"),
-                    "max_memories": Arg("how many memories in all", ge=1, le=1000)}, brains="read", view="results"))
+                    "max_memories": Arg("how many memories in all", ge=1, le=1000)}, route="read", view="results"))
 class Prime(_Command, tag="prime"):
     """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call."""
 
@@ -668,7 +668,7 @@ class Close(_Command, tag="close"):
               "you to learn, read or refresh their notes or docs. Without a path, refreshes this project's "
               "notes folder (the one holding its .hebbs/). Large folders take a while the first time.",
               args={"path": Arg("the notes folder, absolute or relative to the server's working directory "
-                                "(default: this project's)")}, brains="index"))
+                                "(default: this project's)")}, route="index"))
 class Index(_Command, tag="index"):
     """Index a markdown notes folder into PATH/.hebbs, streaming progress frames, then a summary.
 
@@ -726,7 +726,7 @@ class Queries(_Command, tag="queries"):
          mcp=Mcp("Read one memory by id, in full: its text, fields, how often it was used, what replaced it, and"
               " its edges to other memories. Call it when a recalled result or a note names an id you need "
               "the details of.",
-              args={"id": Arg()}, brains="holder", view="inspection", tool="get"))
+              args={"id": Arg()}, route="holder", view="inspection", tool="get"))
 class Inspect(_Command, tag="inspect"):
     """One memory with its edges and its earlier versions."""
 
@@ -737,7 +737,7 @@ class Inspect(_Command, tag="inspect"):
          mcp=Mcp("Read the section of a note a memory was indexed from, exactly as it was in that version of the"
               " file (with its file path, headings and lines), even if the file changed since. Call it to "
               "quote or check a note-backed memory; memories you stored yourself have no source.",
-              args={"id": Arg()}, brains="holder", view="source"))
+              args={"id": Arg()}, route="holder", view="source"))
 class ShowSource(_Command, tag="source"):
     """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
 
@@ -792,7 +792,7 @@ class ReflectPrepare(_Command, tag="reflect_prepare"):
               "none (a bad insight changes nothing and the error names it). Insights are saved as memories of"
               " kind INSIGHT and as notes in the vault's insights/ folder.",
               args={"session_id": Arg("from reflect_prepare"), "insights": Arg("what the clusters teach")},
-              brains="session"))
+              route="session"))
 class ReflectCommit(_Command, tag="reflect_commit"):
     """Store the insights an agent drew from a prepared session, all or none (a notes folder also gets each as a
     note in its insights folder); data is ReflectCommitted."""

@@ -553,10 +553,10 @@ def client_methods_source() -> str:
 
 
 # What each of mcp_server.ROUTES does, as docs/mcp.md says it.
-BRAINS = {"write": "the one named, else the default", "read": "both by default: one merged, labelled list",
-          "holder": "the one holding the id", "each": "the one holding each id",
-          "grouped": "each id's holder, one call per brain", "session": "the one the session was prepared on",
-          "index": "the project's notes folder, or the folder `path` names", "status": "the daemon and every brain"}
+ROUTE_TEXT = {"write": "the one named, else the default", "read": "both by default: one merged, labelled list",
+              "holder": "the one holding the id", "each": "the one holding each id",
+              "grouped": "each id's holder, one call per brain", "session": "the one the session was prepared on",
+              "index": "the project's notes folder, or the folder `path` names", "status": "the daemon and every brain"}
 
 
 def mcp_section() -> str:
@@ -570,7 +570,7 @@ def mcp_section() -> str:
             shown = p.name if default in (inspect.Parameter.empty, None) else f"{p.name}={json.dumps(default)}"
             params.append(shown)
         hints = " (read-only)" if tool.hints.read_only_hint else " (destructive)" if tool.hints.destructive_hint else ""
-        rows.append(f"| `{tool.name}({', '.join(params)})`{hints} | {BRAINS[tool.entry.brains]} | "
+        rows.append(f"| `{tool.name}({', '.join(params)})`{hints} | {ROUTE_TEXT[tool.entry.route]} | "
                     f"{_cell(tool.entry.text)} |")
     return "\n".join(rows)
 
