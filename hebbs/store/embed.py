@@ -17,6 +17,8 @@ import importlib.metadata
 import json
 import os
 import threading
+import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +47,9 @@ SPIN_US = 0
 # (bench/bench_e2e.py, docs/embedding.md), on a quiet 2-core machine a short cue took 4.40 ms with a
 # 100 us spin against 6.60 ms with spinning off, while on a loaded one the spin was 1.1-1.7x slower.
 CUE_SPIN_US = 100
-# The 1-minute load average under which a core counts as idle: the CPUs this process may use, less
-# half a core (a process embedding cues back to back adds about one to the load by itself).
+# A core counts as idle for the spinning worker while the load of the other processes (the 1-minute
+# load average less this process's own CPU over the last minute) leaves room for this process's
+# thread and the worker, with half a core to spare: under 0.5 on 2 cores.
 IDLE_CORE_MARGIN = 0.5
 # Single-text calls served by the batch session before the cue session is built (~0.15 s, ~110 MB
 # RSS: the weights are prepacked per session): a one-shot process that embeds one cue never pays it.
@@ -178,14 +181,44 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
+class _OwnCpu:
+    """This process's average CPU use (in cores) over about the last minute, from process_time
+    samples taken at most every few seconds: the load average counts this process's own threads, and
+    a process that embeds cues back to back would otherwise read itself as another process's load."""
+
+    SPAN = 60.0  # seconds, the load average's own time constant
+    EVERY = 5.0  # seconds between samples
+
+    def __init__(self) -> None:
+        self._samples: deque[tuple[float, float]] = deque()
+        self._lock = threading.Lock()
+
+    def rate(self) -> float:
+        now, cpu = time.monotonic(), time.process_time()
+        with self._lock:
+            samples = self._samples
+            if not samples or now - samples[-1][0] >= self.EVERY:
+                samples.append((now, cpu))
+            while len(samples) > 1 and now - samples[1][0] >= self.SPAN:
+                samples.popleft()  # keep one sample at least SPAN old, when there is one
+            since, cpu_then = samples[0]
+        return (cpu - cpu_then) / (now - since) if now - since >= self.EVERY else 0.0
+
+
+_own_cpu = _OwnCpu()
+
+
 def _idle_core() -> bool:
-    """Whether the machine has a core to spare for a spinning worker: the 1-minute load average, read
-    in under a microsecond; without one (Windows) the answer is no, the setting that never hurts much."""
+    """Whether the machine has a core to spare for a spinning worker: the other processes' load (the
+    1-minute load average, read in under a microsecond, less this process's own CPU) leaves room for
+    this process's thread and the worker. Without a load average (Windows) the answer is no, the
+    setting that never hurts much."""
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         return False
-    return load < _cpus() - IDLE_CORE_MARGIN
+    others = max(0.0, load - _own_cpu.rate())
+    return others < _cpus() - 1 - IDLE_CORE_MARGIN
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import threading
+import types
 from pathlib import Path
 
 import numpy as np
@@ -365,9 +366,30 @@ def test_cue_session_that_cannot_be_built_falls_back(cache_dir: Path, monkeypatc
 
 def test_idle_core_reads_the_load_average(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(embed_mod, "_cpus", lambda: 2)
+    monkeypatch.setattr(embed_mod._own_cpu, "rate", lambda: 0.0)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.4, 0.3, 0.2))
     assert embed_mod._idle_core()
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.1, 1.0, 1.0))
+    assert not embed_mod._idle_core()  # another process busy on one of the two cores
+    monkeypatch.setattr(embed_mod._own_cpu, "rate", lambda: 0.9)
+    assert embed_mod._idle_core()  # this process's own work is most of that load
     monkeypatch.setattr(os, "getloadavg", lambda: (6.0, 5.0, 4.0))
     assert not embed_mod._idle_core()
     monkeypatch.delattr(os, "getloadavg")  # as on Windows
     assert not embed_mod._idle_core()
+
+
+def test_own_cpu_is_the_last_minutes_average(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = {"wall": 1000.0, "cpu": 50.0}
+    monkeypatch.setattr(embed_mod, "time", types.SimpleNamespace(monotonic=lambda: clock["wall"],
+                                                                 process_time=lambda: clock["cpu"]))
+    own = embed_mod._OwnCpu()
+    assert own.rate() == 0.0  # one sample: no span to average over yet
+    for _ in range(30):  # a busy minute: one core's worth of CPU, sampled every 5 s
+        clock["wall"] += 5.0
+        clock["cpu"] += 5.0
+        own.rate()
+    for _ in range(12):  # then a quiet minute: only the last minute counts
+        clock["wall"] += 5.0
+        assert own.rate() <= 1.0
+    assert own.rate() == pytest.approx(0.0, abs=0.1)
