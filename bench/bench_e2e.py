@@ -57,6 +57,7 @@ from hebbs.store.embed import get_embedder, limit_blas_threads
 
 RELEVANCE_ONLY = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)
 M, EF_CONSTRUCTION, EF_SEARCH, TOP_K = 16, 200, 50, 10
+SETTLE_S = 0.05  # pause between two systems' blocks
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z])")
 
 
@@ -145,6 +146,9 @@ def blocks(systems: dict[str, Callable[[int], Any]], cues: int, block: int, warm
             cpu[label] = []
     for start in range(0, cues, block):
         for label, fn in systems.items():
+            # onnxruntime's default session keeps its workers spinning for tens of ms after a run (the
+            # idle CPU figures): without a pause they took a core from the block after it.
+            time.sleep(SETTLE_S)
             for i in range(warm):
                 fn(start + i)
             for i in range(start, min(start + block, cues)):
