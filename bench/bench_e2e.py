@@ -1,7 +1,7 @@
 """End to end, as a user's agent sees it: embed the cue + search, top 10, one cue at a time, hebbs beside
 raw hnswlib and Chroma on the same 10,000 real passages, plus single remembers and the size on disk.
 
-    .venv/bin/pip install chromadb            # the bench's peer only, never a hebbs dependency
+    .venv/bin/pip install chromadb hnswlib    # the bench's peers only, never hebbs dependencies
     .venv/bin/python -m bench.bench_e2e [--passages 10000] [--cues 400] [--block 10] [--remembers 200]
                                         [--workdir DIR]  # kept; a later run with it skips the ingest
 
