@@ -747,6 +747,32 @@ def test_a_live_refresh_keeps_unsaved_text(page: Any, palace: Palace) -> None:
     assert page.input_value("form.supersede textarea[name=content]") == "The harbour ferry leaves at eight now."
 
 
+def test_a_live_refresh_waits_while_a_button_is_held(page: Any, palace: Palace) -> None:
+    """A refresh that swapped the page between a press and its release replaced the button under the
+    pointer, and the click was lost: seen once as a revise that never happened, on a loaded machine.
+    A second tab on the same event stream shows when the change has arrived."""
+    with palace.daemon.client(global_=True) as client:
+        memory = client.remember("The tram depot opens at five.", entity_id="depot")
+    other = page.context.new_page()
+    other.set_default_timeout(UI_WAIT_MS)
+    try:
+        other.goto(palace.page_url(f"/timeline?vault={q(palace.home)}&entity=depot"))
+        other.wait_for_selector("#live.on")
+        page.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id}"))
+        page.wait_for_selector("#live.on")
+        box = page.locator("#memory-content").bounding_box()  # held where a release sends nothing
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.mouse.down()
+        held = page.evaluate("document.body.dataset.updatedAt || ''")  # no swap from here on
+        palace.daemon.hebbs("--global", "remember", "The depot's night shift starts at ten.", "--entity", "depot")
+        other.wait_for_selector("text=The depot's night shift starts at ten.")  # the change has arrived
+        assert page.evaluate("document.body.dataset.updatedAt || ''") == held
+        page.mouse.up()
+        expect(page.locator("body")).not_to_have_attribute("data-updated-at", held)
+    finally:
+        other.close()
+
+
 def test_a_playground_error_shows_beside_the_form_which_keeps_its_values(page: Any, palace: Palace) -> None:
     page.goto(palace.page_url(f"/recall?vault={q(palace.home)}"))
     page.fill("input[name=cue]", "sourdough")

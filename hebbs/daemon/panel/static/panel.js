@@ -79,9 +79,21 @@
   // Pages where the user is typing (a focused field) wait for the next change instead of losing input.
   let pending = false;
   let refreshing = false;
+  // A swap between a button's press and its release replaces the button, and the click is lost; a swap
+  // after a form was sent shows the old page again while its answer is on the way. Both wait: a press
+  // until it ends, a sent form for good (the answer is a new page).
+  let pressed = false;
+  let leaving = false;
+  const released = () => { pressed = false; };
+  document.addEventListener("pointerdown", () => { pressed = true; }, true);
+  document.addEventListener("pointerup", () => setTimeout(released, 0), true);  // after the click it makes
+  document.addEventListener("pointercancel", released, true);
+  document.addEventListener("submit", (event) => { if (!event.defaultPrevented) leaving = true; });
+  window.addEventListener("pageshow", () => { leaving = false; });
   async function refresh() {
     const main = document.getElementById("main");
-    if (!main || !main.dataset.live) return;
+    if (!main || !main.dataset.live || leaving) return;
+    if (pressed) { setTimeout(refresh, 200); return; }
     const active = document.activeElement;
     if (active && main.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName)) { pending = true; return; }
     if (refreshing) { pending = true; return; }
@@ -91,6 +103,8 @@
       if (!response.ok) { check(); return; }
       const doc = new DOMParser().parseFromString(await response.text(), "text/html");
       const fresh = doc.getElementById("main");
+      if (leaving) return;
+      if (pressed) { pending = true; return; }
       if (fresh) {
         const kept = unsaved(main);
         main.replaceChildren(...fresh.childNodes);
