@@ -88,6 +88,7 @@
   document.addEventListener("pointerdown", () => { pressed = true; }, true);
   document.addEventListener("pointerup", () => setTimeout(released, 0), true);  // after the click it makes
   document.addEventListener("pointercancel", released, true);
+  window.addEventListener("blur", released);  // a release outside the window may never be heard
   document.addEventListener("submit", (event) => { if (!event.defaultPrevented) leaving = true; });
   window.addEventListener("pageshow", () => { leaving = false; });
   async function refresh() {
