@@ -292,7 +292,7 @@ def _tool(command: type[_Command], entry: Mcp) -> Tool:
         annotation, default = BRAIN_ARGS[entry.route]
         parameters.append(inspect.Parameter("brain", inspect.Parameter.KEYWORD_ONLY, default=default,
                                             annotation=annotation))
-    name = entry.tool or command.spec.method or command.spec.engine or command.tag()
+    name = entry.tool or command.spec.client_method or command.tag()
     return Tool(name, command, entry, parameters, fills)
 
 
@@ -318,8 +318,8 @@ def _agent_type(type_: Any, required: bool = False) -> Any:
 
 def _method_names(command: type[_Command]) -> dict[str, str]:
     """{field: the typed method's parameter} where they differ (the declaration's `params`)."""
-    listed = command.spec.params if command.spec.params is not None else "memory_id=id"
-    return {field: name for name, _, field in (w.strip().partition("=") for w in listed.split(",")) if field}
+    fields = [f.name for f in msgspec.structs.fields(command)]
+    return {field: name for name, field, _ in command.spec.parameters(fields) if name != field}
 
 
 class Call(NamedTuple):
@@ -333,7 +333,7 @@ class Call(NamedTuple):
     async def send(self, client: AsyncClient, **extra: Any) -> Any:
         """The command, through the client's typed method, with these values (and `extra`)."""
         command = self.tool.command
-        method = getattr(client, command.spec.method or command.spec.engine or command.tag())
+        method = getattr(client, command.spec.client_method or command.tag())
         renamed = _method_names(command)
         return await method(**{renamed.get(field, field): value for field, value in {**self.values, **extra}.items()})
 

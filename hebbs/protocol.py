@@ -281,6 +281,26 @@ class Spec(NamedTuple):
     def tools(self) -> tuple[Mcp, ...]:
         return () if self.mcp is None else (self.mcp,) if isinstance(self.mcp, Mcp) else self.mcp
 
+    @property
+    def client_method(self) -> str | None:
+        """The typed method of Client and AsyncClient that sends the command (None: it has none)."""
+        return self.method or self.engine
+
+    def parameters(self, fields: list[str]) -> list[tuple[str, str, bool]]:
+        """(parameter, field, keyword-only) of the typed method over a command with these fields, in
+        the order `params` gives: the renamed and listed fields first, then the rest."""
+        listed = self.params if self.params is not None else "memory_id=id" if "id" in fields else ""
+        renamed: dict[str, str] = {}
+        keyword_from = len(fields)
+        for word in (w.strip() for w in listed.split(",")):
+            if word == "*":
+                keyword_from = len(renamed)
+            elif word:
+                name, _, field = word.partition("=")
+                renamed[field or name] = name
+        order = [*renamed, *(f for f in fields if f not in renamed)]
+        return [(renamed.get(field, field), field, n >= keyword_from) for n, field in enumerate(order)]
+
 
 class Arg(NamedTuple):
     """One parameter of an MCP tool as an agent reads it. It fills the command's field of its name (or

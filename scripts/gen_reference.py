@@ -424,26 +424,14 @@ def _py_type(type_: typing.Any, names: set[str], given: bool = True) -> str:
 
 def _typed_parameters(command: type) -> list[tuple[str, str, int, typing.Any]]:
     """(parameter, field, kind, default) of a declared command's typed method, as `params` orders them."""
-    fields = msgspec.structs.fields(command)
-    spec = command.spec
-    renamed: dict[str, str] = {}
-    keyword_from = len(fields)
-    listed = spec.params if spec.params is not None else "memory_id=id" if any(f.name == "id" for f in fields) else ""
-    for word in (w.strip() for w in listed.split(",")):
-        if word == "*":
-            keyword_from = len(renamed)
-        elif word:
-            name, _, field = word.partition("=")
-            renamed[field or name] = name
-    by_name = {f.name: f for f in fields}
-    order = [*renamed, *(f.name for f in fields if f.name not in renamed)]
+    by_name = {f.name: f for f in msgspec.structs.fields(command)}
     out = []
-    for n, field in enumerate(order):
+    for name, field, keyword_only in command.spec.parameters(list(by_name)):
         info = by_name[field]
         default = (info.default if info.default is not msgspec.NODEFAULT else info.default_factory()
                    if info.default_factory is not msgspec.NODEFAULT else inspect.Parameter.empty)
-        kind = inspect.Parameter.KEYWORD_ONLY if n >= keyword_from else inspect.Parameter.POSITIONAL_OR_KEYWORD
-        out.append((renamed.get(field, field), field, kind, default))
+        kind = inspect.Parameter.KEYWORD_ONLY if keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        out.append((name, field, kind, default))
     return out
 
 
@@ -507,7 +495,7 @@ def client_methods_source() -> str:
     awaited: list[str] = []
     written: list[str] = []  # the annotations of the hand-written methods
     for command in protocol.COMMAND_TYPES.values():
-        name = command.spec.method or command.spec.engine
+        name = command.spec.client_method
         if not name or name in vars(_Doors):
             continue
         parameters = _typed_parameters(command)

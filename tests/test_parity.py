@@ -314,8 +314,8 @@ def test_the_clients_describe_each_command_as_its_declaration_does() -> None:
     from hebbs.protocol import COMMAND_TYPES
 
     described = {name: fn.sends for name, fn in vars(_Doors).items() if hasattr(fn, "sends")}
-    described |= {cls.spec.method or cls.spec.engine: cls for cls in COMMAND_TYPES.values()
-                  if (cls.spec.method or cls.spec.engine) and (cls.spec.method or cls.spec.engine) not in described}
+    described |= {cls.spec.client_method: cls for cls in COMMAND_TYPES.values()
+                  if cls.spec.client_method and cls.spec.client_method not in described}
     assert len(described) >= 35
     for name, command in described.items():
         own = inspect.cleandoc(command.__doc__)
