@@ -22,10 +22,11 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from typing import Literal
 
-    from .protocol import (DaemonStatus, IndexCancelled, Inspection, PanelState, Pong, ReviseItem, Stopping)
+    from .protocol import (DaemonStatus, IndexCancelled, PanelState, Pong, ReviseItem, Stopping)
     from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
-                         Edge, EdgeType, ImportSummary, Insight, InsightInput, Memory, QueryLogEntry, RecallResults,
-                         ReflectAutoResult, ReflectCommitted, ReflectPrepared, Source, SourceSection, VaultStats)
+                         Edge, EdgeType, ImportSummary, Insight, InsightInput, Inspection, Memory, QueryLogEntry,
+                         RecallResults, ReflectAutoResult, ReflectCommitted, ReflectPrepared, Source, SourceSection,
+                         VaultStats)
     from .transport import ProgressCallback
 
 

@@ -20,7 +20,7 @@ from .errors import InvalidInput, VaultNotInitialized
 from .paths import hebbs_home, vault_for_path
 from .recall import pipeline
 from .recall.prime import prime
-from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Edge, EdgeType,
+from .schema import (Access, Inspection, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Edge, EdgeType,
                      ImportSummary, Insight, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
 from .store.embed import Embedder, get_embedder
@@ -226,6 +226,16 @@ class Engine:
     def history(self, memory_id: str) -> list[Memory]:
         """Earlier versions of a memory, newest first."""
         return revising.history(self.vault, memory_id)
+
+    @_reading
+    def inspect(self, memory_id: str) -> Inspection:
+        """One memory with its edges, its earlier versions, its logged uses and how often it was restated."""
+        memory = self.get(memory_id)
+        history = self.history(memory.id)
+        restated = [old.created_at for old in history if old.restatement_of == memory.id]
+        return Inspection(memory=memory, edges=self.edges(memory.id), history=history,
+                          accesses=self.accesses(memory.id), restatements=memory.restatements,
+                          last_restated_at=max(restated, default=None))
 
     @_reading
     def source(self, memory_id: str) -> SourceSection:

@@ -21,10 +21,11 @@ from typing import Annotated, Any, ClassVar, Literal, NamedTuple, TypeVar, Union
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from . import validate
 from .validate import INT64, MAX_NESTING, path_problem, structure_problem
 from .errors import (ERRORS_BY_CODE, DaemonBusy, DaemonUnavailable, HebbsError,  # noqa: F401
                      IndexingInProgress, InvalidInput, MessageTooLarge, ProtocolError)
-from .schema import (Access, ImportSummary, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge, EdgeType,
+from .schema import (Access, ImportSummary, Inspection, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge, EdgeType,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
 from .schema import SourceSection, decoder
@@ -155,18 +156,6 @@ class Closed(msgspec.Struct, kw_only=True):
     closed: int
 
 
-class Inspection(msgspec.Struct, kw_only=True):
-    memory: Memory
-    edges: list[Edge] = []
-    history: list[Memory] = []
-    # Its logged accesses, newest first (hebbs/store/access_log.py).
-    accesses: list[Access] = []
-    # How many times the memory was said again and consolidated into it, and when the latest of those
-    # restatements was said (None when never): read from its restatement records in `history`.
-    restatements: int = 0
-    last_restated_at: int | None = None
-
-
 class Removed(msgspec.Struct, kw_only=True):
     removed: int
 
@@ -211,6 +200,9 @@ class ScanSummary(msgspec.Struct, kw_only=True):
 # characters (what text output shows). The daemon resolves every field of this type before the engine sees it.
 SHORT_ID_MIN = 6
 ShortId = Annotated[str, Meta(max_length=MAX_ID_CHARS, extra={"short_id": True})]
+# A ShortId that may name a forgotten memory (whose kept original still answers source): given on as
+# it is when no memory ends with it.
+KeptId = Annotated[str, Meta(max_length=MAX_ID_CHARS, extra={"short_id": "kept"})]
 # An edge type by name (schema.EdgeType); the engine checks it, and the CLI offers the names in any case.
 EdgeTypeName = Annotated[str, Meta(max_length=MAX_NAME_CHARS, extra={"choices": tuple(EdgeType.__members__),
                                                                      "upper": True, "metavar": "TYPE"},
@@ -272,6 +264,12 @@ class Spec(NamedTuple):
     # The CLI's text output: a format string over the request's fields and the reply's (None: the text
     # cli/output.py prints for the reply's type, else the reply as indented JSON).
     text: str | None = None
+    # One engine call on one vault, which a connection's own thread may run without the event loop's
+    # hand-offs (daemon/server.py): the daemon's fast path.
+    direct: bool = False
+    # For a command whose `vaults` field names more vaults: the one reply made of each vault's
+    # (merge(answers, command), answers labelled as hebbs.recall.brains.VaultRecall); None: one vault only.
+    merge: Callable[[list[Any], Any], Any] | None = None
 
     @property
     def refreshes_panel(self) -> bool:
@@ -346,6 +344,19 @@ _SINCE = Arg("only memories created at or after this time, ISO 8601 (e.g. 2026-0
              field="time_range")
 _UNTIL = Arg("only memories created before this time, ISO 8601", field="time_range")
 _ABOUT = Arg("only memories about this entity")
+
+
+def _merge_recall(answers: list[Any], command: Any) -> Any:
+    from .recall import brains, scoring
+
+    return brains.merge_recall(answers, scoring.check_weights(command.weights or ScoringWeights()),
+                               validate.top_k(command.top_k))
+
+
+def _merge_prime(answers: list[Any], command: Any) -> Any:
+    from .recall import brains
+
+    return brains.merge_prime(answers, ScoringWeights(), command.max_memories)
 
 
 def declare(**spec: Any) -> Callable[[type[C]], type[C]]:
@@ -444,7 +455,7 @@ class Remember(_Command, tag="remember"):
     consolidate: bool | None = None
 
 
-@declare(result=Memory, engine="get", retryable=True, cli="get")
+@declare(result=Memory, engine="get", retryable=True, direct=True, cli="get")
 class Get(_Command, tag="get"):
     """One memory by id (a full ULID, or a unique suffix of at least 6 characters)."""
 
@@ -548,7 +559,8 @@ class Forget(_Command, tag="forget"):
     entity_id: Annotated[Name | None, Meta(description="forget every memory of this entity")] = None
 
 
-@declare(result=RecallResults, engine="recall", retryable=True, skip=("vaults",), cli="recall",
+@declare(result=RecallResults, engine="recall", retryable=True, skip=("vaults",), direct=True, merge=_merge_recall,
+         cli="recall",
          flags="cue=cue, strategies=--strategy, entity_id=--entity, mmr_lambda=--mmr, edge_types=--edge-type, vaults=",
          shell="commands:RecallShell",
          mcp=(Mcp("Find memories relevant to a cue. Call it before answering anything that depends on the user's "
@@ -636,7 +648,8 @@ class Reinforce(_Command, tag="reinforce"):
                                          "them) or panel (opened in the Memory Palace)")] = "used"
 
 
-@declare(result=RecallResults, engine="prime", retryable=True, skip=("vaults",), cli="prime",
+@declare(result=RecallResults, engine="prime", retryable=True, skip=("vaults",), direct=True, merge=_merge_prime,
+         cli="prime",
          flags="entity_id=--entity, similarity_cue=--cue, max_memories=--max, vaults=", shell="commands:PrimeShell",
          mcp=Mcp("Load context at the start of a conversation: the most recent memories plus those relevant to "
               "the cue, from both brains by default (who the user is and what this project is). Call it once,"
@@ -742,7 +755,7 @@ class Queries(_Command, tag="queries"):
     limit: Annotated[int, Meta(description="how many")] = 50
 
 
-@declare(result=Inspection, retryable=True, method="inspect", cli="inspect", shell="commands:InspectShell",
+@declare(result=Inspection, engine="inspect", retryable=True, cli="inspect", shell="commands:InspectShell",
          mcp=Mcp("Read one memory by id, in full: its text, fields, how often it was used, what replaced it, and"
               " its edges to other memories. Call it when a recalled result or a note names an id you need "
               "the details of.",
@@ -753,7 +766,7 @@ class Inspect(_Command, tag="inspect"):
     id: ShortId
 
 
-@declare(result=SourceSection, retryable=True, method="source", cli="source", shell="commands:SourceShell",
+@declare(result=SourceSection, engine="source", retryable=True, cli="source", shell="commands:SourceShell",
          mcp=Mcp("Read the section of a note a memory was indexed from, exactly as it was in that version of the"
               " file (with its file path, headings and lines), even if the file changed since. Call it to "
               "quote or check a note-backed memory; memories you stored yourself have no source.",
@@ -761,8 +774,7 @@ class Inspect(_Command, tag="inspect"):
 class ShowSource(_Command, tag="source"):
     """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
 
-    # Resolved by the handler itself: a forgotten memory's id still names its kept original.
-    id: Annotated[IdText, Meta(description="a memory id, or its last 6+ characters")]
+    id: Annotated[KeptId, Meta(description="a memory id, or its last 6+ characters")]
 
 
 @declare(result=ExportDone, cli="export", flags="include_revisions=, records=", shell="commands:ExportShell")
@@ -913,15 +925,18 @@ RESULT_TYPES: dict[str, Any] = {tag: cls.spec.result for tag, cls in COMMAND_TYP
                                 if cls.spec.result is not None}
 
 
-def short_id_fields(cls: type[msgspec.Struct]) -> tuple[str, ...]:
-    """The fields of a request Struct that hold ShortIds (alone, optional, or in a list)."""
-    return tuple(f.name for f in msgspec.structs.fields(cls) if _holds_short_id(f.type))
+def short_id_fields(cls: type[msgspec.Struct], kind: Any = None) -> tuple[str, ...]:
+    """The fields of a request Struct that hold ShortIds (alone, optional, or in a list); of one kind
+    ("kept": KeptId) when given."""
+    return tuple(f.name for f in msgspec.structs.fields(cls)
+                 if (found := _short_id_kind(f.type)) and (kind is None or found == kind))
 
 
-def _holds_short_id(type_: Any) -> bool:
-    if type_ == ShortId:
-        return True
-    return any(_holds_short_id(arg) for arg in get_args(type_) if arg is not Ellipsis)
+def _short_id_kind(type_: Any) -> Any:
+    for meta in getattr(type_, "__metadata__", ()):
+        if isinstance(meta, Meta) and meta.extra and meta.extra.get("short_id"):
+            return meta.extra["short_id"]
+    return next((kind for arg in get_args(type_) if arg is not Ellipsis and (kind := _short_id_kind(arg))), None)
 
 
 class Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):

@@ -128,6 +128,20 @@ class Access(msgspec.Struct, kw_only=True):
     via: str
 
 
+class Inspection(msgspec.Struct, kw_only=True):
+    """A memory with its edges, earlier versions and logged uses (Engine.inspect)."""
+
+    memory: Memory
+    edges: list[Edge] = []
+    history: list[Memory] = []
+    # Its logged accesses, newest first (hebbs/store/access_log.py).
+    accesses: list[Access] = []
+    # How many times the memory was said again and consolidated into it, and when the latest of those
+    # restatements was said (None when never): read from its restatement records in `history`.
+    restatements: int = 0
+    last_restated_at: int | None = None
+
+
 class ImportSummary(msgspec.Struct, kw_only=True):
     """What an import stored (hebbs/workflows/transfer.py, docs/export.md)."""
 

@@ -35,7 +35,7 @@ ENGINE_ONLY = {
 CLIENT_ONLY = {
     "request": "sends one protocol command",
     "ping": "is a daemon there", "status": "the daemon's state", "shutdown": "stops the daemon",
-    "subscribe": "pushes matches over a connection", "inspect": "memory + edges + history in one round trip",
+    "subscribe": "pushes matches over a connection",
     "export": "the stream `memories` also returns (the CLI's name)",
     "index": "markdown indexing runs in the daemon", "index_cancel": "stops an index run",
     "index_follow": "follows an index run started elsewhere", "list": "a notes folder's index state",

@@ -1,5 +1,6 @@
 """A declared command as an engine call: the Engine method its declaration names (hebbs.protocol,
-`@declare(engine=...)`), given the request's fields with every ShortId resolved to a full id."""
+`@declare(engine=...)`), given the request's fields with every ShortId resolved to a full id (a KeptId no memory ends with
+goes as given: a forgotten memory's kept original may still answer to it)."""
 
 from __future__ import annotations
 
@@ -25,13 +26,18 @@ def engine_call(command: _Command) -> Callable[["Engine"], Any]:
     assert method is not None, f"{command.tag()} declares no engine method"
     names = [name for name in command.__struct_fields__ if name not in spec.skip]
     ids = short_id_fields(type(command))
+    kept = short_id_fields(type(command), "kept")
 
     def call(engine: "Engine") -> Any:
         args = {name: _resolved(engine, getattr(command, name)) for name in names}
         args = {name: value for name, value in args.items() if value is not msgspec.UNSET}
         for name in ids:
             if name in args and args[name] is not None:
-                args[name] = _resolve_any(engine, args[name])
+                try:
+                    args[name] = _resolve_any(engine, args[name])
+                except NotFound:
+                    if name not in kept:
+                        raise
         positional = [args.pop("id")] if "id" in args else []
         result = getattr(engine, method)(*positional, **args)
         return result if reply is None else reply(result)

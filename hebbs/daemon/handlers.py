@@ -2,11 +2,12 @@
 
 A command declared with an Engine method (hebbs.protocol, `@declare(engine=...)`) needs no code here:
 `engine_call` calls that method with the request's fields, its ShortId fields resolved to full ids,
-through the vault's write slot when it writes. The commands below are the rest: the daemon's own
-(ping, status, shutdown, panel), remember (single or batch), inspect and source, export (streamed),
-recall and prime over several vaults, subscriptions, and the markdown-vault runs (indexing.py).
+through the vault's write slot when it writes; over several vaults (a `vaults` field) when the
+declaration says how their answers merge. The commands below are the rest: the daemon's own (ping,
+status, shutdown, panel), remember (single or batch), export (streamed), subscriptions, and the
+markdown-vault runs (indexing.py).
 
-A request that is one engine call on one vault (recall, prime, get, remember) is also described by
+A request that is one engine call on one vault (declared `direct`, and remember) is also described by
 `Handlers.direct`: the connection's own thread runs that call itself when the vault is open, without
 the two thread hand-offs of going through the event loop and a worker (server.py).
 """
@@ -22,12 +23,11 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol
 
 import msgspec
 
-from hebbs import validate
-from hebbs.errors import InvalidInput, NotFound
-from hebbs.recall import brains, scoring
-from hebbs.protocol import (DaemonStatus, Export, ExportChunk, ExportDone, Get, Inspect, Inspection, Panel, PanelState,
-                            Ping, Pong, Prime, Recall, Remember, RememberItem, Request, ShowSource, Status, Stopping)
-from hebbs.schema import Memory, RecallResults, ScoringWeights, SourceSection
+from hebbs.errors import InvalidInput
+from hebbs.recall import brains
+from hebbs.protocol import (DaemonStatus, Export, ExportChunk, ExportDone, Panel, PanelState, Ping, Pong, Remember,
+                            RememberItem, Request, Status, Stopping, _Command)
+from hebbs.schema import Memory, RecallResults
 
 from .calls import engine_call, resolve_id
 from .indexing import IndexHandlers
@@ -74,6 +74,9 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
         handler: Callable[..., Any] | None = getattr(self, "_" + command.tag(), None)
         if handler is not None:
             data = await handler(conn, request, command)
+        elif _over_vaults(command):
+            answers = await self._each_vault(request, command.vaults, engine_call(command))
+            data = command.spec.merge(answers, command)
         elif command.spec.writes:
             data = await self._reply_write(request, engine_call(command))
         else:
@@ -82,12 +85,12 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
         return data
 
     def direct(self, request: Request) -> Work | None:
-        """The engine call a request comes to, when it is one call on one vault (recall and prime of a
-        single vault, get, remember) or needs nothing of the daemon's loop (ping), for a connection's
+        """The engine call a request comes to, when it is one call on one vault (a command declared
+        `direct`, on one vault; remember) or needs nothing of the daemon's loop (ping), for a connection's
         own thread to run; None for any other."""
         command = request.command
-        if isinstance(command, (Recall, Prime)) and command.vaults is None or isinstance(command, Get):
-            return Work(engine_call(command))
+        if command.spec.direct and not _over_vaults(command):
+            return Work(engine_call(command), writes=command.spec.writes)
         if isinstance(command, Remember):
             return Work(_remembering(command), writes=True)
         if isinstance(command, Ping):
@@ -146,27 +149,6 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
     async def _remember(self, conn: Connection, request: Request, command: Remember) -> Any:
         return await self._reply_write(request, _remembering(command))
 
-    async def _inspect(self, conn: Connection, request: Request, command: Inspect) -> Inspection:
-        def inspect(engine: "Engine") -> Inspection:
-            memory = engine.get(resolve_id(engine, command.id))
-            history = engine.history(memory.id)
-            restated = [old.created_at for old in history if old.restatement_of == memory.id]
-            return Inspection(memory=memory, edges=engine.edges(memory.id), history=history,
-                              accesses=engine.accesses(memory.id), restatements=memory.restatements,
-                              last_restated_at=max(restated, default=None))
-
-        return await self._call(request, inspect)
-
-    async def _source(self, conn: Connection, request: Request, command: ShowSource) -> SourceSection:
-        def source(engine: "Engine") -> SourceSection:
-            try:
-                memory_id = resolve_id(engine, command.id)
-            except NotFound:
-                memory_id = command.id  # a forgotten memory: its kept original may still name it
-            return engine.source(memory_id)
-
-        return await self._call(request, source)
-
     async def _export(self, conn: Connection, request: Request, command: Export) -> ExportDone:
         slot = self.pool.slot(request.vault_path)
         count = 0
@@ -179,20 +161,7 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
                 count += len(chunk)
         return ExportDone(count=count)
 
-    # Recall and prime over several vaults ----------------------------------------------------
-
-    async def _recall(self, conn: Connection, request: Request, command: Recall) -> Any:
-        if command.vaults is None:
-            return await self._call(request, engine_call(command))
-        answers = await self._each_vault(request, command.vaults, engine_call(command))
-        return brains.merge_recall(answers, scoring.check_weights(command.weights or ScoringWeights()),
-                                   validate.top_k(command.top_k))
-
-    async def _prime(self, conn: Connection, request: Request, command: Prime) -> Any:
-        if command.vaults is None:
-            return await self._call(request, engine_call(command))
-        answers = await self._each_vault(request, command.vaults, engine_call(command))
-        return brains.merge_prime(answers, ScoringWeights(), command.max_memories)
+    # Commands over several vaults ------------------------------------------------------------
 
     async def _each_vault(self, request: Request, extra: list[str],
                           fn: Callable[["Engine"], RecallResults]) -> list[brains.VaultRecall]:
@@ -206,6 +175,12 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
         found = await asyncio.gather(*(self._call_at(path, fn) for path in paths))
         return [brains.VaultRecall(label=brains.GLOBAL if Path(path) == home else brains.PROJECT, path=path,
                                    found=answer) for path, answer in zip(paths, found)]
+
+
+def _over_vaults(command: _Command) -> bool:
+    """Whether a request names more vaults than its own (and its declaration says how their answers merge)."""
+    return command.spec.merge is not None and getattr(command, "vaults", None) is not None
+
 
 def write_durably(fn: Callable[["Engine"], Any], engine: "Engine", written: Callable[[], Any]) -> Any:
     """fn(engine), then `written()` (the next writer may start, and its batch join this one's WAL
