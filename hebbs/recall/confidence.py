@@ -206,9 +206,47 @@ class Judgement(NamedTuple):
         return {name: round(value, 6) for name, value in zip(FEATURES, self.values[i])}
 
 
+class CueReading(NamedTuple):
+    """What confidence reads from the cue and the vault's word counts alone, before any candidate:
+    read once per recall (pipeline.run reads it before the cue is embedded, to know whether the cue
+    less its unseen words will be embedded too)."""
+    weighted: dict[str, float]  # the cue's terms (less its time phrase's) and their generality
+    chunks: list[tuple[str, list[str]]]  # each word of the cue as written, with its index terms
+    freqs: dict[str, int]  # the vault's document frequency of each term
+    unseen: list[str]  # the cue's specific words that no memory holds (see UNSEEN_MARGIN), as written
+    rest: str  # the cue without them
+    margin: float
+
+    @property
+    def rest_to_embed(self) -> str | None:
+        """The text judge_confidence embeds when a candidate would answer: the cue less its unseen
+        words, or None when it has none (or nothing is left without them)."""
+        return self.rest if self.unseen and self.rest.strip(_PUNCTUATION + " ") else None
+
+
+_PUNCTUATION = ".,;:!?()[]{}\"'`"
+
+
+def read_cue(cue: str, word_ranks: Mapping[str, int] | None, doc_freq: Callable[[list[str]], dict[str, int]]
+             ) -> CueReading:
+    """The cue's terms, their counts in the vault and its unseen words (assess's first step)."""
+    weighted, chunks = _cue_terms(cue, word_ranks or {})
+    names = list(weighted)
+    freqs = doc_freq(names) if names else {}
+    unseen = [chunk for chunk, tokens in chunks if tokens and all(
+        weighted.get(t, 0.0) >= UNSEEN_GENERALITY and freqs.get(t, 0) == 0 for t in tokens)
+              ] if len(names) <= UNSEEN_MAX_TERMS else []
+    rest = " ".join(chunk for chunk, _ in chunks if chunk not in unseen) if unseen else ""
+    left = {t for chunk, tokens in chunks if chunk not in unseen for t in tokens}
+    named = sum(1 for t in left if weighted.get(t, 0.0) >= UNSEEN_GENERALITY)
+    margin = UNSEEN_NAMED_MARGIN if named <= 1 else UNSEEN_MARGIN
+    return CueReading(weighted, chunks, freqs, unseen, rest, margin)
+
+
 def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[str]],
            background: float, doc_freq: Callable[[list[str]], dict[str, int]], docs: int,
-           word_ranks: Mapping[str, int] | None = None, in_time: Sequence[bool] | None = None) -> Judgement:
+           word_ranks: Mapping[str, int] | None = None, in_time: Sequence[bool] | None = None,
+           reading: CueReading | None = None) -> Judgement:
     """The judgement of each candidate, in order: how likely it is relevant to the cue.
 
     The candidates are all that the recall considered (its best CONSIDERED by fused relevance, and
@@ -220,22 +258,14 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
     `background` the cue's cosine to the vault's mean vector (background.vault_mean); `doc_freq`
     gives the vault's document frequency of terms, `docs` the number of documents; `word_ranks` the
     embedding model's vocabulary ranks (generality of the cue's words); `in_time`, for a cue with a
-    time phrase, whether each candidate is from the time it names.
+    time phrase, whether each candidate is from the time it names; `reading`: read_cue's reading of
+    this cue over this vault, when the caller has it already.
 
     A candidate's features are built as a row, not a dict, and only the results shown get theirs
     as a dict (`Judgement.features`): the dicts were most of what confidence cost."""
-    ranks = word_ranks or {}
-    weighted, chunks = _cue_terms(cue, ranks)
+    reading = read_cue(cue, word_ranks, doc_freq) if reading is None else reading
+    weighted, freqs, unseen, rest = reading.weighted, reading.freqs, reading.unseen, reading.rest
     names = list(weighted)
-    freqs = doc_freq(names) if names else {}
-    # The cue's specific words that no memory of the vault holds (see UNSEEN_MARGIN), and the cue without them.
-    unseen = [chunk for chunk, tokens in chunks if tokens and all(
-        weighted.get(t, 0.0) >= UNSEEN_GENERALITY and freqs.get(t, 0) == 0 for t in tokens)
-              ] if len(names) <= UNSEEN_MAX_TERMS else []
-    rest = " ".join(chunk for chunk, _ in chunks if chunk not in unseen) if unseen else ""
-    left = {t for chunk, tokens in chunks if chunk not in unseen for t in tokens}
-    named = sum(1 for t in left if weighted.get(t, 0.0) >= UNSEEN_GENERALITY)
-    margin = UNSEEN_NAMED_MARGIN if named <= 1 else UNSEEN_MARGIN
     weights = [idf(freqs.get(t, 0), docs) * weighted[t] for t in names]
     total = sum(weights)
     rarest = max(weights, default=0.0)
@@ -270,8 +300,8 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
         z = (INTERCEPT + c[0] * row[0] + c[1] * row[1] + c[2] * row[2] + c[3] * row[3] + c[4] * row[4]
              + c[5] * row[5] + c[6] * row[6] + c[7] * row[7])
         confidences.append(round(_logistic(z), 4))
-    words = [chunk.strip(".,;:!?()[]{}\"'`") for chunk in unseen]
-    return Judgement(confidences, rows, words if rest.strip(".,;:!?()[]{}\"'` ") else [], rest, margin)
+    words = [chunk.strip(_PUNCTUATION) for chunk in unseen]
+    return Judgement(confidences, rows, words if reading.rest_to_embed is not None else [], rest, reading.margin)
 
 
 def abstains(confidences: Sequence[float], threshold: float) -> bool:

@@ -23,7 +23,7 @@ from ..store.memory_text import lexical_text
 from ..store.open_vault import OpenVault, now_us
 from . import background, confidence, scoring, timewords
 from . import fusion as rc
-from .query import Query, cached_memories, cached_vectors, cue_embedding
+from .query import CueEmbedder, Query, cached_memories, cached_vectors
 from .registry import REGISTRY, STRATEGIES
 
 DEFAULT_WEIGHTS = ScoringWeights()
@@ -121,11 +121,15 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
 
     allowed = vault.scope(r.entity_id, r.window, r.include_superseded)
     fusion = vault.config.recall.fusion
+    # What confidence reads from the cue alone, read before the cue is embedded: whether the cue less
+    # its unseen words will be embedded too, in the same run (CueEmbedder).
+    reading = (confidence.read_cue(r.cue, vault.embedder.word_ranks(), vault.lexical_index.doc_freqs)
+               if r.cue is not None else None)
     query = Query(
         # The sentence mean serves fusion (a paragraph asks several things); similarity alone stays
         # a plain vector search of the cue's own embedding.
-        cue=r.cue, embed=lambda cue: cue_embedding(vault.embedder, cue,
-                                                   vault.config.recall.cue_by_sentence and r.names != {"similarity"}),
+        cue=r.cue, embed=CueEmbedder(vault.embedder, vault.config.recall.cue_by_sentence and r.names != {"similarity"},
+                                     r.cue, None if reading is None else reading.rest_to_embed),
         allowed=allowed, settings=vault.config.recall,
         limit=max(fusion.normalization_depth, r.top_k * fusion.candidate_factor),
         entity_id=r.entity_id, window=r.window, seed=r.seed, direction=r.direction, max_depth=r.max_depth,
@@ -158,7 +162,7 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
                             reverse=True)[:confidence.CONSIDERED]
         judge_confidence(vault, answer, r.cue, query.cue_vector, vectors, considered=considered, cosines=query.cosines,
                          embed=query.embed, records=query.memories,
-                         understood=understood, scope_empty=lambda: not query.cue_hits(vault))
+                         understood=understood, scope_empty=lambda: not query.cue_hits(vault), reading=reading)
     return answer
 
 
@@ -182,12 +186,14 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
                      cosines: dict[str, float] | None = None, embed: Callable[[str], np.ndarray] | None = None,
                      records: dict[str, Memory | None] | None = None,
                      understood: timewords.TimeRange | None = None,
-                     scope_empty: Callable[[], bool] = lambda: False) -> None:
+                     scope_empty: Callable[[], bool] = lambda: False,
+                     reading: confidence.CueReading | None = None) -> None:
     """Each result's confidence, and whether the answer abstains (recall/confidence.py), judged over
     the results and the `considered` candidates (ids) alike. `vectors`: stored vectors already read
     in this recall, by memory id; the others are read here. `cosines`: the cue's cosine to the
     memories its vector search found, by memory id. `understood`: the cue's time phrase.
-    `scope_empty`: asked only when there is nothing to judge, to say why."""
+    `scope_empty`: asked only when there is nothing to judge, to say why. `reading`: confidence.read_cue's
+    reading of the cue, when the caller read it already."""
     lexical = vault.lexical_index
     shown = {r.memory.id: r.memory for r in answer.results}
     extra = [mid for mid in dict.fromkeys(considered) if mid not in shown]
@@ -209,7 +215,7 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
                                [lexical.terms_of(m.id, lexical_text(m)) for m in memories],
                                float(np.dot(cue_vector, mean)) if mean is not None else 0.0,
                                lexical.doc_freqs, max(1, lexical.count()),
-                               word_ranks=vault.embedder.word_ranks(), in_time=in_time)
+                               word_ranks=vault.embedder.word_ranks(), in_time=in_time, reading=reading)
     confidences = judged.confidences
     answer.threshold = vault.config.recall.abstain_threshold
     unseen = judged.unseen if embed is not None else []

@@ -98,16 +98,48 @@ def cached_vectors(vault: OpenVault, cache: dict[str, np.ndarray], ids: list[str
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z\"'(])")
 
 
+def _sentences(cue: str) -> list[str]:
+    return [s for s in _SENTENCE_END.split(cue.strip()) if s.strip()]
+
+
 def cue_embedding(embedder: Embedder, cue: str, by_sentence: bool = True) -> np.ndarray:
     """The cue's embedding; with by_sentence, a cue of several sentences is embedded as the mean of
     its sentences' embeddings (normalized): a paragraph that asks several things is then searched for
     each of them, where one embedding of the whole blurs them and the model reads only its start."""
-    sentences = [s for s in _SENTENCE_END.split(cue.strip()) if s.strip()] if by_sentence else []
+    sentences = _sentences(cue) if by_sentence else []
     if len(sentences) < 2:
         return embedder.embed_query(cue)
     mean = embedder.embed_queries(sentences).mean(axis=0)
     norm = float(np.linalg.norm(mean))
     return (mean / norm).astype(np.float32) if norm > 0 else embedder.embed_query(cue)
+
+
+class CueEmbedder:
+    """Query.embed for one recall: cue_embedding, except that when the recall will also embed a second
+    text of the cue's (`also`: the cue less its unseen words, which confidence asks for when a
+    candidate would answer, confidence.CueReading.rest_to_embed) both are embedded in one run of the
+    model. For a dozen tokens a run costs mostly its fixed part: the pair cost about 1.4x one cue
+    where the second run cost 2x, on the ~4% of cues that need it (LoCoMo questions over
+    bench_e2e's vault), which made them similarity-only recall's p99. Each vector then differs from
+    its own run's by float rounding (~4e-8: the batch's matrix shapes differ)."""
+
+    def __init__(self, embedder: Embedder, by_sentence: bool, cue: str | None = None, also: str | None = None):
+        self.embedder, self.by_sentence = embedder, by_sentence
+        self._pair = None if cue is None or also is None or (by_sentence and (
+            len(_sentences(cue)) > 1 or len(_sentences(also)) > 1)) else (cue, also)
+        self._done: dict[str, np.ndarray] = {}
+
+    def __call__(self, text: str) -> np.ndarray:
+        done = self._done.pop(text, None)
+        if done is not None:
+            return done
+        together = getattr(self.embedder, "embed_queries_at_once", None)
+        if self._pair is not None and text == self._pair[0] and together is not None:
+            vectors = together(list(self._pair))
+            self._done[self._pair[1]] = vectors[1]
+            self._pair = None
+            return vectors[0]
+        return cue_embedding(self.embedder, text, self.by_sentence)
 
 
 Found = tuple[Candidates, list[str]]  # candidates and notes for the caller

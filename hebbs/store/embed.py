@@ -646,6 +646,15 @@ class Embedder:
         """(dim,) float32: one cue behind the model's query prompt."""
         return self.embed([self.query_prompt + text])[0]
 
+    def embed_queries_at_once(self, texts: Sequence[str]) -> np.ndarray:
+        """A few short cues behind the query prompt in one run of the session a single cue uses (a
+        recall's cue and the cue less its unseen words, recall/query.py's CueEmbedder): embed_queries
+        would give them to the batch session, which never spins. Each row differs from its own run's
+        by float rounding."""
+        if isinstance(texts, str):
+            raise TypeError("embed_queries_at_once() takes a sequence of strings")
+        return self._run(_encode(self._tok, [self.query_prompt + text for text in texts]), self._single_session())
+
     def word_ranks(self) -> dict[str, int]:
         """Whole words of the tokenizer's vocabulary by their rank in it, counted from its most common
         word: WordPiece and SentencePiece vocabularies list words about in order of frequency in the

@@ -97,6 +97,35 @@ def test_memories_that_match_only_the_entity_a_cue_names_are_not_its_answer(team
     assert not crm.abstained and not any("confidence_unseen" in r.details for r in crm)
 
 
+def test_a_cue_and_its_rest_are_embedded_in_one_run(team: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cue with a word no memory holds has the cue less that word embedded too (above): both go
+    through the model in one run, read from the cue before it is embedded, and the answer is the one
+    two runs gave."""
+    team.remember_many([{"content": t} for t in ACME_FACTS + ["Dana prefers green tea"]])
+    embedder = team.embedder
+    runs: list[int] = []
+    run = type(embedder)._run
+    monkeypatch.setattr(type(embedder), "_run", lambda self, encodings, session=None: (
+        runs.append(len(encodings)), run(self, encodings, session))[1])
+
+    def answer(cue: str) -> tuple:
+        found = team.recall(cue, top_k=10)
+        return ([r.memory.id for r in found], [r.confidence for r in found], found.abstained, found.notes,
+                [r.details.get("confidence_unseen") for r in found])
+
+    cues = ("Who is Acme's CEO?", "What does Dana drink?", "which CRM does Acme use")
+    together = {}
+    for cue in cues:
+        runs.clear()
+        together[cue] = answer(cue)
+        assert runs == ([2] if cue != "which CRM does Acme use" else [1]), (cue, runs)
+    monkeypatch.setattr(embedder, "embed_queries_at_once", None, raising=False)  # one run per text
+    for cue in cues:
+        runs.clear()
+        assert answer(cue) == together[cue], cue
+        assert runs == ([1, 1] if cue != "which CRM does Acme use" else [1]), (cue, runs)
+
+
 def test_a_time_phrase_is_not_matched_as_words(team: Engine) -> None:
     """Tried: the same question with and without "in March 2023". A memory's date is not in its text,
     and recall reads the phrase as a range; the phrase's words leave confidence alone."""
