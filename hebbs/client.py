@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import inspect
 import itertools
+import re
 import os
 import socket
 import threading
@@ -30,8 +31,8 @@ import msgspec
 from . import validate
 from .errors import HebbsError, InvalidInput, VaultNotInitialized
 from .paths import find_project_vault, hebbs_home, resolve_vault, socket_path
-from .protocol import (Close, DaemonStatus, DaemonUnavailable, Export, Feed, Prime, Recall, Remember,
-                       RememberItem, Status, Subscribe, Subscribed, SubscriptionPush, _Command, convert, request_frame)
+from .protocol import (Close, DaemonStatus, DaemonUnavailable, Export, Feed, Remember, RememberItem, Status, Subscribe,
+                       Subscribed, SubscriptionPush, _Command, convert, request_frame)
 from .recall.brains import BRAINS, GLOBAL
 from .schema import Memory, RecallResult, RecallResults, ScoringWeights, Source, VaultStats
 from .client_methods import AsyncMethods, Methods
@@ -116,22 +117,6 @@ def _remember(content: str, importance: float, context: dict[str, Any] | None, e
                     edges=_edge_specs(edges), key=key, consolidate=consolidate)
 
 
-def _recall(cue: str | None, strategies: Sequence[str] | str | None, top_k: int, entity_id: str | None,
-            time_range: Any, weights: Any, include_superseded: bool, reinforce: bool, mmr_lambda: float | None,
-            seed: str | None, direction: str, max_depth: int, edge_types: Sequence[Any] | None,
-            alpha: float | None, analogy: Sequence[str] | None, now: Any, associate: bool) -> Recall:
-    if analogy is not None and (isinstance(analogy, str) or len(analogy) != 3):
-        raise InvalidInput("analogy must be three memory ids or cues (a, b, c), read as a:b::c:?")
-    return Recall(
-        cue=cue, strategies=[strategies] if isinstance(strategies, str) else strategies, top_k=top_k,
-        entity_id=entity_id, time_range=_time_range(time_range), weights=_weights(weights),
-        include_superseded=include_superseded, reinforce=reinforce, mmr_lambda=mmr_lambda, seed=seed,
-        direction=direction, max_depth=max_depth,
-        edge_types=None if edge_types is None else [getattr(t, "name", t) for t in edge_types],
-        alpha=alpha, analogy=None if analogy is None else list(analogy), now=to_micros(now, "now"),
-        associate=associate)
-
-
 def _resolve(vault: os.PathLike | str | None, global_: bool, home: Path,
              cwd: os.PathLike | str | None) -> tuple[Path | None, HebbsError | None]:
     """The client's vault. A vault asked for by name must exist now; a project vault looked for from
@@ -177,13 +162,6 @@ def _brain_vaults(brains: Sequence[str] | str, vault_path: Path | None, home: Pa
     return paths[0], paths[1:] or None, notes
 
 
-def _prime_brains(brains: Sequence[str] | str | None, vault_path: Path | None, home: Path) -> Sequence[str] | str:
-    """prime's default: the client's vault with the global vault, or the global vault alone for a global client."""
-    if brains is not None:
-        return brains
-    return [GLOBAL] if vault_path is not None and vault_path.resolve() == home.resolve() else BRAINS
-
-
 def _with_notes(found: RecallResults, notes: list[str]) -> RecallResults:
     found.notes[:0] = notes
     return found
@@ -203,7 +181,11 @@ def _wire(value: Any, field: str, annotation: str) -> Any:
     checks the rest, as it checks every request."""
     if value is None or value is msgspec.UNSET:
         return value
-    if "Micros" in annotation:
+    if "tuple[Micros" in annotation:
+        return _time_range(value)
+    if "ScoringWeights" in annotation:
+        return _weights(value)
+    if "Micros" in annotation or annotation == "AsOf":
         return to_micros(value, field)
     if "PathText" in annotation:
         if not annotation.startswith("list["):
@@ -211,13 +193,17 @@ def _wire(value: Any, field: str, annotation: str) -> Any:
         return [_abs(p) for p in ([value] if isinstance(value, str) else value)]
     if isinstance(value, enum.Enum):
         return value.name
-    if annotation.startswith("list["):
-        if isinstance(value, str) and "ShortId" in annotation:
+    if "list[" in annotation:
+        if isinstance(value, str) and _TEXTS.search(annotation):
             return [value]
         if isinstance(value, (str, bytes, dict)):
             raise InvalidInput(f"{field} must be a list")
-        return list(value)
+        return [item.name if isinstance(item, enum.Enum) else item for item in value]
     return value
+
+
+# A list of these takes one text alone as a list of one (an id, a strategy, an edge type).
+_TEXTS = re.compile(r"list\[(ShortId|Name|str|EdgeTypeName)\]")
 
 
 def _described(command: type[_Command]) -> Callable[[F], F]:
@@ -250,9 +236,18 @@ class _Doors(Methods):
     home: Path
 
     def _declared(self, command: type[_Command], progress: ProgressCallback | None = None, **fields: Any) -> Any:
-        """A declared command's typed method (hebbs/client_methods.py): its arguments as the fields carry them."""
+        """A declared command's typed method (hebbs/client_methods.py): its arguments as the fields carry them;
+        `brains` (a command declared with them) as the vaults the request names."""
+        brains = fields.pop("brains", None)
         values = {f: _wire(v, f, command.__annotations__[f]) for f, v in fields.items()}
-        return self._send(command(**values), progress=progress, then=command.spec.returns)
+        request = command(**values)
+        if command.spec.brains == "both" and brains is None:
+            brains = [GLOBAL] if self.vault_path is not None and self.vault_path.resolve() == self.home.resolve() \
+                else BRAINS
+        if brains is None:
+            return self._send(request, progress=progress, then=command.spec.returns)
+        vault, request.vaults, notes = _brain_vaults(brains, self.vault_path, self.home, self.cwd)
+        return self._send(request, vault=vault, then=lambda found: _with_notes(found, notes))
 
     @_described(Status)
     def status(self, *, vault: bool = True) -> DaemonStatus:
@@ -280,40 +275,6 @@ class _Doors(Methods):
     def stats(self) -> VaultStats:
         """The vault's statistics (what Engine.stats() returns)."""
         return self._send(Status(), vault=True, then=lambda status: status.vault)
-
-    # Recall -----------------------------------------------------------------------------------
-
-    @_described(Recall)
-    def recall(self, cue: str | None = None, *, strategies: Sequence[str] | str | None = None, top_k: int = 10,
-               entity_id: str | None = None, time_range: Any = None, weights: Any = None,
-               include_superseded: bool = False, reinforce: bool = False, mmr_lambda: float | None = None,
-               seed: str | None = None, direction: str = "forward", max_depth: int = 5,
-               edge_types: Sequence[Any] | None = None, alpha: float | None = None,
-               analogy: Sequence[str] | None = None, now: Any = None,
-               brains: Sequence[str] | str | None = None, associate: bool = False) -> RecallResults:
-        """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
-        `direction` up to `max_depth`; analogical recall weighs plain similarity by `alpha`, and
-        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md). Results carry `confidence`; `.abstained` says
-        nothing relevant is known (docs/honesty.md). `now` (datetime, ISO 8601 text or microseconds):
-        recall as of that time (time words, recency). `brains=["project", "global"]` searches both in
-        one merged list, each result labelled (docs/recall.md). associate=True also brings memories used
-        together with the best matches (tagged `associative`)."""
-        command = _recall(cue, strategies, top_k, entity_id, time_range, weights, include_superseded, reinforce,
-                          mmr_lambda, seed, direction, max_depth, edge_types, alpha, analogy, now, associate)
-        if brains is None:
-            return self._send(command)
-        vault, notes = self._over_brains(command, brains)
-        return self._send(command, vault=vault, then=lambda found: _with_notes(found, notes))
-
-    @_described(Prime)
-    def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
-              max_memories: int = 20, *, now: Any = None,
-              brains: Sequence[str] | str | None = None) -> RecallResults:
-        """By default this client's vault and the global vault together; `brains=["project"]` for one."""
-        command = Prime(entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
-                        now=to_micros(now, "now"))
-        vault, notes = self._over_brains(command, _prime_brains(brains, self.vault_path, self.home))
-        return self._send(command, vault=vault, then=lambda found: _with_notes(found, notes))
 
 
 # What both clients share: the vault, request ids and frames, retry rules, reply decoding ------
@@ -345,11 +306,6 @@ class _BaseClient(_Doors):
         vault_path = vault if isinstance(vault, str) else self._vault() if vault else None
         request_id = next(self._ids)
         return request_id, request_frame(request_id, command, vault_path)
-
-    def _over_brains(self, command: Recall | Prime, brains: Sequence[str] | str) -> tuple[str, list[str]]:
-        """Point a recall or prime at `brains`: sets its `vaults`; returns the request's vault and notes."""
-        vault, command.vaults, notes = _brain_vaults(brains, self.vault_path, self.home, self.cwd)
-        return vault, notes
 
 # The synchronous client -----------------------------------------------------------------------
 

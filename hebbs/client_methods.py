@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from .protocol import (DaemonStatus, IndexCancelled, PanelState, Pong, ReviseItem, Stopping)
     from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
                          Edge, EdgeType, ImportSummary, Insight, InsightInput, Inspection, Memory, QueryLogEntry,
-                         RecallResults, ReflectAutoResult, ReflectCommitted, ReflectPrepared, Source, SourceSection,
-                         VaultStats)
+                         RecallResults, ReflectAutoResult, ReflectCommitted, ReflectPrepared, ScoringWeights, Source,
+                         SourceSection, VaultStats)
     from .transport import ProgressCallback
 
 
@@ -92,9 +92,58 @@ class Methods:
         """Remove memories by id, or every memory of an entity; data is Forgotten."""
         return self._declared(protocol.Forget, ids=ids, entity_id=entity_id)
 
+    def recall(
+        self,
+        cue: str | None = None,
+        *,
+        strategies: Sequence[str] | str | None = None,
+        top_k: int = 10,
+        entity_id: str | None = None,
+        time_range: tuple[int | str | datetime.datetime | None, int | str | datetime.datetime | None] | None = None,
+        weights: ScoringWeights | dict[str, float] | Sequence[float] | None = None,
+        include_superseded: bool = False,
+        reinforce: bool = False,
+        mmr_lambda: float | None = None,
+        seed: str | None = None,
+        direction: Literal['forward', 'backward', 'both'] = 'forward',
+        max_depth: int = 5,
+        edge_types: Sequence[EdgeType | str] | str | None = None,
+        alpha: float | None = None,
+        analogy: Sequence[str] | str | None = None,
+        now: int | str | datetime.datetime | None = None,
+        brains: Sequence[str] | str | None = None,
+        associate: bool = False,
+    ) -> RecallResults:
+        """Find the memories that answer a cue (without one: the most recent), ranked by one composite score;
+        data is RecallResults: each result with its confidence, and whether the answer abstained.
+
+        `brains` ("project", "global"): search them together, one merged list, each result labelled (default:
+        this client's vault alone)."""
+        return self._declared(protocol.Recall, cue=cue, strategies=strategies, top_k=top_k, entity_id=entity_id,
+                              time_range=time_range, weights=weights, include_superseded=include_superseded,
+                              reinforce=reinforce, mmr_lambda=mmr_lambda, seed=seed, direction=direction,
+                              max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy, now=now,
+                              brains=brains, associate=associate)
+
     def reinforce(self, ids: Sequence[str] | str, *, via: str = 'used') -> list[Memory]:
         """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
         return self._declared(protocol.Reinforce, ids=ids, via=via)
+
+    def prime(
+        self,
+        entity_id: str | None = None,
+        similarity_cue: str | None = None,
+        max_memories: int = 20,
+        *,
+        now: int | str | datetime.datetime | None = None,
+        brains: Sequence[str] | str | None = None,
+    ) -> RecallResults:
+        """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call.
+
+        `brains` ("project", "global"): search them together, one merged list, each result labelled (default:
+        this client's vault and the global one; the global one alone for a global client)."""
+        return self._declared(protocol.Prime, entity_id=entity_id, similarity_cue=similarity_cue,
+                              max_memories=max_memories, now=now, brains=brains)
 
     def index(
         self,
@@ -276,9 +325,58 @@ class AsyncMethods:
         """Remove memories by id, or every memory of an entity; data is Forgotten."""
         return await self._declared(protocol.Forget, ids=ids, entity_id=entity_id)
 
+    async def recall(
+        self,
+        cue: str | None = None,
+        *,
+        strategies: Sequence[str] | str | None = None,
+        top_k: int = 10,
+        entity_id: str | None = None,
+        time_range: tuple[int | str | datetime.datetime | None, int | str | datetime.datetime | None] | None = None,
+        weights: ScoringWeights | dict[str, float] | Sequence[float] | None = None,
+        include_superseded: bool = False,
+        reinforce: bool = False,
+        mmr_lambda: float | None = None,
+        seed: str | None = None,
+        direction: Literal['forward', 'backward', 'both'] = 'forward',
+        max_depth: int = 5,
+        edge_types: Sequence[EdgeType | str] | str | None = None,
+        alpha: float | None = None,
+        analogy: Sequence[str] | str | None = None,
+        now: int | str | datetime.datetime | None = None,
+        brains: Sequence[str] | str | None = None,
+        associate: bool = False,
+    ) -> RecallResults:
+        """Find the memories that answer a cue (without one: the most recent), ranked by one composite score;
+        data is RecallResults: each result with its confidence, and whether the answer abstained.
+
+        `brains` ("project", "global"): search them together, one merged list, each result labelled (default:
+        this client's vault alone)."""
+        return await self._declared(protocol.Recall, cue=cue, strategies=strategies, top_k=top_k, entity_id=entity_id,
+                                    time_range=time_range, weights=weights, include_superseded=include_superseded,
+                                    reinforce=reinforce, mmr_lambda=mmr_lambda, seed=seed, direction=direction,
+                                    max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy, now=now,
+                                    brains=brains, associate=associate)
+
     async def reinforce(self, ids: Sequence[str] | str, *, via: str = 'used') -> list[Memory]:
         """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
         return await self._declared(protocol.Reinforce, ids=ids, via=via)
+
+    async def prime(
+        self,
+        entity_id: str | None = None,
+        similarity_cue: str | None = None,
+        max_memories: int = 20,
+        *,
+        now: int | str | datetime.datetime | None = None,
+        brains: Sequence[str] | str | None = None,
+    ) -> RecallResults:
+        """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call.
+
+        `brains` ("project", "global"): search them together, one merged list, each result labelled (default:
+        this client's vault and the global one; the global one alone for a global client)."""
+        return await self._declared(protocol.Prime, entity_id=entity_id, similarity_cue=similarity_cue,
+                                    max_memories=max_memories, now=now, brains=brains)
 
     async def index(
         self,
@@ -446,55 +544,3 @@ class AsyncMethods:
     async def stats(self) -> VaultStats:
         """The vault's statistics (what Engine.stats() returns)."""
         return await super().stats()
-
-    async def recall(
-        self,
-        cue: str | None = None,
-        *,
-        strategies: Sequence[str] | str | None = None,
-        top_k: int = 10,
-        entity_id: str | None = None,
-        time_range: Any = None,
-        weights: Any = None,
-        include_superseded: bool = False,
-        reinforce: bool = False,
-        mmr_lambda: float | None = None,
-        seed: str | None = None,
-        direction: str = 'forward',
-        max_depth: int = 5,
-        edge_types: Sequence[Any] | None = None,
-        alpha: float | None = None,
-        analogy: Sequence[str] | None = None,
-        now: Any = None,
-        brains: Sequence[str] | str | None = None,
-        associate: bool = False,
-    ) -> RecallResults:
-        """Find the memories that answer a cue (without one: the most recent), ranked by one composite score;
-        data is RecallResults: each result with its confidence, and whether the answer abstained.
-
-        Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
-        `direction` up to `max_depth`; analogical recall weighs plain similarity by `alpha`, and
-        `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md). Results carry `confidence`; `.abstained` says
-        nothing relevant is known (docs/honesty.md). `now` (datetime, ISO 8601 text or microseconds):
-        recall as of that time (time words, recency). `brains=["project", "global"]` searches both in
-        one merged list, each result labelled (docs/recall.md). associate=True also brings memories used
-        together with the best matches (tagged `associative`)."""
-        return await super().recall(cue, strategies=strategies, top_k=top_k, entity_id=entity_id,
-                                    time_range=time_range, weights=weights, include_superseded=include_superseded,
-                                    reinforce=reinforce, mmr_lambda=mmr_lambda, seed=seed, direction=direction,
-                                    max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy, now=now,
-                                    brains=brains, associate=associate)
-
-    async def prime(
-        self,
-        entity_id: str | None = None,
-        similarity_cue: str | None = None,
-        max_memories: int = 20,
-        *,
-        now: Any = None,
-        brains: Sequence[str] | str | None = None,
-    ) -> RecallResults:
-        """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call.
-
-        By default this client's vault and the global vault together; `brains=["project"]` for one."""
-        return await super().prime(entity_id, similarity_cue, max_memories, now=now, brains=brains)

@@ -270,6 +270,10 @@ class Spec(NamedTuple):
     # For a command whose `vaults` field names more vaults: the one reply made of each vault's
     # (merge(answers, command), answers labelled as hebbs.recall.brains.VaultRecall); None: one vault only.
     merge: Callable[[list[Any], Any], Any] | None = None
+    # Its typed method takes `brains` ("project", "global") in place of the `vaults` field, each a vault the
+    # client finds (a note says when the project has none): "one", by default this client's vault alone;
+    # "both", by default this client's vault and the global one (the global one alone for a global client).
+    brains: Literal["one", "both"] | None = None
 
     @property
     def refreshes_panel(self) -> bool:
@@ -560,7 +564,7 @@ class Forget(_Command, tag="forget"):
 
 
 @declare(result=RecallResults, engine="recall", retryable=True, skip=("vaults",), direct=True, merge=_merge_recall,
-         cli="recall",
+         brains="one", params="cue, *", cli="recall",
          flags="cue=cue, strategies=--strategy, entity_id=--entity, mmr_lambda=--mmr, edge_types=--edge-type, vaults=",
          shell="commands:RecallShell",
          mcp=(Mcp("Find memories relevant to a cue. Call it before answering anything that depends on the user's "
@@ -649,7 +653,7 @@ class Reinforce(_Command, tag="reinforce"):
 
 
 @declare(result=RecallResults, engine="prime", retryable=True, skip=("vaults",), direct=True, merge=_merge_prime,
-         cli="prime",
+         brains="both", params="entity_id, similarity_cue, max_memories, *", cli="prime",
          flags="entity_id=--entity, similarity_cue=--cue, max_memories=--max, vaults=", shell="commands:PrimeShell",
          mcp=Mcp("Load context at the start of a conversation: the most recent memories plus those relevant to "
               "the cue, from both brains by default (who the user is and what this project is). Call it once,"

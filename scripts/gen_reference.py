@@ -29,6 +29,7 @@ import os
 import pprint
 import re
 import sys
+import textwrap
 import typing
 from pathlib import Path
 
@@ -402,13 +403,19 @@ def _py_type(type_: typing.Any, names: set[str], given: bool = True) -> str:
         return "EdgeType | str"
     origin, args = typing.get_origin(type_), typing.get_args(type_)
     if origin is typing.Annotated:
+        if given and any(isinstance(m, msgspec.Meta) and (m.extra or {}).get("micros") for m in type_.__metadata__):
+            return "int | str | datetime.datetime | None"  # AsOf: a time, as a Micros field takes it
         return _py_type(args[0], names, given)
+    if type_ is protocol.ScoringWeights and given:
+        names.add("ScoringWeights")
+        return "ScoringWeights | dict[str, float] | Sequence[float]"
     if origin in (typing.Union, getattr(__import__("types"), "UnionType")):
         return " | ".join(dict.fromkeys(_py_type(a, names, given) for a in args))
     if origin is typing.Literal:
         return f"Literal[{', '.join(repr(a) for a in args)}]"
     if origin is list and given:  # an argument: any sequence; one id alone too
-        return f"Sequence[{_py_type(args[0], names)}]" + (" | str" if args[0] == protocol.ShortId else "")
+        item = _py_type(args[0], names)
+        return f"Sequence[{item}]" + (" | str" if item in ("str", "EdgeType | str") else "")
     if origin in (list, tuple, dict):
         return f"{origin.__name__}[{', '.join('...' if a is Ellipsis else _py_type(a, names, given) for a in args)}]"
     if type_ is type(None):
@@ -431,8 +438,15 @@ def _typed_parameters(command: type) -> list[tuple[str, str, int, typing.Any]]:
         default = (info.default if info.default is not msgspec.NODEFAULT else info.default_factory()
                    if info.default_factory is not msgspec.NODEFAULT else inspect.Parameter.empty)
         kind = inspect.Parameter.KEYWORD_ONLY if keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        if command.spec.brains and field == "vaults":  # the client finds the vaults of the brains asked for
+            name = field = "brains"
         out.append((name, field, kind, default))
     return out
+
+
+# What a typed method declared with `brains` says of them, after the command's own description.
+BRAINS_TEXT = {"one": "this client's vault alone", "both": "this client's vault and the global one; the global one "
+               "alone for a global client"}
 
 
 def _source_default(value: typing.Any) -> str:
@@ -500,7 +514,8 @@ def client_methods_source() -> str:
             continue
         parameters = _typed_parameters(command)
         fields = {f.name: f.type for f in msgspec.structs.fields(command)}
-        annotations = {p: _py_type(fields[f], names) for p, f, _, _ in parameters}
+        fields["brains"] = "Sequence[str] | str | None"
+        annotations = {p: fields[f] if f == "brains" else _py_type(fields[f], names) for p, f, _, _ in parameters}
         texts = _param_texts(parameters, annotations)
         call = ", ".join([f"protocol.{command.__name__}", *(f"{f}={p}" for p, f, _, _ in parameters)])
         if command.spec.progress:
@@ -509,8 +524,13 @@ def client_methods_source() -> str:
             call += ", progress=progress"
         result = command.spec.result
         returns = "Any" if command.spec.returns is not None or result is None else _py_type(result, names, False)
-        sync += _def(name, texts, returns, command.__doc__, f"return self._declared({call})", False)
-        awaited += _def(name, texts, returns, command.__doc__, f"return await self._declared({call})", True)
+        doc = command.__doc__
+        if command.spec.brains:
+            doc = inspect.cleandoc(doc or "") + "\n\n" + textwrap.fill(
+                f'`brains` ("project", "global"): search them together, one merged list, each result labelled '
+                f"(default: {BRAINS_TEXT[command.spec.brains]}).", 104)
+        sync += _def(name, texts, returns, doc, f"return self._declared({call})", False)
+        awaited += _def(name, texts, returns, doc, f"return await self._declared({call})", True)
     for name, method in vars(_Doors).items():  # the hand-written ones, awaited
         if name.startswith("_") or not callable(method) or name in vars(AsyncClient):
             continue

@@ -369,12 +369,9 @@ class RecallShell:
                 "time_range": parse_time_range(fields["time_range"])}
 
     @staticmethod
-    def send(args: argparse.Namespace, fields: dict[str, Any]) -> Any:
-        # --both from anywhere, as prime: without a project vault here the global vault is searched alone,
-        # with a note (client_for would refuse).
-        both = args.both and args.vault is None and not args.global_
-        with Client(home=hebbs_home(args.home)) if both else client_for(args) as client:
-            return client.recall(**fields, brains=BRAINS if args.both else None)
+    def brains(args: argparse.Namespace) -> tuple[Any, bool]:
+        # --both from anywhere, as prime.
+        return BRAINS if args.both else None, args.both and args.vault is None and not args.global_
 
     @staticmethod
     def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:
@@ -391,13 +388,10 @@ class PrimeShell:
                             help="prime from the project vault alone (default: the project vault and the global vault)")
 
     @staticmethod
-    def send(args: argparse.Namespace, fields: dict[str, Any]) -> Any:
-        # Both brains from wherever the command runs: the SDK reads the global one alone, with a note,
-        # in a folder without a project vault (client_for would refuse there).
-        both = args.vault is None and not args.global_ and not args.no_global
-        with Client(home=hebbs_home(args.home)) if both else client_for(args) as client:
-            alone = ([GLOBAL] if args.global_ else [PROJECT]) if args.no_global else None
-            return client.prime(**fields, brains=alone)
+    def brains(args: argparse.Namespace) -> tuple[Any, bool]:
+        # Both brains (the default) from wherever the command runs.
+        alone = ([GLOBAL] if args.global_ else [PROJECT]) if args.no_global else None
+        return alone, args.vault is None and not args.global_ and not args.no_global
 
     @staticmethod
     def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:

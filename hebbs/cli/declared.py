@@ -190,6 +190,8 @@ def shell(cls: type[_Command]) -> Any:
 
 
 def run(args: argparse.Namespace, tag: str) -> int:
+    from hebbs.client import Client
+    from hebbs.paths import hebbs_home
     from hebbs.protocol import COMMAND_TYPES
 
     from .commands import client_for
@@ -216,8 +218,12 @@ def run(args: argparse.Namespace, tag: str) -> int:
         if hasattr(hooks, "show"):
             return hooks.show(args, None, fields, result) or 0
     else:
-        with client_for(args) as hb:
-            result = hb.request(cls(**fields))
+        # `brains(args)`: the brains asked for, and whether the command runs from anywhere (both brains
+        # need no project vault here: the global one is searched alone, with a note, where client_for refuses).
+        brains, anywhere = hooks.brains(args) if hasattr(hooks, "brains") else (None, False)
+        with Client(home=hebbs_home(args.home)) if anywhere else client_for(args) as hb:
+            # A command declared with brains goes the typed method's way, which finds their vaults.
+            result = hb._declared(cls, brains=brains, **fields) if cls.spec.brains else hb.request(cls(**fields))
             if hasattr(hooks, "show"):  # inside: it may read more (the texts of the ids it shows)
                 return hooks.show(args, hb, fields, result) or 0
     if args.format == "json":
