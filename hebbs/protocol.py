@@ -238,8 +238,9 @@ class Spec(NamedTuple):
     skip: tuple[str, ...] = ()
     # The reply's data made from what the engine returned (None: that value itself).
     reply: Callable[[Any], Any] | None = None
-    # The CLI subcommand built from this declaration alone (cli/declared.py); None: the CLI has a
-    # hand-written one, or none.
+    # The CLI subcommand built from this declaration alone (cli/declared.py); two words ("contradictions
+    # list"): an action of a subcommand the CLI writes, which sends it by this name (declared.run_named);
+    # None: the CLI has a hand-written one, or none.
     cli: str | None = None
     # The MCP tool(s) that send it (hebbs/mcp_server.py builds each from its Mcp and this Struct); None:
     # no tool sends it.
@@ -270,6 +271,9 @@ class Spec(NamedTuple):
     # For a command whose `vaults` field names more vaults: the one reply made of each vault's
     # (merge(answers, command), answers labelled as hebbs.recall.brains.VaultRecall); None: one vault only.
     merge: Callable[[list[Any], Any], Any] | None = None
+    # The daemon's own method that answers it (daemon/server.py's Daemon), given the request's fields; None:
+    # the engine's, or a handler of its own.
+    daemon: str | None = None
     # Its typed method takes `brains` ("project", "global") in place of the `vaults` field, each a vault the
     # client finds (a note says when the project has none): "one", by default this client's vault alone;
     # "both", by default this client's vault and the global one (the global one alone for a global client).
@@ -850,6 +854,7 @@ class Insights(_Command, tag="insights"):
 # It drops candidates that no longer hold (a write) but shows nothing new: pages listing candidates
 # call it, and a refresh after it would call it again.
 @declare(result=ContradictionPrepared, engine="contradiction_prepare", writes=True, panel=False,
+         cli="contradictions list", shell="reflectcmds:ContradictionsListShell",
          mcp=Mcp("List the queued pairs of memories that look contradictory, both sides in full. Call it when "
               "the user asks about conflicting facts, or after a reflection; then decide each pair and call "
               "contradictions_commit (ask the user when you cannot tell).",
@@ -860,7 +865,8 @@ class ContradictionPrepare(_Command, tag="contradiction_prepare"):
     max_results: int = 100
 
 
-@declare(result=ContradictionCommitted, engine="contradiction_commit", writes=True,
+@declare(result=ContradictionCommitted, engine="contradiction_commit", writes=True, cli="contradictions commit",
+         shell="reflectcmds:ContradictionsCommitShell",
          mcp=Mcp("Apply your verdicts on queued contradiction candidates in one batch: contradiction (both stand"
               " and conflict: they get linked), revision (the newer replaces the older), neutral (dismissed).",
               args={"verdicts": Arg(min_length=1)}, tool="contradictions_commit"))
@@ -883,7 +889,8 @@ class Reflect(_Command, tag="reflect"):
     max_memories: Annotated[int, Meta(description="newest first, 5..500")] = 500
 
 
-@declare(result=ContradictionAutoResult, engine="contradiction_auto", panel=True)
+@declare(result=ContradictionAutoResult, engine="contradiction_auto", panel=True, cli="contradictions auto",
+         shell="reflectcmds:ContradictionsAutoShell")
 class ContradictionAuto(_Command, tag="contradiction_auto"):
     """The configured LLM gives verdicts on the queued candidates; data is ContradictionAutoResult."""
 
@@ -915,7 +922,7 @@ class ForgetCandidates(_Command, tag="forget_candidates"):
     now: Micros | None = None
 
 
-@declare(result=PanelState, vault=False, method="panel")
+@declare(result=PanelState, vault=False, method="panel", daemon="ensure_panel")
 class Panel(_Command, tag="panel"):
     """Make sure the Memory Palace web panel is served (on `port`, else the configured one); data is PanelState."""
 

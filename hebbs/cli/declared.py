@@ -35,10 +35,19 @@ if typing.TYPE_CHECKING:
 
 
 def declared() -> dict[str, type[_Command]]:
-    """{CLI name: request Struct} of every command declared with a CLI name."""
+    """{CLI name: request Struct} of every command declared as a subcommand of its own (a name of two words,
+    `contradictions list`, is an action of a subcommand the CLI writes: run_named sends it)."""
     from hebbs.protocol import COMMAND_TYPES
 
-    return {cls.spec.cli: cls for cls in COMMAND_TYPES.values() if cls.spec.cli}
+    return {cls.spec.cli: cls for cls in COMMAND_TYPES.values() if cls.spec.cli and " " not in cls.spec.cli}
+
+
+def run_named(args: argparse.Namespace, name: str) -> int:
+    """Send the command declared with this CLI name, as run() does: its fields from the options of their
+    names (the subcommand's parser gives them those dests), its shell's hooks."""
+    from hebbs.protocol import COMMAND_TYPES
+
+    return run(args, next(tag for tag, cls in COMMAND_TYPES.items() if cls.spec.cli == name))
 
 
 class _Recorder:

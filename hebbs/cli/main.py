@@ -172,7 +172,8 @@ def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: arg
                                   "the configured LLM", run="reflectcmds:cmd_contradictions")
     p.add_argument("action", nargs="?", choices=["list", "commit", "auto"], default="list", help="what to do")
     p.add_argument("--file", help='commit: {"verdicts": [{"pending_id", "verdict"}]} (- reads stdin)')
-    p.add_argument("--limit", type=int, default=100, help="how many candidates")
+    # The dests are the fields of the command each action sends (cli/declared.run_named).
+    p.add_argument("--limit", type=int, default=100, dest="max_results", metavar="LIMIT", help="how many candidates")
     p.add_argument("--min-confidence", type=number, default=0.7, help="auto: commit only verdicts at least this sure")
 
 

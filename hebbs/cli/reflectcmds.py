@@ -10,7 +10,6 @@ numpy, and a CLI call must not. The daemon checks the values (sessions, ids, con
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -20,7 +19,7 @@ from hebbs.schema import (ContradictionCommitted, ContradictionVerdict, Insight,
                           ReflectAutoResult, ReflectCommitted, ReflectPrepared)
 
 from . import output
-from .commands import _count, _json, client_for, open_input
+from .commands import _count, _json, open_input
 
 
 # Commit files ----------------------------------------------------------------------------------
@@ -137,44 +136,50 @@ def _insight_row(insight: Insight) -> list[str]:
 # Contradictions --------------------------------------------------------------------------------
 
 def cmd_contradictions(args: argparse.Namespace) -> int:
+    """`hebbs contradictions ACTION`: the command declared with that CLI name (`contradictions list`, ...)."""
+    from .declared import run_named
+
     if args.action != "commit" and args.file is not None:
         raise InvalidInput("--file goes with `hebbs contradictions commit`")
-    return CONTRADICTION_ACTIONS[args.action](args)
+    return run_named(args, f"contradictions {args.action}")
 
 
-def _list_contradictions(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        prepared = client.contradiction_prepare(args.limit)
-    if _json(args):
-        output.emit_json(prepared)
+class ContradictionsListShell:
+    @staticmethod
+    def show(args: argparse.Namespace, client: Any, fields: dict[str, Any], prepared: Any) -> int:
+        if _json(args):
+            output.emit_json(prepared)
+            return 0
+        if not prepared.candidates:
+            print("no contradiction candidates pending")
+        for c in prepared.candidates:
+            print(f"{c.pending_id}  confidence {c.confidence:.2f}  similarity {c.similarity:.2f}")
+            for side, memory in (("a", c.memory_a), ("b", c.memory_b)):
+                print(f"  {side}  {output.short_id(memory.id)}  {output.one_line(memory.content, output.width() - 16)}")
+            reasons = [r for r in c.reasons if not r.startswith(("a: ", "b: "))]  # the sides are printed above
+            if reasons:
+                print(f"  why: {'; '.join(reasons)}")
+        if prepared.dropped:
+            print(f"({_count(prepared.dropped, 'candidate')} dropped: a side was forgotten or replaced since)")
+        if prepared.candidates:
+            print("\nDecide each, then: hebbs contradictions commit --file verdicts.json")
         return 0
-    if not prepared.candidates:
-        print("no contradiction candidates pending")
-    for c in prepared.candidates:
-        print(f"{c.pending_id}  confidence {c.confidence:.2f}  similarity {c.similarity:.2f}")
-        for side, memory in (("a", c.memory_a), ("b", c.memory_b)):
-            print(f"  {side}  {output.short_id(memory.id)}  {output.one_line(memory.content, output.width() - 16)}")
-        reasons = [r for r in c.reasons if not r.startswith(("a: ", "b: "))]  # the sides are printed above
-        if reasons:
-            print(f"  why: {'; '.join(reasons)}")
-    if prepared.dropped:
-        print(f"({_count(prepared.dropped, 'candidate')} dropped: a side was forgotten or replaced since)")
-    if prepared.candidates:
-        print("\nDecide each, then: hebbs contradictions commit --file verdicts.json")
-    return 0
 
 
-def _commit_contradictions(args: argparse.Namespace) -> int:
-    if args.file is None:
-        raise InvalidInput("contradictions commit needs --file verdicts.json ('-' reads stdin)")
-    verdicts = load_verdicts_file(_read(args.file))
-    with client_for(args) as client:
-        committed = client.contradiction_commit(verdicts)
-    if _json(args):
-        output.emit_json(committed)
-    else:
-        _print_verdicts(committed)
-    return 0
+class ContradictionsCommitShell:
+    @staticmethod
+    def fields(args: argparse.Namespace, fields: dict[str, Any]) -> dict[str, Any]:
+        if args.file is None:
+            raise InvalidInput("contradictions commit needs --file verdicts.json ('-' reads stdin)")
+        return {**fields, "verdicts": load_verdicts_file(_read(args.file))}
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: Any, fields: dict[str, Any], committed: Any) -> int:
+        if _json(args):
+            output.emit_json(committed)
+        else:
+            _print_verdicts(committed)
+        return 0
 
 
 def _print_files_and_warnings(committed: ReflectCommitted | ContradictionCommitted) -> None:
@@ -196,20 +201,15 @@ def _print_verdicts(committed: ContradictionCommitted) -> None:
     _print_files_and_warnings(committed)
 
 
-def _auto_contradictions(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        result = client.contradiction_auto(args.limit, args.min_confidence)
-    if _json(args):
-        output.emit_json(result)
+class ContradictionsAutoShell:
+    @staticmethod
+    def show(args: argparse.Namespace, client: Any, fields: dict[str, Any], result: Any) -> int:
+        if _json(args):
+            output.emit_json(result)
+            return 0
+        print(f"reviewed {_count(result.reviewed, 'candidate')}; {len(result.left_pending)} left pending")
+        if result.committed is not None:
+            _print_verdicts(result.committed)
+        for problem in result.problems:
+            print(f"problem: {problem}")
         return 0
-    print(f"reviewed {_count(result.reviewed, 'candidate')}; {len(result.left_pending)} left pending")
-    if result.committed is not None:
-        _print_verdicts(result.committed)
-    for problem in result.problems:
-        print(f"problem: {problem}")
-    return 0
-
-
-CONTRADICTION_ACTIONS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "list": _list_contradictions, "commit": _commit_contradictions, "auto": _auto_contradictions,
-}

@@ -3,9 +3,10 @@
 A command declared with an Engine method (hebbs.protocol, `@declare(engine=...)`) needs no code here:
 `engine_call` calls that method with the request's fields, its ShortId fields resolved to full ids,
 through the vault's write slot when it writes; over several vaults (a `vaults` field) when the
-declaration says how their answers merge. The commands below are the rest: the daemon's own (ping,
-status, shutdown, panel), remember (single or batch), export (streamed), subscriptions, and the
-markdown-vault runs (indexing.py).
+declaration says how their answers merge; one declared with `daemon=` (panel) calls that method of
+the Daemon with the fields. The commands below are the rest: the daemon's own (ping, status,
+shutdown), remember (single or batch), export (streamed), subscriptions, and the markdown-vault
+runs (indexing.py).
 
 A request that is one engine call on one vault (declared `direct`, and remember) is also described by
 `Handlers.direct`: the connection's own thread runs that call itself when the vault is open, without
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,8 +27,8 @@ import msgspec
 
 from hebbs.errors import InvalidInput
 from hebbs.recall import brains
-from hebbs.protocol import (DaemonStatus, Export, ExportChunk, ExportDone, Panel, PanelState, Ping, Pong, Remember,
-                            RememberItem, Request, Status, Stopping, _Command)
+from hebbs.protocol import (DaemonStatus, Export, ExportChunk, ExportDone, Ping, Pong, Remember, RememberItem,
+                            Request, Status, Stopping, _Command)
 from hebbs.schema import Memory, RecallResults
 
 from .calls import engine_call, resolve_id
@@ -63,6 +65,8 @@ class Daemon(Protocol):
 
     def stop(self) -> None: ...
 
+    # And the methods declarations name with `daemon=` (ensure_panel), called with the request's fields.
+
 
 class Handlers(IndexHandlers, SubscriptionHandlers):
     def __init__(self, daemon: Daemon) -> None:
@@ -74,6 +78,10 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
         handler: Callable[..., Any] | None = getattr(self, "_" + command.tag(), None)
         if handler is not None:
             data = await handler(conn, request, command)
+        elif command.spec.daemon is not None:
+            data = getattr(self.daemon, command.spec.daemon)(**msgspec.structs.asdict(command))
+            if inspect.isawaitable(data):
+                data = await data
         elif _over_vaults(command):
             answers = await self._each_vault(request, command.vaults, engine_call(command))
             data = command.spec.merge(answers, command)
@@ -135,9 +143,6 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
         if request.vault_path:
             status.vault = await self._call(request, lambda engine: engine.stats())
         return status
-
-    async def _panel(self, conn: Connection, request: Request, command: Panel) -> PanelState:
-        return await self.daemon.ensure_panel(command.port)
 
     async def _shutdown(self, conn: Connection, request: Request, command: Any) -> Any:
         # Stop once this reply is on its way, not before.
