@@ -20,7 +20,8 @@ parameters, given the same passage vectors and the cue's vector embedded with on
 Long cues: paragraph cues (three consecutive LoCoMo turns, about 80 words) through raw hnswlib and
 hebbs' default recall, in the same blocks; the table's last line is the paragraph path over the
 short one at p50 for default recall. hebbs runs in process with numpy's BLAS capped at one thread,
-as the daemon runs it (docs/embedding.md).
+as the daemon runs it (docs/embedding.md), and what is loaded before the blocks frozen out of the
+garbage collector's sight, as the daemon freezes its model and modules (gc.freeze).
 
 Each system runs in warmed blocks of --block cues (3 unmeasured cues first), the blocks interleaved
 round after round, so that every system sees the same machine load and its ratio to the floor is a
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import re
 import shutil
 import sqlite3
@@ -312,6 +314,9 @@ def main() -> None:
     systems["hebbs default recall, paragraph cue"] = lambda i: engine.recall(long_cues[i % len(long_cues)], top_k=TOP_K)
     cpu_ms: dict[str, list[float]] = {}
     chosen = count_cue_sessions(engine.embedder)
+    # What is loaded so far lives to the end, as the daemon's model and modules do: frozen as the
+    # daemon freezes them once its model is loaded (daemon/server.py), for every system alike.
+    gc.freeze()
     timings = blocks(systems, len(cues), args.block, cpu=cpu_ms)
     single_texts = dict(chosen)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import queue
@@ -364,6 +365,11 @@ class Daemon:
             log.info("model %s loaded in %.1fs", self.model_id, time.monotonic() - started)
         except Exception:
             log.exception("loading the default model failed; vaults will report the error when opened")
+        # What is loaded by now (the modules, the model, the tokenizer: ~34,000 tracked objects) lives
+        # as long as the daemon: out of the collector's sight, the full collection that now and then
+        # lands on a request no longer walks it (it took 8-12 ms over them). Objects of vaults opened
+        # later are not frozen: they stay collectable when the vault closes.
+        gc.freeze()
 
     async def _housekeeping(self) -> None:
         # Often enough that neither timeout is overshot by much, never a busy loop.
