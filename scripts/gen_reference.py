@@ -610,6 +610,13 @@ def cli_options_source() -> str:
             out.extend("        " + line for line in (pprint.pformat(entry, width=108, sort_dicts=False) + ",").splitlines())
         out.append(f"    ], {getattr(declared.shell(cls), 'raw_output', False)}),")
     out.append("}")
+    actions: dict[str, list[str]] = {}
+    for cls in protocol.COMMAND_TYPES.values():  # `cli="contradictions list"`: an action of a written subcommand
+        if cls.spec.cli and " " in cls.spec.cli:
+            name, action = cls.spec.cli.split(" ", 1)
+            actions.setdefault(name, []).append(action)
+    out += ["", "# {subcommand: its actions, the first the default}: each sends the command declared with that name.",
+            f"ACTIONS = {actions!r}"]
     return "\n".join(out) + "\n"
 
 

@@ -185,7 +185,7 @@ def test_each_declared_default_is_the_engines_the_clients_and_the_panels() -> No
     method's parameter of the same name in Engine, Client and AsyncClient (the typed methods); the
     panel's recall form against Recall's and ScoringWeights' defaults; and the declared flags against
     what the doors derive from them (the panel's refresh list, the clients' retries)."""
-    from hebbs.daemon.panel import changes, pages
+    from hebbs.daemon.panel import app, changes, pages
     from hebbs.protocol import COMMAND_TYPES, Recall, RESULT_TYPES
     from hebbs.schema import ScoringWeights
 
@@ -207,7 +207,7 @@ def test_each_declared_default_is_the_engines_the_clients_and_the_panels() -> No
     assert dict(pages.WEIGHTS) == {"relevance": ScoringWeights().relevance, "recency": ScoringWeights().recency,
                                    "importance": ScoringWeights().importance,
                                    "reinforcement": ScoringWeights().reinforcement}
-    assert pages.RECALL_DEFAULTS.max_depth == Recall().max_depth == 5
+    assert app.RECALL_DEFAULTS.max_depth == Recall().max_depth == 5
     assert {"consolidate", "unconsolidate"} <= changes.CHANGE_COMMANDS and "reinforce" not in changes.CHANGE_COMMANDS
 
 

@@ -440,3 +440,6 @@ COMMANDS = {
           'metavar': 'VIA'}),
     ], False),
 }
+
+# {subcommand: its actions, the first the default}: each sends the command declared with that name.
+ACTIONS = {'contradictions': ['list', 'commit', 'auto']}

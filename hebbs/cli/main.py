@@ -170,7 +170,11 @@ def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: arg
     p = command("contradictions", "list pending contradiction candidates; `commit --file` applies verdicts (a "
                                   "notes folder also gets a report in its contradictions folder), `auto` asks "
                                   "the configured LLM", run="reflectcmds:cmd_contradictions")
-    p.add_argument("action", nargs="?", choices=["list", "commit", "auto"], default="list", help="what to do")
+    if not isinstance(p, _Unbuilt):
+        from .declared_options import ACTIONS  # each action sends the command declared with its name
+
+        p.add_argument("action", nargs="?", choices=ACTIONS["contradictions"], default=ACTIONS["contradictions"][0],
+                       help="what to do")
     p.add_argument("--file", help='commit: {"verdicts": [{"pending_id", "verdict"}]} (- reads stdin)')
     # The dests are the fields of the command each action sends (cli/declared.run_named).
     p.add_argument("--limit", type=int, default=100, dest="max_results", metavar="LIMIT", help="how many candidates")

@@ -109,7 +109,7 @@ def test_the_panel_recall_form_carries_the_diversity_setting() -> None:
     assert problems == [] and form["mmr"] == 1.0
     command, _ = app.recall_command(form)
     assert command.mmr_lambda == 1.0
-    assert "--mmr 1" in pages.command_line("/tmp/x/.hebbs", Path("/tmp/home"), form)
+    assert "--mmr 1" in app.command_line("/tmp/x/.hebbs", Path("/tmp/home"), form)
     html = pages.recall_form("/tmp/x/.hebbs", "t", form, [])
     assert 'name="mmr"' in html and "1 = score order, 0 = most diverse" in html
     bad, problems = app.recall_form(QueryParams("cue=x&mmr=2"), reinforce_allowed=False)

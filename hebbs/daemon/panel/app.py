@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import logging
 import math
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -194,7 +195,7 @@ class Routes:
                 try:
                     command, ignored = recall_command(form)
                     found = await self.data.command(command, vault)
-                    results = pages.recall_results(vault, found, form, pages.command_line(vault, self.home, form), ignored)
+                    results = pages.recall_results(vault, found, form, command_line(vault, self.home, form), ignored)
                 except HebbsError as exc:
                     problems.append(str(exc))
             if params.get("reinforce") and request.method != "POST":
@@ -426,6 +427,9 @@ class Routes:
 
 # Recall form ----------------------------------------------------------------------------------------
 
+# The playground's defaults are the command's own (tests/test_parity.py).
+RECALL_DEFAULTS = Recall()
+
 def recall_form(q: QueryParams, reinforce_allowed: bool) -> tuple[dict[str, Any], list[str]]:
     """The playground's fields, and what is wrong with them: a bad field keeps its default, so the form
     can be shown again with the error beside it."""
@@ -445,15 +449,15 @@ def recall_form(q: QueryParams, reinforce_allowed: bool) -> tuple[dict[str, Any]
             weights[name] = default
     strategies = [s for s in q.getlist("strategy") if s in pages.STRATEGIES]
     top_k = parsed(_int, q.get("top_k"), "top-k", 10)
-    depth = parsed(_int, q.get("depth"), "depth", pages.RECALL_DEFAULTS.max_depth)
+    depth = parsed(_int, q.get("depth"), "depth", RECALL_DEFAULTS.max_depth)
     mmr = parsed(_float, q.get("mmr"), "diversity", None)
     if mmr is not None and not 0 <= mmr <= 1:
         problems.append(f"diversity (MMR lambda) must be from 0 to 1, got {mmr:g}")
         mmr = None
-    direction = q.get("direction") or pages.RECALL_DEFAULTS.direction
+    direction = q.get("direction") or RECALL_DEFAULTS.direction
     if direction not in ("forward", "backward", "both"):
         problems.append(f"direction must be forward, backward or both, got {direction!r}")
-        direction = pages.RECALL_DEFAULTS.direction
+        direction = RECALL_DEFAULTS.direction
     form = {"cue": (q.get("cue") or "").strip(), "strategies": strategies, "weights": weights, "top_k": top_k,
             "entity": q.get("entity") or "", "since": q.get("since") or "", "until": q.get("until") or "",
             "seed": (q.get("seed") or "").strip(), "direction": direction, "depth": depth, "mmr": mmr,
@@ -462,6 +466,34 @@ def recall_form(q: QueryParams, reinforce_allowed: bool) -> tuple[dict[str, Any]
             "reinforce": bool(q.get("reinforce")) if q.get("run") else False}
     form["reinforce_now"] = form["reinforce"] and reinforce_allowed
     return form, problems
+
+
+def command_line(vault: str, home: Path, form: dict[str, Any]) -> str:
+    """What `hebbs recall` runs the playground's recall from a terminal."""
+    words = ["hebbs"]
+    path = Path(vault)
+    words += ["--global"] if path.resolve() == home.resolve() else ["--vault", str(path.parent)]
+    words += [Recall.spec.cli] + ([form["cue"]] if form["cue"] else [])
+    for s in form["strategies"]:
+        words += ["--strategy", s]
+    if "causal" in form["strategies"] and form["seed"]:
+        words += ["--seed", form["seed"], "--direction", form["direction"], "--max-depth", str(form["depth"])]
+    if form["top_k"] != RECALL_DEFAULTS.top_k:
+        words += ["--top-k", str(form["top_k"])]
+    if form["entity"]:
+        words += ["--entity", form["entity"]]
+    if form.get("mmr") is not None:
+        words += ["--mmr", f'{form["mmr"]:g}']
+    w = form["weights"]
+    if any(abs(w[name] - default) > 1e-9 for name, default in pages.WEIGHTS):
+        words += ["--weights", ":".join(f"{w[name]:g}" for name, _ in pages.WEIGHTS)]
+    if form["since"] or form["until"]:
+        words += ["--time-range", f'{form["since"] and form["since"] + "Z"}..{form["until"] and form["until"] + "Z"}']
+    if form["include_superseded"]:
+        words.append("--include-superseded")
+    if form["reinforce"]:
+        words.append("--reinforce")  # recall changes no score unless asked
+    return shlex.join(words)
 
 
 def recall_command(form: dict[str, Any]) -> tuple[Recall, list[str]]:
@@ -481,7 +513,7 @@ def recall_command(form: dict[str, Any]) -> tuple[Recall, list[str]]:
         for name, value in wanted.items():
             if name in supported:
                 fields[name] = value
-            elif (value not in (None, pages.RECALL_DEFAULTS.direction, pages.RECALL_DEFAULTS.max_depth)
+            elif (value not in (None, RECALL_DEFAULTS.direction, RECALL_DEFAULTS.max_depth)
                   or name == "seed" and value):
                 ignored.append(f"this daemon's protocol has no causal {name} yet: recall used the default")
     return Recall(**{k: v for k, v in fields.items() if v is not None or k == "cue"}), ignored

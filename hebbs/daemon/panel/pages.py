@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import shlex
 import time
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from hebbs.protocol import Recall
 from hebbs.recall import registry
 from hebbs.schema import Memory, ScoringWeights
 
@@ -21,7 +19,6 @@ NAV = [("/", "Overview"), ("/recall", "Recall"), ("/graph", "Graph"), ("/timelin
 # The recall form offers what the engine and the protocol offer, with their defaults.
 STRATEGIES = list(registry.STRATEGIES)
 WEIGHTS = list(msgspec.structs.asdict(ScoringWeights()).items())
-RECALL_DEFAULTS = Recall()
 
 
 def vault_label(vault: str, home: Path) -> str:
@@ -180,33 +177,6 @@ def recall_form(vault: str, token: str, form: dict[str, Any], entities: list[tup
 <label class="check"><input type="checkbox" name="reinforce" value="1"{" checked" if form["reinforce"] else ""}> count as used (reinforce)</label>
 </fieldset>
 <button type="submit" class="primary">Recall</button></form>"""
-
-
-def command_line(vault: str, home: Path, form: dict[str, Any]) -> str:
-    words = ["hebbs"]
-    path = Path(vault)
-    words += ["--global"] if path.resolve() == home.resolve() else ["--vault", str(path.parent)]
-    words += ["recall"] + ([form["cue"]] if form["cue"] else [])
-    for s in form["strategies"]:
-        words += ["--strategy", s]
-    if "causal" in form["strategies"] and form["seed"]:
-        words += ["--seed", form["seed"], "--direction", form["direction"], "--max-depth", str(form["depth"])]
-    if form["top_k"] != 10:
-        words += ["--top-k", str(form["top_k"])]
-    if form["entity"]:
-        words += ["--entity", form["entity"]]
-    if form.get("mmr") is not None:
-        words += ["--mmr", f'{form["mmr"]:g}']
-    w = form["weights"]
-    if any(abs(w[name] - default) > 1e-9 for name, default in WEIGHTS):
-        words += ["--weights", ":".join(f"{w[name]:g}" for name, _ in WEIGHTS)]
-    if form["since"] or form["until"]:
-        words += ["--time-range", f'{form["since"] and form["since"] + "Z"}..{form["until"] and form["until"] + "Z"}']
-    if form["include_superseded"]:
-        words.append("--include-superseded")
-    if form["reinforce"]:
-        words.append("--reinforce")  # recall changes no score unless asked
-    return shlex.join(words)
 
 
 def recall_results(vault: str, results: Any, form: dict[str, Any], command: str, ignored: list[str]) -> str:
