@@ -265,8 +265,8 @@ class Spec(NamedTuple):
     # The CLI's text output: a format string over the request's fields and the reply's (None: the text
     # cli/output.py prints for the reply's type, else the reply as indented JSON).
     text: str | None = None
-    # One engine call on one vault, which a connection's own thread may run without the event loop's
-    # hand-offs (daemon/server.py): the daemon's fast path.
+    # One engine call on one vault (or a call of the daemon's own, `daemon=`), which a connection's own
+    # thread may run without the event loop's hand-offs (daemon/server.py): the daemon's fast path.
     direct: bool = False
     # For a command whose `vaults` field names more vaults: the one reply made of each vault's
     # (merge(answers, command), answers labelled as hebbs.recall.brains.VaultRecall); None: one vault only.
@@ -386,7 +386,7 @@ class _Command(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, tag_fie
 C = TypeVar("C", bound=_Command)
 
 
-@declare(result=Pong, retryable=True, vault=False, method="ping")
+@declare(result=Pong, retryable=True, vault=False, method="ping", daemon="pong", direct=True)
 class Ping(_Command, tag="ping"):
     """Is a daemon there? Answers Pong without touching any vault."""
 
@@ -400,7 +400,7 @@ class Status(_Command, tag="status"):
     """The daemon's state, and the request's vault statistics when vault_path is given."""
 
 
-@declare(result=Stopping, vault=False, method="shutdown")
+@declare(result=Stopping, vault=False, method="shutdown", daemon="stop_after_reply")
 class Shutdown(_Command, tag="shutdown"):
     """Stop the daemon after replying: vaults close cleanly, the socket and PID file go."""
 

@@ -3,9 +3,9 @@
 A command declared with an Engine method (hebbs.protocol, `@declare(engine=...)`) needs no code here:
 `engine_call` calls that method with the request's fields, its ShortId fields resolved to full ids,
 through the vault's write slot when it writes; over several vaults (a `vaults` field) when the
-declaration says how their answers merge; one declared with `daemon=` (panel) calls that method of
-the Daemon with the fields. The commands below are the rest: the daemon's own (ping, status,
-shutdown), remember (single or batch), export (streamed), subscriptions, and the markdown-vault
+declaration says how their answers merge; one declared with `daemon=` (ping, shutdown, panel) calls
+that method of the Daemon with the fields. The commands below are the rest: status (the daemon's and
+the vault's), remember (single or batch), export (streamed), subscriptions, and the markdown-vault
 runs (indexing.py).
 
 A request that is one engine call on one vault (declared `direct`, and remember) is also described by
@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol
@@ -27,8 +26,8 @@ import msgspec
 
 from hebbs.errors import InvalidInput
 from hebbs.recall import brains
-from hebbs.protocol import (DaemonStatus, Export, ExportChunk, ExportDone, Ping, Pong, Remember, RememberItem,
-                            Request, Status, Stopping, _Command)
+from hebbs.protocol import (DaemonStatus, Export, ExportChunk, ExportDone, Remember, RememberItem, Request, Status,
+                            _Command)
 from hebbs.schema import Memory, RecallResults
 
 from .calls import engine_call, resolve_id
@@ -65,7 +64,8 @@ class Daemon(Protocol):
 
     def stop(self) -> None: ...
 
-    # And the methods declarations name with `daemon=` (ensure_panel), called with the request's fields.
+    # And the methods declarations name with `daemon=` (pong, stop_after_reply, ensure_panel), called with
+    # the request's fields.
 
 
 class Handlers(IndexHandlers, SubscriptionHandlers):
@@ -79,7 +79,7 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
         if handler is not None:
             data = await handler(conn, request, command)
         elif command.spec.daemon is not None:
-            data = getattr(self.daemon, command.spec.daemon)(**msgspec.structs.asdict(command))
+            data = self._daemon_call(command)
             if inspect.isawaitable(data):
                 data = await data
         elif _over_vaults(command):
@@ -94,16 +94,20 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
 
     def direct(self, request: Request) -> Work | None:
         """The engine call a request comes to, when it is one call on one vault (a command declared
-        `direct`, on one vault; remember) or needs nothing of the daemon's loop (ping), for a connection's
-        own thread to run; None for any other."""
+        `direct`, on one vault; remember) or needs nothing of the daemon's loop (`direct` with `daemon=`:
+        ping), for a connection's own thread to run; None for any other."""
         command = request.command
+        if command.spec.direct and command.spec.daemon is not None:
+            return Work(lambda _: self._daemon_call(command), on_vault=False)
         if command.spec.direct and not _over_vaults(command):
             return Work(engine_call(command), writes=command.spec.writes)
         if isinstance(command, Remember):
             return Work(_remembering(command), writes=True)
-        if isinstance(command, Ping):
-            return Work(lambda _: self._pong(), on_vault=False)
         return None
+
+    def _daemon_call(self, command: _Command) -> Any:
+        """The Daemon's own method a command's declaration names (`daemon=`), given its fields."""
+        return getattr(self.daemon, command.spec.daemon)(**msgspec.structs.asdict(command))
 
     async def _call(self, request: Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run fn(engine, ...) on the request's vault, off the event loop."""
@@ -132,22 +136,11 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
 
     # The daemon's own -------------------------------------------------------------------------
 
-    async def _ping(self, conn: Connection, request: Request, command: Any) -> Any:
-        return self._pong()
-
-    def _pong(self) -> Pong:
-        return Pong(version=self.daemon.version, pid=os.getpid())
-
     async def _status(self, conn: Connection, request: Request, command: Status) -> Any:
         status = self.daemon.status()
         if request.vault_path:
             status.vault = await self._call(request, lambda engine: engine.stats())
         return status
-
-    async def _shutdown(self, conn: Connection, request: Request, command: Any) -> Any:
-        # Stop once this reply is on its way, not before.
-        asyncio.get_running_loop().call_later(0.05, self.daemon.stop)
-        return Stopping(pid=os.getpid())
 
     # Memories -------------------------------------------------------------------------------
 

@@ -34,8 +34,8 @@ from typing import Any
 
 from hebbs.errors import DaemonBusy, HebbsError
 from hebbs.paths import socket_path
-from hebbs.protocol import (ERROR, HEADER, OK, PROGRESS, BadRequest, DaemonStatus, MessageTooLarge, Request,
-                            Response, clip, decode_request, encode_frame, excerpt, frame_length)
+from hebbs.protocol import (ERROR, HEADER, OK, PROGRESS, BadRequest, DaemonStatus, MessageTooLarge, Pong, Request,
+                            Response, Stopping, clip, decode_request, encode_frame, excerpt, frame_length)
 
 from .handlers import Handlers, Work
 from .subscriptions import Subscription
@@ -321,6 +321,16 @@ class Daemon:
 
     def stop(self) -> None:
         self._stop.set()
+
+    # The daemon's own commands (their declarations name these methods: `daemon=`) ---------------
+
+    def pong(self) -> Pong:
+        return Pong(version=self.version, pid=os.getpid())
+
+    def stop_after_reply(self) -> Stopping:
+        # Stop once this reply is on its way, not before.
+        asyncio.get_running_loop().call_later(0.05, self.stop)
+        return Stopping(pid=os.getpid())
 
     # The panel --------------------------------------------------------------------------------
 
