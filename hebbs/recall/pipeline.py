@@ -143,6 +143,8 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
         inside = dataclasses.replace(
             query, embed=lambda _cue: query.cue_vector,  # embedded once, and only if a strategy asks
             allowed=allowed.within(understood.start, understood.end))
+        if "cue_vector" in query.__dict__:
+            inside.cue_vector = query.cue_vector  # nothing left to embed: no search waits beside it
         rc.merge(candidates, run_strategies(vault, r.names, inside)[0])
         notes.append(f"{understood.text()} (UTC): memories from then are preferred; "
                      f"pass time_range to choose the range yourself")

@@ -57,6 +57,11 @@ class Query:
         """The cue's embedding, computed once and only if a strategy asks for it."""
         return None if self.cue is None else self.embed(self.cue)
 
+    @property
+    def embedding_pending(self) -> bool:
+        """Whether reading cue_vector embeds the cue now (it was neither computed nor given)."""
+        return self.cue is not None and "cue_vector" not in self.__dict__
+
     def cue_hits(self, vault: OpenVault) -> list[tuple[str, float]]:
         """The cue's `limit` nearest memories in scope, searched once per recall: the similarity and
         fused strategies and the confidence background all read the same hits."""

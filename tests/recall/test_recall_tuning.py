@@ -244,3 +244,37 @@ def test_only_a_long_cue_gets_lexical_feedback(tmp_path: Path, embedder):
         assert {r.memory.content for r in long_results[:2]} == set(texts[:2])
         short = engine.recall("subject headings", top_k=3, reinforce=False).results
         assert not any(r.details.get("lexical_feedback") for r in short)
+
+
+def test_the_lexical_search_runs_beside_the_cues_embedding(tmp_path: Path, embedder, monkeypatch):
+    """Default recall's lexical search needs only the cue's words: it runs on another thread while the
+    cue is embedded, and on the caller's once the cue's vector is known (the time-word pass). The
+    answer is the one the search in line gave, to the score."""
+    import threading
+
+    from hebbs import Engine
+    from hebbs.recall.query import Query
+
+    texts = ["Dana moved the standup to 10:30 on Tuesdays", "The standup used to be at 9:00",
+             "Bob owns the billing service", "Dana reviewed the billing service last week"]
+    with Engine.open(tmp_path / "v", embedder=embedder) as engine:
+        engine.remember_many([{"content": t} for t in texts], check_contradictions=False)
+        searched_on: list[str] = []
+        lexical_hits = engine.vault.lexical_hits
+        monkeypatch.setattr(engine.vault, "lexical_hits", lambda *args: (
+            searched_on.append(threading.current_thread().name), lexical_hits(*args))[1])
+        now = 1_700_000_000_000_000
+
+        def answer(cue: str) -> tuple:
+            found = engine.recall(cue, top_k=3, now=now)
+            return [(r.memory.id, r.score, r.confidence, r.details) for r in found], found.abstained, found.notes
+
+        beside = answer("when is the standup")
+        assert [name.startswith("hebbs-lexical") for name in searched_on] == [True]
+        searched_on.clear()
+        timed = answer("what did Dana review last week")
+        assert [name.startswith("hebbs-lexical") for name in searched_on] == [True, False]  # the pass inside last week
+        monkeypatch.setattr(Query, "embedding_pending", property(lambda self: False))
+        searched_on.clear()
+        assert answer("when is the standup") == beside and answer("what did Dana review last week") == timed
+        assert not any(name.startswith("hebbs-lexical") for name in searched_on)
