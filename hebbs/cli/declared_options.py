@@ -440,6 +440,3 @@ COMMANDS = {
           'metavar': 'VIA'}),
     ], False),
 }
-
-# {subcommand: its actions, the first the default}: each sends the command declared with that name.
-ACTIONS = {'contradictions': ['list', 'commit', 'auto']}

@@ -171,7 +171,7 @@ def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: arg
                                   "notes folder also gets a report in its contradictions folder), `auto` asks "
                                   "the configured LLM", run="reflectcmds:cmd_contradictions")
     if not isinstance(p, _Unbuilt):
-        from .declared_options import ACTIONS  # each action sends the command declared with its name
+        from .declared_actions import ACTIONS  # each action sends the command declared with its name
 
         p.add_argument("action", nargs="?", choices=ACTIONS["contradictions"], default=ACTIONS["contradictions"][0],
                        help="what to do")
