@@ -25,7 +25,10 @@ _BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hebbs-lexical")
 
 def recall(vault: OpenVault, query: Query) -> Found:
     lexical = functools.partial(vault.lexical_hits, query.cue, query.limit, query.allowed)
-    beside = _BESIDE.submit(lexical) if query.embedding_pending else None
+    # Not for a caller holding the vault's lock: a search that finds the index damaged rebuilds it
+    # under that lock, which the caller's thread re-enters and the helper would wait for forever.
+    beside = (_BESIDE.submit(lexical) if query.embedding_pending and not vault.append_lock._is_owned()
+              else None)
     sim_hits = query.cue_hits(vault)
     lex_hits = lexical() if beside is None or beside.cancel() else beside.result()
     params = query.settings.fusion

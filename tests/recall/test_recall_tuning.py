@@ -278,3 +278,23 @@ def test_the_lexical_search_runs_beside_the_cues_embedding(tmp_path: Path, embed
         searched_on.clear()
         assert answer("when is the standup") == beside and answer("what did Dana review last week") == timed
         assert not any(name.startswith("hebbs-lexical") for name in searched_on)
+
+
+def test_a_recall_under_the_vaults_lock_searches_in_line(tmp_path: Path, embedder, monkeypatch):
+    """A caller holding the vault's lock recalls with the lexical search on its own thread: a search
+    that finds the index damaged rebuilds it under that lock, which the helper would wait for while
+    the caller waits for the helper."""
+    import threading
+
+    from hebbs import Engine
+
+    with Engine.open(tmp_path / "v", embedder=embedder) as engine:
+        engine.remember_many([{"content": "Bob owns the billing service"}], check_contradictions=False)
+        searched_on: list[str] = []
+        lexical_hits = engine.vault.lexical_hits
+        monkeypatch.setattr(engine.vault, "lexical_hits", lambda *args: (
+            searched_on.append(threading.current_thread().name), lexical_hits(*args))[1])
+        with engine.vault.append_lock:
+            found = engine.recall("who owns billing", top_k=1)
+        assert found.results[0].memory.content == "Bob owns the billing service"
+        assert searched_on == [threading.current_thread().name]
