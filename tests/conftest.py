@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import processes
+import scratch
 
 _SESSION_DIR = Path(tempfile.mkdtemp(prefix="hebbs-tests-"))
 os.environ.setdefault("HEBBS_MODEL_CACHE", str(_SESSION_DIR / "models"))
@@ -60,6 +61,7 @@ def pytest_unconfigure(config) -> None:
     # Each process removes its own session directory (a worker's HEBBS_HOME; the controller's holds
     # the model cache, used until every worker is done). A run left 90 MB of model in /tmp before.
     shutil.rmtree(_SESSION_DIR, ignore_errors=True)
+    scratch.remove_all()
 
 
 @pytest.fixture(scope="session", autouse=bool(os.environ.get("PYTEST_XDIST_WORKER")))

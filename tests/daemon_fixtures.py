@@ -25,15 +25,14 @@ from hebbs.paths import init_vault, pid_path, socket_path
 from hebbs.protocol import DaemonUnavailable
 
 import processes
+from scratch import short_tmp  # noqa: F401 - the tests' way to a folder, through this plugin too
 
-# conftest.py sets this for the whole session; the fallback keeps this module usable on its own.
-os.environ.setdefault("HEBBS_MODEL_CACHE", tempfile.mkdtemp(prefix="hbmodels"))
+# conftest.py sets this for the whole session; the fallback keeps this module usable on its own
+# (not made when it is set: every test process left an empty folder in /tmp).
+if "HEBBS_MODEL_CACHE" not in os.environ:
+    os.environ["HEBBS_MODEL_CACHE"] = tempfile.mkdtemp(prefix="hbmodels")
 
 WAIT = 60.0
-
-
-def short_tmp(prefix: str = "hb") -> Path:
-    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
 
 
 def wait_until(predicate: Any, timeout: float = WAIT, what: str = "condition") -> None:

@@ -17,7 +17,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from hebbs.client import Client
 from hebbs.paths import init_vault, log_path, socket_path
 
 import processes
+from scratch import short_tmp
 
 START_WAIT = 120.0
 # How long the storm's connections wait for one reply: a guard against a hang, not a timing
@@ -40,7 +40,7 @@ HEADER = struct.Struct(">I")
 
 class ForegroundDaemon:
     def __init__(self, *flags: str, fd_limits: tuple[int, int] | None = None, env: dict[str, str] | None = None):
-        self.home = Path(tempfile.mkdtemp(prefix="hbr", dir="/tmp"))
+        self.home = short_tmp("hbr")
         self.flags = ["--idle-timeout", "0", *flags]
         self.fd_limits = fd_limits
         self.env = {**os.environ, **(env or {})}
@@ -82,7 +82,7 @@ class ForegroundDaemon:
         return Client(vault=vault, global_=vault is None, home=self.home, autostart=False, **kwargs)
 
     def project(self) -> Path:
-        root = Path(tempfile.mkdtemp(prefix="hbrp", dir="/tmp"))
+        root = short_tmp("hbrp")
         init_vault(root, self.home)
         return root
 

@@ -24,6 +24,7 @@ from daemon_harness import ForegroundDaemon  # noqa: E402
 from storage_faults import copy_vault, damage  # noqa: E402
 
 import processes  # noqa: E402
+from scratch import short_tmp  # noqa: E402
 
 PER = 200  # distinct words per memory: a term dictionary of many blocks from few memories to embed
 WORDS = [f"zq{i:05d}" for i in range(150 * PER)]
@@ -88,7 +89,7 @@ def base(embedder):
 @pytest.fixture
 def root(base):
     """A copy of the base vault for one test to damage."""
-    target = Path(tempfile.mkdtemp(prefix="hbdc", dir="/tmp")) / "notes"
+    target = short_tmp("hbdc") / "notes"
     copy_vault(base, target)
     yield target
     shutil.rmtree(target.parent, ignore_errors=True)
@@ -173,7 +174,7 @@ def test_a_silent_lexical_flip_is_found_by_doctor_and_repaired_by_the_daemon(dae
 def test_doctor_checks_every_kept_original_and_exits_1_on_damage(daemon):
     """Item 6: every kept original flipped; before the fix doctor said "healthy, no damage found"
     (exit 0) while `hebbs source` said the kept version was damaged."""
-    notes = Path(tempfile.mkdtemp(prefix="hbko", dir="/tmp"))
+    notes = short_tmp("hbko")
     try:
         for i in range(3):
             (notes / f"n{i}.md").write_text(f"# Note {i}\n\nThe harbour crane {i} lifts {i * 10} tonnes.\n")

@@ -48,11 +48,12 @@ def test_a_deleted_vault_refuses_writes_and_a_new_one_gets_them(make_daemon):
         assert contents(client, "giraffes zebras lions") == {"zebras have stripes"}
 
 
-def test_a_moved_vault_keeps_its_memories_and_the_new_one_gets_the_new_ones(make_daemon):
+def test_a_moved_vault_keeps_its_memories_and_the_new_one_gets_the_new_ones(make_daemon, request):
     daemon = make_daemon()
     daemon.start()
     root = daemon.project()
     moved = root.parent / f"{root.name}-moved.hebbs"
+    request.addfinalizer(lambda: shutil.rmtree(moved, ignore_errors=True))
     with daemon.client(root) as client:
         client.remember("walruses have tusks")
         client.recall("walruses")  # the direct path (a connection's own thread) has the vault open
