@@ -18,8 +18,8 @@ from __future__ import annotations
 import enum
 import inspect
 import itertools
-import re
 import os
+import re
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence

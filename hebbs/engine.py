@@ -20,8 +20,8 @@ from .errors import InvalidInput, VaultNotInitialized
 from .paths import hebbs_home, vault_for_path
 from .recall import pipeline
 from .recall.prime import prime
-from .schema import (Access, Inspection, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Edge, EdgeType,
-                     ImportSummary, Insight, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResults, ReflectAutoResult,
+from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Edge, EdgeType,
+                     ImportSummary, Insight, Inspection, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
 from .store.embed import Embedder, get_embedder
 from .store.open_vault import OpenVault, open_store

@@ -25,7 +25,7 @@ from . import validate
 from .validate import INT64, MAX_NESTING, path_problem, structure_problem
 from .errors import (ERRORS_BY_CODE, DaemonBusy, DaemonUnavailable, HebbsError,  # noqa: F401
                      IndexingInProgress, InvalidInput, MessageTooLarge, ProtocolError)
-from .schema import (Access, ImportSummary, Inspection, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge, EdgeType,
+from .schema import (ImportSummary, Inspection, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge, EdgeType,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
 from .schema import SourceSection, decoder

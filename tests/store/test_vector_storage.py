@@ -7,6 +7,7 @@ rebuilds its index from them, recalls, and takes new float16 memories beside the
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -15,8 +16,6 @@ import pytest
 import rocksdict
 
 from hebbs import Engine
-import os
-
 from hebbs.store.storage import (COLUMN_FAMILIES, decode_vector, decode_vectors, encode_vector, id_str, id_strs,
                                  vector_key)
 
