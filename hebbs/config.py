@@ -174,7 +174,7 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # reinforcement and association learn from the access log (workflows/reinforce.py).
     query_log_keep: int = 10_000
     # Query log entries older than this many days are deleted (with those past query_log_keep), at
-    # the recall that trims the log: every tenth of query_log_keep recalls, at most every 1,000.
+    # the recall that trims the log: every tenth of query_log_keep recalls, at most every 100.
     query_log_days: float = 90.0
 
     def __post_init__(self) -> None:

@@ -331,7 +331,7 @@ class PgStore:
         record or vector (or `touched` names ids), else None. A commit is acknowledged by PostgreSQL
         (synchronous_commit decides what that means); durable=False commits without waiting for it.
         `tracked` is RocksDB's."""
-        if not writes.ops and not touched:
+        if not writes.ops and not writes.ranges and not touched:
             return None
         final: dict[tuple[str, bytes], bytes | None] = {}
         for family, key, value in writes.ops:
@@ -362,6 +362,9 @@ class PgStore:
                         seq = conn.execute(f"UPDATE {SCHEMA}.vaults SET seq = seq + 1 WHERE id = %s RETURNING seq",
                                            (self.vault_id,)).fetchone()[0]
                     with conn.cursor() as cur:
+                        for family, begin, end in writes.ranges:
+                            cur.execute(f"DELETE FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s AND key >= %s "
+                                        "AND key < %s", (self.vault_id, begin, end))
                         for family, keys in deletes.items():
                             cur.execute(f"DELETE FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s AND key = ANY(%s)",
                                         (self.vault_id, keys))
@@ -553,6 +556,11 @@ class PgStore:
         for key, raw in self.scan("graph", GRAPH_REVERSE + id_bytes(memory_id)):
             confidence, created_at = parse_edge_value(raw)
             yield EdgeType(key[17]), id_str(key[18:34]), confidence, created_at
+
+    def first_keys(self, family: str, n: int, start: bytes = b"") -> list[bytes]:
+        rows = self._read(f"SELECT key FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s AND key >= %s "
+                          "ORDER BY key LIMIT %s", (self.vault_id, start, n))
+        return [bytes(key) for key, in rows]
 
     def count(self, family: str, prefix: bytes = b"") -> int:
         high = _prefix_end(prefix)

@@ -4,6 +4,7 @@ it returned only when the caller asks (docs/honesty.md)."""
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import time
@@ -23,13 +24,36 @@ log = logging.getLogger("hebbs.reinforce")
 
 # The query log is trimmed to config recall.query_log_keep / query_log_days every so many appends (a
 # tenth of what it keeps, at most TRIM_EVERY), in a batch of its own: the entries a trim deletes are
-# about those appended since the last one, so a recall pays a few deletes on average, and a log can
-# pass its bound by that tenth at most. The entry count is read once per open and kept up to date.
-TRIM_EVERY = 1000
+# about those appended since the last one, and a log passes its bound by that many at most. A trim
+# reads the keys it deletes and deletes them as one range from the log's first key (as a delete per
+# key, 1,000 of them every 1,000 appends cost the trimming recall 2.7 ms; bench/bench_query_log.py);
+# reading a hundred keys costs it a tenth of a thousand.
+TRIM_EVERY = 100
 # At most this many entries deleted by one trim: a log grown large before it was bounded is brought
 # down over several trims, not in one long stall of the recall that finds it.
 TRIM_MAX = 5000
-_log_state: "weakref.WeakKeyDictionary[OpenVault, list[int | None]]" = weakref.WeakKeyDictionary()
+# The log's entry count, with its first and last keys, in the meta family, written in the batch of every
+# append and every trim: RocksDB applies a batch whole or not at all, so after any crash the count is
+# the log's, and the first recall after an open reads it instead of counting the log (12-24 ms at
+# 10,000 entries). It is trusted only while the log's first and last keys are the ones it names: a
+# log written by a version before it, or changed beside it, is counted again, once.
+COUNT_META = "query_log_count"
+_log_state: "weakref.WeakKeyDictionary[OpenVault, _LogState]" = weakref.WeakKeyDictionary()
+
+
+class _LogState:
+    """One open vault's query log count (None on a vault shared by several daemons, whose others append
+    too: counted at each trim there) and its first and last keys; changed under the append lock."""
+
+    __slots__ = ("entries", "first", "last", "until_trim")
+
+    def __init__(self, entries: int | None, first: bytes | None, last: bytes | None) -> None:
+        self.entries, self.first, self.last = entries, first, last
+        # The first append after an open trims: entries may have aged past query_log_days meanwhile.
+        self.until_trim = 1
+
+    def saved(self) -> list:
+        return [self.entries, self.first, self.last]
 
 
 def reinforce(vault: OpenVault, ids: Sequence[str] | str, via: str = access_log.USED) -> list[Memory]:
@@ -70,7 +94,12 @@ def record_recall(vault: OpenVault, request: Request, results: list[RecallResult
         entry = QueryLogEntry(at=stamp, cue=request.cue, strategies=sorted(request.names), weights=request.weights,
                               result_count=len(results), latency_ms=round((time.perf_counter() - started) * 1000, 3),
                               entity_id=request.entity_id)
-        writes.put("query_log", stamp.to_bytes(8, "big") + os.urandom(4), encode(entry))
+        key = stamp.to_bytes(8, "big") + os.urandom(4)
+        writes.put("query_log", key, encode(entry))
+        state = _state(vault)
+        if state.entries is not None:
+            counted = [state.entries + 1, min(key, state.first or key), max(key, state.last or key)]
+            writes.put_meta(COUNT_META, counted)
         # Nobody is told these were kept: no reason to make a recall wait for a disk sync.
         try:
             vault.apply(writes, saved=used, durable=False)
@@ -80,44 +109,72 @@ def record_recall(vault: OpenVault, request: Request, results: list[RecallResult
             # A read needs no space: the query log is best effort (`hebbs queries` misses this one).
             log.warning("vault %s: the disk is full: this recall is not in the query log", vault.path)
             return
-        _trim_when_due(vault, stamp)
+        if state.entries is not None:
+            state.entries, state.first, state.last = counted
+        state.until_trim -= 1
+        if state.until_trim <= 0:
+            settings = vault.config.recall
+            state.until_trim = max(1, min(TRIM_EVERY, settings.query_log_keep // 10))
+            try:
+                trim_query_log(vault, state, settings.query_log_keep, settings.query_log_days, stamp)
+            except DiskFull:
+                log.warning("vault %s: the disk is full: the query log was not trimmed", vault.path)
 
 
-def _trim_when_due(vault: OpenVault, stamp: int) -> None:
-    """Count one more query log entry, and trim the log when its turn comes (TRIM_EVERY above)."""
+def _state(vault: OpenVault) -> _LogState:
+    """The vault's query log state, read at its first append since the vault opened (COUNT_META)."""
     state = _log_state.get(vault)
-    if state is None:
-        state = _log_state[vault] = [None, 1]  # [entries, appends until the next trim]: trim at once
-    elif state[0] is not None:
-        state[0] += 1
-    state[1] -= 1
-    if state[1] > 0:
-        return
-    settings = vault.config.recall
-    state[1] = max(1, min(TRIM_EVERY, settings.query_log_keep // 10))
-    # Several daemons may append to one shared vault: its count is read again at each trim there.
-    if state[0] is None or getattr(vault.store, "shared", False):
-        state[0] = vault.store.count("query_log")
-    try:
-        state[0] -= trim_query_log(vault, settings.query_log_keep, settings.query_log_days, stamp, state[0])
-    except DiskFull:
-        log.warning("vault %s: the disk is full: the query log was not trimmed", vault.path)
+    if state is not None:
+        return state
+    store = vault.store
+    if getattr(store, "shared", False):
+        state = _LogState(None, None, None)
+    else:
+        first, last = store.ends("query_log")
+        saved = store.get_meta(COUNT_META)
+        if (isinstance(saved, list) and len(saved) == 3 and saved[1:] == [first, last]
+                and isinstance(saved[0], int) and saved[0] >= (first is not None) + (first != last)):
+            entries = saved[0]
+        else:
+            entries = store.count("query_log")
+            log.info("vault %s: counted its query log (%d entries): no count was kept for it", vault.path, entries)
+        state = _LogState(entries, first, last)
+    _log_state[vault] = state
+    return state
 
 
-def trim_query_log(vault: OpenVault, keep: int, days: float, now: int, entries: int) -> int:
+def trim_query_log(vault: OpenVault, state: _LogState, keep: int, days: float, now: int) -> int:
     """Delete the query log's oldest entries past the newest `keep` and those older than `days` before
-    `now` (of `entries` in all), at most TRIM_MAX of them; how many were deleted."""
+    `now`, at most TRIM_MAX of them, as one range; how many were deleted."""
+    # Several daemons may append to one shared vault: its count is read at each trim there.
+    entries = state.entries if state.entries is not None else vault.store.count("query_log")
     excess = entries - keep
     cutoff = max(0, now - int(days * 86_400_000_000)).to_bytes(8, "big")
-    writes = WriteSet()
-    deleted = 0
-    for key, _ in vault.store.scan("query_log"):  # oldest first: the key starts with its time
-        if deleted >= TRIM_MAX or (deleted >= excess and key >= cutoff):
+    # The keys to delete are the first `excess` and any older than the cutoff past those: read as a
+    # batch of keys (the first one kept included), and again, longer, while every key read goes.
+    wanted = min(TRIM_MAX, max(excess, 0)) + 1
+    while True:
+        keys = vault.store.first_keys("query_log", wanted, state.first or b"")
+        deleted = min(TRIM_MAX, max(min(excess, len(keys)), bisect.bisect_left(keys, cutoff)))
+        if deleted < len(keys) or len(keys) < wanted or deleted >= TRIM_MAX:
             break
-        writes.delete("query_log", key)
-        deleted += 1
-    if deleted:
-        vault.apply(writes, durable=False)
+        wanted = min(TRIM_MAX + 1, wanted * 2)
+    if not deleted:
+        return 0
+    kept = keys[deleted] if deleted < len(keys) else None
+    writes = WriteSet()
+    # Up to the first entry kept; when none is, up to the smallest key after the last one deleted.
+    writes.delete_range("query_log", keys[0], kept if kept is not None else keys[deleted - 1] + b"\x00")
+    remaining = 0 if kept is None else entries - deleted
+    if state.entries is not None:
+        if kept is not None and remaining < 1:
+            # An entry is left past those deleted, so the count was short: the log's own, read once.
+            remaining = vault.store.count("query_log") - deleted
+        counted = [remaining, kept, state.last if kept is not None else None]
+        writes.put_meta(COUNT_META, counted)
+    vault.apply(writes, durable=False)
+    if state.entries is not None:
+        state.entries, state.first, state.last = counted
     return deleted
 
 
