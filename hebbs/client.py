@@ -31,10 +31,10 @@ import msgspec
 from . import validate
 from .errors import HebbsError, InvalidInput, VaultNotInitialized
 from .paths import find_project_vault, hebbs_home, resolve_vault, socket_path
-from .protocol import (Close, DaemonStatus, DaemonUnavailable, Export, Feed, Remember, RememberItem, Status, Subscribe,
+from .protocol import (Close, DaemonUnavailable, Export, Feed, Remember, RememberItem, Subscribe,
                        Subscribed, SubscriptionPush, _Command, convert, request_frame)
 from .recall.brains import BRAINS, GLOBAL
-from .schema import Memory, RecallResult, RecallResults, ScoringWeights, Source, VaultStats
+from .schema import Memory, RecallResult, RecallResults, ScoringWeights, Source
 from .client_methods import AsyncMethods, Methods
 from .transport import (ProgressCallback, Vanished, aopen, apending_error, aread_reply, anext_frame,
                         closed_by_daemon, connect, export_chunk, gone, may_retry, next_frame, pending_error,
@@ -235,24 +235,29 @@ class _Doors(Methods):
     vault_path: Path | None
     home: Path
 
-    def _declared(self, command: type[_Command], progress: ProgressCallback | None = None, **fields: Any) -> Any:
+    def _declared(self, command: type[_Command], progress: ProgressCallback | None = None, *,
+                  vault: bool | None = None, method: str | None = None, **fields: Any) -> Any:
         """A declared command's typed method (hebbs/client_methods.py): its arguments as the fields carry them;
-        `brains` (a command declared with them) as the vaults the request names."""
+        `brains` (a command declared with them) as the vaults the request names; `vault` (a command that
+        may name one, declared `vault=None`) whether this client's vault goes with it; `method`, one of the
+        declaration's further methods (`also`) when not the first."""
         brains = fields.pop("brains", None)
         values = {f: _wire(v, f, command.__annotations__[f]) for f, v in fields.items()}
         request = command(**values)
         if command.spec.brains == "both" and brains is None:
             brains = [GLOBAL] if self.vault_path is not None and self.vault_path.resolve() == self.home.resolve() \
                 else BRAINS
+        returns = command.spec.returns
+        if method is not None:
+            other = next(m for m in command.spec.also if m.name == method)
+            returns = other.returns
+            vault = other.vault  # True: this client's vault, which must exist
+        elif vault is not None:  # the client's vault if it has one (status: the daemon's state alone without)
+            vault = vault and self.vault_path is not None
         if brains is None:
-            return self._send(request, progress=progress, then=command.spec.returns)
+            return self._send(request, vault=vault, progress=progress, then=returns)
         vault, request.vaults, notes = _brain_vaults(brains, self.vault_path, self.home, self.cwd)
         return self._send(request, vault=vault, then=lambda found: _with_notes(found, notes))
-
-    @_described(Status)
-    def status(self, *, vault: bool = True) -> DaemonStatus:
-        """vault=False: the daemon's state alone."""
-        return self._send(Status(), vault=vault and self.vault_path is not None)
 
     @_described(Remember)
     def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
@@ -271,10 +276,6 @@ class _Doors(Methods):
         """`items`: dicts with the fields of remember, or RememberItems."""
         return self._send(Remember(items=[_remember_item(i) for i in items],
                                    check_contradictions=check_contradictions, consolidate=consolidate))
-
-    def stats(self) -> VaultStats:
-        """The vault's statistics (what Engine.stats() returns)."""
-        return self._send(Status(), vault=True, then=lambda status: status.vault)
 
 
 # What both clients share: the vault, request ids and frames, retry rules, reply decoding ------

@@ -33,12 +33,23 @@ if TYPE_CHECKING:
 class Methods:
     """The declared commands' methods of Client."""
 
-    def _declared(self, command: Any, progress: ProgressCallback | None = None, **fields: Any) -> Any:
+    def _declared(self, command: Any, progress: ProgressCallback | None = None, *, vault: bool | None = None,
+                  method: str | None = None, **fields: Any) -> Any:
         raise NotImplementedError
 
     def ping(self) -> Pong:
         """Is a daemon there? Answers Pong without touching any vault."""
         return self._declared(protocol.Ping)
+
+    def status(self, *, vault: bool = True) -> DaemonStatus:
+        """The daemon's state, and the request's vault statistics when vault_path is given.
+
+        vault=False: without this client's vault."""
+        return self._declared(protocol.Status, vault=vault)
+
+    def stats(self) -> VaultStats:
+        """The vault's statistics (what Engine.stats() returns)."""
+        return self._declared(protocol.Status, method="stats")
 
     def shutdown(self) -> Stopping:
         """Stop the daemon after replying: vaults close cleanly, the socket and PID file go."""
@@ -273,6 +284,16 @@ class AsyncMethods:
         """Is a daemon there? Answers Pong without touching any vault."""
         return await self._declared(protocol.Ping)
 
+    async def status(self, *, vault: bool = True) -> DaemonStatus:
+        """The daemon's state, and the request's vault statistics when vault_path is given.
+
+        vault=False: without this client's vault."""
+        return await self._declared(protocol.Status, vault=vault)
+
+    async def stats(self) -> VaultStats:
+        """The vault's statistics (what Engine.stats() returns)."""
+        return await self._declared(protocol.Status, method="stats")
+
     async def shutdown(self) -> Stopping:
         """Stop the daemon after replying: vaults close cleanly, the socket and PID file go."""
         return await self._declared(protocol.Shutdown)
@@ -499,12 +520,6 @@ class AsyncMethods:
         """Make sure the Memory Palace web panel is served (on `port`, else the configured one); data is PanelState."""
         return await self._declared(protocol.Panel, port=port)
 
-    async def status(self, *, vault: bool = True) -> DaemonStatus:
-        """The daemon's state, and the request's vault statistics when vault_path is given.
-
-        vault=False: the daemon's state alone."""
-        return await super().status(vault=vault)
-
     async def remember(
         self,
         content: str,
@@ -540,7 +555,3 @@ class AsyncMethods:
 
         `items`: dicts with the fields of remember, or RememberItems."""
         return await super().remember_many(items, check_contradictions=check_contradictions, consolidate=consolidate)
-
-    async def stats(self) -> VaultStats:
-        """The vault's statistics (what Engine.stats() returns)."""
-        return await super().stats()

@@ -400,14 +400,15 @@ async def _index(call: Call) -> tuple[Any, None]:
 
 
 async def _status(call: Call) -> tuple[Any, None]:
+    """The daemon's state (asked without a vault), then each brain's statistics."""
     tools = call.tools
-    daemon = await tools.client(GLOBAL).status(vault=False)
+    daemon = await call.send(tools.client(GLOBAL), vault=False)
     view: dict[str, Any] = {"daemon": {"version": daemon.version, "pid": daemon.pid,
                                        "uptime_s": round(daemon.uptime_s, 1), "model": daemon.model,
                                        "open_vaults": len(daemon.open_vaults)}, "brains": {}}
     for name in BRAINS:
         try:
-            stats = (await tools.client(name).status()).vault
+            stats = (await call.send(tools.client(name))).vault
         except VaultNotInitialized as exc:
             view["brains"][name] = {"missing": str(exc)}
             continue
@@ -466,6 +467,8 @@ VIEWS: dict[str, Callable[[Any, Any, HebbsTools], Any]] = {
     "session": _prepared,
     "forgotten": lambda total, brain, tools: {"forgotten": total},
     "used": _used,
+    "insights": lambda found, brain, tools: [{**memory_view(i.memory), "confidence": i.confidence, "tags": i.tags,
+                                              "source_ids": i.source_ids} for i in found],
 }
 
 
@@ -532,29 +535,24 @@ def _brain_of(tools: HebbsTools, client: AsyncClient) -> str:
 
 
 def _register_resources(server: MCPServer, tools: HebbsTools, brain: str) -> None:
-    async def stats() -> str:
-        try:
-            status = await tools.client(brain).status()
-        except HebbsError as exc:
-            raise ResourceError(f"{exc} [{exc.status_code}]") from None
-        if status.vault is None:
-            raise ResourceError(f"no {brain} vault: {tools.client(brain)._vault_error}")
-        return dump(status.vault)
-
-    async def insights() -> str:
-        try:
-            found = await tools.client(brain).insights()
-        except HebbsError as exc:
-            raise ResourceError(f"{exc} [{exc.status_code}]") from None
-        return dump([{**memory_view(i.memory), "confidence": i.confidence, "tags": i.tags,
-                      "source_ids": i.source_ids} for i in found])
-
+    """The declared resources of one brain (`Mcp(resource=...)` in hebbs/protocol.py)."""
     who = "the user, across projects" if brain == GLOBAL else "this project"
-    server.resource(f"hebbs://{brain}/stats", name=f"{brain}-stats", mime_type="application/json",
-                    description=f"What the {brain} brain ({who}) holds: memory counts by kind, model, path.")(stats)
-    server.resource(f"hebbs://{brain}/insights", name=f"{brain}-insights", mime_type="application/json",
-                    description=f"Lessons reflection distilled in the {brain} brain ({who}), newest first. "
-                                "Read them at the start of a conversation: they weigh more than one memory.")(insights)
+    for command in COMMAND_TYPES.values():
+        for entry in command.spec.resources:
+            server.resource(f"hebbs://{brain}/{entry.resource}", name=f"{brain}-{entry.resource}",
+                            mime_type="application/json",
+                            description=entry.text.format(brain=brain, who=who))(_reader(tools, brain, command, entry))
+
+
+def _reader(tools: HebbsTools, brain: str, command: type[_Command], entry: Mcp) -> Callable[[], Awaitable[str]]:
+    async def read() -> str:
+        try:
+            answer = await getattr(tools.client(brain), entry.tool or command.spec.client_method or command.tag())()
+        except HebbsError as exc:
+            raise ResourceError(f"{exc} [{exc.status_code}]") from None
+        return dump(VIEWS[entry.view](answer, None, tools))
+
+    return read
 
 
 def serve(home: os.PathLike | str | None = None, vault: os.PathLike | str | None = None, global_: bool = False) -> None:

@@ -230,8 +230,9 @@ class Spec(NamedTuple):
     # It changes nothing, so a client may send it again when the daemon vanished before answering.
     retryable: bool = False
     # It needs a vault (False: the daemon answers it alone; a field's name: unless that field names a
-    # notes folder itself).
-    vault: bool | str = True
+    # notes folder itself; None: it may name one, as its typed method's `vault` argument says, and a
+    # `daemon=` method is given that vault's path as `vault_path`).
+    vault: bool | str | None = True
     # The panel's pages show fresh data after it (None: whether it writes).
     panel: bool | None = None
     # Fields that are not the engine method's arguments.
@@ -240,8 +241,8 @@ class Spec(NamedTuple):
     reply: Callable[[Any], Any] | None = None
     # The CLI subcommand built from this declaration alone (cli/declared.py); two words ("contradictions
     # list"): an action of a subcommand the CLI writes, which sends it by this name (declared.run_named);
-    # None: the CLI has a hand-written one, or none.
-    cli: str | None = None
+    # several names: each of them, served by the one shell; None: the CLI has a hand-written one, or none.
+    cli: str | tuple[str, ...] | None = None
     # The MCP tool(s) that send it (hebbs/mcp_server.py builds each from its Mcp and this Struct); None:
     # no tool sends it.
     mcp: Mcp | tuple[Mcp, ...] | None = None
@@ -278,13 +279,28 @@ class Spec(NamedTuple):
     # client finds (a note says when the project has none): "one", by default this client's vault alone;
     # "both", by default this client's vault and the global one (the global one alone for a global client).
     brains: Literal["one", "both"] | None = None
+    # More typed methods of Client and AsyncClient over this one command (stats beside status), generated
+    # beside the first.
+    also: tuple[Method, ...] = ()
 
     @property
     def refreshes_panel(self) -> bool:
         return self.writes if self.panel is None else self.panel
 
     @property
+    def cli_names(self) -> tuple[str, ...]:
+        return () if self.cli is None else (self.cli,) if isinstance(self.cli, str) else self.cli
+
+    @property
     def tools(self) -> tuple[Mcp, ...]:
+        return tuple(entry for entry in self._mcp if entry.resource is None)
+
+    @property
+    def resources(self) -> tuple[Mcp, ...]:
+        return tuple(entry for entry in self._mcp if entry.resource is not None)
+
+    @property
+    def _mcp(self) -> tuple[Mcp, ...]:
         return () if self.mcp is None else (self.mcp,) if isinstance(self.mcp, Mcp) else self.mcp
 
     @property
@@ -306,6 +322,19 @@ class Spec(NamedTuple):
                 renamed[field or name] = name
         order = [*renamed, *(f for f in fields if f not in renamed)]
         return [(renamed.get(field, field), field, n >= keyword_from) for n, field in enumerate(order)]
+
+
+class Method(NamedTuple):
+    """Another typed method over a declared command (Spec.also): generated into hebbs/client_methods.py."""
+
+    name: str
+    # Its docstring (it serves the command otherwise than the first method does, so it says so itself).
+    doc: str
+    # The type it returns, made from the reply's data by `returns`.
+    result: Any = None
+    returns: Callable[[Any], Any] | None = None
+    # Whether it sends this client's vault (None: as the declaration says).
+    vault: bool | None = None
 
 
 class Arg(NamedTuple):
@@ -345,6 +374,9 @@ class Mcp(NamedTuple):
     # The read-only hint (None: whether the command is retryable, i.e. changes nothing) and the destructive one.
     read_only: bool | None = None
     destructive: bool = False
+    # Not a tool but a resource of each brain, hebbs://BRAIN/<resource>: `text` its description ({brain}, and
+    # {who} it is about), read through the typed method `tool` names (else the client method), shaped by `view`.
+    resource: str | None = None
 
 
 # Tool parameters several tools share.
@@ -391,11 +423,16 @@ class Ping(_Command, tag="ping"):
     """Is a daemon there? Answers Pong without touching any vault."""
 
 
-@declare(result=DaemonStatus, retryable=True, vault=False, cli="status", shell="commands:StatusShell",
-         mcp=Mcp("The state of your memory: whether the daemon runs (version, uptime, model), and what each "
-              "brain holds (memories by kind, where it lives). Call it when the user asks about hebbs itself,"
-              " or a brain seems empty or missing.",
-              route="status"))
+@declare(result=DaemonStatus, retryable=True, vault=None, method="status", daemon="status",
+         cli=("status", "daemon status"), shell="statuscmds:StatusShell",
+         also=(Method("stats", "The vault's statistics (what Engine.stats() returns).", result=VaultStats,
+                       returns=lambda status: status.vault, vault=True),),
+         mcp=(Mcp("The state of your memory: whether the daemon runs (version, uptime, model), and what each "
+                  "brain holds (memories by kind, where it lives). Call it when the user asks about hebbs itself,"
+                  " or a brain seems empty or missing.",
+                  route="status"),
+              Mcp("What the {brain} brain ({who}) holds: memory counts by kind, model, path.", resource="stats",
+                  tool="stats")))
 class Status(_Command, tag="status"):
     """The daemon's state, and the request's vault statistics when vault_path is given."""
 
@@ -743,7 +780,7 @@ class IndexFollow(_Command, tag="index_follow"):
 
 
 @declare(retryable=True, vault="path", method="list", params="path, *", cli="list", flags="path=path",
-         shell="vaultcmds:ListShell")
+         shell="statuscmds:ListShell")
 class List(_Command, tag="list"):
     """The notes folder's indexed files (and their sections when asked)."""
 
@@ -842,7 +879,9 @@ class ReflectCommit(_Command, tag="reflect_commit"):
 
 
 @declare(result=list[Insight], engine="insights", retryable=True, cli="insights",
-         flags="entity_id=--entity, max_results=--limit")
+         flags="entity_id=--entity, max_results=--limit",
+         mcp=Mcp("Lessons reflection distilled in the {brain} brain ({who}), newest first. Read them at the start "
+                 "of a conversation: they weigh more than one memory.", resource="insights", view="insights"))
 class Insights(_Command, tag="insights"):
     """The vault's insights, newest first; data is a list of Insight."""
 

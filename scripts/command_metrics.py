@@ -21,7 +21,7 @@
   body serves the command (names its Struct, its wire name, its reply type, or calls one of its
   methods): `Client.close` closing its socket, `RecentOpens.forget` dropping a cache entry or
   `ChangeFeed.close` are not the `close` and `forget` commands. (d) reads a command's methods from
-  its declaration (engine=, method=) and from hebbs/client.py (the public methods of Client and
+  its declaration (engine=, method=, also=) and from hebbs/client.py (the public methods of Client and
   AsyncClient that send its Struct, such as remember_many, stats or memories), an Engine method on an
   engine and a client method on a client: `engine.close()` closes a vault and `client.close()` a
   socket (no method sends `close`, which a Subscription sends), and `c.get("delta")` with a literal
@@ -59,6 +59,8 @@ class Declared(NamedTuple):
     method: str | None
     # The names in its reply type (result=...): a def that builds one serves the command.
     reply: frozenset[str]
+    # Its further typed methods (also=(Method("stats", ...),)): generated, and called like the first.
+    also: frozenset[str] = frozenset()
 
 
 def declarations(root: Path) -> dict[str, Declared]:
@@ -78,7 +80,9 @@ def declarations(root: Path) -> dict[str, Declared]:
                 text = {k: v.value for k, v in said.items() if isinstance(v, ast.Constant) and isinstance(v.value, str)}
                 reply = frozenset(n.id for n in ast.walk(said["result"]) if isinstance(n, ast.Name)) \
                     if "result" in said else frozenset()
-                found[tag] = Declared(node.name, text.get("engine"), text.get("method"), reply)
+                also = frozenset(call.args[0].value for call in ast.walk(said["also"]) if isinstance(call, ast.Call)
+                                 and call.args and isinstance(call.args[0], ast.Constant)) if "also" in said else frozenset()
+                found[tag] = Declared(node.name, text.get("engine"), text.get("method"), reply, also)
     return found
 
 
@@ -215,7 +219,7 @@ def method_names(tag: str, d: Declared, doors: dict[str, set[str]], namesakes: b
     if namesakes:
         return {tag, d.engine or tag}
     sending = {name for name, touched in doors.items() if d.struct in touched and not name.startswith("_")}
-    return {n for n in (d.engine, d.method) if n} | sending
+    return {n for n in (d.engine, d.method) if n} | d.also | sending
 
 
 def naming_files(root: Path, uses: bool = True, namesakes: bool = False) -> dict[str, list[str]]:

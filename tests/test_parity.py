@@ -302,7 +302,7 @@ def test_the_cli_keeps_the_declared_defaults() -> None:
                     f"hebbs {name} {action.option_strings}: {action.default!r}, declared {declared[field]!r}"
                 checked += 1
     assert checked >= 10
-    assert {cls.spec.cli.split()[0] for cls in COMMAND_TYPES.values() if cls.spec.cli} <= set(sub.choices)
+    assert {name.split()[0] for cls in COMMAND_TYPES.values() for name in cls.spec.cli_names} <= set(sub.choices)
 
 
 def test_the_clients_describe_each_command_as_its_declaration_does() -> None:

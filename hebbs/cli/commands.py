@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 from collections.abc import Iterator
@@ -482,17 +483,22 @@ class ExportShell:
     @staticmethod
     def send(args: argparse.Namespace, fields: dict[str, Any]) -> int:
         with client_for(args) as client:
-            client.stats()  # a missing vault must fail before an output file is created
-            out = open_output(args.output) if args.output else None
-            count = 0
+            records = client.export_records()
             try:
-                for record in client.export_records():
-                    (out or sys.stdout).write(output.to_json(record) + "\n")
-                    count += record["record"] == "memory"
-            except BaseException:
-                if out is not None:
-                    out.abort()  # the file named is left as it was
-                raise
+                # The header, read before the output file is created: a vault that cannot be read fails first.
+                first = next(records)
+                out = open_output(args.output) if args.output else None
+                count = 0
+                try:
+                    for record in itertools.chain([first], records):
+                        (out or sys.stdout).write(output.to_json(record) + "\n")
+                        count += record["record"] == "memory"
+                except BaseException:
+                    if out is not None:
+                        out.abort()  # the file named is left as it was
+                    raise
+            finally:
+                records.close()
             if out is not None:
                 out.close()
         return count
@@ -615,51 +621,6 @@ def _import_v1(client: Client, records: list[dict[str, Any]]) -> dict[str, int]:
     stored = client.count() - before
     return {"memories": imported, "stored": stored, "already_there": imported - stored,
             "skipped_revisions": skipped}
-
-
-class StatusShell:
-    summary = "the daemon and the vaults it serves"
-
-    @staticmethod
-    def send(args: argparse.Namespace, fields: dict[str, Any]) -> tuple[Any, Any, Any, str | None]:
-        """The daemon's state, the global vault's statistics and the project vault's (None, with why, when
-        there is none here)."""
-        home = hebbs_home(args.home)
-        with Client(global_=True, home=home) as global_vault:
-            daemon = global_vault.status(vault=False)
-            global_stats = global_vault.status().vault
-        project_stats = None
-        project_error = None
-        if not args.global_:
-            try:
-                project_dir = resolve_vault(args.vault, False, home)
-                with Client(vault=project_dir, home=home) as project:
-                    project_stats = project.status().vault
-            except VaultNotInitialized as exc:
-                if args.vault is not None:
-                    raise
-                project_error = str(exc)
-        return daemon, global_stats, project_stats, project_error
-
-    @staticmethod
-    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:
-        daemon, global_stats, project_stats, project_error = found
-        if _json(args):
-            output.emit_json({"daemon": daemon, "global": global_stats, "project": project_stats})
-            return
-        print(f"daemon   pid {daemon.pid}, up {daemon.uptime_s:.0f}s, model {daemon.model or '(loading)'}, "
-              f"{len(daemon.open_vaults)} open vaults, stops after {daemon.idle_timeout_s:.0f}s idle")
-        if daemon.panel is not None:
-            print(f"panel    {daemon.panel.url}  (Memory Palace; the address carries this daemon's token)")
-        for name, stats in (("global", global_stats), ("project", project_stats)):
-            if stats is None:
-                print(f"{name:<8} none here (`hebbs init` creates a project vault in this folder)" if project_error
-                      else f"{name:<8} -")
-                continue
-            kinds = ", ".join(_count(n, KIND_NAMES.get(k, k.lower())) for k, n in sorted(stats.by_kind.items()))
-            where = "" if stats.store == "rocksdb" else f", kept in {stats.store}"
-            print(f"{name:<8} {stats.path}: {_count(stats.memories, 'memory')}" + (f" ({kinds})" if kinds else "")
-                  + where)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""`hebbs daemon status|start|stop|logs`."""
+"""`hebbs daemon start|stop|logs` (`hebbs daemon status`: statuscmds.py)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,16 @@ import signal
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
-
-import msgspec
 
 from hebbs.client import Client, start_daemon
 from hebbs.daemon.limits import check_seconds
 from hebbs.errors import InvalidInput
 from hebbs.paths import hebbs_home, log_path
-from hebbs.protocol import DaemonBusy, DaemonUnavailable
+from hebbs.protocol import DaemonUnavailable
 
 from . import output
+from .declared import run_named
+from .declared_actions import ACTIONS
 
 STOP_WAIT = 15.0
 
@@ -31,36 +30,9 @@ def run(args: argparse.Namespace) -> int:
         if args.lines < 1:
             raise InvalidInput(f"--lines must be 1 or more, got {args.lines}")
         return _logs(home, args.lines, json_mode)
+    if action in ACTIONS["daemon"]:  # declared (`cli="daemon status"`): sent as its declaration says
+        return run_named(args, f"daemon {action}")
     probe = Client(global_=True, home=home, autostart=False)
-    if action == "status":
-        try:
-            status = probe.status(vault=False)
-        except DaemonBusy as exc:
-            if json_mode:
-                output.emit_json({"running": True, "busy": True})
-            else:
-                print(f"running, but refusing new connections: {exc}")
-            return 0
-        except DaemonUnavailable:
-            if json_mode:
-                output.emit_json({"running": False})
-            else:
-                print(f"no daemon running for {home}")
-            return output.EXIT_NO_DAEMON
-        if json_mode:
-            output.emit_json({"running": True, **_builtins(status)})
-        else:
-            print(f"running: pid {status.pid}, up {status.uptime_s:.0f}s, {status.requests} requests, "
-                  f"model {status.model or '(loading)'}")
-            print(f"socket {status.socket}; stops after {status.idle_timeout_s:.0f}s idle, "
-                  f"closes vaults after {status.vault_idle_timeout_s:.0f}s")
-            print(f"connections {status.connections} of at most {status.max_connections}"
-                  f" ({status.refused_busy} refused as busy since the start)")
-            if status.panel is not None:
-                print(f"panel {status.panel.url}  (Memory Palace; the address carries this daemon's token)")
-            for vault in status.open_vaults:
-                print(f"  open  {vault.path}  (idle {vault.idle_s:.0f}s{', indexing' if vault.indexing else ''})")
-        return 0
     if action == "start":
         for flag, value in (("--idle-timeout", args.idle_timeout), ("--vault-idle-timeout", args.vault_idle_timeout)):
             try:
@@ -134,6 +106,3 @@ def _logs(home: Path, lines: int, json_mode: bool) -> int:
         print("".join(tail), end="")
     return 0
 
-
-def _builtins(status: object) -> dict[str, Any]:
-    return msgspec.to_builtins(status)

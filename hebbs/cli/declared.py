@@ -39,7 +39,7 @@ def declared() -> dict[str, type[_Command]]:
     `contradictions list`, is an action of a subcommand the CLI writes: run_named sends it)."""
     from hebbs.protocol import COMMAND_TYPES
 
-    return {cls.spec.cli: cls for cls in COMMAND_TYPES.values() if cls.spec.cli and " " not in cls.spec.cli}
+    return {name: cls for cls in COMMAND_TYPES.values() for name in cls.spec.cli_names if " " not in name}
 
 
 def run_named(args: argparse.Namespace, name: str) -> int:
@@ -47,7 +47,7 @@ def run_named(args: argparse.Namespace, name: str) -> int:
     names (the subcommand's parser gives them those dests), its shell's hooks."""
     from hebbs.protocol import COMMAND_TYPES
 
-    return run(args, next(tag for tag, cls in COMMAND_TYPES.items() if cls.spec.cli == name))
+    return run(args, next(tag for tag, cls in COMMAND_TYPES.items() if name in cls.spec.cli_names))
 
 
 class _Recorder:

@@ -219,7 +219,10 @@ def _other_commands(command: Any, common: argparse.ArgumentParser, shared: argpa
 
     # The daemon serves every vault: --global and --vault mean nothing to it.
     p = command("daemon", "control the background daemon", parents=(shared,), run="daemoncmds:run")
-    p.add_argument("action", choices=["status", "start", "stop", "logs"], help="what to do")
+    if not isinstance(p, _Unbuilt):
+        from .declared_actions import ACTIONS  # status sends the command declared with its name
+
+        p.add_argument("action", choices=[*ACTIONS["daemon"], "start", "stop", "logs"], help="what to do")
     p.add_argument("--idle-timeout", type=number,
                    help="start: stop after this many idle seconds, 0 = never (default: 300)")
     p.add_argument("--vault-idle-timeout", type=number,

@@ -1,4 +1,4 @@
-"""`hebbs index`, `hebbs watch` and `hebbs list` (declared: ListShell): markdown notes folders and their PATH/.hebbs vaults.
+"""`hebbs index` and `hebbs watch`: markdown notes folders and their PATH/.hebbs vaults (`hebbs list`: statuscmds.py).
 
 Parsing and embedding happen in the daemon; the CLI sends requests and draws progress. `watch`
 runs the file watcher here and turns its two phases into index requests.
@@ -30,10 +30,10 @@ STOP_TIMEOUT = 30.0
 
 
 def run(args: argparse.Namespace) -> int:
-    return {"index": cmd_index, "watch": cmd_watch}[args.command](args, _root(args))
+    return {"index": cmd_index, "watch": cmd_watch}[args.command](args, notes_folder(args))
 
 
-def _root(args: argparse.Namespace) -> Path:
+def notes_folder(args: argparse.Namespace) -> Path:
     """The notes folder the command works on (PATH, else here), checked."""
     if args.global_ or args.vault:
         raise InvalidInput(f"hebbs {args.command} works on PATH/.hebbs: give the notes folder as PATH "
@@ -60,7 +60,7 @@ def _notes_root(args: argparse.Namespace, root: Path) -> Path:
     return outer.parent
 
 
-def _client(args: argparse.Namespace, root: Path) -> Client:
+def folder_client(args: argparse.Namespace, root: Path) -> Client:
     return Client(vault=root / VAULT_DIR, home=args.home)
 
 
@@ -127,7 +127,7 @@ def cmd_index(args: argparse.Namespace, root: Path) -> int:
     if args.cancel or args.follow:
         return _cancel(args, root) if args.cancel else _follow(args, root)
     created = _ensure_vault(args, root)
-    with _client(args, root) as client:
+    with folder_client(args, root) as client:
         summary = _index_once(args, root, client)
     if args.format == "json":
         output.emit_json({"vault": str(root / VAULT_DIR), "initialized": created, **_builtins(summary)})
@@ -140,7 +140,7 @@ def _cancel_after_interrupt(args: argparse.Namespace, root: Path) -> None:
     """Ctrl-C: stop the run in the daemon too, and say what that leaves."""
     if args.format != "json":
         print("cancelling the index run...", file=sys.stderr, flush=True)
-    with _client(args, root) as client:
+    with folder_client(args, root) as client:
         client.index_cancel(root)
     if args.format != "json":
         print(f"cancelled: what was indexed so far stays; `hebbs index {shlex.quote(str(root))}` does the rest",
@@ -148,8 +148,8 @@ def _cancel_after_interrupt(args: argparse.Namespace, root: Path) -> None:
 
 
 def _cancel(args: argparse.Namespace, root: Path) -> int:
-    _require_vault(root)
-    with _client(args, root) as client:
+    require_vault(root)
+    with folder_client(args, root) as client:
         result = client.index_cancel(root)
     if args.format == "json":
         output.emit_json(result)
@@ -161,9 +161,9 @@ def _cancel(args: argparse.Namespace, root: Path) -> int:
 
 
 def _follow(args: argparse.Namespace, root: Path) -> int:
-    _require_vault(root)
+    require_vault(root)
     bar = ProgressBar(sys.stderr, enabled=args.format != "json" and sys.stderr.isatty())
-    with _client(args, root) as client:
+    with folder_client(args, root) as client:
         try:
             summary = client.index_follow(root, progress=bar)
         except Cancelled:
@@ -185,7 +185,7 @@ def _follow(args: argparse.Namespace, root: Path) -> int:
     return 0
 
 
-def _require_vault(root: Path) -> None:
+def require_vault(root: Path) -> None:
     if not (root / VAULT_DIR).is_dir():
         raise VaultNotInitialized(f"{root} has no vault yet; `hebbs index {shlex.quote(str(root))}` indexes its "
                                   "notes into one")
@@ -214,47 +214,13 @@ def print_summary(root: Path, s: Any, out: TextIO | None = None) -> None:
         out.write(f"  warning: {warning}\n")
 
 
-class ListShell:
-    """`hebbs list`: the request names the notes folder found from PATH (as index finds it); text output
-    also says where a vault kept elsewhere (PostgreSQL) lives."""
-
-    @staticmethod
-    def send(args: argparse.Namespace, fields: dict[str, Any]) -> tuple[Path, Any, str]:
-        root = _root(args)
-        _require_vault(root)
-        with _client(args, root) as client:
-            files = client.list(root, sections=fields["sections"])
-            stats = client.status().vault if args.format != "json" else None
-        return root, files, stats.store if stats is not None else "rocksdb"
-
-    @staticmethod
-    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:
-        root, files, store = found
-        if args.format == "json":
-            output.emit_json(files)
-            return
-        if store != "rocksdb":
-            print(f"vault {root / '.hebbs'} kept in {store}")
-        if not files:
-            print(f"no notes in {root}")
-            return
-        rows = [[f.state, str(f.sections), str(f.pending), f.entity_id or "-", f.path] for f in files]
-        output.table(["state", "sections", "pending", "entity", "path"], rows, right=(1, 2))
-        if fields["sections"]:
-            for f in files:
-                for s in f.section_list or []:
-                    heading = " > ".join(s.heading_path) or "(top)"
-                    memory = output.short_id(s.memory_id) if s.memory_id else "-"
-                    print(f"  {f.path}  {s.state:<7} {memory:<8}  {heading}")
-
-
 class _Watch:
     """The watcher's callbacks: each phase becomes an index request to the daemon (which embeds)."""
 
     def __init__(self, args: argparse.Namespace, root: Path) -> None:
         self.args = args
         self.root = root
-        self.client = _client(args, root)
+        self.client = folder_client(args, root)
         # The watcher may call back from its own threads: one request at a time on our connection.
         self._lock = threading.Lock()
         # Set at Ctrl-C, once the run in progress is cancelled: its Cancelled error is said already.
@@ -345,7 +311,7 @@ def _cancel_run_in_progress(args: argparse.Namespace, root: Path) -> None:
     """Ctrl-C while the watcher's own index run goes on: stop that run in the daemon, as `hebbs index`
     does, instead of waiting (up to STOP_TIMEOUT, silently) for it to end."""
     try:
-        with _client(args, root) as client:
+        with folder_client(args, root) as client:
             cancelled = client.index_cancel(root).cancelled
     except HebbsError:
         return  # no daemon to ask, or nothing to cancel: there is nothing to wait for either

@@ -3,10 +3,10 @@
 A command declared with an Engine method (hebbs.protocol, `@declare(engine=...)`) needs no code here:
 `engine_call` calls that method with the request's fields, its ShortId fields resolved to full ids,
 through the vault's write slot when it writes; over several vaults (a `vaults` field) when the
-declaration says how their answers merge; one declared with `daemon=` (ping, shutdown, panel) calls
-that method of the Daemon with the fields. The commands below are the rest: status (the daemon's and
-the vault's), remember (single or batch), export (streamed), subscriptions, and the markdown-vault
-runs (indexing.py).
+declaration says how their answers merge; one declared with `daemon=` (ping, status, shutdown, panel)
+calls that method of the Daemon with the fields (and the request's vault, for one that may name one).
+The commands below are the rest: remember (single or batch), export (streamed), subscriptions, and the
+markdown-vault runs (indexing.py).
 
 A request that is one engine call on one vault (declared `direct`, and remember) is also described by
 `Handlers.direct`: the connection's own thread runs that call itself when the vault is open, without
@@ -26,8 +26,7 @@ import msgspec
 
 from hebbs.errors import InvalidInput
 from hebbs.recall import brains
-from hebbs.protocol import (DaemonStatus, Export, ExportChunk, ExportDone, Remember, RememberItem, Request, Status,
-                            _Command)
+from hebbs.protocol import Export, ExportChunk, ExportDone, Remember, RememberItem, Request, _Command
 from hebbs.schema import Memory, RecallResults
 
 from .calls import engine_call, resolve_id
@@ -60,12 +59,10 @@ class Daemon(Protocol):
 
     def notify_change(self, request: Request) -> None: ...
 
-    def status(self) -> DaemonStatus: ...
-
     def stop(self) -> None: ...
 
-    # And the methods declarations name with `daemon=` (pong, stop_after_reply, ensure_panel), called with
-    # the request's fields.
+    # And the methods declarations name with `daemon=` (pong, status, stop_after_reply, ensure_panel), called
+    # with the request's fields.
 
 
 class Handlers(IndexHandlers, SubscriptionHandlers):
@@ -79,7 +76,7 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
         if handler is not None:
             data = await handler(conn, request, command)
         elif command.spec.daemon is not None:
-            data = self._daemon_call(command)
+            data = self._daemon_call(command, request.vault_path)
             if inspect.isawaitable(data):
                 data = await data
         elif _over_vaults(command):
@@ -105,15 +102,20 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
             return Work(_remembering(command), writes=True)
         return None
 
-    def _daemon_call(self, command: _Command) -> Any:
-        """The Daemon's own method a command's declaration names (`daemon=`), given its fields."""
-        return getattr(self.daemon, command.spec.daemon)(**msgspec.structs.asdict(command))
+    def _daemon_call(self, command: _Command, vault_path: str | None = None) -> Any:
+        """The Daemon's own method a command's declaration names (`daemon=`), given its fields, and the
+        request's vault when the command may name one (declared `vault=None`: status)."""
+        fields = msgspec.structs.asdict(command)
+        if command.spec.vault is None:
+            fields["vault_path"] = vault_path
+        return getattr(self.daemon, command.spec.daemon)(**fields)
 
     async def _call(self, request: Request, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run fn(engine, ...) on the request's vault, off the event loop."""
-        return await self._call_at(request.vault_path, fn, *args, **kwargs)
+        return await self.call_at(request.vault_path, fn, *args, **kwargs)
 
-    async def _call_at(self, vault_path: str | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def call_at(self, vault_path: str | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run fn(engine, ...) on that vault, off the event loop (the daemon's status, the panel's views)."""
         slot = self.pool.slot(vault_path)
         async with self.pool.use(slot) as engine:
             return await self.pool.run(fn, engine, *args, **kwargs)
@@ -133,14 +135,6 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
                 slot.loop_writers.release()
                 raise
             return await future
-
-    # The daemon's own -------------------------------------------------------------------------
-
-    async def _status(self, conn: Connection, request: Request, command: Status) -> Any:
-        status = self.daemon.status()
-        if request.vault_path:
-            status.vault = await self._call(request, lambda engine: engine.stats())
-        return status
 
     # Memories -------------------------------------------------------------------------------
 
@@ -170,7 +164,7 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
             if str(slot.path) not in paths:
                 paths.append(str(slot.path))
         home = self.pool.home.resolve()
-        found = await asyncio.gather(*(self._call_at(path, fn) for path in paths))
+        found = await asyncio.gather(*(self.call_at(path, fn) for path in paths))
         return [brains.VaultRecall(label=brains.GLOBAL if Path(path) == home else brains.PROJECT, path=path,
                                    found=answer) for path, answer in zip(paths, found)]
 

@@ -548,8 +548,9 @@ class Daemon:
             return _failure(RuntimeError(f"{type(exc).__name__}: {exc}"), request.id)
         return Response(id=request.id, status=OK, data=data)
 
-    def status(self) -> DaemonStatus:
-        return DaemonStatus(
+    async def status(self, vault_path: str | None = None) -> DaemonStatus:
+        """The daemon's state, with the statistics of the vault a request names (`Status`, declared `daemon=`)."""
+        status = DaemonStatus(
             version=self.version, pid=os.getpid(), home=str(self.home), socket=str(self.socket_path),
             started_at=int(self.started_at * 1_000_000), uptime_s=round(time.time() - self.started_at, 3),
             idle_timeout_s=self.idle_timeout, vault_idle_timeout_s=self.pool.idle_timeout, model=self.model_id,
@@ -558,6 +559,9 @@ class Daemon:
             requests=self.requests, open_vaults=self.pool.describe(),
             panel=None if self.panel is None else self.panel.serving(),
         )
+        if vault_path:
+            status.vault = await self.handlers.call_at(vault_path, lambda engine: engine.stats())
+        return status
 
 
 def _panic(exc: BaseException) -> bool:

@@ -3,7 +3,7 @@
 Commands the socket protocol has (recall, inspect, revise, forget, contradiction_commit, ...) are
 dispatched exactly as a socket request would be. The few read-only views a page needs that the
 protocol has no command for (a vault's entity counts, its graph, an entity's timeline, a batch of
-memories by id) run through Handlers._call_at: the same vault slot, use counting and worker pool as
+memories by id) run through Handlers.call_at: the same vault slot, use counting and worker pool as
 every other read. They are kept here, small, and read-only.
 """
 
@@ -75,7 +75,7 @@ class PanelData:
         return await self.handlers.dispatch(self._conn, Request(id="panel", command=command, vault_path=vault))
 
     async def view(self, vault: str, fn: Any, *args: Any) -> Any:
-        return await self.handlers._call_at(vault, fn, *args)
+        return await self.handlers.call_at(vault, fn, *args)
 
     async def cached_view(self, vault: str, fn: Any, *args: Any) -> Any:
         return await self.cached(vault, (fn.__name__, *args), lambda: self.view(vault, fn, *args))

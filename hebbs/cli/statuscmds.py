@@ -1,0 +1,151 @@
+"""What is there: `hebbs status`, `hebbs daemon status` and `hebbs list`, each the `status` command's reply
+shown one way (declared: StatusShell, ListShell).
+
+`hebbs status` shows the daemon and the vaults here (starting the daemon if none runs); `hebbs daemon
+status` the daemon alone, in full, and never starts one; `hebbs list` a notes folder's files, and where
+its vault is kept when that is not its own RocksDB database.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from hebbs.client import Client
+from hebbs.errors import VaultNotInitialized
+from hebbs.paths import hebbs_home, resolve_vault
+from hebbs.protocol import DaemonBusy, DaemonUnavailable
+
+from . import output
+from .commands import KIND_NAMES, _count, _json
+from .vaultcmds import folder_client, notes_folder, require_vault
+
+
+class StatusShell:
+    summary = "the daemon and the vaults it serves"
+
+    @staticmethod
+    def send(args: argparse.Namespace, fields: dict[str, Any]) -> tuple[Any, Any, Any, str | None]:
+        """The daemon's state, the global vault's statistics and the project vault's (None, with why, when
+        there is none here); `hebbs daemon status`: the daemon's state alone, or the error that says none
+        answers (it starts none)."""
+        home = hebbs_home(args.home)
+        if _daemon_only(args):
+            with Client(global_=True, home=home, autostart=False) as probe:
+                try:
+                    return probe.status(vault=False), None, None, None
+                except (DaemonBusy, DaemonUnavailable) as exc:
+                    return exc, None, None, None
+        with Client(global_=True, home=home) as global_vault:
+            daemon = global_vault.status(vault=False)
+            global_stats = global_vault.stats()
+        project_stats = None
+        project_error = None
+        if not args.global_:
+            try:
+                project_dir = resolve_vault(args.vault, False, home)
+                with Client(vault=project_dir, home=home) as project:
+                    project_stats = project.stats()
+            except VaultNotInitialized as exc:
+                if args.vault is not None:
+                    raise
+                project_error = str(exc)
+        return daemon, global_stats, project_stats, project_error
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> int:
+        daemon, global_stats, project_stats, project_error = found
+        if _daemon_only(args):
+            return _show_daemon(args, daemon)
+        if _json(args):
+            output.emit_json({"daemon": daemon, "global": global_stats, "project": project_stats})
+            return 0
+        print(f"daemon   pid {daemon.pid}, up {daemon.uptime_s:.0f}s, model {daemon.model or '(loading)'}, "
+              f"{len(daemon.open_vaults)} open vaults, stops after {daemon.idle_timeout_s:.0f}s idle")
+        if daemon.panel is not None:
+            print(f"panel    {daemon.panel.url}  (Memory Palace; the address carries this daemon's token)")
+        for name, stats in (("global", global_stats), ("project", project_stats)):
+            if stats is None:
+                print(f"{name:<8} none here (`hebbs init` creates a project vault in this folder)" if project_error
+                      else f"{name:<8} -")
+                continue
+            kinds = ", ".join(_count(n, KIND_NAMES.get(k, k.lower())) for k, n in sorted(stats.by_kind.items()))
+            print(f"{name:<8} {stats.path}: {_count(stats.memories, 'memory')}" + (f" ({kinds})" if kinds else "")
+                  + _kept(stats.store, ", "))
+        return 0
+
+
+def _daemon_only(args: argparse.Namespace) -> bool:
+    """`hebbs daemon status` (the `daemon` subcommand has actions), not `hebbs status`."""
+    return hasattr(args, "action")
+
+
+def _show_daemon(args: argparse.Namespace, status: Any) -> int:
+    if isinstance(status, DaemonBusy):
+        if _json(args):
+            output.emit_json({"running": True, "busy": True})
+        else:
+            print(f"running, but refusing new connections: {status}")
+        return 0
+    if isinstance(status, DaemonUnavailable):
+        if _json(args):
+            output.emit_json({"running": False})
+        else:
+            print(f"no daemon running for {hebbs_home(args.home)}")
+        return output.EXIT_NO_DAEMON
+    if _json(args):
+        output.emit_json({"running": True, **msgspec.to_builtins(status)})
+        return 0
+    print(f"running: pid {status.pid}, up {status.uptime_s:.0f}s, {status.requests} requests, "
+          f"model {status.model or '(loading)'}")
+    print(f"socket {status.socket}; stops after {status.idle_timeout_s:.0f}s idle, "
+          f"closes vaults after {status.vault_idle_timeout_s:.0f}s")
+    print(f"connections {status.connections} of at most {status.max_connections}"
+          f" ({status.refused_busy} refused as busy since the start)")
+    if status.panel is not None:
+        print(f"panel {status.panel.url}  (Memory Palace; the address carries this daemon's token)")
+    for vault in status.open_vaults:
+        print(f"  open  {vault.path}  (idle {vault.idle_s:.0f}s{', indexing' if vault.indexing else ''})")
+    return 0
+
+
+def _kept(store: str, before: str) -> str:
+    """Where a vault is kept, said only when that is not its own RocksDB database (PostgreSQL)."""
+    return "" if store == "rocksdb" else f"{before}kept in {store}"
+
+
+class ListShell:
+    """`hebbs list`: the request names the notes folder found from PATH (as index finds it); text output
+    also says where a vault kept elsewhere (PostgreSQL) lives."""
+
+    @staticmethod
+    def send(args: argparse.Namespace, fields: dict[str, Any]) -> tuple[Path, Any, str]:
+        root = notes_folder(args)
+        require_vault(root)
+        with folder_client(args, root) as client:
+            files = client.list(root, sections=fields["sections"])
+            store = client.stats().store if args.format != "json" else "rocksdb"
+        return root, files, store
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:
+        root, files, store = found
+        if args.format == "json":
+            output.emit_json(files)
+            return
+        if store != "rocksdb":
+            print(f"vault {root / '.hebbs'} {_kept(store, '')}")
+        if not files:
+            print(f"no notes in {root}")
+            return
+        rows = [[f.state, str(f.sections), str(f.pending), f.entity_id or "-", f.path] for f in files]
+        output.table(["state", "sections", "pending", "entity", "path"], rows, right=(1, 2))
+        if fields["sections"]:
+            for f in files:
+                for s in f.section_list or []:
+                    heading = " > ".join(s.heading_path) or "(top)"
+                    memory = output.short_id(s.memory_id) if s.memory_id else "-"
+                    print(f"  {f.path}  {s.state:<7} {memory:<8}  {heading}")
