@@ -11,6 +11,7 @@ import msgspec
 
 from hebbs.errors import InvalidInput, NotFound
 from hebbs.protocol import SHORT_ID_MIN, _Command, short_id_fields
+from hebbs.schema import Memory
 
 if TYPE_CHECKING:
     from hebbs.engine import Engine
@@ -64,6 +65,18 @@ def _resolved(engine: "Engine", value: Any) -> Any:
             if plain.get(name) is not None:
                 plain[name] = _resolve_any(engine, plain[name])
         out.append(plain)
+    return out
+
+
+def memories_by_id(engine: "Engine", ids: list[str]) -> dict[str, Memory]:
+    """{id: its memory} for each of these ids that names one (what the panel and `list` show beside an id
+    that may be gone)."""
+    out: dict[str, Memory] = {}
+    for mid in dict.fromkeys(ids):
+        try:
+            out[mid] = engine.get(mid)
+        except (NotFound, InvalidInput):
+            continue
     return out
 
 

@@ -12,10 +12,11 @@ from typing import Any, Callable
 
 import msgspec
 
-from hebbs.errors import Cancelled, IndexingInProgress, InvalidInput, NotFound
+from hebbs.errors import Cancelled, IndexingInProgress, InvalidInput
 from hebbs.paths import VAULT_DIR
 from hebbs.protocol import Index, IndexCancel, IndexCancelled, IndexFollow, List, Request, ScanSummary
 
+from .calls import memories_by_id
 from .subscriptions import Connection
 from .vaults import VaultPool, VaultSlot
 
@@ -95,7 +96,7 @@ class IndexHandlers:
         async with self.pool.use(slot) as engine:
             # The engine tells which sections were revised away from their files (state "diverged").
             return await self.pool.run(list_vault, root, sections=command.sections,
-                                       memory=lambda mid: _memory_or_none(engine, mid))
+                                       memory=lambda mid: memories_by_id(engine, [mid]).get(mid))
 
     def _notes_vault(self, request: Request, path: str | None) -> tuple[VaultSlot, Path]:
         """The vault slot and notes folder of an index or list request: PATH/.hebbs, or vault_path's folder."""
@@ -173,10 +174,3 @@ def _retrieved(run: "asyncio.Future[Any]") -> None:
 
 def _quote(path: Path) -> str:
     return shlex.quote(str(path))
-
-
-def _memory_or_none(engine: Any, memory_id: str) -> Any:
-    try:
-        return engine.get(memory_id)
-    except NotFound:
-        return None

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from hebbs.errors import InvalidInput, NotFound
+from hebbs.errors import NotFound
 from hebbs.paths import VAULT_DIR
 from hebbs.protocol import Request, _Command
 from hebbs.schema import Edge, EdgeType, Memory, MemoryKind
 
+from ..calls import memories_by_id
 from .changes import STALE_COMMANDS
 from .host import DaemonHost
 
@@ -304,16 +305,6 @@ def timeline(engine: "Engine", entity: str | None, kind: str | None, limit: int 
               and (kind is None or m.kind.value == kind)]
     chosen.sort(key=lambda m: m.created_at)
     return chosen[-limit:], len(chosen)
-
-
-def memories_by_id(engine: "Engine", ids: list[str]) -> dict[str, Memory]:
-    out: dict[str, Memory] = {}
-    for mid in dict.fromkeys(ids):
-        try:
-            out[mid] = engine.get(mid)
-        except (NotFound, InvalidInput):
-            continue
-    return out
 
 
 def supersession(engine: "Engine", memory: Memory) -> tuple[list[Memory], list[Memory]]:
