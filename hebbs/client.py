@@ -16,7 +16,6 @@ Like the CLI, this module must not import numpy, the model or the engine.
 from __future__ import annotations
 
 import enum
-import inspect
 import itertools
 import os
 import re
@@ -24,17 +23,17 @@ import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from . import validate
 from .errors import HebbsError, InvalidInput, VaultNotInitialized
 from .paths import find_project_vault, hebbs_home, resolve_vault, socket_path
-from .protocol import (Close, DaemonUnavailable, Export, Feed, Remember, RememberItem, Subscribe,
+from .protocol import (Close, DaemonUnavailable, Export, Feed, RememberItem, Subscribe,
                        Subscribed, SubscriptionPush, _Command, convert, request_frame)
 from .recall.brains import BRAINS, GLOBAL
-from .schema import Memory, RecallResult, RecallResults, ScoringWeights, Source
+from .schema import Memory, RecallResult, RecallResults, ScoringWeights
 from .client_methods import AsyncMethods, Methods
 from .transport import (ProgressCallback, Vanished, aopen, apending_error, aread_reply, anext_frame,
                         closed_by_daemon, connect, export_chunk, gone, may_retry, next_frame, pending_error,
@@ -108,15 +107,6 @@ def _remember_item(item: Any) -> RememberItem:
         raise InvalidInput(f"invalid batch item: {exc}") from None
 
 
-def _remember(content: str, importance: float, context: dict[str, Any] | None, entity_id: str | None,
-              created_at: Any, kind: Any, source: Source | None, supersedes: Sequence[str], edges: Iterable[Any],
-              key: str | None, consolidate: bool | None) -> Remember:
-    return Remember(content=content, importance=importance, context=context, entity_id=entity_id,
-                    created_at=to_micros(created_at, "created_at"), kind=_kind(kind), source=source,
-                    supersedes=[supersedes] if isinstance(supersedes, str) else list(supersedes),
-                    edges=_edge_specs(edges), key=key, consolidate=consolidate)
-
-
 def _resolve(vault: os.PathLike | str | None, global_: bool, home: Path,
              cwd: os.PathLike | str | None) -> tuple[Path | None, HebbsError | None]:
     """The client's vault. A vault asked for by name must exist now; a project vault looked for from
@@ -183,6 +173,12 @@ def _wire(value: Any, field: str, annotation: str) -> Any:
         return value
     if "tuple[Micros" in annotation:
         return _time_range(value)
+    if "EdgeSpec" in annotation:
+        return _edge_specs(value)
+    if "RememberItem" in annotation:
+        if isinstance(value, (str, bytes, dict)):
+            raise InvalidInput(f"{field} must be a list of items (dicts with at least 'content')")
+        return [_remember_item(item) for item in value]
     if "ScoringWeights" in annotation:
         return _weights(value)
     if "Micros" in annotation or annotation == "AsOf":
@@ -206,27 +202,13 @@ def _wire(value: Any, field: str, annotation: str) -> Any:
 _TEXTS = re.compile(r"list\[(ShortId|Name|str|EdgeTypeName)\]")
 
 
-def _described(command: type[_Command]) -> Callable[[F], F]:
-    """A typed method's docstring: its command's (the one description every door shows), then the
-    method's own notes on its Python arguments, if it has any."""
-    def describe(method: F) -> F:
-        notes = method.__doc__
-        method.__doc__ = inspect.cleandoc(command.__doc__ or "") + (f"\n\n{inspect.cleandoc(notes)}" if notes else "")
-        method.sends = command  # type: ignore[attr-defined]
-        return method
-    return describe
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
 # The typed methods, written once for both clients ----------------------------------------------
 
 class _Doors(Methods):
     """Every command as a typed method, shared by Client and AsyncClient: each builds its request and
     hands it to `_send`, the one thing the two transports do differently (AsyncClient awaits them:
-    hebbs/client_methods.py). Most are generated from their declaration into client_methods.py; those
-    written here do more than send their fields. Defaults are the request Structs' own (tests/test_parity.py)."""
+    hebbs/client_methods.py). They are generated from their declarations into client_methods.py, and send
+    through `call`. Defaults are the request Structs' own (tests/test_parity.py)."""
 
     def _send(self, command: _Command, *, vault: bool | str | None = None, progress: ProgressCallback | None = None,
               then: Callable[[Any], Any] | None = None) -> Any:
@@ -235,12 +217,29 @@ class _Doors(Methods):
     vault_path: Path | None
     home: Path
 
-    def _declared(self, command: type[_Command], progress: ProgressCallback | None = None, *,
-                  vault: bool | None = None, method: str | None = None, **fields: Any) -> Any:
-        """A declared command's typed method (hebbs/client_methods.py): its arguments as the fields carry them;
-        `brains` (a command declared with them) as the vaults the request names; `vault` (a command that
-        may name one, declared `vault=None`) whether this client's vault goes with it; `method`, one of the
-        declaration's further methods (`also`) when not the first."""
+
+# What both clients share: the vault, request ids and frames, retry rules, reply decoding ------
+
+class _BaseClient(_Doors):
+    """Everything but the transport, as httpx splits Client and AsyncClient."""
+
+    def __init__(self, vault: os.PathLike | str | None, global_: bool, home: os.PathLike | str | None,
+                 autostart: bool, cwd: os.PathLike | str | None) -> None:
+        self.home = hebbs_home(home)
+        self.autostart = autostart
+        self.cwd = cwd
+        self.vault_path, self._vault_error = _resolve(vault, global_, self.home, cwd)
+        self._ids = itertools.count(1)
+
+    def call(self, command: type[_Command], progress: ProgressCallback | None = None, *,
+             vault: bool | None = None, method: str | None = None, **fields: Any) -> Any:
+        """Send a declared command given as its typed method's arguments, as every generated method does
+        (`hb.call(Recall, cue="...", brains="global")` is `hb.recall("...", brains="global")`): each argument
+        as its field carries it (a time as microseconds, a path absolute, one id as a list); `brains` (a
+        command declared with them) as the vaults the request names; `vault` (a command that may name
+        one, declared `vault=None`) whether this client's vault goes with it; `method`, one of the
+        declaration's further methods (`also`: stats, remember_many) when not the first. `request` sends
+        a request Struct as it is."""
         brains = fields.pop("brains", None)
         values = {f: _wire(v, f, command.__annotations__[f]) for f, v in fields.items()}
         request = command(**values)
@@ -258,38 +257,6 @@ class _Doors(Methods):
             return self._send(request, vault=vault, progress=progress, then=returns)
         vault, request.vaults, notes = _brain_vaults(brains, self.vault_path, self.home, self.cwd)
         return self._send(request, vault=vault, then=lambda found: _with_notes(found, notes))
-
-    @_described(Remember)
-    def remember(self, content: str, *, importance: float = 0.5, context: dict[str, Any] | None = None,
-                 entity_id: str | None = None, created_at: Any = None, kind: Any = "EPISODE",
-                 source: Source | None = None, supersedes: Sequence[str] = (), edges: Iterable[Any] = (),
-                 key: str | None = None, consolidate: bool | None = None) -> Memory:
-        """`edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces; `key`: a memory
-        already stored under it is returned instead (idempotent); a restatement of an existing memory folds
-        into it (consolidated=True) unless `consolidate` is False."""
-        return self._send(_remember(content, importance, context, entity_id, created_at, kind, source,
-                                    supersedes, edges, key, consolidate))
-
-    @_described(Remember)
-    def remember_many(self, items: Iterable[Any], *, check_contradictions: bool | None = None,
-                      consolidate: bool | None = None) -> list[Memory]:
-        """`items`: dicts with the fields of remember, or RememberItems."""
-        return self._send(Remember(items=[_remember_item(i) for i in items],
-                                   check_contradictions=check_contradictions, consolidate=consolidate))
-
-
-# What both clients share: the vault, request ids and frames, retry rules, reply decoding ------
-
-class _BaseClient(_Doors):
-    """Everything but the transport, as httpx splits Client and AsyncClient."""
-
-    def __init__(self, vault: os.PathLike | str | None, global_: bool, home: os.PathLike | str | None,
-                 autostart: bool, cwd: os.PathLike | str | None) -> None:
-        self.home = hebbs_home(home)
-        self.autostart = autostart
-        self.cwd = cwd
-        self.vault_path, self._vault_error = _resolve(vault, global_, self.home, cwd)
-        self._ids = itertools.count(1)
 
     def _vault(self) -> str:
         if self.vault_path is None:

@@ -4,7 +4,7 @@ edit (tests/test_docs.py checks that it is what they say).
 Each declared command's typed method, written out so that type checkers and editors see it: once for
 Client (`Methods`) and once, as a coroutine, for AsyncClient (`AsyncMethods`), from one declaration.
 A method's parameters are its request's fields with the Struct's defaults (renamed or keyword-only as
-the declaration's `params` says), its docstring the command's; `_declared` (hebbs/client.py) sends
+the declaration's `params` says), its docstring the command's; `call` (hebbs/client.py) sends
 them as the wire carries them. AsyncMethods also awaits the methods hebbs/client.py writes by hand.
 """
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from typing import Literal
 
-    from .protocol import (DaemonStatus, IndexCancelled, PanelState, Pong, ReviseItem, Stopping)
+    from .protocol import (DaemonStatus, IndexCancelled, PanelState, Pong, RememberItem, ReviseItem, Stopping)
     from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
                          Edge, EdgeType, ImportSummary, Insight, InsightInput, Inspection, Memory, QueryLogEntry,
                          RecallResults, ReflectAutoResult, ReflectCommitted, ReflectPrepared, ScoringWeights, Source,
@@ -33,31 +33,68 @@ if TYPE_CHECKING:
 class Methods:
     """The declared commands' methods of Client."""
 
-    def _declared(self, command: Any, progress: ProgressCallback | None = None, *, vault: bool | None = None,
-                  method: str | None = None, **fields: Any) -> Any:
+    def call(self, command: Any, progress: ProgressCallback | None = None, *, vault: bool | None = None,
+             method: str | None = None, **fields: Any) -> Any:
         raise NotImplementedError
 
     def ping(self) -> Pong:
         """Is a daemon there? Answers Pong without touching any vault."""
-        return self._declared(protocol.Ping)
+        return self.call(protocol.Ping)
+
+    def stats(self) -> VaultStats:
+        """The vault's statistics (what Engine.stats() returns)."""
+        return self.call(protocol.Status, method="stats")
 
     def status(self, *, vault: bool = True) -> DaemonStatus:
         """The daemon's state, and the request's vault statistics when vault_path is given.
 
         vault=False: without this client's vault."""
-        return self._declared(protocol.Status, vault=vault)
-
-    def stats(self) -> VaultStats:
-        """The vault's statistics (what Engine.stats() returns)."""
-        return self._declared(protocol.Status, method="stats")
+        return self.call(protocol.Status, vault=vault)
 
     def shutdown(self) -> Stopping:
         """Stop the daemon after replying: vaults close cleanly, the socket and PID file go."""
-        return self._declared(protocol.Shutdown)
+        return self.call(protocol.Shutdown)
+
+    def remember(
+        self,
+        content: str,
+        *,
+        importance: float = 0.5,
+        context: dict[str, Any] | None = None,
+        entity_id: str | None = None,
+        created_at: int | str | datetime.datetime | None = None,
+        kind: str = 'EPISODE',
+        source: Source | None = None,
+        supersedes: Sequence[str] | str = (),
+        edges: Sequence[tuple[str, str, float]] = (),
+        key: str | None = None,
+        consolidate: bool | None = None,
+    ) -> Memory:
+        """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
+
+        `edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces; `key`: a memory already
+        stored under it is returned instead (idempotent); a restatement of an existing memory folds into it
+        (consolidated=True) unless `consolidate` is False."""
+        return self.call(protocol.Remember, method="remember", content=content, importance=importance, context=context,
+                         entity_id=entity_id, created_at=created_at, kind=kind, source=source, supersedes=supersedes,
+                         edges=edges, key=key, consolidate=consolidate)
+
+    def remember_many(
+        self,
+        items: Sequence[RememberItem],
+        *,
+        check_contradictions: bool | None = None,
+        consolidate: bool | None = None,
+    ) -> list[Memory]:
+        """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
+
+        `items`: dicts with the fields of remember, or RememberItems."""
+        return self.call(protocol.Remember, method="remember_many", items=items,
+                         check_contradictions=check_contradictions, consolidate=consolidate)
 
     def get(self, memory_id: str) -> Memory:
         """One memory by id (a full ULID, or a unique suffix of at least 6 characters)."""
-        return self._declared(protocol.Get, id=memory_id)
+        return self.call(protocol.Get, id=memory_id)
 
     def revise(
         self,
@@ -70,38 +107,37 @@ class Methods:
         source: Source | None = None,
     ) -> Memory:
         """Change a memory in place; the earlier text is kept as its history. Absent fields stay as they are."""
-        return self._declared(protocol.Revise, id=memory_id, content=content, importance=importance, context=context,
-                              entity_id=entity_id, source=source)
+        return self.call(protocol.Revise, id=memory_id, content=content, importance=importance, context=context,
+                         entity_id=entity_id, source=source)
 
     def revise_many(self, items: Sequence[ReviseItem]) -> list[Memory]:
         """Revise many memories in one request (changed texts embedded in batches); data is a list of Memory."""
-        return self._declared(protocol.ReviseMany, items=items)
+        return self.call(protocol.ReviseMany, items=items)
 
     def history(self, memory_id: str) -> list[Memory]:
         """A memory's earlier versions, newest first; data is a list of Memory."""
-        return self._declared(protocol.History, id=memory_id)
+        return self.call(protocol.History, id=memory_id)
 
     def add_edge(self, source: str, edge_type: EdgeType | str, target: str, confidence: float = 1.0) -> Edge:
         """Add (or replace) the edge source -[edge_type]-> target; data is the Edge."""
-        return self._declared(protocol.AddEdge, source=source, edge_type=edge_type, target=target,
-                              confidence=confidence)
+        return self.call(protocol.AddEdge, source=source, edge_type=edge_type, target=target, confidence=confidence)
 
     def remove_edge(self, source: str, edge_type: EdgeType | str, target: str) -> Any:
         """Delete one edge; NOT_FOUND when there is none. Data is {"removed": 1}."""
-        return self._declared(protocol.RemoveEdge, source=source, edge_type=edge_type, target=target)
+        return self.call(protocol.RemoveEdge, source=source, edge_type=edge_type, target=target)
 
     def edges(self, memory_id: str, direction: Literal['out', 'in', 'both'] = 'both') -> list[Edge]:
         """A memory's edges: "out" (from it), "in" (to it) or "both"; data is a list of Edge."""
-        return self._declared(protocol.Edges, id=memory_id, direction=direction)
+        return self.call(protocol.Edges, id=memory_id, direction=direction)
 
     def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
         """The k memories whose stored vectors are nearest to this memory's (itself, revisions and superseded
         memories excluded), nearest first; data is a list of [memory id, cosine similarity]."""
-        return self._declared(protocol.Neighbors, id=memory_id, k=k)
+        return self.call(protocol.Neighbors, id=memory_id, k=k)
 
     def forget(self, ids: Sequence[str] | str | None = None, *, entity_id: str | None = None) -> Any:
         """Remove memories by id, or every memory of an entity; data is Forgotten."""
-        return self._declared(protocol.Forget, ids=ids, entity_id=entity_id)
+        return self.call(protocol.Forget, ids=ids, entity_id=entity_id)
 
     def recall(
         self,
@@ -130,15 +166,15 @@ class Methods:
 
         `brains` ("project", "global"): search them together, one merged list, each result labelled (default:
         this client's vault alone)."""
-        return self._declared(protocol.Recall, cue=cue, strategies=strategies, top_k=top_k, entity_id=entity_id,
-                              time_range=time_range, weights=weights, include_superseded=include_superseded,
-                              reinforce=reinforce, mmr_lambda=mmr_lambda, seed=seed, direction=direction,
-                              max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy, now=now,
-                              brains=brains, associate=associate)
+        return self.call(protocol.Recall, cue=cue, strategies=strategies, top_k=top_k, entity_id=entity_id,
+                         time_range=time_range, weights=weights, include_superseded=include_superseded,
+                         reinforce=reinforce, mmr_lambda=mmr_lambda, seed=seed, direction=direction,
+                         max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy, now=now,
+                         brains=brains, associate=associate)
 
     def reinforce(self, ids: Sequence[str] | str, *, via: str = 'used') -> list[Memory]:
         """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
-        return self._declared(protocol.Reinforce, ids=ids, via=via)
+        return self.call(protocol.Reinforce, ids=ids, via=via)
 
     def prime(
         self,
@@ -153,8 +189,8 @@ class Methods:
 
         `brains` ("project", "global"): search them together, one merged list, each result labelled (default:
         this client's vault and the global one; the global one alone for a global client)."""
-        return self._declared(protocol.Prime, entity_id=entity_id, similarity_cue=similarity_cue,
-                              max_memories=max_memories, now=now, brains=brains)
+        return self.call(protocol.Prime, entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
+                         now=now, brains=brains)
 
     def index(
         self,
@@ -172,12 +208,12 @@ class Methods:
         diffs (only `paths`, when given; data: ScanSummary), phase 2 embeds and writes what phase 1
         planned (data: IndexSummary). `ray`: the address of a Ray cluster that embeds the sections
         (docs/scale.md)."""
-        return self._declared(protocol.Index, path=path, phase=phase, paths=paths, ray=ray, progress=progress)
+        return self.call(protocol.Index, path=path, phase=phase, paths=paths, ray=ray, progress=progress)
 
     def index_cancel(self, path: str | os.PathLike[str] | None = None) -> IndexCancelled:
         """Stop the index run on PATH/.hebbs (or the request's vault), wherever it was started, and wait until it
         has stopped. What it committed stays; the next run picks up the rest. Data is IndexCancelled."""
-        return self._declared(protocol.IndexCancel, path=path)
+        return self.call(protocol.IndexCancel, path=path)
 
     def index_follow(
         self,
@@ -186,32 +222,32 @@ class Methods:
     ) -> Any:
         """Follow the index run on PATH/.hebbs started elsewhere: its progress frames, then its IndexSummary
         (null data when no run is going; a CANCELLED error when it is cancelled)."""
-        return self._declared(protocol.IndexFollow, path=path, progress=progress)
+        return self.call(protocol.IndexFollow, path=path, progress=progress)
 
     def list(self, path: str | os.PathLike[str] | None = None, *, sections: bool = False) -> Any:
         """The notes folder's indexed files (and their sections when asked)."""
-        return self._declared(protocol.List, path=path, sections=sections)
+        return self.call(protocol.List, path=path, sections=sections)
 
     def count(self) -> int:
         """How many memories the vault holds (earlier versions not counted)."""
-        return self._declared(protocol.Count)
+        return self.call(protocol.Count)
 
     def queries(self, limit: int = 50) -> list[QueryLogEntry]:
         """The most recent recalls from the query log, newest first."""
-        return self._declared(protocol.Queries, limit=limit)
+        return self.call(protocol.Queries, limit=limit)
 
     def inspect(self, memory_id: str) -> Inspection:
         """One memory with its edges and its earlier versions."""
-        return self._declared(protocol.Inspect, id=memory_id)
+        return self.call(protocol.Inspect, id=memory_id)
 
     def source(self, memory_id: str) -> SourceSection:
         """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
-        return self._declared(protocol.ShowSource, id=memory_id)
+        return self.call(protocol.ShowSource, id=memory_id)
 
     def import_records(self, records: Sequence[dict[str, Any]]) -> ImportSummary:
         """Restore export records (docs/export.md) with new ids, memories first (a later request finds the
         memories of earlier ones); data is ImportSummary."""
-        return self._declared(protocol.ImportRecords, records=records)
+        return self.call(protocol.ImportRecords, records=records)
 
     def reflect_prepare(
         self,
@@ -220,12 +256,12 @@ class Methods:
         max_memories: int = 500,
     ) -> ReflectPrepared:
         """Cluster the scope's memories into a session, one ready prompt per cluster; data is ReflectPrepared."""
-        return self._declared(protocol.ReflectPrepare, entity_id=entity_id, since=since, max_memories=max_memories)
+        return self.call(protocol.ReflectPrepare, entity_id=entity_id, since=since, max_memories=max_memories)
 
     def reflect_commit(self, session_id: str, insights: Sequence[InsightInput]) -> ReflectCommitted:
         """Store the insights an agent drew from a prepared session, all or none (a notes folder also gets each as a
         note in its insights folder); data is ReflectCommitted."""
-        return self._declared(protocol.ReflectCommit, session_id=session_id, insights=insights)
+        return self.call(protocol.ReflectCommit, session_id=session_id, insights=insights)
 
     def insights(
         self,
@@ -234,16 +270,15 @@ class Methods:
         max_results: int = 100,
     ) -> list[Insight]:
         """The vault's insights, newest first; data is a list of Insight."""
-        return self._declared(protocol.Insights, entity_id=entity_id, min_confidence=min_confidence,
-                              max_results=max_results)
+        return self.call(protocol.Insights, entity_id=entity_id, min_confidence=min_confidence, max_results=max_results)
 
     def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
         """The queued contradiction candidates, both sides in full; data is ContradictionPrepared."""
-        return self._declared(protocol.ContradictionPrepare, max_results=max_results)
+        return self.call(protocol.ContradictionPrepare, max_results=max_results)
 
     def contradiction_commit(self, verdicts: Sequence[ContradictionVerdict]) -> ContradictionCommitted:
         """Apply verdicts on queued candidates in one batch; data is ContradictionCommitted."""
-        return self._declared(protocol.ContradictionCommit, verdicts=verdicts)
+        return self.call(protocol.ContradictionCommit, verdicts=verdicts)
 
     def reflect(
         self,
@@ -254,27 +289,27 @@ class Methods:
         """reflect_prepare then reflect_commit, the configured LLM doing the reasoning; data is ReflectAutoResult.
 
         Fails with LLM_NOT_CONFIGURED when the vault has no [llm], and LLM_ERROR when the server fails."""
-        return self._declared(protocol.Reflect, entity_id=entity_id, since=since, max_memories=max_memories)
+        return self.call(protocol.Reflect, entity_id=entity_id, since=since, max_memories=max_memories)
 
     def contradiction_auto(self, max_results: int = 100, min_confidence: float = 0.7) -> ContradictionAutoResult:
         """The configured LLM gives verdicts on the queued candidates; data is ContradictionAutoResult."""
-        return self._declared(protocol.ContradictionAuto, max_results=max_results, min_confidence=min_confidence)
+        return self.call(protocol.ContradictionAuto, max_results=max_results, min_confidence=min_confidence)
 
     def unconsolidate(self, record_id: str) -> Memory:
         """Make a restatement record (see history) a memory of its own again; data is that Memory."""
-        return self._declared(protocol.Unconsolidate, id=record_id)
+        return self.call(protocol.Unconsolidate, id=record_id)
 
     def consolidate(self, *, dry_run: bool = False) -> list[tuple[str, str]]:
         """Merge every restatement in the vault into the memory it repeats; data is [[restatement, survivor], ...]."""
-        return self._declared(protocol.Consolidate, dry_run=dry_run)
+        return self.call(protocol.Consolidate, dry_run=dry_run)
 
     def forget_candidates(self, now: int | str | datetime.datetime | None = None) -> list[Memory]:
         """Memories decayed below the forget threshold, least alive first; lists, deletes nothing."""
-        return self._declared(protocol.ForgetCandidates, now=now)
+        return self.call(protocol.ForgetCandidates, now=now)
 
     def panel(self, port: int | None = None) -> PanelState:
         """Make sure the Memory Palace web panel is served (on `port`, else the configured one); data is PanelState."""
-        return self._declared(protocol.Panel, port=port)
+        return self.call(protocol.Panel, port=port)
 
 
 class AsyncMethods:
@@ -282,25 +317,62 @@ class AsyncMethods:
 
     async def ping(self) -> Pong:
         """Is a daemon there? Answers Pong without touching any vault."""
-        return await self._declared(protocol.Ping)
+        return await self.call(protocol.Ping)
+
+    async def stats(self) -> VaultStats:
+        """The vault's statistics (what Engine.stats() returns)."""
+        return await self.call(protocol.Status, method="stats")
 
     async def status(self, *, vault: bool = True) -> DaemonStatus:
         """The daemon's state, and the request's vault statistics when vault_path is given.
 
         vault=False: without this client's vault."""
-        return await self._declared(protocol.Status, vault=vault)
-
-    async def stats(self) -> VaultStats:
-        """The vault's statistics (what Engine.stats() returns)."""
-        return await self._declared(protocol.Status, method="stats")
+        return await self.call(protocol.Status, vault=vault)
 
     async def shutdown(self) -> Stopping:
         """Stop the daemon after replying: vaults close cleanly, the socket and PID file go."""
-        return await self._declared(protocol.Shutdown)
+        return await self.call(protocol.Shutdown)
+
+    async def remember(
+        self,
+        content: str,
+        *,
+        importance: float = 0.5,
+        context: dict[str, Any] | None = None,
+        entity_id: str | None = None,
+        created_at: int | str | datetime.datetime | None = None,
+        kind: str = 'EPISODE',
+        source: Source | None = None,
+        supersedes: Sequence[str] | str = (),
+        edges: Sequence[tuple[str, str, float]] = (),
+        key: str | None = None,
+        consolidate: bool | None = None,
+    ) -> Memory:
+        """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
+
+        `edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces; `key`: a memory already
+        stored under it is returned instead (idempotent); a restatement of an existing memory folds into it
+        (consolidated=True) unless `consolidate` is False."""
+        return await self.call(protocol.Remember, method="remember", content=content, importance=importance,
+                               context=context, entity_id=entity_id, created_at=created_at, kind=kind, source=source,
+                               supersedes=supersedes, edges=edges, key=key, consolidate=consolidate)
+
+    async def remember_many(
+        self,
+        items: Sequence[RememberItem],
+        *,
+        check_contradictions: bool | None = None,
+        consolidate: bool | None = None,
+    ) -> list[Memory]:
+        """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
+
+        `items`: dicts with the fields of remember, or RememberItems."""
+        return await self.call(protocol.Remember, method="remember_many", items=items,
+                               check_contradictions=check_contradictions, consolidate=consolidate)
 
     async def get(self, memory_id: str) -> Memory:
         """One memory by id (a full ULID, or a unique suffix of at least 6 characters)."""
-        return await self._declared(protocol.Get, id=memory_id)
+        return await self.call(protocol.Get, id=memory_id)
 
     async def revise(
         self,
@@ -313,38 +385,38 @@ class AsyncMethods:
         source: Source | None = None,
     ) -> Memory:
         """Change a memory in place; the earlier text is kept as its history. Absent fields stay as they are."""
-        return await self._declared(protocol.Revise, id=memory_id, content=content, importance=importance,
-                                    context=context, entity_id=entity_id, source=source)
+        return await self.call(protocol.Revise, id=memory_id, content=content, importance=importance, context=context,
+                               entity_id=entity_id, source=source)
 
     async def revise_many(self, items: Sequence[ReviseItem]) -> list[Memory]:
         """Revise many memories in one request (changed texts embedded in batches); data is a list of Memory."""
-        return await self._declared(protocol.ReviseMany, items=items)
+        return await self.call(protocol.ReviseMany, items=items)
 
     async def history(self, memory_id: str) -> list[Memory]:
         """A memory's earlier versions, newest first; data is a list of Memory."""
-        return await self._declared(protocol.History, id=memory_id)
+        return await self.call(protocol.History, id=memory_id)
 
     async def add_edge(self, source: str, edge_type: EdgeType | str, target: str, confidence: float = 1.0) -> Edge:
         """Add (or replace) the edge source -[edge_type]-> target; data is the Edge."""
-        return await self._declared(protocol.AddEdge, source=source, edge_type=edge_type, target=target,
-                                    confidence=confidence)
+        return await self.call(protocol.AddEdge, source=source, edge_type=edge_type, target=target,
+                               confidence=confidence)
 
     async def remove_edge(self, source: str, edge_type: EdgeType | str, target: str) -> Any:
         """Delete one edge; NOT_FOUND when there is none. Data is {"removed": 1}."""
-        return await self._declared(protocol.RemoveEdge, source=source, edge_type=edge_type, target=target)
+        return await self.call(protocol.RemoveEdge, source=source, edge_type=edge_type, target=target)
 
     async def edges(self, memory_id: str, direction: Literal['out', 'in', 'both'] = 'both') -> list[Edge]:
         """A memory's edges: "out" (from it), "in" (to it) or "both"; data is a list of Edge."""
-        return await self._declared(protocol.Edges, id=memory_id, direction=direction)
+        return await self.call(protocol.Edges, id=memory_id, direction=direction)
 
     async def neighbors(self, memory_id: str, k: int = 10) -> list[tuple[str, float]]:
         """The k memories whose stored vectors are nearest to this memory's (itself, revisions and superseded
         memories excluded), nearest first; data is a list of [memory id, cosine similarity]."""
-        return await self._declared(protocol.Neighbors, id=memory_id, k=k)
+        return await self.call(protocol.Neighbors, id=memory_id, k=k)
 
     async def forget(self, ids: Sequence[str] | str | None = None, *, entity_id: str | None = None) -> Any:
         """Remove memories by id, or every memory of an entity; data is Forgotten."""
-        return await self._declared(protocol.Forget, ids=ids, entity_id=entity_id)
+        return await self.call(protocol.Forget, ids=ids, entity_id=entity_id)
 
     async def recall(
         self,
@@ -373,15 +445,15 @@ class AsyncMethods:
 
         `brains` ("project", "global"): search them together, one merged list, each result labelled (default:
         this client's vault alone)."""
-        return await self._declared(protocol.Recall, cue=cue, strategies=strategies, top_k=top_k, entity_id=entity_id,
-                                    time_range=time_range, weights=weights, include_superseded=include_superseded,
-                                    reinforce=reinforce, mmr_lambda=mmr_lambda, seed=seed, direction=direction,
-                                    max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy, now=now,
-                                    brains=brains, associate=associate)
+        return await self.call(protocol.Recall, cue=cue, strategies=strategies, top_k=top_k, entity_id=entity_id,
+                               time_range=time_range, weights=weights, include_superseded=include_superseded,
+                               reinforce=reinforce, mmr_lambda=mmr_lambda, seed=seed, direction=direction,
+                               max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy, now=now,
+                               brains=brains, associate=associate)
 
     async def reinforce(self, ids: Sequence[str] | str, *, via: str = 'used') -> list[Memory]:
         """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
-        return await self._declared(protocol.Reinforce, ids=ids, via=via)
+        return await self.call(protocol.Reinforce, ids=ids, via=via)
 
     async def prime(
         self,
@@ -396,8 +468,8 @@ class AsyncMethods:
 
         `brains` ("project", "global"): search them together, one merged list, each result labelled (default:
         this client's vault and the global one; the global one alone for a global client)."""
-        return await self._declared(protocol.Prime, entity_id=entity_id, similarity_cue=similarity_cue,
-                                    max_memories=max_memories, now=now, brains=brains)
+        return await self.call(protocol.Prime, entity_id=entity_id, similarity_cue=similarity_cue,
+                               max_memories=max_memories, now=now, brains=brains)
 
     async def index(
         self,
@@ -415,12 +487,12 @@ class AsyncMethods:
         diffs (only `paths`, when given; data: ScanSummary), phase 2 embeds and writes what phase 1
         planned (data: IndexSummary). `ray`: the address of a Ray cluster that embeds the sections
         (docs/scale.md)."""
-        return await self._declared(protocol.Index, path=path, phase=phase, paths=paths, ray=ray, progress=progress)
+        return await self.call(protocol.Index, path=path, phase=phase, paths=paths, ray=ray, progress=progress)
 
     async def index_cancel(self, path: str | os.PathLike[str] | None = None) -> IndexCancelled:
         """Stop the index run on PATH/.hebbs (or the request's vault), wherever it was started, and wait until it
         has stopped. What it committed stays; the next run picks up the rest. Data is IndexCancelled."""
-        return await self._declared(protocol.IndexCancel, path=path)
+        return await self.call(protocol.IndexCancel, path=path)
 
     async def index_follow(
         self,
@@ -429,32 +501,32 @@ class AsyncMethods:
     ) -> Any:
         """Follow the index run on PATH/.hebbs started elsewhere: its progress frames, then its IndexSummary
         (null data when no run is going; a CANCELLED error when it is cancelled)."""
-        return await self._declared(protocol.IndexFollow, path=path, progress=progress)
+        return await self.call(protocol.IndexFollow, path=path, progress=progress)
 
     async def list(self, path: str | os.PathLike[str] | None = None, *, sections: bool = False) -> Any:
         """The notes folder's indexed files (and their sections when asked)."""
-        return await self._declared(protocol.List, path=path, sections=sections)
+        return await self.call(protocol.List, path=path, sections=sections)
 
     async def count(self) -> int:
         """How many memories the vault holds (earlier versions not counted)."""
-        return await self._declared(protocol.Count)
+        return await self.call(protocol.Count)
 
     async def queries(self, limit: int = 50) -> list[QueryLogEntry]:
         """The most recent recalls from the query log, newest first."""
-        return await self._declared(protocol.Queries, limit=limit)
+        return await self.call(protocol.Queries, limit=limit)
 
     async def inspect(self, memory_id: str) -> Inspection:
         """One memory with its edges and its earlier versions."""
-        return await self._declared(protocol.Inspect, id=memory_id)
+        return await self.call(protocol.Inspect, id=memory_id)
 
     async def source(self, memory_id: str) -> SourceSection:
         """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
-        return await self._declared(protocol.ShowSource, id=memory_id)
+        return await self.call(protocol.ShowSource, id=memory_id)
 
     async def import_records(self, records: Sequence[dict[str, Any]]) -> ImportSummary:
         """Restore export records (docs/export.md) with new ids, memories first (a later request finds the
         memories of earlier ones); data is ImportSummary."""
-        return await self._declared(protocol.ImportRecords, records=records)
+        return await self.call(protocol.ImportRecords, records=records)
 
     async def reflect_prepare(
         self,
@@ -463,13 +535,12 @@ class AsyncMethods:
         max_memories: int = 500,
     ) -> ReflectPrepared:
         """Cluster the scope's memories into a session, one ready prompt per cluster; data is ReflectPrepared."""
-        return await self._declared(protocol.ReflectPrepare, entity_id=entity_id, since=since,
-                                    max_memories=max_memories)
+        return await self.call(protocol.ReflectPrepare, entity_id=entity_id, since=since, max_memories=max_memories)
 
     async def reflect_commit(self, session_id: str, insights: Sequence[InsightInput]) -> ReflectCommitted:
         """Store the insights an agent drew from a prepared session, all or none (a notes folder also gets each as a
         note in its insights folder); data is ReflectCommitted."""
-        return await self._declared(protocol.ReflectCommit, session_id=session_id, insights=insights)
+        return await self.call(protocol.ReflectCommit, session_id=session_id, insights=insights)
 
     async def insights(
         self,
@@ -478,16 +549,16 @@ class AsyncMethods:
         max_results: int = 100,
     ) -> list[Insight]:
         """The vault's insights, newest first; data is a list of Insight."""
-        return await self._declared(protocol.Insights, entity_id=entity_id, min_confidence=min_confidence,
-                                    max_results=max_results)
+        return await self.call(protocol.Insights, entity_id=entity_id, min_confidence=min_confidence,
+                               max_results=max_results)
 
     async def contradiction_prepare(self, max_results: int = 100) -> ContradictionPrepared:
         """The queued contradiction candidates, both sides in full; data is ContradictionPrepared."""
-        return await self._declared(protocol.ContradictionPrepare, max_results=max_results)
+        return await self.call(protocol.ContradictionPrepare, max_results=max_results)
 
     async def contradiction_commit(self, verdicts: Sequence[ContradictionVerdict]) -> ContradictionCommitted:
         """Apply verdicts on queued candidates in one batch; data is ContradictionCommitted."""
-        return await self._declared(protocol.ContradictionCommit, verdicts=verdicts)
+        return await self.call(protocol.ContradictionCommit, verdicts=verdicts)
 
     async def reflect(
         self,
@@ -498,60 +569,24 @@ class AsyncMethods:
         """reflect_prepare then reflect_commit, the configured LLM doing the reasoning; data is ReflectAutoResult.
 
         Fails with LLM_NOT_CONFIGURED when the vault has no [llm], and LLM_ERROR when the server fails."""
-        return await self._declared(protocol.Reflect, entity_id=entity_id, since=since, max_memories=max_memories)
+        return await self.call(protocol.Reflect, entity_id=entity_id, since=since, max_memories=max_memories)
 
     async def contradiction_auto(self, max_results: int = 100, min_confidence: float = 0.7) -> ContradictionAutoResult:
         """The configured LLM gives verdicts on the queued candidates; data is ContradictionAutoResult."""
-        return await self._declared(protocol.ContradictionAuto, max_results=max_results, min_confidence=min_confidence)
+        return await self.call(protocol.ContradictionAuto, max_results=max_results, min_confidence=min_confidence)
 
     async def unconsolidate(self, record_id: str) -> Memory:
         """Make a restatement record (see history) a memory of its own again; data is that Memory."""
-        return await self._declared(protocol.Unconsolidate, id=record_id)
+        return await self.call(protocol.Unconsolidate, id=record_id)
 
     async def consolidate(self, *, dry_run: bool = False) -> list[tuple[str, str]]:
         """Merge every restatement in the vault into the memory it repeats; data is [[restatement, survivor], ...]."""
-        return await self._declared(protocol.Consolidate, dry_run=dry_run)
+        return await self.call(protocol.Consolidate, dry_run=dry_run)
 
     async def forget_candidates(self, now: int | str | datetime.datetime | None = None) -> list[Memory]:
         """Memories decayed below the forget threshold, least alive first; lists, deletes nothing."""
-        return await self._declared(protocol.ForgetCandidates, now=now)
+        return await self.call(protocol.ForgetCandidates, now=now)
 
     async def panel(self, port: int | None = None) -> PanelState:
         """Make sure the Memory Palace web panel is served (on `port`, else the configured one); data is PanelState."""
-        return await self._declared(protocol.Panel, port=port)
-
-    async def remember(
-        self,
-        content: str,
-        *,
-        importance: float = 0.5,
-        context: dict[str, Any] | None = None,
-        entity_id: str | None = None,
-        created_at: Any = None,
-        kind: Any = 'EPISODE',
-        source: Source | None = None,
-        supersedes: Sequence[str] = (),
-        edges: Iterable[Any] = (),
-        key: str | None = None,
-        consolidate: bool | None = None,
-    ) -> Memory:
-        """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
-
-        `edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces; `key`: a memory
-        already stored under it is returned instead (idempotent); a restatement of an existing memory folds
-        into it (consolidated=True) unless `consolidate` is False."""
-        return await super().remember(content, importance=importance, context=context, entity_id=entity_id,
-                                      created_at=created_at, kind=kind, source=source, supersedes=supersedes,
-                                      edges=edges, key=key, consolidate=consolidate)
-
-    async def remember_many(
-        self,
-        items: Iterable[Any],
-        *,
-        check_contradictions: bool | None = None,
-        consolidate: bool | None = None,
-    ) -> list[Memory]:
-        """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
-
-        `items`: dicts with the fields of remember, or RememberItems."""
-        return await super().remember_many(items, check_contradictions=check_contradictions, consolidate=consolidate)
+        return await self.call(protocol.Panel, port=port)

@@ -280,8 +280,12 @@ class Spec(NamedTuple):
     # "both", by default this client's vault and the global one (the global one alone for a global client).
     brains: Literal["one", "both"] | None = None
     # More typed methods of Client and AsyncClient over this one command (stats beside status), generated
-    # beside the first.
+    # beside the first; one named as the Engine method replaces the first (remember_many).
     also: tuple[Method, ...] = ()
+    # The field that holds a batch (remember's `items`): the request is one item (the fields of the batch's
+    # item type) or a batch, never both; the Engine method takes the batch (one item as a batch of one),
+    # and the reply is a list for a batch, the one answer for one item.
+    batch: str | None = None
 
     @property
     def refreshes_panel(self) -> bool:
@@ -305,36 +309,51 @@ class Spec(NamedTuple):
 
     @property
     def client_method(self) -> str | None:
-        """The typed method of Client and AsyncClient that sends the command (None: it has none)."""
-        return self.method or self.engine
+        """The first typed method of Client and AsyncClient that sends the command (None: it has none, or
+        only those `also` lists)."""
+        name = self.method or self.engine
+        return None if self.method is None and any(m.name == name for m in self.also) else name
 
     def parameters(self, fields: list[str]) -> list[tuple[str, str, bool]]:
         """(parameter, field, keyword-only) of the typed method over a command with these fields, in
         the order `params` gives: the renamed and listed fields first, then the rest."""
-        listed = self.params if self.params is not None else "memory_id=id" if "id" in fields else ""
-        renamed: dict[str, str] = {}
-        keyword_from = len(fields)
-        for word in (w.strip() for w in listed.split(",")):
-            if word == "*":
-                keyword_from = len(renamed)
-            elif word:
-                name, _, field = word.partition("=")
-                renamed[field or name] = name
-        order = [*renamed, *(f for f in fields if f not in renamed)]
-        return [(renamed.get(field, field), field, n >= keyword_from) for n, field in enumerate(order)]
+        return _parameters(self.params if self.params is not None else "memory_id=id" if "id" in fields else "",
+                           fields)
+
+
+def _parameters(listed: str, fields: list[str]) -> list[tuple[str, str, bool]]:
+    renamed: dict[str, str] = {}
+    keyword_from = len(fields)
+    for word in (w.strip() for w in listed.split(",")):
+        if word == "*":
+            keyword_from = len(renamed)
+        elif word:
+            name, _, field = word.partition("=")
+            renamed[field or name] = name
+    order = [*renamed, *(f for f in fields if f not in renamed)]
+    return [(renamed.get(field, field), field, n >= keyword_from) for n, field in enumerate(order)]
 
 
 class Method(NamedTuple):
     """Another typed method over a declared command (Spec.also): generated into hebbs/client_methods.py."""
 
     name: str
-    # Its docstring (it serves the command otherwise than the first method does, so it says so itself).
-    doc: str
-    # The type it returns, made from the reply's data by `returns`.
+    # Its docstring when not the command's (stats says what it answers itself), and its notes after it.
+    doc: str | None = None
+    notes: str | None = None
+    # The type it returns (None: the reply's), made from the reply's data by `returns`.
     result: Any = None
     returns: Callable[[Any], Any] | None = None
     # Whether it sends this client's vault (None: as the declaration says).
     vault: bool | None = None
+    # Its parameters as Spec.params gives them, over these fields (None: all), those in `required` without a
+    # default (remember's content, which a batch leaves out).
+    params: str = ""
+    fields: tuple[str, ...] | None = None
+    required: tuple[str, ...] = ()
+
+    def parameters(self, fields: list[str]) -> list[tuple[str, str, bool]]:
+        return _parameters(self.params, [f for f in fields if self.fields is None or f in self.fields])
 
 
 class Arg(NamedTuple):
@@ -442,6 +461,10 @@ class Shutdown(_Command, tag="shutdown"):
     """Stop the daemon after replying: vaults close cleanly, the socket and PID file go."""
 
 
+# [target id, edge type, confidence]: an edge from a new memory (a typed method also takes a pair, confidence 1).
+EdgeSpec = tuple[str, str, float]
+
+
 class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
     content: Text
     importance: float = 0.5
@@ -453,13 +476,22 @@ class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
     source: Source | None = None
     # Ids of memories this one replaces (they are marked superseded in the same batch).
     supersedes: list[ShortId] = []
-    # [target id, edge type, confidence] from the new memory.
-    edges: list[tuple[str, str, float]] = []
+    edges: list[EdgeSpec] = []
     # Idempotency key: a memory already stored under it in this vault is returned, nothing is stored.
     key: str | None = None
 
 
-@declare(writes=True, cli="remember", shell="commands:RememberShell",
+@declare(result=Memory, writes=True, engine="remember_many", batch="items", direct=True, cli="remember",
+         shell="commands:RememberShell",
+         also=(Method("remember", notes="`edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces; "
+                      "`key`: a memory already stored under it is returned instead (idempotent); a restatement of an "
+                      "existing memory folds into it (consolidated=True) unless `consolidate` is False.",
+                      result=Memory, params="content, *", required=("content",),
+                      fields=("content", "importance", "context", "entity_id", "created_at", "kind", "source",
+                              "supersedes", "edges", "key", "consolidate")),
+               Method("remember_many", notes="`items`: dicts with the fields of remember, or RememberItems.",
+                      result=list[Memory], params="items, *", required=("items",),
+                      fields=("items", "check_contradictions", "consolidate"))),
          flags=("content=content, entity_id=--entity, edges=--edge, kind=, source=, items=, check_contradictions=, "
                 "consolidate="),
          mcp=Mcp("Store one memory. Call it when the user states a preference, corrects you, makes a decision "
@@ -487,7 +519,7 @@ class Remember(_Command, tag="remember"):
     source: Source | None = None
     supersedes: Annotated[list[ShortId], Meta(extra={"metavar": "ID"}, description=(
         "a memory this one replaces (repeatable); it stays, marked superseded"))] = []
-    edges: Annotated[list[tuple[str, str, float]], Meta(extra={"metavar": "ID:TYPE[:CONFIDENCE]"}, description=(
+    edges: Annotated[list[EdgeSpec], Meta(extra={"metavar": "ID:TYPE[:CONFIDENCE]"}, description=(
         f"an edge from the new memory (repeatable); TYPE is one of {', '.join(EdgeType.__members__)}; confidence "
         "0..1, default 1"))] = []
     key: Annotated[str | None, Meta(description=(
@@ -1107,8 +1139,8 @@ class RawResponse(msgspec.Struct, kw_only=True):
 
 def result_type(command: _Command) -> Any:
     """What the reply data of this request decodes to: RESULT_TYPES, or what the request itself decides."""
-    if isinstance(command, Remember):
-        return list[Memory] if command.items is not None else Memory
+    if command.spec.batch is not None:
+        return command.spec.result if getattr(command, command.spec.batch) is None else list[command.spec.result]
     # The markdown-vault Structs live with the indexer; imported only when those commands are used.
     if isinstance(command, IndexFollow):
         from .vault.indexer import IndexSummary

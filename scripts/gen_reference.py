@@ -79,7 +79,8 @@ def _result_name(cls: type) -> str:
     result = cls.spec.result
     if result is None:
         return "depends on the request (below)"
-    return _type_name(result) if typing.get_origin(result) else result.__name__
+    name = _type_name(result) if typing.get_origin(result) else result.__name__
+    return f"{name}; list[{name}] for a batch (`{cls.spec.batch}`)" if cls.spec.batch else name
 
 
 def protocol_section() -> str:
@@ -364,7 +365,7 @@ edit (tests/test_docs.py checks that it is what they say).
 Each declared command's typed method, written out so that type checkers and editors see it: once for
 Client (`Methods`) and once, as a coroutine, for AsyncClient (`AsyncMethods`), from one declaration.
 A method's parameters are its request's fields with the Struct's defaults (renamed or keyword-only as
-the declaration's `params` says), its docstring the command's; `_declared` (hebbs/client.py) sends
+the declaration's `params` says), its docstring the command's; `call` (hebbs/client.py) sends
 them as the wire carries them. AsyncMethods also awaits the methods hebbs/client.py writes by hand.
 """
 
@@ -389,8 +390,8 @@ if TYPE_CHECKING:
 class Methods:
     """The declared commands' methods of Client."""
 
-    def _declared(self, command: Any, progress: ProgressCallback | None = None, *, vault: bool | None = None,
-                  method: str | None = None, **fields: Any) -> Any:
+    def call(self, command: Any, progress: ProgressCallback | None = None, *, vault: bool | None = None,
+             method: str | None = None, **fields: Any) -> Any:
         raise NotImplementedError
 '''
 
@@ -432,14 +433,17 @@ def _py_type(type_: typing.Any, names: set[str], given: bool = True) -> str:
     return type_.__name__
 
 
-def _typed_parameters(command: type) -> list[tuple[str, str, int, typing.Any]]:
-    """(parameter, field, kind, default) of a declared command's typed method, as `params` orders them."""
+def _typed_parameters(command: type, method: typing.Any = None) -> list[tuple[str, str, int, typing.Any]]:
+    """(parameter, field, kind, default) of a declared command's typed method (or of one of its further
+    methods, `also`), as `params` orders them."""
     by_name = {f.name: f for f in msgspec.structs.fields(command)}
     out = []
-    for name, field, keyword_only in command.spec.parameters(list(by_name)):
+    for name, field, keyword_only in (method or command.spec).parameters(list(by_name)):
         info = by_name[field]
         default = (info.default if info.default is not msgspec.NODEFAULT else info.default_factory()
                    if info.default_factory is not msgspec.NODEFAULT else inspect.Parameter.empty)
+        if method is not None and field in method.required:
+            default = inspect.Parameter.empty
         kind = inspect.Parameter.KEYWORD_ONLY if keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
         if command.spec.brains and field == "vaults":  # the client finds the vaults of the brains asked for
             name = field = "brains"
@@ -455,6 +459,8 @@ BRAINS_TEXT = {"one": "this client's vault alone", "both": "this client's vault 
 def _source_default(value: typing.Any) -> str:
     if value is msgspec.UNSET:
         return "UNSET"
+    if value == []:  # an empty list field: an immutable default, as any sequence is taken
+        return "()"
     return repr(value)
 
 
@@ -512,12 +518,27 @@ def client_methods_source() -> str:
     awaited: list[str] = []
     written: list[str] = []  # the annotations of the hand-written methods
     for command in protocol.COMMAND_TYPES.values():
+        fields = {f.name: f.type for f in msgspec.structs.fields(command)}
+        fields["brains"] = "Sequence[str] | str | None"
+        for other in command.spec.also:  # more methods over the same command
+            parameters = _typed_parameters(command, other)
+            annotations = {p: _py_type(fields[f], names) for p, f, _, _ in parameters}
+            for p, f, _, _ in parameters:
+                if f in other.required:  # a field a batch leaves out, which this method needs
+                    annotations[p] = annotations[p].removesuffix(" | None")
+            call = ", ".join([f"protocol.{command.__name__}", f'method="{other.name}"',
+                              *(f"{f}={p}" for p, f, _, _ in parameters)])
+            returns = _py_type(other.result or command.spec.result, names, False)
+            doc = other.doc or command.__doc__
+            if other.notes:
+                doc = inspect.cleandoc(doc or "") + "\n\n" + textwrap.fill(other.notes, 104)
+            texts = _param_texts(parameters, annotations)
+            sync += _def(other.name, texts, returns, doc, f"return self.call({call})", False)
+            awaited += _def(other.name, texts, returns, doc, f"return await self.call({call})", True)
         name = command.spec.client_method
         if not name or name in vars(_Doors):
             continue
         parameters = _typed_parameters(command)
-        fields = {f.name: f.type for f in msgspec.structs.fields(command)}
-        fields["brains"] = "Sequence[str] | str | None"
         annotations = {p: fields[f] if f == "brains" else _py_type(fields[f], names) for p, f, _, _ in parameters}
         texts = _param_texts(parameters, annotations)
         call = ", ".join([f"protocol.{command.__name__}", *(f"{f}={p}" for p, f, _, _ in parameters)])
@@ -537,13 +558,8 @@ def client_methods_source() -> str:
                 f"(default: {BRAINS_TEXT[command.spec.brains]}).", 104)
         if command.spec.vault is None:
             doc = inspect.cleandoc(doc or "") + "\n\nvault=False: without this client's vault."
-        sync += _def(name, texts, returns, doc, f"return self._declared({call})", False)
-        awaited += _def(name, texts, returns, doc, f"return await self._declared({call})", True)
-        for other in command.spec.also:  # more methods over the same command, each with its own docstring
-            call = f'protocol.{command.__name__}, method="{other.name}"'
-            returns = _py_type(other.result, names, False)
-            sync += _def(other.name, [], returns, other.doc, f"return self._declared({call})", False)
-            awaited += _def(other.name, [], returns, other.doc, f"return await self._declared({call})", True)
+        sync += _def(name, texts, returns, doc, f"return self.call({call})", False)
+        awaited += _def(name, texts, returns, doc, f"return await self.call({call})", True)
     for name, method in vars(_Doors).items():  # the hand-written ones, awaited
         if name.startswith("_") or not callable(method) or name in vars(AsyncClient):
             continue

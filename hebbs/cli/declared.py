@@ -232,7 +232,7 @@ def run(args: argparse.Namespace, tag: str) -> int:
         brains, anywhere = hooks.brains(args) if hasattr(hooks, "brains") else (None, False)
         with Client(home=hebbs_home(args.home)) if anywhere else client_for(args) as hb:
             # A command declared with brains goes the typed method's way, which finds their vaults.
-            result = hb._declared(cls, brains=brains, **fields) if cls.spec.brains else hb.request(cls(**fields))
+            result = hb.call(cls, brains=brains, **fields) if cls.spec.brains else hb.request(cls(**fields))
             if hasattr(hooks, "show"):  # inside: it may read more (the texts of the ids it shows)
                 return hooks.show(args, hb, fields, result) or 0
     if args.format == "json":

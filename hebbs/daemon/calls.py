@@ -4,7 +4,9 @@ goes as given: a forgotten memory's kept original may still answer to it)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
+import typing
 from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
@@ -26,11 +28,16 @@ def engine_call(command: _Command) -> Callable[["Engine"], Any]:
     method, reply = spec.engine, spec.reply
     assert method is not None, f"{command.tag()} declares no engine method"
     names = [name for name in command.__struct_fields__ if name not in spec.skip]
+    given = {name: getattr(command, name) for name in names}
+    if spec.batch is not None:  # checked now, before any vault is touched
+        given, one = _batch(command, given)
+        if one:
+            reply = (lambda answers: answers[0]) if reply is None else (lambda answers: spec.reply(answers[0]))
     ids = short_id_fields(type(command))
     kept = short_id_fields(type(command), "kept")
 
     def call(engine: "Engine") -> Any:
-        args = {name: _resolved(engine, getattr(command, name)) for name in names}
+        args = {name: _resolved(engine, value) for name, value in given.items()}
         args = {name: value for name, value in args.items() if value is not msgspec.UNSET}
         for name in ids:
             if name in args and args[name] is not None:
@@ -43,6 +50,29 @@ def engine_call(command: _Command) -> Callable[["Engine"], Any]:
         result = getattr(engine, method)(*positional, **args)
         return result if reply is None else reply(result)
     return call
+
+
+@functools.cache
+def _item_type(cls: type[_Command]) -> type[msgspec.Struct]:
+    """The item type of a command's batch field (list[RememberItem] | None: RememberItem)."""
+    field = next(f for f in msgspec.structs.fields(cls) if f.name == cls.spec.batch)
+    return next(a for a in typing.get_args(field.type) if a is not type(None)).__args__[0]
+
+
+def _batch(command: _Command, given: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """A batch command's engine arguments (its batch, one item as a batch of one, and the fields of no
+    item), and whether it was one item."""
+    field, item = command.spec.batch, _item_type(type(command))
+    one = {name: given.pop(name) for name in item.__struct_fields__ if name in given}
+    required = [f.name for f in msgspec.structs.fields(item) if f.required]
+    named = " and ".join(required)
+    if given[field] is not None:
+        if any(one[name] is not None for name in required):
+            raise InvalidInput(f"{command.tag()} takes {named} (one item) or {field} (a batch), not both")
+        return given, False
+    if any(one[name] is None for name in required):
+        raise InvalidInput(f"{command.tag()} needs {named} (or {field} for a batch)")
+    return {**given, field: [item(**one)]}, True
 
 
 def _resolve_any(engine: "Engine", value: Any) -> Any:

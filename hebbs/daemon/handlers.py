@@ -5,10 +5,10 @@ A command declared with an Engine method (hebbs.protocol, `@declare(engine=...)`
 through the vault's write slot when it writes; over several vaults (a `vaults` field) when the
 declaration says how their answers merge; one declared with `daemon=` (ping, status, shutdown, panel)
 calls that method of the Daemon with the fields (and the request's vault, for one that may name one).
-The commands below are the rest: remember (single or batch), export (streamed), subscriptions, and the
-markdown-vault runs (indexing.py).
+The commands below are the rest: export (streamed), subscriptions, and the markdown-vault runs
+(indexing.py).
 
-A request that is one engine call on one vault (declared `direct`, and remember) is also described by
+A request that is one engine call on one vault (declared `direct`) is also described by
 `Handlers.direct`: the connection's own thread runs that call itself when the vault is open, without
 the two thread hand-offs of going through the event loop and a worker (server.py).
 """
@@ -24,12 +24,11 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol
 
 import msgspec
 
-from hebbs.errors import InvalidInput
 from hebbs.recall import brains
-from hebbs.protocol import Export, ExportChunk, ExportDone, Remember, RememberItem, Request, _Command
-from hebbs.schema import Memory, RecallResults
+from hebbs.protocol import Export, ExportChunk, ExportDone, Request, _Command
+from hebbs.schema import RecallResults
 
-from .calls import engine_call, resolve_id
+from .calls import engine_call
 from .indexing import IndexHandlers
 from .subscriptions import Connection, SubscriptionHandlers
 from .vaults import VaultPool
@@ -91,15 +90,13 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
 
     def direct(self, request: Request) -> Work | None:
         """The engine call a request comes to, when it is one call on one vault (a command declared
-        `direct`, on one vault; remember) or needs nothing of the daemon's loop (`direct` with `daemon=`:
+        `direct`, on one vault) or needs nothing of the daemon's loop (`direct` with `daemon=`:
         ping), for a connection's own thread to run; None for any other."""
         command = request.command
         if command.spec.direct and command.spec.daemon is not None:
             return Work(lambda _: self._daemon_call(command), on_vault=False)
         if command.spec.direct and not _over_vaults(command):
             return Work(engine_call(command), writes=command.spec.writes)
-        if isinstance(command, Remember):
-            return Work(_remembering(command), writes=True)
         return None
 
     def _daemon_call(self, command: _Command, vault_path: str | None = None) -> Any:
@@ -137,9 +134,6 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
             return await future
 
     # Memories -------------------------------------------------------------------------------
-
-    async def _remember(self, conn: Connection, request: Request, command: Remember) -> Any:
-        return await self._reply_write(request, _remembering(command))
 
     async def _export(self, conn: Connection, request: Request, command: Export) -> ExportDone:
         slot = self.pool.slot(request.vault_path)
@@ -186,29 +180,6 @@ def write_durably(fn: Callable[["Engine"], Any], engine: "Engine", written: Call
     return result
 
 
-
-def _remembering(command: Remember) -> Callable[["Engine"], list[Memory] | Memory]:
-    """The remember call (its input checked now, before any vault is touched)."""
-    if command.items is not None:
-        if command.content is not None:
-            raise InvalidInput("remember takes content (one memory) or items (a batch), not both")
-        items = [_item(i) for i in command.items]
-    elif command.content is None:
-        raise InvalidInput("remember needs content (or items for a batch)")
-    else:
-        items = [_item(command)]
-
-    def remember(engine: "Engine") -> list[Memory] | Memory:
-        for item in items:  # short ids, as text output shows them, name what a memory supersedes
-            item["supersedes"] = [resolve_id(engine, old) for old in item["supersedes"] or ()]
-        memories = engine.remember_many(items, check_contradictions=command.check_contradictions,
-                                        consolidate=command.consolidate)
-        return memories if command.items is not None else memories[0]
-    return remember
-
-
-def _item(source: Remember | RememberItem) -> dict[str, Any]:
-    return {name: getattr(source, name) for name in RememberItem.__struct_fields__}
 
 
 def _take_chunk(memories: Iterator[Any]) -> list[Any]:
