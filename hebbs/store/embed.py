@@ -367,7 +367,18 @@ def _pad_id(tok: Any) -> int:
     return 0
 
 
+# Up to this many texts are tokenized one by one on the calling thread. A batch call hands its texts to
+# the tokenizers library's thread pool and sleeps until a pool thread has done them: for a recall's cue
+# and the cue less a word (confidence's pair, recall/query.py) that handoff cost nothing on an idle
+# machine, but on a busy one the pool thread waits for a core: 16 ms at the 98th percentile against
+# 0.45 ms one by one (load 6.5; bench/bench_recall_tail.py found it in similarity-only recall's
+# slowest 2%). A large batch (remember_many, indexing notes) still gains from the pool.
+ONE_BY_ONE = 8
+
+
 def _encode(tok: Any, texts: list[str]) -> list[Any]:
+    if len(texts) <= ONE_BY_ONE:
+        return [tok.encode(text, add_special_tokens=True) for text in texts]
     # encode_batch_fast skips character offsets, which we never use.
     fn = getattr(tok, "encode_batch_fast", None) or tok.encode_batch
     return fn(texts, add_special_tokens=True)

@@ -166,6 +166,20 @@ def test_batch_order_and_single_equality(embedder: Embedder) -> None:
     assert embedder.embed([]).shape == (0, 384)
 
 
+def test_a_few_texts_are_tokenized_as_a_batch_would_be(embedder: Embedder) -> None:
+    """Up to ONE_BY_ONE texts (a cue, a cue and its rest) are tokenized one by one on the calling thread,
+    more through the tokenizer's batch call: both give the same tokens, truncated alike, so a text
+    embeds the same whichever way it went."""
+    texts = ["query: Who is Acme's CEO?", "query: Who is Acme's?", "", LONG_TEXT, "naïve café — 東京 😀 x" * 3]
+    few = embed_mod._encode(embedder._tok, texts)
+    batch = embedder._tok.encode_batch_fast(texts, add_special_tokens=True)
+    assert len(texts) <= embed_mod.ONE_BY_ONE < len(texts * 2)
+    assert [(e.ids, e.type_ids, e.attention_mask) for e in few] == [(e.ids, e.type_ids, e.attention_mask) for e in batch]
+    assert len(few[3].ids) == embedder.max_tokens
+    many = embed_mod._encode(embedder._tok, texts * 2)
+    assert [e.ids for e in many] == [e.ids for e in few] * 2
+
+
 def test_long_text_and_count_tokens(embedder: Embedder) -> None:
     counts = embedder.count_tokens(["hello world", LONG_TEXT, ""])
     assert counts[0] == 4  # [CLS] hello world [SEP]
