@@ -191,11 +191,13 @@ class RememberShell:
         return memory, changed
 
     @staticmethod
+    def json(args: argparse.Namespace, sent: tuple[Any, bool]) -> Any:
+        return sent[0]  # the memory
+
+    @staticmethod
     def show(args: argparse.Namespace, client: None, fields: dict[str, Any], sent: tuple[Any, bool]) -> None:
         memory, changed = sent
-        if _json(args):
-            output.emit_json(memory)
-        elif memory.existing:
+        if memory.existing:
             print(f"key {fields['key']!r} was already used for memory {memory.id}: "
                   + ("revised it to this text" if changed else "the same text, nothing stored"))
         elif memory.consolidated:
@@ -255,9 +257,6 @@ class ReviseManyShell:
 
     @staticmethod
     def show(args: argparse.Namespace, client: Client, fields: dict[str, Any], memories: list[Any]) -> None:
-        if _json(args):
-            output.emit_json(memories)
-            return
         print(f"revised {_count(len(memories), 'memory')}")
         for memory in memories:
             print(f"  {output.short_id(memory.id)}  {output.one_line(memory.content, output.width() - 12)}")
@@ -265,10 +264,11 @@ class ReviseManyShell:
 
 class ConsolidateShell:
     @staticmethod
+    def json(args: argparse.Namespace, pairs: list[tuple[str, str]]) -> Any:
+        return [{"restatement": new, "into": old} for new, old in pairs]
+
+    @staticmethod
     def show(args: argparse.Namespace, client: Client, fields: dict[str, Any], pairs: list[tuple[str, str]]) -> None:
-        if _json(args):
-            output.emit_json([{"restatement": new, "into": old} for new, old in pairs])
-            return
         texts = {mid: client.get(mid).content for pair in pairs for mid in pair}
         for new, old in pairs:
             print(f"{output.short_id(new)} -> {output.short_id(old)}  "
@@ -279,9 +279,6 @@ class ConsolidateShell:
 class EdgesShell:
     @staticmethod
     def show(args: argparse.Namespace, client: Client, fields: dict[str, Any], edges: list[Any]) -> None:
-        if _json(args):
-            output.emit_json(edges)
-            return
         # Each edge as the other memory it reaches, with its text: bare ids said nothing.
         me = client.get(args.id).id if edges else None
         others = {e.target if e.source == me else e.source for e in edges}
@@ -301,10 +298,11 @@ class EdgesShell:
 
 class NeighborsShell:
     @staticmethod
+    def json(args: argparse.Namespace, near: list[Any]) -> Any:
+        return [{"id": mid, "similarity": sim} for mid, sim in near]
+
+    @staticmethod
     def show(args: argparse.Namespace, client: Client, fields: dict[str, Any], near: list[Any]) -> None:
-        if _json(args):
-            output.emit_json([{"id": mid, "similarity": sim} for mid, sim in near])
-            return
         memories = [client.get(mid) for mid, _ in near]
         if not near:
             print("no other memories")
@@ -348,10 +346,7 @@ class ForgetShell:
 
     @staticmethod
     def show(args: argparse.Namespace, client: Client, fields: dict[str, Any], done: Any) -> None:
-        if _json(args):
-            output.emit_json(done)
-        else:
-            print(f"forgot {_count(done.forgotten, 'memory')}")
+        print(f"forgot {_count(done.forgotten, 'memory')}")
 
 
 class RecallShell:
@@ -376,10 +371,7 @@ class RecallShell:
 
     @staticmethod
     def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:
-        if _json(args):
-            output.emit_json(found)
-        else:
-            output.print_results(found.results, found.notes, abstained=found.abstained)
+        output.print_results(found.results, found.notes, abstained=found.abstained)
 
 
 class PrimeShell:
@@ -396,10 +388,7 @@ class PrimeShell:
 
     @staticmethod
     def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:
-        if _json(args):
-            output.emit_json(found)
-        else:
-            output.print_results(found.results, found.notes)
+        output.print_results(found.results, found.notes)
 
 
 class SubscribeShell:
@@ -424,6 +413,10 @@ class SubscribeShell:
                               f"{output.one_line(r.memory.content, output.width() - 20)}", flush=True)
 
     @staticmethod
+    def json(args: argparse.Namespace, _: None) -> None:
+        return None  # each line's matches were printed as they came
+
+    @staticmethod
     def show(args: argparse.Namespace, client: None, fields: dict[str, Any], _: None) -> None:
         pass  # each line's matches were printed as they came
 
@@ -431,9 +424,6 @@ class SubscribeShell:
 class InspectShell:
     @staticmethod
     def show(args: argparse.Namespace, client: Client, fields: dict[str, Any], found: Any) -> None:
-        if _json(args):
-            output.emit_json(found)
-            return
         output.print_memory(found.memory, last_restated_at=found.last_restated_at)
         print(f"\nedges ({len(found.edges)})")
         for edge in found.edges:
@@ -457,9 +447,6 @@ class SourceShell:
 
     @staticmethod
     def show(args: argparse.Namespace, client: Client, fields: dict[str, Any], found: Any) -> None:
-        if _json(args):
-            output.emit_json(found)
-            return
         version = "the current version" if found.latest else "an earlier version"
         if found.file_removed_at is not None:
             version = ("the last version" if found.latest else "an earlier version") + \
@@ -504,12 +491,12 @@ class ExportShell:
         return count
 
     @staticmethod
+    def json(args: argparse.Namespace, count: int) -> Any:
+        return {"exported": count, "file": args.output} if args.output else None  # None: stdout holds the records
+
+    @staticmethod
     def show(args: argparse.Namespace, client: None, fields: dict[str, Any], count: int) -> None:
-        if not args.output:
-            return  # stdout holds the records alone
-        if _json(args):
-            output.emit_json({"exported": count, "file": args.output})
-        else:
+        if args.output:  # else stdout holds the records alone
             print(f"exported {_count(count, 'memory')} to {args.output}")
 
 
@@ -579,9 +566,6 @@ class ImportShell:
 
     @staticmethod
     def show(args: argparse.Namespace, client: None, fields: dict[str, Any], totals: dict[str, int]) -> None:
-        if _json(args):
-            output.emit_json(totals)
-            return
         before_n = totals["already_there"]
         again = (f"; {before_n} {'was' if before_n == 1 else 'were'} imported before and not stored again"
                  if before_n > 0 else "")

@@ -9,7 +9,8 @@ or what output.py prints for the reply's type, or the reply as indented JSON (or
 A command whose command line is more than its fields names a shell (`shell="module:Class"`), a class
 of optional hooks: `options(parser)` adds the options that fill no field, `fields(args, fields)` checks
 and changes the request from them, `send(args, fields)` sends it another way than one request (both
-vaults, say), `show(args, hb, fields, result)` prints the reply, and `instead(args)` serves the call
+vaults, say), `show(args, hb, fields, result)` prints the reply as text (with `--format json` the runner
+prints the reply, or what `json(args, result)` makes of it), and `instead(args)` serves the call
 otherwise (an exit code; None: as declared). The options, their defaults and help stay the fields'.
 
 What a parser needs is written out by scripts/gen_reference.py into cli/declared_options.py (checked by
@@ -225,7 +226,7 @@ def run(args: argparse.Namespace, tag: str) -> int:
     if hasattr(hooks, "send"):
         result = hooks.send(args, fields)
         if hasattr(hooks, "show"):
-            return hooks.show(args, None, fields, result) or 0
+            return _shown(hooks, args, None, fields, result)
     else:
         # `brains(args)`: the brains asked for, and whether the command runs from anywhere (both brains
         # need no project vault here: the global one is searched alone, with a note, where client_for refuses).
@@ -234,12 +235,12 @@ def run(args: argparse.Namespace, tag: str) -> int:
             # A command declared with brains goes the typed method's way, which finds their vaults.
             result = hb.call(cls, brains=brains, **fields) if cls.spec.brains else hb.request(cls(**fields))
             if hasattr(hooks, "show"):  # inside: it may read more (the texts of the ids it shows)
-                return hooks.show(args, hb, fields, result) or 0
+                return _shown(hooks, args, hb, fields, result)
     if args.format == "json":
         output.emit_json(result)
     elif cls.spec.text is not None:
         for item in result if isinstance(result, list) else [result]:  # a list: one line per item
-            print(cls.spec.text.format_map({**fields, **_shown(item)}))
+            print(cls.spec.text.format_map({**fields, **_fields_of(item)}))
     elif _type_name(cls.spec.result) in output.TEXT:
         module, name = output.TEXT[_type_name(cls.spec.result)].split(":")
         getattr(importlib.import_module(f"hebbs.cli.{module}"), name)(result)
@@ -250,7 +251,20 @@ def run(args: argparse.Namespace, tag: str) -> int:
     return 0
 
 
-def _shown(item: Any) -> dict[str, Any]:
+def _shown(hooks: Any, args: argparse.Namespace, client: Any, fields: dict[str, Any], result: Any) -> int:
+    """A shell's text for the reply; with --format json, the reply itself as JSON, or what the shell's
+    `json(args, result)` makes of it (None: nothing, the shell printed it as it came)."""
+    if args.format != "json":
+        return hooks.show(args, client, fields, result) or 0
+    if hasattr(hooks, "json"):
+        result = hooks.json(args, result)
+        if result is None:
+            return 0
+    output.emit_json(result)
+    return 0
+
+
+def _fields_of(item: Any) -> dict[str, Any]:
     """What a `text=` template may name of a reply: its fields, and `short_id` (what tables show of an id)."""
     if not isinstance(item, msgspec.Struct):
         return {}

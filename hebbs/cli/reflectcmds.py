@@ -95,10 +95,7 @@ class ReflectCommitShell:
 
     @staticmethod
     def show(args: argparse.Namespace, client: Any, fields: dict[str, Any], committed: ReflectCommitted) -> None:
-        if _json(args):
-            output.emit_json(committed)
-        else:
-            _print_committed_insights(committed)
+        _print_committed_insights(committed)
 
 
 def _print_committed_insights(committed: ReflectCommitted) -> None:
@@ -147,9 +144,6 @@ def cmd_contradictions(args: argparse.Namespace) -> int:
 class ContradictionsListShell:
     @staticmethod
     def show(args: argparse.Namespace, client: Any, fields: dict[str, Any], prepared: Any) -> int:
-        if _json(args):
-            output.emit_json(prepared)
-            return 0
         if not prepared.candidates:
             print("no contradiction candidates pending")
         for c in prepared.candidates:
@@ -175,10 +169,7 @@ class ContradictionsCommitShell:
 
     @staticmethod
     def show(args: argparse.Namespace, client: Any, fields: dict[str, Any], committed: Any) -> int:
-        if _json(args):
-            output.emit_json(committed)
-        else:
-            _print_verdicts(committed)
+        _print_verdicts(committed)
         return 0
 
 
@@ -204,9 +195,6 @@ def _print_verdicts(committed: ContradictionCommitted) -> None:
 class ContradictionsAutoShell:
     @staticmethod
     def show(args: argparse.Namespace, client: Any, fields: dict[str, Any], result: Any) -> int:
-        if _json(args):
-            output.emit_json(result)
-            return 0
         print(f"reviewed {_count(result.reviewed, 'candidate')}; {len(result.left_pending)} left pending")
         if result.committed is not None:
             _print_verdicts(result.committed)

@@ -28,17 +28,39 @@ class StatusShell:
     summary = "the daemon and the vaults it serves"
 
     @staticmethod
+    def instead(args: argparse.Namespace) -> int | None:
+        """`hebbs daemon status` (the `daemon` subcommand has actions): the daemon's state alone, in full,
+        or that none answers (it starts none)."""
+        if not hasattr(args, "action"):
+            return None
+        with Client(global_=True, home=hebbs_home(args.home), autostart=False) as probe:
+            try:
+                status = probe.status(vault=False)
+            except DaemonBusy as exc:
+                return _said(args, {"running": True, "busy": True}, f"running, but refusing new connections: {exc}")
+            except DaemonUnavailable:
+                _said(args, {"running": False}, f"no daemon running for {hebbs_home(args.home)}")
+                return output.EXIT_NO_DAEMON
+        if _json(args):
+            output.emit_json({"running": True, **msgspec.to_builtins(status)})
+            return 0
+        print(f"running: pid {status.pid}, up {status.uptime_s:.0f}s, {status.requests} requests, "
+              f"model {status.model or '(loading)'}")
+        print(f"socket {status.socket}; stops after {status.idle_timeout_s:.0f}s idle, "
+              f"closes vaults after {status.vault_idle_timeout_s:.0f}s")
+        print(f"connections {status.connections} of at most {status.max_connections}"
+              f" ({status.refused_busy} refused as busy since the start)")
+        if status.panel is not None:
+            print(f"panel {status.panel.url}  (Memory Palace; the address carries this daemon's token)")
+        for vault in status.open_vaults:
+            print(f"  open  {vault.path}  (idle {vault.idle_s:.0f}s{', indexing' if vault.indexing else ''})")
+        return 0
+
+    @staticmethod
     def send(args: argparse.Namespace, fields: dict[str, Any]) -> tuple[Any, Any, Any, str | None]:
         """The daemon's state, the global vault's statistics and the project vault's (None, with why, when
-        there is none here); `hebbs daemon status`: the daemon's state alone, or the error that says none
-        answers (it starts none)."""
+        there is none here)."""
         home = hebbs_home(args.home)
-        if _daemon_only(args):
-            with Client(global_=True, home=home, autostart=False) as probe:
-                try:
-                    return probe.status(vault=False), None, None, None
-                except (DaemonBusy, DaemonUnavailable) as exc:
-                    return exc, None, None, None
         with Client(global_=True, home=home) as global_vault:
             daemon = global_vault.status(vault=False)
             global_stats = global_vault.stats()
@@ -56,13 +78,13 @@ class StatusShell:
         return daemon, global_stats, project_stats, project_error
 
     @staticmethod
-    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> int:
+    def json(args: argparse.Namespace, found: Any) -> Any:
+        daemon, global_stats, project_stats, _ = found
+        return {"daemon": daemon, "global": global_stats, "project": project_stats}
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:
         daemon, global_stats, project_stats, project_error = found
-        if _daemon_only(args):
-            return _show_daemon(args, daemon)
-        if _json(args):
-            output.emit_json({"daemon": daemon, "global": global_stats, "project": project_stats})
-            return 0
         print(f"daemon   pid {daemon.pid}, up {daemon.uptime_s:.0f}s, model {daemon.model or '(loading)'}, "
               f"{len(daemon.open_vaults)} open vaults, stops after {daemon.idle_timeout_s:.0f}s idle")
         if daemon.panel is not None:
@@ -75,40 +97,13 @@ class StatusShell:
             kinds = ", ".join(_count(n, KIND_NAMES.get(k, k.lower())) for k, n in sorted(stats.by_kind.items()))
             print(f"{name:<8} {stats.path}: {_count(stats.memories, 'memory')}" + (f" ({kinds})" if kinds else "")
                   + _kept(stats.store, ", "))
-        return 0
 
 
-def _daemon_only(args: argparse.Namespace) -> bool:
-    """`hebbs daemon status` (the `daemon` subcommand has actions), not `hebbs status`."""
-    return hasattr(args, "action")
-
-
-def _show_daemon(args: argparse.Namespace, status: Any) -> int:
-    if isinstance(status, DaemonBusy):
-        if _json(args):
-            output.emit_json({"running": True, "busy": True})
-        else:
-            print(f"running, but refusing new connections: {status}")
-        return 0
-    if isinstance(status, DaemonUnavailable):
-        if _json(args):
-            output.emit_json({"running": False})
-        else:
-            print(f"no daemon running for {hebbs_home(args.home)}")
-        return output.EXIT_NO_DAEMON
+def _said(args: argparse.Namespace, data: dict[str, Any], text: str) -> int:
     if _json(args):
-        output.emit_json({"running": True, **msgspec.to_builtins(status)})
-        return 0
-    print(f"running: pid {status.pid}, up {status.uptime_s:.0f}s, {status.requests} requests, "
-          f"model {status.model or '(loading)'}")
-    print(f"socket {status.socket}; stops after {status.idle_timeout_s:.0f}s idle, "
-          f"closes vaults after {status.vault_idle_timeout_s:.0f}s")
-    print(f"connections {status.connections} of at most {status.max_connections}"
-          f" ({status.refused_busy} refused as busy since the start)")
-    if status.panel is not None:
-        print(f"panel {status.panel.url}  (Memory Palace; the address carries this daemon's token)")
-    for vault in status.open_vaults:
-        print(f"  open  {vault.path}  (idle {vault.idle_s:.0f}s{', indexing' if vault.indexing else ''})")
+        output.emit_json(data)
+    else:
+        print(text)
     return 0
 
 
@@ -131,11 +126,12 @@ class ListShell:
         return root, files, store
 
     @staticmethod
+    def json(args: argparse.Namespace, found: Any) -> Any:
+        return found[1]  # the files
+
+    @staticmethod
     def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:
         root, files, store = found
-        if args.format == "json":
-            output.emit_json(files)
-            return
         if store != "rocksdb":
             print(f"vault {root / '.hebbs'} {_kept(store, '')}")
         if not files:
