@@ -5,7 +5,7 @@ Each declared command's typed method, written out so that type checkers and edit
 Client (`Methods`) and once, as a coroutine, for AsyncClient (`AsyncMethods`), from one declaration.
 A method's parameters are its request's fields with the Struct's defaults (renamed or keyword-only as
 the declaration's `params` says), its docstring the command's; `call` (hebbs/client.py) sends
-them as the wire carries them. AsyncMethods also awaits the methods hebbs/client.py writes by hand.
+them as the wire carries them.
 """
 
 from __future__ import annotations

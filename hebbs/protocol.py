@@ -487,8 +487,7 @@ class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
                       "`key`: a memory already stored under it is returned instead (idempotent); a restatement of an "
                       "existing memory folds into it (consolidated=True) unless `consolidate` is False.",
                       result=Memory, params="content, *", required=("content",),
-                      fields=("content", "importance", "context", "entity_id", "created_at", "kind", "source",
-                              "supersedes", "edges", "key", "consolidate")),
+                      fields=(*RememberItem.__struct_fields__, "consolidate")),
                Method("remember_many", notes="`items`: dicts with the fields of remember, or RememberItems.",
                       result=list[Memory], params="items, *", required=("items",),
                       fields=("items", "check_contradictions", "consolidate"))),

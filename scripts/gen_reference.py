@@ -366,7 +366,7 @@ Each declared command's typed method, written out so that type checkers and edit
 Client (`Methods`) and once, as a coroutine, for AsyncClient (`AsyncMethods`), from one declaration.
 A method's parameters are its request's fields with the Struct's defaults (renamed or keyword-only as
 the declaration's `params` says), its docstring the command's; `call` (hebbs/client.py) sends
-them as the wire carries them. AsyncMethods also awaits the methods hebbs/client.py writes by hand.
+them as the wire carries them.
 """
 
 from __future__ import annotations
@@ -511,12 +511,11 @@ def _param_texts(parameters: list[tuple[str, str, int, typing.Any]], annotations
 
 
 def client_methods_source() -> str:
-    from hebbs.client import AsyncClient, _Doors
+    from hebbs.client import _Doors
 
     names: set[str] = set()
     sync: list[str] = []
     awaited: list[str] = []
-    written: list[str] = []  # the annotations of the hand-written methods
     for command in protocol.COMMAND_TYPES.values():
         fields = {f.name: f.type for f in msgspec.structs.fields(command)}
         fields["brains"] = "Sequence[str] | str | None"
@@ -560,21 +559,6 @@ def client_methods_source() -> str:
             doc = inspect.cleandoc(doc or "") + "\n\nvault=False: without this client's vault."
         sync += _def(name, texts, returns, doc, f"return self.call({call})", False)
         awaited += _def(name, texts, returns, doc, f"return await self.call({call})", True)
-    for name, method in vars(_Doors).items():  # the hand-written ones, awaited
-        if name.startswith("_") or not callable(method) or name in vars(AsyncClient):
-            continue
-        signature = inspect.signature(method)
-        parameters = [(p.name, p.name, p.kind, p.default) for p in list(signature.parameters.values())[1:]]
-        annotations = {p.name: _annotation_text(p.annotation) for p in signature.parameters.values()}
-        written += [*annotations.values(), _annotation_text(signature.return_annotation)]
-        args = ", ".join(p if kind is inspect.Parameter.POSITIONAL_OR_KEYWORD else f"{p}={p}"
-                         for p, _, kind, _ in parameters)
-        awaited += _def(name, _param_texts(parameters, annotations), _annotation_text(signature.return_annotation),
-                        inspect.getdoc(method), f"return await super().{name}({args})", True)
-    for word in re.findall(r"\b[A-Z][A-Za-z]+\b", " ".join(written)):
-        if word not in ("Any", "Sequence", "Iterable", "Literal", "UnsetType", "UNSET") and (
-                hasattr(protocol, word) or hasattr(protocol.msgspec, word)) and not word.endswith("Error"):
-            names.add(word)
     by_module: dict[str, list[str]] = {}
     for type_name in sorted(names):
         module = "protocol" if hasattr(protocol, type_name) and type_name not in vars(__import__("hebbs.schema").schema) \

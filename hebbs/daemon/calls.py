@@ -1,6 +1,7 @@
 """A declared command as an engine call: the Engine method its declaration names (hebbs.protocol,
 `@declare(engine=...)`), given the request's fields with every ShortId resolved to a full id (a KeptId no memory ends with
-goes as given: a forgotten memory's kept original may still answer to it)."""
+goes as given: a forgotten memory's kept original may still answer to it); a batch command's one item as a batch of
+one (`batch=`: remember)."""
 
 from __future__ import annotations
 
