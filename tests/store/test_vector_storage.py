@@ -114,3 +114,44 @@ def test_reopening_a_vault_keeps_two_rocksdb_info_logs(tmp_path: Path, embedder)
     assert 1 <= len(logs) <= 2, logs
     with Engine.open(tmp_path / "vault", embedder=embedder) as eng:
         assert eng.count() == 6
+
+
+def _read(store, ids: list[str]) -> list[bytes | None]:
+    """The stored vectors as RocksDB holds them now, past get_vectors' cache."""
+    return store._views["vectors"].get([vector_key(mid) for mid in ids])
+
+
+def test_vectors_read_once_are_kept_and_what_changes_them_is_not(tmp_path: Path, embedder) -> None:
+    """get_vectors keeps what it read (a default recall reads its ~85 candidates' vectors, and they
+    recur from cue to cue); a revision, a forget and a new memory are seen by the next read, and a read
+    that raced with a commit writing a vector does not put back the vector that commit replaced."""
+    with Engine.open(tmp_path / "v", embedder=embedder) as engine:
+        ids = [m.id for m in engine.remember_many([{"content": t} for t in TEXTS])]
+        store = engine.vault.store
+        engine.recall("where does the staging database live", top_k=4)
+        assert store.get_vectors(ids) == _read(store, ids) and set(ids) <= set(store._vectors)
+        before = store.get_vectors(ids)
+        engine.revise(ids[0], content="the staging database moved to Dublin")
+        engine.forget(ids=[ids[1]])
+        new = engine.remember("the deploy key is kept in the vault").id
+        now = store.get_vectors(ids + [new])
+        assert now == _read(store, ids + [new])
+        assert now[0] != before[0] and now[1] is None and now[2:4] == before[2:4] and now[4] is not None
+        assert engine.recall("which city did the staging database move to? Dublin", top_k=1).ids() == [ids[0]]
+
+        # A commit that writes ids[2]'s vector while a read of it is between RocksDB and the cache.
+        views = store._views
+        real = views["vectors"]
+
+        class Racing:
+            def get(self, keys):
+                raws = real.get(keys)
+                views["vectors"] = real
+                engine.revise(ids[2], content="lunch moved to one o'clock on Fridays")
+                return raws
+
+        store._vectors.pop(ids[2])
+        views["vectors"] = Racing()
+        stale = store.get_vectors([ids[2]])
+        assert stale == before[2:3]  # what RocksDB held when it was read
+        assert store.get_vectors([ids[2]]) == _read(store, [ids[2]]) != stale
