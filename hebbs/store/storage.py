@@ -439,8 +439,9 @@ class Store:
                                f"{DOCTOR_ADVICE.format(vault=self.path.parent)}") from None
         finally:
             del batch
-        if self._vectors and (any(family == "vectors" for family, _, _ in writes.ranges)
-                              or any(family == "vectors" for family, _, _ in writes.ops)):
+        # Even with the cache empty: a read in flight may be about to fill it with what this replaced.
+        if any(family == "vectors" for family, _, _ in writes.ranges) or any(
+                family == "vectors" for family, _, _ in writes.ops):
             self._forget_vectors(writes)
         if durable:
             self.group.written(self.db.latest_sequence_number())

@@ -144,14 +144,25 @@ def test_vectors_read_once_are_kept_and_what_changes_them_is_not(tmp_path: Path,
         real = views["vectors"]
 
         class Racing:
+            def __init__(self, content: str) -> None:
+                self.content = content
+
             def get(self, keys):
                 raws = real.get(keys)
                 views["vectors"] = real
-                engine.revise(ids[2], content="lunch moved to one o'clock on Fridays")
+                engine.revise(ids[2], content=self.content)
                 return raws
 
         store._vectors.pop(ids[2])
-        views["vectors"] = Racing()
+        views["vectors"] = Racing("lunch moved to one o'clock on Fridays")
         stale = store.get_vectors([ids[2]])
         assert stale == before[2:3]  # what RocksDB held when it was read
+        assert store.get_vectors([ids[2]]) == _read(store, [ids[2]]) != stale
+
+        # The same race with the cache empty (the first recall after an open, or just after it was emptied).
+        before = store.get_vectors([ids[2]])
+        store._vectors.clear()
+        views["vectors"] = Racing("lunch is at two on Fridays now")
+        stale = store.get_vectors([ids[2]])
+        assert stale == before
         assert store.get_vectors([ids[2]]) == _read(store, [ids[2]]) != stale
