@@ -747,6 +747,42 @@ def test_a_live_refresh_keeps_unsaved_text(page: Any, palace: Palace) -> None:
     assert page.input_value("form.supersede textarea[name=content]") == "The harbour ferry leaves at eight now."
 
 
+def test_a_live_refresh_that_comes_while_the_user_types_waits_until_the_field_is_left(page: Any, palace: Palace) -> None:
+    """A refresh whose fetch left before the user entered a field came back and swapped the page while
+    they typed: the field went away under the cursor, and what was typed next went nowhere (seen at load
+    15 as a revise that kept the old text). The fetch is held here until the field is in use."""
+    with palace.daemon.client(global_=True) as client:
+        memory = client.remember("The night bus stops at the library.", entity_id="bus")
+    page.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id}"))
+    expect(page.locator("#access-count")).to_have_text("1 time")  # its own refresh after the open is done
+    page.wait_for_selector("#live.on")
+    held: list[Any] = []
+    memory_page = re.compile(r"/memory\?")
+
+    def hold(route: Any) -> None:
+        held.append(route)
+
+    page.route(memory_page, hold)
+    with page.expect_request(lambda request: "/memory?" in request.url):
+        palace.daemon.hebbs("--global", "remember", "The day bus is route 4.", "--entity", "bus")
+    box = "form.revise textarea[name=content]"
+    page.fill(box, "The night bus stops at the station now.")
+    page.evaluate(f"document.querySelector({box!r}).dataset.mark = 'typed here'")
+    held[0].continue_()
+    page.unroute(memory_page, hold)
+    expect(page.locator("#live")).to_have_class(re.compile(r"\bwaiting\b"))
+    assert page.evaluate(f"document.activeElement === document.querySelector({box!r})")
+    assert page.evaluate(f"document.querySelector({box!r}).dataset.mark") == "typed here"
+    page.keyboard.type(" Since May.")
+    assert page.input_value(box) == "The night bus stops at the station now. Since May."
+
+    before = page.evaluate("document.body.dataset.updatedAt || ''")
+    page.click("#memory-content")  # the field is left: the change shows, the unsaved text stays
+    expect(page.locator("body")).not_to_have_attribute("data-updated-at", before)
+    expect(page.locator("#live")).not_to_have_class(re.compile(r"\bwaiting\b"))
+    assert page.input_value(box) == "The night bus stops at the station now. Since May."
+
+
 def test_a_live_refresh_waits_while_a_button_is_held(page: Any, palace: Palace) -> None:
     """A refresh that swapped the page between a press and its release replaced the button under the
     pointer, and the click was lost: seen once as a revise that never happened, on a loaded machine.

@@ -91,12 +91,30 @@
   window.addEventListener("blur", released);  // a release outside the window may never be heard
   document.addEventListener("submit", (event) => { if (!event.defaultPrevented) leaving = true; });
   window.addEventListener("pageshow", () => { leaving = false; });
+  // A field the user is in. Checked again once the fresh page has come: a swap while they type takes
+  // the field away under the cursor (what they type next goes nowhere), and a field entered while the
+  // fetch was on its way is as much in use as one entered before it (seen at load 15: the page's own
+  // refresh after its open swapped the revise box between its focus and the text typed into it).
+  function typing(main) {
+    const active = document.activeElement;
+    return Boolean(active && main.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName));
+  }
+  // Changes wait while the user types, and the live mark says so; they show once the field is left.
+  function waiting(on) {
+    pending = pending || on;
+    if (live) {
+      live.classList.toggle("waiting", on);
+      live.title = on ? "changes arrived: they show when you leave this field" : "live updates";
+    }
+  }
+  document.addEventListener("focusout", () => {
+    if (pending && !refreshing) setTimeout(() => { if (pending && !refreshing) { pending = false; refresh(); } }, 0);
+  });
   async function refresh() {
     const main = document.getElementById("main");
     if (!main || !main.dataset.live || leaving) return;
     if (pressed) { setTimeout(refresh, 200); return; }
-    const active = document.activeElement;
-    if (active && main.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName)) { pending = true; return; }
+    if (typing(main)) { waiting(true); return; }
     if (refreshing) { pending = true; return; }
     refreshing = true;
     try {
@@ -105,8 +123,10 @@
       const doc = new DOMParser().parseFromString(await response.text(), "text/html");
       const fresh = doc.getElementById("main");
       if (leaving) return;
+      if (typing(main)) { waiting(true); return; }
       if (pressed) { pending = true; return; }
       if (fresh) {
+        waiting(false);
         const kept = unsaved(main);
         main.replaceChildren(...fresh.childNodes);
         restore(main, kept);
@@ -118,7 +138,7 @@
       check();
     } finally {
       refreshing = false;
-      if (pending) { pending = false; setTimeout(refresh, 200); }
+      if (pending && !typing(main)) { pending = false; setTimeout(refresh, 200); }
     }
   }
 
