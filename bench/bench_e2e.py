@@ -79,6 +79,27 @@ def corpus(n: int, cues: int) -> tuple[list[str], list[str]]:
     return passages[:n], questions[::step][:cues]
 
 
+def e2e_arguments(description: str, cues: int, block: int, rounds: int | None = None) -> argparse.Namespace:
+    """The command line of a bench that reads the vault an earlier run of this one built."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--workdir", type=Path, required=True, help="bench_e2e's, with its vault built")
+    parser.add_argument("--cues", type=int, default=cues)
+    if rounds is not None:
+        parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--block", type=int, default=block)
+    args = parser.parse_args()
+    if not (args.workdir / "built").is_file():
+        raise SystemExit(f"no vault built in {args.workdir}: run bench.bench_e2e --workdir {args.workdir} first")
+    return args
+
+
+def open_built(args: argparse.Namespace) -> tuple[Engine, list[str]]:
+    """That vault, opened in process with numpy's BLAS at one thread as in the daemon, and its cues."""
+    _, cues = corpus(10_000, args.cues)
+    limit_blas_threads(1)
+    return Engine.open(args.workdir / "vault"), cues
+
+
 def paragraphs(cues: int) -> list[str]:
     """`cues` paragraph cues: three consecutive turns of a LoCoMo conversation each, spread over the data."""
     conversations = load_locomo(harness.shared("data/locomo-dev"))
@@ -355,7 +376,7 @@ def main() -> None:
     print(f"\nend to end (embed the cue + search, top {TOP_K}), {len(cues)} cues per system in blocks of "
           f"{args.block}; floor: {floor_label}")
     cpu_p50 = {label: harness.percentile(ms, 50) for label, ms in cpu_ms.items()}
-    print(f"| system | e2e p50 ms | p99 ms | p50 / floor | p99 / floor | CPU p50 ms | CPU / floor's | disk MB |")
+    print("| system | e2e p50 ms | p99 ms | p50 / floor | p99 / floor | CPU p50 ms | CPU / floor's | disk MB |")
     print("|---|---|---|---|---|---|---|---|")
     for label, (p50, p99) in stats.items():
         disk = sizes["raw hnswlib"] if label.startswith("raw") else sizes["Chroma"] if label.startswith("Chroma") \

@@ -13,20 +13,16 @@ cost cuts undone (each cut leaves every answer as it was: checked on the 760 LoC
 
 from __future__ import annotations
 
-import argparse
 import gc
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import hebbs.offline  # noqa: F401 - before onnxruntime: keeps its telemetry off
 from bench import harness
-from bench.bench_e2e import RELEVANCE_ONLY, TOP_K, corpus
-from hebbs import Engine
+from bench.bench_e2e import RELEVANCE_ONLY, TOP_K, e2e_arguments, open_built
 from hebbs.store import storage
-from hebbs.store.embed import limit_blas_threads
 
 
 def _vectors_uncached(store: storage.Store, ids: list[str]) -> list[bytes | None]:
@@ -43,17 +39,8 @@ CUTS["without the stored vectors' cache (Store.get_vectors)"] = (
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", type=Path, required=True, help="bench_e2e's, with its vault built")
-    parser.add_argument("--cues", type=int, default=400)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--block", type=int, default=20)
-    args = parser.parse_args()
-    if not (args.workdir / "built").is_file():
-        raise SystemExit(f"no vault built in {args.workdir}: run bench.bench_e2e --workdir {args.workdir} first")
-    _, cues = corpus(10_000, args.cues)
-    limit_blas_threads(1)
-    engine = Engine.open(args.workdir / "vault")
+    args = e2e_arguments(__doc__.splitlines()[0], cues=400, block=20, rounds=3)
+    engine, cues = open_built(args)
     embedder = engine.embedder
     print(f"{len(cues)} cues x {args.rounds} rounds on {args.workdir / 'vault'} ({engine.count():,} memories); "
           f"{harness.machine_note()}")

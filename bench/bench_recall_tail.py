@@ -18,22 +18,17 @@ are the same cues round after round (a cost the cue brings) or not (the machine'
 
 from __future__ import annotations
 
-import argparse
 import functools
 import gc
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import hebbs.offline  # noqa: F401 - before onnxruntime: keeps its telemetry off
 from bench import harness
-from bench.bench_e2e import RELEVANCE_ONLY, TOP_K, corpus
-from hebbs import Engine
+from bench.bench_e2e import RELEVANCE_ONLY, TOP_K, e2e_arguments, open_built
 from hebbs.recall import background, confidence, pipeline
 from hebbs.store import embed as embed_module
-from hebbs.store.embed import limit_blas_threads
-from hebbs.store.open_vault import OpenVault
 from hebbs.workflows import reinforce
 
 # (owner, attribute, label): the stages of a similarity-only recall, each called through its module or class.
@@ -74,17 +69,8 @@ class PerCall:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", type=Path, required=True, help="bench_e2e's, with its vault built")
-    parser.add_argument("--cues", type=int, default=400)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--block", type=int, default=10)
-    args = parser.parse_args()
-    if not (args.workdir / "built").is_file():
-        raise SystemExit(f"no vault built in {args.workdir}: run bench.bench_e2e --workdir {args.workdir} first")
-    _, cues = corpus(10_000, args.cues)
-    limit_blas_threads(1)
-    engine = Engine.open(args.workdir / "vault")
+    args = e2e_arguments(__doc__.splitlines()[0], cues=400, block=10, rounds=3)
+    engine, cues = open_built(args)
     embedder = engine.embedder
     embedder.cue_session_policy = "always"
     embedder.embed_query("warm up")

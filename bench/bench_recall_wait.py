@@ -25,21 +25,17 @@ on a machine with an idle core; docs/embedding.md):
 
 from __future__ import annotations
 
-import argparse
 import functools
 import gc
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import hebbs.offline  # noqa: F401 - before onnxruntime: keeps its telemetry off
 from bench import harness
-from bench.bench_e2e import RELEVANCE_ONLY, TOP_K, corpus, session
-from hebbs import Engine
+from bench.bench_e2e import RELEVANCE_ONLY, TOP_K, e2e_arguments, open_built, session
 from hebbs.recall import background, pipeline
 from hebbs.store import embed as embed_module
-from hebbs.store.embed import limit_blas_threads
 from hebbs.store.open_vault import OpenVault
 from hebbs.workflows import reinforce
 
@@ -84,16 +80,8 @@ class Stages:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", type=Path, required=True, help="bench_e2e's, with its vault built")
-    parser.add_argument("--cues", type=int, default=200)
-    parser.add_argument("--block", type=int, default=10)
-    args = parser.parse_args()
-    if not (args.workdir / "built").is_file():
-        raise SystemExit(f"no vault built in {args.workdir}: run bench.bench_e2e --workdir {args.workdir} first")
-    _, cues = corpus(10_000, args.cues)
-    limit_blas_threads(1)
-    engine = Engine.open(args.workdir / "vault")
+    args = e2e_arguments(__doc__.splitlines()[0], cues=200, block=10)
+    engine, cues = open_built(args)
     embedder = engine.embedder
     embedder.cue_session_policy = "always"
     embedder.embed_query("warm up")
