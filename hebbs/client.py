@@ -241,6 +241,10 @@ class _BaseClient(_Doors):
         declaration's further methods (`also`: stats, remember_many) when not the first. `request` sends
         a request Struct as it is."""
         brains = fields.pop("brains", None)
+        unknown = sorted(set(fields) - set(command.__struct_fields__))
+        if unknown:
+            raise InvalidInput(f"{command.tag()} has no field {', '.join(map(repr, unknown))}; its fields: "
+                               f"{', '.join(command.__struct_fields__)}")
         values = {f: _wire(v, f, command.__annotations__[f]) for f, v in fields.items()}
         request = command(**values)
         if command.spec.brains == "both" and brains is None:
@@ -248,7 +252,11 @@ class _BaseClient(_Doors):
                 else BRAINS
         returns = command.spec.returns
         if method is not None:
-            other = next(m for m in command.spec.also if m.name == method)
+            other = next((m for m in command.spec.also if m.name == method), None)
+            if other is None:
+                raise InvalidInput(f"{command.tag()} has no further method {method!r}"
+                                   + (f"; it has {', '.join(m.name for m in command.spec.also)}"
+                                      if command.spec.also else ""))
             returns = other.returns
             vault = other.vault  # True: this client's vault, which must exist
         elif vault is not None:  # the client's vault if it has one (status: the daemon's state alone without)

@@ -109,6 +109,19 @@ def test_what_the_wire_cannot_carry_is_invalid_input(shared_daemon, project: Pat
         assert client.recall("anything", weights={"relevance": 1}).results == []
 
 
+def test_call_sends_a_declared_command_and_refuses_what_it_does_not_declare(shared_daemon, project: Path) -> None:
+    """Client.call, what every generated method sends through: a field or a further method the
+    declaration does not have is InvalidInput naming what it has (a KeyError and a StopIteration before)."""
+    from hebbs.protocol import Recall, Status
+
+    with Client(project, home=shared_daemon.home) as client:
+        assert client.call(Status, method="stats").path == str(project / ".hebbs")
+        with pytest.raises(InvalidInput, match="recall has no field 'bogus'; its fields: cue,"):
+            client.call(Recall, cue="anything", bogus=1)
+        with pytest.raises(InvalidInput, match="status has no further method 'nope'; it has stats"):
+            client.call(Status, method="nope")
+
+
 def test_vault_discovery_walks_up(shared_daemon, project: Path) -> None:
     """Tried: a Client created in a subfolder of a project finds the project's .hebbs; one created with
     global_=True uses HEBBS_HOME; the two are different brains."""
