@@ -18,7 +18,6 @@ are the same cues round after round (a cost the cue brings) or not (the machine'
 
 from __future__ import annotations
 
-import functools
 import gc
 import statistics
 import time
@@ -45,29 +44,6 @@ STAGES = [
 OTHER = "the rest"
 
 
-class PerCall:
-    """Wall ms of each stage during one call (nested stages count in each)."""
-
-    def __init__(self) -> None:
-        self.on = False
-        self.now: dict[str, float] = {}
-
-    def wrap(self, owner: Any, name: str, label: str) -> None:
-        fn = getattr(owner, name)
-
-        @functools.wraps(fn)
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            if not self.on:
-                return fn(*args, **kwargs)
-            began = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.now[label] = self.now.get(label, 0.0) + (time.perf_counter() - began) * 1000
-
-        setattr(owner, name, timed)
-
-
 def main() -> None:
     args = e2e_arguments(__doc__.splitlines()[0], cues=400, block=10, rounds=3)
     engine, cues = open_built(args)
@@ -86,7 +62,7 @@ def main() -> None:
     tokens = dict(zip(cues, embedder.count_tokens([embedder.query_prompt + c for c in cues])))
     doc_freqs = engine.vault.lexical_index.doc_freqs
     paired = {cue for cue in cues if confidence.read_cue(cue, embedder.word_ranks(), doc_freqs).rest_to_embed}
-    stages = PerCall()
+    stages = harness.Stages()
     for owner, name, label in STAGES:
         stages.wrap(owner, name, label)
     gc.freeze()
@@ -114,12 +90,13 @@ def main() -> None:
             embed_module.ONE_BY_ONE = one_by_one
             time.sleep(0.02)
             for cue in block:
-                stages.now, stages.on, passes = {}, True, collected[0]
+                stages.spent, stages.on, passes = {}, True, collected[0]
                 began = time.perf_counter()
                 recall(cue)
                 wall = (time.perf_counter() - began) * 1000
                 stages.on = False
-                rows.append({"cue": cue, "round": round_, "wall": wall, "stages": stages.now,
+                spent_ms = {label: w * 1000 for label, (w, _, _) in stages.spent.items()}
+                rows.append({"cue": cue, "round": round_, "wall": wall, "stages": spent_ms,
                              "gc": collected[0] - passes})
 
     walls = [r["wall"] for r in rows]

@@ -25,7 +25,6 @@ on a machine with an idle core; docs/embedding.md):
 
 from __future__ import annotations
 
-import functools
 import gc
 import time
 from collections.abc import Callable
@@ -53,39 +52,13 @@ STAGES = [
 ]
 
 
-class Stages:
-    """Wall and thread CPU seconds spent in each stage while `on`; calls counted."""
-
-    def __init__(self) -> None:
-        self.on = False
-        self.spent: dict[str, list[float]] = {}
-
-    def wrap(self, owner: Any, name: str, label: str) -> None:
-        fn = getattr(owner, name)
-
-        @functools.wraps(fn)
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            if not self.on:
-                return fn(*args, **kwargs)
-            wall, cpu = time.perf_counter(), time.thread_time()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                row = self.spent.setdefault(label, [0.0, 0.0, 0])
-                row[0] += time.perf_counter() - wall
-                row[1] += time.thread_time() - cpu
-                row[2] += 1
-
-        setattr(owner, name, timed)
-
-
 def main() -> None:
     args = e2e_arguments(__doc__.splitlines()[0], cues=200, block=10)
     engine, cues = open_built(args)
     embedder = engine.embedder
     embedder.cue_session_policy = "always"
     embedder.embed_query("warm up")
-    stages = Stages()
+    stages = harness.Stages()
     for owner, name, label in STAGES:
         stages.wrap(owner, name, label)
     print(f"{len(cues)} cues on {args.workdir / 'vault'} ({engine.count():,} memories); {harness.machine_note()}")

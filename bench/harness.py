@@ -21,6 +21,7 @@ any path edits:
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import math
 import os
@@ -102,6 +103,34 @@ def stopwatch() -> Iterator[Callable[[], float]]:
     ended: list[float] = []
     yield lambda: (ended[0] if ended else time.perf_counter()) - started
     ended.append(time.perf_counter())
+
+
+class Stages:
+    """Wall and thread CPU seconds spent in each wrapped stage while `on`, and its calls: `spent[label]` is
+    [wall, cpu, calls] (a stage nested in another counts in each)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.spent: dict[str, list[float]] = {}
+
+    def wrap(self, owner: Any, name: str, label: str) -> None:
+        """Time `owner.name` (a function recall calls through its module or class) under `label`."""
+        fn = getattr(owner, name)
+
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if not self.on:
+                return fn(*args, **kwargs)
+            wall, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                row = self.spent.setdefault(label, [0.0, 0.0, 0])
+                row[0] += time.perf_counter() - wall
+                row[1] += time.thread_time() - cpu
+                row[2] += 1
+
+        setattr(owner, name, timed)
 
 
 def vs_floor(measured: float, floor: float) -> str:
