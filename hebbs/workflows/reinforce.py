@@ -52,9 +52,6 @@ class _LogState:
         # The first append after an open trims: entries may have aged past query_log_days meanwhile.
         self.until_trim = 1
 
-    def saved(self) -> list:
-        return [self.entries, self.first, self.last]
-
 
 def reinforce(vault: OpenVault, ids: Sequence[str] | str, via: str = access_log.USED) -> list[Memory]:
     """Count these memories as used: access_count + 1 and last access now, which raises their
