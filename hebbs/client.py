@@ -202,26 +202,17 @@ def _wire(value: Any, field: str, annotation: str) -> Any:
 _TEXTS = re.compile(r"list\[(ShortId|Name|str|EdgeTypeName)\]")
 
 
-# The typed methods, written once for both clients ----------------------------------------------
+# What both clients share: the vault, request ids and frames, retry rules, reply decoding ------
 
-class _Doors(Methods):
-    """Every command as a typed method, shared by Client and AsyncClient: each builds its request and
-    hands it to `_send`, the one thing the two transports do differently (AsyncClient awaits them:
-    hebbs/client_methods.py). They are generated from their declarations into client_methods.py, and send
-    through `call`. Defaults are the request Structs' own (tests/test_parity.py)."""
-
-    def _send(self, command: _Command, *, vault: bool | str | None = None, progress: ProgressCallback | None = None,
-              then: Callable[[Any], Any] | None = None) -> Any:
-        raise NotImplementedError
+class _BaseClient(Methods):
+    """Everything but the transport, as httpx splits Client and AsyncClient. The typed methods, one per
+    command, are generated from their declarations into hebbs/client_methods.py (`Methods`; AsyncClient
+    awaits them, `AsyncMethods`): each sends through `call`, which builds the request and hands it to
+    `_send`, the one thing the two transports do differently. Defaults are the request Structs' own
+    (tests/test_parity.py)."""
 
     vault_path: Path | None
     home: Path
-
-
-# What both clients share: the vault, request ids and frames, retry rules, reply decoding ------
-
-class _BaseClient(_Doors):
-    """Everything but the transport, as httpx splits Client and AsyncClient."""
 
     def __init__(self, vault: os.PathLike | str | None, global_: bool, home: os.PathLike | str | None,
                  autostart: bool, cwd: os.PathLike | str | None) -> None:
@@ -265,6 +256,10 @@ class _BaseClient(_Doors):
             return self._send(request, vault=vault, progress=progress, then=returns)
         vault, request.vaults, notes = _brain_vaults(brains, self.vault_path, self.home, self.cwd)
         return self._send(request, vault=vault, then=lambda found: _with_notes(found, notes))
+
+    def _send(self, command: _Command, *, vault: bool | str | None = None, progress: ProgressCallback | None = None,
+              then: Callable[[Any], Any] | None = None) -> Any:
+        raise NotImplementedError
 
     def _vault(self) -> str:
         if self.vault_path is None:

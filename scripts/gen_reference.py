@@ -511,8 +511,6 @@ def _param_texts(parameters: list[tuple[str, str, int, typing.Any]], annotations
 
 
 def client_methods_source() -> str:
-    from hebbs.client import _Doors
-
     names: set[str] = set()
     sync: list[str] = []
     awaited: list[str] = []
@@ -535,7 +533,7 @@ def client_methods_source() -> str:
             sync += _def(other.name, texts, returns, doc, f"return self.call({call})", False)
             awaited += _def(other.name, texts, returns, doc, f"return await self.call({call})", True)
         name = command.spec.client_method
-        if not name or name in vars(_Doors):
+        if not name:
             continue
         parameters = _typed_parameters(command)
         annotations = {p: fields[f] if f == "brains" else _py_type(fields[f], names) for p, f, _, _ in parameters}
