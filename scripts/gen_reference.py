@@ -510,6 +510,18 @@ def _param_texts(parameters: list[tuple[str, str, int, typing.Any]], annotations
     return out
 
 
+def _noted(doc: str | None, notes: str | None) -> str | None:
+    """A typed method's docstring: its command's, then the method's own notes on its Python arguments."""
+    return inspect.cleandoc(doc or "") + "\n\n" + textwrap.fill(notes, 104) if notes else doc
+
+
+def _add_method(sync: list[str], awaited: list[str], name: str, texts: list[str], returns: str, doc: str | None,
+                call: str) -> None:
+    """One typed method, as Client's and, awaited, as AsyncClient's: both send through `call`."""
+    sync += _def(name, texts, returns, doc, f"return self.call({call})", False)
+    awaited += _def(name, texts, returns, doc, f"return await self.call({call})", True)
+
+
 def client_methods_source() -> str:
     names: set[str] = set()
     sync: list[str] = []
@@ -526,12 +538,8 @@ def client_methods_source() -> str:
             call = ", ".join([f"protocol.{command.__name__}", f'method="{other.name}"',
                               *(f"{f}={p}" for p, f, _, _ in parameters)])
             returns = _py_type(other.result or command.spec.result, names, False)
-            doc = other.doc or command.__doc__
-            if other.notes:
-                doc = inspect.cleandoc(doc or "") + "\n\n" + textwrap.fill(other.notes, 104)
-            texts = _param_texts(parameters, annotations)
-            sync += _def(other.name, texts, returns, doc, f"return self.call({call})", False)
-            awaited += _def(other.name, texts, returns, doc, f"return await self.call({call})", True)
+            doc = _noted(other.doc or command.__doc__, other.notes)
+            _add_method(sync, awaited, other.name, _param_texts(parameters, annotations), returns, doc, call)
         name = command.spec.client_method
         if not name:
             continue
@@ -550,13 +558,11 @@ def client_methods_source() -> str:
         returns = "Any" if command.spec.returns is not None or result is None else _py_type(result, names, False)
         doc = command.__doc__
         if command.spec.brains:
-            doc = inspect.cleandoc(doc or "") + "\n\n" + textwrap.fill(
-                f'`brains` ("project", "global"): search them together, one merged list, each result labelled '
-                f"(default: {BRAINS_TEXT[command.spec.brains]}).", 104)
+            doc = _noted(doc, f'`brains` ("project", "global"): search them together, one merged list, each result '
+                              f"labelled (default: {BRAINS_TEXT[command.spec.brains]}).")
         if command.spec.vault is None:
-            doc = inspect.cleandoc(doc or "") + "\n\nvault=False: without this client's vault."
-        sync += _def(name, texts, returns, doc, f"return self.call({call})", False)
-        awaited += _def(name, texts, returns, doc, f"return await self.call({call})", True)
+            doc = _noted(doc, "vault=False: without this client's vault.")
+        _add_method(sync, awaited, name, texts, returns, doc, call)
     by_module: dict[str, list[str]] = {}
     for type_name in sorted(names):
         module = "protocol" if hasattr(protocol, type_name) and type_name not in vars(__import__("hebbs.schema").schema) \
