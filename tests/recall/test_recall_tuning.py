@@ -246,12 +246,21 @@ def test_only_a_long_cue_gets_lexical_feedback(tmp_path: Path, embedder):
         assert not any(r.details.get("lexical_feedback") for r in short)
 
 
+def _lexical_threads(engine, monkeypatch) -> list[str]:
+    """The names of the threads the vault's lexical searches run on, appended as they run."""
+    import threading
+
+    searched_on: list[str] = []
+    lexical_hits = engine.vault.lexical_hits
+    monkeypatch.setattr(engine.vault, "lexical_hits", lambda *args: (
+        searched_on.append(threading.current_thread().name), lexical_hits(*args))[1])
+    return searched_on
+
+
 def test_the_lexical_search_runs_beside_the_cues_embedding(tmp_path: Path, embedder, monkeypatch):
     """Default recall's lexical search needs only the cue's words: it runs on another thread while the
     cue is embedded, and on the caller's once the cue's vector is known (the time-word pass). The
     answer is the one the search in line gave, to the score."""
-    import threading
-
     from hebbs import Engine
     from hebbs.recall.query import Query
 
@@ -259,10 +268,7 @@ def test_the_lexical_search_runs_beside_the_cues_embedding(tmp_path: Path, embed
              "Bob owns the billing service", "Dana reviewed the billing service last week"]
     with Engine.open(tmp_path / "v", embedder=embedder) as engine:
         engine.remember_many([{"content": t} for t in texts], check_contradictions=False)
-        searched_on: list[str] = []
-        lexical_hits = engine.vault.lexical_hits
-        monkeypatch.setattr(engine.vault, "lexical_hits", lambda *args: (
-            searched_on.append(threading.current_thread().name), lexical_hits(*args))[1])
+        searched_on = _lexical_threads(engine, monkeypatch)
         now = 1_700_000_000_000_000
 
         def answer(cue: str) -> tuple:
@@ -290,10 +296,7 @@ def test_a_recall_under_the_vaults_lock_searches_in_line(tmp_path: Path, embedde
 
     with Engine.open(tmp_path / "v", embedder=embedder) as engine:
         engine.remember_many([{"content": "Bob owns the billing service"}], check_contradictions=False)
-        searched_on: list[str] = []
-        lexical_hits = engine.vault.lexical_hits
-        monkeypatch.setattr(engine.vault, "lexical_hits", lambda *args: (
-            searched_on.append(threading.current_thread().name), lexical_hits(*args))[1])
+        searched_on = _lexical_threads(engine, monkeypatch)
         with engine.vault.append_lock:
             found = engine.recall("who owns billing", top_k=1)
         assert found.results[0].memory.content == "Bob owns the billing service"
