@@ -439,26 +439,24 @@ class Store:
                                f"{DOCTOR_ADVICE.format(vault=self.path.parent)}") from None
         finally:
             del batch
-        # Even with the cache empty: a read in flight may be about to fill it with what this replaced.
-        if any(family == "vectors" for family, _, _ in writes.ranges) or any(
-                family == "vectors" for family, _, _ in writes.ops):
-            self._forget_vectors(writes)
+        self._forget_vectors(writes)
         if durable:
             self.group.written(self.db.latest_sequence_number())
 
     def _forget_vectors(self, writes: WriteSet) -> None:
-        """Drop from get_vectors' cache what this commit wrote."""
+        """Drop from get_vectors' cache what this commit wrote, and move its generation on, also with the
+        cache empty: a read in flight may be about to fill it with what this commit replaced."""
+        ranged = any(family == "vectors" for family, _, _ in writes.ranges)
+        keys = [key for family, key, _ in writes.ops if family == "vectors"]
+        if not ranged and not keys:
+            return
         with self._vectors_lock:
             self._vectors_generation += 1
-            if any(family == "vectors" for family, _, _ in writes.ranges):
+            if ranged or any(len(key) != 17 or key[:1] != VECTOR_PREFIX for key in keys):
                 self._vectors.clear()
                 return
-            for family, key, _ in writes.ops:
-                if family == "vectors" and len(key) == 17 and key[:1] == VECTOR_PREFIX:
-                    self._vectors.pop(id_str(key[1:]), None)
-                elif family == "vectors":
-                    self._vectors.clear()
-                    return
+            for key in keys:
+                self._vectors.pop(id_str(key[1:]), None)
 
     def deferred_sync(self, *, wait: bool = True) -> contextlib.AbstractContextManager:
         """Writes inside wait for their WAL sync once, at the end (see hebbs/store/durability.py)."""
