@@ -116,6 +116,18 @@ def _child_setup(account: tuple[int, int] | None):
     return setup
 
 
+class ToolFailed(subprocess.CalledProcessError):
+    """A PostgreSQL program exited with an error: the message carries what it printed, where
+    CalledProcessError's names only the command and the exit code."""
+
+    def __init__(self, returncode: int, cmd: list[str], output: str, stderr: str, said: str) -> None:
+        super().__init__(returncode, cmd, output, stderr)
+        self.said = said
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}\n{self.said}" if self.said else super().__str__()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -136,8 +148,21 @@ class Server:
     def _run(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         env["LC_ALL"] = "C"
-        return subprocess.run([str(runnable_binaries(self.account) / args[0]), *args[1:]], check=check, capture_output=True, text=True,
+        done = subprocess.run([str(runnable_binaries(self.account) / args[0]), *args[1:]], capture_output=True, text=True,
                               env=env, cwd=self.root, preexec_fn=_child_setup(self.account), timeout=timeout)
+        if check and done.returncode:
+            said = "\n".join(part.strip() for part in (done.stderr, done.stdout) if part.strip())
+            if args[0] == "pg_ctl":  # pg_ctl says little more than "see the log"
+                said += self._log_tail()
+            raise ToolFailed(done.returncode, done.args, done.stdout, done.stderr, said)
+        return done
+
+    def _log_tail(self, lines: int = 10) -> str:
+        try:
+            tail = self.log.read_text(errors="replace").strip().splitlines()[-lines:]
+        except OSError:
+            return ""
+        return f"\n{self.log.name}:\n" + "\n".join(tail) if tail else ""
 
     @property
     def url(self) -> str:

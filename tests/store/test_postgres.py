@@ -242,3 +242,14 @@ def test_the_change_log_is_pruned_and_a_daemon_left_behind_reads_the_vault_again
             b.vault.catch_up()  # its stamp is older than the log: the vault is read again, not refused
             assert b.count() == a.count() == 20 and first.id not in b.vault
             assert [r.memory.id for r in b.recall("walrus7", strategies=["lexical"], top_k=1)] == [ids[7]]
+
+
+def test_a_failing_postgres_program_says_what_it_printed(pg_server):
+    """The local cluster's errors carry the program's own words (a test that fails on one says why),
+    where CalledProcessError named only the command and its exit code."""
+    from hebbs.store.postgres_local import ToolFailed
+
+    with pytest.raises(ToolFailed) as failed:
+        pg_server.sql("select no_such_column from pg_class")
+    assert 'column "no_such_column" does not exist' in str(failed.value)
+    assert failed.value.returncode != 0 and "psql" in failed.value.cmd[0]
