@@ -24,7 +24,7 @@ unanswerable cue, is not: coefficients to paste into hebbs/recall/confidence.py)
 threshold of the answer's confidence (its best result's) there; every run reports the report part with the
 coefficients in code (what recall returns) and, with --fit, the freshly fitted ones.
 
-    .venv/bin/python -m bench.bench_abstention [--fit] [--workdir DIR] [--json out.json]
+    .venv/bin/python -m bench.bench_abstention [--fit] [--workdir DIR] [--json out.json] [--cue-graph float32]
 
 The data is CC BY-NC and evaluation-only: it is read from shared/, never copied into the package.
 """
@@ -48,6 +48,7 @@ from bench.harness import REPO, cache, shared
 
 from hebbs import Engine
 from hebbs.recall import confidence as conf
+from hebbs.store.embed import get_embedder
 from hebbs.vault import index_vault
 
 ROOT = REPO
@@ -328,7 +329,11 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--rows", type=Path, help="save every cue's features here; when it exists, reuse it "
                                                   "instead of recalling again (to try fits)")
+    parser.add_argument("--cue-graph", choices=("int8", "float32"), default=None,
+                        help="embed cues with this graph instead of the model's own choice (docs/embedding.md)")
     args = parser.parse_args()
+    if args.cue_graph:
+        get_embedder().cue_graph = args.cue_graph
     tmp = None if args.workdir else tempfile.TemporaryDirectory(prefix="hebbs-abstain-")
     workdir = args.workdir or Path(tmp.name)
     workdir.mkdir(parents=True, exist_ok=True)

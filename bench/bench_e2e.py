@@ -7,25 +7,31 @@ raw hnswlib and Chroma on the same 10,000 real passages, plus single remembers a
 
 Passages: every LoCoMo turn (../shared/data/locomo-dev, 2,760), then the sentences of the CISI abstracts
 and, to reach the count, CISI titles (../shared/data/cisi). Cues: LoCoMo questions, spread over the five
-conversations. Every system uses all-MiniLM-L6-v2 through the same ONNX graph; what differs is the
-onnxruntime session that embeds the cue (its default, which spins its workers after each run; spinning
-off, hebbs' batch session; one thread; a 100 us spin; a 100 us spin stopped when the run returns,
-hebbs' cue session) and the search behind it. hebbs picks its cue session by the machine's load
-(docs/embedding.md): the printout says how many of its cues went through which session, and hebbs'
-rows are repeated with each session pinned (the batch session only: the setting before the cue
-session; the cue session always), so both settings are measured in the same run whatever the load. raw hnswlib is the pip package (hnswlib 0.8.0, the same
-M, ef_construction and ef_search as the vault); Chroma is a PersistentClient with the same HNSW
-parameters, given the same passage vectors and the cue's vector embedded with onnxruntime's default.
+conversations. Every system uses all-MiniLM-L6-v2 through hebbs' float32 ONNX graph for the passages;
+what differs is the graph and the onnxruntime session that embed the cue (its default, which spins its
+workers after each run; spinning off, hebbs' batch session; one thread; a 100 us spin; a 100 us spin
+stopped when the run returns, hebbs' cue session) and the search behind it. hebbs embeds cues with
+its cue graph, an int8 copy of the float32 one (docs/embedding.md): raw hnswlib runs with both graphs,
+and the table has two floors, the fastest float32 row (the graph the peers use) and the fastest int8
+row (the same embedding as hebbs'); hebbs' rows are repeated with the float32 graph. hebbs picks its
+cue session by the machine's load: the printout says how many of its cues went through which session,
+and hebbs' rows are repeated with each session pinned (the batch session only: the setting before
+the cue session; the cue session always), so both settings are measured in the same run whatever the
+load. raw hnswlib is the pip package (hnswlib 0.8.0, the same M, ef_construction and ef_search as the
+vault); Chroma is a PersistentClient with the same HNSW parameters, given the same passage vectors
+and the cue's vector embedded with onnxruntime's default on the float32 graph.
 
-Long cues: paragraph cues (three consecutive LoCoMo turns, about 80 words) through raw hnswlib and
-hebbs' default recall, in the same blocks; the table's last line is the paragraph path over the
-short one at p50 for default recall. hebbs runs in process with numpy's BLAS capped at one thread,
+Long cues: paragraph cues (three consecutive LoCoMo turns, about 80 words) through raw hnswlib (both
+graphs) and hebbs' default recall (both cue graphs), in the same blocks; a line after the table gives
+the paragraph path over the short one at p50 for default recall. hebbs runs in process with numpy's BLAS capped at one thread,
 as the daemon runs it (docs/embedding.md), and what is loaded before the blocks frozen out of the
 garbage collector's sight, as the daemon freezes its model and modules (gc.freeze).
 
 Each system runs in warmed blocks of --block cues (3 unmeasured cues first), the blocks interleaved
 round after round, so that every system sees the same machine load and its ratio to the floor is a
-same-run figure (on a loaded machine, short blocks: the load moves within seconds). The floor is the fastest onnxruntime setting for one cue + raw hnswlib knn_query.
+same-run figure (on a loaded machine, short blocks: the load moves within seconds). The floor is the
+fastest onnxruntime setting for one cue + raw hnswlib knn_query, with the float32 graph; the int8 floor
+the same with hebbs' cue graph.
 
 Printed: one table (e2e p50/p99, the ratio to the floor, the CPU this process spent per cue and its
 ratio to the floor's: a figure the machine's load moves far less than wall time; disk MB), single-remember p50 beside
@@ -55,7 +61,7 @@ from bench import harness
 from bench.bench_cisi import parse as parse_cisi
 from bench.bench_locomo import load as load_locomo
 from hebbs import Engine, ScoringWeights
-from hebbs.store.embed import get_embedder, limit_blas_threads
+from hebbs.store.embed import _Sessions, get_embedder, limit_blas_threads
 
 RELEVANCE_ONLY = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)
 M, EF_CONSTRUCTION, EF_SEARCH, TOP_K = 16, 200, 50, 10
@@ -109,8 +115,8 @@ def paragraphs(cues: int) -> list[str]:
     return joined[::step][:cues]
 
 
-def session(embedder: Any, options: dict[str, Any]) -> Any:
-    """A copy of `embedder` whose cue session uses these onnxruntime settings (None: ort's defaults)."""
+def ort_session(graph: Path, options: dict[str, Any] | None) -> Any:
+    """An onnxruntime session of `graph` with these settings (None: onnxruntime's defaults)."""
     ort = hebbs.offline.import_onnxruntime()
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -124,27 +130,35 @@ def session(embedder: Any, options: dict[str, Any]) -> Any:
             so.add_session_config_entry("session.intra_op.spin_duration_us", str(options["spin"]))
         if options.get("stop"):  # workers stop spinning when the run returns
             so.add_session_config_entry("session.force_spinning_stop", "1")
+    return ort.InferenceSession(str(graph), so, providers=["CPUExecutionProvider"])
+
+
+def session(embedder: Any, options: dict[str, Any] | None, graph: str = "float32") -> Any:
+    """A copy of `embedder` that embeds every cue with one session of these settings, on the model's
+    float32 graph (the peers') or on hebbs' int8 copy of it (its cue graph, docs/embedding.md)."""
+    path = embedder.onnx_path if graph == "float32" else embedder._cues().path
     other = copy.copy(embedder)
-    other._session = ort.InferenceSession(str(embedder.onnx_path), so, providers=["CPUExecutionProvider"])
-    other.cue_session_policy, other._cue_session = "never", None  # every text through the session above
+    other._memories = _Sessions(path, embedder._threads, ort_session(path, options), one_by_one=graph == "int8")
+    other.cue_session_policy, other.cue_graph = "never", "float32"  # every text through the session above
     return other
 
 
 def count_cue_sessions(embedder: Any) -> dict[str, int]:
-    """Counts, as it goes, which session embedded each of `embedder`'s single texts under its own
+    """Counts, as it goes, which session embedded each of `embedder`'s single cues under its own
     choice: hebbs picks its spinning cue session only while the machine has an idle core
     (docs/embedding.md)."""
     counts = {"cue session (spinning 100 us)": 0, "batch session (spinning off)": 0}
-    pick = embedder._single_session
+    cues = embedder._cues()
+    pick = cues.single
 
-    def counted() -> Any:
-        chosen = pick()
-        if embedder.cue_session_policy != "auto":
-            return chosen  # a row that pins the session: not hebbs' own choice
-        counts["batch session (spinning off)" if chosen is embedder._session else "cue session (spinning 100 us)"] += 1
+    def counted(policy: str) -> Any:
+        chosen = pick(policy)
+        if policy != "auto" or embedder.cue_graph != "int8":
+            return chosen  # a row that pins the session or the graph: not hebbs' own choice
+        counts["batch session (spinning off)" if chosen is cues.batch() else "cue session (spinning 100 us)"] += 1
         return chosen
 
-    embedder._single_session = counted
+    cues.single = counted
     return counts
 
 
@@ -304,16 +318,28 @@ def main() -> None:
                 "2 threads, spinning 100 us, stopped after the run (hebbs' cue session)":
                     {"threads": 2, "spin": 100, "stop": True}}
     embedders = {label: session(batch, options) for label, options in settings.items()}
+    int8_settings = ("onnxruntime default (spinning)", "2 threads, spinning off",
+                     "2 threads, spinning 100 us, stopped after the run (hebbs' cue session)")
+    embedders |= {f"int8 copy, {label}": session(batch, settings[label], "int8") for label in int8_settings}
     default_cue = embedders["onnxruntime default (spinning)"]
 
-    def pinned(policy: str, call: Callable[[], Any]) -> Any:
-        """`call` with hebbs' single texts pinned to one session ("never": the batch session, "always": the
-        cue session) instead of its choice by load: hebbs at both settings whatever the load is."""
-        engine.embedder.cue_session_policy = policy
+    def pinned(call: Callable[[], Any], policy: str = "auto", graph: str = "int8") -> Any:
+        """`call` with hebbs' cues pinned to one session ("never": the batch session, "always": the cue
+        session) instead of its choice by load, or to the model's float32 graph instead of its int8 copy."""
+        engine.embedder.cue_session_policy, engine.embedder.cue_graph = policy, graph
         try:
             return call()
         finally:
-            engine.embedder.cue_session_policy = "auto"
+            engine.embedder.cue_session_policy, engine.embedder.cue_graph = "auto", "int8"
+
+    def similarity(i: int) -> Any:
+        return engine.recall(cues[i % len(cues)], strategies=["similarity"], weights=RELEVANCE_ONLY, top_k=TOP_K)
+
+    def default(i: int) -> Any:
+        return engine.recall(cues[i % len(cues)], top_k=TOP_K)
+
+    def paragraph(i: int) -> Any:
+        return engine.recall(long_cues[i % len(long_cues)], top_k=TOP_K)
 
     systems: dict[str, Callable[[int], Any]] = {}
     for label, emb in embedders.items():
@@ -321,18 +347,20 @@ def main() -> None:
             lambda i, emb=emb: raw.knn_query(emb.embed_query(cues[i % len(cues)]), k=TOP_K))
     systems["Chroma PersistentClient, cue: onnxruntime default"] = lambda i: collection.query(
         query_embeddings=[default_cue.embed_query(cues[i % len(cues)])], n_results=TOP_K)
-    systems["hebbs similarity-only, relevance-only"] = lambda i: engine.recall(
-        cues[i % len(cues)], strategies=["similarity"], weights=RELEVANCE_ONLY, top_k=TOP_K)
-    systems["hebbs default recall"] = lambda i: engine.recall(cues[i % len(cues)], top_k=TOP_K)
+    systems["hebbs similarity-only, relevance-only"] = similarity
+    systems["hebbs default recall"] = default
     for label, policy in (("batch session only", "never"), ("cue session always", "always")):
-        systems[f"hebbs similarity-only, {label}"] = lambda i, policy=policy: pinned(policy, lambda: engine.recall(
-            cues[i % len(cues)], strategies=["similarity"], weights=RELEVANCE_ONLY, top_k=TOP_K))
-        systems[f"hebbs default recall, {label}"] = lambda i, policy=policy: pinned(
-            policy, lambda: engine.recall(cues[i % len(cues)], top_k=TOP_K))
-    off = embedders["2 threads, spinning off"]
-    systems["raw hnswlib ef=50, paragraph cue: 2 threads, spinning off"] = (
-        lambda i: raw.knn_query(off.embed_query(long_cues[i % len(long_cues)]), k=TOP_K))
-    systems["hebbs default recall, paragraph cue"] = lambda i: engine.recall(long_cues[i % len(long_cues)], top_k=TOP_K)
+        systems[f"hebbs similarity-only, {label}"] = lambda i, policy=policy: pinned(lambda: similarity(i), policy)
+        systems[f"hebbs default recall, {label}"] = lambda i, policy=policy: pinned(lambda: default(i), policy)
+    systems["hebbs similarity-only, float32 cue graph"] = lambda i: pinned(lambda: similarity(i), graph="float32")
+    systems["hebbs default recall, float32 cue graph"] = lambda i: pinned(lambda: default(i), graph="float32")
+    for graph in ("", "int8 copy, "):
+        off = embedders[f"{graph}2 threads, spinning off"]
+        systems[f"raw hnswlib ef=50, paragraph cue: {graph}2 threads, spinning off"] = (
+            lambda i, off=off: raw.knn_query(off.embed_query(long_cues[i % len(long_cues)]), k=TOP_K))
+    systems["hebbs default recall, paragraph cue"] = paragraph
+    systems["hebbs default recall, paragraph cue, float32 cue graph"] = lambda i: pinned(lambda: paragraph(i),
+                                                                                          graph="float32")
     cpu_ms: dict[str, list[float]] = {}
     chosen = count_cue_sessions(engine.embedder)
     # What is loaded so far lives to the end, as the daemon's model and modules do: frozen as the
@@ -342,9 +370,11 @@ def main() -> None:
     single_texts = dict(chosen)
 
     stats = {label: (harness.percentile(ms, 50), harness.percentile(ms, 99)) for label, ms in timings.items()}
-    floor_label = min((label for label in stats if label.startswith("raw hnswlib") and "paragraph" not in label),
-                      key=lambda label: stats[label][0])
-    floor = stats[floor_label]
+    short_raw = [label for label in stats if label.startswith("raw hnswlib") and "paragraph" not in label]
+    # The floor: the fastest onnxruntime setting of the graph every peer uses; the int8 floor: of hebbs' cue graph.
+    floor_label = min((label for label in short_raw if "int8" not in label), key=lambda label: stats[label][0])
+    int8_floor_label = min((label for label in short_raw if "int8" in label), key=lambda label: stats[label][0])
+    floor, int8_floor = stats[floor_label], stats[int8_floor_label]
 
     # Single remembers, interleaved one by one; each system embeds its own text.
     sql = sqlite3.connect(work / "sqlite.db", isolation_level=None)
@@ -374,23 +404,28 @@ def main() -> None:
     sizes = {"raw hnswlib": du(work / "hnswlib.bin"), "Chroma": du(work / "chroma"), "hebbs": du(work / "vault")}
 
     print(f"\nend to end (embed the cue + search, top {TOP_K}), {len(cues)} cues per system in blocks of "
-          f"{args.block}; floor: {floor_label}")
+          f"{args.block}; floor: {floor_label}; int8 floor: {int8_floor_label}")
     cpu_p50 = {label: harness.percentile(ms, 50) for label, ms in cpu_ms.items()}
-    print("| system | e2e p50 ms | p99 ms | p50 / floor | p99 / floor | CPU p50 ms | CPU / floor's | disk MB |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| system | e2e p50 ms | p99 ms | p50 / floor | p99 / floor | p50 / int8 floor | p99 / int8 floor "
+          "| CPU p50 ms | CPU / floor's | disk MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for label, (p50, p99) in stats.items():
         disk = sizes["raw hnswlib"] if label.startswith("raw") else sizes["Chroma"] if label.startswith("Chroma") \
             else sizes["hebbs"]
         print(f"| {label} | {p50:.2f} | {p99:.2f} | {p50 / floor[0]:.2f}x | {p99 / floor[1]:.2f}x | "
+              f"{p50 / int8_floor[0]:.2f}x | {p99 / int8_floor[1]:.2f}x | "
               f"{cpu_p50[label]:.2f} | {cpu_p50[label] / cpu_p50[floor_label]:.2f}x | {mb(disk):.1f} |")
     short, long = stats["hebbs default recall"][0], stats["hebbs default recall, paragraph cue"][0]
-    raw_long = stats["raw hnswlib ef=50, paragraph cue: 2 threads, spinning off"][0]
-    raw_short = stats["raw hnswlib ef=50, cue: 2 threads, spinning off"][0]
+    raw_long = stats["raw hnswlib ef=50, paragraph cue: int8 copy, 2 threads, spinning off"][0]
+    raw_short = stats["raw hnswlib ef=50, cue: int8 copy, 2 threads, spinning off"][0]
+    short32 = stats["hebbs default recall, float32 cue graph"][0]
+    long32 = stats["hebbs default recall, paragraph cue, float32 cue graph"][0]
     print(f"\nhebbs' single texts in these blocks went through its {', '.join(f'{label}: {n}' for label, n in single_texts.items())}")
     print(f"\nparagraph cues (median {sorted(len(c.split()) for c in long_cues)[len(long_cues) // 2]} words) over "
           f"short ones (median {sorted(len(c.split()) for c in cues)[len(cues) // 2]}) at p50: hebbs default recall "
-          f"{long / short:.2f}x; raw hnswlib with the same embedding {raw_long / raw_short:.2f}x; the paragraph "
-          f"path's own work past its embedding and search {long - raw_long:.2f} ms against {short - raw_short:.2f} ms")
+          f"{long / short:.2f}x ({long32 / short32:.2f}x with the float32 cue graph); raw hnswlib with the same "
+          f"(int8) embedding {raw_long / raw_short:.2f}x; the paragraph path's own work past its embedding and "
+          f"search {long - raw_long:.2f} ms against {short - raw_short:.2f} ms")
     print(f"\nsingle write p50 / p99 ms ({args.remembers} each, interleaved; the text embedded in each):")
     for label, ms in write_ms.items():
         print(f"  {label:<40} {harness.percentile(ms, 50):7.2f} / {harness.percentile(ms, 99):7.2f}")
@@ -405,7 +440,7 @@ def main() -> None:
         if size:
             print(f"    {family:<22} {mb(size):7.2f} MB")
     harness.write_result("bench_e2e", {"e2e": {k: {"p50": v[0], "p99": v[1], "cpu_p50": cpu_p50[k]} for k, v in stats.items()},
-                                       "floor": floor_label, "disk_bytes": sizes,
+                                       "floor": floor_label, "int8_floor": int8_floor_label, "disk_bytes": sizes,
                                        "writes_p50": {k: harness.percentile(v, 50) for k, v in write_ms.items()},
                                        "idle_cpu_ms": cpu, "vault_parts": dict(parts),
                                        "hebbs_single_texts": single_texts})

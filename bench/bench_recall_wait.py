@@ -32,7 +32,7 @@ from typing import Any
 
 import hebbs.offline  # noqa: F401 - before onnxruntime: keeps its telemetry off
 from bench import harness
-from bench.bench_e2e import RELEVANCE_ONLY, TOP_K, e2e_arguments, open_built, session
+from bench.bench_e2e import RELEVANCE_ONLY, TOP_K, e2e_arguments, open_built, ort_session
 from hebbs.recall import background, pipeline
 from hebbs.store import embed as embed_module
 from hebbs.store.open_vault import OpenVault
@@ -119,7 +119,8 @@ def main() -> None:
     options = {"hebbs' cue session (100 us, stopped after the run)": None,
                "spinning 1 ms after each run": {"threads": 2, "spin": 1000},
                "spinning 3 ms after each run": {"threads": 2, "spin": 3000}}
-    sessions = {label: embedder._cue_session if opt is None else session(embedder, opt)._session
+    cue_graph = embedder._cues()
+    sessions = {label: cue_graph._cue if opt is None else ort_session(cue_graph.path, opt)
                 for label, opt in options.items()}
     print("\n3. the cue session's spin (p50 / p99 wall ms, CPU ms per call, CPU ms burned in the 20 ms after a block):")
     for kind in ("similarity-only recall", "default recall"):
@@ -129,7 +130,7 @@ def main() -> None:
         idle: dict[str, list[float]] = {label: [] for label in sessions}
         for start in range(0, len(cues), args.block):
             for label, chosen in sessions.items():
-                embedder._cue_session = chosen
+                cue_graph._cue = chosen
                 time.sleep(0.02)
                 for cue in cues[start:start + 3]:
                     fn(cue)
@@ -141,7 +142,7 @@ def main() -> None:
                 used = time.process_time()
                 time.sleep(0.02)
                 idle[label].append((time.process_time() - used) * 1000)
-        embedder._cue_session = sessions["hebbs' cue session (100 us, stopped after the run)"]
+        cue_graph._cue = sessions["hebbs' cue session (100 us, stopped after the run)"]
         for label in sessions:
             print(f"  {kind}, {label:<52} {harness.percentile(ms[label], 50):6.2f} / "
                   f"{harness.percentile(ms[label], 99):6.2f}   CPU {harness.percentile(cpu[label], 50):6.2f}   "

@@ -122,11 +122,12 @@ def cue_embedding(embedder: Embedder, cue: str, by_sentence: bool = True) -> np.
 class CueEmbedder:
     """Query.embed for one recall: cue_embedding, except that when the recall will also embed a second
     text of the cue's (`also`: the cue less its unseen words, which confidence asks for when a
-    candidate would answer, confidence.CueReading.rest_to_embed) both are embedded in one run of the
-    model. For a dozen tokens a run costs mostly its fixed part: the pair cost about 1.4x one cue
-    where the second run cost 2x, on the ~4% of cues that need it (LoCoMo questions over
-    bench_e2e's vault), which made them similarity-only recall's p99. Each vector then differs from
-    its own run's by float rounding (~4e-8: the batch's matrix shapes differ)."""
+    candidate would answer, confidence.CueReading.rest_to_embed) both are embedded at once, in the
+    session a single cue uses (Embedder.embed_queries_at_once). On a float32 graph that is one run:
+    for a dozen tokens a run costs mostly its fixed part, and the pair cost about 1.4x one cue where a
+    second run through the batch session cost 2x, on the ~4% of cues that need it (LoCoMo questions
+    over bench_e2e's vault), which made them similarity-only recall's p99. The int8 cue graph runs
+    them one after the other (each run scales its activations by its own range)."""
 
     def __init__(self, embedder: Embedder, by_sentence: bool, cue: str | None = None, also: str | None = None):
         self.embedder, self.by_sentence = embedder, by_sentence

@@ -56,7 +56,8 @@ def _receive(stream: BinaryIO) -> Any:
 
 
 class RayEmbedder:
-    """The vault's embedder, with large batches embedded on a Ray cluster through a bridge process."""
+    """The vault's embedder, with large batches of memories embedded on a Ray cluster through a bridge
+    process; cues stay with the local embedder (a few at a time, through its own cue graph)."""
 
     def __init__(self, local: Any, address: str) -> None:
         if importlib.util.find_spec("ray") is None:
@@ -111,9 +112,6 @@ class RayEmbedder:
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed([self.local.document_prompt + text for text in texts])
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed([self.local.query_prompt + text for text in texts])
 
     def close(self) -> None:
         bridge = self._bridge

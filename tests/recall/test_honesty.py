@@ -97,12 +97,16 @@ def test_memories_that_match_only_the_entity_a_cue_names_are_not_its_answer(team
     assert not crm.abstained and not any("confidence_unseen" in r.details for r in crm)
 
 
-def test_a_cue_and_its_rest_are_embedded_in_one_run(team: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A cue with a word no memory holds has the cue less that word embedded too (above): both go
-    through the model in one run, read from the cue before it is embedded, and the answer is the one
-    two runs gave."""
+@pytest.mark.parametrize("cue_graph", ["float32", "int8"])
+def test_a_cue_and_its_rest_are_embedded_at_once(team: Engine, monkeypatch: pytest.MonkeyPatch, cue_graph: str) -> None:
+    """A cue with a word no memory holds has the cue less that word embedded too (above): both are read
+    from the cue before it is embedded and go through the model at once, in one run of a float32 graph
+    and one after the other through the int8 copy (each run scales by its own range), and the answer
+    is the one embedding them one by one gave."""
     team.remember_many([{"content": t} for t in ACME_FACTS + ["Dana prefers green tea"]])
     embedder = team.embedder
+    monkeypatch.setattr(embedder, "cue_graph", cue_graph)
+    pair = [2] if cue_graph == "float32" else [1, 1]
     runs: list[int] = []
     run = type(embedder)._run
     monkeypatch.setattr(type(embedder), "_run", lambda self, encodings, session=None: (
@@ -118,7 +122,7 @@ def test_a_cue_and_its_rest_are_embedded_in_one_run(team: Engine, monkeypatch: p
     for cue in cues:
         runs.clear()
         together[cue] = answer(cue)
-        assert runs == ([2] if cue != "which CRM does Acme use" else [1]), (cue, runs)
+        assert runs == (pair if cue != "which CRM does Acme use" else [1]), (cue, runs)
     monkeypatch.setattr(embedder, "embed_queries_at_once", None, raising=False)  # one run per text
     for cue in cues:
         runs.clear()

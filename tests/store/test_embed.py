@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import threading
@@ -332,37 +333,38 @@ def test_cue_session_gives_the_batch_sessions_vectors(cache_dir: Path, monkeypat
     vectors are the batch session's, and a loaded machine (no idle core) keeps single texts on the batch
     session."""
     e = Embedder.load(cache_dir=cache_dir, threads=2)
+    memories = e._memories
     texts = ["when did Caroline go to the support group?", "hi", LONG_TEXT]
     batch = e.embed(texts)
 
     monkeypatch.setattr(embed_mod, "_idle_core", lambda: False)
-    assert e._single_session() is e._session  # auto on a loaded machine: the batch session
+    assert memories.single("auto") is memories.batch()  # auto on a loaded machine: the batch session
     monkeypatch.setattr(embed_mod, "_idle_core", lambda: True)
-    assert e._single_session() is e._session  # the first single text: not worth a session of its own
-    cue = e._single_session()
-    assert cue is not e._session and cue is e._cue_session
+    assert memories.single("auto") is memories.batch()  # the first single text: not worth a session of its own
+    cue = memories.single("auto")
+    assert cue is not memories.batch() and cue is memories._cue
     assert cue.get_session_options().get_session_config_entry("session.force_spinning_stop") == "1"
     np.testing.assert_allclose(np.stack([e.embed_one(t) for t in texts]), batch, atol=1e-5)
 
-    e.cue_session_policy = "never"
-    assert e._single_session() is e._session
+    assert memories.single("never") is memories.batch()
     e.cue_session_policy = "sometimes"
     with pytest.raises(ValueError, match="auto, always or never"):
         e.embed_one("x")
 
 
-def test_warm_builds_the_cue_session_only_with_an_idle_core(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_warm_builds_the_cue_sessions_only_with_an_idle_core(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(embed_mod, "_idle_core", lambda: False)
     loaded = Embedder.load(cache_dir=cache_dir, threads=2)
     loaded.warm()
-    assert loaded._cue_session is None
+    assert loaded._memories._cue is None and loaded._cues()._cue is None
     monkeypatch.setattr(embed_mod, "_idle_core", lambda: True)
     quiet = Embedder.load(cache_dir=cache_dir, threads=2)
     quiet.warm()
-    assert quiet._cue_session is not None
+    assert quiet._memories._cue is not None and quiet._cues()._cue is not None
+    assert quiet._cues() is not quiet._memories  # the int8 copy's own sessions
     one_thread = Embedder.load(cache_dir=cache_dir, threads=1)
     one_thread.warm()
-    assert one_thread._cue_session is None  # one thread has no workers to spin
+    assert one_thread._memories._cue is None  # one thread has no workers to spin
 
 
 def test_cue_session_that_cannot_be_built_falls_back(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -375,7 +377,52 @@ def test_cue_session_that_cannot_be_built_falls_back(cache_dir: Path, monkeypatc
     monkeypatch.setattr(embed_mod, "_make_session", broken)
     e.cue_session_policy = "always"
     np.testing.assert_allclose(e.embed_one("a cue"), expected, atol=1e-6)
-    assert e.cue_session_policy == "never"
+    assert e._memories._cue_failed  # not tried again at every text
+
+
+def test_cues_go_through_an_int8_copy_and_embed_alike_alone_or_together(tmp_path: Path, model_dir: Path) -> None:
+    """Cues run through the int8 copy of the graph, built once beside the float32 graph, private to the
+    user, without a word to the user's logging; memories keep the float32 graph. A cue's vector is the
+    same whether it went alone, in a batch of cues or with a recall's second text: a batched run of a
+    dynamically quantized graph would scale each row by its batch mates' range."""
+    root = logging.getLogger()
+    handlers = list(root.handlers)
+    e = Embedder.load(cache_dir=tmp_path, threads=2)
+    assert e.cue_graph == "int8"
+    cues = ["when did Caroline go to the support group?", "hi", LONG_TEXT]
+    alone = np.stack([e.embed_query(c) for c in cues])
+    copy = tmp_path / f"{e.sha256}.int8.onnx"
+    assert copy.is_file() and copy.stat().st_mode & 0o077 == 0
+    assert root.handlers == handlers
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["hashes.json", e.onnx_path.name, copy.name])
+
+    np.testing.assert_allclose(e.embed_queries(cues), alone, atol=1e-5)
+    np.testing.assert_allclose(e.embed_queries_at_once(cues[:2]), alone[:2], atol=1e-5)
+    memories = e.embed(cues)
+    similarity = np.sum(alone * memories, axis=1)
+    assert np.all(similarity > 0.98) and np.all(similarity < 0.99999)  # another graph, the same meaning
+    e.cue_graph = "float32"
+    np.testing.assert_allclose(np.stack([e.embed_query(c) for c in cues]), memories, atol=1e-5)
+    with pytest.raises(ModelError, match="int8 or float32"):
+        Embedder(session=e._memories.batch(), tokenizer_path=model_dir / "tokenizer.json", model_id="m", max_tokens=8,
+                 cue_graph="int4")
+
+    copy.write_bytes(b"not a graph")  # damaged: built again at the next load's first cue
+    again = Embedder.load(cache_dir=tmp_path, threads=2)
+    np.testing.assert_allclose(again.embed_query(cues[0]), alone[0], atol=1e-5)
+    assert copy.stat().st_size > 1_000_000
+
+
+def test_cues_use_the_float32_graph_when_no_int8_copy_can_be_built(cache_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    def no_quantizer(*args: object) -> None:
+        raise OSError("read-only file system")
+
+    e = Embedder.load(cache_dir=cache_dir, threads=2)
+    monkeypatch.setattr(embed_mod, "_int8_sessions", no_quantizer)
+    with caplog.at_level(logging.WARNING, logger="hebbs.store.embed"):
+        np.testing.assert_allclose(e.embed_query("a cue"), e.embed_one("a cue"), atol=1e-6)
+    assert "read-only file system" in caplog.text and e._cues() is e._memories
 
 
 def test_idle_core_reads_the_load_average(monkeypatch: pytest.MonkeyPatch) -> None:
