@@ -66,15 +66,16 @@ def pytest_unconfigure(config) -> None:
 
 @pytest.fixture(scope="session", autouse=bool(os.environ.get("PYTEST_XDIST_WORKER")))
 def _model_graph_built() -> None:
-    """In a parallel run, the first worker builds the model's graph into the shared cache and the
-    others wait for it, instead of every worker building the same 90 MB file at once."""
+    """In a parallel run, the first worker builds the model's graph and its int8 cue graph into the
+    shared cache and the others wait for it, instead of every worker (and every daemon they start
+    meanwhile) building the same files at once."""
     from hebbs.store.embed import default_cache_dir, get_embedder
 
     cache = default_cache_dir()
     cache.mkdir(parents=True, exist_ok=True, mode=0o700)
     with open(cache / ".tests-build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        get_embedder()
+        get_embedder().embed_query("the cue graph")
 
 
 @pytest.fixture(scope="session")

@@ -147,6 +147,10 @@ def test_a_killed_indexers_claims_are_taken_over(pg_server):
 
         out: dict = {}
         runs = _index_both(homes, folders, out)
+        # The first vault opened on a fresh server creates hebbs' tables: until then there is no
+        # claim to count (run alone, this test used to ask before they existed).
+        wait_until(lambda: pg_server.sql("SELECT to_regclass('hebbs.claims') IS NOT NULL") == "t",
+                   timeout=600, what="the indexers to create hebbs' tables")
         # Killed once it has finished one claim and holds another: mid-run, with work in hand.
         wait_until(lambda: claims(f"c.owner LIKE '{owner}' AND c.done") >= 1
                    and claims(f"c.owner LIKE '{owner}' AND NOT c.done") >= 1,
