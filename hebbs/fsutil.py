@@ -1,4 +1,5 @@
-"""Durable file replacement, shared by everything hebbs writes beside its database.
+"""File helpers shared by everything hebbs writes beside its database: durable replacement, and the
+last lines of a log for an error message.
 
 A kill -9 at any moment must leave either the old file or the new one: write a temp file in the same
 directory, fsync it, rename it over the target, then fsync the directory so the rename itself survives.
@@ -74,3 +75,15 @@ def fsync_dir(directory: Path) -> None:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def last_lines(path: Path | str, count: int, *, since: int = 0) -> list[str] | None:
+    """The last `count` lines of a log from byte `since` on (what one run of a program wrote), blank
+    ones at either end left out; None when the file cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    return text.strip().splitlines()[-count:]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import HebbsError, InvalidInput
+from .fsutil import last_lines
 from .paths import ensure_home, hebbs_home, log_path, socket_path, spawn_lock_path
 from .protocol import (ERROR, HEADER, PROGRESS, DaemonUnavailable, ExportChunk, ProtocolError, _Command, decode_data,
                        decode_response, error_from_frame, frame_length, progress_type, recv_frame, result_type)
@@ -66,13 +67,8 @@ def answers(path: Path) -> bool:
 
 def log_tail(home: Path, since: int = 0, lines: int = 20) -> str:
     """The log's last lines written from byte `since` on (what one start attempt wrote, not older runs)."""
-    try:
-        with open(log_path(home), "rb") as f:
-            f.seek(since)
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:]) or "(nothing in the log)"
+    tail = last_lines(log_path(home), lines, since=since)
+    return "(no log)" if tail is None else "\n".join(tail) or "(nothing in the log)"
 
 
 def start_daemon(home: Path | str | None = None, *, idle_timeout: float | None = None,

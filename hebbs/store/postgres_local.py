@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..fsutil import last_lines
+
 SERVICE_USER = "hebbs-pg"
 SUPERUSER = "postgres"
 
@@ -158,10 +160,7 @@ class Server:
         return done
 
     def _log_tail(self, lines: int = 10) -> str:
-        try:
-            tail = self.log.read_text(errors="replace").strip().splitlines()[-lines:]
-        except OSError:
-            return ""
+        tail = last_lines(self.log, lines)
         return f"\n{self.log.name}:\n" + "\n".join(tail) if tail else ""
 
     @property

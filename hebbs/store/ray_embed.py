@@ -32,6 +32,7 @@ import msgspec
 import numpy as np
 
 from ..errors import InvalidInput
+from ..fsutil import last_lines
 
 # Fewer texts than this are embedded locally: a round trip to the cluster costs more than they do.
 REMOTE_AT_LEAST = 16
@@ -85,11 +86,8 @@ class RayEmbedder:
         self.actors = int(ready["actors"])
 
     def _tail(self) -> str:
-        try:
-            lines = Path(self._log.name).read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return ""
-        return ("\n" + "\n".join(lines[-5:])) if lines else ""
+        lines = last_lines(self._log.name, 5)
+        return ("\n" + "\n".join(lines)) if lines else ""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.local, name)
