@@ -291,25 +291,44 @@ class Cluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _port(text: str) -> int:
+    port = int(text) if text.isdigit() else 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
+    return port
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hebbs.store.postgres_local",
                                      description="A local PostgreSQL with pgvector for trying hebbs' team mode.")
     sub = parser.add_subparsers(dest="command", required=True)
     start = sub.add_parser("start", help="create (first time) and start a server in DIR")
     start.add_argument("dir")
-    start.add_argument("--port", type=int, default=5433)
+    start.add_argument("--port", type=_port, default=5433)
     stop = sub.add_parser("stop", help="stop the server in DIR")
     stop.add_argument("dir")
     args = parser.parse_args(argv)
-    cluster = Cluster(Path(args.dir).expanduser().absolute(), fast=False)
-    if args.command == "start":
-        server = cluster.start_primary(args.port)
-        print(f"PostgreSQL with pgvector is running in {cluster.root} (log: {server.log})")
-        print(f"attach a vault:  hebbs init NOTES_FOLDER --store {server.url}")
-        print(f"stop it:         {sys.executable} -m hebbs.store.postgres_local stop {args.dir}")
-    else:
-        Server(cluster.root, "primary", 0, cluster.account).stop("fast")
-        print(f"stopped the server in {cluster.root}")
+    root = Path(args.dir).expanduser().absolute()
+    try:
+        cluster = Cluster(root, fast=False)
+        if args.command == "start":
+            server = cluster.start_primary(args.port)
+            print(f"PostgreSQL with pgvector is running in {cluster.root} (log: {server.log})")
+            print(f"attach a vault:  hebbs init NOTES_FOLDER --store {server.url}")
+            print(f"stop it:         {sys.executable} -m hebbs.store.postgres_local stop {args.dir}")
+        else:
+            server = Server(cluster.root, "primary", 0, cluster.account)
+            if server.pid() is None:
+                print(f"no server is running in {cluster.root}", file=sys.stderr)
+                return 1
+            server.stop("fast")
+            print(f"stopped the server in {cluster.root}")
+    except ToolFailed as e:
+        print(f"cannot {args.command} PostgreSQL in {root}: {Path(e.cmd[0]).name} said:\n{e.said}", file=sys.stderr)
+        return 1
+    except (OSError, RuntimeError) as e:  # a file where the folder should be, no permission, no server binaries
+        print(f"cannot {args.command} PostgreSQL in {root}: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -253,3 +253,24 @@ def test_a_failing_postgres_program_says_what_it_printed(pg_server):
         pg_server.sql("select no_such_column from pg_class")
     assert 'column "no_such_column" does not exist' in str(failed.value)
     assert failed.value.returncode != 0 and "psql" in failed.value.cmd[0]
+
+
+@pytest.mark.parametrize("args, said", [
+    (["start", "{file}"], "cannot start PostgreSQL in {file}: [Errno 17] File exists"),
+    (["start", "{dir}", "--port", "70000"], "argument --port: '70000' is not a TCP port (1-65535)"),
+    (["stop", "{dir}"], "no server is running in {dir}"),
+])
+def test_the_local_server_command_says_what_is_wrong(tmp_path: Path, args: list[str], said: str) -> None:
+    """`python -m hebbs.store.postgres_local` (docs/scale.md) given a file for its folder, a port that is
+    none, or a folder with no server: one line saying so, never a traceback."""
+    import sys
+
+    import processes
+
+    places = {"file": str(tmp_path / "a-file"), "dir": str(tmp_path / "pg")}
+    Path(places["file"]).write_text("not a folder")
+    done = processes.run([sys.executable, "-m", "hebbs.store.postgres_local", *(a.format(**places) for a in args)],
+                         capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert said.format(**places) in done.stderr
+    assert not (tmp_path / "pg").exists()  # nothing made for a command that failed
