@@ -41,6 +41,13 @@ class StandIn(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
 
+class Unreachable:
+    """An upstream address on a port bound but never listening: it refuses every connection."""
+
+    def __init__(self, held: socket.socket) -> None:
+        self.base_url = f"http://127.0.0.1:{held.getsockname()[1]}/v1"
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: StandIn
 
@@ -137,7 +144,7 @@ def free_port() -> int:
 
 
 class Proxy:
-    def __init__(self, daemon: Any, project: Path, upstream: StandIn, log: Path, *extra: str) -> None:
+    def __init__(self, daemon: Any, project: Path, upstream: StandIn | Unreachable, log: Path, *extra: str) -> None:
         self.port = free_port()
         self.log = log
         self.upstream = upstream
@@ -278,17 +285,19 @@ def test_models_pass_through_and_bad_host_is_refused(proxy):
 
 def test_unreachable_upstream_is_an_error_not_an_answer(shared_daemon, project, tmp_path):
     index_crm_note(shared_daemon, project)
-    dead = StandIn()
-    dead.server_close()  # nothing listens on its port any more
-    running = Proxy(shared_daemon, project, dead, tmp_path / "proxy.log")
-    try:
-        with running.client() as client:
-            reply = client.post("/v1/chat/completions", json=chat(RELATED))
-        assert reply.status_code == 502 and reply.json()["error"]["type"] == "upstream_unreachable"
-        # The memories recalled for the request that never got through are still named.
-        assert reply.headers["x-hebbs-abstained"] == "false" and reply.headers["x-hebbs-memories"]
-    finally:
-        running.stop()
+    # A port bound but never listening refuses every connection, and stays ours: a port freed instead
+    # was once handed to the proxy itself by free_port, which then answered its own forward with 401.
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        running = Proxy(shared_daemon, project, Unreachable(held), tmp_path / "proxy.log")
+        try:
+            with running.client() as client:
+                reply = client.post("/v1/chat/completions", json=chat(RELATED))
+            assert reply.status_code == 502 and reply.json()["error"]["type"] == "upstream_unreachable"
+            # The memories recalled for the request that never got through are still named.
+            assert reply.headers["x-hebbs-abstained"] == "false" and reply.headers["x-hebbs-memories"]
+        finally:
+            running.stop()
 
 
 def test_bad_requests_and_wrong_methods_are_said(proxy):
