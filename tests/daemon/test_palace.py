@@ -30,6 +30,9 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 UI_WAIT_MS = 30_000
+# A page's default timeout does not reach Playwright's assertions, which wait 5 s unless told: too
+# short on a loaded machine for a refresh after the daemon answers (or restarts).
+expect.set_options(timeout=UI_WAIT_MS)
 
 NOTES = {
     "acme.md": "# Acme\n\nAcme uses Salesforce as their CRM, managed by [[Bob]].\n\n"
@@ -486,7 +489,7 @@ def test_the_overview_follows_a_watcher_style_index_run(page: Any, palace: Palac
     palace.daemon.hebbs("index", str(palace.notes))
     card = page.locator(f'[data-vault-card="{palace.vault}"] .count')
     # Polled through a locator: a string predicate is eval'd in the page, which the panel's CSP refuses.
-    expect(card).to_have_text("6", timeout=30_000)
+    expect(card).to_have_text("6")
     assert card.inner_text() == "6" and page.evaluate("window.__not_reloaded") is True
 
 

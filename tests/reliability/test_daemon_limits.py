@@ -48,7 +48,45 @@ def _closed(sock: socket.socket, within: float) -> bool:
         return False
 
 
-def test_connections_beyond_the_cap_get_busy_and_idle_or_stalled_ones_are_closed(capped_daemon):
+def test_connections_beyond_the_cap_get_busy():
+    # Without capped_daemon's short timeouts: under load its stalled connections were closed (after
+    # FRAME seconds) before the checks below ran, which freed a slot for the connection meant to be refused.
+    daemon = ForegroundDaemon("--max-connections", str(CAP)).start()
+    held = [raw_connect(daemon.socket) for _ in range(CAP - 1)]
+    try:
+        working = daemon.client(timeout=30)
+        assert working.ping().pong  # the CAP-th connection
+
+        # Over the cap: the SDK raises DaemonBusy (a DaemonUnavailable), and a raw client reads BUSY.
+        with pytest.raises(DaemonBusy, match="limit"):
+            daemon.client(timeout=30).ping()
+        with raw_connect(daemon.socket) as extra:
+            try:
+                extra.sendall(frame({"id": 1, "command": {"type": "ping"}}))
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the daemon answers BUSY and closes at once; the request may find it gone
+            reply = final_reply(extra)
+            assert reply is not None and reply["status_code"] == "BUSY", reply
+
+        # A slot freed is taken again (once the daemon has seen the close).
+        held.pop().close()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert daemon.client(timeout=30).ping().pong
+                break
+            except DaemonBusy:
+                assert time.monotonic() < deadline, "a closed connection's slot was not freed"
+                time.sleep(0.1)
+        status = working.status(vault=False)
+        assert status.max_connections == CAP and status.refused_busy >= 2
+    finally:
+        for sock in held:
+            sock.close()
+        daemon.stop()
+
+
+def test_idle_or_stalled_connections_are_closed(capped_daemon):
     daemon = capped_daemon
     idle = [raw_connect(daemon.socket) for _ in range(CAP - 4)]
     # Stalled: half a header, and a header announcing 100 bytes followed by 10.
@@ -63,18 +101,6 @@ def test_connections_beyond_the_cap_get_busy_and_idle_or_stalled_ones_are_closed
     deaf_sender.start()
     working = daemon.client(timeout=30)
     assert working.ping().pong  # the CAP-th connection
-    time.sleep(0.3)
-
-    # Over the cap: the SDK raises DaemonBusy (a DaemonUnavailable), and a raw client reads BUSY.
-    with pytest.raises(DaemonBusy, match="limit"):
-        daemon.client(timeout=30).ping()
-    with raw_connect(daemon.socket) as extra:
-        try:
-            extra.sendall(frame({"id": 1, "command": {"type": "ping"}}))
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the daemon answers BUSY and closes at once; the request may find it gone
-        reply = final_reply(extra)
-        assert reply is not None and reply["status_code"] == "BUSY", reply
 
     # The stalled ones go after FRAME seconds, the idle ones after IDLE seconds of silence.
     assert _closed(half_header, FRAME + 5) and _closed(half_body, FRAME + 5)
@@ -85,8 +111,6 @@ def test_connections_beyond_the_cap_get_busy_and_idle_or_stalled_ones_are_closed
     # Room again: new clients are served, and the one that stayed (idle past the timeout) reconnects.
     assert daemon.client(timeout=30).ping().pong
     assert working.ping().pong
-    status = working.status(vault=False)
-    assert status.max_connections == CAP and status.refused_busy >= 2
     log = daemon.log()
     assert "Traceback" not in log
     assert "stalled" in log and "idle" in log
