@@ -280,7 +280,7 @@ def test_auto_start_permissions_and_stop(own_home: "DaemonHome") -> None:
     assert not own_home.socket.exists() and not pid_path(own_home.home).exists()
 
 
-def test_idle_shutdown_and_vault_idle_close(make_daemon) -> None:
+def test_idle_shutdown_and_vault_idle_close(make_daemon, embedder) -> None:
     """Tried: a daemon with a 0.5 s vault idle timeout and a 3 s idle timeout. The vault it opened is
     closed when unused (its RocksDB lock released: the engine can open it in-process, and a memory
     written there is seen by the daemon when it reopens the vault); then, with no requests, the
@@ -295,7 +295,9 @@ def test_idle_shutdown_and_vault_idle_close(make_daemon) -> None:
         vault = str((root / ".hebbs").resolve())
         home.wait_until(lambda: vault not in [v.path for v in hb.status(vault=False).open_vaults], 20,
                         "the vault to close")
-        with Engine.open(root / ".hebbs") as engine:  # would raise VaultBusy if the daemon held it
+        # Would raise VaultBusy if the daemon held it. With the model this process has loaded: loading
+        # one here could outlast the daemon's 3 s idle timeout on a loaded machine.
+        with Engine.open(root / ".hebbs", embedder=embedder) as engine:
             engine.remember("written in-process while the daemon slept")
         contents = {r.memory.content for r in hb.recall(strategies=["temporal"], top_k=10)}
         assert contents == {"written through the daemon", "written in-process while the daemon slept"}

@@ -218,13 +218,13 @@ def test_wire_errors_live_with_the_others() -> None:
 
 
 def test_an_open_vault_is_swept_and_the_sweeper_stops_before_it_closes(make_daemon, embedder) -> None:
-    """Tried: a daemon with a 0.5 s vault idle timeout opens a vault (one remember); once the vault
-    idles out, the vault opens in this process (so the daemon released its lock, the sweeper
+    """Tried: a daemon with a 3 s vault idle timeout opens a vault (one remember); once the vault
+    idles out (3 s: time enough on a loaded machine for the sweeper thread's first pass to begin), the vault opens in this process (so the daemon released its lock, the sweeper
     thread included) and its meta records a finished decay pass, written by the daemon's sweeper."""
     from hebbs import Engine
     from hebbs.workflows.decay import LAST_SWEEP_META
 
-    home = make_daemon(idle_timeout=0, vault_idle_timeout=0.5)
+    home = make_daemon(idle_timeout=0, vault_idle_timeout=3)
     home.start()
     root = home.project()
     with home.client(root) as client:

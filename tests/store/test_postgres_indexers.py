@@ -84,7 +84,7 @@ def _index(home, folder: Path, out: dict, key: str) -> None:
 def _two_machines(pg_server, prefix: str, lease: float) -> Iterator[tuple[list, list[Path], int, str]]:
     """Two started daemons (homes) with a checkout of the tree each, both attached to one vault in
     PostgreSQL: (homes, folders, sections in the tree, the vault's name). Stopped and removed after."""
-    from daemon_fixtures import DaemonHome
+    from daemon_fixtures import DaemonHome, wait_until
 
     homes = [DaemonHome() for _ in range(2)]
     folders, total = _checkouts(2)
@@ -93,6 +93,13 @@ def _two_machines(pg_server, prefix: str, lease: float) -> Iterator[tuple[list, 
         for home, folder in zip(homes, folders):
             _attach(home, folder, pg_server.url, name, lease=lease)
             home.start()
+        # Both ready to claim before either indexes: a daemon still loading its model (it loads in the
+        # background after start) or opening the vault could find every claim taken by the other.
+        for home, folder in zip(homes, folders):
+            with home.client(folder) as client:
+                wait_until(lambda client=client: client.status(vault=False).model is not None, timeout=600,
+                           what="the daemon's model to load")
+                client.stats()
         yield homes, folders, total, name
     finally:
         for home in homes:

@@ -130,7 +130,12 @@ def test_an_unreachable_cluster_is_a_clear_error(pg_server):
     folder = short_tmp("hbr")
     (folder / "a.md").write_text("# A\n\nSome text long enough to index.\n")
     try:
-        done = home.hebbs("index", str(folder), "--ray", f"127.0.0.1:{_free_port()}", check=False, timeout=300)
+        # A port held bound and never listening refuses every connection; a freed one could be taken
+        # meanwhile by another test's server (the Ray head of the fixture above among them).
+        with socket.socket() as held:
+            held.bind(("127.0.0.1", 0))
+            done = home.hebbs("index", str(folder), "--ray", f"127.0.0.1:{held.getsockname()[1]}", check=False,
+                              timeout=300)
         assert done.returncode != 0
         assert "Ray cluster" in done.stderr and "Traceback" not in done.stderr
     finally:

@@ -50,8 +50,9 @@ def test_a_burst_of_events_makes_one_phase1_and_one_phase2(tmp_path):
     rec = Recorder()
     w = VaultWatcher(tmp_path, rec.phase1, rec.phase2, phase1_delay=0.2, phase2_delay=0.2, observe=False).start()
     try:
-        for i in range(5):
-            w.notify(tmp_path / f"n{i}.md")
+        with w._cond:  # the burst as one: a preempted loop would let phase 1 fire part-way (its lock is re-entrant)
+            for i in range(5):
+                w.notify(tmp_path / f"n{i}.md")
         wait_for(lambda: rec.kinds() == ["phase1", "phase2"], "both phases")
         assert rec.calls[0][1] == {tmp_path / f"n{i}.md" for i in range(5)}
         assert w.last_phase2_delay == 0.2
@@ -65,8 +66,9 @@ def test_bulk_changes_wait_longer_before_phase2(tmp_path):
     w = VaultWatcher(tmp_path, rec.phase1, rec.phase2, phase1_delay=0.05, phase2_delay=0.05, bulk_delay=30.0,
                      bulk_events=20, observe=False).start()
     try:
-        for i in range(21):
-            w.notify(tmp_path / f"n{i}.md")
+        with w._cond:  # the burst as one, as above
+            for i in range(21):
+                w.notify(tmp_path / f"n{i}.md")
         wait_for(lambda: rec.kinds() == ["phase1"], "phase 1")
         assert w.last_phase2_delay == 30.0  # more than 20 events: a checkout or a bulk copy
         assert not w.idle
