@@ -145,25 +145,30 @@ def free_port() -> int:
 
 class Proxy:
     def __init__(self, daemon: Any, project: Path, upstream: StandIn | Unreachable, log: Path, *extra: str) -> None:
-        self.port = free_port()
         self.log = log
         self.upstream = upstream
         hebbs = str(Path(sys.executable).with_name("hebbs"))
-        self.process = processes.popen(
-            [hebbs, "proxy", "--upstream", upstream.base_url, "--port", str(self.port), "--api-key-env", KEY_ENV,
-             "--remember", "--vault", str(project), *extra],
-            env=daemon.env(**{KEY_ENV: KEY}), stdout=log.open("wb"), stderr=subprocess.STDOUT)
         # The client token, as a user finds it (docs/proxy.md): made at the first start, kept 0600.
         self.token_file = Path(daemon.home) / "proxy.token"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    self.token = self.token_file.read_text().strip() if self.token_file.exists() else ""
-                    return
-            except OSError:
-                assert self.process.poll() is None, log.read_text()
+        # Ready when its log says it serves its own port: a connection alone could reach another
+        # test's server that took the port between free_port and the proxy's bind, which then fails
+        # with "address already in use" and is started again on another port.
+        for _ in range(5):
+            self.port = free_port()
+            self.process = processes.popen(
+                [hebbs, "proxy", "--upstream", upstream.base_url, "--port", str(self.port), "--api-key-env", KEY_ENV,
+                 "--remember", "--vault", str(project), *extra],
+                env=daemon.env(**{KEY_ENV: KEY}), stdout=log.open("wb"), stderr=subprocess.STDOUT)
+            serving = f"Uvicorn running on http://127.0.0.1:{self.port} "
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and self.process.poll() is None and serving not in log.read_text():
                 time.sleep(0.1)
+            if serving in log.read_text() and self.process.poll() is None:
+                self.token = self.token_file.read_text().strip() if self.token_file.exists() else ""
+                return
+            self.stop()
+            if "address already in use" not in log.read_text():
+                break
         raise AssertionError("the proxy did not start:\n" + log.read_text())
 
     def client(self, **kwargs: Any) -> httpx.Client:
