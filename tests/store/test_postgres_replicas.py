@@ -155,6 +155,12 @@ def test_pgvector_similar_runs_on_the_replica(tmp_path: Path, embedder):
                        f"FROM generate_series(1, {embedder.dim}) AS d)::vector FROM generate_series(1, 3000) AS g",
                        (store.vault_id,))
             store._run("ANALYZE hebbs.vectors")
+            # Written around hebbs' commits, so its read-your-writes does not wait for them: the replica
+            # must have replayed the rows and their statistics, or its planner (under load, seen once)
+            # sorted the few rows it had and never scanned the index the check below counts.
+            head = cluster.servers[0].sql("SELECT pg_current_wal_lsn()")
+            _wait(lambda: replica.sql(f"SELECT pg_last_wal_replay_lsn() >= '{head}'::pg_lsn") == "t",
+                  timeout=120, what="the replica to replay the vectors and their statistics")
             reads = store.reads
             before = reads["replica"]
             cue = "where does the build server run"
@@ -166,4 +172,5 @@ def test_pgvector_similar_runs_on_the_replica(tmp_path: Path, embedder):
             # The replica's own statistics: its copy of the HNSW index was scanned (flushed within ~10 s).
             index = f"vectors_hnsw_{a.vault.store.vault_id}_vector"
             _wait(lambda: int(replica.sql(f"SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_user_indexes "
-                                          f"WHERE indexrelname = '{index}'")) > 0, what="the replica's HNSW scans")
+                                          f"WHERE indexrelname = '{index}'")) > 0, timeout=120,
+                  what="the replica's HNSW scans")
