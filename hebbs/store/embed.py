@@ -58,7 +58,7 @@ CUE_SESSION_AFTER = 2
 
 # Cues (embed_query, embed_queries) run through an int8 copy of the model's graph when its registry
 # entry says `cue_graph = "int8"`: onnxruntime's dynamic quantization, weights per output channel,
-# built from the cached float32 graph once (~3 s) and cached beside it. Memories keep the float32
+# built from the cached float32 graph once (~2.5 s) and cached beside it. Memories keep the float32
 # graph, so a stored vector never changes. Measured (docs/embedding.md): a short cue's run 1.34x and
 # a paragraph's 1.44x faster on a 2-core machine, at a cosine of 0.997 to the float32 cue, recall's
 # quality within 0.004 on every bench. Bump when the quantization's settings change.
