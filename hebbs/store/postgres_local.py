@@ -199,6 +199,12 @@ class Server:
     def start(self) -> None:
         self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(self.log))
 
+    def move_to(self, port: int) -> None:
+        """Listen on `port` from the next start: postgresql.auto.conf is read last, and its last line wins."""
+        self.port = port
+        with open(self.data / "postgresql.auto.conf", "a") as conf:
+            conf.write(f"port = {port}\n")
+
     def stop(self, mode: str = "fast") -> None:
         if (self.data / "postmaster.pid").exists():
             self._run("pg_ctl", "stop", "-w", "-t", "60", "-m", mode, "-D", str(self.data), check=False)
@@ -257,7 +263,7 @@ class Cluster:
         server = Server(self.root, "primary", port or free_port(), self.account)
         if not (server.data / "PG_VERSION").exists():
             server.init(fast=self.fast)
-        server.start()
+        _start(server, chosen_here=port is None)
         self.servers.append(server)
         return server
 
@@ -266,7 +272,7 @@ class Cluster:
         n = len(self.servers)
         replica = Server(self.root, f"replica{n}", free_port(), self.account)
         replica.replica_of(primary, f"replica{n}")
-        replica.start()
+        _start(replica, chosen_here=True)
         self.servers.append(replica)
         if synchronous:
             names = ", ".join(s.name for s in self.servers[1:])
@@ -289,6 +295,21 @@ class Cluster:
     def remove(self) -> None:
         self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _start(server: Server, *, chosen_here: bool, attempts: int = 5) -> None:
+    """Start `server`. A port free_port chose is free only when it is chosen: another process can
+    bind it before the server does (tests start many servers and listeners at once), and the
+    server then fails with "Address already in use". Such a port is replaced by another; a port
+    the caller named is the caller's to change."""
+    for attempt in range(attempts):
+        try:
+            server.start()
+            return
+        except ToolFailed as failed:
+            if not chosen_here or attempt == attempts - 1 or "Address already in use" not in failed.said:
+                raise
+            server.move_to(free_port())
 
 
 def _port(text: str) -> int:

@@ -274,3 +274,38 @@ def test_the_local_server_command_says_what_is_wrong(tmp_path: Path, args: list[
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
     assert said.format(**places) in done.stderr
     assert not (tmp_path / "pg").exists()  # nothing made for a command that failed
+
+
+def test_a_port_taken_before_the_server_binds_it_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """free_port's port is free only when it is chosen: here another process holds it, deterministically,
+    by the time the primary and the replica bind theirs. Each then starts on another port, and both serve."""
+    import socket
+
+    from hebbs.store import postgres_local
+    from pg_fixtures import running_cluster
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen(1)
+    taken = held.getsockname()[1]
+    handed: list[int] = []
+
+    def free_port() -> int:
+        # Every second port handed out is the held one: the first try of each server fails to bind.
+        port = taken if len(handed) % 2 == 0 else real_free_port()
+        handed.append(port)
+        return port
+
+    real_free_port = postgres_local.free_port
+    monkeypatch.setattr(postgres_local, "free_port", free_port)
+    try:
+        with running_cluster(replicas=1) as cluster:
+            assert handed.count(taken) == 2 and len(handed) == 4
+            primary, replica = cluster.servers
+            assert taken not in (primary.port, replica.port)
+            primary.sql("CREATE TABLE moved (n int); INSERT INTO moved VALUES (7)")
+            _wait(lambda: replica.sql("SELECT count(*) FROM pg_tables WHERE tablename = 'moved'") == "1")
+            assert replica.sql("SELECT n FROM moved") == "7"
+            assert f"127.0.0.1:{replica.port}" in cluster.multi_host_url()
+    finally:
+        held.close()
