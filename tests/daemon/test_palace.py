@@ -108,9 +108,9 @@ def palace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Palace]:
             client.reflect_commit(prepared.session_id, [{
                 "content": f"The team keeps notes about {cluster.terms[0]}.", "confidence": 0.8,
                 "source_memory_ids": [m.id for m in cluster.memories[:3]], "tags": ["topic"]}])
-        port = free_port()
-        out = json.loads(daemon.hebbs("palace", "--port", str(port), "--no-browser", "--format", "json").stdout)
-        assert out["port"] == port and out["url"].startswith(f"http://127.0.0.1:{port}/?token=")
+        out = daemon.palace()
+        port = out["port"]
+        assert out["url"].startswith(f"http://127.0.0.1:{port}/?token=")
         palace = Palace(daemon, notes, port, out["url"])
         palace.scratch = scratch
         yield palace

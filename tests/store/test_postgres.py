@@ -169,13 +169,10 @@ def _panel_overview(home) -> str:
     """The panel's overview page as a browser gets it (the token traded for its cookie), as text."""
     import html
     import http.client
-    import json
     import re
 
-    from hebbs.store.postgres_local import free_port
-
-    port = free_port()
-    url = json.loads(home.hebbs("palace", "--port", str(port), "--no-browser", "--format", "json").stdout)["url"]
+    served = home.palace()
+    port, url = served["port"], served["url"]
 
     def get(path: str, headers: dict[str, str]) -> http.client.HTTPResponse:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
