@@ -106,16 +106,16 @@ class DaemonHome:
     def palace(self, *args: str) -> dict[str, Any]:
         """`hebbs palace --port P --no-browser --format json` on a port nothing listens on, and its answer.
         A port found free is free only then: when another process binds it first, another is tried."""
-        for attempt in range(5):
+        for _ in range(5):
             with socket.socket() as probe:
                 probe.bind(("127.0.0.1", 0))
                 port = probe.getsockname()[1]
             done = self.hebbs("palace", "--port", str(port), "--no-browser", "--format", "json", *args, check=False)
             if done.returncode == 0:
                 return json.loads(done.stdout)
-            if "already in use" not in done.stdout + done.stderr or attempt == 4:
-                raise AssertionError(f"hebbs palace exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
-        raise AssertionError("unreachable")
+            if "already in use" not in done.stdout + done.stderr:
+                break
+        raise AssertionError(f"hebbs palace exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
 
     def stop(self) -> None:
         try:

@@ -274,8 +274,8 @@ def test_the_local_server_command_says_what_is_wrong(tmp_path: Path, args: list[
 
 
 def test_a_port_taken_before_the_server_binds_it_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
-    """free_port's port is free only when it is chosen: here another process holds it, deterministically,
-    by the time the primary and the replica bind theirs. Each then starts on another port, and both serve."""
+    """free_port's port is free only when it is chosen: here the test holds it, deterministically, when
+    the primary and then the replica first try to bind theirs. Each starts on another port, and both serve."""
     import socket
 
     from hebbs.store import postgres_local
