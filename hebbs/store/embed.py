@@ -57,12 +57,12 @@ IDLE_CORE_MARGIN = 0.5
 CUE_SESSION_AFTER = 2
 
 # Cues (embed_query, embed_queries) run through an int8 copy of the model's graph when its registry
-# entry says `cue_graph = "int8"`: onnxruntime's dynamic quantization, weights per output channel,
-# built from the cached float32 graph once (~2.5 s) and cached beside it. Memories keep the float32
-# graph, so a stored vector never changes. Measured (docs/embedding.md): a short cue's run 1.34x and
-# a paragraph's 1.44x faster on a 2-core machine, at a cosine of 0.997 to the float32 cue, recall's
-# quality within 0.004 on every bench. Bump when the quantization's settings change.
-INT8_VERSION = "1"
+# entry says `cue_graph = "int8"`: onnxruntime's dynamic quantization, weights per output channel in
+# 7 bits (_build_int8_graph says why), built from the cached float32 graph once (~2.5 s) and cached
+# beside it. Memories keep the float32 graph, so a stored vector never changes. Measured
+# (docs/embedding.md): a short cue's run 1.34x and a paragraph's 1.44x faster on a 2-core machine, at
+# a cosine of 0.996 to the float32 cue. Bump when the quantization's settings change (2: 7-bit weights).
+INT8_VERSION = "2"
 _INT8_GRAPH_VERSION = f"{GRAPH_VERSION}+int8.{INT8_VERSION}"  # the copy's hebbs.graph_version
 
 MAX_BATCH_TEXTS = 256
@@ -267,7 +267,13 @@ def _build_int8_graph(onnx_path: Path, target: Path) -> None:
     staging = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
     try:
         with _quantizer_notes_dropped():
-            quantize_dynamic(model, staging, weight_type=QuantType.QInt8, per_channel=True,
+            # reduce_range: weights in 7 bits. A CPU without VNNI (AVX2 only) multiplies uint8
+            # activations by int8 weights in pairs summed into 16 bits, which saturate with 8-bit
+            # weights (2 x 255 x 127 > 32767): there the cue's vector was another (cosine to the
+            # float32 cue 0.9956 against 0.9969 with VNNI), and an answer could change with the
+            # machine ("Who is Acme's CEO?" answered on AVX2 and abstained with VNNI). With 7-bit
+            # weights every integer product is exact on every CPU (docs/embedding.md).
+            quantize_dynamic(model, staging, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
                              nodes_to_exclude=after_gelu,
                              # the graph's com.microsoft ops defeat the quantizer's type inference
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})

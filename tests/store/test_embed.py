@@ -425,6 +425,23 @@ def test_cues_use_the_float32_graph_when_no_int8_copy_can_be_built(cache_dir: Pa
     assert "read-only file system" in caplog.text and e._cues() is e._memories
 
 
+def test_the_int8_copy_multiplies_exactly_on_every_cpu(embedder: Embedder) -> None:
+    """A CPU without VNNI sums pairs of uint8 x int8 products in 16 bits: with 8-bit weights those
+    saturate (2 x 255 x 127 > 32767), and the cue's vector, and so an answer, depended on the machine.
+    Every weight of the copy's integer products is 7-bit: no pair can pass 32767 anywhere."""
+    import onnx
+    from onnx import numpy_helper
+
+    embedder.embed_query("builds the copy when it is missing")
+    graph = onnx.load(str(embedder.onnx_path.with_name(embedder.onnx_path.stem + ".int8.onnx"))).graph
+    weights = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+    products = [node for node in graph.node if node.op_type == "MatMulInteger"]
+    assert len(products) == 12  # the 18 products less the six that read GELU's outputs
+    for node in products:
+        weight = weights[node.input[1]]
+        assert weight.dtype == np.int8 and 2 * 255 * int(np.abs(weight).max()) <= 32767, node.name
+
+
 def test_idle_core_reads_the_load_average(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(embed_mod, "_cpus", lambda: 2)
     monkeypatch.setattr(embed_mod._own_cpu, "rate", lambda: 0.0)
