@@ -46,6 +46,13 @@ def wait_until(predicate: Any, timeout: float = WAIT, what: str = "condition") -
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def free_port() -> int:
+    """A local TCP port nothing listens on now: free only when chosen, another process may bind it first."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def alive(pid: int) -> bool:
     """Running, not merely waiting to be reaped (a detached daemon's zombie lingers until init reaps it)."""
     try:
@@ -107,10 +114,7 @@ class DaemonHome:
         """`hebbs palace --port P --no-browser --format json` on a port nothing listens on, and its answer.
         A port found free is free only then: when another process binds it first, another is tried."""
         for _ in range(5):
-            with socket.socket() as probe:
-                probe.bind(("127.0.0.1", 0))
-                port = probe.getsockname()[1]
-            done = self.hebbs("palace", "--port", str(port), "--no-browser", "--format", "json", *args, check=False)
+            done = self.hebbs("palace", "--port", str(free_port()), "--no-browser", "--format", "json", *args, check=False)
             if done.returncode == 0:
                 return json.loads(done.stdout)
             if "already in use" not in done.stdout + done.stderr:

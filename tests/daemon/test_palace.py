@@ -23,6 +23,7 @@ from playwright.sync_api import expect
 from hebbs.paths import VAULT_DIR
 
 import processes
+from daemon_fixtures import free_port
 
 pytest_plugins = ["daemon_fixtures"]
 
@@ -55,12 +56,6 @@ TOPICS = [
     "A new moon is the best time to photograph faint nebulae.",
     "The Perseid meteor shower peaks in mid August.",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Palace:

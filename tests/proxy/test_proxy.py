@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 import processes
+from daemon_fixtures import free_port
 
 pytest_plugins = ["daemon_fixtures"]
 
@@ -135,12 +136,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
         self.wfile.flush()
         self.close_connection = True
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Proxy:

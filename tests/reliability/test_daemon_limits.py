@@ -10,10 +10,10 @@ import socket
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from daemon_fixtures import wait_until
 from daemon_harness import ForegroundDaemon, final_reply, frame, raw_connect
 
 from hebbs.client import Client
@@ -70,14 +70,14 @@ def test_connections_beyond_the_cap_get_busy():
 
         # A slot freed is taken again (once the daemon has seen the close).
         held.pop().close()
-        deadline = time.monotonic() + 30
-        while True:
+
+        def served() -> bool:
             try:
-                assert daemon.client(timeout=30).ping().pong
-                break
+                return daemon.client(timeout=30).ping().pong
             except DaemonBusy:
-                assert time.monotonic() < deadline, "a closed connection's slot was not freed"
-                time.sleep(0.1)
+                return False
+
+        wait_until(served, 30, "a closed connection's slot to be freed")
         status = working.status(vault=False)
         assert status.max_connections == CAP and status.refused_busy >= 2
     finally:

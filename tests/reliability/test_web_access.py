@@ -9,7 +9,6 @@ import os
 import socket
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,7 +19,8 @@ import pytest
 
 import processes
 
-from proxy.test_proxy import RELATED, Proxy, StandIn, chat, free_port, index_crm_note, proxy, upstream  # noqa: F401
+from daemon_fixtures import free_port
+from proxy.test_proxy import RELATED, Proxy, StandIn, chat, index_crm_note, proxy, upstream  # noqa: F401
 
 pytest_plugins = ["daemon_fixtures"]
 

@@ -20,14 +20,9 @@ import numpy as np
 import pytest
 
 import processes
+from daemon_fixtures import free_port
 
 pytest_plugins = ["daemon_fixtures"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _ray_start(args: list[str], env: dict[str, str], log: Path) -> int:
@@ -67,7 +62,7 @@ def ray_cluster(tmp_path_factory) -> Iterator[str]:
     temp.mkdir(exist_ok=True)
     log = temp / "start.log"
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    port = _free_port()
+    port = free_port()
     common = ["--num-cpus", "1", "--object-store-memory", str(100 * 1024 * 1024), "--disable-usage-stats",
               "--dashboard-agent-listen-port", "0"]
     groups: list[int] = []
