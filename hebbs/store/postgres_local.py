@@ -197,13 +197,10 @@ class Server:
                        f"user={SUPERUSER} application_name={self.name}'\n")
 
     def start(self) -> None:
-        self._run("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(self.log))
-
-    def move_to(self, port: int) -> None:
-        """Listen on `port` from the next start: postgresql.auto.conf is read last, and its last line wins."""
-        self.port = port
-        with open(self.data / "postgresql.auto.conf", "a") as conf:
-            conf.write(f"port = {port}\n")
+        # The port given on the command line: the server listens on the one this object holds and
+        # names in its URL, not on whichever an earlier start of the same directory wrote in its files.
+        self._run("pg_ctl", "start", "-w", "-t", "60", "-o", f"-p {self.port}", "-D", str(self.data),
+                  "-l", str(self.log))
 
     def stop(self, mode: str = "fast") -> None:
         if (self.data / "postmaster.pid").exists():
@@ -309,7 +306,7 @@ def _start(server: Server, *, chosen_here: bool, attempts: int = 5) -> None:
         except ToolFailed as failed:
             if not chosen_here or attempt == attempts - 1 or "Address already in use" not in failed.said:
                 raise
-            server.move_to(free_port())
+            server.port = free_port()
 
 
 def _port(text: str) -> int:

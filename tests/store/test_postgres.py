@@ -306,3 +306,35 @@ def test_a_port_taken_before_the_server_binds_it_is_replaced(monkeypatch: pytest
             assert f"127.0.0.1:{replica.port}" in cluster.multi_host_url()
     finally:
         held.close()
+
+
+def test_the_local_server_listens_on_the_port_its_url_names(tmp_path: Path) -> None:
+    """`python -m hebbs.store.postgres_local start DIR --port N` on a folder an earlier start made (here one
+    that failed on a taken port): the server listens on N, the port of the URL it prints, where it kept
+    listening on the first start's port and printed a URL nobody answered."""
+    import socket
+    import subprocess
+    import sys
+
+    import processes
+    from daemon_fixtures import free_port
+    from hebbs.store.postgres_local import Cluster, Server
+
+    def local(*args: str) -> subprocess.CompletedProcess:
+        return processes.run([sys.executable, "-m", "hebbs.store.postgres_local", *args], capture_output=True,
+                             text=True, timeout=120)
+
+    folder = tmp_path / "pg"
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        first = local("start", str(folder), "--port", str(held.getsockname()[1]))
+    assert first.returncode == 1 and "Address already in use" in first.stderr and "Traceback" not in first.stderr
+    port = free_port()
+    try:
+        started = local("start", str(folder), "--port", str(port))
+        assert started.returncode == 0, started.stderr
+        assert f"postgresql://postgres@127.0.0.1:{port}/postgres" in started.stdout
+        assert Server(folder, "primary", port, Cluster(folder).account).sql("SELECT 1") == "1"
+    finally:
+        local("stop", str(folder))
