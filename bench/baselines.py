@@ -17,7 +17,7 @@ import numpy as np
 from scipy import sparse
 
 from bench.harness import cache
-from hebbs.store.lexical_index import tokenize
+from hebbs.index.lexical import tokenize
 
 CACHE = cache("emb")
 RRF_K = 60

@@ -48,8 +48,8 @@ from bench.harness import REPO, cache, shared
 
 from hebbs import Engine
 from hebbs.recall import confidence as conf
-from hebbs.store.embed import get_embedder
-from hebbs.vault import index_vault
+from hebbs.embedding.embed import get_embedder
+from hebbs.notes import index_notes
 
 ROOT = REPO
 FIT_CONVERSATIONS = {"26", "30", "41"}
@@ -81,7 +81,7 @@ def build_vaults(workdir: Path, conversations: list[dict], raws: dict[str, dict]
     if JEKYLL.is_dir() and not jekyll.exists():
         shutil.copytree(JEKYLL, jekyll, ignore=shutil.ignore_patterns(".*"))
         with Engine.open(jekyll / ".hebbs") as engine:
-            index_vault(engine, jekyll, contradictions=False)
+            index_notes(engine, jekyll, contradictions=False)
     notes = workdir / "notes"
     if not notes.exists():
         shutil.copytree(ROOT / "docs", notes / "docs")
@@ -89,7 +89,7 @@ def build_vaults(workdir: Path, conversations: list[dict], raws: dict[str, dict]
         if extra.is_dir():
             shutil.copytree(extra, notes / "corpus", ignore=shutil.ignore_patterns(".*"))
         with Engine.open(notes / ".hebbs") as engine:
-            index_vault(engine, notes, contradictions=False)
+            index_notes(engine, notes, contradictions=False)
 
 
 def cues(conversations: list[dict], raws: dict[str, dict]) -> list[dict]:

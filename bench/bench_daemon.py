@@ -126,7 +126,7 @@ def main() -> int:
 
     from hebbs import Client, Engine
     from hebbs.paths import init_vault
-    from hebbs.store.embed import limit_blas_threads
+    from hebbs.embedding.embed import limit_blas_threads
 
     # The daemon runs with one BLAS thread (hebbs.daemon.main); the in-process side must too, or it
     # measures OpenBLAS threads fighting the model's on two cores, not the socket.

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench.harness import percentile
 from hebbs import Engine
-from hebbs.store.embed import get_embedder
+from hebbs.embedding.embed import get_embedder
 
 
 def run(directory: Path, mode: str, writers: int, writes: int, embedder) -> dict[str, float]:

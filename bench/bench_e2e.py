@@ -61,7 +61,7 @@ from bench import harness
 from bench.bench_cisi import parse as parse_cisi
 from bench.bench_locomo import load as load_locomo
 from hebbs import Engine, ScoringWeights
-from hebbs.store.embed import _Sessions, get_embedder, limit_blas_threads
+from hebbs.embedding.embed import _Sessions, get_embedder, limit_blas_threads
 
 RELEVANCE_ONLY = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)
 M, EF_CONSTRUCTION, EF_SEARCH, TOP_K = 16, 200, 50, 10

@@ -20,7 +20,7 @@ from contextlib import contextmanager, nullcontext
 import numpy as np
 
 from bench.harness import percentile
-from hebbs.store.embed import Embedder, limit_blas_threads
+from hebbs.embedding.embed import Embedder, limit_blas_threads
 
 # Single-wordpiece words, so a text of k words is exactly k + 2 tokens with [CLS] and [SEP].
 _WORDS = (
@@ -69,7 +69,7 @@ def ort_defaults_embedder(reference: Embedder) -> Embedder:
     """The same model in a session with onnxruntime's default options (spinning workers etc.)."""
     import onnxruntime as ort
 
-    from hebbs.store.embed import _registry, _wheel_model_dir
+    from hebbs.embedding.embed import _registry, _wheel_model_dir
 
     entry = _registry()["models"][reference.model_id]
     session = ort.InferenceSession(str(reference.onnx_path), providers=["CPUExecutionProvider"])

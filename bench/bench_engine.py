@@ -26,7 +26,7 @@ from bench.bench_embed import embedding_throughput
 from bench.bench_strategies import build_vault
 
 from hebbs import Engine
-from hebbs.store.embed import get_embedder
+from hebbs.embedding.embed import get_embedder
 
 CUES = [
     "what did we decide about the database migration", "who owns the deploy pipeline",

@@ -33,8 +33,8 @@ from hebbs import Engine
 from hebbs.recall import confidence, fused, fusion, scoring
 from hebbs.workflows import reinforce
 from hebbs.schema import ScoringWeights
-from hebbs.store.embed import get_embedder, limit_blas_threads
-from hebbs.store.open_vault import Scope
+from hebbs.embedding.embed import get_embedder, limit_blas_threads
+from hebbs.core.open_vault import Scope
 
 RELEVANCE_ONLY = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)
 

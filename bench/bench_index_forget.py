@@ -28,8 +28,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from hebbs import Engine
-    from hebbs.store.embed import get_embedder
-    from hebbs.vault import index_vault
+    from hebbs.embedding.embed import get_embedder
+    from hebbs.notes import index_notes
 
     work = Path(tempfile.mkdtemp(prefix="hebbs-bench-forget-"))
     root = work / "vault"
@@ -37,13 +37,13 @@ def main() -> None:
     try:
         make_vault(root, args.notes)
         with Engine.open(root / ".hebbs", embedder=get_embedder()) as engine:
-            first = index_vault(engine, root)
+            first = index_notes(engine, root)
             print(f"vault: {args.notes} notes, {first.sections_total} sections, {first.edges_added} edges "
                   f"(first index {first.seconds:.1f} s)")
 
             def timed(what: str):
                 t = time.perf_counter()
-                summary = index_vault(engine, root)
+                summary = index_notes(engine, root)
                 seconds = time.perf_counter() - t
                 print(f"{what:<34} {seconds:6.2f} s  embedded {summary.embedded}, edges added "
                       f"{summary.edges_added}, reconciled {summary.reconciled}, "

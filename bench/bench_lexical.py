@@ -1,4 +1,4 @@
-"""Benchmark hebbs.store.lexical_index on a synthetic vault.
+"""Benchmark hebbs.index.lexical on a synthetic vault.
 
     .venv/bin/python -m bench.bench_lexical [--docs 100000] [--dir PATH]
 
@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bench.harness import percentile
-from hebbs.store import lexical_index
-from hebbs.store.lexical_index import LexicalIndex, tokenize
+from hebbs.index import lexical as lexical_index
+from hebbs.index.lexical import LexicalIndex, tokenize
 
 WORDS_PER_DOC = 20
 VOCAB_SIZE = 4000

@@ -1,6 +1,6 @@
 """Recall quality on a notes vault (bench/notes_corpus.md): hit@1, hit@5 and MRR@10 by file.
 
-hebbs goes through the real indexer (hebbs.vault.index_vault into a fresh Engine, as `hebbs index`
+hebbs goes through the real indexer (hebbs.notes.index_notes into a fresh Engine, as `hebbs index`
 does) and default recall. In the same run, over a plain split of every note at `##` headings:
 BM25, dense similarity (same model, exact search) and their RRF (k = 60). A file's rank is the
 rank of its best section. The questions (bench/notes_questions.jsonl) were written before any run.
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from hebbs import Engine
-from hebbs.vault import index_vault
+from hebbs.notes import index_notes
 
 from bench import baselines as bl
 from bench.harness import cache
@@ -96,7 +96,7 @@ def run(vault: Path, extra: dict[str, dict] | None = None,
             os.utime(path, (now, now))  # as a fresh clone: every note equally new
         with Engine.open(root / ".hebbs") as engine:
             started = time.perf_counter()
-            summary = index_vault(engine, root)
+            summary = index_notes(engine, root)
             print(f"notes: {summary.files_scanned} files, {summary.sections_total} hebbs sections, "
                   f"indexed in {time.perf_counter() - started:.1f} s (busy machine)", file=sys.stderr)
             if hook is not None:

@@ -36,8 +36,10 @@ STEPS = ("rocksdb open", "catalog load", "checkpoint metas", "vector index (all 
 def child_open(path: Path) -> dict:
     import hebbs_hnswlib as hnswlib
 
-    from hebbs.store import catalog, lexical_index, open_vault, storage, vector_index
-    from hebbs.store.embed import get_embedder
+    from hebbs.index import catalog, lexical as lexical_index, vector as vector_index
+    from hebbs.core import open_vault
+    from hebbs.store import storage
+    from hebbs.embedding.embed import get_embedder
 
     steps: dict[str, list[float]] = {}
 

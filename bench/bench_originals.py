@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 from hebbs import Engine
-from hebbs.store.embed import get_embedder
+from hebbs.embedding.embed import get_embedder
 from hebbs.store.originals import Originals
-from hebbs.vault import index_vault
+from hebbs.notes import index_notes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,7 +52,7 @@ def edit_round(root: Path, rng: random.Random, n: int) -> int:
 def timed_index(vault: Path, root: Path, embedder) -> float:
     with Engine.open(vault, embedder=embedder) as engine:
         started = time.perf_counter()
-        index_vault(engine, root, contradictions=False)
+        index_notes(engine, root, contradictions=False)
         return time.perf_counter() - started
 
 

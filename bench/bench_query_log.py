@@ -24,7 +24,7 @@ from pathlib import Path
 from bench import harness
 from hebbs import Engine, ScoringWeights
 from hebbs.recall import pipeline
-from hebbs.store.embed import get_embedder
+from hebbs.embedding.embed import get_embedder
 from hebbs.workflows import reinforce
 
 FACTS = ["The deploy pipeline runs on GitHub Actions", "Bob owns the billing service",

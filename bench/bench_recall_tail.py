@@ -10,7 +10,7 @@ floor's embedding, back to back) and recalled with `strategies=["similarity"]` a
 weights, in blocks of --block cues alternating between the two; every round runs all the cues again.
 For each recall the wall time of each stage is kept, and what else the cue carries (its tokens,
 whether its rest is embedded in the same run, a collector pass). The same recalls with the cue's texts
-tokenized through the tokenizer's batch call, as before store/embed.py's ONE_BY_ONE, run in blocks
+tokenized through the tokenizer's batch call, as before embedding/embed.py's ONE_BY_ONE, run in blocks
 of their own between them. Printed: the percentiles of both, the
 mean stage breakdown of the median recalls against the slowest 1% and 2%, and whether the slow ones
 are the same cues round after round (a cost the cue brings) or not (the machine's).
@@ -27,7 +27,7 @@ import hebbs.offline  # noqa: F401 - before onnxruntime: keeps its telemetry off
 from bench import harness
 from bench.bench_e2e import RELEVANCE_ONLY, TOP_K, e2e_arguments, open_built
 from hebbs.recall import background, confidence, pipeline
-from hebbs.store import embed as embed_module
+from hebbs.embedding import embed as embed_module
 from hebbs.workflows import reinforce
 
 # (owner, attribute, label): the stages of a similarity-only recall, each called through its module or class.

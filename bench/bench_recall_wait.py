@@ -34,8 +34,8 @@ import hebbs.offline  # noqa: F401 - before onnxruntime: keeps its telemetry off
 from bench import harness
 from bench.bench_e2e import RELEVANCE_ONLY, TOP_K, e2e_arguments, open_built, ort_session
 from hebbs.recall import background, pipeline
-from hebbs.store import embed as embed_module
-from hebbs.store.open_vault import OpenVault
+from hebbs.embedding import embed as embed_module
+from hebbs.core.open_vault import OpenVault
 from hebbs.workflows import reinforce
 
 # (owner, attribute, label): the stages timed, each a function recall calls through its module or class.

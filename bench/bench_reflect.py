@@ -81,7 +81,7 @@ def main() -> None:
 
     from hebbs import Engine
     from hebbs.workflows import contradiction_review
-    from hebbs.store.embed import get_embedder
+    from hebbs.embedding.embed import get_embedder
 
     embedder = get_embedder()
     texts = corpus(args.n, args.seed)

@@ -93,7 +93,7 @@ def build(path: Path, n: int, ef_construction: int | None) -> dict:
 
     from hebbs import Engine
     from hebbs.schema import Memory, MemoryKind
-    from hebbs.store.embed import get_embedder
+    from hebbs.embedding.embed import get_embedder
     from hebbs.store.storage import Store, WriteSet, id_bytes, temporal_keys, vector_key
 
     embedder = get_embedder(None)
@@ -158,7 +158,7 @@ def open_and_recall_once(path: Path, embedder, cue: str):
 
 def child_probe(path: Path, queries: int, write_ops: int) -> dict:
     from hebbs.schema import ScoringWeights
-    from hebbs.store.embed import get_embedder
+    from hebbs.embedding.embed import get_embedder
 
     relevance_only = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)
     embedder = get_embedder(None)
@@ -213,7 +213,7 @@ def child_probe(path: Path, queries: int, write_ops: int) -> dict:
 
 def child_crash_writer(path: Path) -> None:
     from hebbs import Engine
-    from hebbs.store.open_vault import checkpoint_interval
+    from hebbs.core.open_vault import checkpoint_interval
 
     rng = random.Random(SEED + 3)
     vocab = vocabulary()
@@ -230,7 +230,7 @@ def child_crash_writer(path: Path) -> None:
 def child_floor(path: Path, queries: int) -> dict:
     import hebbs_hnswlib as hnswlib
 
-    from hebbs.store.embed import get_embedder
+    from hebbs.embedding.embed import get_embedder
     dim = get_embedder(None).dim
     _, vectors = cues(dim, queries)
     before = rss_mb()

@@ -48,7 +48,7 @@ def cues(n: int) -> tuple[list[str], list[str]]:
 
 def child(label: str, seconds: float) -> None:
     """One setting alone in this process: CPU seconds over `seconds` serving one cue a second, then idle."""
-    from hebbs.store.embed import get_embedder
+    from hebbs.embedding.embed import get_embedder
     emb = session(get_embedder(), SETTINGS[label])
     short, _ = cues(50)
     for cue in short[:5]:
@@ -76,7 +76,7 @@ def main() -> None:
     if args.child:
         child(args.child, args.seconds)
         return
-    from hebbs.store.embed import get_embedder
+    from hebbs.embedding.embed import get_embedder
 
     load_before = harness.machine_note()
     batch = get_embedder()

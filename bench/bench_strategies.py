@@ -36,7 +36,7 @@ from bench.harness import percentile
 from hebbs import Engine
 from hebbs.recall import analogical
 from hebbs.workflows import decay
-from hebbs.store.embed import get_embedder
+from hebbs.embedding.embed import get_embedder
 from hebbs.schema import EdgeType, Memory, MemoryKind
 from hebbs.store.storage import (Store, WriteSet, edge_keys, edge_value, id_bytes, temporal_keys, vector_key)
 

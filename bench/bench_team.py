@@ -62,7 +62,7 @@ from bench.harness import machine_note, percentile, shared
 from hebbs import Engine
 from hebbs.client import Client, start_daemon
 from hebbs.paths import init_vault
-from hebbs.store.embed import get_embedder
+from hebbs.embedding.embed import get_embedder
 from hebbs.store.postgres_local import Cluster
 from hebbs.store.storage import WriteSet
 
@@ -95,7 +95,7 @@ def cached_embedder():
 # Quality ---------------------------------------------------------------------------------------
 
 def notes_quality(embedder, stores: dict[str, tuple[str, str] | None]) -> dict[str, dict]:
-    from hebbs.vault import index_vault
+    from hebbs.notes import index_notes
 
     questions = bench_notes.load_questions()
     out = {}
@@ -106,7 +106,7 @@ def notes_quality(embedder, stores: dict[str, tuple[str, str] | None]) -> dict[s
             if store is not None:
                 attach(root / ".hebbs", store[0], f"notes-{Path(tmp).name}", store[1])
             with Engine.open(root / ".hebbs", embedder=embedder) as engine:
-                index_vault(engine, root)
+                index_notes(engine, root)
                 out[label] = t = bench_notes.scores(label, bench_notes.hebbs_rankings(engine, questions), questions)
                 print(f"notes, {label}: hit@1 {t['hit@1']:.3f}, hit@5 {t['hit@5']:.3f}, MRR@10 {t['mrr@10']:.3f}",
                       flush=True)

@@ -301,7 +301,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=shared("data/locomo-dev"))
     parser.add_argument("--skip-locomo", action="store_true")
     args = parser.parse_args()
-    from hebbs.store.embed import get_embedder
+    from hebbs.embedding.embed import get_embedder
 
     embedder = get_embedder()
     diary_part(embedder)

@@ -140,8 +140,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from hebbs import Engine
-    from hebbs.store.embed import get_embedder
-    from hebbs.vault import index_vault
+    from hebbs.embedding.embed import get_embedder
+    from hebbs.notes import index_notes
 
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="hebbs-bench-vault-"))
     root = work / "vault"
@@ -165,7 +165,7 @@ def main() -> None:
         with Engine.open(root / ".hebbs", embedder=embedder) as engine:
             with TimedEmbedder(embedder) as timed:
                 t = time.perf_counter()
-                summary = index_vault(engine, root, progress=progress)
+                summary = index_notes(engine, root, progress=progress)
                 first = time.perf_counter() - t
             sections = summary.sections_added
             print(f"first index: {first:.1f} s for {sections} sections -> {sections / first:.1f} sections/s "
@@ -192,7 +192,7 @@ def main() -> None:
                   f"{timed.seconds:.1f} s in {timed.calls} calls)")
 
             t = time.perf_counter()
-            again = index_vault(engine, root)
+            again = index_notes(engine, root)
             reindex = time.perf_counter() - t
             assert again.embedded == 0, again
             print(f"re-index, nothing changed: {reindex:.2f} s (goal < 2 s; {again.files_unchanged} files unchanged)")

@@ -24,7 +24,7 @@ from bench.bench_locomo import load
 from bench.harness import shared
 
 from hebbs import Engine
-from hebbs.vault import index_vault
+from hebbs.notes import index_notes
 from hebbs.workflows import contradiction_check as cc
 
 LOOSE_OVERLAP = 0.4
@@ -102,7 +102,7 @@ def main() -> None:
                 and a.source.heading_path == b.source.heading_path)
 
     with Engine.open(args.notes / ".hebbs") as engine:
-        index_vault(engine, args.notes)
+        index_notes(engine, args.notes)
         raised = {frozenset((p.memory_a, p.memory_b)) for p in engine.pending()}
         candidates = pool(engine, same_section)
         keys = {frozenset(c[:2]) for c in candidates}

@@ -26,7 +26,7 @@ _EXPORTS = {
     "HebbsError": "errors", "InvalidInput": "errors", "NotFound": "errors", "VaultBusy": "errors",
     "VaultNotInitialized": "errors", "ModelMismatch": "errors", "CorruptVault": "errors", "DiskFull": "errors",
     "LLMNotConfigured": "errors", "LLMError": "errors", "Cancelled": "errors", "DaemonUnavailable": "errors",
-    "doctor": "store.doctor", "DoctorReport": "store.doctor",
+    "doctor": "core.doctor", "DoctorReport": "core.doctor",
 }
 __all__ = list(_EXPORTS)
 
@@ -59,7 +59,7 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     from .client import AsyncClient, Client
-    from .store.doctor import DoctorReport, doctor
+    from .core.doctor import DoctorReport, doctor
     from .engine import Engine
     from .errors import (Cancelled, CorruptVault, DaemonUnavailable, HebbsError, InvalidInput, LLMError,
                          LLMNotConfigured, ModelMismatch, NotFound, VaultBusy, VaultNotInitialized)

@@ -241,7 +241,7 @@ class Methods:
         return self.call(protocol.Inspect, id=memory_id)
 
     def source(self, memory_id: str) -> SourceSection:
-        """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
+        """The section a memory was indexed from, as it was in that file version (docs/notes.md)."""
         return self.call(protocol.ShowSource, id=memory_id)
 
     def import_records(self, records: Sequence[dict[str, Any]]) -> ImportSummary:
@@ -520,7 +520,7 @@ class AsyncMethods:
         return await self.call(protocol.Inspect, id=memory_id)
 
     async def source(self, memory_id: str) -> SourceSection:
-        """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
+        """The section a memory was indexed from, as it was in that file version (docs/notes.md)."""
         return await self.call(protocol.ShowSource, id=memory_id)
 
     async def import_records(self, records: Sequence[dict[str, Any]]) -> ImportSummary:

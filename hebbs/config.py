@@ -363,7 +363,7 @@ def notes_config(vault_dir: Path) -> NotesConfig:
 
 
 class SourcesConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """The original kept: file versions the markdown indexer keeps (hebbs/store/originals.py, docs/vault.md)."""
+    """The original kept: file versions the markdown indexer keeps (hebbs/store/originals.py, docs/notes.md)."""
 
     # Keep the original of every indexed file version, compressed, for `hebbs source`.
     keep: bool = True
@@ -557,7 +557,7 @@ write = true
 insights_dir = "insights"
 contradictions_dir = "contradictions"
 
-# The original of every indexed file version, compressed, for `hebbs source ID` (docs/vault.md).
+# The original of every indexed file version, compressed, for `hebbs source ID` (docs/notes.md).
 [sources]
 keep = true
 keep_versions = 5

@@ -1,4 +1,4 @@
-"""The engine: the facade an agent or the daemon calls. One open vault (store/open_vault.py) plus the
+"""The engine: the facade an agent or the daemon calls. One open vault (core/open_vault.py) plus the
 memory operations composed from the layers below it: recall strategies (recall/), workflows
 (workflows/). docs/architecture.md has the map.
 """
@@ -23,8 +23,8 @@ from .recall.prime import prime
 from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Edge, EdgeType,
                      ImportSummary, Insight, Inspection, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
-from .store.embed import Embedder, get_embedder
-from .store.open_vault import OpenVault, open_store
+from .embedding.embed import Embedder, get_embedder
+from .core.open_vault import OpenVault, open_store
 from .workflows import consolidate as consolidation
 from .workflows import contradiction_review, decay, reflect
 from .workflows import edges as linking

@@ -45,7 +45,7 @@ from .schema import (ClusterMember, ContradictionAutoResult, ContradictionCandid
                      ReflectCommitted, ReflectPrepared)
 
 if TYPE_CHECKING:
-    from .store.open_vault import OpenVault
+    from .core.open_vault import OpenVault
 
 
 

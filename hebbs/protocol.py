@@ -848,7 +848,7 @@ class Inspect(_Command, tag="inspect"):
               "quote or check a note-backed memory; memories you stored yourself have no source.",
               args={"id": Arg()}, route="holder", view="source"))
 class ShowSource(_Command, tag="source"):
-    """The section a memory was indexed from, as it was in that file version (docs/vault.md)."""
+    """The section a memory was indexed from, as it was in that file version (docs/notes.md)."""
 
     id: Annotated[KeptId, Meta(description="a memory id, or its last 6+ characters")]
 
@@ -1142,17 +1142,17 @@ def result_type(command: _Command) -> Any:
         return command.spec.result if getattr(command, command.spec.batch) is None else list[command.spec.result]
     # The markdown-vault Structs live with the indexer; imported only when those commands are used.
     if isinstance(command, IndexFollow):
-        from .vault.indexer import IndexSummary
+        from .notes.indexer import IndexSummary
 
         return IndexSummary | None
     if isinstance(command, Index):
         if command.phase == 1:
             return ScanSummary
-        from .vault.indexer import IndexSummary
+        from .notes.indexer import IndexSummary
 
         return IndexSummary
     if isinstance(command, List):
-        from .vault.status import FileStatus
+        from .notes.status import FileStatus
 
         return list[FileStatus]
     return RESULT_TYPES[command.tag()]
@@ -1164,7 +1164,7 @@ def progress_type(command: _Command) -> Any:
     if isinstance(command, Export):
         return ExportChunk
     if isinstance(command, (Index, IndexFollow)):
-        from .vault.indexer import Progress
+        from .notes.indexer import Progress
 
         return Progress
     return dict[str, Any]

@@ -69,7 +69,7 @@ def _model_graph_built() -> None:
     """In a parallel run, the first worker builds the model's graph and its int8 cue graph into the
     shared cache and the others wait for it, instead of every worker (and every daemon they start
     meanwhile) building the same files at once."""
-    from hebbs.store.embed import default_cache_dir, get_embedder
+    from hebbs.embedding.embed import default_cache_dir, get_embedder
 
     cache = default_cache_dir()
     cache.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -80,7 +80,7 @@ def _model_graph_built() -> None:
 
 @pytest.fixture(scope="session")
 def embedder(_model_graph_built):
-    from hebbs.store.embed import get_embedder
+    from hebbs.embedding.embed import get_embedder
 
     return get_embedder()
 
@@ -138,8 +138,8 @@ def index_recovery(monkeypatch) -> dict[str, int]:
     """How often an open rebuilt the vector index in full, or caught a checkpoint up from the change
     log (counted by call: log records can be swallowed by another test's logging setup). Reset the
     counts between opens with `.update(rebuild=0, sync=0)`."""
-    from hebbs.store.open_vault import OpenVault
-    from hebbs.store.vector_index import VectorIndex
+    from hebbs.core.open_vault import OpenVault
+    from hebbs.index.vector import VectorIndex
 
     calls = {"rebuild": 0, "sync": 0}
     rebuild, sync = OpenVault._rebuild_vector_index, VectorIndex.sync

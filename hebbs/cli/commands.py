@@ -610,7 +610,7 @@ def _import_v1(client: Client, records: list[dict[str, Any]]) -> dict[str, int]:
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Runs here, not in the daemon: a read-only open needs no lock, and a doctor must work when the
     daemon cannot open the vault. Exit code 0 when no damage was found, 1 otherwise."""
-    from hebbs.store.doctor import doctor
+    from hebbs.core.doctor import doctor
 
     if args.export is not None:
         writable_target(args.export)  # said before the checks run, not as a temporary file's errno after

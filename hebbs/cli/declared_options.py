@@ -406,7 +406,7 @@ COMMANDS = {
          {'help': '[{"id": ..., "content"?, "importance"?, "context"?, "entity_id"?}, ...] or one such object per '
                   'line; - reads stdin'}),
     ], False),
-    'source': ('source', 'The section a memory was indexed from, as it was in that file version (docs/vault.md).', [
+    'source': ('source', 'The section a memory was indexed from, as it was in that file version (docs/notes.md).', [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
     ], True),
     'status': ('status', 'the daemon and the vaults it serves', [

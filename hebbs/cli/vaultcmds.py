@@ -263,7 +263,7 @@ class _Watch:
 
 
 def cmd_watch(args: argparse.Namespace, root: Path) -> int:
-    from hebbs.vault import VaultWatcher  # watchdog, only for this command
+    from hebbs.notes import NotesWatcher  # watchdog, only for this command
 
     _stop_on_signals()
     _ensure_vault(args, root)
@@ -275,7 +275,7 @@ def cmd_watch(args: argparse.Namespace, root: Path) -> int:
             output.emit_json({"event": "indexed", **_builtins(summary)})
         else:
             print_summary(root, summary)
-        watcher = VaultWatcher(root, on_phase1=watch.phase1, on_phase2=watch.phase2, on_error=watch.error)
+        watcher = NotesWatcher(root, on_phase1=watch.phase1, on_phase2=watch.phase2, on_error=watch.error)
         try:
             watcher.start()
             # Said only now that the watches are in place: an edit from here on will be seen.

@@ -26,7 +26,7 @@ class IndexHandlers:
     pool: VaultPool
 
     async def _index(self, conn: Connection, request: Request, command: Index) -> Any:
-        from hebbs.vault import indexer as vault
+        from hebbs.notes import indexer as vault
 
         slot, root = self._notes_vault(request, command.path)
         if slot.indexing:
@@ -40,7 +40,7 @@ class IndexHandlers:
         try:
             async with self.pool.use(slot) as engine:
                 if command.phase == 1:
-                    plan = await self._stream(conn, request.id, slot, lambda progress: vault.scan_vault(
+                    plan = await self._stream(conn, request.id, slot, lambda progress: vault.scan_notes(
                         engine, root, paths=command.paths, progress=progress))
                     result: Any = ScanSummary(
                         files_scanned=plan.files_scanned, files_unchanged=plan.files_unchanged,
@@ -50,7 +50,7 @@ class IndexHandlers:
                     result = await self._stream(conn, request.id, slot, lambda progress: vault.apply_plan(
                         engine, root, progress=progress))
                 else:
-                    result = await self._stream(conn, request.id, slot, lambda progress: vault.index_vault(
+                    result = await self._stream(conn, request.id, slot, lambda progress: vault.index_notes(
                         engine, root, progress=progress, ray=command.ray))
             run.set_result(result)
             return result
@@ -90,12 +90,12 @@ class IndexHandlers:
         return run.result()
 
     async def _list(self, conn: Connection, request: Request, command: List) -> Any:
-        from hebbs.vault.status import list_vault
+        from hebbs.notes.status import list_notes
 
         slot, root = self._notes_vault(request, command.path)
         async with self.pool.use(slot) as engine:
             # The engine tells which sections were revised away from their files (state "diverged").
-            return await self.pool.run(list_vault, root, sections=command.sections,
+            return await self.pool.run(list_notes, root, sections=command.sections,
                                        memory=lambda mid: memories_by_id(engine, [mid]).get(mid))
 
     def _notes_vault(self, request: Request, path: str | None) -> tuple[VaultSlot, Path]:

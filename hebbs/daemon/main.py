@@ -172,7 +172,7 @@ def _limit_blas_threads() -> None:
     """One BLAS thread for the daemon's life: recalls embed a query (onnxruntime's threads) and then
     score it with numpy, and on 2 cores BLAS threads spinning beside onnxruntime's made a query 2-4x
     slower than one BLAS thread (figures in docs/embedding.md)."""
-    from hebbs.store.embed import limit_blas_threads
+    from hebbs.embedding.embed import limit_blas_threads
 
     try:
         limit_blas_threads(1)

@@ -363,7 +363,7 @@ class Daemon:
     async def _load_model(self) -> None:
         """Load and warm the default model at start, so the first recall does not pay for it."""
         def load() -> str:
-            from hebbs.store.embed import get_embedder
+            from hebbs.embedding.embed import get_embedder
 
             embedder = get_embedder(None)
             embedder.warm()

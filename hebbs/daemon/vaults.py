@@ -70,7 +70,7 @@ class VaultSlot:
         self._db_text = str(path / "db")
         self._path_text = str(path)
         self.indexing = False
-        # The newest progress report of the index run in progress (hebbs.vault.indexer.Progress).
+        # The newest progress report of the index run in progress (hebbs.notes.indexer.Progress).
         self.progress: Any = None
         # The index run going on this vault: its outcome, its cancel flag (checked at each progress
         # report, in the worker thread) and the connections following it (index_follow).
@@ -95,7 +95,7 @@ class VaultSlot:
 def open_engine(path: Path) -> "Engine":
     """Open a vault with the process-wide embedder for its configured model (loaded once per daemon)."""
     from hebbs.config import load_config
-    from hebbs.store.embed import get_embedder
+    from hebbs.embedding.embed import get_embedder
     from hebbs.engine import Engine
 
     try:

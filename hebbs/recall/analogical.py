@@ -31,7 +31,7 @@ import numpy as np
 from .. import validate
 from ..errors import InvalidInput, NotFound
 from ..schema import EdgeType, Memory, MemoryKind
-from ..store.open_vault import Filter, HasVault, OpenVault, vault_of
+from ..core.open_vault import Filter, HasVault, OpenVault, vault_of
 from ..store.storage import GRAPH_FORWARD, GRAPH_REVERSE, MEMORY_PREFIX, Store, WriteSet, decode_memory, id_bytes, id_str
 from .fusion import Candidate, Candidates
 from .query import Found, Query

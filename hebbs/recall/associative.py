@@ -19,7 +19,7 @@ import math
 import time
 
 from ..schema import EdgeType
-from ..store.open_vault import OpenVault
+from ..core.open_vault import OpenVault
 from .fusion import Candidate, Candidates
 from .query import Found, Query
 

@@ -18,7 +18,7 @@ import weakref
 
 import numpy as np
 
-from ..store.open_vault import Filter, Hits, OpenVault, passing
+from ..core.open_vault import Filter, Hits, OpenVault, passing
 
 # How many of a recall's best candidates (by fused relevance, before top_k cuts them) confidence.py
 # judges: the answer's confidence is over these, whatever top_k is, so that `--top-k 1` and `--top-k 10`

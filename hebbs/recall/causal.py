@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import InvalidInput
 from ..schema import EdgeType, MemoryKind
-from ..store.open_vault import Filter, OpenVault
+from ..core.open_vault import Filter, OpenVault
 from ..store.storage import Store
 from .fusion import Candidate, Candidates
 from .query import Found, Query

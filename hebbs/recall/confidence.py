@@ -54,7 +54,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..config import DEFAULT_ABSTAIN_THRESHOLD
-from ..store.lexical_index import tokenize
+from ..index.lexical import tokenize
 from .background import CONSIDERED
 from .timewords import understand
 

@@ -6,9 +6,9 @@ import functools
 from concurrent.futures import ThreadPoolExecutor
 
 from ..config import FusionParams
-from ..store.lexical_index import tokenize
-from ..store.memory_text import lexical_text
-from ..store.open_vault import Hits, OpenVault
+from ..index.lexical import tokenize
+from ..core.memory_text import lexical_text
+from ..core.open_vault import Hits, OpenVault
 from .fusion import Candidates, feedback_terms, fuse, neighbor_support, sibling_support
 from .query import Found, Query, cached_memories
 

@@ -19,8 +19,8 @@ import numpy as np
 from .. import validate
 from ..errors import InvalidInput, NotFound
 from ..schema import (Memory, RecallResult, RecallResults, ScoreComponents, ScoringWeights, TimeUnderstood)
-from ..store.memory_text import lexical_text
-from ..store.open_vault import OpenVault, now_us
+from ..core.memory_text import lexical_text
+from ..core.open_vault import OpenVault, now_us
 from . import background, confidence, scoring, timewords
 from . import fusion as rc
 from .query import CueEmbedder, Query, cached_memories, cached_vectors

@@ -11,8 +11,8 @@ import numpy as np
 
 from ..config import RecallConfig
 from ..schema import Memory
-from ..store.embed import Embedder
-from ..store.open_vault import Filter, OpenVault
+from ..embedding.embed import Embedder
+from ..core.open_vault import Filter, OpenVault
 from . import background
 from .fusion import Candidates
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..store.open_vault import OpenVault
+from ..core.open_vault import OpenVault
 from .fusion import Candidate, Candidates
 from .query import Found, Query
 

@@ -1,2 +1,3 @@
-"""Storage layer: the RocksDB records, the derived HNSW and BM25 indexes, the embedding model,
-and the open-vault object that owns them all (docs/architecture.md)."""
+"""Record stores: where a vault's records live, RocksDB in its folder (`storage.py`) or a shared
+PostgreSQL database (`postgres.py`), with what both keep beside the records: durability, the change log,
+idempotency keys, the access log and kept originals (docs/architecture.md)."""

@@ -1,23 +1,20 @@
-"""Markdown vaults: index a notes folder into its engine (`ROOT/.hebbs/`) and keep it in step.
-
-    from hebbs import Engine
-    from hebbs.vault import index_vault, watch_vault
-
-    with Engine.open(root / ".hebbs") as engine:
-        summary = index_vault(engine, root)            # phase 1 + phase 2
-        watcher = watch_vault(engine, root)            # then follow edits
-        ...
-        watcher.stop()
-
-How it works, the manifest, the section split and the watcher timings: docs/vault.md.
-"""
+"""Deprecated alias of `hebbs.notes`, which indexes a notes folder (a notes folder is not a vault:
+docs/architecture.md's glossary). The old names keep working and warn once; they go in a later wave."""
 
 from __future__ import annotations
 
-from .indexer import IndexSummary, Plan, Progress, apply_plan, index_vault, scan_vault
-from .parse import Link, ParsedNote, Section, parse_note
-from .status import FileStatus, SectionStatus, list_vault
-from .watch import VaultWatcher, watch_vault
+import warnings
+from typing import Any
 
-__all__ = ["index_vault", "scan_vault", "apply_plan", "VaultWatcher", "watch_vault", "list_vault", "IndexSummary",
-           "Plan", "Progress", "FileStatus", "SectionStatus", "parse_note", "ParsedNote", "Section", "Link"]
+from .. import notes
+
+_RENAMED = {"index_vault": "index_notes", "scan_vault": "scan_notes", "watch_vault": "watch_notes",
+            "list_vault": "list_notes", "VaultWatcher": "NotesWatcher"}
+
+
+def __getattr__(name: str) -> Any:
+    new = _RENAMED.get(name, name)
+    if not hasattr(notes, new):
+        raise AttributeError(f"module 'hebbs.vault' has no attribute {name!r}")
+    warnings.warn(f"hebbs.vault.{name} is now hebbs.notes.{new}", DeprecationWarning, stacklevel=2)
+    return getattr(notes, new)

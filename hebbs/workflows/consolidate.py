@@ -26,8 +26,8 @@ import numpy as np
 
 from hebbs.errors import InvalidInput
 from hebbs.schema import ConsolidationGain, EdgeType, Memory, MemoryKind
-from hebbs.store.lexical_index import STOPWORDS
-from hebbs.store.open_vault import OpenVault, now_us
+from hebbs.index.lexical import STOPWORDS
+from hebbs.core.open_vault import OpenVault, now_us
 from hebbs.store.storage import WriteSet, edge_keys, encode_vector, id_bytes, temporal_keys, vector_key
 
 from . import decay

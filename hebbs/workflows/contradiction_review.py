@@ -27,7 +27,7 @@ from ..errors import InvalidInput, NotFound
 from .reflect import _iso, _now, notes_root, notes_subdir, slug, wiki_link, write_note
 from ..schema import (ContradictionCandidate, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
                      Edge, EdgeType, Memory, MemoryKind, PendingContradiction)
-from ..store.open_vault import HasVault, OpenVault, vault_of
+from ..core.open_vault import HasVault, OpenVault, vault_of
 from ..store.storage import WriteSet, decode, id_bytes
 
 

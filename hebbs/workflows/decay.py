@@ -27,7 +27,7 @@ from ..recall import scoring
 from ..config import DecayConfig
 from ..errors import InvalidInput
 from ..schema import Memory, MemoryKind
-from ..store.open_vault import HasVault, OpenVault, vault_of
+from ..core.open_vault import HasVault, OpenVault, vault_of
 from ..store.storage import MEMORY_PREFIX, Store, WriteSet, decode_memory
 
 

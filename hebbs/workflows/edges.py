@@ -7,7 +7,7 @@ from .. import validate
 from ..errors import InvalidInput, NotFound
 from ..recall import analogical
 from ..schema import Edge, EdgeType
-from ..store.open_vault import OpenVault, now_us
+from ..core.open_vault import OpenVault, now_us
 from ..store.storage import WriteSet, edge_keys
 
 

@@ -10,7 +10,7 @@ from ..errors import InvalidInput
 from ..recall import analogical
 from ..schema import EdgeType, Memory, MemoryKind, PendingContradiction
 from ..store import access_log, idempotency
-from ..store.open_vault import OpenVault, now_us
+from ..core.open_vault import OpenVault, now_us
 from ..store.storage import WriteSet, decode, edge_keys, memory_key, temporal_keys, vector_key
 from . import reflect
 from .revise import history

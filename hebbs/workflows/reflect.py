@@ -37,7 +37,7 @@ from ..fsutil import atomic_write
 from ..paths import hebbs_home
 from ..schema import (ClusterMember, EdgeType, Insight, InsightInput, Memory, MemoryKind, ReflectCluster,
                      ReflectCommitted, ReflectPrepared, ReflectSession)
-from ..store.open_vault import HasVault, OpenVault, vault_of
+from ..core.open_vault import HasVault, OpenVault, vault_of
 from ..store.storage import WriteSet, decode, decode_vector
 from ..timefmt import utc_text
 from . import associate

@@ -16,7 +16,7 @@ from ..errors import DiskFull, InvalidInput, NotFound
 from ..recall.pipeline import Request
 from ..schema import Access, Memory, MemoryKind, QueryLogEntry, RecallResult
 from ..store import access_log
-from ..store.open_vault import OpenVault, now_us
+from ..core.open_vault import OpenVault, now_us
 from ..store.storage import WriteSet, decode, encode
 from . import associate, decay
 

@@ -20,8 +20,8 @@ from ..errors import InvalidInput, NotFound
 from ..recall import analogical
 from ..schema import EdgeType, Memory, MemoryKind, Source
 from ..store import idempotency
-from ..store.memory_text import embedding_text
-from ..store.open_vault import OpenVault, now_us
+from ..core.memory_text import embedding_text
+from ..core.open_vault import OpenVault, now_us
 from ..store.storage import WriteSet, encode_vector, id_bytes, temporal_keys, vector_key
 from . import consolidate, contradiction_review, decay
 

@@ -14,8 +14,8 @@ from .. import validate
 from ..errors import InvalidInput, NotFound
 from ..recall import analogical
 from ..schema import EdgeType, Memory, MemoryKind, Source
-from ..store.memory_text import DIVERGED, diverged_from_source, embedding_text
-from ..store.open_vault import OpenVault, now_us
+from ..core.memory_text import DIVERGED, diverged_from_source, embedding_text
+from ..core.open_vault import OpenVault, now_us
 from ..store.storage import WriteSet, encode_vector, id_bytes, temporal_key, vector_key
 from . import decay
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..errors import InvalidInput, NotFound
 from ..schema import SourceSection
-from ..store.open_vault import OpenVault
+from ..core.open_vault import OpenVault
 from ..store.originals import Originals
 from .revise import get
 

@@ -26,8 +26,8 @@ from ..errors import InvalidInput, NotFound
 from ..recall import analogical
 from ..schema import EdgeType, ImportSummary, Memory, MemoryKind, PendingContradiction
 from ..store import access_log, idempotency
-from ..store.memory_text import embedding_text
-from ..store.open_vault import OpenVault
+from ..core.memory_text import embedding_text
+from ..core.open_vault import OpenVault
 from ..store.originals import Originals, Ref
 from ..store.storage import WriteSet, encode_vector, id_bytes, temporal_keys, vector_key
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["daemon_fixtures"]
 
-HEAVY = ("numpy", "onnxruntime", "hnswlib", "rocksdict", "tokenizers", "hebbs.engine", "hebbs.store.embed")
+HEAVY = ("numpy", "onnxruntime", "hnswlib", "rocksdict", "tokenizers", "hebbs.engine", "hebbs.embedding.embed")
 
 
 def _json(done: subprocess.CompletedProcess[str]) -> Any:

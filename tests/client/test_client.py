@@ -241,7 +241,7 @@ def test_index_and_list_through_the_sdk(shared_daemon, project: Path) -> None:
     IndexSummary), the two watcher phases apart (phase 1 after an edit reports pending work, phase 2
     does it), and Client.list with sections."""
     from hebbs.protocol import ScanSummary
-    from hebbs.vault import FileStatus, IndexSummary, Progress
+    from hebbs.notes import FileStatus, IndexSummary, Progress
 
     (project / "a.md").write_text("# A\n\n## One\nThe first section of a.\n\n## Two\nThe second section.\n")
     reports: list[Progress] = []

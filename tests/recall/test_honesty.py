@@ -15,7 +15,7 @@ import pytest
 from hebbs import AsyncClient, Engine
 from hebbs.errors import NotFound
 from hebbs.recall import confidence
-from hebbs.vault import index_vault
+from hebbs.notes import index_notes
 
 if TYPE_CHECKING:
     from daemon_fixtures import DaemonHome
@@ -313,7 +313,7 @@ def test_opposite_procedures_are_not_queued_while_a_real_contradiction_is(tmp_pa
     (root / "ops.md").write_text(PLANTED)
     (root / "retro.md").write_text(RETRO)
     with Engine.open(root / ".hebbs", embedder=embedder) as eng:
-        index_vault(eng, root)
+        index_notes(eng, root)
         files = {m.id: m.source.file_path for m in eng.memories()}
         pairs = {frozenset((files[p.memory_a], files[p.memory_b])) for p in eng.pending()}
         texts = [{eng.get(p.memory_a).content, eng.get(p.memory_b).content} for p in eng.pending()]

@@ -17,8 +17,8 @@ from hebbs.recall import fusion as rc
 from hebbs.recall import pipeline, scoring
 from hebbs.recall.fusion import Candidate
 from hebbs.schema import ScoringWeights
-from hebbs.store.lexical_index import tokenize
-from hebbs.store.open_vault import now_us
+from hebbs.index.lexical import tokenize
+from hebbs.core.open_vault import now_us
 
 WEIGHTS = [ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0), ScoringWeights(),
            ScoringWeights(relevance=0.2, recency=0.5, importance=0.3, reinforcement=0.0),

@@ -12,10 +12,10 @@ from ulid import ULID
 
 from hebbs.recall import fusion as rc
 from hebbs.config import FusionParams
-from hebbs.store.memory_text import embedding_text, lexical_text, note_title
+from hebbs.core.memory_text import embedding_text, lexical_text, note_title
 from hebbs.schema import Memory, Source
 from hebbs.store.storage import id_bytes, id_str
-from hebbs.vault import index_vault
+from hebbs.notes import index_notes
 
 
 def section(file: str, heading_path: list[str], content: str, front_matter: dict | None = None) -> Memory:
@@ -136,7 +136,7 @@ def test_a_question_naming_only_the_note_finds_its_sections(tmp_path: Path, embe
     (root / "garden.md").write_text("---\ntitle: Vegetable garden\n---\n\n## Watering\n\n"
                                     "Water the beds every morning before it gets hot.\n")
     with Engine.open(root / ".hebbs", embedder=embedder) as engine:
-        index_vault(engine, root)
+        index_notes(engine, root)
         top = engine.recall("how often do I feed the sourdough starter", top_k=1, reinforce=False).results[0]
         assert top.memory.context["file"] == "sourdough.md"
 

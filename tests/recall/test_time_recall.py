@@ -180,7 +180,7 @@ def test_a_window_with_few_memories_is_searched_exactly(tmp_path: Path, embedder
     """A search narrowed to a time window that holds few memories scores just those (open_vault's
     EXACT_SEARCH_MAX): the same hits, in the same order, as the graph search widened until the window
     is exhausted, for both channels; an empty window finds nothing without searching."""
-    from hebbs.store import open_vault
+    from hebbs.core import open_vault
     eng = Engine.open(tmp_path / "vault", embedder=embedder)
     topics = ["the garden", "a new job", "the holidays", "the broken heater", "the tax return", "a trip to Rome"]
     eng.remember_many([{"content": f"On day {d} we talked about {topics[d % len(topics)]} over dinner",

@@ -17,7 +17,7 @@ import pytest
 
 from hebbs import Engine
 from hebbs.paths import init_vault
-from hebbs.store.lexical_index import LexicalIndex, damaged_segment_files
+from hebbs.index.lexical import LexicalIndex, damaged_segment_files
 
 sys.path.insert(0, str(Path(__file__).parent))
 from daemon_harness import ForegroundDaemon  # noqa: E402

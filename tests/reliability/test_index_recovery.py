@@ -28,7 +28,7 @@ def _writer(path: Path) -> str:
     return textwrap.dedent(f"""
         import random, sys
         from hebbs import Engine
-        from hebbs.store import open_vault
+        from hebbs.core import open_vault
         open_vault.CHECKPOINT_EVERY = {CHECKPOINT_EVERY}
         rng = random.Random(int(sys.argv[1]))
         eng = Engine.open({str(path)!r})
@@ -163,7 +163,7 @@ def test_a_crash_while_a_checkpoint_is_published_leaves_a_usable_checkpoint(tmp_
 
     from hebbs.config import IndexParams
     from hebbs.fsutil import atomic_write
-    from hebbs.store import vector_index as vi
+    from hebbs.index import vector as vi
 
     rng = np.random.default_rng(3)
     directory = tmp_path / "index"
@@ -191,7 +191,7 @@ def test_a_damaged_checkpoint_is_refused_and_a_damaged_header_never_reaches_hnsw
     import msgspec
 
     from hebbs.config import IndexParams
-    from hebbs.store import vector_index as vi
+    from hebbs.index import vector as vi
 
     rng = np.random.default_rng(5)
     directory = tmp_path / "index"

@@ -22,7 +22,7 @@ import pytest
 
 from hebbs import CorruptVault, Engine, InvalidInput
 from hebbs import doctor
-from hebbs.vault import indexer
+from hebbs.notes import indexer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from storage_faults import copy_vault, damage, find_file  # noqa: E402
@@ -66,7 +66,7 @@ def damaged_base(tmp_path_factory, embedder) -> Path:
         (root / f"note{i}.md").write_text(f"# Note {i}\n\nThe note number {i} is about the harbour crane {i}.\n")
     vault = root / ".hebbs"
     with Engine.open(vault, embedder=embedder) as eng:
-        indexer.index_vault(eng, root)
+        indexer.index_notes(eng, root)
         eng.remember_many([{"content": f"memory {i} on subject {i % 13}: " + "detail " * 30} for i in range(REMEMBERED)])
     (vault / "config.toml").write_text('[recall]\nmmr_lambda = 0.9\n\n[storage]\ndurability = "sync"\n')
     writer = textwrap.dedent(f"""

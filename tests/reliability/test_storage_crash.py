@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from hebbs import Engine
-from hebbs.vault import indexer
-from hebbs.vault.manifest import load_manifest
+from hebbs.notes import indexer
+from hebbs.notes.manifest import load_manifest
 
 import processes
 
@@ -111,11 +111,11 @@ def _kill_during_index(root: Path, rounds: int, seed: int) -> None:
     runner = textwrap.dedent(f"""
         from pathlib import Path
         from hebbs import Engine
-        from hebbs.vault import indexer
+        from hebbs.notes import indexer
         root = Path({str(root)!r})
         with Engine.open(root / ".hebbs") as eng:
             print("open", flush=True)
-            indexer.index_vault(eng, root)
+            indexer.index_notes(eng, root)
         """)
     rng = random.Random(seed)
     for round_ in range(rounds):
@@ -131,7 +131,7 @@ def _kill_during_index(root: Path, rounds: int, seed: int) -> None:
 
 def _check_index_converged(root: Path, embedder) -> None:
     with Engine.open(root / ".hebbs", embedder=embedder) as eng:
-        indexer.index_vault(eng, root)
+        indexer.index_notes(eng, root)
         manifest, warning = load_manifest(root)
         assert warning is None and not manifest.dirty
         ids = [s.memory_id for f in manifest.files.values() for s in f.sections]
@@ -142,7 +142,7 @@ def _check_index_converged(root: Path, embedder) -> None:
         assert len(keys) == len(set(keys)), "a section is stored twice"
         on_disk = {p.name for p in root.glob("*.md")}
         assert {Path(m.source.file_path).name for m in stored.values()} == on_disk
-        again = indexer.index_vault(eng, root)
+        again = indexer.index_notes(eng, root)
         assert again.sections_added == again.sections_revised == again.sections_removed == 0
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from hebbs.config import IndexParams
 from hebbs.store.storage import Store, WriteSet
-from hebbs.store.vector_index import VectorIndex
+from hebbs.index.vector import VectorIndex
 
 
 def test_labels_survive_removals_and_a_checkpoint(tmp_path):
@@ -78,7 +78,7 @@ def test_a_large_vault_checks_its_records_after_the_open_and_refuses_writes_when
     import pytest
 
     from hebbs import CorruptVault, Engine
-    from hebbs.store import open_vault
+    from hebbs.core import open_vault
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "reliability"))
     from storage_faults import damage, find_file

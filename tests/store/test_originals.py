@@ -11,7 +11,7 @@ import pytest
 
 from hebbs import Engine, MemoryKind, NotFound
 from hebbs.store.originals import Originals
-from hebbs.vault import index_vault
+from hebbs.notes import index_notes
 
 pytest_plugins = ["daemon_fixtures"]
 
@@ -39,7 +39,7 @@ def test_source_survives_an_edit_and_a_delete(notes, embedder):
     write(notes, "deploy.md", DEPLOY_V1)
     write(notes, "billing.md", BILLING)
     with Engine.open(notes / ".hebbs", embedder=embedder) as engine:
-        index_vault(engine, notes)
+        index_notes(engine, notes)
         keys = memory_with(engine, "90 days")
         first = engine.source(keys.id)
         assert first.file == "deploy.md" and first.heading_path == ["Deploys", "Keys"]
@@ -50,7 +50,7 @@ def test_source_survives_an_edit_and_a_delete(notes, embedder):
 
         write(notes, "deploy.md", DEPLOY_V2)
         (notes / "billing.md").unlink()
-        index_vault(engine, notes)
+        index_notes(engine, notes)
 
         now = engine.source(keys.id)
         assert "30 days now" in now.text and now.sha256 != first.sha256
@@ -88,7 +88,7 @@ def test_a_damaged_index_of_the_originals_is_said_and_loses_no_blob(notes, embed
 
     write(notes, "deploy.md", DEPLOY_V1)
     with Engine.open(notes / ".hebbs", embedder=embedder) as engine:
-        index_vault(engine, notes)
+        index_notes(engine, notes)
         memory = memory_with(engine, "90 days")
     sources = notes / ".hebbs" / "sources"
     old_blobs = {blob.name for blob in (sources / "blobs").rglob("*") if blob.is_file()}
@@ -100,7 +100,7 @@ def test_a_damaged_index_of_the_originals_is_said_and_loses_no_blob(notes, embed
         with pytest.raises(NotFound, match="index was damaged"):
             engine.source(memory.id)
         write(notes, "deploy.md", DEPLOY_V2)
-        index_vault(engine, notes)
+        index_notes(engine, notes)
         assert "30 days" in engine.source(memory_with(engine, "30 days").id).text
     assert (sources / "index.msgpack.z.damaged").exists()
     assert old_blobs <= {blob.name for blob in (sources / "blobs").rglob("*") if blob.is_file()}
@@ -112,12 +112,12 @@ def test_vault_indexed_before_originals_were_kept_is_backfilled(notes, embedder)
     vault.mkdir()
     (vault / "config.toml").write_text("[sources]\nkeep = false\n")
     with Engine.open(vault, embedder=embedder) as engine:
-        index_vault(engine, notes)
+        index_notes(engine, notes)
         assert not (vault / "sources").exists()
         keys_id = memory_with(engine, "90 days").id
     (vault / "config.toml").write_text("")
     with Engine.open(vault, embedder=embedder) as engine:
-        summary = index_vault(engine, notes)
+        summary = index_notes(engine, notes)
         assert summary.embedded == 0
         assert "90 days" in engine.source(keys_id).text
 
@@ -135,7 +135,7 @@ def test_pruning_keeps_the_bound(notes, embedder):
             write(notes, f"other{n}.md", f"# Other {n}\n\n{os.urandom(3000).hex()}\n")
             if n:
                 (notes / f"other{n - 1}.md").unlink()
-            index_vault(engine, notes)
+            index_notes(engine, notes)
             ids.append(memory_with(engine, f"Entry {n} ").id)
             kept = Originals(vault, engine.config.sources)
             assert _blob_bytes(vault) <= 20000 + _current_bytes(kept)

@@ -11,7 +11,7 @@ from hebbs import Engine
 from hebbs.schema import PendingContradiction
 from hebbs.store.changelog import PREFIX as CHANGES
 from hebbs.store.storage import COLUMN_FAMILIES, decode_vector
-from hebbs.vault import index_vault
+from hebbs.notes import index_notes
 
 pytest_plugins = ["daemon_fixtures"]
 
@@ -26,7 +26,7 @@ def _records(engine: Engine) -> dict[str, dict[bytes, bytes]]:
 
 
 def _fill(engine: Engine, notes: Path) -> dict[str, str]:
-    index_vault(engine, notes)
+    index_notes(engine, notes)
     a = engine.remember("the billing service runs on port 8443", key="billing-port", entity_id="billing")
     b = engine.remember("billing moved to port 9443", entity_id="billing")
     engine.revise(a.id, content="the billing service ran on port 8443 until March")

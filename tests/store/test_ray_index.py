@@ -101,8 +101,8 @@ def test_index_through_a_ray_cluster(ray_cluster, pg_server):
         try:
             hit = client.recall("Item n7s2", strategies=["lexical"], top_k=1).results[0].memory
             assert hit.context["file"] == "note-07.md"
-            from hebbs.store.embed import get_embedder
-            from hebbs.store.memory_text import embedding_text
+            from hebbs.embedding.embed import get_embedder
+            from hebbs.core.memory_text import embedding_text
             from hebbs.store.storage import vector_key
 
             here = get_embedder().embed_documents([embedding_text(hit)])[0]

@@ -179,7 +179,7 @@ def test_headings_and_sentences_both_memories_hold_are_not_where_they_differ():
 def test_a_vault_with_an_outdated_copy_queues_the_changed_default_not_parallel_commands(tmp_path, embedder):
     """A real vault: the options page in two versions side by side, and two command pages written in
     parallel. Indexing queues the changed default and not the two commands."""
-    from hebbs.vault import index_vault
+    from hebbs.notes import index_notes
 
     root = tmp_path / "notes"
     (root / "v1").mkdir(parents=True)
@@ -191,7 +191,7 @@ def test_a_vault_with_an_outdated_copy_queues_the_changed_default_not_parallel_c
             f"# npm {verb}\n\nThis runs a predefined command specified in the `\"{verb}\"` property of a "
             f"package's `\"scripts\"` object.\n\n```bash\nnpm {verb} [-- <args>]\n```\n")
     with Engine.open(root / ".hebbs", embedder=embedder) as eng:
-        index_vault(eng, root)
+        index_notes(eng, root)
         files = {m.id: m.source.file_path for m in eng.memories()}
         pairs = {frozenset((files[p.memory_a], files[p.memory_b])) for p in eng.pending()}
         assert pairs == {frozenset(("v1/options.md", "v2/options.md"))}

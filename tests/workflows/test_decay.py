@@ -189,7 +189,7 @@ CHILD = textwrap.dedent("""
     import sys, time
     from hebbs import Engine
     from hebbs.workflows import decay
-    from hebbs.store.embed import get_embedder
+    from hebbs.embedding.embed import get_embedder
     vault, now = sys.argv[1], int(sys.argv[2])
     decay.COMMIT_EVERY = 10
     eng = Engine.open(vault, embedder=get_embedder())

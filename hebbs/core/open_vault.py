@@ -34,14 +34,14 @@ import numpy as np
 from ..config import VaultConfig
 from ..errors import CorruptVault, InvalidInput, ModelMismatch, NotFound
 from ..schema import Memory, MemoryKind, PendingContradiction
-from . import changelog
-from .catalog import Catalog, CatalogEntry
-from .embed import Embedder
-from .lexical_index import LexicalIndex, damaged_segment_files, tokenize
+from ..store import changelog
+from ..index.catalog import Catalog, CatalogEntry
+from ..embedding.embed import Embedder
+from ..index.lexical import LexicalIndex, damaged_segment_files, tokenize
 from .memory_text import lexical_text
-from .storage import (MEMORY_PREFIX, TIMELINE_ENTITY, Store, WriteSet, decode, decode_vector, decode_vectors, encode,
+from ..store.storage import (MEMORY_PREFIX, TIMELINE_ENTITY, Store, WriteSet, decode, decode_vector, decode_vectors, encode,
                       id_bytes, id_str, id_strs, memory_key, temporal_prefix)
-from .vector_index import VectorIndex
+from ..index.vector import VectorIndex
 
 log = logging.getLogger("hebbs.store")
 
@@ -265,7 +265,7 @@ class OpenVault:
 
     def _open_vector_index(self) -> VectorIndex:
         if self._shared and self.config.store.similar == "pgvector":
-            from .postgres import PgVectorIndex
+            from ..store.postgres import PgVectorIndex
 
             self._changes_since_checkpoint = 0
             return PgVectorIndex(self.store, self.embedder.dim, self.config.index.ef_search)  # type: ignore[return-value]
@@ -741,7 +741,7 @@ def open_store(path: Path, config: VaultConfig) -> Store:
     if config.store.url is None:
         return Store.open(path / "db", durability=config.storage.durability)
     try:
-        from .postgres import PgStore
+        from ..store.postgres import PgStore
     except ImportError as exc:
         raise InvalidInput(f"vault {path} lives in PostgreSQL ({config.store.name!r}), which needs "
                            f"`pip install 'hebbs[postgres]'` ({exc})") from None

@@ -25,7 +25,7 @@ import xxhash
 
 from ..fsutil import atomic_write
 from ..schema import Memory, MemoryKind, decoder
-from .storage import MEMORY_PREFIX, Store, id_str
+from ..store.storage import MEMORY_PREFIX, Store, id_str
 
 log = logging.getLogger("hebbs.store")
 

@@ -25,7 +25,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from ..store.memory_text import content_hash
+from ..core.memory_text import content_hash
 
 __all__ = ["Link", "Section", "ParsedNote", "parse_note", "estimate_tokens", "content_hash", "TokenCounter"]
 

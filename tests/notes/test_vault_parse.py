@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from hebbs.vault.manifest import FileEntry, Manifest, SectionEntry, load_manifest, manifest_path, save_manifest
-from hebbs.vault.parse import Link, estimate_tokens, parse_note
-from hebbs.vault.walk import VaultFilter, walk_notes
+from hebbs.notes.manifest import FileEntry, Manifest, SectionEntry, load_manifest, manifest_path, save_manifest
+from hebbs.notes.parse import Link, estimate_tokens, parse_note
+from hebbs.notes.walk import VaultFilter, walk_notes
 
 import processes
 
@@ -23,7 +23,7 @@ import processes
 def tokenizer(tmp_path_factory):
     """The real model's token counter (the tokenizer only; the ONNX graph is built once per session)."""
     os.environ.setdefault("HEBBS_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
-    from hebbs.store.embed import get_embedder
+    from hebbs.embedding.embed import get_embedder
 
     return get_embedder()
 
@@ -262,7 +262,7 @@ def test_manifest_save_survives_kill_9(tmp_path):
     script = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from hebbs.vault.manifest import FileEntry, Manifest, SectionEntry, save_manifest
+        from hebbs.notes.manifest import FileEntry, Manifest, SectionEntry, save_manifest
         root = Path({str(tmp_path)!r})
         n = 0
         while True:

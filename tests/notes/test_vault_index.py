@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from hebbs import Engine, MemoryKind, NotFound
-from hebbs.vault import apply_plan, index_vault, list_vault, scan_vault
+from hebbs.notes import apply_plan, index_notes, list_notes, scan_notes
 from hebbs.cli.vaultcmds import print_summary
-from hebbs.vault.manifest import FORGOTTEN, SYNCED, load_manifest, manifest_path
+from hebbs.notes.manifest import FORGOTTEN, SYNCED, load_manifest, manifest_path
 
 import processes
 
@@ -117,7 +117,7 @@ def assert_consistent(engine, root: Path) -> None:
 def test_first_index_records_every_field(engine, root):
     write(root, "clients/acme.md", ACME)
     write(root, "people/Carol.md", CAROL)
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     assert (summary.files_scanned, summary.files_changed, summary.sections_added) == (2, 2, 5)
     assert summary.embedded == 5 and summary.warnings == [] and summary.sections_total == 5
     mems = by_heading(engine)
@@ -146,28 +146,28 @@ def test_first_index_records_every_field(engine, root):
 def test_unchanged_reindex_embeds_nothing(engine, root):
     write(root, "a.md", ACME)
     write(root, "b.md", CAROL)
-    index_vault(engine, root)
+    index_notes(engine, root)
     before = {m.id: m.content for m in vault_memories(engine)}
     engine.embedder.texts.clear()
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     assert engine.embedder.texts == []
     assert (summary.files_unchanged, summary.files_changed, summary.embedded) == (2, 0, 0)
     assert summary.sections_added == summary.sections_revised == summary.sections_removed == 0
     assert {m.id: m.content for m in vault_memories(engine)} == before
     # A touch without a change is re-hashed, not re-parsed or re-embedded.
     os.utime(root / "a.md", ns=(1, 1))
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     assert summary.files_unchanged == 2 and engine.embedder.texts == []
 
 
 def test_edit_revises_in_place_and_keeps_history(engine, root):
     write(root, "acme.md", ACME)
-    index_vault(engine, root)
+    index_notes(engine, root)
     before = by_heading(engine)
     engine.embedder.texts.clear()
     write(root, "acme.md", ACME.replace("Acme is a logistics company in Rotterdam.",
                                         "Acme is a logistics company in Rotterdam and Antwerp, with 400 trucks."))
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     assert summary.sections_revised == 1 and summary.sections_added == 0 and summary.sections_removed == 0
     assert summary.sections_updated == 2  # later sections moved by some bytes: metadata only
     assert len(engine.embedder.texts) == 1 and "400 trucks" in engine.embedder.texts[0]
@@ -184,14 +184,14 @@ def test_edit_revises_in_place_and_keeps_history(engine, root):
 
 def test_add_and_delete_notes_and_sections(engine, root):
     write(root, "acme.md", ACME)
-    index_vault(engine, root)
+    index_notes(engine, root)
     write(root, "carol.md", CAROL)
     write(root, "acme.md", ACME.replace("## Contacts\n\nCarol runs procurement. See [[Carol]].\n", ""))
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     assert (summary.files_changed, summary.sections_added, summary.sections_removed) == (2, 2, 1)
     assert ("acme.md", ("Acme", "Contacts"), 0) not in by_heading(engine)
     (root / "carol.md").unlink()
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     assert summary.files_removed == 1 and summary.sections_removed == 2
     assert {k[0] for k in by_heading(engine)} == {"acme.md"}
     assert_consistent(engine, root)
@@ -200,14 +200,14 @@ def test_add_and_delete_notes_and_sections(engine, root):
 def test_rename_move_and_reorder_keep_memory_ids(engine, root):
     write(root, "acme.md", ACME)
     write(root, "carol.md", CAROL)
-    index_vault(engine, root)
+    index_notes(engine, root)
     ids = {(k[1], k[2]): m.id for k, m in by_heading(engine).items()}
     engine.embedder.texts.clear()
     (root / "archive/2023").mkdir(parents=True)
     os.rename(root / "acme.md", root / "archive/2023/acme-corp.md")  # move and rename at once
     crm_block = "## CRM\n\nAcme uses Salesforce for their CRM and renews every March.\n\n"
     write(root, "carol.md", CAROL.replace("## Preferences", "## Likes"))  # a renamed heading
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     assert summary.files_removed == 1 and summary.sections_added == 0 and summary.sections_removed == 0
     assert summary.sections_revised == 1 and engine.embedder.texts == [
         "carol > Likes\n\n## Likes\n\nCarol prefers email over calls."]  # embedded under its note and heading
@@ -221,7 +221,7 @@ def test_rename_move_and_reorder_keep_memory_ids(engine, root):
     reordered = moved.replace(crm_block, "") + "\n" + crm_block
     write(root, "archive/2023/acme-corp.md", reordered)
     engine.embedder.texts.clear()
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     assert engine.embedder.texts == [] and summary.sections_updated >= 1
     crm = by_heading(engine)[("archive/2023/acme-corp.md", ("Acme", "CRM"), 0)]
     assert crm.id == ids[(("Acme", "CRM"), 0)]
@@ -236,10 +236,10 @@ def test_hebbsignore_and_default_ignores(engine, root):
     write(root, "node_modules/pkg/README.md", "# pkg\n\nnot a note\n")
     write(root, "insights/i.md", "# insight\n\nwritten by hebbs\n")
     write(root, "contradictions/c.md", "# c\n\nwritten by hebbs\n")
-    index_vault(engine, root)
+    index_notes(engine, root)
     assert {k[0] for k in by_heading(engine)} == {"keep.md", "drafts/wip.md"}
     (root / ".hebbsignore").write_text("drafts/\n")
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     assert summary.files_removed == 1 and summary.sections_removed == 1
     assert {k[0] for k in by_heading(engine)} == {"keep.md"}
     assert_consistent(engine, root)
@@ -249,7 +249,7 @@ def test_broken_yaml_and_bad_bytes_warn_per_file(engine, root):
     write(root, "good.md", "# Good\n\nall fine here\n")
     write(root, "bad-yaml.md", "---\ntitle: [oops\n---\n# Bad YAML\n\nthe body still counts\n")
     (root / "latin1.md").write_bytes("# Café\n\nré­sumé in Latin-1\n".encode("latin-1", "replace"))
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     assert len(summary.warnings) == 2
     assert any(w.startswith("bad-yaml.md: front matter is not valid YAML") for w in summary.warnings)
     assert any(w.startswith("latin1.md: not valid UTF-8") for w in summary.warnings)
@@ -257,7 +257,7 @@ def test_broken_yaml_and_bad_bytes_warn_per_file(engine, root):
     assert mems[("bad-yaml.md", ("Bad YAML",), 0)].content.endswith("the body still counts")
     assert "\ufffd" in mems[("latin1.md", ("Caf\ufffd",), 0)].content
     assert ("good.md", ("Good",), 0) in mems
-    listed = {f.path: f for f in list_vault(root)}
+    listed = {f.path: f for f in list_notes(root)}
     assert listed["bad-yaml.md"].warnings and listed["good.md"].warnings == []
     assert_consistent(engine, root)
 
@@ -274,7 +274,7 @@ def test_one_megabyte_note(engine, root):
     write(root, "big.md", text)
     write(root, "small.md", "# Small\n\nsmall note\n")
     assert (root / "big.md").stat().st_size >= 1_000_000
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     assert summary.warnings == []
     chunks = [m for m in vault_memories(engine) if m.source.file_path == "big.md"]
     dump = sorted((m for m in chunks if m.source.heading_path == ["Release 4.2", "Checksums"]),
@@ -288,7 +288,7 @@ def test_one_megabyte_note(engine, root):
         assert m.content.endswith(data[m.source.byte_start:m.source.byte_end].decode())
     assert {m.source.heading_path[-1] for m in chunks} == {"Release 4.2", "Checksums", "Notes"}
     engine.embedder.texts.clear()
-    assert index_vault(engine, root).embedded == 0
+    assert index_notes(engine, root).embedded == 0
     assert_consistent(engine, root)
 
 
@@ -296,21 +296,21 @@ def test_wiki_links_become_edges_and_resolve_later(engine, root):
     write(root, "a.md", "# A\n\nSee [[B]] and [[C#Second]] and [[Later note]].\n")
     write(root, "b.md", "# B\n\nbee text\n\n## More\n\nmore bee\n")
     write(root, "sub/C.md", "# C\n\nfirst\n\n## Second\n\nsecond part\n")
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     mems = by_heading(engine)
     a = mems[("a.md", ("A",), 0)]
     related = {e.target for e in engine.edges(a.id, "out") if e.edge_type == "RELATED_TO"}
     assert related == {mems[("b.md", ("B",), 0)].id, mems[("b.md", ("B", "More"), 0)].id,
                        mems[("sub/C.md", ("C", "Second"), 0)].id}
     assert summary.unresolved_links == 1
-    assert [f.unresolved_links for f in list_vault(root) if f.path == "a.md"] == [["Later note"]]
+    assert [f.unresolved_links for f in list_notes(root) if f.path == "a.md"] == [["Later note"]]
     write(root, "Later note.md", "# Later\n\nnow it exists\n")
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     later = by_heading(engine)[("Later note.md", ("Later",), 0)]
     assert later.id in {e.target for e in engine.edges(a.id, "out") if e.edge_type == "RELATED_TO"}
     assert summary.unresolved_links == 0 and summary.edges_added == 1
     write(root, "a.md", "# A\n\nSee [[B]] only.\n")
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     related = {e.target for e in engine.edges(a.id, "out") if e.edge_type == "RELATED_TO"}
     assert related == {mems[("b.md", ("B",), 0)].id, mems[("b.md", ("B", "More"), 0)].id}
     assert summary.edges_removed == 2
@@ -320,7 +320,7 @@ def test_contradiction_candidates(engine, root):
     write(root, "ops.md", "# Ops\n\n## Pipeline\n\nThe deploy pipeline is reliable since the March upgrade.\n")
     write(root, "retro.md", "# Retro\n\n## Pipeline\n\nThe deploy pipeline is unreliable since the March upgrade.\n")
     write(root, "team.md", "# Team\n\n## Pipeline\n\nThe deploy pipeline is reliable and the team likes it.\n")
-    index_vault(engine, root)
+    index_notes(engine, root)
     pending = engine.pending()
     mems = by_heading(engine)
     ops, retro = mems[("ops.md", ("Ops", "Pipeline"), 0)].id, mems[("retro.md", ("Retro", "Pipeline"), 0)].id
@@ -337,11 +337,11 @@ def test_contradiction_candidates(engine, root):
 def test_lost_manifest_is_rebuilt_without_embedding(engine, root):
     write(root, "acme.md", ACME)
     write(root, "carol.md", CAROL)
-    index_vault(engine, root)
+    index_notes(engine, root)
     ids = {k: m.id for k, m in by_heading(engine).items()}
     manifest_path(root).unlink()
     engine.embedder.texts.clear()
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     assert engine.embedder.texts == [] and summary.sections_added == 0
     assert {k: m.id for k, m in by_heading(engine).items()} == ids
     assert_consistent(engine, root)
@@ -349,13 +349,13 @@ def test_lost_manifest_is_rebuilt_without_embedding(engine, root):
 
 def test_reindex_removes_strays_and_keeps_a_forgotten_section_out(engine, root):
     write(root, "acme.md", ACME)
-    index_vault(engine, root)
+    index_notes(engine, root)
     victim = by_heading(engine)[("acme.md", ("Acme", "CRM"), 0)]
     engine.forget(ids=[victim.id])
     stray = engine.remember("stray", context={"origin": "vault", "vault": load_manifest(root)[0].vault_id,
                                              "file": "acme.md", "heading_path": ["Acme"], "section_hash": "x"})
     agent = engine.remember("an agent's own memory, not from the vault")
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     assert summary.sections_added == 0 and summary.forgotten_left_out == 1 and summary.reconciled == 1
     assert ("acme.md", ("Acme", "CRM"), 0) not in by_heading(engine)
     with pytest.raises(NotFound):
@@ -374,7 +374,7 @@ def test_a_forgotten_section_stays_out_for_free_until_its_text_changes(engine, r
     write(root, "acme.md", ACME)
     write(root, "carol.md", CAROL)
     write(root, "bob.md", "# Bob\n\nBob works with [[Carol]] and [[Acme]].\n")
-    index_vault(engine, root)
+    index_notes(engine, root)
     victim = by_heading(engine)[("carol.md", ("Carol",), 0)]
     before = engine.count()
     engine.forget(ids=[victim.id])
@@ -383,7 +383,7 @@ def test_a_forgotten_section_stays_out_for_free_until_its_text_changes(engine, r
         call = getattr(engine, name)
         monkeypatch.setattr(engine, name, lambda *a, _call=call, _name=name, **k: (writes.append(_name), _call(*a, **k))[1])
     engine.embedder.texts.clear()
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     assert summary.forgotten_left_out == 1 and summary.reconciled == 0 and summary.embedded == 0
     assert engine.embedder.texts == [] and writes == [], "the vault was written for a forget"
     assert summary.sections_total == before - 1 == engine.count()
@@ -391,21 +391,21 @@ def test_a_forgotten_section_stays_out_for_free_until_its_text_changes(engine, r
     print_summary(root, summary, said)
     assert "1 section left out: its memory was forgotten" in said.getvalue()
     assert "repaired" not in said.getvalue() and "interrupted" not in said.getvalue()
-    again = index_vault(engine, root)
+    again = index_notes(engine, root)
     assert again.forgotten_left_out == 0 and again.reconciled == 0 and writes == []
     assert ("carol.md", ("Carol",), 0) not in by_heading(engine)
     assert_consistent(engine, root)
     # Another section of the note changes: the forgotten one stays out.
     carol = (root / "carol.md").read_text()
     write(root, "carol.md", carol + "\n## Hobbies\n\nCarol sails on weekends.\n")
-    index_vault(engine, root)
+    index_notes(engine, root)
     assert ("carol.md", ("Carol",), 0) not in by_heading(engine) and ("carol.md", ("Carol", "Hobbies"), 0) in by_heading(engine)
     assert_consistent(engine, root)
     # Its own text changes: it is a new section, indexed with its links.
     write(root, "carol.md", carol.replace("# Carol\n", "# Carol\n\nCarol moved to Lisbon.\n", 1)
           + "\n## Hobbies\n\nCarol sails on weekends.\n")
     engine.embedder.texts.clear()
-    summary = index_vault(engine, root)
+    summary = index_notes(engine, root)
     back = by_heading(engine)[("carol.md", ("Carol",), 0)]
     assert summary.sections_added == 1 and len(engine.embedder.texts) == 1 and "Lisbon" in back.content
     linking = {e.source for e in engine.edges(back.id, "in") if e.edge_type == "RELATED_TO"}
@@ -416,18 +416,18 @@ def test_a_forgotten_section_stays_out_for_free_until_its_text_changes(engine, r
 def test_scan_then_apply_and_paths(engine, root):
     write(root, "a.md", "# A\n\nalpha\n")
     write(root, "b.md", "# B\n\nbeta\n")
-    index_vault(engine, root)
+    index_notes(engine, root)
     write(root, "a.md", "# A\n\nalpha two\n")
     write(root, "b.md", "# B\n\nbeta two\n")
-    plan = scan_vault(engine, root, paths=[root / "a.md"])  # only a.md is looked at
+    plan = scan_notes(engine, root, paths=[root / "a.md"])  # only a.md is looked at
     assert plan.files_changed == 1 and plan.pending() == {"add": 0, "revise": 1, "update": 0, "forget": 0}
     assert engine.embedder.texts[-1] != "# A\n\nalpha two"  # phase 1 embeds nothing
     summary = apply_plan(engine, root)  # phase 2 from the saved manifest
     assert summary.sections_revised == 1
     assert by_heading(engine)[("b.md", ("B",), 0)].content == "# B\n\nbeta"
-    assert [f.state for f in list_vault(root)] == ["synced", "modified"]
-    index_vault(engine, root)
-    assert [f.state for f in list_vault(root)] == ["synced", "synced"]
+    assert [f.state for f in list_notes(root)] == ["synced", "modified"]
+    index_notes(engine, root)
+    assert [f.state for f in list_notes(root)] == ["synced", "synced"]
 
 
 # Crash safety: kill -9 of an indexing process -----------------------------------------------------
@@ -451,14 +451,14 @@ def make_vault(root: Path, notes: int) -> None:
 CHILD = textwrap.dedent("""
     import os, sys
     from hebbs import Engine
-    import hebbs.vault.indexer as indexer
-    from hebbs.vault import index_vault
+    import hebbs.notes.indexer as indexer
+    from hebbs.notes import index_notes
     indexer.BATCH = 16  # many small engine writes, so a kill lands between and inside them
     root = sys.argv[1]
     def progress(p):
         print(p.stage, p.done, p.total, flush=True)
     with Engine.open(os.path.join(root, ".hebbs")) as engine:
-        index_vault(engine, root, progress=progress)
+        index_notes(engine, root, progress=progress)
     print("finished", flush=True)
 """)
 
@@ -491,7 +491,7 @@ def test_kill_9_while_indexing_then_reindex_converges(tmp_path, embedder):
     clean = tmp_path / "clean"
     make_vault(clean, 48)
     with Engine.open(clean / ".hebbs", embedder=embedder) as eng:
-        index_vault(eng, clean)
+        index_notes(eng, clean)
         expected = memory_set(eng)
         expected_edges = sum(1 for m in vault_memories(eng) for e in eng.edges(m.id, "out")
                              if e.edge_type == "RELATED_TO")
@@ -504,25 +504,25 @@ def test_kill_9_while_indexing_then_reindex_converges(tmp_path, embedder):
             # A second crash on top of the first: kill the next run early in its embedding too.
             run_and_kill(root, "embed", 0.2)
         with Engine.open(root / ".hebbs", embedder=embedder) as eng:
-            index_vault(eng, root)
+            index_notes(eng, root)
             got = memory_set(eng)
             assert got == expected, name  # same memories, no duplicates, no orphans
             assert_consistent(eng, root)
             edges = sum(1 for m in vault_memories(eng) for e in eng.edges(m.id, "out") if e.edge_type == "RELATED_TO")
             assert edges == expected_edges
             # And a further run has nothing left to do.
-            summary = index_vault(eng, root)
+            summary = index_notes(eng, root)
             assert summary.embedded == 0 and summary.reconciled == 0
 
 
 def test_a_move_reported_only_by_its_new_path_keeps_ids(engine, root):
     """The watcher may learn of a move's new path before (or without) its old one."""
     write(root, "acme.md", ACME)
-    index_vault(engine, root)
+    index_notes(engine, root)
     ids = {(k[1], k[2]): m.id for k, m in by_heading(engine).items()}
     (root / "clients").mkdir()
     os.rename(root / "acme.md", root / "clients/acme.md")
-    summary = apply_plan(engine, root, scan_vault(engine, root, paths=[root / "clients"]))
+    summary = apply_plan(engine, root, scan_notes(engine, root, paths=[root / "clients"]))
     assert summary.embedded == 0 and summary.files_removed == 1
     assert {(k[1], k[2]): m.id for k, m in by_heading(engine).items()} == ids
     assert_consistent(engine, root)
@@ -531,29 +531,29 @@ def test_a_move_reported_only_by_its_new_path_keeps_ids(engine, root):
 def test_list_vault_states(engine, root):
     write(root, "a.md", "# A\n\nalpha\n")
     write(root, "gone.md", "# Gone\n\nsoon deleted\n")
-    index_vault(engine, root)
+    index_notes(engine, root)
     write(root, "new.md", "# New\n\nnot indexed yet\n")
     (root / "gone.md").unlink()
-    assert {f.path: f.state for f in list_vault(root)} == {"a.md": "synced", "gone.md": "removed", "new.md": "new"}
-    scan_vault(engine, root)  # phase 1 only
-    listed = {f.path: f for f in list_vault(root, sections=True)}
+    assert {f.path: f.state for f in list_notes(root)} == {"a.md": "synced", "gone.md": "removed", "new.md": "new"}
+    scan_notes(engine, root)  # phase 1 only
+    listed = {f.path: f for f in list_notes(root, sections=True)}
     assert set(listed) == {"a.md", "new.md"}
     assert listed["new.md"].state == "pending" and listed["new.md"].pending == 1
     assert listed["new.md"].section_list[0].state == "stale" and listed["new.md"].section_list[0].memory_id is None
     assert listed["a.md"].section_list[0].memory_id is not None
     apply_plan(engine, root)
-    assert {f.state for f in list_vault(root)} == {"synced"}
+    assert {f.state for f in list_notes(root)} == {"synced"}
 
 
 def test_changing_the_split_level_reparses_and_keeps_unchanged_sections(engine, root):
     write(root, "doc.md", "# Doc\n\nintro\n\n## Part\n\npart text\n\n### Detail\n\ndetail text\n")
-    index_vault(engine, root)
+    index_notes(engine, root)
     part = by_heading(engine)[("doc.md", ("Doc", "Part"), 0)]
-    summary = index_vault(engine, root, split_level=3)
+    summary = index_notes(engine, root, split_level=3)
     mems = by_heading(engine)
     assert ("doc.md", ("Doc", "Part", "Detail"), 0) in mems
     assert mems[("doc.md", ("Doc", "Part"), 0)].id == part.id  # same place, shorter text: revised
     assert summary.sections_added == 1 and summary.sections_revised == 1
     assert load_manifest(root)[0].split_level == 3
-    assert index_vault(engine, root).embedded == 0  # the level sticks
+    assert index_notes(engine, root).embedded == 0  # the level sticks
     assert_consistent(engine, root)

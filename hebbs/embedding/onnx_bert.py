@@ -326,7 +326,7 @@ def save_bert_onnx(
     return out_path
 
 
-if __name__ == "__main__":  # pragma: no cover - manual use: python -m hebbs.store.onnx_bert weights out [--plain]
+if __name__ == "__main__":  # pragma: no cover - manual use: python -m hebbs.embedding.onnx_bert weights out [--plain]
     import sys
 
     t0 = time.perf_counter()

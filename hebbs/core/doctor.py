@@ -27,10 +27,10 @@ from ..config import load_config
 from ..errors import HebbsError, InvalidInput
 from ..fsutil import atomic_write
 from ..schema import Memory
-from .lexical_index import damaged_segment_files
-from .originals import DAMAGED_INDEX_FILE, INDEX_FILE, SOURCES_DIR, Originals
-from .vector_index import snapshot_intact
-from .storage import (COLUMN_FAMILIES, MARKER_FILE, MEMORY_PREFIX, TIMELINE_ENTITY, VECTOR_PREFIX, decode_memory,
+from ..index.lexical import damaged_segment_files
+from ..store.originals import DAMAGED_INDEX_FILE, INDEX_FILE, SOURCES_DIR, Originals
+from ..index.vector import snapshot_intact
+from ..store.storage import (COLUMN_FAMILIES, MARKER_FILE, MEMORY_PREFIX, TIMELINE_ENTITY, VECTOR_PREFIX, decode_memory,
                       id_str, memory_key, storage_options, temporal_prefix)
 
 # What a file check may say that is no damage: a vault made before its marker existed gets one at its next open.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hebbs import Engine
 from hebbs.schema import Memory, MemoryKind, Source
 from hebbs.store import changelog
-from hebbs.store.catalog import Catalog
+from hebbs.index.catalog import Catalog
 from hebbs.store.storage import Store, WriteSet, id_bytes, temporal_keys, vector_key
 
 FIELDS = ("entity_id", "created_at", "superseded_by", "kind", "importance", "access_count", "context_type",

@@ -15,8 +15,8 @@ import pytest
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
-from hebbs.store import embed as embed_mod
-from hebbs.store.embed import Embedder, ModelError, get_embedder
+from hebbs.embedding import embed as embed_mod
+from hebbs.embedding.embed import Embedder, ModelError, get_embedder
 from hebbs.models import load_registry
 
 LONG_TEXT = " ".join(f"word{i} about memory engines and recall" for i in range(300))
@@ -206,7 +206,7 @@ def test_path_model_pooled_graph(embedder: Embedder, model_dir: Path, tmp_path: 
 
 
 def test_path_model_token_states_with_metadata(embedder: Embedder, model_dir: Path, tmp_path: Path) -> None:
-    from hebbs.store.onnx_bert import save_bert_onnx
+    from hebbs.embedding.onnx_bert import save_bert_onnx
 
     save_bert_onnx(model_dir / "model.safetensors", tmp_path / "encoder.onnx", pool=False)
     shutil.copy(model_dir / "tokenizer.json", tmp_path / "tokenizer.json")
@@ -318,7 +318,7 @@ def test_unreadable_cached_graph_is_rebuilt(registry_entry: dict, model_dir: Pat
 def test_standard_op_graph_matches_fused(embedder: Embedder, model_dir: Path) -> None:
     import onnxruntime as ort
 
-    from hebbs.store.onnx_bert import build_bert_onnx
+    from hebbs.embedding.onnx_bert import build_bert_onnx
 
     plain = build_bert_onnx(model_dir / "model.safetensors", fused=False)
     assert all(node.domain in ("", "ai.onnx") for node in plain.graph.node)  # portable: no contrib ops
@@ -420,7 +420,7 @@ def test_cues_use_the_float32_graph_when_no_int8_copy_can_be_built(cache_dir: Pa
 
     e = Embedder.load(cache_dir=cache_dir, threads=2)
     monkeypatch.setattr(embed_mod, "_int8_sessions", no_quantizer)
-    with caplog.at_level(logging.WARNING, logger="hebbs.store.embed"):
+    with caplog.at_level(logging.WARNING, logger="hebbs.embedding.embed"):
         np.testing.assert_allclose(e.embed_query("a cue"), e.embed_one("a cue"), atol=1e-6)
     assert "read-only file system" in caplog.text and e._cues() is e._memories
 

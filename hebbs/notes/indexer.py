@@ -44,7 +44,7 @@ from .manifest import (FORGOTTEN, META, STALE, SYNCED, FileEntry, Manifest, Orph
 from .parse import PARSER_VERSION, ParsedNote, Section, parse_note
 from .walk import IGNORE_FILE, VaultFilter, walk_notes
 
-__all__ = ["Progress", "Plan", "IndexSummary", "scan_vault", "apply_plan", "index_vault", "ORIGIN"]
+__all__ = ["Progress", "Plan", "IndexSummary", "scan_notes", "apply_plan", "index_notes", "ORIGIN"]
 
 ORIGIN = "vault"  # context["origin"] of every memory made from a note
 BATCH = 256  # sections per remember_many / revise_many call: one progress step each
@@ -131,16 +131,16 @@ def resolve_root(root: os.PathLike | str) -> Path:
 
 # Public entry points ----------------------------------------------------------------------------
 
-def index_vault(engine: Any, root: os.PathLike | str, *, split_level: int | None = None,
+def index_notes(engine: Any, root: os.PathLike | str, *, split_level: int | None = None,
                 progress: ProgressFn | None = None, reconcile: bool = True,
                 contradictions: bool = True, ray: str | None = None) -> IndexSummary:
     """Phase 1 then phase 2 over the whole vault. With reconcile (the default) the engine is also
     checked against the manifest, which repairs anything an interrupted run or a manual edit left.
-    `ray`: the address of a Ray cluster that embeds phase 2's sections (store/ray_embed.py)."""
+    `ray`: the address of a Ray cluster that embeds phase 2's sections (embedding/ray_embed.py)."""
     started = time.perf_counter()
     root = resolve_root(root)
     with vault_lock(root):
-        plan = scan_vault(engine, root, split_level=split_level, progress=progress)
+        plan = scan_notes(engine, root, split_level=split_level, progress=progress)
         if ray is None:
             summary = apply_plan(engine, root, plan, progress=progress, reconcile=reconcile,
                                  contradictions=contradictions)
@@ -153,7 +153,7 @@ def index_vault(engine: Any, root: os.PathLike | str, *, split_level: int | None
 
 def _on_ray(engine: Any, address: str, work: Callable[[], IndexSummary]) -> IndexSummary:
     """work() with the vault's large embedding batches sent to the Ray cluster at address."""
-    from ..store.ray_embed import RayEmbedder
+    from ..embedding.ray_embed import RayEmbedder
 
     local = engine.embedder
     remote = RayEmbedder(local, address)
@@ -167,7 +167,7 @@ def _on_ray(engine: Any, address: str, work: Callable[[], IndexSummary]) -> Inde
     return summary
 
 
-def scan_vault(engine: Any, root: os.PathLike | str, *, paths: Iterable[os.PathLike | str] | None = None,
+def scan_notes(engine: Any, root: os.PathLike | str, *, paths: Iterable[os.PathLike | str] | None = None,
                split_level: int | None = None, progress: ProgressFn | None = None) -> Plan:
     """Phase 1: parse, checksum and diff (no embedding); the manifest is saved with the result.
 
@@ -408,7 +408,7 @@ def _section_entry(rel: str, entry: FileEntry, s: Section) -> SectionEntry:
 
 
 def section_context(rel: str, entry: FileEntry, s: SectionEntry, vault_id: str) -> dict[str, Any]:
-    """The context of a section's memory (documented in docs/vault.md)."""
+    """The context of a section's memory (documented in docs/notes.md)."""
     ctx: dict[str, Any] = {
         "origin": ORIGIN, "vault": vault_id, "file": rel, "heading_path": list(s.heading_path),
         "byte_start": s.byte_start, "byte_end": s.byte_end, "chunk": s.chunk, "chunks": s.chunks,

@@ -1,7 +1,7 @@
 """Embedding on a Ray cluster, for indexing a corpus larger than one machine embeds in good time
 (`hebbs index DIR --ray ADDRESS`, docs/scale.md).
 
-The daemon never imports Ray: a bridge process (`python -m hebbs.store.ray_embed ADDRESS MODEL`)
+The daemon never imports Ray: a bridge process (`python -m hebbs.embedding.ray_embed ADDRESS MODEL`)
 connects to the cluster as its driver, starts one actor per CPU of the cluster, each holding the same
 model as the daemon, and answers the daemon's requests on its stdin/stdout (length-prefixed msgpack
 frames): a list of texts in, their vectors out, the texts cut into pieces spread over the actors.
@@ -71,7 +71,7 @@ class RayEmbedder:
         env = dict(os.environ)
         env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         self._bridge = subprocess.Popen(
-            [sys.executable, "-m", "hebbs.store.ray_embed", address, str(local.spec)],
+            [sys.executable, "-m", "hebbs.embedding.ray_embed", address, str(local.spec)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env)
         ready: Any = {"error": f"it did not answer within {READY_SECONDS:.0f} s"}
         if select.select([self._bridge.stdout], [], [], READY_SECONDS)[0]:
@@ -158,7 +158,7 @@ def _bridge(address: str, model: str) -> None:
         @ray.remote(num_cpus=1)
         class Worker:
             def __init__(self, model: str) -> None:
-                from hebbs.store.embed import Embedder
+                from hebbs.embedding.embed import Embedder
 
                 self.embedder = Embedder.load(model, threads=1)
 
@@ -193,5 +193,5 @@ if __name__ == "__main__":
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
     if len(sys.argv) != 3:
-        sys.exit("usage: python -m hebbs.store.ray_embed ADDRESS MODEL")
+        sys.exit("usage: python -m hebbs.embedding.ray_embed ADDRESS MODEL")
     _bridge(sys.argv[1], sys.argv[2])

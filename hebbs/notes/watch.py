@@ -7,8 +7,8 @@
 
 New events during the wait run phase 1 again and restart the phase-2 wait, so a burst of saves costs
 one embedding pass. Callbacks run one at a time on the watcher's own thread; phase 1 and phase 2
-never overlap. The machine knows nothing about transports: `VaultWatcher` takes two callables, and
-`watch_vault` wires them to `scan_vault` / `apply_plan` for an open engine.
+never overlap. The machine knows nothing about transports: `NotesWatcher` takes two callables, and
+`watch_notes` wires them to `scan_notes` / `apply_plan` for an open engine.
 
 Events are judged by path, never by kind: whatever happened (an editor's save through a temp file and
 a rename, a move, a delete), phase 1 looks at each named path as it is on disk when it runs. A move
@@ -28,17 +28,17 @@ from typing import Any
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from .indexer import IndexSummary, Plan, ProgressFn, apply_plan, resolve_root, scan_vault
+from .indexer import IndexSummary, Plan, ProgressFn, apply_plan, resolve_root, scan_notes
 from .walk import IGNORE_FILE, VaultFilter
 
-__all__ = ["VaultWatcher", "watch_vault"]
+__all__ = ["NotesWatcher", "watch_notes"]
 
-log = logging.getLogger("hebbs.vault")
+log = logging.getLogger("hebbs.notes")
 
 _IGNORED_KINDS = {"opened", "closed_no_write"}
 
 
-class VaultWatcher:
+class NotesWatcher:
     """Debounces file events of one vault into phase-1 and phase-2 calls (see the module docstring).
 
     `on_phase1(paths)` gets the absolute paths named by events since the last call (root itself to
@@ -76,7 +76,7 @@ class VaultWatcher:
 
     # Lifecycle ----------------------------------------------------------------------------------
 
-    def start(self) -> "VaultWatcher":
+    def start(self) -> "NotesWatcher":
         if self._thread is not None:
             raise RuntimeError("watcher already started")
         self._thread = threading.Thread(target=self._loop, name=f"hebbs-watch:{self.root.name}", daemon=True)
@@ -109,7 +109,7 @@ class VaultWatcher:
             self._thread.join(timeout)
             self._thread = None
 
-    def __enter__(self) -> "VaultWatcher":
+    def __enter__(self) -> "NotesWatcher":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -214,7 +214,7 @@ class VaultWatcher:
 
 
 class _Handler(FileSystemEventHandler):
-    def __init__(self, watcher: VaultWatcher) -> None:
+    def __init__(self, watcher: NotesWatcher) -> None:
         self.watcher = watcher
 
     def on_any_event(self, event: FileSystemEvent) -> None:
@@ -230,20 +230,20 @@ class _Handler(FileSystemEventHandler):
                 self.watcher.notify(path)
 
 
-def watch_vault(engine: Any, root: os.PathLike | str, *, progress: ProgressFn | None = None,
+def watch_notes(engine: Any, root: os.PathLike | str, *, progress: ProgressFn | None = None,
                 on_plan: Callable[[Plan], Any] | None = None,
                 on_summary: Callable[[IndexSummary], Any] | None = None,
-                initial_scan: bool = True, **timings: Any) -> VaultWatcher:
-    """A started VaultWatcher that keeps `engine` in step with the vault at `root`.
+                initial_scan: bool = True, **timings: Any) -> NotesWatcher:
+    """A started NotesWatcher that keeps `engine` in step with the vault at `root`.
 
     With initial_scan (the default) the whole vault is scanned once at start, in the watcher's
     thread, which catches up on whatever changed while nothing was watching. `timings` are
-    VaultWatcher's keyword arguments (phase1_delay, phase2_delay, bulk_delay, bulk_events, on_error).
+    NotesWatcher's keyword arguments (phase1_delay, phase2_delay, bulk_delay, bulk_events, on_error).
     """
     root = resolve_root(root)
 
     def phase1(paths: set[Path]) -> None:
-        plan = scan_vault(engine, root, paths=paths, progress=progress)
+        plan = scan_notes(engine, root, paths=paths, progress=progress)
         if on_plan is not None:
             on_plan(plan)
 
@@ -252,7 +252,7 @@ def watch_vault(engine: Any, root: os.PathLike | str, *, progress: ProgressFn | 
         if on_summary is not None:
             on_summary(summary)
 
-    watcher = VaultWatcher(root, phase1, phase2, **timings).start()
+    watcher = NotesWatcher(root, phase1, phase2, **timings).start()
     if initial_scan:
         watcher.notify(root)
     return watcher

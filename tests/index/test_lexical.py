@@ -1,4 +1,4 @@
-"""Tests for hebbs.store.lexical_index: tokenizer rules and the persistent tantivy BM25 index (real files)."""
+"""Tests for hebbs.index.lexical: tokenizer rules and the persistent tantivy BM25 index (real files)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hebbs.store.lexical_index import FORMAT_VERSION, STATE_FILE, LexicalIndex, LexicalIndexBusy, tokenize
+from hebbs.index.lexical import FORMAT_VERSION, STATE_FILE, LexicalIndex, LexicalIndexBusy, tokenize
 
 
 def mid(n: int) -> bytes:

@@ -1,4 +1,4 @@
-"""`list_vault`: what the manifest knows about each note, compared with the files on disk (no engine needed)."""
+"""`list_notes`: what the manifest knows about each note, compared with the files on disk (no engine needed)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from typing import Any
 
 import msgspec
 
-from ..store.memory_text import diverged_from_source
+from ..core.memory_text import diverged_from_source
 from .indexer import resolve_root
 from .links import link_text, resolve_links
 from .manifest import FORGOTTEN, SYNCED, load_manifest
 from .walk import VaultFilter, walk_notes
 
-__all__ = ["FileStatus", "SectionStatus", "list_vault"]
+__all__ = ["FileStatus", "SectionStatus", "list_notes"]
 
 
 class SectionStatus(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -49,7 +49,7 @@ class FileStatus(msgspec.Struct, kw_only=True, omit_defaults=True):
     section_list: list[SectionStatus] | None = None
 
 
-def list_vault(root: os.PathLike | str, sections: bool = False,
+def list_notes(root: os.PathLike | str, sections: bool = False,
                memory: Callable[[str], Any] | None = None) -> list[FileStatus]:
     """Every note of the vault, indexed or not, with its state (sorted by path). With `memory` (a memory
     by id, None if gone), sections whose memory was revised away from the file are told apart."""

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from hebbs import Engine
-from hebbs.store import embed as embed_mod
-from hebbs.store.embed import Embedder, ModelError
+from hebbs.embedding import embed as embed_mod
+from hebbs.embedding.embed import Embedder, ModelError
 from hebbs.models import load_registry
 
 QUERY_PROMPT = "query: "

@@ -23,7 +23,7 @@ import xxhash
 
 from ..config import IndexParams
 from ..fsutil import atomic_write
-from .storage import decode_vector
+from ..store.storage import decode_vector
 
 _SNAPSHOT_INDEX = "hnsw.bin"
 _SNAPSHOT_META = "hnsw.meta"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from hebbs import Engine
-from hebbs.vault import VaultWatcher, index_vault, watch_vault
-from hebbs.vault.manifest import SYNCED, load_manifest
+from hebbs.notes import NotesWatcher, index_notes, watch_notes
+from hebbs.notes.manifest import SYNCED, load_manifest
 
 DEADLINE = 60.0  # generous: the machine may be busy; polls return as soon as the condition holds
 
@@ -48,7 +48,7 @@ class Recorder:
 
 def test_a_burst_of_events_makes_one_phase1_and_one_phase2(tmp_path):
     rec = Recorder()
-    w = VaultWatcher(tmp_path, rec.phase1, rec.phase2, phase1_delay=0.2, phase2_delay=0.2, observe=False).start()
+    w = NotesWatcher(tmp_path, rec.phase1, rec.phase2, phase1_delay=0.2, phase2_delay=0.2, observe=False).start()
     try:
         with w._cond:  # the burst as one: a preempted loop would let phase 1 fire part-way (its lock is re-entrant)
             for i in range(5):
@@ -63,7 +63,7 @@ def test_a_burst_of_events_makes_one_phase1_and_one_phase2(tmp_path):
 
 def test_bulk_changes_wait_longer_before_phase2(tmp_path):
     rec = Recorder()
-    w = VaultWatcher(tmp_path, rec.phase1, rec.phase2, phase1_delay=0.05, phase2_delay=0.05, bulk_delay=30.0,
+    w = NotesWatcher(tmp_path, rec.phase1, rec.phase2, phase1_delay=0.05, phase2_delay=0.05, bulk_delay=30.0,
                      bulk_events=20, observe=False).start()
     try:
         with w._cond:  # the burst as one, as above
@@ -86,7 +86,7 @@ def test_events_during_the_wait_run_phase1_again_and_postpone_phase2(tmp_path):
         if len(rec.kinds()) == 1:
             gate.set()
 
-    w = VaultWatcher(tmp_path, phase1, rec.phase2, phase1_delay=0.05, phase2_delay=5.0, observe=False).start()
+    w = NotesWatcher(tmp_path, phase1, rec.phase2, phase1_delay=0.05, phase2_delay=5.0, observe=False).start()
     try:
         w.notify(tmp_path / "a.md")
         gate.wait(DEADLINE)
@@ -107,7 +107,7 @@ def test_a_failing_callback_does_not_kill_the_watcher(tmp_path):
         if len(rec.kinds()) == 1:
             raise RuntimeError("boom")
 
-    w = VaultWatcher(tmp_path, phase1, rec.phase2, phase1_delay=0.05, phase2_delay=0.05, observe=False,
+    w = NotesWatcher(tmp_path, phase1, rec.phase2, phase1_delay=0.05, phase2_delay=0.05, observe=False,
                      on_error=errors.append).start()
     try:
         w.notify(tmp_path / "a.md")
@@ -121,7 +121,7 @@ def test_a_failing_callback_does_not_kill_the_watcher(tmp_path):
 
 def test_only_notes_folders_and_the_ignore_file_are_relevant(tmp_path):
     (tmp_path / ".hebbsignore").write_text("drafts/\n")
-    w = VaultWatcher(tmp_path, lambda p: None, lambda: None, observe=False)
+    w = NotesWatcher(tmp_path, lambda p: None, lambda: None, observe=False)
     assert w.relevant(str(tmp_path / "a.md"), False)
     assert w.relevant(str(tmp_path / "sub"), True)
     assert w.relevant(str(tmp_path / ".hebbsignore"), False)
@@ -154,10 +154,10 @@ def watched(tmp_path, embedder):
     write(root, "acme.md", "# Acme\n\nAcme uses Salesforce.\n\n## Team\n\nCarol leads procurement.\n")
     write(root, "bob.md", "# Bob\n\nBob is the CTO.\n")
     engine = Engine.open(root / ".hebbs", embedder=embedder)
-    index_vault(engine, root)
+    index_notes(engine, root)
     summaries = []
     errors = []
-    watcher = watch_vault(engine, root, initial_scan=False, phase1_delay=0.1, phase2_delay=0.3, bulk_delay=0.6,
+    watcher = watch_notes(engine, root, initial_scan=False, phase1_delay=0.1, phase2_delay=0.3, bulk_delay=0.6,
                           on_summary=summaries.append, on_error=errors.append)
     yield root, engine, watcher, summaries
     watcher.stop()
