@@ -58,3 +58,34 @@ def test_hnswlib_and_hebbs_in_one_process(order: str, tmp_path: Path) -> None:
         assert answers[name + ".bf"] == [0, 1, 2, 3, 4]
         assert answers[name + ".copy"] == [0, 1, 2, 3, 4]
     assert answers["recall"] is True
+
+
+# Instructions an x86-64 CPU without AVX lacks: VEX/EVEX-encoded ones (mnemonics starting with v) and the
+# bit-manipulation extensions a compiler emits under -march=native.
+_POST_BASELINE = ("popcnt", "lzcnt", "tzcnt", "andn", "bextr", "blsi", "blsr", "blsmsk", "shlx", "shrx", "sarx",
+                  "rorx", "pdep", "pext", "mulx", "movbe")
+
+
+def test_only_the_dispatched_kernels_use_instructions_past_the_baseline():
+    """A wheel built on one CPU must load and run on another: outside hnswlib's AVX and AVX-512 kernels,
+    which AVXCapable()/AVX512Capable() pick at run time, the extension keeps to baseline x86-64."""
+    import platform
+    import shutil
+    import subprocess
+
+    import hebbs_hnswlib
+
+    if platform.machine() != "x86_64":
+        pytest.fail(f"this check reads x86-64 code; the machine is {platform.machine()}")
+    assert shutil.which("objdump"), "objdump (binutils) is needed to read the extension's code"
+    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-C", hebbs_hnswlib.__file__],
+                             capture_output=True, text=True, check=True).stdout
+    function, outside = "", {}
+    for line in listing.splitlines():
+        if line.endswith(">:") and " <" in line:
+            function = line.split(" <", 1)[1][:-2]
+        elif line.startswith(" ") and "\t" in line:
+            mnemonic = line.split("\t")[1].split(" ")[0]
+            if (mnemonic.startswith("v") or mnemonic in _POST_BASELINE) and "AVX" not in function:
+                outside.setdefault(function, set()).add(mnemonic)
+    assert not outside, f"instructions past baseline x86-64 outside the dispatched kernels: {outside}"

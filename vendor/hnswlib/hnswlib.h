@@ -8,6 +8,14 @@
   #define HNSWERR HNSWLIB_ERR_OVERRIDE
 #endif
 
+// hebbs: a portable x86 build compiles every kernel, the AVX and AVX-512 ones under a GCC target pragma
+// (space_l2.h, space_ip.h), and the existing AVXCapable()/AVX512Capable() checks pick one at run time.
+#if defined(HEBBS_X86_DISPATCH) && !defined(NO_MANUAL_VECTORIZATION)
+#define USE_SSE
+#define USE_AVX
+#define USE_AVX512
+#endif
+
 #ifndef NO_MANUAL_VECTORIZATION
 #if (defined(__SSE__) || _M_IX86_FP > 0 || defined(_M_AMD64) || defined(_M_X64))
 #define USE_SSE

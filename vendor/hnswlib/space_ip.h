@@ -19,6 +19,10 @@ InnerProductDistance(const void *pVect1, const void *pVect2, const void *qty_ptr
 }
 
 #if defined(USE_AVX)
+#if defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx")
+#endif
 
 // Favor using AVX if available.
 static float
@@ -73,6 +77,9 @@ InnerProductDistanceSIMD4ExtAVX(const void *pVect1v, const void *pVect2v, const 
     return 1.0f - InnerProductSIMD4ExtAVX(pVect1v, pVect2v, qty_ptr);
 }
 
+#if defined(__GNUC__)
+#pragma GCC pop_options
+#endif
 #endif
 
 #if defined(USE_SSE)
@@ -142,6 +149,10 @@ InnerProductDistanceSIMD4ExtSSE(const void *pVect1v, const void *pVect2v, const 
 
 
 #if defined(USE_AVX512)
+#if defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#endif
 
 static float
 InnerProductSIMD16ExtAVX512(const void *pVect1v, const void *pVect2v, const void *qty_ptr) {
@@ -203,9 +214,16 @@ InnerProductDistanceSIMD16ExtAVX512(const void *pVect1v, const void *pVect2v, co
     return 1.0f - InnerProductSIMD16ExtAVX512(pVect1v, pVect2v, qty_ptr);
 }
 
+#if defined(__GNUC__)
+#pragma GCC pop_options
+#endif
 #endif
 
 #if defined(USE_AVX)
+#if defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx")
+#endif
 
 static float
 InnerProductSIMD16ExtAVX(const void *pVect1v, const void *pVect2v, const void *qty_ptr) {
@@ -248,6 +266,9 @@ InnerProductDistanceSIMD16ExtAVX(const void *pVect1v, const void *pVect2v, const
     return 1.0f - InnerProductSIMD16ExtAVX(pVect1v, pVect2v, qty_ptr);
 }
 
+#if defined(__GNUC__)
+#pragma GCC pop_options
+#endif
 #endif
 
 #if defined(USE_SSE)

@@ -20,6 +20,10 @@ L2Sqr(const void *pVect1v, const void *pVect2v, const void *qty_ptr) {
 }
 
 #if defined(USE_AVX512)
+#if defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#endif
 
 // Favor using AVX512 if available.
 static float
@@ -52,9 +56,16 @@ L2SqrSIMD16ExtAVX512(const void *pVect1v, const void *pVect2v, const void *qty_p
 
     return (res);
 }
+#if defined(__GNUC__)
+#pragma GCC pop_options
+#endif
 #endif
 
 #if defined(USE_AVX)
+#if defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx")
+#endif
 
 // Favor using AVX if available.
 static float
@@ -90,6 +101,9 @@ L2SqrSIMD16ExtAVX(const void *pVect1v, const void *pVect2v, const void *qty_ptr)
     return TmpRes[0] + TmpRes[1] + TmpRes[2] + TmpRes[3] + TmpRes[4] + TmpRes[5] + TmpRes[6] + TmpRes[7];
 }
 
+#if defined(__GNUC__)
+#pragma GCC pop_options
+#endif
 #endif
 
 #if defined(USE_SSE)
