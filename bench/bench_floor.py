@@ -87,7 +87,6 @@ def where_time_goes(engine: Engine, queries: int, **kwargs) -> list[tuple[str, f
     prof.wrap(confidence, "assess", "confidence")
     prof.wrap(vault, "memory", "record reads")
     prof.wrap(vault, "memories_of", "record reads")
-    prof.wrap(vault, "vector_or_zeros", "vector reads")
     prof.wrap(vault, "vectors_or_zeros", "vector reads")
     prof.wrap(vault.lexical_index, "terms_of", "confidence")
     prof.wrap(fusion, "mmr_order", "MMR")
@@ -98,7 +97,7 @@ def where_time_goes(engine: Engine, queries: int, **kwargs) -> list[tuple[str, f
             engine.recall(CUES[i % len(CUES)], reinforce=False, **kwargs)
     finally:
         for owner in (engine.embedder, vault.vector_index, vault.lexical_index, vault, engine):
-            for attr in ("embed_query", "search", "lexical_hits", "entry", "memory", "memories_of", "vector_or_zeros",
+            for attr in ("embed_query", "search", "lexical_hits", "entry", "memory", "memories_of",
                          "vectors_or_zeros", "vectors", "terms_of", "recall", "ranking_fields", "files_of", "words_of"):
                 owner.__dict__.pop(attr, None)
         Scope.passing = scope_passing

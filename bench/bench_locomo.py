@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from bench.baselines import rrf
 from bench.harness import percentile, shared
 from hebbs import Engine, ScoringWeights
-from hebbs.recall import fusion as rc
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10, 20)
@@ -109,8 +109,7 @@ def configurations(engine: Engine, mmr_lambdas: list[float]) -> dict[str, Callab
                             weights=RELEVANCE_ONLY, mmr_lambda=1.0).ids()
         lex = engine.recall(cue, entity_id=entity, top_k=depth, strategies=["lexical"], reinforce=False,
                             weights=RELEVANCE_ONLY, mmr_lambda=1.0).ids()
-        fused = rc.rrf([sim, lex])
-        return sorted(fused, key=fused.get, reverse=True)[:k]
+        return rrf([sim, lex])[:k]
 
     return {
         "hebbs default": recall_with(),

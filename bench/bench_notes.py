@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 
 from hebbs import Engine
 from hebbs.notes import index_notes

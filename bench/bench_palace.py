@@ -23,6 +23,7 @@ edges to draw. Figures are medians; the machine is shared, so compare ratios rat
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 import json
 import os
 import random
@@ -36,6 +37,9 @@ import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from hebbs import Client
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -95,7 +99,7 @@ def cytoscape_reference(page: Any, base: str, vault: str) -> float:
     return page.evaluate(CYTOSCAPE_REFERENCE, f"/api/graph?vault={vault}")
 
 
-def add_edges(client: "Client", memories: int, seed: int = 11) -> int:
+def add_edges(client: Client, memories: int, seed: int = 11) -> int:
     """RELATED_TO edges, one per 4 memories: 4 of 5 inside an entity (as notes link their neighbours),
     the rest across. Made once per home: a rerun finds the first one and adds nothing."""
     by_entity: dict[str, list[str]] = {}

@@ -86,7 +86,7 @@ def main() -> None:
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise SystemExit("the proxy did not start")
+                    raise SystemExit("the proxy did not start") from None
                 time.sleep(0.1)
         cues = {"related": [f"who leads the {t} on-call rotation in week {n}?" for t in TEAMS for n in range(20)],
                 "unrelated": [f"what is the boiling point of element number {n}?" for n in range(200)]}

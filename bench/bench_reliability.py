@@ -47,7 +47,7 @@ from daemon_harness import ForegroundDaemon, soak, storm  # noqa: E402
 from hostile import requests, send_each  # noqa: E402
 from storage_faults import DAMAGES, DERIVED_KINDS, FILE_KINDS, copy_vault, damage, find_file  # noqa: E402
 
-from hebbs.errors import DaemonUnavailable, DiskFull, HebbsError, ProtocolError  # noqa: E402
+from hebbs.errors import DaemonUnavailable, HebbsError, ProtocolError  # noqa: E402
 
 HEBBS = str(Path(sys.executable).with_name("hebbs"))
 # Damage doctor does not look for: RocksDB's OPTIONS file and the vault marker are rewritten at the

@@ -52,7 +52,7 @@ def _type_name(type_: typing.Any) -> str:
         return _type_name(base)
     origin = typing.get_origin(type_)
     args = typing.get_args(type_)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType")):
+    if origin in (typing.Union, __import__("types").UnionType):
         names = [_type_name(a) for a in args if a is not type(None) and a is not msgspec.UnsetType]
         return " | ".join(names) + (" | null" if type(None) in args else "")
     if origin is typing.Literal:
@@ -413,7 +413,7 @@ def _py_type(type_: typing.Any, names: set[str], given: bool = True) -> str:
     if type_ is protocol.ScoringWeights and given:
         names.add("ScoringWeights")
         return "ScoringWeights | dict[str, float] | Sequence[float]"
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType")):
+    if origin in (typing.Union, __import__("types").UnionType):
         return " | ".join(dict.fromkeys(_py_type(a, names, given) for a in args))
     if origin is typing.Literal:
         return f"Literal[{', '.join(repr(a) for a in args)}]"

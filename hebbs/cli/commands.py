@@ -14,7 +14,7 @@ import msgspec
 
 from hebbs.recall.brains import BRAINS, GLOBAL, PROJECT
 from hebbs.client import Client, to_micros
-from hebbs.errors import InvalidInput, NotFound, VaultNotInitialized
+from hebbs.errors import InvalidInput, NotFound
 from hebbs.fsutil import AtomicText
 from hebbs.paths import VAULT_DIR, hebbs_home, init_vault, resolve_vault
 from hebbs.protocol import MAX_FRAME, RememberItem, ReviseItem

@@ -19,7 +19,7 @@ from hebbs.schema import (ContradictionCommitted, ContradictionVerdict, Insight,
                           ReflectAutoResult, ReflectCommitted, ReflectPrepared)
 
 from . import output
-from .commands import _count, _json, open_input
+from .commands import _count, open_input
 
 
 # Commit files ----------------------------------------------------------------------------------

@@ -507,10 +507,6 @@ class OpenVault:
                 out[row] = decode_vector(raw)
         return out
 
-    def vector_or_zeros(self, memory_id: str) -> np.ndarray:
-        vector = self.vector(memory_id)
-        return np.zeros(self.embedder.dim, dtype=np.float32) if vector is None else vector
-
     # Candidates ------------------------------------------------------------------------------
 
     def similar(self, vector: np.ndarray, k: int, allowed: Filter, narrow: bool = True) -> Hits:

@@ -506,7 +506,7 @@ def _diff(manifest: Manifest, changed: dict[str, FileEntry], removed: list[str])
             if pos not in matched and (i := claim(by.get(key(pos, rel, s)))) is not None:
                 matched[pos] = i
                 s.memory_id, s.state = pool[i].memory_id, STALE
-    for pos, (rel, s) in enumerate(sections):
+    for pos, (_rel, s) in enumerate(sections):
         if pos not in matched:
             s.memory_id, s.state = None, STALE
             if forgotten[s.hash] > 0:
@@ -514,7 +514,7 @@ def _diff(manifest: Manifest, changed: dict[str, FileEntry], removed: list[str])
                 # of its own text brings it back.
                 forgotten[s.hash] -= 1
                 s.state = FORGOTTEN
-    for rel, s in sections:
+    for _rel, s in sections:
         if s.state != STALE:
             s.content = None  # only stale sections carry their text to phase 2
     for rel in removed:

@@ -124,6 +124,6 @@ def walk_notes(root: Path, vault_filter: VaultFilter, under: Iterable[str] = (""
         path, rel = deferred.pop(0)
         visit(path, rel, True)
     by_real: dict[str, str] = {}
-    for rel, (path, via_link) in sorted(found.items(), key=lambda item: (item[1][1], item[0])):
+    for rel, (path, _via_link) in sorted(found.items(), key=lambda item: (item[1][1], item[0])):
         by_real.setdefault(os.path.realpath(path), rel)
     return {rel: found[rel][0] for rel in sorted(by_real.values())}

@@ -31,7 +31,7 @@ import numpy as np
 from .. import validate
 from ..errors import InvalidInput, NotFound
 from ..schema import EdgeType, Memory, MemoryKind
-from ..core.open_vault import Filter, HasVault, OpenVault, vault_of
+from ..core.open_vault import Filter, OpenVault
 from ..store.storage import GRAPH_FORWARD, GRAPH_REVERSE, MEMORY_PREFIX, Store, WriteSet, decode_memory, id_bytes, id_str
 from .fusion import Candidate, Candidates
 from .query import Found, Query
@@ -189,23 +189,6 @@ def structure_of(store: Store, memory_id: str) -> np.ndarray:
         return np.frombuffer(raw, dtype="<f4")
     vector = compute(store, memory_id)
     return np.zeros(STRUCT_DIM, dtype=np.float32) if vector is None else vector
-
-
-def backfill(owner: OpenVault | HasVault, chunk: int = 2_000) -> int:
-    """Write structural vectors for memories that lack them (vaults from before this feature). Returns how many."""
-    vault = vault_of(owner)
-    store = vault.store
-    missing = [m.id for m in store.memories()
-               if m.kind != MemoryKind.REVISION and store.get(FAMILY, KEY_PREFIX + id_bytes(m.id)) is None]
-    for start in range(0, len(missing), chunk):
-        with vault.write_lock:
-            writes = WriteSet()
-            for memory_id in missing[start:start + chunk]:
-                vector = compute(store, memory_id)
-                if vector is not None:
-                    writes.put(FAMILY, KEY_PREFIX + id_bytes(memory_id), vector.astype("<f4").tobytes())
-            store.commit(writes)
-    return len(missing)
 
 
 # Similarity ------------------------------------------------------------------------------------

@@ -51,11 +51,8 @@ import re
 from collections.abc import Callable, Container, Mapping, Sequence
 from typing import NamedTuple
 
-import numpy as np
-
 from ..config import DEFAULT_ABSTAIN_THRESHOLD
 from ..index.lexical import tokenize
-from .background import CONSIDERED
 from .timewords import understand
 
 FEATURES = ("cosine", "cosine_gap", "term_coverage", "known_terms", "missing_key", "best_gap", "coverage_gap",

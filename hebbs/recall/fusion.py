@@ -7,7 +7,7 @@ merges them, applies the composite score (scoring.py), and orders the result.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import functools
 import heapq
@@ -231,15 +231,6 @@ def _min_max(hits: list[tuple[str, float]]) -> dict[str, float]:
     if hi <= lo:
         return {mid: 1.0 for mid, _ in hits}
     return {mid: (score - lo) / (hi - lo) for mid, score in hits}
-
-
-def rrf(rankings: Iterable[list[str]], k: int = 60) -> dict[str, float]:
-    """Plain reciprocal rank fusion: the baseline the fusion above is measured against."""
-    scores: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, mid in enumerate(ranking):
-            scores[mid] = scores.get(mid, 0.0) + 1.0 / (k + rank + 1)
-    return scores
 
 
 def mmr_order(scores: list[float], vectors: np.ndarray, lam: float, k: int,

@@ -161,7 +161,7 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
         phrase=understood.phrase, start=understood.start, end=understood.end, text=understood.text()))
     if r.cue is not None:
         considered = sorted(candidates, key=lambda mid: candidates[mid].relevance,
-                            reverse=True)[:confidence.CONSIDERED]
+                            reverse=True)[:background.CONSIDERED]
         judge_confidence(vault, answer, r.cue, query.cue_vector, vectors, considered=considered, cosines=query.cosines,
                          embed=query.embed, records=query.memories,
                          understood=understood, scope_empty=lambda: not query.cue_hits(vault), reading=reading)

@@ -51,11 +51,6 @@ _WORD = re.compile(r"[a-z]+|\d{4}")
 _YEAR_WORD = "#year"  # stands for any four digits among a cue's words (_grammar's rules)
 
 
-def has_candidate(cue: str) -> bool:
-    """Whether the cue holds any word a time phrase could start or end with (cheap; no parsing)."""
-    return any(word in _CANDIDATE_WORDS or word.isdigit() for word in _WORD.findall(cue.lower()))
-
-
 @dataclass(frozen=True)
 class TimeRange:
     """What a cue's time phrase was read as: [start, end] in microseconds since the epoch, UTC."""

@@ -97,9 +97,9 @@ def _lock(directory: Path) -> threading.Lock:
 class Originals:
     """The kept originals of one vault. Changes stay in memory until `save()`."""
 
-    def __init__(self, vault_dir: os.PathLike | str, config: SourcesConfig = SourcesConfig()) -> None:
+    def __init__(self, vault_dir: os.PathLike | str, config: SourcesConfig | None = None) -> None:
         self.dir = Path(vault_dir) / SOURCES_DIR
-        self.config = config
+        self.config = config or SourcesConfig()
         self._index = self._load()
         self._dirty = False
 

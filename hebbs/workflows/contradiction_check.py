@@ -79,7 +79,7 @@ _REVISION_MARKERS = ("no longer", "not anymore", "anymore", "any more", "now", "
 _MARKER_RE = re.compile(r"\b(?:" + "|".join(re.escape(m) for m in _REVISION_MARKERS) + r")(?!\w)")
 _NEGATION_SKIP = {"be", "been", "being", "is", "are", "was", "were", "do", "does", "did", "have", "has", "had", "a",
                   "an", "the", "to", "any", "longer", "more", "yet", "only", "always", "ever", "really", "even",
-                  "necessarily", "just", "so", "very", "all", "get", "got", "going", "it", "that", "this", "been"}
+                  "necessarily", "just", "so", "very", "all", "get", "got", "going", "it", "that", "this"}
 _STOP = set("""
 a an the and or but if then so of to in on at by for with from as is are was were be been being am do does did
 has have had it its this that these those there here i we you he she they me us him her them my our your their

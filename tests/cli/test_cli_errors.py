@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import re
 import shlex
 import signal
@@ -27,7 +26,6 @@ import pytest
 from hebbs import Client, InsightInput
 from hebbs.cli.main import EXIT_ERROR, EXIT_USAGE, build_parser, main
 from hebbs.errors import VaultNotInitialized
-from hebbs.paths import init_vault
 
 import processes
 
@@ -128,7 +126,7 @@ def test_every_command_refuses_bad_paths_and_values_without_a_traceback(shared_d
     monkeypatch.chdir(project)
     cases = _cases(bad)
     assert len(cases) > 150
-    for name, argv, expected in cases:
+    for _name, argv, expected in cases:
         for extra in ([], ["--format", "json"]):
             code, out, err = _run_in_process(argv + extra, capsys, monkeypatch)
             shown = f"hebbs {shlex.join(argv + extra)} -> {code}\nstdout: {out}\nstderr: {err}"

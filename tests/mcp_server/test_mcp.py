@@ -411,7 +411,6 @@ def test_server_starts_the_daemon_and_leaves_it_running(own_home: Any) -> None:
 def test_nothing_else_imports_mcp() -> None:
     """Tried: import hebbs, its SDK and the CLI (all it loads for a recall) in a fresh interpreter:
     neither the MCP SDK nor pydantic is loaded; only `hebbs mcp` pays for them."""
-    import subprocess
 
     code = ("import sys, hebbs, hebbs.client, hebbs.recall.brains, hebbs.cli.main, hebbs.cli.commands; "
             "hebbs.Client; print([m for m in ('mcp', 'pydantic', 'hebbs.mcp_server') if m in sys.modules])")

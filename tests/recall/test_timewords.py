@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from hebbs.recall.timewords import has_candidate, understand
+from hebbs.recall.timewords import understand
 
 UTC = dt.timezone.utc
 WEDNESDAY = dt.datetime(2023, 5, 10, 15, 30, tzinfo=UTC)  # 2023-05-10 is a Wednesday
@@ -128,6 +128,6 @@ def test_the_earliest_and_then_the_longest_phrase_wins() -> None:
 
 
 def test_cheap_precheck() -> None:
-    assert not has_candidate("how do I rotate the deploy key")
-    assert has_candidate("deploy key last week")
-    assert has_candidate("notes from 2022")
+    assert understand("how do I rotate the deploy key", us(WEDNESDAY)) is None
+    assert understand("deploy key last week", us(WEDNESDAY)) is not None
+    assert understand("notes from 2022", us(WEDNESDAY)) is not None

@@ -78,7 +78,7 @@ def test_a_hub_does_not_come_back_for_every_cue(engine) -> None:
         engine.reinforce([seed, partner])
         engine.reinforce([seed, hub])
     hub_hits = partner_hits = 0
-    for topic, seed, partner in pairs:
+    for topic, _seed, partner in pairs:
         ids = engine.recall(f"Notes on {topic}", top_k=3, strategies=["similarity"], associate=True).ids()
         hub_hits += hub in ids
         partner_hits += partner in ids
