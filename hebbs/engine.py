@@ -19,6 +19,8 @@ from .config import VaultConfig, load_config
 from .errors import InvalidInput, VaultNotInitialized
 from .paths import hebbs_home, vault_for_path
 from .recall import pipeline
+from .recall.options import RecallOptions
+from .recall.options import signature as recall_signature
 from .recall.prime import prime
 from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Edge, EdgeType,
                      ImportSummary, Insight, Inspection, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResults, ReflectAutoResult,
@@ -340,14 +342,7 @@ class Engine:
     # Recall ----------------------------------------------------------------------------------
 
     @_reading
-    def recall(self, cue: str | None = None, *, strategies: Sequence[str] | None = None, top_k: int = 10,
-               entity_id: str | None = None, time_range: Any = None,
-               weights: ScoringWeights | Mapping[str, float] | None = None, include_superseded: bool = False,
-               reinforce: bool = False, mmr_lambda: float | None = None,
-               seed: str | None = None, direction: str = "forward", max_depth: int = 5,
-               edge_types: Sequence[str] | None = None, alpha: float | None = None,
-               analogy: Sequence[str] | None = None, now: Any = None, associate: bool = False,
-               ) -> RecallResults:
+    def recall(self, cue: str | None = None, **options: Any) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall re-ranks by shape with weight 1 - `alpha`, and
         `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md). `now` (default: the current time) is the
@@ -359,14 +354,14 @@ class Engine:
         the answer says whether it abstained (docs/honesty.md). `weights`: a ScoringWeights, or a mapping
         of some of its fields (the others keep their defaults)."""
         started = time.perf_counter()
-        request = pipeline.plan(
-            self.vault, cue, strategies=strategies, top_k=top_k, entity_id=entity_id, time_range=time_range,
-            weights=weights, include_superseded=include_superseded, mmr_lambda=mmr_lambda, seed=seed,
-            direction=direction, max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy, now=now,
-            associate=associate)
+        asked = RecallOptions(cue=cue, **options)  # an unknown option is a TypeError, as for any signature
+        request = pipeline.plan(self.vault, asked)
         answer = pipeline.run(self.vault, request)
-        use.record_recall(self.vault, request, answer.results, reinforce=reinforce, started=started)
+        use.record_recall(self.vault, request, answer.results, reinforce=asked.reinforce, started=started)
         return answer
+
+    # The options are RecallOptions' fields (hebbs/recall/options.py): shown as this method's parameters.
+    recall.__signature__ = recall_signature("RecallResults")  # type: ignore[attr-defined]
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
               max_memories: int = 20, *, now: Any = None) -> RecallResults:

@@ -88,9 +88,10 @@ def record_recall(vault: OpenVault, request: Request, results: list[RecallResult
         stamp = now_us()
         writes = WriteSet()
         used = _count_use(vault, writes, [r.memory.id for r in results], stamp, access_log.RECALL) if reinforce else []
-        entry = QueryLogEntry(at=stamp, cue=request.cue, strategies=sorted(request.names), weights=request.weights,
+        asked = request.options
+        entry = QueryLogEntry(at=stamp, cue=asked.cue, strategies=sorted(request.names), weights=asked.weights,
                               result_count=len(results), latency_ms=round((time.perf_counter() - started) * 1000, 3),
-                              entity_id=request.entity_id)
+                              entity_id=asked.entity_id)
         key = stamp.to_bytes(8, "big") + os.urandom(4)
         writes.put("query_log", key, encode(entry))
         state = _state(vault)
