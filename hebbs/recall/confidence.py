@@ -46,6 +46,7 @@ whose best confidence is below the threshold (config recall.abstain_threshold) i
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Container, Mapping, Sequence
@@ -118,8 +119,16 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 # A cue word's tokens (and the word its generality is read from), by how the cue wrote it: words
 # repeat from cue to cue (a paragraph's "the", "of", "data"), and tokenizing each again was most of
 # what a long cue's term features cost.
-_CHUNKS: dict[str, tuple[str | None, list[str]]] = {}
 _CHUNKS_MAX = 50_000
+
+
+@functools.lru_cache(maxsize=_CHUNKS_MAX)
+def _chunk_reading(chunk: str) -> tuple[str | None, list[str]]:
+    """A cue word as written: the word its generality is read from (None: not a word) and its tokens."""
+    word = chunk.strip(".,;:!?()[]{}\"'`").lower()
+    if word.endswith("'s"):
+        word = word[:-2]
+    return word if _WORD.fullmatch(word) else None, tokenize(chunk)
 
 
 def cue_terms(cue: str) -> list[str]:
@@ -138,15 +147,7 @@ def _cue_terms(cue: str, ranks: Mapping[str, int]) -> tuple[dict[str, float], li
     terms: dict[str, float] = {}
     chunks = []
     for chunk in cue.split():
-        known = _CHUNKS.get(chunk)
-        if known is None:
-            if len(_CHUNKS) >= _CHUNKS_MAX:
-                _CHUNKS.clear()  # crude bound: the common words come back with the next cues
-            word = chunk.strip(".,;:!?()[]{}\"'`").lower()
-            if word.endswith("'s"):
-                word = word[:-2]
-            known = _CHUNKS[chunk] = (word if _WORD.fullmatch(word) else None, tokenize(chunk))
-        word, tokens = known
+        word, tokens = _chunk_reading(chunk)
         weight = generality(word, ranks) if word is not None else 1.0
         chunks.append((chunk, tokens))
         for term in tokens:

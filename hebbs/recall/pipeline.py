@@ -206,7 +206,7 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
                else [understood.start <= m.created_at <= understood.end for m in memories])
     mean = background.vault_mean(vault)
     judged = confidence.assess(cue, [known[mid] for mid in ids],
-                               [lexical.terms_of(m.id, lexical_text(m)) for m in memories],
+                               [lexical.terms_of(lexical_text(m)) for m in memories],
                                float(np.dot(cue_vector, mean)) if mean is not None else 0.0,
                                lexical.doc_freqs, max(1, lexical.count()),
                                word_ranks=vault.embedder.word_ranks(), in_time=in_time, reading=reading)
