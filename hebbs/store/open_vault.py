@@ -57,8 +57,7 @@ CHECKPOINT_EVERY = 500
 # A search narrowed to a time window holding at most this many memories scores those memories
 # exactly (and BM25 is restricted to them) instead of widening an HNSW search until enough of its
 # hits fall in the window, which for a window of a few hundred memories among 10,000 meant searching
-# most of the graph: 32-104 ms against 2-4 ms for 64-256 memories read and scored (loaded machine;
-# past about 1,000 the widened search is the cheaper one).
+# most of the graph; past about 1,000 memories the widened search is the cheaper one.
 EXACT_SEARCH_MAX = 512
 
 # Vaults up to this many memories have their records checked inside the open (see _load).
@@ -525,9 +524,9 @@ class OpenVault:
         `narrow`: the filter is selective (an entity or a time range), so oversample more."""
         # Oversample, then widen until enough memories pass the filter or the index is exhausted.
         # Without an entity or time filter nearly every hit passes: a small margin is enough, and
-        # a 4x oversample (ef and k of 4x) made the graph search grow fastest with top_k. A margin of
-        # max(8, k/8) would save 30 us of a 50-deep search, but its lower ef moved notes MRR@10 from
-        # 0.859 to 0.853 (bench_notes): the 1.25x also buys the ANN's accuracy.
+        # a 4x oversample (ef and k of 4x) made the graph search grow fastest with top_k. A smaller
+        # margin, max(8, k/8), would save little time and its lower ef lost notes MRR@10
+        # (bench_notes): the 1.25x also buys the ANN's accuracy.
         listed = allowed.few(EXACT_SEARCH_MAX) if isinstance(allowed, Scope) else None
         if listed is not None:
             return self._nearest_of(vector, k, listed)
