@@ -19,8 +19,7 @@ from .config import VaultConfig, load_config
 from .errors import InvalidInput, VaultNotInitialized
 from .paths import hebbs_home, vault_for_path
 from .recall import pipeline
-from .recall.options import RecallOptions
-from .recall.options import signature as recall_signature
+from .recall.options import RecallOptions, takes_options
 from .recall.prime import prime
 from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Edge, EdgeType,
                      ImportSummary, Insight, Inspection, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResults, ReflectAutoResult,
@@ -341,6 +340,7 @@ class Engine:
 
     # Recall ----------------------------------------------------------------------------------
 
+    @takes_options("RecallResults")  # the options are RecallOptions' fields (hebbs/recall/options.py)
     @_reading
     def recall(self, cue: str | None = None, **options: Any) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
@@ -359,9 +359,6 @@ class Engine:
         answer = pipeline.run(self.vault, request)
         use.record_recall(self.vault, request, answer.results, reinforce=asked.reinforce, started=started)
         return answer
-
-    # The options are RecallOptions' fields (hebbs/recall/options.py): shown as this method's parameters.
-    recall.__signature__ = recall_signature("RecallResults")  # type: ignore[attr-defined]
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
               max_memories: int = 20, *, now: Any = None) -> RecallResults:

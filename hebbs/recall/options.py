@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..schema import ScoringWeights
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # How many results a recall returns unless asked.
 DEFAULT_TOP_K = 10
@@ -51,10 +53,18 @@ def pooled(top_k: int, include_superseded: bool) -> int:
     return top_k * POOL_FACTOR if include_superseded else top_k
 
 
+def takes_options(returns: str) -> Callable[[F], F]:
+    """For a method written `recall(self, cue=None, **options)`: its signature shows the options as its
+    parameters (self, the cue, then the others by keyword), in help(), inspect and the generated
+    reference (Engine.recall)."""
+    def attach(method: F) -> F:
+        method.__dict__["__signature__"] = signature(returns)
+        return method
+    return attach
+
+
 def signature(returns: str) -> inspect.Signature:
-    """A method's signature taking the options as its parameters (self, the cue, then the others by
-    keyword), for a method written `recall(self, cue=None, **options)`: what help(), inspect and the
-    generated reference show of Engine.recall."""
+    """A method's signature taking the options as its parameters: self, the cue, then the others by keyword."""
     fields = dataclasses.fields(RecallOptions)
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     for field in fields:
