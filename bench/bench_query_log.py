@@ -24,6 +24,7 @@ from pathlib import Path
 from bench import harness
 from hebbs import Engine, ScoringWeights
 from hebbs.recall import pipeline
+from hebbs.recall.options import RecallOptions
 from hebbs.embedding.embed import get_embedder
 from hebbs.workflows import reinforce
 
@@ -54,7 +55,7 @@ def run(path: Path, args: argparse.Namespace) -> None:
     weights = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)
     engine = Engine.open(path, embedder=embedder)
     engine.remember_many([{"content": fact} for fact in FACTS])
-    request = pipeline.plan(engine.vault, CUE, strategies=["similarity"], top_k=3, weights=weights)
+    request = pipeline.plan(engine.vault, RecallOptions(cue=CUE, strategies=["similarity"], top_k=3, weights=weights))
     results = pipeline.run(engine.vault, request).results
 
     trimmed = [False]

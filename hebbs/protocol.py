@@ -12,6 +12,7 @@ This module must stay light: the CLI imports it, and a CLI call must not load nu
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import socket
 import struct
@@ -29,6 +30,7 @@ from .schema import (ImportSummary, Inspection, ContradictionAutoResult, Contrad
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
 from .schema import SourceSection, decoder
+from .recall.options import RecallOptions
 
 PROTOCOL_VERSION = 1
 MAX_FRAME = 16 * 1024 * 1024
@@ -214,7 +216,14 @@ EdgeTypeName = Annotated[str, Meta(max_length=MAX_NAME_CHARS, extra={"choices": 
 AsOf = Annotated[int | None, Meta(extra={"micros": True}, description=(
     "recall as of this ISO 8601 time (or microseconds): the reference for time words in the cue (\"last week\") "
     "and for recency (default: the current time)"))]
-STRATEGIES = ("similarity", "lexical", "temporal", "causal", "analogical", "associative")
+
+
+def recall_strategies() -> tuple[str, ...]:
+    """The strategies a recall may name: hebbs/recall/registry.py's, the one list. Called when the command
+    line is generated (cli/declared.py), so that loading the protocol loads no strategy."""
+    from .recall.registry import STRATEGIES
+
+    return STRATEGIES
 
 
 class Spec(NamedTuple):
@@ -666,7 +675,7 @@ class Recall(_Command, tag="recall"):
 
     cue: Annotated[Text | None, Meta(description="what to look for (none: the most recent memories)")] = None
     strategies: Annotated[list[Name] | None, Meta(
-        extra={"choices": STRATEGIES}, description="repeatable (default: similarity and lexical fused; temporal "
+        extra={"choices": recall_strategies}, description="repeatable (default: similarity and lexical fused; temporal "
         "without a cue; causal with --seed; analogical with --analogy)")] = None
     top_k: Annotated[int, Meta(description="how many results")] = 10
     entity_id: Annotated[Name | None, Meta(description="only this entity's memories")] = None
@@ -706,6 +715,18 @@ class Recall(_Command, tag="recall"):
     # Also spread one hop along co-activation links (docs/consolidation.md); tagged `associative`.
     associate: Annotated[bool, Meta(description="also bring memories used together with the best matches (tagged "
                                                 "associative)")] = False
+
+
+def _same_options(request: type[msgspec.Struct], options: type, own: tuple[str, ...]) -> None:
+    """A request that carries a recall's options holds the option fields in the same order with the same
+    defaults, plus its `own` fields: its declaration describes them for each door, the options say them."""
+    declared = {f.name: f.default for f in msgspec.structs.fields(request) if f.name not in own}
+    expected = {f.name: f.default for f in dataclasses.fields(options)}
+    if list(declared.items()) != list(expected.items()):
+        raise TypeError(f"{request.__name__}'s fields {declared} are not {options.__name__}'s {expected}")
+
+
+_same_options(Recall, RecallOptions, own=("vaults",))
 
 
 @declare(result=list[Memory], engine="reinforce", writes=True, panel=False, params="ids, *", cli="used",

@@ -377,7 +377,7 @@ class Daemon:
             log.exception("loading the default model failed; vaults will report the error when opened")
         # What is loaded by now (the modules, the model, the tokenizer: ~34,000 tracked objects) lives
         # as long as the daemon: out of the collector's sight, the full collection that now and then
-        # lands on a request no longer walks it (it took 8-12 ms over them). Objects of vaults opened
+        # lands on a request no longer walks them all. Objects of vaults opened
         # later are not frozen: they stay collectable when the vault closes.
         gc.freeze()
 

@@ -44,9 +44,9 @@ _GRAPH_VERSION_KEY = "hebbs.graph_version"
 SPIN_US = 0
 # The cue session (one text: a recall's cue, a single remember) spins 100 us between the graph's
 # parallel sections, and stops when the run returns (session.force_spinning_stop), so a daemon that
-# waits burns nothing. It is used only while the machine has an idle core (_idle_core): measured
-# (bench/bench_e2e.py, docs/embedding.md), on a quiet 2-core machine a short cue took 4.40 ms with a
-# 100 us spin against 6.60 ms with spinning off, while on a loaded one the spin was 1.1-1.7x slower.
+# waits burns nothing. It is used only while the machine has an idle core (_idle_core): spinning saves
+# the workers' wake-up on a quiet machine, and on a loaded one it takes a core other work needs
+# (bench/bench_session.py measures both; docs/embedding.md).
 CUE_SPIN_US = 100
 # A core counts as idle for the spinning worker while the load of the other processes (the 1-minute
 # load average less this process's own CPU over the last minute) leaves room for this process's
@@ -59,9 +59,9 @@ CUE_SESSION_AFTER = 2
 # Cues (embed_query, embed_queries) run through an int8 copy of the model's graph when its registry
 # entry says `cue_graph = "int8"`: onnxruntime's dynamic quantization, weights per output channel in
 # 7 bits (_build_int8_graph says why), built from the cached float32 graph once (~2.5 s) and cached
-# beside it. Memories keep the float32 graph, so a stored vector never changes. Measured
-# (docs/embedding.md): a short cue's run 1.34x and a paragraph's 1.44x faster on a 2-core machine, at
-# a cosine of 0.996 to the float32 cue. Bump when the quantization's settings change (2: 7-bit weights).
+# beside it. Memories keep the float32 graph, so a stored vector never changes. A cue's run is faster
+# for nearly the same vector (docs/embedding.md has the figures). Bump when the quantization's settings
+# change (2: 7-bit weights).
 INT8_VERSION = "2"
 _INT8_GRAPH_VERSION = f"{GRAPH_VERSION}+int8.{INT8_VERSION}"  # the copy's hebbs.graph_version
 
@@ -193,8 +193,7 @@ class _Sessions:
     def __init__(self, path: Path | None, threads: int, batch: Any = None, *, one_by_one: bool = False) -> None:
         self.path, self._threads = path, threads
         # A dynamically quantized graph scales its activations by each run's range, padding included:
-        # batched, a text's vector would depend on its batch mates (cosine 0.991 measured), so it runs
-        # every text on its own.
+        # batched, a text's vector would depend on its batch mates, so it runs every text on its own.
         self.one_by_one = one_by_one
         self._batch, self._cue = batch, None
         self._single_calls = 0
@@ -259,7 +258,7 @@ def _build_int8_graph(onnx_path: Path, target: Path) -> None:
     model = onnx.load(str(onnx_path))
     gelu = {out for node in model.graph.node if node.op_type in _GELU_OPS for out in node.output}
     # GELU's outputs have a long tail that one uint8 scale per run renders coarsely: the products that
-    # read them stay float32 (CISI nDCG@10 0.450 as float32, 0.439 with them quantized, 0.450 without).
+    # read them stay float32, which keeps the int8 cue's ranking that of the float32 one (docs/embedding.md).
     after_gelu = [node.name for node in model.graph.node if node.op_type == "MatMul" and node.input[0] in gelu]
     for prop in model.metadata_props:  # the quantizer copies them into the copy
         if prop.key == _GRAPH_VERSION_KEY:
@@ -498,10 +497,10 @@ def _pad_id(tok: Any) -> int:
 
 # Up to this many texts are tokenized one by one on the calling thread. A batch call hands its texts to
 # the tokenizers library's thread pool and sleeps until a pool thread has done them: for a recall's cue
-# and the cue less a word (confidence's pair, recall/query.py) that handoff cost nothing on an idle
-# machine, but on a busy one the pool thread waits for a core: 16 ms at the 98th percentile against
-# 0.45 ms one by one (load 6.5; bench/bench_recall_tail.py found it in similarity-only recall's
-# slowest 2%). A large batch (remember_many, indexing notes) still gains from the pool.
+# and the cue less a word (confidence's pair, recall/query.py) that handoff costs nothing on an idle
+# machine, but on a busy one the pool thread waits for a core, and the recall with it (what
+# bench/bench_recall_tail.py looks for in the slowest recalls). A large batch (remember_many,
+# indexing notes) still gains from the pool.
 ONE_BY_ONE = 8
 
 

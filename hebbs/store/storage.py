@@ -62,9 +62,9 @@ log = logging.getLogger("hebbs.storage")
 _HOLDER_FILE = "holder.json"
 _UNTRACKED_LIMIT = 100_000
 # Stored vectors kept in memory once read, by memory id (about 0.9 KB each: 15 MB at most). A default
-# recall reads the ~85 vectors of its candidates (neighbour support, MMR, confidence), and a RocksDB
-# multi-get of them cost about 0.4 ms of its ~3.5 ms of CPU past the embedding: the memories that
-# answer a vault's cues recur from cue to cue. Emptied when full: no bookkeeping on a hit.
+# recall reads the vectors of its candidates (neighbour support, MMR, confidence), a RocksDB multi-get
+# that was a noticeable part of its CPU (bench/bench_recall_cpu.py times it with and without), and the
+# memories that answer a vault's cues recur from cue to cue. Emptied when full: no bookkeeping on a hit.
 VECTOR_CACHE_MAX = 16_384
 # Written beside db/ once the database exists: a vault that has one but no db/ lost its database,
 # which must never pass for a new, empty vault.
