@@ -31,8 +31,8 @@ from typing import Any
 
 from bench import baselines as bl
 from bench import harness
-from bench.bench_cisi import load as load_cisi
-from bench.bench_locomo import load as load_locomo
+from bench.datasets.cisi import load as load_cisi
+from bench.datasets.locomo import load as load_locomo
 from hebbs import Engine, ScoringWeights
 from hebbs.recall import background
 from hebbs.store.storage import WriteSet, encode_vector, vector_key

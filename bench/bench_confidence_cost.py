@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import baselines as bl
-from bench.bench_cisi import DEFAULT_DATA as CISI_DATA
-from bench.bench_cisi import load as load_cisi
-from bench.bench_locomo import load as load_locomo
-from bench.bench_notes import load_questions
+from bench.datasets.cisi import DEFAULT_DATA as CISI_DATA
+from bench.datasets.cisi import load as load_cisi
+from bench.datasets.locomo import load as load_locomo
+from bench.datasets.notes import load_questions
 from bench.harness import shared
 from hebbs import Engine, ScoringWeights
 from hebbs.recall import pipeline

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import resource
 import shutil
 import statistics
@@ -29,26 +28,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.harness import machine_note, module_argv, percentile, row, summary, write_result
+from bench.harness import machine_note, module_argv, percentile, summary
 from bench.harness import run as run_child
-
-NAMES = ["Alice", "Bob", "Carol", "Dana", "Erik", "Fatima", "Goro", "Hana", "Ivan", "Jun", "Kofi", "Lena"]
-VERBS = ["prefers", "deployed", "reviewed", "rewrote", "documented", "benchmarked", "rejected", "approved",
-         "migrated", "debugged", "planned", "archived"]
-THINGS = ["the billing service", "the Postgres schema", "the CI pipeline", "the onboarding guide", "dark mode",
-          "the search index", "the Kafka consumer", "the release notes", "the retry policy", "the login page",
-          "the cost report", "the vector index", "the upload client", "the Terraform modules"]
-WHEN = ["on Monday", "last sprint", "before the launch", "after the outage", "in March", "this morning",
-        "during the offsite", "for the audit"]
-CUES = ["who changed the retry policy", "what happened to the billing service", "dark mode preferences",
-        "CI pipeline problems", "Postgres migrations", "what did Dana review", "release notes for the launch",
-        "the outage and the search index", "who documented onboarding", "upload client bugs"]
-
-
-def sentences(n: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return [f"{rng.choice(NAMES)} {rng.choice(VERBS)} {rng.choice(THINGS)} {rng.choice(WHEN)} (note {i})"
-            for i in range(n)]
+from bench.report import row, write_result
+from bench.workloads.facts import CUES, fill, sentences
 
 
 def _wait_gone(pid: int) -> None:
@@ -63,17 +46,6 @@ def _wait_gone(pid: int) -> None:
             return  # exited, waiting for init to reap it
         time.sleep(0.05)
     raise RuntimeError(f"daemon {pid} did not exit")
-
-
-def fill(vault: Path, memories: int) -> None:
-    from hebbs import Engine
-
-    started = time.perf_counter()
-    with Engine.open(vault) as engine:
-        texts = sentences(memories, seed=1)
-        for at in range(0, len(texts), 2048):
-            engine.remember_many([{"content": t, "entity_id": t.split()[0].lower()} for t in texts[at:at + 2048]])
-        print(f"filled {engine.count()} memories in {time.perf_counter() - started:.1f}s", flush=True)
 
 
 def process_cpu_ns(pid: int) -> int:

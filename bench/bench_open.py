@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from bench import harness
-from bench.bench_scale import cues, open_and_recall_once, rss_mb
+from bench.workloads.clustered import cues, open_and_recall_once, rss_mb
 
 STEPS = ("rocksdb open", "catalog load", "checkpoint metas", "vector index (all of it)",
          "waiting for the checksum after the load", "lexical index open")

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from typing import Any
 
-from bench import harness
-from bench.bench_e2e import session
-from bench.bench_locomo import load as load_locomo
+from bench import harness, report
+from bench.workloads.e2e import session
+from bench.datasets.locomo import load as load_locomo
 
 # name -> onnxruntime options (None: onnxruntime's defaults, which spin their workers after each run)
 SETTINGS: dict[str, dict[str, Any] | None] = {
@@ -118,7 +117,7 @@ def main() -> None:
         figures["cpu"][label] = got
         print(f"| {label} | {got['cpu_one_a_second']:.2f} s ({got['served']} cues) | {got['cpu_idle']:.2f} s |")
     print(f"\n{harness.machine_note()} at the end (shared 2-core machine)")
-    harness.write_result("bench_session", figures)
+    report.write_result("bench_session", figures)
 
 
 if __name__ == "__main__":
