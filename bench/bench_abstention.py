@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.report import write_json
 from bench.datasets import jekyll, notes, pairs
 from bench.datasets.locomo import load
 from bench.harness import shared
@@ -362,8 +363,7 @@ def main() -> None:
     agree = sum(abs((r["engine_confidence"] or 0.0) - best(r, *in_code)) < 1e-3
                 and r["engine_abstained"] == (best(r, *in_code) < conf.DEFAULT_THRESHOLD) for r in rows)
     print(f"  (recall's own confidence and `abstained` match the calibration in code on {agree}/{len(rows)} cues)")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+    write_json(args.json, results)
     if tmp is not None:
         tmp.cleanup()
 

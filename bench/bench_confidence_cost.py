@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import baselines as bl
+from bench import report
 from bench.datasets.cisi import DEFAULT_DATA as CISI_DATA
 from bench.datasets.cisi import load as load_cisi
 from bench.datasets.locomo import load as load_locomo
@@ -154,8 +155,7 @@ def main() -> None:
         rows.append(notes_row(args.notes))
     for row in rows:
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}))
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+    report.write_json(args.json, rows)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench import harness
+from bench import harness, report
 from bench.workloads.clustered import cues, open_and_recall_once, rss_mb
 
 STEPS = ("rocksdb open", "catalog load", "checkpoint metas", "vector index (all of it)",
@@ -132,8 +132,7 @@ def main() -> None:
             return statistics.median(get(r) for r in rounds)
 
         print(f"\n{n:,} memories, median of {args.rounds} children")
-        print("| step | s | RSS growth, MB |")
-        print("|---|---|---|")
+        report.markdown_header("step", "s", "RSS growth, MB")
         for step in STEPS:
             print(f"| {step} | {median(lambda r: r['steps'][step][0]):.3f} | {median(lambda r: r['steps'][step][1]):.0f} |")
         print(f"| Engine.open, all of it | {median(lambda r: r['open_s']):.3f} | |")
