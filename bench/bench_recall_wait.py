@@ -31,8 +31,8 @@ from collections.abc import Callable
 from typing import Any
 
 import hebbs.offline  # noqa: F401 - before onnxruntime: keeps its telemetry off
-from bench import harness
-from bench.bench_e2e import RELEVANCE_ONLY, TOP_K, e2e_arguments, open_built, ort_session
+from bench import harness, report
+from bench.workloads.e2e import RELEVANCE_ONLY, TOP_K, e2e_arguments, open_built, ort_session
 from hebbs.recall import background, pipeline
 from hebbs.recall.options import RecallOptions
 from hebbs.embedding import embed as embed_module
@@ -157,7 +157,7 @@ def main() -> None:
     print(f"\n4. tails: {paired} of {n} cues embed their rest too (in the cue's run), {passes} have a time-word "
           f"pass; collector passes during the blocks of part 1: "
           + ", ".join(f"{label} {count}" for label, count in gcs.items()))
-    harness.write_result("bench_recall_wait", {
+    report.write_result("bench_recall_wait", {
         "stages_ms_per_call": {label: {stage: {"wall": w / n * 1000, "cpu": c / n * 1000}
                                        for stage, (w, c, _) in rows.items()} for label, rows in spent.items()},
         "p50_ms": {label: harness.percentile(v, 50) for label, v in wall.items()},
