@@ -298,10 +298,16 @@ class PanelConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     # Serve the panel from the daemon, on 127.0.0.1 at this port.
     enabled: bool = True
     port: int = 6381
+    # A browser session (the panel's cookie) ends after this many seconds without a request (2 hours).
+    session_idle_seconds: int = 7200
+    # A browser session ends this many seconds after it was opened, used or not (a day); `hebbs palace` opens another.
+    session_max_seconds: int = 86400
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
             raise ValueError(f"panel.port must be from 1 to 65535, got {self.port}")
+        if self.session_idle_seconds < 1 or self.session_max_seconds < 1:
+            raise ValueError("panel.session_idle_seconds and panel.session_max_seconds must be at least 1")
 
 
 class DaemonConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
