@@ -1,12 +1,14 @@
-"""A full disk (issue 26, item 7): a real daemon, its project vault on a 20 MiB tmpfs filled to the
-last byte. A write is refused with DISK_FULL (never CORRUPT_VAULT), nothing acknowledged is lost,
-reads go on while the disk is full, and the first write after space returns succeeds."""
+"""A full disk (issue 26, item 7; issue 39, item 4): a real daemon, its project vault on a 20 MiB tmpfs
+filled to the last byte, while the vault is open or before it is opened after a crash. A write is
+refused with DISK_FULL (never CORRUPT_VAULT), nothing acknowledged is lost, reads go on while the disk
+is full, and the first write after space returns succeeds."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -103,5 +105,58 @@ def test_a_full_disk_is_disk_full_reads_go_on_and_the_next_write_after_space_ret
             kept = {m.id for m in client.export()}
         assert set(acknowledged) <= kept, f"{len(set(acknowledged) - kept)} acknowledged writes lost"
         assert "INTERNAL" not in daemon.log() and "CORRUPT_VAULT" not in daemon.log()
+    finally:
+        daemon.stop()
+
+
+def crash(daemon: ForegroundDaemon) -> None:
+    """SIGKILL: what the daemon acknowledged is in RocksDB's write-ahead log only, no table file holds it."""
+    assert daemon.proc is not None
+    os.kill(daemon.proc.pid, signal.SIGKILL)
+    daemon.proc.wait()
+
+
+def test_a_vault_opened_on_a_full_disk_after_a_crash_is_disk_full_serves_reads_and_recovers():
+    """Issue 39, item 4: opening after a crash replays the log into a new table file, which a full disk
+    has no room for. Before the fix every request answered CORRUPT_VAULT "... run hebbs doctor" though
+    nothing was damaged; now writes are DISK_FULL, reads are served from the database opened read-only,
+    and the first write after space returns opens it for writing, with no daemon restart."""
+    daemon = ForegroundDaemon().start()
+    try:
+        with small_disk() as disk:
+            notes = disk / "notes"
+            notes.mkdir()
+            init_vault(notes, daemon.home)
+            try:
+                with daemon.client(vault=notes) as client:
+                    acknowledged = [m.id for m in client.remember_many(
+                        [{"content": f"The harbour crane {i} lifts {i * 10} tonnes."} for i in range(50)])]
+                crash(daemon)
+                assert not list((notes / ".hebbs" / "db").glob("*.sst")), "the writes must be in the log only"
+                filler = disk / "filler"
+                fill(filler)
+                daemon.start()
+                with daemon.client(vault=notes) as client:
+                    with pytest.raises(DiskFull) as refused:
+                        client.remember("Written while the disk is full.")
+                    assert "full" in str(refused.value) and "doctor" not in str(refused.value)
+                    assert client.count() == 50
+                    found = client.recall("which crane lifts 70 tonnes", top_k=3)
+                    assert "crane 7 " in found.results[0].memory.content
+                    assert client.get(acknowledged[0]).id == acknowledged[0]
+                    with pytest.raises(DiskFull):  # still full: said again
+                        client.remember("Still no room for this one.")
+                    filler.unlink()
+                    acknowledged.append(client.remember("The first memory after the space came back.").id)
+                    # The lexical index, which had no room to catch up, did at that write.
+                    lexical = client.recall("harbour crane 33 tonnes", strategies=["lexical"], top_k=1)
+                    assert "crane 33 " in lexical.results[0].memory.content
+                    kept = {m.id for m in client.export()}
+                assert set(acknowledged) <= kept, f"{len(set(acknowledged) - kept)} acknowledged writes lost"
+                log = daemon.log()
+                assert "opened read-only" in log
+                assert "INTERNAL" not in log and "CORRUPT_VAULT" not in log and "is damaged" not in log
+            finally:
+                daemon.stop()  # before the disk is unmounted: the daemon holds the vault's files open
     finally:
         daemon.stop()
