@@ -41,6 +41,7 @@ import rocksdict
 from ulid import ULID
 
 from .durability import GroupCommit
+from .manifest import manifest_problem
 from ..errors import CorruptVault, DiskFull, HebbsError, VaultBusy
 from ..fsutil import atomic_write
 from ..schema import EdgeType, Memory, decoder
@@ -312,6 +313,13 @@ class Store:
                 raise CorruptVault(f"vault {path.parent} cannot be opened: its database {path} has lost its "
                                    f"CURRENT file. {DOCTOR_ADVICE.format(vault=path.parent)}")
             raise CorruptVault(missing_database_message(path, marker))
+        if has_db:
+            cut = manifest_problem(path)
+            if cut is not None:
+                # Opened, RocksDB would take the version before the cut and delete the table files
+                # written after it as obsolete: refused, they stay for the doctor's repaired copy.
+                raise CorruptVault(f"vault {path.parent} cannot be opened: its database's {cut[0].name} is "
+                                   f"{cut[1]}. {DOCTOR_ADVICE.format(vault=path.parent)}")
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         opts = storage_options(create=not has_db)
         try:
