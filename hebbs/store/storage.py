@@ -408,8 +408,11 @@ class Store:
                     break
                 except Exception as exc:
                     full = self._full(exc)
-                    if full is not None or attempt == 49:
-                        raise full or CorruptVault(f"vault {self.path.parent} could not be opened again after "
+                    if full is not None:
+                        self._open_for_reads(str(exc))
+                        raise full from None
+                    if attempt == 49:
+                        raise CorruptVault(f"vault {self.path.parent} could not be opened again after "
                                                    f"its disk was full: {exc}") from None
                     gc.collect()
                     time.sleep(0.05)
@@ -422,6 +425,23 @@ class Store:
             log.warning("vault %s: opened its database again after the disk was full", self.path.parent)
         finally:
             self._reopening = False
+
+    def _open_for_reads(self, why: str) -> None:
+        """The database read-only again after an open for writing found too little space (replaying the
+        log needs room for a table file): reads go on, the next write tries again."""
+        opts = storage_options(create=False)
+        try:
+            db = rocksdict.Rdict(str(self.path), options=opts, column_families={n: opts for n in COLUMN_FAMILIES[1:]},
+                                 access_type=rocksdict.AccessType.read_only(False))
+        except Exception as exc:  # reads are DiskFull until a write finds room to open it
+            log.warning("vault %s: could not be opened read-only either (%s)", self.path.parent, exc)
+            return
+        self._handles = {name: db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
+        self._views = {name: db.get_column_family(name) for name in COLUMN_FAMILIES}
+        self._db = db
+        self._read_only = True
+        log.warning("vault %s: too little space to open it for writing (%s): open read-only meanwhile",
+                    self.path.parent, why)
 
     def close(self) -> None:
         if self._db is None:
