@@ -45,7 +45,7 @@ def cut_short(data: bytes) -> str | None:
         if offset + HEADER > size:
             return f"it ends inside a record header at byte {offset} of {size}"
         kind = data[offset + 6]
-        if kind == 0 and not any(data[offset:]):
+        if kind == 0 and data.count(0, offset) == size - offset:
             break  # zeros to the end: space preallocated and never written
         header = RECYCLABLE_HEADER if kind in RECYCLABLE else HEADER
         length = int.from_bytes(data[offset + 4:offset + 6], "little")
