@@ -335,6 +335,9 @@ class Store:
                 # Opening after a crash replays the log into a new table file: no room for it is no
                 # damage. The database is read as it is (the log replayed in memory) until space is back.
                 return cls._open_read_only(path, durability, text)
+            if out_of_space(text):
+                raise DiskFull(f"the disk holding vault {path.parent} is full: its database cannot be created "
+                               f"until some space is freed ({text})") from None
             raise CorruptVault(f"vault {path.parent} cannot be opened: its database {path} is damaged ({text}). "
                                f"{DOCTOR_ADVICE.format(vault=path.parent)}") from None
         if not marker.exists():

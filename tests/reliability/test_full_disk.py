@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hebbs import DiskFull
+from hebbs import DiskFull, Engine
 from hebbs.paths import init_vault
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -202,3 +202,16 @@ def test_too_little_space_to_reopen_for_writing_keeps_reads_going():
                 daemon.stop()
     finally:
         daemon.stop()
+
+
+def test_a_vault_created_on_a_full_disk_is_disk_full_not_damaged(embedder):
+    """Issue 39, item 4: creating the database needs room too; before the fix a new vault on a full disk
+    was CORRUPT_VAULT "its database is damaged"."""
+    with small_disk() as disk:
+        fill(disk / "filler")
+        with pytest.raises(DiskFull) as refused:
+            Engine.open(disk / "vault", embedder=embedder)
+        assert "doctor" not in str(refused.value) and "damaged" not in str(refused.value)
+        (disk / "filler").unlink()
+        with Engine.open(disk / "vault", embedder=embedder) as engine:
+            assert engine.remember("The first memory once there is room.").id
