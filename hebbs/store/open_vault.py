@@ -700,8 +700,12 @@ class OpenVault:
                 raise
             if self._lexical_behind:
                 # The first write since the store, opened read-only on a full disk, could write again.
-                self._lexical_behind = False
-                self._catch_up_lexical()
+                # The batch is committed: a failure here must not be reported as the write's.
+                try:
+                    self._catch_up_lexical()
+                    self._lexical_behind = False
+                except Exception as exc:  # noqa: BLE001 - derived: the next write tries again
+                    log.warning("vault %s: the lexical index could not catch up yet (%s)", self.path, exc)
         for memory_id in removed:
             self._catalog.remove(memory_id)
         for memory in saved:
