@@ -286,8 +286,8 @@ def full_disk_at_open() -> dict[str, Any]:
                 "first_write_after_space": after, "first_write_after_space_s": round(to_recovery, 3),
                 "next_write_s": round(next_write, 3), "peer_first_write_after_crash_with_space": peer,
                 "peer_s": round(peer_s, 3), "acknowledged": len(acknowledged),
-                "lost": len(set(acknowledged) - stored), "corrupt_vault_in_log": log.count("CORRUPT_VAULT"),
-                "internal": log.count("INTERNAL")}
+                "lost": len(set(acknowledged) - stored), "opened_read_only": "opened read-only" in log,
+                "internal": [refused, still, after].count("INTERNAL") + reads.get("INTERNAL", 0)}
     finally:
         daemon.stop()
 
