@@ -326,9 +326,7 @@ class Store:
             db = rocksdict.Rdict(str(path), options=opts, column_families={n: opts for n in COLUMN_FAMILIES[1:]})
         except Exception as exc:  # rocksdict raises plain Exception for every RocksDB status
             text = str(exc)
-            # RocksDB's "While lock file: .../LOCK" or "lock hold by current process"; a word of its
-            # own: "block checksum mismatch" is damage, and called the vault busy it sent users away.
-            if re.search(r"\block\b", text, re.IGNORECASE) and "No such file" not in text:
+            if _held_elsewhere(text):
                 raise VaultBusy(f"vault {path} is in use by {_describe_holder(path)}; "
                                 "stop that process (or use the hebbs daemon, which shares one open vault)") from None
             if has_db and out_of_space(text):
@@ -414,6 +412,12 @@ class Store:
                     if full is not None:
                         self._open_for_reads(str(exc))
                         raise full from None
+                    if attempt == 49 and _held_elsewhere(str(exc)):
+                        # Read-only, it held no lock: another process took the vault meanwhile.
+                        self._open_for_reads(str(exc))
+                        raise VaultBusy(f"vault {self.path} is in use by {_describe_holder(self.path)}, which "
+                                        "opened it while this process read it with the disk full; stop that "
+                                        "process to write here again") from None
                     if attempt == 49:
                         raise CorruptVault(f"vault {self.path.parent} could not be opened again after "
                                                    f"its disk was full: {exc}") from None
@@ -741,6 +745,13 @@ def encode(value: Any) -> bytes:
 
 def decode(raw: bytes, type_: Any = None) -> Any:
     return decoder("msgpack", type_).decode(raw) if type_ is not None else _decode_any(raw)
+
+
+def _held_elsewhere(text: str) -> bool:
+    """Whether a RocksDB open failed on the database's lock: "While lock file: .../LOCK" or "lock hold by
+    current process"; a word of its own: "block checksum mismatch" is damage, and called the vault busy
+    it sent users away."""
+    return bool(re.search(r"\block\b", text, re.IGNORECASE)) and "No such file" not in text
 
 
 def out_of_space(text: str) -> bool:

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from hebbs import DiskFull, Engine
+from hebbs import DiskFull, Engine, VaultBusy
 from hebbs.paths import init_vault
+from hebbs.store.storage import Store
 
 sys.path.insert(0, str(Path(__file__).parent))
 from daemon_harness import ForegroundDaemon  # noqa: E402
@@ -215,3 +216,44 @@ def test_a_vault_created_on_a_full_disk_is_disk_full_not_damaged(embedder):
         (disk / "filler").unlink()
         with Engine.open(disk / "vault", embedder=embedder) as engine:
             assert engine.remember("The first memory once there is room.").id
+
+
+def test_a_vault_taken_by_another_process_while_read_only_is_busy_not_damaged():
+    """Issue 39, item 4: read-only, the daemon holds no lock on the database, so another process may open
+    it once space is back. The daemon's next write is then VAULT_BUSY naming that process (it was
+    CORRUPT_VAULT "could not be opened again"), reads go on, and once that process is gone the write
+    after succeeds."""
+    daemon = ForegroundDaemon().start()
+    try:
+        with small_disk() as disk:
+            notes = disk / "notes"
+            notes.mkdir()
+            init_vault(notes, daemon.home)
+            try:
+                with daemon.client(vault=notes) as client:
+                    acknowledged = [m.id for m in client.remember_many(
+                        [{"content": f"The harbour crane {i} lifts {i * 10} tonnes."} for i in range(20)])]
+                crash(daemon)
+                filler = disk / "filler"
+                fill(filler)
+                daemon.start()
+                with daemon.client(vault=notes) as client:
+                    with pytest.raises(DiskFull):
+                        client.remember("Written while the disk is full.")
+                    filler.unlink()
+                    other = Store.open(notes / ".hebbs" / "db")
+                    try:
+                        with pytest.raises(VaultBusy) as busy:
+                            client.remember("Written while another process holds the vault.")
+                        assert f"process {os.getpid()}" in str(busy.value)
+                        assert client.count() == 20
+                    finally:
+                        other.close()
+                    acknowledged.append(client.remember("Written once that process is gone.").id)
+                    kept = {m.id for m in client.export()}
+                assert set(acknowledged) <= kept
+                assert "CORRUPT_VAULT" not in daemon.log() and "INTERNAL" not in daemon.log()
+            finally:
+                daemon.stop()
+    finally:
+        daemon.stop()
