@@ -2,7 +2,7 @@
 unanswered requests, peak memory (issue 12, then issue 26).
 
     .venv/bin/python -m bench.bench_reliability [--frames 2000] [--kills 8] [--clients 4 --ops 30]
-                                               [--skip storm,soak,kills,damage,fuzz,disk]
+                                               [--skip storm,soak,kills,damage,fuzz,disk,disk-open]
 
 Each run starts a real daemon (foreground, temporary home):
 
@@ -18,6 +18,9 @@ Each run starts a real daemon (foreground, temporary home):
   to something it checks;
 - fuzz: hostile values in every field of every command (tests/reliability/hostile.py);
 - disk: a 20 MiB tmpfs filled during writes (root only): DISK_FULL, reads while full, the next write.
+- disk-open: the daemon killed, the tmpfs filled, the daemon started again (root only): time to the
+  DISK_FULL answer of the first write (the vault's open included), reads while full, time of the first
+  write after space returns; the peer is the same first request after another kill with space free.
 
 Bounded by its arguments (the defaults take a few minutes on a loaded 2-core machine). The same
 scenarios, shorter, are tests under tests/reliability/.
@@ -48,6 +51,7 @@ from hostile import requests, send_each  # noqa: E402
 from storage_faults import DAMAGES, DERIVED_KINDS, FILE_KINDS, copy_vault, damage, find_file  # noqa: E402
 
 from hebbs.errors import DaemonUnavailable, HebbsError, ProtocolError  # noqa: E402
+from hebbs.paths import init_vault  # noqa: E402
 
 HEBBS = str(Path(sys.executable).with_name("hebbs"))
 # Damage doctor does not look for: RocksDB's OPTIONS file and the vault marker are rewritten at the
@@ -56,8 +60,7 @@ DOCTOR_BLIND = {("options", "truncate"), ("options", "delete"), ("options", "bit
                 ("wal", "delete"), ("vault_marker", "delete"), ("vault_marker", "truncate"),
                 ("vault_marker", "bitflip"), ("config", "delete"), ("lexical_meta", "delete"),
                 ("hnsw", "delete"), ("hnsw_meta", "delete"), ("catalog", "delete"), ("catalog", "bitflip"),
-                ("catalog", "truncate"), ("notes_manifest", "delete"), ("kept_index", "delete"),
-                ("kept_original", "delete")}
+                ("catalog", "truncate"), ("notes_manifest", "delete")}
 
 
 def peak_mb(pid: int) -> float:
@@ -233,6 +236,62 @@ def full_disk() -> dict[str, Any]:
         daemon.stop()
 
 
+def full_disk_at_open() -> dict[str, Any]:
+    from test_full_disk import crash, fill, small_disk
+
+    if os.geteuid() != 0:
+        return {"skipped": "needs root to mount a tmpfs"}
+    daemon = ForegroundDaemon().start()
+    try:
+        with small_disk() as disk:
+            notes = disk / "notes"
+            notes.mkdir()
+            init_vault(notes, daemon.home)
+            try:
+                with daemon.client(vault=notes) as client:
+                    acknowledged = [m.id for m in client.remember_many(
+                        [{"content": f"The harbour crane {i} lifts {i * 10} tonnes."} for i in range(200)])]
+                crash(daemon)
+                filler = disk / "filler"
+                fill(filler)
+                daemon.start()
+                with daemon.client(vault=notes, timeout=300) as client:
+                    started = time.perf_counter()
+                    refused = outcome(lambda: client.remember("written while the disk is full"))
+                    to_refusal = time.perf_counter() - started
+                    reads = Counter(outcome(call) for call in
+                                    [lambda: client.recall("which crane lifts 70 tonnes", top_k=3)] * 5
+                                    + [lambda: client.get(acknowledged[0]), client.count])
+                    still = outcome(lambda: client.remember("still no room"))
+                    filler.unlink()
+                    started = time.perf_counter()
+                    after = outcome(lambda: acknowledged.append(client.remember("after the space came back").id))
+                    to_recovery = time.perf_counter() - started
+                    started = time.perf_counter()
+                    outcome(lambda: client.remember("the second write after the space came back"))
+                    next_write = time.perf_counter() - started
+                    stored = {m.id for m in client.export()}
+                # The peer: the same first request after a crash, with space free.
+                crash(daemon)
+                daemon.start()
+                with daemon.client(vault=notes, timeout=300) as client:
+                    started = time.perf_counter()
+                    peer = outcome(lambda: client.remember("written after a crash with space free"))
+                    peer_s = time.perf_counter() - started
+                log = daemon.log()
+            finally:
+                daemon.stop()
+        return {"first_write_while_full": refused, "to_disk_full_s": round(to_refusal, 3),
+                "reads_while_full": dict(reads), "write_while_still_full": still,
+                "first_write_after_space": after, "first_write_after_space_s": round(to_recovery, 3),
+                "next_write_s": round(next_write, 3), "peer_first_write_after_crash_with_space": peer,
+                "peer_s": round(peer_s, 3), "acknowledged": len(acknowledged),
+                "lost": len(set(acknowledged) - stored), "opened_read_only": "opened read-only" in log,
+                "internal": [refused, still, after].count("INTERNAL") + reads.get("INTERNAL", 0)}
+    finally:
+        daemon.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, default=2000)
@@ -255,6 +314,7 @@ def main() -> None:
             ("damage", lambda: damage_matrix(daemon)),
             ("kills", lambda: kill_matrix(args.kills)),
             ("disk", full_disk),
+            ("disk-open", full_disk_at_open),
         ]
         for name, run in runs:
             if name in skip:

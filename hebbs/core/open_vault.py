@@ -153,6 +153,7 @@ class OpenVault:
         self._verifier: threading.Thread | None = None
         self._lexical_check: threading.Thread | None = None
         self._damage: CorruptVault | None = None
+        self._lexical_behind = False
         self._index: VectorIndex
         self._lexical: LexicalIndex
         self._closed = False
@@ -192,8 +193,12 @@ class OpenVault:
         self._index = self._open_vector_index()
         self._lexical = LexicalIndex.open(self.path / "lexical")
         self._lexical.repair = self.rebuild_lexical
+        # A store opened read-only for want of space: the lexical index has no room to catch up either.
+        # It answers from what it committed until the first write after space is back (apply).
+        self._lexical_behind = self.store.read_only
         try:
-            self._catch_up_lexical()
+            if not self._lexical_behind:
+                self._catch_up_lexical()
         except BaseException:
             self._lexical.close()  # its writer lock must not outlive a failed open
             raise
@@ -204,7 +209,7 @@ class OpenVault:
         # only the segments' checksums show it. Checked beside the first calls, repaired on detection.
         self._lexical_check = threading.Thread(target=self._verify_lexical, name="hebbs-verify-lexical", daemon=True)
         self._lexical_check.start()
-        if self._changes_since_checkpoint >= checkpoint_interval(len(self._index)):
+        if self._changes_since_checkpoint >= checkpoint_interval(len(self._index)) and not self.store.read_only:
             self._checkpoint_soon()
 
     def _load_shared(self) -> None:
@@ -706,6 +711,14 @@ class OpenVault:
                 if touches_indexes:
                     self._write_seq -= 1  # nothing was written (a full disk, say): the next batch takes this number
                 raise
+            if self._lexical_behind:
+                # The first write since the store, opened read-only on a full disk, could write again.
+                # The batch is committed: a failure here must not be reported as the write's.
+                try:
+                    self._catch_up_lexical()
+                    self._lexical_behind = False
+                except Exception as exc:  # noqa: BLE001 - derived: the next write tries again
+                    log.warning("vault %s: the lexical index could not catch up yet (%s)", self.path, exc)
         for memory_id in removed:
             self._catalog.remove(memory_id)
         for memory in saved:
