@@ -55,6 +55,8 @@ Text = Annotated[str, Meta(max_length=MAX_TEXT_CHARS)]
 IdText = Annotated[str, Meta(max_length=MAX_ID_CHARS)]
 Name = Annotated[str, Meta(max_length=MAX_NAME_CHARS)]
 Micros = Annotated[int, Meta(ge=0, le=MAX_MICROS)]
+# A network address (a Ray cluster's): it goes into a subprocess's arguments, which take no NUL either.
+Address = Annotated[str, Meta(max_length=MAX_NAME_CHARS, pattern="^[^\x00]*$")]
 
 
 # The wire-only errors live in hebbs.errors with the rest; imported here so existing
@@ -791,7 +793,7 @@ class Index(_Command, tag="index"):
     path: PathText | None = None
     phase: Literal[1, 2] | None = None
     paths: list[PathText] | None = None
-    ray: str | None = None
+    ray: Address | None = None
 
 
 @declare(result=IndexCancelled, vault="path", method="index_cancel")
@@ -1177,10 +1179,33 @@ _encoder = msgspec.json.Encoder()
 
 def encode_frame(message: Any) -> bytes:
     """Length prefix plus JSON; a body over MAX_FRAME raises MessageTooLarge before anything is sent."""
-    body = _encoder.encode(message)
+    try:
+        body = _encoder.encode(message)
+    except UnicodeEncodeError:
+        # A name read from disk that is not UTF-8 (Python holds its bytes as lone surrogates: 0xE9 as
+        # "\udce9"): JSON cannot carry it, so it goes escaped ("caf\\xe9.md") rather than the reply not at all.
+        body = _encoder.encode(_escaped(msgspec.to_builtins(message)))
     if len(body) > MAX_FRAME:
         raise MessageTooLarge(f"message is {len(body)} bytes; the limit is {MAX_FRAME}")
     return HEADER.pack(len(body)) + body
+
+
+def _escaped(value: Any) -> Any:
+    """value with every text that is not valid Unicode written with backslash escapes."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+            return value
+        except UnicodeEncodeError:
+            try:
+                return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            except UnicodeEncodeError:  # a surrogate no byte stands for
+                return value.encode("utf-8", "backslashreplace").decode()
+    if isinstance(value, dict):
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    return value
 
 
 def frame_length(header: bytes) -> int:
