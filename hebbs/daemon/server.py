@@ -110,6 +110,12 @@ class Connection:
         # Whether a request of this connection runs on the loop, so that its thread takes frames to send.
         self._taking = False
         self._taking_lock = threading.Lock()
+        # When the connection began waiting for its next request (None: not waiting), and whether the
+        # daemon closed it to make room (evict). The lock makes reading a request's first bytes and
+        # being closed for idleness exclusive: a request read is answered, one not read is not run.
+        self.idle_since: float | None = None
+        self._evicted = False
+        self._idle_lock = threading.Lock()
 
     # Reading -------------------------------------------------------------------------------
 
@@ -118,7 +124,7 @@ class Connection:
         connection sat idle past its timeout (a subscription keeps it open: it waits on purpose)."""
         idle = self.limits.connection_idle_timeout
         try:
-            if not self._fill(1, None if idle <= 0 or self.subscriptions else time.monotonic() + idle):
+            if not self._await_request(None if idle <= 0 or self.subscriptions else time.monotonic() + idle):
                 return None
         except _Idle:
             log.info("closing a connection idle for %gs", idle)
@@ -144,6 +150,42 @@ class Connection:
             raise Stalled(f"a frame was left half-sent for {self.limits.frame_timeout:g}s") from None
         log.info("connection closed mid-frame (%d bytes)", len(self._buffer))
         return None
+
+    def _await_request(self, deadline: float | None) -> bool:
+        """Wait for the next request's first bytes: False at the end of the stream or once evicted; _Idle
+        past the deadline."""
+        if self._buffer:
+            return True
+        with self._idle_lock:
+            self.idle_since = time.monotonic()
+        try:
+            while True:
+                with self._idle_lock:
+                    if self._evicted:
+                        return False
+                    try:
+                        chunk: bytes | None = self.sock.recv(RECV_CHUNK)
+                        self.idle_since = None
+                    except BlockingIOError:
+                        chunk = None
+                if chunk is None:
+                    self._wait(select.POLLIN, deadline)
+                    continue
+                self._buffer += chunk
+                return bool(chunk)
+        finally:
+            with self._idle_lock:
+                self.idle_since = None
+
+    def evict(self) -> bool:
+        """Close this connection if it waits for a request (and holds no subscription): the daemon is
+        full and a new client needs its slot. False when it is busy: it stays."""
+        with self._idle_lock:
+            if self.idle_since is None or self.subscriptions or self._evicted:
+                return False
+            self._evicted = True
+        self.shutdown()
+        return True
 
     def _fill(self, size: int, deadline: float | None) -> bool:
         """Read until the buffer holds `size` bytes: False at the end of the stream; _Idle past the deadline."""
@@ -263,6 +305,7 @@ class Daemon:
         self.connections: set[Connection] = set()
         self.requests = 0
         self.refused_busy = 0
+        self.evicted_idle = 0
         self.model_id: str | None = None
         # Connection threads and the loop both count requests: under this lock. Once stopping is set,
         # no connection starts another request (the vaults are about to close).
@@ -418,7 +461,7 @@ class Daemon:
             except OSError as exc:  # out of descriptors, say: the client waits in the backlog
                 log.warning("accepting a connection failed: %s", exc)
                 return
-            if len(self.connections) >= self.limits.max_connections:
+            if len(self.connections) >= self.limits.max_connections and not self._evict_longest_idle():
                 self._refuse_busy(sock)
                 continue
             conn = Connection(sock, self.limits, self._loop, self.frame_budget)
@@ -429,6 +472,23 @@ class Daemon:
                 log.warning("no thread for a new connection: %s", exc)
                 self.connections.discard(conn)
                 self._refuse_busy(sock)
+
+    def _evict_longest_idle(self) -> bool:
+        """Make room for a new client: close the connection that has waited longest for its next request.
+        Idle clients (an SDK Client kept open, an MCP server between calls) would otherwise hold every
+        slot for their idle timeout, and lock out each new CLI call. An evicted SDK client reconnects
+        on its next call. False when every connection is busy: the new client gets BUSY."""
+        waiting = sorted((c for c in list(self.connections) if c.idle_since is not None and not c.subscriptions),
+                         key=lambda c: c.idle_since or 0.0)
+        for conn in waiting:
+            since = conn.idle_since
+            if conn.evict():
+                self.connections.discard(conn)
+                self.evicted_idle += 1
+                log.info("at the connection limit (%d): closed the connection idle longest (%.1fs) for a new client",
+                         self.limits.max_connections, time.monotonic() - (since or time.monotonic()))
+                return True
+        return False
 
     def _serve(self, conn: Connection) -> None:
         """A connection's thread: its requests, one after another, until it ends."""
