@@ -1179,33 +1179,10 @@ _encoder = msgspec.json.Encoder()
 
 def encode_frame(message: Any) -> bytes:
     """Length prefix plus JSON; a body over MAX_FRAME raises MessageTooLarge before anything is sent."""
-    try:
-        body = _encoder.encode(message)
-    except UnicodeEncodeError:
-        # A name read from disk that is not UTF-8 (Python holds its bytes as lone surrogates: 0xE9 as
-        # "\udce9"): JSON cannot carry it, so it goes escaped ("caf\\xe9.md") rather than the reply not at all.
-        body = _encoder.encode(_escaped(msgspec.to_builtins(message)))
+    body = _encoder.encode(message)
     if len(body) > MAX_FRAME:
         raise MessageTooLarge(f"message is {len(body)} bytes; the limit is {MAX_FRAME}")
     return HEADER.pack(len(body)) + body
-
-
-def _escaped(value: Any) -> Any:
-    """value with every text that is not valid Unicode written with backslash escapes."""
-    if isinstance(value, str):
-        try:
-            value.encode()
-            return value
-        except UnicodeEncodeError:
-            try:
-                return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-            except UnicodeEncodeError:  # a surrogate no byte stands for
-                return value.encode("utf-8", "backslashreplace").decode()
-    if isinstance(value, dict):
-        return {_escaped(k): _escaped(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_escaped(v) for v in value]
-    return value
 
 
 def frame_length(header: bytes) -> int:

@@ -88,8 +88,8 @@ class Unsettled:
 
     @staticmethod
     def fingerprint(command: _Command, vault: Any) -> str:
-        return hashlib.sha256(repr(vault).encode("utf-8", "surrogatepass") + b"\0"
-                              + msgspec.json.encode(command)).hexdigest()
+        # repr, not JSON: a text the wire cannot carry is refused later, as InvalidInput, not here.
+        return hashlib.sha256(repr((vault, command)).encode("utf-8", "surrogatepass")).hexdigest()
 
     def prepare(self, command: _Command, vault: Any) -> tuple[str, _Command, list[str | None]]:
         """(the call's fingerprint, the command to send, its keys): the keys of the same call made

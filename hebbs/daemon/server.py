@@ -32,6 +32,8 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from hebbs.errors import DaemonBusy, HebbsError
 from hebbs.paths import socket_path
 from hebbs.protocol import (ERROR, HEADER, OK, PROGRESS, BadRequest, DaemonStatus, MessageTooLarge, Pong, Request,
@@ -273,10 +275,33 @@ class Connection:
 
 def _frame(response: Response) -> bytes:
     try:
-        return encode_frame(response)
+        try:
+            return encode_frame(response)
+        except UnicodeEncodeError:
+            # A name read from disk that is not UTF-8 (Python holds its bytes as lone surrogates: 0xE9 as
+            # "\udce9"): JSON cannot carry it, so it goes escaped ("caf\\xe9.md") rather than no reply at all.
+            return encode_frame(_escaped(msgspec.to_builtins(response)))
     except MessageTooLarge as exc:
         return encode_frame(Response(id=response.id, status=ERROR, status_code=MessageTooLarge.status_code,
                                      error=f"the reply is too large to send ({exc}); ask for less"))
+
+
+def _escaped(value: Any) -> Any:
+    """value with every text that is not valid Unicode written with backslash escapes."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+            return value
+        except UnicodeEncodeError:
+            try:
+                return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            except UnicodeEncodeError:  # a surrogate no byte stands for
+                return value.encode("utf-8", "backslashreplace").decode()
+    if isinstance(value, dict):
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    return value
 
 
 def _settle(future: "asyncio.Future[None]", error: BaseException | None) -> None:
