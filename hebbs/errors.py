@@ -118,6 +118,9 @@ class DaemonUnavailable(HebbsError):
     """No daemon answers and none could be started (see $HEBBS_HOME/daemon.log)."""
 
     status_code = "DAEMON_UNAVAILABLE"
+    # Raised by a remember whose outcome is unknown: the idempotency key of each of its memories, in
+    # order, to send it again with (hebbs/writekeys.py).
+    keys: list[str] = []
 
 
 class DaemonBusy(DaemonUnavailable):

@@ -486,11 +486,14 @@ class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
 @declare(result=Memory, writes=True, engine="remember_many", batch="items", direct=True, cli="remember",
          shell="commands:RememberShell",
          also=(Method("remember", notes="`edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces; "
-                      "`key`: a memory already stored under it is returned instead (idempotent); a restatement of an "
+                      "`key`: a memory already stored under it is returned instead (idempotent; other text is refused: "
+                      "KeyReused); without one the client gives the memory a key of its own, so sending it again "
+                      "after a lost reply stores it once (docs/python-api.md). A restatement of an "
                       "existing memory folds into it (consolidated=True) unless `consolidate` is False.",
                       result=Memory, params="content, *", required=("content",),
                       fields=(*RememberItem.__struct_fields__, "consolidate")),
-               Method("remember_many", notes="`items`: dicts with the fields of remember, or RememberItems.",
+               Method("remember_many", notes="`items`: dicts with the fields of remember, or RememberItems; an item "
+                      "without `key` gets one of the client's own, as in remember.",
                       result=list[Memory], params="items, *", required=("items",),
                       fields=("items", "check_contradictions", "consolidate"))),
          flags=("content=content, entity_id=--entity, edges=--edge, kind=, source=, items=, check_contradictions=, "

@@ -113,10 +113,10 @@ class Unsettled:
         while len(self._calls) > UNSETTLED_KEPT:
             self._calls.popitem(last=False)
         exc.keys = list(keys)
-        exc.args = (f"{exc}; {_retry_hint(keys)}",)
+        exc.args = (f"{exc}; {retry_hint(keys)}",)
 
 
-def _retry_hint(keys: list[str | None]) -> str:
+def retry_hint(keys: list[str | None]) -> str:
     if len(keys) == 1:
         return (f"it may have been stored: make the same call again on this client, or pass key={keys[0]!r}, "
                 "to store it at most once")

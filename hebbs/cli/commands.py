@@ -19,6 +19,7 @@ from hebbs.fsutil import AtomicText
 from hebbs.paths import VAULT_DIR, hebbs_home, init_vault, resolve_vault
 from hebbs.protocol import MAX_FRAME, RememberItem, ReviseItem
 from hebbs.schema import ScoringWeights
+from hebbs.writekeys import retry_hint
 
 from . import output
 
@@ -183,9 +184,10 @@ class RememberShell:
             try:
                 return client.remember(**fields), False
             except DaemonUnavailable as exc:
-                if not getattr(exc, "keys", None):
+                if not exc.keys:
                     raise
-                raise DaemonUnavailable(f"{exc} (here: run it again with --key {exc.keys[0]})") from None
+                hint = f"it may have been stored: run it again with --key {exc.keys[0]} to store it at most once"
+                raise DaemonUnavailable(str(exc).replace(retry_hint(exc.keys), hint)) from None
             except KeyReused as exc:  # refused by the engine, as at every door
                 if not args.replace or exc.memory_id is None:
                     raise KeyReused(f"{exc} (here: give --replace to revise it to this text; its earlier text "

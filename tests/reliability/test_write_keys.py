@@ -167,7 +167,7 @@ def test_a_cli_remember_killed_after_its_commit_names_the_key_to_retry_with(rela
                            text=True, timeout=300)
     assert failed.returncode != 0 and "Traceback" not in failed.stderr
     assert "--key sdk-" in failed.stderr, failed.stderr
-    key = failed.stderr.split("--key ")[-1].split(")")[0].strip()
+    key = failed.stderr.split("--key ")[-1].split()[0]
     _restart(daemon)
     again = processes.run([hebbs, "remember", text, "--vault", str(project), "--key", key, "--format", "json"],
                           env=env, capture_output=True, text=True, timeout=300)
