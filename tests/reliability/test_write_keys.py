@@ -156,6 +156,24 @@ def test_the_sdk_resends_a_batch_itself_once_the_daemon_is_back(relayed):
     assert daemon.client(project).count() == BATCH
 
 
+def test_the_async_client_resends_a_batch_itself_too(relayed):
+    import asyncio
+
+    from hebbs.client import AsyncClient
+
+    daemon, relay = relayed
+    project = daemon.project()
+    relay.arm(then=lambda: _restart(daemon))
+
+    async def remember() -> list:
+        async with AsyncClient(vault=project, home=relay.home, autostart=False) as client:
+            return await client.remember_many(_items("third"), consolidate=False)
+
+    stored = asyncio.run(remember())
+    assert relay.killed == 1 and len({m.id for m in stored}) == BATCH
+    assert daemon.client(project).count() == BATCH
+
+
 def test_a_cli_remember_killed_after_its_commit_names_the_key_to_retry_with(relayed):
     daemon, relay = relayed
     project = daemon.project()
