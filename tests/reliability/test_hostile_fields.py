@@ -43,7 +43,7 @@ def test_the_reported_cases_are_invalid_input(daemon):
 
 
 def test_every_hostile_value_in_every_field_gets_no_internal(daemon):
-    """About 3,500 requests (hostile.py), a few seconds: every command but shutdown, every field."""
+    """About 4,000 requests (hostile.py), a few seconds: every command but shutdown, every field."""
     bodies = list(requests(str(daemon.project())))
     codes, bad = send_each(daemon.socket, bodies)
     assert not bad, f"{len(bad)} of {len(bodies)}: " + "\n".join(bad[:30])
