@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from . import validate, writekeys
-from .errors import HebbsError, InvalidInput, VaultNotInitialized
+from .errors import DaemonBusy, HebbsError, InvalidInput, VaultNotInitialized
 from .paths import find_project_vault, hebbs_home, resolve_vault, socket_path
 from .protocol import (Close, DaemonUnavailable, Export, Feed, RememberItem, Subscribe,
                        Subscribed, SubscriptionPush, _Command, convert, request_frame)
@@ -333,7 +333,8 @@ class Client(_BaseClient):
                     raise DaemonUnavailable(f"no reply from the daemon within {self.timeout:g}s (this Client's "
                                             "timeout); the request may still complete there") from None
             except DaemonUnavailable as exc:
-                self._unsettled.unknown(fingerprint, sent, keys, exc)
+                if not isinstance(exc, DaemonBusy):  # BUSY: refused before the request was read
+                    self._unsettled.unknown(fingerprint, sent, keys, exc)
                 raise
             except HebbsError:
                 self._unsettled.settled(fingerprint)  # answered: whatever it was, nothing is pending
@@ -503,7 +504,8 @@ class AsyncClient(AsyncMethods, _BaseClient):
         try:
             result = await self._request(sent, vault, progress)
         except DaemonUnavailable as exc:
-            self._unsettled.unknown(fingerprint, sent, keys, exc)
+            if not isinstance(exc, DaemonBusy):
+                self._unsettled.unknown(fingerprint, sent, keys, exc)
             raise
         except HebbsError:
             self._unsettled.settled(fingerprint)

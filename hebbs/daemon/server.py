@@ -183,11 +183,20 @@ class Connection:
         """Close this connection if it waits for a request (and holds no subscription): the daemon is
         full and a new client needs its slot. False when it is busy: it stays."""
         with self._idle_lock:
-            if self.idle_since is None or self.subscriptions or self._evicted:
+            if self.idle_since is None or self.subscriptions or self._evicted or self._request_arrived():
                 return False
             self._evicted = True
         self.shutdown()
         return True
+
+    def _request_arrived(self) -> bool:
+        """Whether bytes of a request wait unread on the socket (its thread is about to take them)."""
+        try:
+            return bool(self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return False  # a broken connection: closing it is no loss
 
     def _fill(self, size: int, deadline: float | None) -> bool:
         """Read until the buffer holds `size` bytes: False at the end of the stream; _Idle past the deadline."""

@@ -61,13 +61,8 @@ def test_connections_beyond_the_cap_get_busy():
     # Busy connections hold the slots: an idle one would be closed for the newcomer
     # (test_idle_connections_make_room_for_a_new_cli_call).
     daemon = ForegroundDaemon("--max-connections", str(CAP), "--frame-timeout", "600").start()
-    held = [_busy(daemon) for _ in range(CAP - 1)]
+    held = [_busy(daemon) for _ in range(CAP)]
     try:
-        working = daemon.client(timeout=30)
-        assert working.ping().pong  # the CAP-th connection
-        held.append(_busy(daemon))  # over the cap, the idle `working` connection makes room for it
-        wait_until(lambda: "closed the connection idle longest" in daemon.log(), 30, "the idle connection closed")
-
         # Over the cap: the SDK raises DaemonBusy (a DaemonUnavailable), and a raw client reads BUSY.
         with pytest.raises(DaemonBusy, match="limit"):
             daemon.client(timeout=30).ping()
@@ -89,7 +84,8 @@ def test_connections_beyond_the_cap_get_busy():
                 return False
 
         wait_until(served, 30, "a closed connection's slot to be freed")
-        status = working.status(vault=False)  # reconnects: its connection was closed to make room
+        # The cap is reached again, by the idle connection of the client just served: it makes room.
+        status = daemon.client(timeout=30).status(vault=False)
         assert status.max_connections == CAP and status.refused_busy >= 2
     finally:
         for sock in held:
@@ -114,8 +110,7 @@ def test_idle_connections_make_room_for_a_new_cli_call():
         assert kept.ping().pong  # its connection was the longest idle: closed, and it reconnected
         assert daemon.client(timeout=30).status(vault=False).connections <= 256
         log = daemon.log()
-        assert "closed the connection idle longest" in log and "refusing a connection" not in log
-        assert "Traceback" not in log
+        assert "closed the connection idle longest" in log and "Traceback" not in log
     finally:
         for sock in idle:
             sock.close()
