@@ -339,7 +339,6 @@ class Daemon:
         self.connections: set[Connection] = set()
         self.requests = 0
         self.refused_busy = 0
-        self.evicted_idle = 0
         self.model_id: str | None = None
         # Connection threads and the loop both count requests: under this lock. Once stopping is set,
         # no connection starts another request (the vaults are about to close).
@@ -518,7 +517,6 @@ class Daemon:
             since = conn.idle_since
             if conn.evict():
                 self.connections.discard(conn)
-                self.evicted_idle += 1
                 log.info("at the connection limit (%d): closed the connection idle longest (%.1fs) for a new client",
                          self.limits.max_connections, time.monotonic() - (since or time.monotonic()))
                 return True

@@ -124,7 +124,7 @@ def _unkeyed(vault: OpenVault, prepared: list[_Prepared]) -> list[_Prepared]:
         if p.key is not None:
             if p.key in first:
                 if first[p.key].memory.content != p.memory.content:
-                    raise _reused(p.key, first[p.key].memory, "an earlier item of this batch")
+                    raise _reused(p.key, first[p.key].memory.content, "an earlier item of this batch")
                 p.stored = first[p.key]
                 continue
             if _claimed_meanwhile(vault, p):
@@ -146,17 +146,16 @@ def _claimed_meanwhile(vault: OpenVault, p: _Prepared) -> bool:
     # The text first stored under the key (a retry), or the memory's text now (after a revise).
     same = memory.content == p.memory.content or text_digest == idempotency.digest(p.memory.content)
     if not same:
-        raise _reused(p.key, memory, f"memory {memory.id}")
+        raise _reused(p.key, memory.content, f"memory {memory.id}", memory.id)
     p.stored = _Prepared(msgspec.structs.replace(memory, existing=True), [], [])
     return True
 
 
-def _reused(key: str, stored: Memory, holder: str) -> KeyReused:
+def _reused(key: str, stored: str, holder: str, memory_id: str | None = None) -> KeyReused:
     """The refusal of a key given again with other text: every door (CLI, SDK, MCP, socket) gets it."""
-    text = stored.content if len(stored.content) <= REUSED_TEXT_CHARS else stored.content[:REUSED_TEXT_CHARS] + "..."
+    text = stored if len(stored) <= REUSED_TEXT_CHARS else stored[:REUSED_TEXT_CHARS] + "..."
     return KeyReused(f"key {key!r} was already used with another text, for {holder}: {text!r}; nothing was "
-                     "stored. Use a new key for a new memory, or revise that memory to change its text",
-                     memory_id=stored.id if holder.startswith("memory ") else None)
+                     "stored. Use a new key for a new memory, or revise that memory to change its text", memory_id)
 
 
 def _check_refs(vault: OpenVault, chunk: list[_Prepared]) -> None:
