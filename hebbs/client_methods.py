@@ -73,8 +73,10 @@ class Methods:
         """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
 
         `edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces; `key`: a memory already
-        stored under it is returned instead (idempotent); a restatement of an existing memory folds into it
-        (consolidated=True) unless `consolidate` is False."""
+        stored under it is returned instead (idempotent; other text is refused: KeyReused); without one the
+        client gives the memory a key of its own, so sending it again after a lost reply stores it once
+        (docs/python-api.md). A restatement of an existing memory folds into it (consolidated=True) unless
+        `consolidate` is False."""
         return self.call(protocol.Remember, method="remember", content=content, importance=importance, context=context,
                          entity_id=entity_id, created_at=created_at, kind=kind, source=source, supersedes=supersedes,
                          edges=edges, key=key, consolidate=consolidate)
@@ -88,7 +90,8 @@ class Methods:
     ) -> list[Memory]:
         """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
 
-        `items`: dicts with the fields of remember, or RememberItems."""
+        `items`: dicts with the fields of remember, or RememberItems; an item without `key` gets one of the
+        client's own, as in remember."""
         return self.call(protocol.Remember, method="remember_many", items=items,
                          check_contradictions=check_contradictions, consolidate=consolidate)
 
@@ -351,8 +354,10 @@ class AsyncMethods:
         """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
 
         `edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces; `key`: a memory already
-        stored under it is returned instead (idempotent); a restatement of an existing memory folds into it
-        (consolidated=True) unless `consolidate` is False."""
+        stored under it is returned instead (idempotent; other text is refused: KeyReused); without one the
+        client gives the memory a key of its own, so sending it again after a lost reply stores it once
+        (docs/python-api.md). A restatement of an existing memory folds into it (consolidated=True) unless
+        `consolidate` is False."""
         return await self.call(protocol.Remember, method="remember", content=content, importance=importance,
                                context=context, entity_id=entity_id, created_at=created_at, kind=kind, source=source,
                                supersedes=supersedes, edges=edges, key=key, consolidate=consolidate)
@@ -366,7 +371,8 @@ class AsyncMethods:
     ) -> list[Memory]:
         """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
 
-        `items`: dicts with the fields of remember, or RememberItems."""
+        `items`: dicts with the fields of remember, or RememberItems; an item without `key` gets one of the
+        client's own, as in remember."""
         return await self.call(protocol.Remember, method="remember_many", items=items,
                                check_contradictions=check_contradictions, consolidate=consolidate)
 

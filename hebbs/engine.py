@@ -185,8 +185,8 @@ class Engine:
                  edges: Sequence[tuple[str, str, float]] = (), key: str | None = None,
                  consolidate: bool | None = None) -> Memory:
         """Store one memory. `edges` are (target_id, edge type name, confidence) from the new memory.
-        With `key`, a memory already stored under that key in this vault is returned instead (idempotent).
-        A restatement of an existing memory is consolidated into it (returned with consolidated=True)
+        With `key`, a memory already stored under that key in this vault is returned instead (idempotent);
+        the key given again with another text is refused (KeyReused, naming the stored text). A restatement of an existing memory is consolidated into it (returned with consolidated=True)
         unless `consolidate` (default: config consolidation.on_remember) is off."""
         return self.remember_many([{
             "content": content, "importance": importance, "context": context, "entity_id": entity_id,

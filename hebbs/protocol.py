@@ -57,6 +57,8 @@ Text = Annotated[str, Meta(max_length=MAX_TEXT_CHARS)]
 IdText = Annotated[str, Meta(max_length=MAX_ID_CHARS)]
 Name = Annotated[str, Meta(max_length=MAX_NAME_CHARS)]
 Micros = Annotated[int, Meta(ge=0, le=MAX_MICROS)]
+# A network address (a Ray cluster's): it goes into a subprocess's arguments, which take no NUL either.
+Address = Annotated[str, Meta(max_length=MAX_NAME_CHARS, pattern="^[^\x00]*$")]
 
 
 # The wire-only errors live in hebbs.errors with the rest; imported here so existing
@@ -493,11 +495,14 @@ class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
 @declare(result=Memory, writes=True, engine="remember_many", batch="items", direct=True, cli="remember",
          shell="commands:RememberShell",
          also=(Method("remember", notes="`edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces; "
-                      "`key`: a memory already stored under it is returned instead (idempotent); a restatement of an "
+                      "`key`: a memory already stored under it is returned instead (idempotent; other text is refused: "
+                      "KeyReused); without one the client gives the memory a key of its own, so sending it again "
+                      "after a lost reply stores it once (docs/python-api.md). A restatement of an "
                       "existing memory folds into it (consolidated=True) unless `consolidate` is False.",
                       result=Memory, params="content, *", required=("content",),
                       fields=(*RememberItem.__struct_fields__, "consolidate")),
-               Method("remember_many", notes="`items`: dicts with the fields of remember, or RememberItems.",
+               Method("remember_many", notes="`items`: dicts with the fields of remember, or RememberItems; an item "
+                      "without `key` gets one of the client's own, as in remember.",
                       result=list[Memory], params="items, *", required=("items",),
                       fields=("items", "check_contradictions", "consolidate"))),
          flags=("content=content, entity_id=--entity, edges=--edge, kind=, source=, items=, check_contradictions=, "
@@ -812,7 +817,7 @@ class Index(_Command, tag="index"):
     path: PathText | None = None
     phase: Literal[1, 2] | None = None
     paths: list[PathText] | None = None
-    ray: str | None = None
+    ray: Address | None = None
 
 
 @declare(result=IndexCancelled, vault="path", method="index_cancel")

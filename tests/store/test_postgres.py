@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hebbs import Engine
+from hebbs.errors import KeyReused
 from pg_fixtures import attach
 
 pytest_plugins = ["daemon_fixtures"]
@@ -57,8 +58,10 @@ def test_a_write_reaches_the_other_engine_and_its_indexes(pair):
 def test_idempotency_keys_hold_across_engines(pair):
     a, b = pair
     first = a.remember("deploys go out on Tuesdays", key="deploy-day")
-    again = b.remember("deploys go out on Tuesdays (again)", key="deploy-day")
-    assert again.id == first.id
+    again = b.remember("deploys go out on Tuesdays", key="deploy-day")
+    assert again.id == first.id and again.existing
+    with pytest.raises(KeyReused, match="deploys go out on Tuesdays"):  # other text: refused, in either engine
+        b.remember("deploys go out on Wednesdays", key="deploy-day")
     # b wrote nothing (the key named a's memory), so its catalog learns of it by catch-up, not at once.
     _wait(lambda: b.count() == 1)
     assert a.count() == 1
