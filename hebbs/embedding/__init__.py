@@ -1,2 +1,3 @@
-"""Embedding models beyond the default: where their files come from (model_files) and the graphs hebbs
-builds for them (gemma_onnx). hebbs.store.embed runs them."""
+"""Embedding models beyond the default: where their files are (model_files), assembling a model that
+comes in chunks into the model cache (assemble), and the graphs hebbs builds for them (gemma_onnx).
+hebbs.store.embed runs them."""
