@@ -32,6 +32,8 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from hebbs.errors import DaemonBusy, HebbsError
 from hebbs.paths import socket_path
 from hebbs.protocol import (ERROR, HEADER, OK, PROGRESS, BadRequest, DaemonStatus, MessageTooLarge, Pong, Request,
@@ -230,11 +232,36 @@ class Connection:
 
 
 def _frame(response: Response) -> bytes:
+    """The reply's frame; whatever the reply holds, a frame goes out (a reply that cannot be encoded
+    would end the connection without one, and the client would think the daemon died)."""
     try:
-        return encode_frame(response)
+        try:
+            return encode_frame(response)
+        except UnicodeEncodeError:
+            # A str holding bytes that are not UTF-8 (a file name Python decoded with surrogateescape,
+            # in a result or in an error message): sent with those bytes shown as \xNN.
+            return encode_frame(_printable(msgspec.to_builtins(response)))
     except MessageTooLarge as exc:
         return encode_frame(Response(id=response.id, status=ERROR, status_code=MessageTooLarge.status_code,
                                      error=f"the reply is too large to send ({exc}); ask for less"))
+    except Exception as exc:  # noqa: BLE001 - a bug, answered as one
+        log.exception("the reply to request %s could not be encoded", excerpt(response.id))
+        return encode_frame(Response(id=response.id, status=ERROR, status_code="INTERNAL",
+                                     error=clip(f"the reply could not be encoded: {type(exc).__name__}: {exc!r}",
+                                                MAX_ERROR_CHARS)))
+
+
+def _printable(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate no byte was decoded into
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, list):
+        return [_printable(item) for item in value]
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    return value
 
 
 def _settle(future: "asyncio.Future[None]", error: BaseException | None) -> None:
@@ -307,9 +334,11 @@ class Daemon:
             for task in background:
                 task.cancel()
             # Let requests already running finish, and start no more: closing a vault under a running
-            # engine call would pull RocksDB out from under it.
+            # engine call would pull RocksDB out from under it. An index run may take hours: it stops
+            # at its next batch instead, keeping what it committed (the next run adopts it).
             with self._counts:
                 self._stopping = True
+            self.pool.stop_index_runs("the daemon is stopping")
             deadline = time.monotonic() + DRAIN_SECONDS
             while self._inflight and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
