@@ -334,7 +334,7 @@ def _candidates(root: Path, manifest: Manifest, vfilter: VaultFilter,
     real_root = os.path.realpath(root)
     for rel in rels:
         path = root / rel
-        if vfilter.is_note(rel) and path.is_file() and vfilter.admit(rel, path.stat().st_size):
+        if vfilter.is_note(rel) and path.is_file() and vfilter.admit(rel, _size(path)):
             real = os.path.realpath(path)
             if real == real_root or real.startswith(real_root + os.sep):
                 present[rel] = path
@@ -354,6 +354,13 @@ def _relative(root: Path, path: Path) -> str | None:
     except ValueError:
         return None
     return rel.as_posix().strip("/") if str(rel) != "." else ""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # gone since: the scan finds it removed
 
 
 class _TooLarge(Exception):
