@@ -48,6 +48,7 @@ _WORD = re.compile(r"\S+\s*")
 _MAX_CHARS_PER_TOKEN = 32
 # A note with more bytes that are not UTF-8 than this (and more than a tenth of its bytes) is not text.
 _MAX_BAD_BYTES = 64
+_SNIFF_BYTES = 1 << 16
 _ATTACHMENT = re.compile(r"\.(?!md$)[A-Za-z0-9]{1,5}$")
 
 
@@ -101,13 +102,15 @@ def parse_note(data: bytes, *, split_level: int = 2, max_tokens: int = 256,
         return note
     start = 3 if data.startswith(b"\xef\xbb\xbf") else 0  # a BOM is not text
     raw = data[start:]
-    text, bad = _decode(raw)
-    if len(bad) > max(_MAX_BAD_BYTES, len(raw) // 10):
-        # Random bytes or another encoding's binary: thousands of sections of U+FFFD are no memory.
-        note.binary = True
-        note.warnings.append(f"does not look like text ({len(bad):,} of its {len(raw):,} bytes are not UTF-8); "
-                             "not indexed")
-        return note
+    # Random bytes or another encoding's binary: thousands of sections of U+FFFD are no memory. The
+    # head decides first, so a large such file is not decoded whole.
+    for sample in (raw[:_SNIFF_BYTES], raw) if len(raw) > _SNIFF_BYTES else (raw,):
+        text, bad = _decode(sample)
+        if len(bad) > max(_MAX_BAD_BYTES, len(sample) // 10):
+            note.binary = True
+            of = f"its {len(sample):,}" if sample is raw else f"the first {len(sample):,}"
+            note.warnings.append(f"does not look like text ({len(bad):,} of {of} bytes are not UTF-8); not indexed")
+            return note
     if bad:
         first = bad[0] + start
         note.warnings.append(f"not valid UTF-8 ({len(bad)} bad byte(s), first at byte {first}); "
