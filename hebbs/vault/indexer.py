@@ -49,7 +49,7 @@ __all__ = ["Progress", "Plan", "IndexSummary", "scan_vault", "apply_plan", "inde
 ORIGIN = "vault"  # context["origin"] of every memory made from a note
 # Sections per remember_many / revise_many call: one progress step each, which is also where a cancel
 # (or the daemon stopping) takes effect, so a batch is kept to a few seconds of embedding.
-BATCH = 64
+BATCH = 32
 # A vault shared by several indexers: about this many sections per claim (small, so that indexers
 # finish together), and how often one with nothing left to claim looks whether the others are done.
 CLAIM_SECTIONS = 32
