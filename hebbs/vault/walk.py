@@ -14,7 +14,7 @@ import pathspec
 
 from ..config import NotesConfig, notes_config
 
-__all__ = ["VaultFilter", "walk_notes", "printable", "IGNORE_FILE", "DEFAULT_IGNORES"]
+__all__ = ["VaultFilter", "walk_notes", "IGNORE_FILE", "DEFAULT_IGNORES"]
 
 IGNORE_FILE = ".hebbsignore"
 # gitignore syntax. The tool folders are skipped at any depth; the folders hebbs itself writes
@@ -71,9 +71,8 @@ class VaultFilter:
         A name that is not UTF-8 cannot be a manifest key, a memory's source or a JSON string; a note
         over [notes] max_note_bytes would take the daemon's memory."""
         if not _utf8(rel):
-            self.skip(rel + "/" if is_dir else rel,
-                      "its name is not UTF-8; not indexed" + (" (nor anything in it)" if is_dir else "") +
-                      ": rename it")
+            self.skip(rel + "/" if is_dir else rel, "its name is not UTF-8; " +
+                      ("nothing in it is indexed" if is_dir else "not indexed") + " (rename it to index it)")
             return False
         if not is_dir and size > self.max_note_bytes:
             self.skip(rel, f"{size:,} bytes, over the {self.max_note_bytes:,}-byte limit for a note "
