@@ -2,7 +2,7 @@
 unanswered requests, peak memory (issue 12, then issue 26).
 
     .venv/bin/python -m bench.bench_reliability [--frames 2000] [--kills 8] [--clients 4 --ops 30]
-                                               [--skip storm,soak,kills,damage,fuzz,disk,disk-open]
+                                               [--skip storm,soak,kills,damage,fuzz,disk,disk-open,hugenote]
 
 Each run starts a real daemon (foreground, temporary home):
 
@@ -17,10 +17,13 @@ Each run starts a real daemon (foreground, temporary home):
   count, recall (lexical and similarity) and get, and `hebbs doctor` must exit 1 where damage was made
   to something it checks;
 - fuzz: hostile values in every field of every command (tests/reliability/hostile.py);
-- disk: a 20 MiB tmpfs filled during writes (root only): DISK_FULL, reads while full, the next write.
+- disk: a 20 MiB tmpfs filled during writes (root only): DISK_FULL, reads while full, the next write;
 - disk-open: the daemon killed, the tmpfs filled, the daemon started again (root only): time to the
   DISK_FULL answer of the first write (the vault's open included), reads while full, time of the first
-  write after space returns; the peer is the same first request after another kill with space free.
+  write after space returns; the peer is the same first request after another kill with space free;
+- hugenote: the daemon's peak RSS growth indexing a folder of ordinary notes, then the same folder with
+  a 15 MB note and 3 MB of random bytes named .md beside them (issue 39), and the seconds from SIGTERM
+  to the daemon's exit while it embeds.
 
 Bounded by its arguments (the defaults take a few minutes on a loaded 2-core machine). The same
 scenarios, shorter, are tests under tests/reliability/.
@@ -290,6 +293,66 @@ def full_disk_at_open() -> dict[str, Any]:
                 "internal": [refused, still, after].count("INTERNAL") + reads.get("INTERNAL", 0)}
     finally:
         daemon.stop()
+def _reset_peak(pid: int) -> None:
+    Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM back to the current RSS
+
+
+def _ordinary_notes(root: Path, notes: int, rng: random.Random) -> None:
+    words = "apple river stone quiet market lantern orbit garden signal copper thunder violet harbor".split()
+    for n in range(notes):
+        parts = [f"# Note {n}\n"] + [f"## Part {s}\n\n" + " ".join(
+            " ".join(rng.choice(words) for _ in range(14)).capitalize() + "." for _ in range(8)) + "\n"
+            for s in range(10)]
+        (root / f"note{n:03d}.md").write_text("\n".join(parts))
+
+
+def huge_note() -> dict[str, Any]:
+    """Peak RSS growth of `hebbs index` on a folder, without and with a huge note and random bytes."""
+    rng = random.Random(39)
+    daemon = ForegroundDaemon().start()
+    figures: dict[str, Any] = {}
+    try:
+        warm, plain, huge = daemon.project(), daemon.project(), daemon.project()
+        # The daemon's first index allocates the model's buffers and the vault's caches: not what is compared.
+        _ordinary_notes(warm, 30, random.Random(5))
+        daemon.client(warm / ".hebbs", timeout=3600).index(str(warm))
+        _ordinary_notes(plain, 30, random.Random(5))
+        _ordinary_notes(huge, 30, random.Random(5))
+        words = "apple river stone quiet market lantern orbit garden signal copper thunder violet harbor".split()
+        (huge / "huge.md").write_text("# Huge\n\n" + " ".join(rng.choice(words) for _ in range(2_250_000)))
+        (huge / "noise.md").write_bytes(os.urandom(3_000_000).replace(b"\0", b"\1"))
+        figures["huge_note_mb"] = round((huge / "huge.md").stat().st_size / 1e6, 1)
+        for name, root in (("without", plain), ("with", huge)):
+            client = daemon.client(root / ".hebbs", timeout=3600)
+            _reset_peak(daemon.pid)
+            before = peak_mb(daemon.pid)
+            started = time.monotonic()
+            summary = client.index(str(root))
+            figures[f"{name}_peak_growth_mb"] = round(peak_mb(daemon.pid) - before)
+            figures[f"{name}_seconds"] = round(time.monotonic() - started, 1)
+            figures[f"{name}_sections"] = summary.sections_total
+            if summary.skipped or summary.warnings:
+                figures[f"{name}_skipped"] = summary.skipped + [w.split(":")[0] for w in summary.warnings
+                                                                if "not look like text" in w]
+        # SIGTERM while embedding: seconds until the daemon is gone.
+        again = daemon.project()
+        _ordinary_notes(again, 30, random.Random(5))
+        client = daemon.client(again / ".hebbs", timeout=3600)
+        embedding = threading.Event()
+        worker = threading.Thread(target=lambda: outcome(lambda: client.index(
+            str(again), progress=lambda p: p.stage == "embed" and p.done and embedding.set())))
+        worker.start()
+        if embedding.wait(600):
+            sent = time.monotonic()
+            daemon.proc.send_signal(signal.SIGTERM)
+            daemon.proc.wait(600)
+            figures["sigterm_to_exit_seconds"] = round(time.monotonic() - sent, 1)
+        worker.join(600)
+        for root in (warm, plain, huge, again):
+            shutil.rmtree(root, ignore_errors=True)
+    finally:
+        daemon.stop()
+    return figures
 
 
 def main() -> None:
@@ -315,6 +378,7 @@ def main() -> None:
             ("kills", lambda: kill_matrix(args.kills)),
             ("disk", full_disk),
             ("disk-open", full_disk_at_open),
+            ("hugenote", huge_note),
         ]
         for name, run in runs:
             if name in skip:

@@ -331,14 +331,20 @@ class DaemonConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
 
 class NotesConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """Where reflect-commit and contradiction reviews write notes into the notes folder a vault was indexed from
-    ([notes]; hebbs/workflows/reflect.py): folders relative to the notes folder, kept out of the index."""
+    ([notes]; hebbs/workflows/reflect.py): folders relative to the notes folder, kept out of the index; and the
+    largest note the indexer takes (hebbs/notes/walk.py)."""
 
     # Write insights and settled contradictions as notes; off, they are kept in the vault only.
     write: bool = True
     insights_dir: str = "insights"
     contradictions_dir: str = "contradictions"
+    # A note larger than this (bytes) is skipped, and named in the index's warnings and in `hebbs list`:
+    # one huge file must not take the daemon's memory. 5 MB is about 2,500 pages of prose.
+    max_note_bytes: int = 5_000_000
 
     def __post_init__(self) -> None:
+        if self.max_note_bytes < 1:
+            raise ValueError(f"notes.max_note_bytes must be at least 1, got {self.max_note_bytes}")
         for name, value in (("insights_dir", self.insights_dir), ("contradictions_dir", self.contradictions_dir)):
             parts = PurePosixPath(value).parts
             if not value.strip() or PurePosixPath(value).is_absolute() or ".." in parts or any(
@@ -554,6 +560,7 @@ neighbors = 5
 write = true
 insights_dir = "insights"
 contradictions_dir = "contradictions"
+max_note_bytes = 5000000         # a larger note is skipped (named in the index's warnings and in `hebbs list`)
 
 # The original of every indexed file version, compressed, for `hebbs source ID` (docs/notes.md).
 [sources]

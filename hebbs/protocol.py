@@ -187,6 +187,7 @@ class ScanSummary(msgspec.Struct, kw_only=True):
     files_changed: int = 0
     files_removed: int = 0
     pending: dict[str, int] = {}
+    skipped: list[str] = []
     warnings: list[str] = []
     seconds: float = 0.0
 

@@ -139,6 +139,9 @@ class ListShell:
             return
         rows = [[f.state, str(f.sections), str(f.pending), f.entity_id or "-", f.path] for f in files]
         output.table(["state", "sections", "pending", "entity", "path"], rows, right=(1, 2))
+        for f in files:
+            if f.state == "skipped" and f.warnings:
+                print(f"skipped {f.path}: {f.warnings[-1]}")
         if fields["sections"]:
             for f in files:
                 for s in f.section_list or []:

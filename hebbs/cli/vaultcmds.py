@@ -260,6 +260,9 @@ class _Watch:
         elif result.files_changed or result.files_removed:
             print(f"{time.strftime('%H:%M:%S')} {result.files_changed} changed, {result.files_removed} removed",
                   flush=True)
+        if what == "scanned" and self.args.format != "json":
+            for warning in result.warnings:  # a note skipped or parsed with a problem, named
+                print(f"  warning: {warning}", flush=True)
 
 
 def cmd_watch(args: argparse.Namespace, root: Path) -> int:

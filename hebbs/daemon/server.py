@@ -283,6 +283,8 @@ class Connection:
 
 
 def _frame(response: Response) -> bytes:
+    """The reply's frame; whatever the reply holds, a frame goes out (a reply that cannot be encoded
+    would end the connection without one, and the client would think the daemon died)."""
     try:
         try:
             return encode_frame(response)
@@ -293,6 +295,11 @@ def _frame(response: Response) -> bytes:
     except MessageTooLarge as exc:
         return encode_frame(Response(id=response.id, status=ERROR, status_code=MessageTooLarge.status_code,
                                      error=f"the reply is too large to send ({exc}); ask for less"))
+    except Exception as exc:  # noqa: BLE001 - a bug, answered as one
+        log.exception("the reply to request %s could not be encoded", excerpt(response.id))
+        return encode_frame(Response(id=response.id, status=ERROR, status_code="INTERNAL",
+                                     error=clip(f"the reply could not be encoded: {type(exc).__name__}: {exc!r}",
+                                                MAX_ERROR_CHARS)))
 
 
 def _escaped(value: Any) -> Any:
@@ -383,9 +390,11 @@ class Daemon:
             for task in background:
                 task.cancel()
             # Let requests already running finish, and start no more: closing a vault under a running
-            # engine call would pull RocksDB out from under it.
+            # engine call would pull RocksDB out from under it. An index run may take hours: it stops
+            # at its next batch instead, keeping what it committed (the next run adopts it).
             with self._counts:
                 self._stopping = True
+            self.pool.stop_index_runs("the daemon is stopping")
             deadline = time.monotonic() + DRAIN_SECONDS
             while self._inflight and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)

@@ -76,6 +76,8 @@ class VaultSlot:
         # report, in the worker thread) and the connections following it (index_follow).
         self.index_run: "asyncio.Future[Any] | None" = None
         self.index_cancel: "threading.Event | None" = None
+        # Why index_cancel was set, when not by index_cancel itself (the daemon stopping).
+        self.index_stop_reason: str | None = None
         self.followers: list[tuple[Any, Any]] = []
         self.last_used = time.monotonic()
 
@@ -264,6 +266,15 @@ class VaultPool:
                 await self._close(slot, reason="shutdown")
             except Exception:
                 log.exception("closing vault %s failed", slot.path)
+
+    def stop_index_runs(self, reason: str) -> None:
+        """Cancel every index run in progress: each stops at its next progress report (one batch of
+        sections at most), keeping what it committed."""
+        for slot in list(self._slots.values()):
+            cancel = slot.index_cancel
+            if cancel is not None:
+                slot.index_stop_reason = reason
+                cancel.set()
 
     def known(self) -> list[VaultSlot]:
         """Every vault a request has named since the daemon started, open or not."""

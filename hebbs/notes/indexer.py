@@ -47,7 +47,9 @@ from .walk import IGNORE_FILE, VaultFilter, walk_notes
 __all__ = ["Progress", "Plan", "IndexSummary", "scan_notes", "apply_plan", "index_notes", "ORIGIN"]
 
 ORIGIN = "vault"  # context["origin"] of every memory made from a note
-BATCH = 256  # sections per remember_many / revise_many call: one progress step each
+# Sections per remember_many / revise_many call: one progress step each, which is also where a cancel
+# (or the daemon stopping) takes effect, so a batch is kept to a few seconds of embedding.
+BATCH = 32
 # A vault shared by several indexers: about this many sections per claim (small, so that indexers
 # finish together), and how often one with nothing left to claim looks whether the others are done.
 CLAIM_SECTIONS = 32
@@ -76,6 +78,8 @@ class Plan(msgspec.Struct, kw_only=True):
     files_unchanged: int = 0
     files_changed: int = 0
     files_removed: int = 0
+    # Notes left out (a name that is not UTF-8, over the size limit), by printable name; each has a warning.
+    skipped: list[str] = []
     warnings: list[str] = []
     seconds: float = 0.0
 
@@ -112,6 +116,8 @@ class IndexSummary(msgspec.Struct, kw_only=True):
     forgotten_left_out: int = 0
     embedded_on_ray: int = 0  # of `embedded`, the texts a Ray cluster embedded (index --ray)
     seconds: float = 0.0
+    # Notes left out (a name that is not UTF-8, over the size limit), by printable name; each has a warning.
+    skipped: list[str] = []
     warnings: list[str] = []
 
 
@@ -195,6 +201,7 @@ def scan_notes(engine: Any, root: os.PathLike | str, *, paths: Iterable[os.PathL
         originals = kept.open_originals(engine)
         present, candidates = _candidates(root, manifest, vfilter, None if reparse else paths)
         plan.warnings += vfilter.warnings  # after the walk, which adds the links it skipped
+        plan.skipped = list(vfilter.skipped)
         changed: dict[str, FileEntry] = {}
         removed: list[str] = []
         to_parse: list[tuple[str, bytes, os.stat_result, str]] = []
@@ -215,8 +222,14 @@ def scan_notes(engine: Any, root: os.PathLike | str, *, paths: Iterable[os.PathL
                     if originals is not None and not originals.has(kept.file_key(root, rel), old.sha256):
                         _keep_unchanged(originals, root, rel, path, old)  # indexed before originals were kept
                     continue
-                data = path.read_bytes()
+                data = _read_note(path, vfilter.max_note_bytes)
             except FileNotFoundError:
+                if old is not None:
+                    removed.append(rel)
+                continue
+            except _TooLarge as exc:  # it grew past the limit since the walk
+                plan.skipped.append(rel)
+                plan.warnings.append(f"{rel}: {exc}")
                 if old is not None:
                     removed.append(rel)
                 continue
@@ -274,7 +287,7 @@ def apply_plan(engine: Any, root: os.PathLike | str, plan: Plan | None = None, *
         manifest = plan.manifest
         summary = IndexSummary(files_scanned=plan.files_scanned, files_unchanged=plan.files_unchanged,
                                files_changed=plan.files_changed, files_removed=plan.files_removed,
-                               warnings=list(plan.warnings))
+                               skipped=list(plan.skipped), warnings=list(plan.warnings))
         work = _Phase2(engine, root, manifest, summary, progress)
         if reconcile or (reconcile is None and (manifest.dirty or manifest.fresh)):
             work.reconcile()
@@ -321,7 +334,7 @@ def _candidates(root: Path, manifest: Manifest, vfilter: VaultFilter,
     real_root = os.path.realpath(root)
     for rel in rels:
         path = root / rel
-        if vfilter.is_note(rel) and path.is_file():
+        if vfilter.is_note(rel) and path.is_file() and vfilter.admit(rel, _size(path)):
             real = os.path.realpath(path)
             if real == real_root or real.startswith(real_root + os.sep):
                 present[rel] = path
@@ -341,6 +354,27 @@ def _relative(root: Path, path: Path) -> str | None:
     except ValueError:
         return None
     return rel.as_posix().strip("/") if str(rel) != "." else ""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # gone since: the scan finds it removed
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _read_note(path: Path, limit: int) -> bytes:
+    """The file's bytes, never more than `limit` of them held (_TooLarge past it)."""
+    with path.open("rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise _TooLarge(f"over the {limit:,}-byte limit for a note ([notes] max_note_bytes in .hebbs/config.toml); "
+                        f"not indexed")
+    return data
 
 
 def _keep_unchanged(originals: Any, root: Path, rel: str, path: Path, entry: FileEntry) -> None:
