@@ -37,7 +37,9 @@ class FileStatus(msgspec.Struct, kw_only=True, omit_defaults=True):
     # modified: changed on disk since it was indexed; new: not indexed yet; removed: gone from disk
     # (or now ignored) but its memories are still in the engine; diverged: unchanged on disk, but
     # some section's memory was revised (in the Memory Palace, or through the API) away from the
-    # file's text: the file does not say what recall returns until it is edited and indexed again.
+    # file's text: the file does not say what recall returns until it is edited and indexed again;
+    # elsewhere: not in this checkout, brought into the shared vault by another checkout of the tree
+    # (docs/scale.md): this checkout leaves it as it is.
     state: str
     sections: int = 0
     pending: int = 0
@@ -92,6 +94,10 @@ def list_vault(root: os.PathLike | str, sections: bool = False,
         if sections:
             status.section_list = [_section_status(s, s.memory_id in apart) for s in entry.sections]
         out.append(status)
+    for rel, count in manifest.elsewhere.items():
+        if rel not in present and rel not in manifest.files:
+            out.append(FileStatus(path=rel, state="elsewhere", sections=count))
+    out.sort(key=lambda status: status.path)
     return out
 
 
