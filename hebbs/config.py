@@ -317,9 +317,9 @@ class DaemonConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     belong to the daemon, not to a vault. A flag of `python -m hebbs.daemon`, then $HEBBS_*, overrides
     each; unset means the built-in default."""
 
-    # Seconds without a connection before the daemon exits (300; $HEBBS_IDLE_TIMEOUT).
+    # Seconds without a connection before the daemon exits, 0 = never (300; $HEBBS_IDLE_TIMEOUT).
     idle_timeout: float | None = None
-    # Seconds unused before the daemon closes a vault (300; $HEBBS_VAULT_IDLE_TIMEOUT).
+    # Seconds unused before the daemon closes a vault, 0 = never (300; $HEBBS_VAULT_IDLE_TIMEOUT).
     vault_idle_timeout: float | None = None
     # Connections served at once (256; $HEBBS_MAX_CONNECTIONS).
     max_connections: int | None = None
