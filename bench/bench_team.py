@@ -28,6 +28,8 @@
 - buffers (`--parts buffers`): pgvector HNSW top-10 with the index several times `shared_buffers` (16 MB)
   against one that fits (512 MB): p50/p99 cold (server restarted, the index's and table's files evicted
   from the OS page cache) and warm, with the share of index blocks read from outside shared_buffers.
+- outage (`--parts outage`): the vault's server stopped under a running daemon: recall, remember and count
+  until their error (and which), against the same calls while it was up.
 - ray (`--parts ray`): the notes corpus indexed into a PostgreSQL vault by one daemon on its own model,
   then with `--ray` on a local two-node Ray cluster (one CPU each): sections/s, and sections per
   CPU-second of every process involved (the daemon, its bridge, both Ray nodes and their actors).
@@ -426,6 +428,46 @@ def failover(work: Path) -> dict:
         cluster.remove()
 
 
+def outage(work: Path, samples: int = 5) -> dict:
+    """The vault's server stopped under a running daemon: each call until its error, and which error, against
+    the same calls answered while the server was up (same daemon, same run)."""
+    from hebbs.errors import HebbsError
+
+    cluster = Cluster(work / "outage-pg", fast=False)
+    try:
+        server = cluster.start_primary()
+        folder = work / "outage"
+        attach(folder / ".hebbs", server.url, "outage")
+        daemon = Daemon(folder)
+        try:
+            client = daemon.client()
+            client.remember("the office wifi password rotates every Monday")
+            calls = {"recall": lambda: client.recall("wifi password", top_k=3),
+                     "remember": lambda: client.remember("written during the outage", consolidate=False),
+                     "count": client.count}
+            up = {op: [timed(call) for _ in range(samples)] for op, call in calls.items()}
+            server.stop("immediate")
+            down: dict[str, list[float]] = {}
+            said: dict[str, set[str]] = {}
+            for op, call in calls.items():
+                down[op], said[op] = [], set()
+                for _ in range(samples):
+                    started = time.perf_counter()
+                    try:
+                        call()
+                        said[op].add("answered")
+                    except HebbsError as exc:
+                        said[op].add(exc.status_code)
+                    down[op].append((time.perf_counter() - started) * 1000)
+            client.close()
+            return {op: {"up_p50_ms": statistics.median(up[op]), "down_p50_ms": statistics.median(down[op]),
+                         "down_max_ms": max(down[op]), "errors": sorted(said[op]), "n": samples} for op in calls}
+        finally:
+            daemon.stop()
+    finally:
+        cluster.remove()
+
+
 def replica_reads(work: Path, memories: int, calls: int, samples: int) -> dict:
     """A daemon reading on the primary against one reading on an asynchronous streaming replica."""
     from hebbs.store import migrate
@@ -730,8 +772,8 @@ def print_indexers(report: dict, url: str, work: Path) -> None:
 
 
 def run_parts(report: dict, args: argparse.Namespace, url: str, work: Path, embedder) -> None:
-    parts = (args.parts or "replicas,split,buffers,ray").split(",")
-    unknown = set(parts) - {"replicas", "buffers", "ray", "split"}
+    parts = (args.parts or "replicas,split,buffers,ray,outage").split(",")
+    unknown = set(parts) - {"replicas", "buffers", "ray", "split", "outage"}
     if unknown:
         raise SystemExit(f"unknown parts: {sorted(unknown)}")
     if "replicas" in parts:
@@ -764,6 +806,12 @@ def run_parts(report: dict, args: argparse.Namespace, url: str, work: Path, embe
                 print(f"  {setting:<16} {phase:<8} {t[phase]['p50']:7.2f}  {t[phase]['p99']:7.2f}   "
                       f"{t[phase]['blocks_from_outside']:.1%}")
             print(f"  {setting:<16} recall@10 against exact: {t['recall@10']:.3f}")
+    if "outage" in parts:
+        report["outage"] = o = outage(work)
+        print("\nthe vault's server stopped under a daemon   up p50 ms   down p50 ms   down max ms   answer")
+        for op, t in o.items():
+            print(f"  {op:<42} {t['up_p50_ms']:9.1f}   {t['down_p50_ms']:11.0f}   {t['down_max_ms']:11.0f}   "
+                  f"{', '.join(t['errors'])}")
     if "ray" in parts:
         report["ray"] = rr = ray_throughput(work, url, args.ray_notes)
         print("\nindexing the notes corpus into PostgreSQL   sections  wall s  sections/s  CPU s  sections/CPU-s  on Ray")
@@ -782,7 +830,8 @@ def main() -> None:
     parser.add_argument("--quality-only", choices=["notes", "locomo"], help="one quality table and nothing else")
     parser.add_argument("--latency-only", action="store_true", help="the latency table and nothing else")
     parser.add_argument("--indexers-only", action="store_true", help="the indexers table and nothing else")
-    parser.add_argument("--parts", help="only these of replicas,split,buffers,ray (comma-separated), in that order")
+    parser.add_argument("--parts", help="only these of replicas,split,buffers,outage,ray (comma-separated), in that "
+                        "order")
     parser.add_argument("--buffer-vectors", type=int, default=50_000, help="vectors in the shared_buffers part")
     parser.add_argument("--ray-notes", type=int, help="index only this many of the corpus' notes in the ray part")
     parser.add_argument("--json", type=Path)
