@@ -86,7 +86,8 @@ class StatusShell:
     def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:
         daemon, global_stats, project_stats, project_error = found
         print(f"daemon   pid {daemon.pid}, up {daemon.uptime_s:.0f}s, model {daemon.model or '(loading)'}, "
-              f"{len(daemon.open_vaults)} open vaults, stops after {daemon.idle_timeout_s:.0f}s idle")
+              f"{len(daemon.open_vaults)} open vaults, "
+              f"{_after(daemon.idle_timeout_s, 'stops after {}s idle', 'never stops when idle')}")
         if daemon.panel is not None:
             print(f"panel    {daemon.panel.url}  (Memory Palace; the address carries this daemon's token)")
         for name, stats in (("global", global_stats), ("project", project_stats)):

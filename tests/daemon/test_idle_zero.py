@@ -40,3 +40,5 @@ def test_status_says_never_for_timeouts_of_0(make_daemon) -> None:
     said = home.hebbs("daemon", "status").stdout
     assert "never stops when idle" in said and "never closes unused vaults" in said, said
     assert "after 0s" not in said
+    said = home.hebbs("status", "--global").stdout
+    assert "never stops when idle" in said and "after 0s" not in said, said
