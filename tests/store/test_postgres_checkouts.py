@@ -66,6 +66,10 @@ def test_checkouts_that_differ_keep_each_others_notes(pg_server, embedder, tmp_p
         # Each checkout lists what the other brought, as brought by another checkout.
         listed = {f.path: (f.state, f.sections) for f in list_vault(a)}
         assert listed == {"acme.md": ("synced", 3), "people/dana.md": ("elsewhere", 1)}
+        from hebbs.daemon.panel.pages import _notes_state  # the panel's overview card of the notes folder
+
+        card = _notes_state({"notes": {"synced": 1, "elsewhere": 1}, "root": str(a), "vault": str(a / ".hebbs")}, "t")
+        assert "from another checkout 1" in card
 
         # A file leaves the vault when the checkout that had it sees it go, and stays gone.
         (b / "people" / "dana.md").unlink()

@@ -121,9 +121,11 @@ def _notes_state(card: dict[str, Any], token: str) -> str:
     if card.get("notes") is None:
         return '<p class="muted">no notes folder (memories come from agents and the CLI)</p>'
     counts: dict[str, int] = card["notes"]
-    order = ["synced", "modified", "diverged", "new", "pending", "removed"]
+    # "elsewhere": notes another checkout brought into a shared vault (docs/scale.md), shown when there are some.
+    order = ["synced", "modified", "diverged", "new", "pending", "removed"] + (["elsewhere"] if counts.get("elsewhere")
+                                                                               else [])
     labels = {"removed": "removed (orphaned memories)", "new": "new (not indexed)", "modified": "changed since indexed",
-              "diverged": "diverged (revised here, not in the file)"}
+              "diverged": "diverged (revised here, not in the file)", "elsewhere": "from another checkout"}
     chips = "".join(f'<span class="chip state-{s}">{e(labels.get(s, s))} {counts.get(s, 0)}</span>' for s in order)
     progress = ""
     if card.get("indexing"):
