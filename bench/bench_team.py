@@ -28,6 +28,8 @@
 - buffers (`--parts buffers`): pgvector HNSW top-10 with the index several times `shared_buffers` (16 MB)
   against one that fits (512 MB): p50/p99 cold (server restarted, the index's and table's files evicted
   from the OS page cache) and warm, with the share of index blocks read from outside shared_buffers.
+- outage (`--parts outage`): the vault's server stopped under a running daemon: recall, remember and count
+  until their error (and which), against the same calls while it was up.
 - ray (`--parts ray`): the notes corpus indexed into a PostgreSQL vault by one daemon on its own model,
   then with `--ray` on a local two-node Ray cluster (one CPU each): sections/s, and sections per
   CPU-second of every process involved (the daemon, its bridge, both Ray nodes and their actors).
@@ -47,13 +49,14 @@ from bench import report as out
 from bench.harness import machine_note
 from bench.workloads.team.buffers import buffers
 from bench.workloads.team.common import cached_embedder
+from bench.workloads.team.outage import outage
 from bench.workloads.team.daemons import indexers, latency, many_daemons, similar_alone, visibility, visibility_split
 from bench.workloads.team.quality import locomo_quality, notes_quality
 from bench.workloads.team.ray import ray_throughput
 from bench.workloads.team.replicas import failover, replica_read_cost, replica_reads
 from hebbs.store.postgres_local import Cluster
 
-PARTS = ("replicas", "split", "buffers", "ray")
+PARTS = ("replicas", "split", "buffers", "outage", "ray")
 
 
 def print_indexers(report: dict, url: str, work: Path) -> None:
@@ -119,8 +122,18 @@ def run_parts(report: dict, args: argparse.Namespace, url: str, work: Path, embe
         print_split(report, args, url, work, embedder)
     if "buffers" in parts:
         print_buffers(report, args, work, embedder)
+    if "outage" in parts:
+        print_outage(report, work)
     if "ray" in parts:
         print_ray(report, args, url, work)
+
+
+def print_outage(report: dict, work: Path) -> None:
+    report["outage"] = o = outage(work)
+    print("\nthe vault's server stopped under a daemon   up p50 ms   down p50 ms   down max ms   answer")
+    for op, t in o.items():
+        print(f"  {op:<42} {t['up_p50_ms']:9.1f}   {t['down_p50_ms']:11.0f}   {t['down_max_ms']:11.0f}   "
+              f"{', '.join(t['errors'])}")
 
 
 def print_latency_rows(lat: dict) -> None:
@@ -181,7 +194,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--quality-only", choices=["notes", "locomo"], help="one quality table and nothing else")
     parser.add_argument("--latency-only", action="store_true", help="the latency table and nothing else")
     parser.add_argument("--indexers-only", action="store_true", help="the indexers table and nothing else")
-    parser.add_argument("--parts", help="only these of replicas,split,buffers,ray (comma-separated), in that order")
+    parser.add_argument("--parts", help="only these of replicas,split,buffers,outage,ray (comma-separated), in that "
+                        "order")
     parser.add_argument("--buffer-vectors", type=int, default=50_000, help="vectors in the shared_buffers part")
     parser.add_argument("--ray-notes", type=int, help="index only this many of the corpus' notes in the ray part")
     parser.add_argument("--json", type=Path)

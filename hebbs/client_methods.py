@@ -202,6 +202,7 @@ class Methods:
         phase: Literal[1, 2] | None = None,
         paths: Sequence[str | os.PathLike[str]] | None = None,
         ray: str | None = None,
+        full: bool = False,
         progress: ProgressCallback | None = None,
     ) -> Any:
         """Index a markdown notes folder into PATH/.hebbs, streaming progress frames, then a summary.
@@ -210,8 +211,9 @@ class Methods:
         `phase` both phases run (data: IndexSummary). A watcher asks for them apart: phase 1 parses and
         diffs (only `paths`, when given; data: ScanSummary), phase 2 embeds and writes what phase 1
         planned (data: IndexSummary). `ray`: the address of a Ray cluster that embeds the sections
-        (docs/scale.md)."""
-        return self.call(protocol.Index, path=path, phase=phase, paths=paths, ray=ray, progress=progress)
+        (docs/scale.md). `full`: every section of the folder the vault does not hold is written again, even
+        one whose memory was forgotten: rebuilds this checkout's share of a shared vault (docs/scale.md)."""
+        return self.call(protocol.Index, path=path, phase=phase, paths=paths, ray=ray, full=full, progress=progress)
 
     def index_cancel(self, path: str | os.PathLike[str] | None = None) -> IndexCancelled:
         """Stop the index run on PATH/.hebbs (or the request's vault), wherever it was started, and wait until it
@@ -484,6 +486,7 @@ class AsyncMethods:
         phase: Literal[1, 2] | None = None,
         paths: Sequence[str | os.PathLike[str]] | None = None,
         ray: str | None = None,
+        full: bool = False,
         progress: ProgressCallback | None = None,
     ) -> Any:
         """Index a markdown notes folder into PATH/.hebbs, streaming progress frames, then a summary.
@@ -492,8 +495,10 @@ class AsyncMethods:
         `phase` both phases run (data: IndexSummary). A watcher asks for them apart: phase 1 parses and
         diffs (only `paths`, when given; data: ScanSummary), phase 2 embeds and writes what phase 1
         planned (data: IndexSummary). `ray`: the address of a Ray cluster that embeds the sections
-        (docs/scale.md)."""
-        return await self.call(protocol.Index, path=path, phase=phase, paths=paths, ray=ray, progress=progress)
+        (docs/scale.md). `full`: every section of the folder the vault does not hold is written again, even
+        one whose memory was forgotten: rebuilds this checkout's share of a shared vault (docs/scale.md)."""
+        return await self.call(protocol.Index, path=path, phase=phase, paths=paths, ray=ray, full=full,
+                               progress=progress)
 
     async def index_cancel(self, path: str | os.PathLike[str] | None = None) -> IndexCancelled:
         """Stop the index run on PATH/.hebbs (or the request's vault), wherever it was started, and wait until it

@@ -315,9 +315,9 @@ class DaemonConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     belong to the daemon, not to a vault. A flag of `python -m hebbs.daemon`, then $HEBBS_*, overrides
     each; unset means the built-in default."""
 
-    # Seconds without a connection before the daemon exits (300; $HEBBS_IDLE_TIMEOUT).
+    # Seconds without a connection before the daemon exits, 0 = never (300; $HEBBS_IDLE_TIMEOUT).
     idle_timeout: float | None = None
-    # Seconds unused before the daemon closes a vault (300; $HEBBS_VAULT_IDLE_TIMEOUT).
+    # Seconds unused before the daemon closes a vault, 0 = never (300; $HEBBS_VAULT_IDLE_TIMEOUT).
     vault_idle_timeout: float | None = None
     # Connections served at once (256; $HEBBS_MAX_CONNECTIONS).
     max_connections: int | None = None
@@ -417,10 +417,21 @@ class StoreConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     # Several `hebbs index` runs of one notes tree split its files by claims in the store; a claim
     # not renewed for this many seconds (its indexer was killed) is taken over by another.
     claim_lease: float = 30.0
+    # Connections each daemon opens to `url` for this vault, at most (opened as needed), and as many
+    # again to `read_url`; besides them, one for the wake-ups and one for the writer lock. A pooler or a
+    # server that gives fewer makes a busy daemon's calls wait, then fail (docs/scale.md has the sum).
+    pool_size: int = 16
+    # Seconds a call retries a server it cannot reach (a restart, a failover) before it fails with
+    # STORE_UNAVAILABLE, which names the vault and the server; the caller may retry it.
+    unreachable_after: float = 5.0
 
     def __post_init__(self) -> None:
         if self.claim_lease <= 0:
             raise ValueError(f"store.claim_lease must be positive, got {self.claim_lease!r}")
+        if self.pool_size < 1:
+            raise ValueError(f"store.pool_size must be at least 1, got {self.pool_size!r}")
+        if self.unreachable_after <= 0:
+            raise ValueError(f"store.unreachable_after must be positive, got {self.unreachable_after!r}")
         if self.similar not in ("local", "pgvector"):
             raise ValueError(f"store.similar must be local or pgvector, got {self.similar!r}")
         if self.url is None:

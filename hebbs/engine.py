@@ -423,16 +423,19 @@ class Engine:
     @_reading
     def count(self) -> int:
         """How many memories the vault holds (earlier versions not counted)."""
+        if getattr(self.vault.store, "shared", False):
+            self.vault.catch_up()  # other daemons' last writes; a store out of reach says so
         return sum(1 for _, e in self.vault.entries() if e.kind != MemoryKind.REVISION)
 
     @_reading
     def stats(self) -> VaultStats:
         """What the vault holds: memories (in all and by kind), superseded ones, the model, the last write."""
+        memories = self.count()  # first: a shared vault catches up (or says its store is out of reach)
         kinds: dict[str, int] = {}
         entries = [e for _, e in self.vault.entries()]
         for entry in entries:
             kinds[entry.kind.value] = kinds.get(entry.kind.value, 0) + 1
-        return VaultStats(path=str(self.path), memories=self.count(), by_kind=kinds, model=self.embedder.model_id,
+        return VaultStats(path=str(self.path), memories=memories, by_kind=kinds, model=self.embedder.model_id,
                           dimension=self.embedder.dim, write_seq=self.vault.write_seq,
                           superseded=sum(1 for e in entries if e.superseded_by and e.kind != MemoryKind.REVISION),
                           store=getattr(self.vault.store, "where", "rocksdb"))

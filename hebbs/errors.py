@@ -93,6 +93,14 @@ class ModelError(HebbsError):
     status_code = "MODEL_ERROR"
 
 
+class StoreUnavailable(HebbsError):
+    """The vault's PostgreSQL cannot be reached (down, restarting, failing over), or every connection of
+    the daemon's pool to it stayed busy: nothing of the call was kept; the same call succeeds once the
+    server answers again, so it may be retried."""
+
+    status_code = "STORE_UNAVAILABLE"
+
+
 # Errors that only the daemon protocol raises (the engine never does); hebbs.protocol re-exports them.
 
 class MessageTooLarge(HebbsError):
@@ -139,5 +147,5 @@ ERRORS_BY_CODE: dict[str, type[HebbsError]] = {
     cls.status_code: cls
     for cls in (HebbsError, InvalidInput, KeyReused, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch,
                 CorruptVault, DiskFull, LLMNotConfigured, LLMError, ModelError, MessageTooLarge, IndexingInProgress,
-                Cancelled, DaemonUnavailable, DaemonBusy, ProtocolError)
+                Cancelled, DaemonUnavailable, DaemonBusy, ProtocolError, StoreUnavailable)
 }

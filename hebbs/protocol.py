@@ -812,13 +812,15 @@ class Index(_Command, tag="index"):
     `phase` both phases run (data: IndexSummary). A watcher asks for them apart: phase 1 parses and
     diffs (only `paths`, when given; data: ScanSummary), phase 2 embeds and writes what phase 1
     planned (data: IndexSummary). `ray`: the address of a Ray cluster that embeds the sections
-    (docs/scale.md).
+    (docs/scale.md). `full`: every section of the folder the vault does not hold is written again, even
+    one whose memory was forgotten: rebuilds this checkout's share of a shared vault (docs/scale.md).
     """
 
     path: PathText | None = None
     phase: Literal[1, 2] | None = None
     paths: list[PathText] | None = None
     ray: Address | None = None
+    full: bool = False
 
 
 @declare(result=IndexCancelled, vault="path", method="index_cancel")

@@ -772,7 +772,8 @@ def open_store(path: Path, config: VaultConfig) -> Store:
         raise InvalidInput(f"vault {path} lives in PostgreSQL ({config.store.name!r}), which needs "
                            f"`pip install 'hebbs[postgres]'` ({exc})") from None
     return PgStore.open(config.store.url, config.store.name or path.name, path,  # type: ignore[return-value]
-                        read_url=config.store.read_url)
+                        read_url=config.store.read_url, pool_size=config.store.pool_size,
+                        unreachable_after=config.store.unreachable_after)
 
 
 class WriterLock:

@@ -51,7 +51,7 @@ class IndexHandlers:
                         engine, root, progress=progress))
                 else:
                     result = await self._stream(conn, request.id, slot, lambda progress: vault.index_notes(
-                        engine, root, progress=progress, ray=command.ray))
+                        engine, root, progress=progress, ray=command.ray, full=command.full))
             run.set_result(result)
             return result
         except BaseException as exc:

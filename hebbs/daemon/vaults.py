@@ -230,6 +230,8 @@ class VaultPool:
             log.exception("closing the moved or deleted vault %s failed", slot.path)
 
     async def close_idle(self) -> None:
+        if self.idle_timeout <= 0:
+            return  # 0 = never, as for the daemon's own idle timeout
         now = time.monotonic()
         for slot in list(self._slots.values()):
             if slot.engine is not None and slot.users == 0 and now - slot.last_used >= self.idle_timeout:

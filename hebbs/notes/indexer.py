@@ -139,20 +139,23 @@ def resolve_root(root: os.PathLike | str) -> Path:
 
 def index_notes(engine: Any, root: os.PathLike | str, *, split_level: int | None = None,
                 progress: ProgressFn | None = None, reconcile: bool = True,
-                contradictions: bool = True, ray: str | None = None) -> IndexSummary:
+                contradictions: bool = True, ray: str | None = None, full: bool = False) -> IndexSummary:
     """Phase 1 then phase 2 over the whole vault. With reconcile (the default) the engine is also
     checked against the manifest, which repairs anything an interrupted run or a manual edit left.
-    `ray`: the address of a Ray cluster that embeds phase 2's sections (embedding/ray_embed.py)."""
+    `ray`: the address of a Ray cluster that embeds phase 2's sections (embedding/ray_embed.py).
+    `full`: every section of the notes the vault does not hold is written again, even one whose
+    memory was forgotten (which a plain run leaves out): rebuilds this checkout's share of a vault."""
     started = time.perf_counter()
     root = resolve_root(root)
     with vault_lock(root):
         plan = scan_notes(engine, root, split_level=split_level, progress=progress)
         if ray is None:
-            summary = apply_plan(engine, root, plan, progress=progress, reconcile=reconcile,
-                                 contradictions=contradictions)
+            summary = apply_plan(engine, root, plan, progress=progress, reconcile=reconcile or full,
+                                 contradictions=contradictions, full=full)
         else:
             summary = _on_ray(engine, ray, lambda: apply_plan(engine, root, plan, progress=progress,
-                                                              reconcile=reconcile, contradictions=contradictions))
+                                                              reconcile=reconcile or full,
+                                                              contradictions=contradictions, full=full))
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary
 
@@ -272,7 +275,7 @@ def scan_notes(engine: Any, root: os.PathLike | str, *, paths: Iterable[os.PathL
 
 def apply_plan(engine: Any, root: os.PathLike | str, plan: Plan | None = None, *,
                progress: ProgressFn | None = None, reconcile: bool | None = None,
-               contradictions: bool = True) -> IndexSummary:
+               contradictions: bool = True, full: bool = False) -> IndexSummary:
     """Phase 2: make the engine hold what the manifest says (embed, remember, revise, forget, link).
 
     Without a plan, the saved manifest is applied (what the watcher does after its phase 1).
@@ -290,7 +293,7 @@ def apply_plan(engine: Any, root: os.PathLike | str, plan: Plan | None = None, *
                                skipped=list(plan.skipped), warnings=list(plan.warnings))
         work = _Phase2(engine, root, manifest, summary, progress)
         if reconcile or (reconcile is None and (manifest.dirty or manifest.fresh)):
-            work.reconcile()
+            work.reconcile(full)
         if work.has_work() or manifest.dirty:
             manifest.dirty = True
             save_manifest(root, manifest)
@@ -585,14 +588,25 @@ class _Phase2:
 
     # -- reconcile --
 
-    def reconcile(self) -> None:
-        """Make the manifest agree with the engine (see the module docstring)."""
+    def reconcile(self, full: bool = False) -> None:
+        """Make the manifest agree with the engine (see the module docstring). `full`: every section of
+        this checkout the vault does not hold is written again, even one forgotten after a complete run."""
         manifest = self.manifest
         dedicated = Path(self.engine.path) == self.root / ".hebbs"
+        # A vault shared by several checkouts of the tree: a note this checkout neither holds nor ever
+        # indexed was brought by another checkout (another branch, a teammate behind or ahead). Its
+        # memories are that checkout's to remove: they are listed here as `elsewhere`, never orphaned.
+        shared = getattr(self.engine.vault.store, "shared", False)
+        named_before = manifest.memory_ids()
+        elsewhere: dict[str, int] = {}
         mine: dict[str, Memory] = {}
         for memory in self.engine.memories():
             ctx = memory.context
             if ctx.get("origin") != ORIGIN or memory.kind == MemoryKind.REVISION:
+                continue
+            if shared and ctx.get("file") not in manifest.files and memory.id not in named_before:
+                if not manifest.vault_id or ctx.get("vault") == manifest.vault_id:
+                    elsewhere[str(ctx.get("file", ""))] = elsewhere.get(str(ctx.get("file", "")), 0) + 1
                 continue
             # A manifest rebuilt from scratch adopts the vault memories of an engine kept in this vault.
             if ctx.get("vault") == manifest.vault_id or (manifest.fresh or not manifest.vault_id) and dedicated:
@@ -606,7 +620,7 @@ class _Phase2:
         # forgotten (hebbs forget, a decay sweep): that is not a repair but a wish, kept until the
         # section's text changes. Its edges went with it, so nothing else is rewritten and nothing is
         # embedded: the next index costs what an unchanged one costs.
-        complete = not manifest.dirty and not manifest.fresh
+        complete = not manifest.dirty and not manifest.fresh and not full
         # Sections whose memory the engine lost are written again; texts the engine holds are trusted
         # only when its recorded hash matches.
         waiting: dict[tuple, list[SectionEntry]] = {}
@@ -620,7 +634,10 @@ class _Phase2:
                     s.memory_id, s.state, s.content = None, FORGOTTEN, None
                     continue
                 if s.state == FORGOTTEN:
-                    continue
+                    if not full:
+                        continue
+                    s.state, s.content = STALE, self._read_content(rel, s)
+                    fixed += 1
                 if s.memory_id and memory is None:
                     s.memory_id, s.state = None, STALE
                     s.content = s.content or self._read_content(rel, s)
@@ -658,6 +675,9 @@ class _Phase2:
             for s in entry.sections:
                 if s.state == META and s.memory_id in mine and self._record_matches(rel, entry, s, mine[s.memory_id]):
                     s.state = SYNCED
+        if shared and elsewhere != manifest.elsewhere:
+            manifest.elsewhere = elsewhere
+            self.save = True
         self.summary.reconciled += fixed
         # Edges are re-put (idempotent) when the engine and the manifest disagreed about anything.
         self.force_edges = fixed > 0 or manifest.dirty

@@ -40,6 +40,8 @@ class FileStatus(msgspec.Struct, kw_only=True, omit_defaults=True):
     # file's text: the file does not say what recall returns until it is edited and indexed again;
     # skipped: left out of the index (a name that is not UTF-8, shown with \xNN escapes; over the size
     # limit), the reason in warnings.
+    # elsewhere: not in this checkout, brought into the shared vault by another checkout of the tree
+    # (docs/scale.md): this checkout leaves it as it is.
     state: str
     sections: int = 0
     pending: int = 0
@@ -98,7 +100,11 @@ def list_notes(root: os.PathLike | str, sections: bool = False,
         if sections:
             status.section_list = [_section_status(s, s.memory_id in apart) for s in entry.sections]
         out.append(status)
-    return sorted(out, key=lambda status: status.path)
+    for rel, count in manifest.elsewhere.items():
+        if rel not in present and rel not in manifest.files:
+            out.append(FileStatus(path=rel, state="elsewhere", sections=count))
+    out.sort(key=lambda status: status.path)
+    return out
 
 
 def _section_status(s: Any, diverged: bool = False) -> SectionStatus:

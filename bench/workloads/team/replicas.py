@@ -83,7 +83,7 @@ def replica_reads(work: Path, memories: int, calls: int, samples: int) -> dict:
         migrate.to_postgres(on_primary, primary.url, name, say=lambda _: None)
         shutil.copytree(on_primary, on_replica)  # its indexes too: no daemon rebuilds at open
         read_url = (f"postgresql://postgres@127.0.0.1:{replica.port},127.0.0.1:{primary.port}/postgres"
-                    "?target_session_attrs=prefer-standby&connect_timeout=2")
+                    f"?target_session_attrs=prefer-standby&connect_timeout=2&passfile={primary.passfile}")
         config = on_replica / "config.toml"
         config.write_text(config.read_text().replace(f'name = "{name}"', f'name = "{name}"\nread_url = "{read_url}"'))
         daemons = [Daemon(on_primary.parent), Daemon(on_replica.parent)]
@@ -145,7 +145,8 @@ def replica_read_cost(work: Path, reads: int = 600) -> dict:
         replica = cluster.add_replica()
         stores = {"primary": PgStore.open(primary.url, "cost", work / "cost-a"),
                   "replica": PgStore.open(primary.url, "cost", work / "cost-b",
-                                          read_url=f"postgresql://postgres@127.0.0.1:{replica.port}/postgres")}
+                                          read_url=f"postgresql://postgres@127.0.0.1:{replica.port}/postgres"
+                                                   f"?passfile={replica.passfile}")}
         try:
             keys = [MEMORY_PREFIX + uuid.uuid4().bytes for _ in range(200)]
             writes = WriteSet()

@@ -121,10 +121,13 @@ def _notes_state(card: dict[str, Any], csrf: str) -> str:
     if card.get("notes") is None:
         return '<p class="muted">no notes folder (memories come from agents and the CLI)</p>'
     counts: dict[str, int] = card["notes"]
-    # Skipped notes (a name that is not UTF-8, over the size limit) are shown only when there are some.
-    order = ["synced", "modified", "diverged", "new", "pending", "removed"] + (["skipped"] if counts.get("skipped") else [])
+    # Notes skipped (a name that is not UTF-8, over the size limit) and notes another checkout brought into a
+    # shared vault (docs/scale.md) are shown only when there are some.
+    order = ["synced", "modified", "diverged", "new", "pending", "removed"] + [
+        state for state in ("skipped", "elsewhere") if counts.get(state)]
     labels = {"removed": "removed (orphaned memories)", "new": "new (not indexed)", "modified": "changed since indexed",
-              "diverged": "diverged (revised here, not in the file)", "skipped": "skipped (hebbs list says why)"}
+              "diverged": "diverged (revised here, not in the file)", "skipped": "skipped (hebbs list says why)",
+              "elsewhere": "from another checkout"}
     chips = "".join(f'<span class="chip state-{s}">{e(labels.get(s, s))} {counts.get(s, 0)}</span>' for s in order)
     progress = ""
     if card.get("indexing"):
