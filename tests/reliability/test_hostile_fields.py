@@ -64,11 +64,7 @@ def test_every_field_against_a_vault_whose_notes_have_names_that_are_not_utf8(da
     bodies = list(requests(str(project / ".hebbs"), odd_paths(odd)))
     codes, bad = send_each(daemon.socket, bodies)
     assert not [b for b in bad if "UNANSWERED" in b], bad
-    # A full index run of this folder fails inside the notes indexer's walk (hebbs/vault), which the notes
-    # helper of wave 4 fixes (issue 39, item 2): delete this exception once that fix is merged.
-    open_in_the_notes_indexer = [b for b in bad if b.startswith("index.") and "UnicodeEncodeError" in b]
-    rest = [b for b in bad if b not in open_in_the_notes_indexer]
-    assert not rest, f"{len(rest)} of {len(bodies)}: " + "\n".join(rest[:30])
+    assert not bad, f"{len(bad)} of {len(bodies)}: " + "\n".join(bad[:30])
     assert daemon.alive()
 
 
