@@ -443,4 +443,4 @@ class Engine:
         return VaultStats(path=str(self.path), memories=self.count(), by_kind=kinds, model=self.embedder.model_id,
                           dimension=self.embedder.dim, write_seq=self.vault.write_seq,
                           superseded=sum(1 for e in entries if e.superseded_by and e.kind != MemoryKind.REVISION),
-                          store=getattr(self.vault.store, "where", "rocksdb"))
+                          store=self.vault.store.where)

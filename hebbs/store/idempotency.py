@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidInput
-from .storage import Store, WriteSet
+from .contract import RecordStore
+from .storage import WriteSet
 
 MAX_KEY_LENGTH = 512
 _KEY = "idem/key/"
@@ -27,20 +28,17 @@ def check(value: Any) -> str | None:
     return value
 
 
-def lookup(store: Store, key: str) -> str | None:
+def lookup(store: RecordStore, key: str) -> str | None:
     """The id of the memory stored under key, or None."""
     return store.get_meta(_KEY + key)
 
 
-def lookup_many(store: Any, keys: list[str]) -> list[str | None]:
-    """lookup for many keys: one read of a store that reads many at once (PostgreSQL), else one each."""
-    names = [_KEY + key for key in keys]
-    if hasattr(store, "get_meta_many"):
-        return store.get_meta_many(names)
-    return [store.get_meta(name) for name in names]
+def lookup_many(store: RecordStore, keys: list[str]) -> list[str | None]:
+    """lookup for many keys, in one read."""
+    return store.get_meta_many([_KEY + key for key in keys])
 
 
-def key_of(store: Store, memory_id: str) -> str | None:
+def key_of(store: RecordStore, memory_id: str) -> str | None:
     """The key the memory was stored under, or None."""
     return store.get_meta(_OWNER + memory_id)
 
@@ -50,7 +48,7 @@ def put(writes: WriteSet, key: str, memory_id: str) -> None:
     writes.put_meta(_OWNER + memory_id, key)
 
 
-def drop(store: Store, writes: WriteSet, memory_id: str) -> None:
+def drop(store: RecordStore, writes: WriteSet, memory_id: str) -> None:
     """Free the key of a memory being forgotten (nothing when it has none)."""
     key = store.get_meta(_OWNER + memory_id)
     if key is not None:
