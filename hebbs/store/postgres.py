@@ -144,7 +144,7 @@ def _as_bytes(vector: Any) -> bytes:
 
 
 class PgStore:
-    """One vault in PostgreSQL, with the interface of storage.Store."""
+    """One vault in PostgreSQL: a RecordStore (contract.py), `shared` by every daemon attached to it."""
 
     shared = True
 
