@@ -36,24 +36,23 @@ import json
 import math
 import random
 import re
-import shutil
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from bench.bench_locomo import load
-from bench.harness import REPO, cache, shared
+from bench.report import write_json
+from bench.datasets import jekyll, notes, pairs
+from bench.datasets.locomo import load
+from bench.harness import shared
+from bench.workloads.answer_vaults import build_vaults
 
 from hebbs import Engine
 from hebbs.recall import confidence as conf
 from hebbs.embedding.embed import get_embedder
-from hebbs.notes import index_notes
 
-ROOT = REPO
 FIT_CONVERSATIONS = {"26", "30", "41"}
-JEKYLL = cache("jekyll-docs") / "docs" / "_docs"
 CROSS_PER_VAULT = 80
 TOP_K = 10
 QUESTION_WORDS = {"What", "When", "Where", "Who", "Why", "How", "Which", "Did", "Does", "Do", "Is", "Are", "Was",
@@ -67,29 +66,6 @@ def names_in(text: str) -> set[str]:
 
 def speakers(raw: dict) -> set[str]:
     return {raw["speaker_a"], raw["speaker_b"]}
-
-
-def build_vaults(workdir: Path, conversations: list[dict], raws: dict[str, dict]) -> None:
-    for conv in conversations:
-        path = workdir / f"locomo-{conv['name']}"
-        if path.exists():
-            continue
-        with Engine.open(path) as engine:
-            engine.remember_many([{"content": t["text"], "created_at": t["created_at"]} for t in conv["turns"]],
-                                 check_contradictions=False)
-    jekyll = workdir / "jekyll"
-    if JEKYLL.is_dir() and not jekyll.exists():
-        shutil.copytree(JEKYLL, jekyll, ignore=shutil.ignore_patterns(".*"))
-        with Engine.open(jekyll / ".hebbs") as engine:
-            index_notes(engine, jekyll, contradictions=False)
-    notes = workdir / "notes"
-    if not notes.exists():
-        shutil.copytree(ROOT / "docs", notes / "docs")
-        extra = cache("notes-corpus")
-        if extra.is_dir():
-            shutil.copytree(extra, notes / "corpus", ignore=shutil.ignore_patterns(".*"))
-        with Engine.open(notes / ".hebbs") as engine:
-            index_notes(engine, notes, contradictions=False)
 
 
 def cues(conversations: list[dict], raws: dict[str, dict]) -> list[dict]:
@@ -129,16 +105,16 @@ def cues(conversations: list[dict], raws: dict[str, dict]) -> list[dict]:
         rng = random.Random(int(name))
         picked = sorted(rng.sample(range(len(crossing)), min(CROSS_PER_VAULT, len(crossing))))
         out += [crossing[i] for i in picked] + [swapped[i] for i in picked]
-    for n, row in enumerate(json.loads(line) for line in (ROOT / "bench/data/docs_cues.jsonl").open()):
+    for n, row in enumerate(pairs.rows(pairs.DOCS_CUES)):
         out.append({"vault": "notes/.hebbs", "cue": row["cue"], "answerable": row["answerable"],
                     "kind": f"notes {row['kind']}", "part": "fit" if n % 2 == 0 else "report", "goal": True,
                     "files": [_file_of(row["where"])] if row["answerable"] and row.get("where") else []})
-    for n, row in enumerate(json.loads(line) for line in (ROOT / "bench/notes_questions.jsonl").open()):
+    for n, row in enumerate(notes.load_questions()):
         out.append({"vault": "notes/.hebbs", "cue": row["question"], "answerable": True,
                     "kind": "notes answerable (Hugo)", "part": "fit" if n % 2 == 0 else "report", "goal": True,
                     "files": row["answers"]})
-    if JEKYLL.is_dir():
-        for row in (json.loads(line) for line in (ROOT / "bench/data/jekyll_cues.jsonl").open()):
+    if jekyll.available():
+        for row in jekyll.load_cues():
             out.append({"vault": "jekyll/.hebbs", "cue": row["cue"], "answerable": row["answerable"],
                         "kind": f"jekyll {row['kind']}", "part": "unseen", "goal": True,
                         "files": [_file_of(row["where"])] if row["answerable"] and row.get("where") else []})
@@ -387,8 +363,7 @@ def main() -> None:
     agree = sum(abs((r["engine_confidence"] or 0.0) - best(r, *in_code)) < 1e-3
                 and r["engine_abstained"] == (best(r, *in_code) < conf.DEFAULT_THRESHOLD) for r in rows)
     print(f"  (recall's own confidence and `abstained` match the calibration in code on {agree}/{len(rows)} cues)")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+    write_json(args.json, results)
     if tmp is not None:
         tmp.cleanup()
 

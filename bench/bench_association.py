@@ -16,7 +16,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench.bench_locomo import load
+from bench.datasets.locomo import load
 from bench.harness import shared
 
 from hebbs import Engine

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import baselines as bl
-from bench import harness
-from bench.bench_cisi import load as load_cisi
-from bench.bench_locomo import load as load_locomo
+from bench import harness, report
+from bench.datasets.cisi import load as load_cisi
+from bench.datasets.locomo import load as load_locomo
 from hebbs import Engine, ScoringWeights
 from hebbs.recall import background
 from hebbs.store.storage import WriteSet, encode_vector, vector_key
@@ -101,9 +101,8 @@ def main() -> None:
     parser.add_argument("--cisi-docs", type=int, default=1460)
     args = parser.parse_args()
     print(f"{harness.machine_note()} (shared machine)")
-    print("| vault | recall | reading | quality | abstains, answerable | abstains, unanswerable | "
-          "top 10 as before | abstention flips | largest confidence change |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    report.markdown_header("vault", "recall", "reading", "quality", "abstains, answerable", "abstains, unanswerable",
+                           "top 10 as before", "abstention flips", "largest confidence change")
     conversations = {c["name"]: c for c in load_locomo(harness.shared("data/locomo-dev"))}
     chosen = [conversations[name] for name in args.conversations]
     with tempfile.TemporaryDirectory(prefix="hebbs-background-") as tmp:

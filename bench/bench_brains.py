@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.bench_locomo import load
+from bench.datasets.locomo import load
 from bench.harness import shared
 
 from hebbs import Engine, ScoringWeights

@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import baselines as bl
-from bench.bench_cisi import DEFAULT_DATA as CISI_DATA
-from bench.bench_cisi import load as load_cisi
-from bench.bench_locomo import load as load_locomo
-from bench.bench_notes import load_questions
+from bench import report
+from bench.datasets.cisi import DEFAULT_DATA as CISI_DATA
+from bench.datasets.cisi import load as load_cisi
+from bench.datasets.locomo import load as load_locomo
+from bench.datasets.notes import load_questions
 from bench.harness import shared
 from hebbs import Engine, ScoringWeights
 from hebbs.recall import pipeline
@@ -154,8 +155,7 @@ def main() -> None:
         rows.append(notes_row(args.notes))
     for row in rows:
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}))
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+    report.write_json(args.json, rows)
 
 
 if __name__ == "__main__":

@@ -27,17 +27,17 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench.bench_locomo import load
+from bench.datasets import pairs
+from bench.datasets.locomo import load
 from bench.harness import shared
 
 from hebbs import Engine
 
-PAIRS = Path(__file__).with_name("data") / "consolidation_pairs.jsonl"
+PAIRS = pairs.CONSOLIDATION
 # Written after the merge rules were set. The first one's three wrong merges led to three general
 # rules (light words, quantifiers, what a negation negates); the second was written after that and
 # never used to change anything: it is the held-out estimate.
-HELD_OUT = Path(__file__).with_name("data") / "consolidation_heldout.jsonl"
-HELD_OUT_2 = Path(__file__).with_name("data") / "consolidation_heldout2.jsonl"
+HELD_OUT, HELD_OUT_2 = pairs.CONSOLIDATION_HELD_OUT
 _NUMBER = re.compile(r"\b(\d+)\b")
 _BE = re.compile(r"\b(is|was|am|are)\b")
 
@@ -137,26 +137,6 @@ def locomo_recall(data: Path, consolidate: bool) -> dict:
             "recall@10": statistics.fmean(scores)}
 
 
-DATA = Path(__file__).with_name("data")
-# Each held-out set was written and committed before the rule it measures, and measured once; it is a
-# dev set from then on. paraphrase_dev was the first rule's dev set and paraphrase_heldout its held-out
-# set. The second rule (the masked-words test) was set on those and the dev half of
-# paraphrase_pairs_split, and measured once on its held-out half: precision 0.500 (a reversed role, a
-# changed unit). The third (units and the order of names held, relation words) was measured once on
-# paraphrase_heldout3: precision 0.889 (automatically / manually). The fourth (the third and the first
-# rule's change test, both) was set on all of those and measured once on paraphrase_heldout4. The fifth
-# (the fourth, and replaced words that a lexicon of senses calls synonyms, workflows/synonyms.py) is
-# set on all of those and measured once on paraphrase_heldout5.
-DEV_SETS = ("paraphrase_dev.jsonl", "paraphrase_heldout.jsonl", "paraphrase_pairs_split.jsonl",
-            "paraphrase_heldout3.jsonl", "paraphrase_heldout4.jsonl")
-HELD_OUT_SET = "paraphrase_heldout5.jsonl"
-
-
-def paraphrase_rows(which: str) -> list[dict]:
-    names = (HELD_OUT_SET,) if which == "heldout" else DEV_SETS
-    return [json.loads(line) for name in names for line in (DATA / name).read_text().splitlines() if line.strip()]
-
-
 def paraphrase_figures(rows: list[dict]) -> dict:
     """Each pair through a real vault (an entity of its own, so the sweep can only pair its two
     memories): remember a, then b without consolidation at remember, then one `consolidate` dry run."""
@@ -192,7 +172,7 @@ def main() -> None:
     if args.paraphrases:
         names = {"dev": ["dev"], "heldout": ["heldout"]}.get(args.paraphrases, ["dev", "heldout"])
         for name in names:
-            f = paraphrase_figures(paraphrase_rows(name))
+            f = paraphrase_figures(pairs.paraphrase_rows(name))
             print(f"paraphrase sweep, {name} pairs: {f['pairs']} labelled pairs ({f['positives']} paraphrases): "
                   f"precision {f['precision']:.3f}, recall {f['recall']:.3f} "
                   f"(tp {f['tp']}, fp {f['fp']}, fn {f['fn']}, tn {f['tn']})")

@@ -38,21 +38,16 @@ import argparse
 import json
 from pathlib import Path
 
-from bench.bench_locomo import load
-from bench.harness import REPO, shared
+from bench.datasets import pairs
+from bench.datasets.locomo import load
+from bench.harness import shared
 
 from hebbs.workflows import contradiction_check as cc
 from hebbs.workflows.contradiction_check import subject_of
 
-ROOT = REPO
-PAIRS = ROOT / "bench/data/contradiction_pairs.jsonl"
-# Labelled from vaults the rules were never tuned on; see the module docstring.
-HELD_OUT = ROOT / "bench/data/contradiction_pairs_heldout.jsonl"
-# Labelled and committed before the check first ran on it; see the module docstring.
-HELD_OUT_2 = ROOT / "bench/data/contradiction_pairs_heldout2.jsonl"
-HELD_OUT_3 = ROOT / "bench/data/contradiction_pairs_heldout3.jsonl"
-HELD_OUT_4 = ROOT / "bench/data/contradiction_pairs_heldout4.jsonl"
-HELD_OUT_5 = ROOT / "bench/data/contradiction_pairs_heldout5.jsonl"
+# The held-out sets were labelled from vaults the rules were never tuned on (the second one and later
+# committed before the check first ran on them); see the module docstring.
+HELD_OUT, HELD_OUT_2, HELD_OUT_3, HELD_OUT_4, HELD_OUT_5 = pairs.CONTRADICTIONS_HELD_OUT
 
 
 def texts(data: Path) -> dict[tuple[str, str], str]:
@@ -128,7 +123,7 @@ def main() -> None:
         collect(args.collect, args.data, args.out)
         return
     turns = texts(args.data)
-    for title, path in (("tuned on (the rules were written after reading these)", PAIRS),
+    for title, path in (("tuned on (the rules were written after reading these)", pairs.CONTRADICTIONS),
                         ("held out 1, development data since its first run "
                          "(precision 0.222, recall 0.333)", HELD_OUT),
                         ("held out 2, development data since its first run "
@@ -139,7 +134,7 @@ def main() -> None:
                          "(precision 0.400: 6 of 15 flagged; recall 0.462: 6 of 13)", HELD_OUT_4),
                         ("held out 5, blind: labelled before the check ran on them, "
                          "no rule written after", HELD_OUT_5)):
-        rows = [json.loads(line) for line in path.open()]
+        rows = pairs.rows(path)
         by_source = {s: sum(r["source"] == s for r in rows) for s in sorted({r["source"] for r in rows})}
         print(f"{title}: {len(rows)} labelled pairs ({', '.join(f'{n} {s}' for s, n in by_source.items())}); "
               f"threshold {cc.THRESHOLD}")

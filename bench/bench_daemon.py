@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import resource
 import shutil
 import statistics
@@ -29,26 +28,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.harness import machine_note, module_argv, percentile, row, summary, write_result
+from bench.harness import machine_note, module_argv, percentile, summary
 from bench.harness import run as run_child
-
-NAMES = ["Alice", "Bob", "Carol", "Dana", "Erik", "Fatima", "Goro", "Hana", "Ivan", "Jun", "Kofi", "Lena"]
-VERBS = ["prefers", "deployed", "reviewed", "rewrote", "documented", "benchmarked", "rejected", "approved",
-         "migrated", "debugged", "planned", "archived"]
-THINGS = ["the billing service", "the Postgres schema", "the CI pipeline", "the onboarding guide", "dark mode",
-          "the search index", "the Kafka consumer", "the release notes", "the retry policy", "the login page",
-          "the cost report", "the vector index", "the upload client", "the Terraform modules"]
-WHEN = ["on Monday", "last sprint", "before the launch", "after the outage", "in March", "this morning",
-        "during the offsite", "for the audit"]
-CUES = ["who changed the retry policy", "what happened to the billing service", "dark mode preferences",
-        "CI pipeline problems", "Postgres migrations", "what did Dana review", "release notes for the launch",
-        "the outage and the search index", "who documented onboarding", "upload client bugs"]
-
-
-def sentences(n: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    return [f"{rng.choice(NAMES)} {rng.choice(VERBS)} {rng.choice(THINGS)} {rng.choice(WHEN)} (note {i})"
-            for i in range(n)]
+from bench.report import row, write_result
+from bench.workloads.facts import CUES, fill, sentences
 
 
 def _wait_gone(pid: int) -> None:
@@ -63,17 +46,6 @@ def _wait_gone(pid: int) -> None:
             return  # exited, waiting for init to reap it
         time.sleep(0.05)
     raise RuntimeError(f"daemon {pid} did not exit")
-
-
-def fill(vault: Path, memories: int) -> None:
-    from hebbs import Engine
-
-    started = time.perf_counter()
-    with Engine.open(vault) as engine:
-        texts = sentences(memories, seed=1)
-        for at in range(0, len(texts), 2048):
-            engine.remember_many([{"content": t, "entity_id": t.split()[0].lower()} for t in texts[at:at + 2048]])
-        print(f"filled {engine.count()} memories in {time.perf_counter() - started:.1f}s", flush=True)
 
 
 def process_cpu_ns(pid: int) -> int:
@@ -111,6 +83,40 @@ def interleaved(fns: dict[str, Callable[[int], object]], calls: int, daemon: int
                     cpu.setdefault(label, []).append(used / 1e6)
         order = order[1:] + order[:1]
     return out
+
+
+def print_figures(results: dict[str, list[float]], call_cpu: dict[str, list[float]], cpu: dict[str, list[float]],
+                  memories: int, calls: int, cli_calls: int) -> None:
+    """The wall times (also written to bench/results/bench_daemon.json), the socket's cost over in-process
+    calls, and the CPU per call and per process."""
+    print(f"\nvault: {memories} memories at the end; {calls} calls each ({cli_calls} for the CLI), "
+          f"interleaved; {machine_note()} (shared machine)")
+    for label, ms in results.items():
+        print(row(label, ms))
+    saved = write_result("bench_daemon", {label: summary(ms) for label, ms in results.items()}
+                         | {"cpu_per_call_ms": {label: summary(ms) for label, ms in call_cpu.items()}},
+                         memories=memories, calls=calls, cli_calls=cli_calls)
+    print(f"figures written to {saved}")
+    for op in ("recall", "remember"):
+        inproc, socket = results[f"in-process {op}"], results[f"socket {op} (SDK)"]
+        print(f"socket minus in-process, {op}: {percentile(socket, 50) - percentile(inproc, 50):+.2f} ms at p50, "
+              f"{percentile(socket, 99) - percentile(inproc, 99):+.2f} ms at p99")
+    # What a call costs in CPU, however loaded the machine: the socket side counts the SDK's
+    # process and the whole daemon (its threads; what a call leaves the loop to do after the
+    # reply lands in the next call's count, hence the means).
+    print("CPU time per call (user + system; the socket side: this process + the daemon):")
+    for label, ms in call_cpu.items():
+        print(f"  {label:<38} p50 {percentile(ms, 50):8.2f} ms   mean {statistics.mean(ms):8.2f} ms")
+    for op in ("recall", "remember"):
+        inproc, socket = call_cpu[f"in-process {op}"], call_cpu[f"socket {op} (SDK)"]
+        print(f"socket minus in-process CPU, {op}: {statistics.mean(socket) - statistics.mean(inproc):+.2f} ms "
+              f"mean, {percentile(socket, 50) - percentile(inproc, 50):+.2f} ms at p50")
+    cli = results["CLI `hebbs recall` wall time"]
+    floor = results["process start floor (`python -c pass`)"]
+    print(f"`hebbs recall` minus the process start floor: {percentile(cli, 50) - percentile(floor, 50):+.2f} ms at p50")
+    # CPU time is what the process itself costs; its wall time also counts waiting for a core.
+    print(f"CPU time per process (user + system, p50): `python -c pass` {percentile(cpu['floor'], 50):.1f} ms, "
+          f"`hebbs recall` {percentile(cpu['cli'], 50):.1f} ms (the daemon's work not included)")
 
 
 def main() -> int:
@@ -185,34 +191,7 @@ def main() -> int:
             memories = client.status().vault.memories
             client.shutdown()
         _wait_gone(pid)
-        print(f"\nvault: {memories} memories at the end; {args.calls} calls each ({args.cli_calls} for the CLI), "
-              f"interleaved; {machine_note()} (shared machine)")
-        for label, ms in results.items():
-            print(row(label, ms))
-        saved = write_result("bench_daemon", {label: summary(ms) for label, ms in results.items()}
-                             | {"cpu_per_call_ms": {label: summary(ms) for label, ms in call_cpu.items()}},
-                             memories=memories, calls=args.calls, cli_calls=args.cli_calls)
-        print(f"figures written to {saved}")
-        for op in ("recall", "remember"):
-            inproc, socket = results[f"in-process {op}"], results[f"socket {op} (SDK)"]
-            print(f"socket minus in-process, {op}: {percentile(socket, 50) - percentile(inproc, 50):+.2f} ms at p50, "
-                  f"{percentile(socket, 99) - percentile(inproc, 99):+.2f} ms at p99")
-        # What a call costs in CPU, however loaded the machine: the socket side counts the SDK's
-        # process and the whole daemon (its threads; what a call leaves the loop to do after the
-        # reply lands in the next call's count, hence the means).
-        print("CPU time per call (user + system; the socket side: this process + the daemon):")
-        for label, ms in call_cpu.items():
-            print(f"  {label:<38} p50 {percentile(ms, 50):8.2f} ms   mean {statistics.mean(ms):8.2f} ms")
-        for op in ("recall", "remember"):
-            inproc, socket = call_cpu[f"in-process {op}"], call_cpu[f"socket {op} (SDK)"]
-            print(f"socket minus in-process CPU, {op}: {statistics.mean(socket) - statistics.mean(inproc):+.2f} ms "
-                  f"mean, {percentile(socket, 50) - percentile(inproc, 50):+.2f} ms at p50")
-        cli = results["CLI `hebbs recall` wall time"]
-        floor = results["process start floor (`python -c pass`)"]
-        print(f"`hebbs recall` minus the process start floor: {percentile(cli, 50) - percentile(floor, 50):+.2f} ms at p50")
-        # CPU time is what the process itself costs; its wall time also counts waiting for a core.
-        print(f"CPU time per process (user + system, p50): `python -c pass` {percentile(cpu['floor'], 50):.1f} ms, "
-              f"`hebbs recall` {percentile(cpu['cli'], 50):.1f} ms (the daemon's work not included)")
+        print_figures(results, call_cpu, cpu, memories, args.calls, args.cli_calls)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -2,8 +2,8 @@
 raw hnswlib and Chroma on the same 10,000 real passages, plus single remembers and the size on disk.
 
     .venv/bin/pip install chromadb hnswlib    # the bench's peers only, never hebbs dependencies
-    .venv/bin/python -m bench.bench_e2e [--passages 10000] [--cues 400] [--block 10] [--remembers 200]
-                                        [--workdir DIR]  # kept; a later run with it skips the ingest
+    .venv/bin/python -m bench e2e [--passages 10000] [--cues 400] [--block 10] [--remembers 200]
+                                  [--workdir DIR]  # kept; a later run with it skips the ingest
 
 Passages: every LoCoMo turn (../shared/data/locomo-dev, 2,760), then the sentences of the CISI abstracts
 and, to reach the count, CISI titles (../shared/data/cisi). Cues: LoCoMo questions, spread over the five
@@ -43,9 +43,7 @@ disk holds, part by part.
 from __future__ import annotations
 
 import argparse
-import copy
 import gc
-import re
 import shutil
 import sqlite3
 import tempfile
@@ -57,90 +55,23 @@ from typing import Any
 import numpy as np
 
 import hebbs.offline  # noqa: F401 - before onnxruntime: keeps its telemetry off
-from bench import harness
-from bench.bench_cisi import parse as parse_cisi
-from bench.bench_locomo import load as load_locomo
-from hebbs import Engine, ScoringWeights
-from hebbs.embedding.embed import _Sessions, get_embedder, limit_blas_threads
+from bench import harness, report
+from bench.datasets.passages import corpus, paragraphs
+from bench.workloads.e2e import EF_CONSTRUCTION, EF_SEARCH, M, RELEVANCE_ONLY, TOP_K, session
+from hebbs import Engine
+from hebbs.embedding.embed import get_embedder, limit_blas_threads
 
-RELEVANCE_ONLY = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)
-M, EF_CONSTRUCTION, EF_SEARCH, TOP_K = 16, 200, 50, 10
 SETTLE_S = 0.05  # pause between two systems' blocks
-_SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z])")
-
-
-def corpus(n: int, cues: int) -> tuple[list[str], list[str]]:
-    """n real passages and `cues` real questions (LoCoMo questions taken evenly across the data)."""
-    conversations = load_locomo(harness.shared("data/locomo-dev"))
-    passages = [turn["text"] for conv in conversations for turn in conv["turns"]]
-    docs = parse_cisi(harness.shared("data/cisi") / "CISI.ALL")
-    for doc in docs.values():
-        passages += [s.strip() for s in _SENTENCE_END.split(" ".join(doc.get("W", "").split())) if len(s.strip()) > 20]
-    passages += [" ".join(doc.get("T", "").split()) for doc in docs.values() if doc.get("T")]
-    passages = list(dict.fromkeys(passages))
-    if len(passages) < n:
-        raise SystemExit(f"only {len(passages)} passages in the shared data; ask for at most that many")
-    questions = [q["question"] for conv in conversations for q in conv["questions"]]
-    step = max(1, len(questions) // cues)
-    return passages[:n], questions[::step][:cues]
-
-
-def e2e_arguments(description: str, cues: int, block: int, rounds: int | None = None) -> argparse.Namespace:
-    """The command line of a bench that reads the vault an earlier run of this one built."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--workdir", type=Path, required=True, help="bench_e2e's, with its vault built")
-    parser.add_argument("--cues", type=int, default=cues)
-    if rounds is not None:
-        parser.add_argument("--rounds", type=int, default=rounds)
-    parser.add_argument("--block", type=int, default=block)
-    args = parser.parse_args()
-    if not (args.workdir / "built").is_file():
-        raise SystemExit(f"no vault built in {args.workdir}: run bench.bench_e2e --workdir {args.workdir} first")
-    return args
-
-
-def open_built(args: argparse.Namespace) -> tuple[Engine, list[str]]:
-    """That vault, opened in process with numpy's BLAS at one thread as in the daemon, and its cues."""
-    _, cues = corpus(10_000, args.cues)
-    limit_blas_threads(1)
-    return Engine.open(args.workdir / "vault"), cues
-
-
-def paragraphs(cues: int) -> list[str]:
-    """`cues` paragraph cues: three consecutive turns of a LoCoMo conversation each, spread over the data."""
-    conversations = load_locomo(harness.shared("data/locomo-dev"))
-    turns = [[turn["text"] for turn in conv["turns"]] for conv in conversations]
-    joined = [" ".join(conv[i:i + 3]) for conv in turns for i in range(0, len(conv) - 2, 3)]
-    step = max(1, len(joined) // cues)
-    return joined[::step][:cues]
-
-
-def ort_session(graph: Path, options: dict[str, Any] | None) -> Any:
-    """An onnxruntime session of `graph` with these settings (None: onnxruntime's defaults)."""
-    ort = hebbs.offline.import_onnxruntime()
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.log_severity_level = 3
-    if options is not None:
-        so.intra_op_num_threads = options["threads"]
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if options["spin"] else "0")
-        if options["spin"] is not True and options["spin"]:  # a number: how long idle workers spin, in us
-            so.add_session_config_entry("session.intra_op.spin_duration_us", str(options["spin"]))
-        if options.get("stop"):  # workers stop spinning when the run returns
-            so.add_session_config_entry("session.force_spinning_stop", "1")
-    return ort.InferenceSession(str(graph), so, providers=["CPUExecutionProvider"])
-
-
-def session(embedder: Any, options: dict[str, Any] | None, graph: str = "float32") -> Any:
-    """A copy of `embedder` that embeds every cue with one session of these settings, on the model's
-    float32 graph (the peers') or on hebbs' int8 copy of it (its cue graph, docs/embedding.md)."""
-    path = embedder.onnx_path if graph == "float32" else embedder._cues().path
-    other = copy.copy(embedder)
-    other._memories = _Sessions(path, embedder._threads, ort_session(path, options), one_by_one=graph == "int8")
-    other.cue_session_policy, other.cue_graph = "never", "float32"  # every text through the session above
-    return other
+# The onnxruntime settings a cue is embedded with (None: its defaults), on the float32 graph; the
+# int8 ones are repeated on hebbs' cue graph.
+SETTINGS: dict[str, dict[str, Any] | None] = {
+    "onnxruntime default (spinning)": None,
+    "2 threads, spinning off": {"threads": 2, "spin": False},
+    "1 thread": {"threads": 1, "spin": False},
+    "2 threads, spinning 100 us": {"threads": 2, "spin": 100},
+    "2 threads, spinning 100 us, stopped after the run (hebbs' cue session)": {"threads": 2, "spin": 100, "stop": True}}
+INT8_SETTINGS = ("onnxruntime default (spinning)", "2 threads, spinning off",
+                 "2 threads, spinning 100 us, stopped after the run (hebbs' cue session)")
 
 
 def count_cue_sessions(embedder: Any) -> dict[str, int]:
@@ -273,30 +204,22 @@ def ingest(work: Path, engine: Engine, batch: Any, passages: list[str]) -> tuple
     return raw, collection, built
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passages", type=int, default=10_000)
     parser.add_argument("--cues", type=int, default=400)
     parser.add_argument("--block", type=int, default=10)
     parser.add_argument("--remembers", type=int, default=200)
     parser.add_argument("--workdir", type=Path, default=None, help="kept after the run when given")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def peers(work: Path, engine: Engine, batch: Any, passages: list[str]) -> tuple[Any, Any]:
+    """raw hnswlib and Chroma beside the vault: built now, or reused from an earlier run's workdir."""
     import chromadb
     import hnswlib
 
-    passages, cues = corpus(args.passages, args.cues)
-    long_cues = paragraphs(args.cues)
-    limit_blas_threads(1)
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="hebbs-e2e-"))
-    reuse = (work / "built").is_file()
-    if not reuse and args.workdir and work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True, exist_ok=True)
-    batch = get_embedder()
-    print(f"{len(passages):,} passages, {len(cues)} cues; {harness.machine_note()} (shared machine)")
-
-    engine = Engine.open(work / "vault")
-    if reuse:
+    if (work / "built").is_file():
         print(f"reusing the vault and indexes built by an earlier run in {work}: {(work / 'built').read_text()}")
         raw = hnswlib.Index(space="cosine", dim=batch.dim)
         raw.load_index(str(work / "hnswlib.bin"))
@@ -307,20 +230,20 @@ def main() -> None:
         raw, collection, built = ingest(work, engine, batch, passages)
         (work / "built").write_text(built)
         print(built)
-
     raw.set_ef(EF_SEARCH)
     raw.set_num_threads(1)
+    return raw, collection
 
-    settings = {"onnxruntime default (spinning)": None,
-                "2 threads, spinning off": {"threads": 2, "spin": False},
-                "1 thread": {"threads": 1, "spin": False},
-                "2 threads, spinning 100 us": {"threads": 2, "spin": 100},
-                "2 threads, spinning 100 us, stopped after the run (hebbs' cue session)":
-                    {"threads": 2, "spin": 100, "stop": True}}
-    embedders = {label: session(batch, options) for label, options in settings.items()}
-    int8_settings = ("onnxruntime default (spinning)", "2 threads, spinning off",
-                     "2 threads, spinning 100 us, stopped after the run (hebbs' cue session)")
-    embedders |= {f"int8 copy, {label}": session(batch, settings[label], "int8") for label in int8_settings}
+
+def cue_embedders(batch: Any) -> dict[str, Any]:
+    embedders = {label: session(batch, options) for label, options in SETTINGS.items()}
+    embedders |= {f"int8 copy, {label}": session(batch, SETTINGS[label], "int8") for label in INT8_SETTINGS}
+    return embedders
+
+
+def searches(engine: Engine, raw: Any, collection: Any, embedders: dict[str, Any], cues: list[str],
+             long_cues: list[str]) -> dict[str, Callable[[int], Any]]:
+    """Every system's search of cue i, by its row's label."""
     default_cue = embedders["onnxruntime default (spinning)"]
 
     def pinned(call: Callable[[], Any], policy: str = "auto", graph: str = "int8") -> Any:
@@ -361,22 +284,20 @@ def main() -> None:
     systems["hebbs default recall, paragraph cue"] = paragraph
     systems["hebbs default recall, paragraph cue, float32 cue graph"] = lambda i: pinned(lambda: paragraph(i),
                                                                                           graph="float32")
-    cpu_ms: dict[str, list[float]] = {}
-    chosen = count_cue_sessions(engine.embedder)
-    # What is loaded so far lives to the end, as the daemon's model and modules do: frozen as the
-    # daemon freezes them once its model is loaded (daemon/server.py), for every system alike.
-    gc.freeze()
-    timings = blocks(systems, len(cues), args.block, cpu=cpu_ms)
-    single_texts = dict(chosen)
+    return systems
 
-    stats = {label: (harness.percentile(ms, 50), harness.percentile(ms, 99)) for label, ms in timings.items()}
+
+def floors(stats: dict[str, tuple[float, float]]) -> tuple[str, str]:
+    """The floor: the fastest onnxruntime setting of the graph every peer uses; the int8 floor: of hebbs' cue graph."""
     short_raw = [label for label in stats if label.startswith("raw hnswlib") and "paragraph" not in label]
-    # The floor: the fastest onnxruntime setting of the graph every peer uses; the int8 floor: of hebbs' cue graph.
     floor_label = min((label for label in short_raw if "int8" not in label), key=lambda label: stats[label][0])
     int8_floor_label = min((label for label in short_raw if "int8" in label), key=lambda label: stats[label][0])
-    floor, int8_floor = stats[floor_label], stats[int8_floor_label]
+    return floor_label, int8_floor_label
 
-    # Single remembers, interleaved one by one; each system embeds its own text.
+
+def single_writes(work: Path, engine: Engine, collection: Any, batch: Any, cues: list[str],
+                  remembers: int) -> dict[str, list[float]]:
+    """Single remembers, interleaved one by one; each system embeds its own text."""
     sql = sqlite3.connect(work / "sqlite.db", isolation_level=None)
     sql.execute("PRAGMA journal_mode=WAL")
     sql.execute("PRAGMA synchronous=FULL")
@@ -392,7 +313,76 @@ def main() -> None:
             "INSERT INTO memories (content, vector) VALUES (?, ?)",
             (fresh[i % len(fresh)], batch.embed_documents([fresh[i % len(fresh)]])[0].tobytes())),
     }
-    write_ms = harness.interleaved(writes, args.remembers)
+    return harness.interleaved(writes, remembers)
+
+
+def print_e2e(stats: dict[str, tuple[float, float]], cpu_ms: dict[str, list[float]], floor_label: str,
+              int8_floor_label: str, sizes: dict[str, int]) -> dict[str, float]:
+    """The end-to-end table; returns the CPU p50 of each row."""
+    floor, int8_floor = stats[floor_label], stats[int8_floor_label]
+    cpu_p50 = {label: harness.percentile(ms, 50) for label, ms in cpu_ms.items()}
+    report.markdown_header("system", "e2e p50 ms", "p99 ms", "p50 / floor", "p99 / floor", "p50 / int8 floor",
+                           "p99 / int8 floor", "CPU p50 ms", "CPU / floor's", "disk MB")
+    for label, (p50, p99) in stats.items():
+        disk = sizes["raw hnswlib"] if label.startswith("raw") else sizes["Chroma"] if label.startswith("Chroma") \
+            else sizes["hebbs"]
+        report.markdown_row(label, f"{p50:.2f}", f"{p99:.2f}", f"{p50 / floor[0]:.2f}x", f"{p99 / floor[1]:.2f}x",
+                            f"{p50 / int8_floor[0]:.2f}x", f"{p99 / int8_floor[1]:.2f}x", f"{cpu_p50[label]:.2f}",
+                            f"{cpu_p50[label] / cpu_p50[floor_label]:.2f}x", f"{mb(disk):.1f}")
+    return cpu_p50
+
+
+def print_paragraphs(stats: dict[str, tuple[float, float]], cues: list[str], long_cues: list[str]) -> None:
+    short, long = stats["hebbs default recall"][0], stats["hebbs default recall, paragraph cue"][0]
+    raw_long = stats["raw hnswlib ef=50, paragraph cue: int8 copy, 2 threads, spinning off"][0]
+    raw_short = stats["raw hnswlib ef=50, cue: int8 copy, 2 threads, spinning off"][0]
+    short32 = stats["hebbs default recall, float32 cue graph"][0]
+    long32 = stats["hebbs default recall, paragraph cue, float32 cue graph"][0]
+    print(f"\nparagraph cues (median {sorted(len(c.split()) for c in long_cues)[len(long_cues) // 2]} words) over "
+          f"short ones (median {sorted(len(c.split()) for c in cues)[len(cues) // 2]}) at p50: hebbs default recall "
+          f"{long / short:.2f}x ({long32 / short32:.2f}x with the float32 cue graph); raw hnswlib with the same "
+          f"(int8) embedding {raw_long / raw_short:.2f}x; the paragraph path's own work past its embedding and "
+          f"search {long - raw_long:.2f} ms against {short - raw_short:.2f} ms")
+
+
+def print_disk(open_size: int, sizes: dict[str, int], parts: list[tuple[str, int]],
+               families: list[tuple[str, int]]) -> None:
+    print(f"\nthe vault on disk: {mb(open_size):.1f} MB open, {mb(sizes['hebbs']):.1f} MB after close")
+    for label, size in parts:
+        print(f"  {label:<34} {mb(size):7.2f} MB")
+    print("  RocksDB logical bytes by family (keys + values, before compression):")
+    for family, size in families:
+        if size:
+            print(f"    {family:<22} {mb(size):7.2f} MB")
+
+
+def main() -> None:
+    args = arguments()
+    passages, cues = corpus(args.passages, args.cues)
+    long_cues = paragraphs(args.cues)
+    limit_blas_threads(1)
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="hebbs-e2e-"))
+    if not (work / "built").is_file() and args.workdir and work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    batch = get_embedder()
+    print(f"{len(passages):,} passages, {len(cues)} cues; {harness.machine_note()} (shared machine)")
+
+    engine = Engine.open(work / "vault")
+    raw, collection = peers(work, engine, batch, passages)
+    embedders = cue_embedders(batch)
+    systems = searches(engine, raw, collection, embedders, cues, long_cues)
+    cpu_ms: dict[str, list[float]] = {}
+    chosen = count_cue_sessions(engine.embedder)
+    # What is loaded so far lives to the end, as the daemon's model and modules do: frozen as the
+    # daemon freezes them once its model is loaded (daemon/server.py), for every system alike.
+    gc.freeze()
+    timings = blocks(systems, len(cues), args.block, cpu=cpu_ms)
+    single_texts = dict(chosen)
+
+    stats = {label: (harness.percentile(ms, 50), harness.percentile(ms, 99)) for label, ms in timings.items()}
+    floor_label, int8_floor_label = floors(stats)
+    write_ms = single_writes(work, engine, collection, batch, cues, args.remembers)
 
     cpu = {label: idle_cpu(emb.embed_query, cues[0]) for label, emb in embedders.items()}
     cpu["hebbs' cue embedder"] = idle_cpu(engine.embedder.embed_query, cues[0])
@@ -405,45 +395,21 @@ def main() -> None:
 
     print(f"\nend to end (embed the cue + search, top {TOP_K}), {len(cues)} cues per system in blocks of "
           f"{args.block}; floor: {floor_label}; int8 floor: {int8_floor_label}")
-    cpu_p50 = {label: harness.percentile(ms, 50) for label, ms in cpu_ms.items()}
-    print("| system | e2e p50 ms | p99 ms | p50 / floor | p99 / floor | p50 / int8 floor | p99 / int8 floor "
-          "| CPU p50 ms | CPU / floor's | disk MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for label, (p50, p99) in stats.items():
-        disk = sizes["raw hnswlib"] if label.startswith("raw") else sizes["Chroma"] if label.startswith("Chroma") \
-            else sizes["hebbs"]
-        print(f"| {label} | {p50:.2f} | {p99:.2f} | {p50 / floor[0]:.2f}x | {p99 / floor[1]:.2f}x | "
-              f"{p50 / int8_floor[0]:.2f}x | {p99 / int8_floor[1]:.2f}x | "
-              f"{cpu_p50[label]:.2f} | {cpu_p50[label] / cpu_p50[floor_label]:.2f}x | {mb(disk):.1f} |")
-    short, long = stats["hebbs default recall"][0], stats["hebbs default recall, paragraph cue"][0]
-    raw_long = stats["raw hnswlib ef=50, paragraph cue: int8 copy, 2 threads, spinning off"][0]
-    raw_short = stats["raw hnswlib ef=50, cue: int8 copy, 2 threads, spinning off"][0]
-    short32 = stats["hebbs default recall, float32 cue graph"][0]
-    long32 = stats["hebbs default recall, paragraph cue, float32 cue graph"][0]
+    cpu_p50 = print_e2e(stats, cpu_ms, floor_label, int8_floor_label, sizes)
     print(f"\nhebbs' single texts in these blocks went through its {', '.join(f'{label}: {n}' for label, n in single_texts.items())}")
-    print(f"\nparagraph cues (median {sorted(len(c.split()) for c in long_cues)[len(long_cues) // 2]} words) over "
-          f"short ones (median {sorted(len(c.split()) for c in cues)[len(cues) // 2]}) at p50: hebbs default recall "
-          f"{long / short:.2f}x ({long32 / short32:.2f}x with the float32 cue graph); raw hnswlib with the same "
-          f"(int8) embedding {raw_long / raw_short:.2f}x; the paragraph path's own work past its embedding and "
-          f"search {long - raw_long:.2f} ms against {short - raw_short:.2f} ms")
+    print_paragraphs(stats, cues, long_cues)
     print(f"\nsingle write p50 / p99 ms ({args.remembers} each, interleaved; the text embedded in each):")
     for label, ms in write_ms.items():
         print(f"  {label:<40} {harness.percentile(ms, 50):7.2f} / {harness.percentile(ms, 99):7.2f}")
     print("\nCPU per request + 0.5 s idle (ms of CPU; the request itself costs a few):")
     for label, ms in cpu.items():
         print(f"  {label:<40} {ms:6.1f}")
-    print(f"\nthe vault on disk: {mb(open_size):.1f} MB open, {mb(sizes['hebbs']):.1f} MB after close")
-    for label, size in parts:
-        print(f"  {label:<34} {mb(size):7.2f} MB")
-    print("  RocksDB logical bytes by family (keys + values, before compression):")
-    for family, size in families:
-        if size:
-            print(f"    {family:<22} {mb(size):7.2f} MB")
-    harness.write_result("bench_e2e", {"e2e": {k: {"p50": v[0], "p99": v[1], "cpu_p50": cpu_p50[k]} for k, v in stats.items()},
-                                       "floor": floor_label, "int8_floor": int8_floor_label, "disk_bytes": sizes,
-                                       "writes_p50": {k: harness.percentile(v, 50) for k, v in write_ms.items()},
-                                       "idle_cpu_ms": cpu, "vault_parts": dict(parts),
-                                       "hebbs_single_texts": single_texts})
+    print_disk(open_size, sizes, parts, families)
+    report.write_result("bench_e2e", {"e2e": {k: {"p50": v[0], "p99": v[1], "cpu_p50": cpu_p50[k]} for k, v in stats.items()},
+                                      "floor": floor_label, "int8_floor": int8_floor_label, "disk_bytes": sizes,
+                                      "writes_p50": {k: harness.percentile(v, 50) for k, v in write_ms.items()},
+                                      "idle_cpu_ms": cpu, "vault_parts": dict(parts),
+                                      "hebbs_single_texts": single_texts})
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     print(f"\n{harness.machine_note()} at the end")

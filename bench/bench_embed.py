@@ -21,29 +21,7 @@ import numpy as np
 
 from bench.harness import percentile
 from hebbs.embedding.embed import Embedder, limit_blas_threads
-
-# Single-wordpiece words, so a text of k words is exactly k + 2 tokens with [CLS] and [SEP].
-_WORDS = (
-    "memory agent note recall meeting project plan user team data time work idea code test "
-    "review design system model file query result change issue answer reason event place city"
-).split()
-BATCH = 64
-
-
-def synthetic_texts(n: int, tokens: int, seed: int = 0) -> list[str]:
-    """n distinct texts of ``tokens`` tokens each (special tokens included) for the MiniLM vocabulary."""
-    rng = np.random.default_rng(seed)
-    return [" ".join(rng.choice(_WORDS, size=max(tokens - 2, 1))) for _ in range(n)]
-
-
-def embedding_throughput(embedder: Embedder, tokens: int, n: int) -> float:
-    """Texts per second embedding ``n`` texts of ``tokens`` tokens, in calls of 64 texts."""
-    texts = synthetic_texts(n, tokens)
-    embedder.embed(texts[:BATCH])  # warm-up: first run allocates onnxruntime's buffers
-    start = time.perf_counter()
-    for i in range(0, n, BATCH):
-        embedder.embed(texts[i : i + BATCH])
-    return n / (time.perf_counter() - start)
+from bench.workloads.texts import BATCH, WORDS, embedding_throughput
 
 
 def _percentiles(samples: list[float]) -> tuple[float, float]:
@@ -53,7 +31,7 @@ def _percentiles(samples: list[float]) -> tuple[float, float]:
 
 def query_latency(embedder: Embedder, n: int, after: Callable[[np.ndarray], object] | None = None) -> tuple[float, float]:
     """p50/p99 ms of embed_one on short queries (plus ``after(vector)``, e.g. a dense search)."""
-    queries = [f"what did we decide about the {w} last week" for w in _WORDS]
+    queries = [f"what did we decide about the {w} last week" for w in WORDS]
     samples = []
     for i in range(n + 10):
         t0 = time.perf_counter()

@@ -22,19 +22,12 @@ from pathlib import Path
 import numpy as np
 
 from bench.harness import percentile
-from bench.bench_embed import embedding_throughput
-from bench.bench_strategies import build_vault
+from bench.workloads.texts import embedding_throughput
+from bench.workloads.graph_vault import build_vault
 
 from hebbs import Engine
 from hebbs.embedding.embed import get_embedder
-
-CUES = [
-    "what did we decide about the database migration", "who owns the deploy pipeline",
-    "when is the next release", "which customer asked for the export feature",
-    "why did the nightly job fail", "what CRM does Acme use", "how do we rotate credentials",
-    "where are the meeting notes kept", "what is the retry policy for webhooks",
-    "which flag limits the number of results",
-]
+from bench.workloads.graph_vault import CUES
 
 
 def p50_p99(samples: list[float]) -> str:

@@ -25,9 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import percentile, write_result
-from bench.bench_engine import CUES
-from bench.bench_strategies import build_vault
+from bench.harness import percentile
+from bench.report import write_result
+from bench.workloads.graph_vault import CUES
+from bench.workloads.graph_vault import build_vault
 
 from hebbs import Engine
 from hebbs.recall import confidence, fused, fusion, scoring

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_vault import make_vault
+from bench.workloads.notes_vault import make_vault
 
 
 def main() -> None:

@@ -26,8 +26,8 @@ import threading
 import time
 from pathlib import Path
 
-from bench import harness
-from bench.bench_scale import cues, open_and_recall_once, rss_mb
+from bench import harness, report
+from bench.workloads.clustered import cues, open_and_recall_once, rss_mb
 
 STEPS = ("rocksdb open", "catalog load", "checkpoint metas", "vector index (all of it)",
          "waiting for the checksum after the load", "lexical index open")
@@ -134,8 +134,7 @@ def main() -> None:
             return statistics.median(get(r) for r in rounds)
 
         print(f"\n{n:,} memories, median of {args.rounds} children")
-        print("| step | s | RSS growth, MB |")
-        print("|---|---|---|")
+        report.markdown_header("step", "s", "RSS growth, MB")
         for step in STEPS:
             print(f"| {step} | {median(lambda r: r['steps'][step][0]):.3f} | {median(lambda r: r['steps'][step][1]):.0f} |")
         print(f"| Engine.open, all of it | {median(lambda r: r['open_s']):.3f} | |")

@@ -28,13 +28,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.harness import shared
+from bench import report
+from bench.datasets import cisi as cisi_data
+from bench.datasets import locomo as locomo_data
+from bench.datasets import medline as medline_data
+from bench.datasets import notes as notes_data
+from bench.workloads import conversations as conv_eval
+from bench.workloads import documents
+from bench.workloads import notes as notes_eval
 from hebbs import Engine
-
-from bench import bench_cisi
-from bench import bench_locomo
-from bench import bench_medline
-from bench import bench_notes
 
 COLUMNS = ("hebbs default", "BM25", "dense", "RRF(60)")
 NOTES = {"hebbs default": "hebbs default", "BM25": "BM25 (## sections)", "dense": "dense (## sections)",
@@ -45,14 +47,14 @@ LOCOMO = {"hebbs default": "hebbs default", "BM25": "lexical only", "dense": "si
 
 
 def locomo_tables(data: Path) -> list[dict]:
-    conversations = bench_locomo.load(data)
+    conversations = locomo_data.load(data)
     with tempfile.TemporaryDirectory(prefix="hebbs-locomo-") as tmp, Engine.open(Path(tmp) / "vault") as engine:
         started = time.perf_counter()
-        dia_of = bench_locomo.build(engine, conversations)
+        dia_of = conv_eval.build(engine, conversations)
         print(f"locomo: {len(dia_of)} turns remembered in {time.perf_counter() - started:.1f} s (busy machine)",
               file=sys.stderr)
-        configs = bench_locomo.configurations(engine, [])
-        return [bench_locomo.evaluate(name, conversations, dia_of, configs[name]) for name in LOCOMO.values()]
+        configs = conv_eval.configurations(engine, [])
+        return [conv_eval.evaluate(name, conversations, dia_of, configs[name]) for name in LOCOMO.values()]
 
 
 def rows(notes: list[dict] | None, cisi: list[dict], locomo: list[dict], medline: list[dict] | None = None) -> list[tuple]:
@@ -74,7 +76,7 @@ def rows(notes: list[dict] | None, cisi: list[dict], locomo: list[dict], medline
         for metric in ("ndcg@10", "recall@100"):
             add("MEDLINE", "all", by["hebbs default"]["n"], metric, {c: by[CISI[c]][metric] for c in COLUMNS})
     by = {t["name"]: t for t in locomo}
-    for cat in ["overall", *bench_locomo.CATEGORIES.values()]:
+    for cat in ["overall", *locomo_data.CATEGORIES.values()]:
         for metric in ("recall@10",):
             add("LoCoMo", cat, by["hebbs default"][cat]["n"], metric,
                 {c: by[LOCOMO[c]][cat][metric] for c in COLUMNS})
@@ -82,11 +84,9 @@ def rows(notes: list[dict] | None, cisi: list[dict], locomo: list[dict], medline
 
 
 def print_table(table: list[tuple]) -> None:
-    print("| dataset | slice | n | metric | " + " | ".join(COLUMNS) + " | default - best other |")
-    print("|---|---|---|---|" + "---|" * len(COLUMNS) + "---|")
-    for dataset, slice_, n, metric, *values, margin in table:
-        print(f"| {dataset} | {slice_} | {n} | {metric} | " + " | ".join(f"{v:.3f}" for v in values)
-              + f" | {margin:+.3f} |")
+    report.markdown_table(("dataset", "slice", "n", "metric", *COLUMNS, "default - best other"),
+                          ((dataset, slice_, n, metric, *(f"{v:.3f}" for v in values), f"{margin:+.3f}")
+                           for dataset, slice_, n, metric, *values, margin in table))
 
 
 PARTS = ("notes", "cisi", "medline", "locomo")
@@ -96,20 +96,20 @@ def part(name: str, args: argparse.Namespace) -> object:
     """One collection's tables (and, for CISI, the latency figures), or None when its data is missing."""
     if name == "notes":
         if not args.notes.is_dir():
-            print(f"no notes corpus at {args.notes} (bench/notes_corpus.py rebuilds it): notes rows skipped",
+            print(f"no notes corpus at {args.notes} (`python -m bench notes_corpus` rebuilds it): notes rows skipped",
                   file=sys.stderr)
             return None
-        return bench_notes.run(args.notes)
+        return notes_eval.run(args.notes)
     if name == "cisi":
         timings: dict = {}
-        tables = bench_cisi.run(args.cisi, timings=timings)
+        tables = documents.evaluate("cisi", *cisi_data.load(args.cisi), timings=timings)
         return {"tables": tables, "latency": {str(k): v for k, v in timings.items()}}
     if name == "medline":
-        if not bench_medline.available(args.medline):
-            print(f"no MEDLINE collection at {args.medline} (bench/bench_medline.py --extract): its rows skipped",
+        if not medline_data.available(args.medline):
+            print(f"no MEDLINE collection at {args.medline} (`python -m bench medline --extract`): its rows skipped",
                   file=sys.stderr)
             return None
-        return bench_medline.run(args.medline)
+        return documents.evaluate("medline", *medline_data.load(args.medline))
     return locomo_tables(args.locomo)
 
 
@@ -144,10 +144,10 @@ def run_parts(args: argparse.Namespace) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--notes", type=Path, default=bench_notes.DEFAULT_VAULT)
-    parser.add_argument("--cisi", type=Path, default=bench_cisi.DEFAULT_DATA)
-    parser.add_argument("--medline", type=Path, default=bench_medline.DEFAULT_DATA)
-    parser.add_argument("--locomo", type=Path, default=shared("data/locomo-dev"))
+    parser.add_argument("--notes", type=Path, default=notes_data.DEFAULT_VAULT)
+    parser.add_argument("--cisi", type=Path, default=cisi_data.DEFAULT_DATA)
+    parser.add_argument("--medline", type=Path, default=medline_data.DEFAULT_DATA)
+    parser.add_argument("--locomo", type=Path, default=locomo_data.DEFAULT_DATA)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--timeout", type=float, default=4 * 3600.0, help="seconds the collections get, all together")
     parser.add_argument("--part", choices=PARTS, help=argparse.SUPPRESS)
@@ -166,13 +166,12 @@ def main() -> None:
     table = rows(parts.get("notes"), cisi["tables"], parts["locomo"], parts.get("medline"))
     print_table(table)
     print()
-    bench_cisi.print_latency(timings)
+    documents.print_latency(timings)
     print()
-    bench_cisi.print_lengths(timings["lengths"], "CISI vault")
+    documents.print_lengths(timings["lengths"], "CISI vault")
     print(f"\n(whole run {time.perf_counter() - started:.0f} s on a shared 2-core machine, the four collections "
           "in parallel processes)")
-    if args.json:
-        args.json.write_text(json.dumps({**parts, "table": table}, indent=2))
+    report.write_json(args.json, {**parts, "table": table})
 
 
 if __name__ == "__main__":

@@ -21,9 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import harness
+from bench import harness, report
 from hebbs import Engine, ScoringWeights
 from hebbs.recall import pipeline
+from hebbs.recall.options import RecallOptions
 from hebbs.embedding.embed import get_embedder
 from hebbs.workflows import reinforce
 
@@ -54,7 +55,7 @@ def run(path: Path, args: argparse.Namespace) -> None:
     weights = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement=0.0)
     engine = Engine.open(path, embedder=embedder)
     engine.remember_many([{"content": fact} for fact in FACTS])
-    request = pipeline.plan(engine.vault, CUE, strategies=["similarity"], top_k=3, weights=weights)
+    request = pipeline.plan(engine.vault, RecallOptions(cue=CUE, strategies=["similarity"], top_k=3, weights=weights))
     results = pipeline.run(engine.vault, request).results
 
     trimmed = [False]
@@ -81,8 +82,7 @@ def run(path: Path, args: argparse.Namespace) -> None:
     plain = [(w, c) for w, c, t in timed if not t]
     trims = [(w, c) for w, c, t in timed if t]
     print(f"\n{args.appends:,} appends at the bound, one by one: {len(trims)} of them trimmed the log")
-    print("| measure | wall ms | CPU ms |")
-    print("|---|---|---|")
+    report.markdown_header("measure", "wall ms", "CPU ms")
     for label, q in (("p50", 50), ("p99", 99)):
         print(f"| an append that does not trim, {label} | {harness.percentile([w for w, _ in plain], q):.3f} | "
               f"{harness.percentile([c for _, c in plain], q):.3f} |")
@@ -99,8 +99,7 @@ def run(path: Path, args: argparse.Namespace) -> None:
         seconds_.append(append(engine.vault)[:2])
         engine.close()
     print(f"\nafter {args.opens} opens of the vault ({entries:,} entries in its log)")
-    print("| measure | wall p50 ms | wall max ms | CPU p50 ms |")
-    print("|---|---|---|---|")
+    report.markdown_header("measure", "wall p50 ms", "wall max ms", "CPU p50 ms")
     for label, rows in (("the first append after an open", firsts), ("the second append", seconds_)):
         wall = [w for w, _ in rows]
         print(f"| {label} | {harness.percentile(wall, 50):.3f} | {max(wall):.3f} | "

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 import hebbs.offline  # noqa: F401 - before onnxruntime: keeps its telemetry off
-from bench import harness
-from bench.bench_e2e import RELEVANCE_ONLY, TOP_K, e2e_arguments, open_built
+from bench import harness, report
+from bench.workloads.e2e import RELEVANCE_ONLY, TOP_K, e2e_arguments, open_built
 from hebbs.store import storage
 
 
@@ -75,8 +75,7 @@ def main() -> None:
                     finally:
                         redo()
     print("\nCPU ms per recall, the cue's vector given (calling thread)")
-    print("| recall | row | p50 | mean | p99 | against hebbs as it is (mean) |")
-    print("|---|---|---|---|---|---|")
+    report.markdown_header("recall", "row", "p50", "mean", "p99", "against hebbs as it is (mean)")
     for kind in kinds:
         base = statistics.fmean(cpu[(kind, "hebbs as it is")])
         for row in rows:

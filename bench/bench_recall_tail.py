@@ -25,7 +25,7 @@ from typing import Any
 
 import hebbs.offline  # noqa: F401 - before onnxruntime: keeps its telemetry off
 from bench import harness
-from bench.bench_e2e import RELEVANCE_ONLY, TOP_K, e2e_arguments, open_built
+from bench.workloads.e2e import RELEVANCE_ONLY, TOP_K, e2e_arguments, open_built
 from hebbs.recall import background, confidence, pipeline
 from hebbs.embedding import embed as embed_module
 from hebbs.workflows import reinforce

@@ -31,9 +31,10 @@ from collections.abc import Callable
 from typing import Any
 
 import hebbs.offline  # noqa: F401 - before onnxruntime: keeps its telemetry off
-from bench import harness
-from bench.bench_e2e import RELEVANCE_ONLY, TOP_K, e2e_arguments, open_built, ort_session
+from bench import harness, report
+from bench.workloads.e2e import RELEVANCE_ONLY, TOP_K, e2e_arguments, open_built, ort_session
 from hebbs.recall import background, pipeline
+from hebbs.recall.options import RecallOptions
 from hebbs.embedding import embed as embed_module
 from hebbs.core.open_vault import OpenVault
 from hebbs.workflows import reinforce
@@ -152,11 +153,11 @@ def main() -> None:
     from hebbs.recall import confidence
     paired = sum(1 for cue in cues if confidence.read_cue(cue, embedder.word_ranks(),
                                                           engine.vault.lexical_index.doc_freqs).rest_to_embed)
-    passes = sum(1 for cue in cues if pipeline.plan(engine.vault, cue).understood is not None)
+    passes = sum(1 for cue in cues if pipeline.plan(engine.vault, RecallOptions(cue=cue)).understood is not None)
     print(f"\n4. tails: {paired} of {n} cues embed their rest too (in the cue's run), {passes} have a time-word "
           f"pass; collector passes during the blocks of part 1: "
           + ", ".join(f"{label} {count}" for label, count in gcs.items()))
-    harness.write_result("bench_recall_wait", {
+    report.write_result("bench_recall_wait", {
         "stages_ms_per_call": {label: {stage: {"wall": w / n * 1000, "cpu": c / n * 1000}
                                        for stage, (w, c, _) in rows.items()} for label, rows in spent.items()},
         "p50_ms": {label: harness.percentile(v, 50) for label, v in wall.items()},

@@ -23,13 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_abstention import build_vaults
-from bench.bench_locomo import load
+from bench.datasets.locomo import load
 from bench.harness import shared
+from bench.workloads.answer_vaults import build_vaults
 
 from hebbs import Engine
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def ask(vault: Path, questions: list[dict], reinforce: bool) -> list[tuple[list[str], list[float]]]:

@@ -2,7 +2,7 @@
 unanswered requests, peak memory (issue 12, then issue 26).
 
     .venv/bin/python -m bench.bench_reliability [--frames 2000] [--kills 8] [--clients 4 --ops 30]
-                                               [--skip storm,soak,kills,damage,fuzz,disk]
+                                               [--skip storm,soak,kills,damage,fuzz,disk,disk-open,hugenote]
 
 Each run starts a real daemon (foreground, temporary home):
 
@@ -17,7 +17,13 @@ Each run starts a real daemon (foreground, temporary home):
   count, recall (lexical and similarity) and get, and `hebbs doctor` must exit 1 where damage was made
   to something it checks;
 - fuzz: hostile values in every field of every command (tests/reliability/hostile.py);
-- disk: a 20 MiB tmpfs filled during writes (root only): DISK_FULL, reads while full, the next write.
+- disk: a 20 MiB tmpfs filled during writes (root only): DISK_FULL, reads while full, the next write;
+- disk-open: the daemon killed, the tmpfs filled, the daemon started again (root only): time to the
+  DISK_FULL answer of the first write (the vault's open included), reads while full, time of the first
+  write after space returns; the peer is the same first request after another kill with space free;
+- hugenote: the daemon's peak RSS growth indexing a folder of ordinary notes, then the same folder with
+  a 15 MB note and 3 MB of random bytes named .md beside them (issue 39), and the seconds from SIGTERM
+  to the daemon's exit while it embeds.
 
 Bounded by its arguments (the defaults take a few minutes on a loaded 2-core machine). The same
 scenarios, shorter, are tests under tests/reliability/.
@@ -48,6 +54,7 @@ from hostile import requests, send_each  # noqa: E402
 from storage_faults import DAMAGES, DERIVED_KINDS, FILE_KINDS, copy_vault, damage, find_file  # noqa: E402
 
 from hebbs.errors import DaemonUnavailable, HebbsError, ProtocolError  # noqa: E402
+from hebbs.paths import init_vault  # noqa: E402
 
 HEBBS = str(Path(sys.executable).with_name("hebbs"))
 # Damage doctor does not look for: RocksDB's OPTIONS file and the vault marker are rewritten at the
@@ -56,8 +63,7 @@ DOCTOR_BLIND = {("options", "truncate"), ("options", "delete"), ("options", "bit
                 ("wal", "delete"), ("vault_marker", "delete"), ("vault_marker", "truncate"),
                 ("vault_marker", "bitflip"), ("config", "delete"), ("lexical_meta", "delete"),
                 ("hnsw", "delete"), ("hnsw_meta", "delete"), ("catalog", "delete"), ("catalog", "bitflip"),
-                ("catalog", "truncate"), ("notes_manifest", "delete"), ("kept_index", "delete"),
-                ("kept_original", "delete")}
+                ("catalog", "truncate"), ("notes_manifest", "delete")}
 
 
 def peak_mb(pid: int) -> float:
@@ -233,6 +239,122 @@ def full_disk() -> dict[str, Any]:
         daemon.stop()
 
 
+def full_disk_at_open() -> dict[str, Any]:
+    from test_full_disk import crash, fill, small_disk
+
+    if os.geteuid() != 0:
+        return {"skipped": "needs root to mount a tmpfs"}
+    daemon = ForegroundDaemon().start()
+    try:
+        with small_disk() as disk:
+            notes = disk / "notes"
+            notes.mkdir()
+            init_vault(notes, daemon.home)
+            try:
+                with daemon.client(vault=notes) as client:
+                    acknowledged = [m.id for m in client.remember_many(
+                        [{"content": f"The harbour crane {i} lifts {i * 10} tonnes."} for i in range(200)])]
+                crash(daemon)
+                filler = disk / "filler"
+                fill(filler)
+                daemon.start()
+                with daemon.client(vault=notes, timeout=300) as client:
+                    started = time.perf_counter()
+                    refused = outcome(lambda: client.remember("written while the disk is full"))
+                    to_refusal = time.perf_counter() - started
+                    reads = Counter(outcome(call) for call in
+                                    [lambda: client.recall("which crane lifts 70 tonnes", top_k=3)] * 5
+                                    + [lambda: client.get(acknowledged[0]), client.count])
+                    still = outcome(lambda: client.remember("still no room"))
+                    filler.unlink()
+                    started = time.perf_counter()
+                    after = outcome(lambda: acknowledged.append(client.remember("after the space came back").id))
+                    to_recovery = time.perf_counter() - started
+                    started = time.perf_counter()
+                    outcome(lambda: client.remember("the second write after the space came back"))
+                    next_write = time.perf_counter() - started
+                    stored = {m.id for m in client.export()}
+                # The peer: the same first request after a crash, with space free.
+                crash(daemon)
+                daemon.start()
+                with daemon.client(vault=notes, timeout=300) as client:
+                    started = time.perf_counter()
+                    peer = outcome(lambda: client.remember("written after a crash with space free"))
+                    peer_s = time.perf_counter() - started
+                log = daemon.log()
+            finally:
+                daemon.stop()
+        return {"first_write_while_full": refused, "to_disk_full_s": round(to_refusal, 3),
+                "reads_while_full": dict(reads), "write_while_still_full": still,
+                "first_write_after_space": after, "first_write_after_space_s": round(to_recovery, 3),
+                "next_write_s": round(next_write, 3), "peer_first_write_after_crash_with_space": peer,
+                "peer_s": round(peer_s, 3), "acknowledged": len(acknowledged),
+                "lost": len(set(acknowledged) - stored), "opened_read_only": "opened read-only" in log,
+                "internal": [refused, still, after].count("INTERNAL") + reads.get("INTERNAL", 0)}
+    finally:
+        daemon.stop()
+def _reset_peak(pid: int) -> None:
+    Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM back to the current RSS
+
+
+def _ordinary_notes(root: Path, notes: int, rng: random.Random) -> None:
+    words = "apple river stone quiet market lantern orbit garden signal copper thunder violet harbor".split()
+    for n in range(notes):
+        parts = [f"# Note {n}\n"] + [f"## Part {s}\n\n" + " ".join(
+            " ".join(rng.choice(words) for _ in range(14)).capitalize() + "." for _ in range(8)) + "\n"
+            for s in range(10)]
+        (root / f"note{n:03d}.md").write_text("\n".join(parts))
+
+
+def huge_note() -> dict[str, Any]:
+    """Peak RSS growth of `hebbs index` on a folder, without and with a huge note and random bytes."""
+    rng = random.Random(39)
+    daemon = ForegroundDaemon().start()
+    figures: dict[str, Any] = {}
+    try:
+        warm, plain, huge = daemon.project(), daemon.project(), daemon.project()
+        # The daemon's first index allocates the model's buffers and the vault's caches: not what is compared.
+        _ordinary_notes(warm, 30, random.Random(5))
+        daemon.client(warm / ".hebbs", timeout=3600).index(str(warm))
+        _ordinary_notes(plain, 30, random.Random(5))
+        _ordinary_notes(huge, 30, random.Random(5))
+        words = "apple river stone quiet market lantern orbit garden signal copper thunder violet harbor".split()
+        (huge / "huge.md").write_text("# Huge\n\n" + " ".join(rng.choice(words) for _ in range(2_250_000)))
+        (huge / "noise.md").write_bytes(os.urandom(3_000_000).replace(b"\0", b"\1"))
+        figures["huge_note_mb"] = round((huge / "huge.md").stat().st_size / 1e6, 1)
+        for name, root in (("without", plain), ("with", huge)):
+            client = daemon.client(root / ".hebbs", timeout=3600)
+            _reset_peak(daemon.pid)
+            before = peak_mb(daemon.pid)
+            started = time.monotonic()
+            summary = client.index(str(root))
+            figures[f"{name}_peak_growth_mb"] = round(peak_mb(daemon.pid) - before)
+            figures[f"{name}_seconds"] = round(time.monotonic() - started, 1)
+            figures[f"{name}_sections"] = summary.sections_total
+            if summary.skipped or summary.warnings:
+                figures[f"{name}_skipped"] = summary.skipped + [w.split(":")[0] for w in summary.warnings
+                                                                if "not look like text" in w]
+        # SIGTERM while embedding: seconds until the daemon is gone.
+        again = daemon.project()
+        _ordinary_notes(again, 30, random.Random(5))
+        client = daemon.client(again / ".hebbs", timeout=3600)
+        embedding = threading.Event()
+        worker = threading.Thread(target=lambda: outcome(lambda: client.index(
+            str(again), progress=lambda p: p.stage == "embed" and p.done and embedding.set())))
+        worker.start()
+        if embedding.wait(600):
+            sent = time.monotonic()
+            daemon.proc.send_signal(signal.SIGTERM)
+            daemon.proc.wait(600)
+            figures["sigterm_to_exit_seconds"] = round(time.monotonic() - sent, 1)
+        worker.join(600)
+        for root in (warm, plain, huge, again):
+            shutil.rmtree(root, ignore_errors=True)
+    finally:
+        daemon.stop()
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, default=2000)
@@ -255,6 +377,8 @@ def main() -> None:
             ("damage", lambda: damage_matrix(daemon)),
             ("kills", lambda: kill_matrix(args.kills)),
             ("disk", full_disk),
+            ("disk-open", full_disk_at_open),
+            ("hugenote", huge_note),
         ]
         for name, run in runs:
             if name in skip:

@@ -21,9 +21,9 @@ import sys
 import time
 from typing import Any
 
-from bench import harness
-from bench.bench_e2e import session
-from bench.bench_locomo import load as load_locomo
+from bench import harness, report
+from bench.workloads.e2e import session
+from bench.datasets.locomo import load as load_locomo
 
 # name -> onnxruntime options (None: onnxruntime's defaults, which spin their workers after each run)
 SETTINGS: dict[str, dict[str, Any] | None] = {
@@ -96,8 +96,7 @@ def main() -> None:
                     emb.embed_query(texts[i % len(texts)])
                     timings[(kind, label)].append((time.perf_counter() - began) * 1000)
     print(f"\none cue embedded, ms (blocks of {args.block} interleaved); load at the end: {harness.machine_note()}")
-    print("| cue | session | p50 ms | p99 ms | p50 / fastest |")
-    print("|---|---|---|---|---|")
+    report.markdown_header("cue", "session", "p50 ms", "p99 ms", "p50 / fastest")
     figures: dict[str, Any] = {"latency": {}, "cpu": {}}
     for kind in kinds:
         fastest = min(harness.percentile(timings[(kind, s)], 50) for s in embedders)
@@ -108,8 +107,7 @@ def main() -> None:
     del embedders
 
     print(f"\nCPU seconds of a process holding one session, over {args.seconds:.0f} s of wall time each phase")
-    print("| session | one cue a second | no request |")
-    print("|---|---|---|")
+    report.markdown_header("session", "one cue a second", "no request")
     for label in SETTINGS:
         done = harness.run(harness.module_argv("bench.bench_session", "--child", label, "--seconds", str(args.seconds)),
                            capture_output=True, text=True, check=True)
@@ -117,7 +115,7 @@ def main() -> None:
         figures["cpu"][label] = got
         print(f"| {label} | {got['cpu_one_a_second']:.2f} s ({got['served']} cues) | {got['cpu_idle']:.2f} s |")
     print(f"\n{harness.machine_note()} at the end (shared 2-core machine)")
-    harness.write_result("bench_session", figures)
+    report.write_result("bench_session", figures)
 
 
 if __name__ == "__main__":

@@ -253,9 +253,10 @@ def diary_part(embedder) -> None:
 
 
 def locomo_part(data: Path, embedder) -> None:
-    from bench import bench_locomo as lb
+    from bench.datasets import locomo
+    from bench.workloads import conversations as conv_eval
 
-    conversations = lb.load(data)
+    conversations = locomo.load(data)
     temporal = sum(1 for c in conversations for q in c["questions"] if q["category"] == 2)
     print(f"\nLoCoMo: {sum(len(c['questions']) for c in conversations)} questions ({temporal} temporal), "
           f"recall@10 as of each conversation's last session")
@@ -268,7 +269,7 @@ def locomo_part(data: Path, embedder) -> None:
                 ("1825/today", True, DEFAULT_BOOST, 1825.0, False)]
     with tempfile.TemporaryDirectory(prefix="hebbs-timewords-locomo-") as tmp, \
             Engine.open(Path(tmp) / "vault", embedder=embedder) as engine:
-        dia_of = lb.build(engine, conversations)
+        dia_of = conv_eval.build(engine, conversations)
         results = {}
         understood: list[str] = []
         for name, enabled, boost, window, as_of_last in configs:
@@ -282,14 +283,14 @@ def locomo_part(data: Path, embedder) -> None:
                         understood.append(f"{found.time_understood.text} <- {q['question']!r}")
                     got = {dia_of.get(i) for i in found.ids()}
                     value = len(set(q["evidence"]) & got) / len(q["evidence"])
-                    for cat in ("overall", lb.CATEGORIES.get(q["category"], str(q["category"]))):
+                    for cat in ("overall", locomo.CATEGORIES.get(q["category"], str(q["category"]))):
                         per.setdefault(cat, []).append(value)
             results[name] = {cat: statistics.fmean(v) for cat, v in per.items()}
         print(f"recall@10; 'on B' = time words on with boost B; 'win W' = on, recall.untyped_recency_days W "
               f"(LoCoMo turns are untyped; default {DEFAULT_UNTYPED_DAYS:g}); '/today' = now left at the current "
               f"time, as bench_locomo.py does (the turns are about three years old)")
         print(f"{'category':<12} " + " ".join(f"{name:>9}" for name, *_ in configs))
-        for cat in ["overall"] + list(lb.CATEGORIES.values()):
+        for cat in ["overall"] + list(locomo.CATEGORIES.values()):
             print(f"{cat:<12} " + " ".join(f"{results[name][cat]:>9.3f}" for name, *_ in configs))
         print(f"{len(understood)} questions had a time phrase understood, e.g.:")
         for line in understood[:8]:

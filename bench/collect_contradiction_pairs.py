@@ -20,7 +20,8 @@ import json
 import random
 from pathlib import Path
 
-from bench.bench_locomo import load
+from bench.datasets import pairs
+from bench.datasets.locomo import load
 from bench.harness import shared
 
 from hebbs import Engine
@@ -28,10 +29,7 @@ from hebbs.notes import index_notes
 from hebbs.workflows import contradiction_check as cc
 
 LOOSE_OVERLAP = 0.4
-PREVIOUS = [Path(__file__).resolve().parent / "data" / name
-            for name in ("contradiction_pairs.jsonl", "contradiction_pairs_heldout.jsonl",
-                         "contradiction_pairs_heldout2.jsonl", "contradiction_pairs_heldout3.jsonl")
-            if (Path(__file__).resolve().parent / "data" / name).exists()]
+PREVIOUS = [path for path in (pairs.CONTRADICTIONS, *pairs.CONTRADICTIONS_HELD_OUT[:3]) if path.exists()]
 
 
 def surface_cue(a: str, b: str) -> bool:

@@ -1,28 +1,23 @@
-"""What every benchmark shares: where the data is, timing, the one percentile, floors, child
-processes and result files.
+"""What every benchmark shares: where the data is, timing, the one percentile, the machine's load
+and child processes (printing and result files: bench/report.py; the collections: bench/datasets/).
 
 Run a benchmark from the repository's root as a module, so that `bench` and `hebbs` import without
 any path edits:
 
-    .venv/bin/python -m bench.bench_daemon --memories 1000
+    .venv/bin/python -m bench daemon --memories 1000      # or: -m bench.bench_daemon
 
 - Data: `shared("data/locomo-dev")` is `$HEBBS_SHARED/data/locomo-dev`, or `../shared` beside the
   repository when the variable is unset. Caches (downloads, corpus vectors) go under
   `$HEBBS_BENCH_CACHE`, or `~/.cache/hebbs-bench`.
 - Percentiles: `percentile(values, 99)` is the one definition (linear interpolation between the
   closest ranks, numpy's default), so every p50 and p99 printed by bench/ is comparable.
-- Floors: a figure is printed beside a floor measured in the same run (`vs_floor`), because the
-  machines these run on are shared and their load moves absolute times.
-- Results: `write_result("bench_daemon", {...})` writes bench/results/bench_daemon.json with the
-  commit, the time and the machine's load beside the figures (the files are not committed unless
-  a run is published on purpose; docs/performance.md cites the published ones).
+- Floors: a figure is printed beside a floor measured in the same run, because the machines these
+  run on are shared and their load moves absolute times (`machine_note` prints the load).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
-import json
 import math
 import os
 import signal
@@ -36,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "results"
 
 
 def shared(relative: str = "") -> Path:
@@ -67,12 +61,6 @@ def summary(ms: Sequence[float]) -> dict[str, float]:
     """p50, p95, p99 and mean of timings already in milliseconds."""
     return {"n": len(ms), "p50": percentile(ms, 50), "p95": percentile(ms, 95), "p99": percentile(ms, 99),
             "mean": statistics.fmean(ms)}
-
-
-def row(label: str, ms: Sequence[float], width: int = 40) -> str:
-    """One printed line of timings in milliseconds: p50, p99, mean."""
-    return (f"{label:<{width}} p50 {percentile(ms, 50):8.2f} ms   p99 {percentile(ms, 99):8.2f} ms   "
-            f"mean {statistics.fmean(ms):8.2f} ms")
 
 
 def timed(fn: Callable[[int], Any], runs: int) -> list[float]:
@@ -133,11 +121,6 @@ class Stages:
         setattr(owner, name, timed)
 
 
-def vs_floor(measured: float, floor: float) -> str:
-    """A figure against the floor measured in the same run: the ratio, which load moves less."""
-    return f"{measured / floor:.2f}x the floor" if floor > 0 else "floor is 0"
-
-
 def machine() -> dict[str, Any]:
     """What the figures depend on: cores and the load while they were taken."""
     return {"cores": os.cpu_count(), "load_1min": round(os.getloadavg()[0], 2), "python": sys.version.split()[0]}
@@ -191,23 +174,3 @@ def tests_importable() -> None:
     for folder in (REPO / "tests", REPO / "tests" / "reliability"):
         if str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
-
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def write_result(name: str, figures: Any, path: Path | None = None, **about: Any) -> Path:
-    """Write one run's figures as JSON (bench/results/NAME.json unless a path is given), with the
-    commit, the time and the machine beside them; returns the path written."""
-    path = path or RESULTS / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"bench": name, "commit": _commit(), "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-              "machine": machine(), **about, "figures": figures}
-    path.write_text(json.dumps(record, indent=2, default=str) + "\n")
-    return path

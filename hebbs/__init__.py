@@ -23,9 +23,10 @@ _EXPORTS = {
     "TimeUnderstood": "schema",
     "PendingContradiction": "schema", "InsightInput": "schema", "ContradictionVerdict": "schema",
     "Insight": "schema", "VaultStats": "schema", "QueryLogEntry": "schema",
-    "HebbsError": "errors", "InvalidInput": "errors", "NotFound": "errors", "VaultBusy": "errors",
+    "HebbsError": "errors", "InvalidInput": "errors", "KeyReused": "errors", "NotFound": "errors", "VaultBusy": "errors",
     "VaultNotInitialized": "errors", "ModelMismatch": "errors", "CorruptVault": "errors", "DiskFull": "errors",
     "LLMNotConfigured": "errors", "LLMError": "errors", "Cancelled": "errors", "DaemonUnavailable": "errors",
+    "StoreUnavailable": "errors",
     "doctor": "core.doctor", "DoctorReport": "core.doctor",
 }
 __all__ = list(_EXPORTS)
@@ -61,8 +62,8 @@ if TYPE_CHECKING:
     from .client import AsyncClient, Client
     from .core.doctor import DoctorReport, doctor
     from .engine import Engine
-    from .errors import (Cancelled, CorruptVault, DaemonUnavailable, HebbsError, InvalidInput, LLMError,
-                         LLMNotConfigured, ModelMismatch, NotFound, VaultBusy, VaultNotInitialized)
+    from .errors import (Cancelled, CorruptVault, DaemonUnavailable, HebbsError, InvalidInput, KeyReused, LLMError,
+                         LLMNotConfigured, ModelMismatch, NotFound, StoreUnavailable, VaultBusy, VaultNotInitialized)
     from .schema import (ContradictionVerdict, Edge, EdgeType, Insight, InsightInput, Memory, MemoryKind,
                          PendingContradiction, QueryLogEntry, RecallResult, RecallResults, ScoreComponents,
                          ScoringWeights, Source, TimeUnderstood, VaultStats)

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from . import validate
-from .errors import HebbsError, InvalidInput, VaultNotInitialized
+from . import validate, writekeys
+from .errors import DaemonBusy, HebbsError, InvalidInput, VaultNotInitialized
 from .paths import find_project_vault, hebbs_home, resolve_vault, socket_path
 from .protocol import (Close, DaemonUnavailable, Export, Feed, RememberItem, Subscribe,
                        Subscribed, SubscriptionPush, _Command, convert, request_frame)
@@ -221,6 +221,8 @@ class _BaseClient(Methods):
         self.cwd = cwd
         self.vault_path, self._vault_error = _resolve(vault, global_, self.home, cwd)
         self._ids = itertools.count(1)
+        # Remembers whose outcome stayed unknown: the same call again reuses their keys (hebbs/writekeys.py).
+        self._unsettled = writekeys.Unsettled()
 
     def call(self, command: type[_Command], progress: ProgressCallback | None = None, *,
              vault: bool | None = None, method: str | None = None, **fields: Any) -> Any:
@@ -323,13 +325,24 @@ class Client(_BaseClient):
                                "request; use another Client")
         with self._turn:
             self._turn_owner = threading.get_ident()
+            fingerprint, sent, keys = self._unsettled.prepare(command, (vault, self.vault_path))
             try:
-                return self._request(command, vault, progress)
-            except TimeoutError:
-                raise DaemonUnavailable(f"no reply from the daemon within {self.timeout:g}s (this Client's timeout); "
-                                        f"the request may still complete there") from None
+                try:
+                    result = self._request(sent, vault, progress)
+                except TimeoutError:
+                    raise DaemonUnavailable(f"no reply from the daemon within {self.timeout:g}s (this Client's "
+                                            "timeout); the request may still complete there") from None
+            except DaemonUnavailable as exc:
+                if not isinstance(exc, DaemonBusy):  # BUSY: refused before the request was read
+                    self._unsettled.unknown(fingerprint, sent, keys, exc)
+                raise
+            except HebbsError:
+                self._unsettled.settled(fingerprint)  # answered: whatever it was, nothing is pending
+                raise
             finally:
                 self._turn_owner = None
+            self._unsettled.settled(fingerprint)
+            return writekeys.own_results(result, command, sent)
 
     def _request(self, command: _Command, vault: bool | str, progress: ProgressCallback | None) -> Any:
         request_id, frame = self._frame(command, vault)
@@ -487,6 +500,20 @@ class AsyncClient(AsyncMethods, _BaseClient):
 
     async def request(self, command: _Command, *, vault: bool | str | None = None,
                       progress: ProgressCallback | None = None) -> Any:
+        fingerprint, sent, keys = self._unsettled.prepare(command, (vault, self.vault_path))
+        try:
+            result = await self._request(sent, vault, progress)
+        except DaemonUnavailable as exc:
+            if not isinstance(exc, DaemonBusy):
+                self._unsettled.unknown(fingerprint, sent, keys, exc)
+            raise
+        except HebbsError:
+            self._unsettled.settled(fingerprint)
+            raise
+        self._unsettled.settled(fingerprint)
+        return writekeys.own_results(result, command, sent)
+
+    async def _request(self, command: _Command, vault: bool | str | None, progress: ProgressCallback | None) -> Any:
         request_id, frame = self._frame(command, vault)
         for attempt in range(2):
             conn = self._idle.pop() if self._idle else await self._open()

@@ -19,7 +19,7 @@ from . import protocol
 if TYPE_CHECKING:
     import datetime
     import os
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
     from typing import Literal
 
     from .protocol import (DaemonStatus, IndexCancelled, PanelState, Pong, RememberItem, ReviseItem, Stopping)
@@ -73,8 +73,10 @@ class Methods:
         """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
 
         `edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces; `key`: a memory already
-        stored under it is returned instead (idempotent); a restatement of an existing memory folds into it
-        (consolidated=True) unless `consolidate` is False."""
+        stored under it is returned instead (idempotent; other text is refused: KeyReused); without one the
+        client gives the memory a key of its own, so sending it again after a lost reply stores it once
+        (docs/python-api.md). A restatement of an existing memory folds into it (consolidated=True) unless
+        `consolidate` is False."""
         return self.call(protocol.Remember, method="remember", content=content, importance=importance, context=context,
                          entity_id=entity_id, created_at=created_at, kind=kind, source=source, supersedes=supersedes,
                          edges=edges, key=key, consolidate=consolidate)
@@ -88,7 +90,8 @@ class Methods:
     ) -> list[Memory]:
         """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
 
-        `items`: dicts with the fields of remember, or RememberItems."""
+        `items`: dicts with the fields of remember, or RememberItems; an item without `key` gets one of the
+        client's own, as in remember."""
         return self.call(protocol.Remember, method="remember_many", items=items,
                          check_contradictions=check_contradictions, consolidate=consolidate)
 
@@ -199,6 +202,7 @@ class Methods:
         phase: Literal[1, 2] | None = None,
         paths: Sequence[str | os.PathLike[str]] | None = None,
         ray: str | None = None,
+        full: bool = False,
         progress: ProgressCallback | None = None,
     ) -> Any:
         """Index a markdown notes folder into PATH/.hebbs, streaming progress frames, then a summary.
@@ -207,8 +211,9 @@ class Methods:
         `phase` both phases run (data: IndexSummary). A watcher asks for them apart: phase 1 parses and
         diffs (only `paths`, when given; data: ScanSummary), phase 2 embeds and writes what phase 1
         planned (data: IndexSummary). `ray`: the address of a Ray cluster that embeds the sections
-        (docs/scale.md)."""
-        return self.call(protocol.Index, path=path, phase=phase, paths=paths, ray=ray, progress=progress)
+        (docs/scale.md). `full`: every section of the folder the vault does not hold is written again, even
+        one whose memory was forgotten: rebuilds this checkout's share of a shared vault (docs/scale.md)."""
+        return self.call(protocol.Index, path=path, phase=phase, paths=paths, ray=ray, full=full, progress=progress)
 
     def index_cancel(self, path: str | os.PathLike[str] | None = None) -> IndexCancelled:
         """Stop the index run on PATH/.hebbs (or the request's vault), wherever it was started, and wait until it
@@ -351,8 +356,10 @@ class AsyncMethods:
         """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
 
         `edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces; `key`: a memory already
-        stored under it is returned instead (idempotent); a restatement of an existing memory folds into it
-        (consolidated=True) unless `consolidate` is False."""
+        stored under it is returned instead (idempotent; other text is refused: KeyReused); without one the
+        client gives the memory a key of its own, so sending it again after a lost reply stores it once
+        (docs/python-api.md). A restatement of an existing memory folds into it (consolidated=True) unless
+        `consolidate` is False."""
         return await self.call(protocol.Remember, method="remember", content=content, importance=importance,
                                context=context, entity_id=entity_id, created_at=created_at, kind=kind, source=source,
                                supersedes=supersedes, edges=edges, key=key, consolidate=consolidate)
@@ -366,7 +373,8 @@ class AsyncMethods:
     ) -> list[Memory]:
         """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
 
-        `items`: dicts with the fields of remember, or RememberItems."""
+        `items`: dicts with the fields of remember, or RememberItems; an item without `key` gets one of the
+        client's own, as in remember."""
         return await self.call(protocol.Remember, method="remember_many", items=items,
                                check_contradictions=check_contradictions, consolidate=consolidate)
 
@@ -478,6 +486,7 @@ class AsyncMethods:
         phase: Literal[1, 2] | None = None,
         paths: Sequence[str | os.PathLike[str]] | None = None,
         ray: str | None = None,
+        full: bool = False,
         progress: ProgressCallback | None = None,
     ) -> Any:
         """Index a markdown notes folder into PATH/.hebbs, streaming progress frames, then a summary.
@@ -486,8 +495,10 @@ class AsyncMethods:
         `phase` both phases run (data: IndexSummary). A watcher asks for them apart: phase 1 parses and
         diffs (only `paths`, when given; data: ScanSummary), phase 2 embeds and writes what phase 1
         planned (data: IndexSummary). `ray`: the address of a Ray cluster that embeds the sections
-        (docs/scale.md)."""
-        return await self.call(protocol.Index, path=path, phase=phase, paths=paths, ray=ray, progress=progress)
+        (docs/scale.md). `full`: every section of the folder the vault does not hold is written again, even
+        one whose memory was forgotten: rebuilds this checkout's share of a shared vault (docs/scale.md)."""
+        return await self.call(protocol.Index, path=path, phase=phase, paths=paths, ray=ray, full=full,
+                               progress=progress)
 
     async def index_cancel(self, path: str | os.PathLike[str] | None = None) -> IndexCancelled:
         """Stop the index run on PATH/.hebbs (or the request's vault), wherever it was started, and wait until it

@@ -69,12 +69,8 @@ class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # Memories alike in meaning support each other (recall.fusion.neighbor_support): each of the
     # neighbor_pool best candidates moves neighbor_weight of the way towards the cosine-weighted mean
     # relevance of its neighbor_count nearest candidates. 0 turns it off.
-    # neighbor_pool 100 (50 before) takes every candidate of a 50-deep search of both channels, and
-    # the tail of a top_k 100 recall: measured on every set at once (docs/retrieval.md), nDCG@10
-    # MEDLINE 0.819 -> 0.827, CISI 0.450 (same); recall@100 CISI 0.493 -> 0.506, MEDLINE 0.960 ->
-    # 0.969; notes hit@1 0.800 (same), MRR 0.859 -> 0.861; LoCoMo recall@10 0.6973 -> 0.6968 (every
-    # category still above every baseline). 80: MEDLINE 0.822. neighbor_count 3: MEDLINE 0.824 but
-    # CISI 0.450 -> 0.446; neighbor_weight 0.3: MEDLINE 0.824, CISI 0.447 and notes hit@1 0.78.
+    # neighbor_pool 100 takes every candidate of a 50-deep search of both channels, and the tail of a
+    # top_k 100 recall. Each value was chosen on every benchmark set at once (bench/results/history.md).
     neighbor_weight: float = 0.2
     neighbor_count: int = 5
     neighbor_pool: int = 100
@@ -86,11 +82,9 @@ class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # a cue of at least feedback_min_terms index terms is searched again by BM25, its own terms
     # sharing 1 - feedback_weight and the feedback_terms heaviest terms of the feedback_docs best
     # fused candidates sharing feedback_weight; that search replaces the lexical channel.
-    # feedback_weight 0 turns it off. Measured end to end (docs/retrieval.md): CISI nDCG@10 0.427 ->
-    # 0.453 (RRF(60) 0.429), notes and LoCoMo unchanged. For every cue (min_terms 0) it cost LoCoMo
-    # recall@10 0.033 and notes hit@1 0.02: short cues drift. CISI at min_terms 10 / 12 / 15 / 20:
-    # 0.449 / 0.453 / 0.448 / 0.449 (LoCoMo at 8 lost single-hop 0.002); weight 0.3 / 0.5 / 0.7:
-    # 0.449 / 0.453 / 0.454; 10 terms 0.453; 5 / 15 / 20 docs (without cue_by_sentence) 0.438 / 0.448 / 0.443.
+    # feedback_weight 0 turns it off. Only long cues: a short cue drifts with feedback terms, and
+    # conversations and notes lost answers when every cue had it. The values were chosen one at a time
+    # on the benchmark sets (bench/results/history.md).
     feedback_weight: float = 0.5
     feedback_terms: int = 20
     feedback_docs: int = 10
@@ -99,10 +93,9 @@ class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # channel, so a top_k of 100 ended in an order that MMR's diversity alone decided. A candidate's
     # relevance is at least rank_weight times its reciprocal-rank score over both channels (k =
     # rank_k). That is at most 2 / 61 x 0.25 = 0.008, below all but the last few head hits' fused
-    # scores, so it orders the tail only. Measured on every set at once (docs/retrieval.md): recall@100 CISI 0.482
-    # -> 0.493, MEDLINE 0.956 -> 0.960; nDCG@10, notes and LoCoMo unchanged. 0.5 / 1 / 2: CISI 0.493
-    # / 0.498 / 0.502, MEDLINE 0.956 / 0.955 / 0.950. Added to every candidate instead of taken as a
-    # floor, 0.5 cost notes hit@1 0.02. 0 turns it off.
+    # scores, so it orders the tail only: recall@100 gains and the head is unchanged. A floor, not added
+    # to every candidate, which would move the head too. Chosen on every set at once
+    # (bench/results/history.md). 0 turns it off.
     rank_weight: float = 0.25
     rank_k: int = 60
 
@@ -145,8 +138,8 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # With "half_life", the window of a memory whose type has no half-life of its own (no type, or
     # one no table names). Not decay.default_half_life_days: that is when a plain episode becomes a
     # forget candidate, while recall cannot tell an untyped memory is an episode. Conversations are
-    # untyped: recalled as of their last session, LoCoMo recall@10 was 0.616 at 30 days, 0.633 at
-    # 180, 0.671 at 365, 0.683 at 730 and 0.685 at 1825 (docs/retrieval.md, "Time words and freshness").
+    # untyped, and recalled as of their last session their older turns still answer: a short window
+    # ranks them out (docs/retrieval.md, "Time words and freshness", has the figures by window).
     untyped_recency_days: float = 730.0
     # The weight of relevance against diversity: 1 = score order (no MMR), lower = more diverse, 0 =
     # diversity alone after the best. 0.9 was the best setting on LoCoMo (docs/retrieval.md): a little
@@ -159,9 +152,8 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     analogical_alpha: float = 0.5
     # On: a cue of several sentences is embedded as the mean of its sentences' embeddings (recall.query.
     # cue_embedding), each thing a paragraph asks searched for. Off by default: on CISI (52 of 76
-    # queries have several sentences) it gave nDCG@10 0.454 against 0.450, LoCoMo recall@10 0.6974
-    # against 0.6968 (one open-domain question), MEDLINE and the notes nothing (no such cue), and it
-    # embeds each sentence on its own: default recall on a paragraph took about 1.5x the CPU
+    # queries have several sentences) it helped a little, elsewhere nothing (no such cue), and it
+    # embeds each sentence on its own, a paragraph's recall costing several embeddings
     # (docs/retrieval.md, "Long cues"). Fused recall only: similarity alone
     # searches the cue's own embedding, the plain vector search a caller compares with hnswlib.
     cue_by_sentence: bool = False
@@ -306,10 +298,16 @@ class PanelConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     # Serve the panel from the daemon, on 127.0.0.1 at this port.
     enabled: bool = True
     port: int = 6381
+    # A browser session (the panel's cookie) ends after this many seconds without a request (2 hours).
+    session_idle_seconds: int = 7200
+    # A browser session ends this many seconds after it was opened, used or not (a day); `hebbs palace` opens another.
+    session_max_seconds: int = 86400
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
             raise ValueError(f"panel.port must be from 1 to 65535, got {self.port}")
+        if self.session_idle_seconds < 1 or self.session_max_seconds < 1:
+            raise ValueError("panel.session_idle_seconds and panel.session_max_seconds must be at least 1")
 
 
 class DaemonConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -317,9 +315,9 @@ class DaemonConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     belong to the daemon, not to a vault. A flag of `python -m hebbs.daemon`, then $HEBBS_*, overrides
     each; unset means the built-in default."""
 
-    # Seconds without a connection before the daemon exits (300; $HEBBS_IDLE_TIMEOUT).
+    # Seconds without a connection before the daemon exits, 0 = never (300; $HEBBS_IDLE_TIMEOUT).
     idle_timeout: float | None = None
-    # Seconds unused before the daemon closes a vault (300; $HEBBS_VAULT_IDLE_TIMEOUT).
+    # Seconds unused before the daemon closes a vault, 0 = never (300; $HEBBS_VAULT_IDLE_TIMEOUT).
     vault_idle_timeout: float | None = None
     # Connections served at once (256; $HEBBS_MAX_CONNECTIONS).
     max_connections: int | None = None
@@ -333,14 +331,20 @@ class DaemonConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
 
 class NotesConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     """Where reflect-commit and contradiction reviews write notes into the notes folder a vault was indexed from
-    ([notes]; hebbs/workflows/reflect.py): folders relative to the notes folder, kept out of the index."""
+    ([notes]; hebbs/workflows/reflect.py): folders relative to the notes folder, kept out of the index; and the
+    largest note the indexer takes (hebbs/notes/walk.py)."""
 
     # Write insights and settled contradictions as notes; off, they are kept in the vault only.
     write: bool = True
     insights_dir: str = "insights"
     contradictions_dir: str = "contradictions"
+    # A note larger than this (bytes) is skipped, and named in the index's warnings and in `hebbs list`:
+    # one huge file must not take the daemon's memory. 5 MB is about 2,500 pages of prose.
+    max_note_bytes: int = 5_000_000
 
     def __post_init__(self) -> None:
+        if self.max_note_bytes < 1:
+            raise ValueError(f"notes.max_note_bytes must be at least 1, got {self.max_note_bytes}")
         for name, value in (("insights_dir", self.insights_dir), ("contradictions_dir", self.contradictions_dir)):
             parts = PurePosixPath(value).parts
             if not value.strip() or PurePosixPath(value).is_absolute() or ".." in parts or any(
@@ -413,10 +417,21 @@ class StoreConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     # Several `hebbs index` runs of one notes tree split its files by claims in the store; a claim
     # not renewed for this many seconds (its indexer was killed) is taken over by another.
     claim_lease: float = 30.0
+    # Connections each daemon opens to `url` for this vault, at most (opened as needed), and as many
+    # again to `read_url`; besides them, one for the wake-ups and one for the writer lock. A pooler or a
+    # server that gives fewer makes a busy daemon's calls wait, then fail (docs/scale.md has the sum).
+    pool_size: int = 16
+    # Seconds a call retries a server it cannot reach (a restart, a failover) before it fails with
+    # STORE_UNAVAILABLE, which names the vault and the server; the caller may retry it.
+    unreachable_after: float = 5.0
 
     def __post_init__(self) -> None:
         if self.claim_lease <= 0:
             raise ValueError(f"store.claim_lease must be positive, got {self.claim_lease!r}")
+        if self.pool_size < 1:
+            raise ValueError(f"store.pool_size must be at least 1, got {self.pool_size!r}")
+        if self.unreachable_after <= 0:
+            raise ValueError(f"store.unreachable_after must be positive, got {self.unreachable_after!r}")
         if self.similar not in ("local", "pgvector"):
             raise ValueError(f"store.similar must be local or pgvector, got {self.similar!r}")
         if self.url is None:
@@ -556,6 +571,7 @@ neighbors = 5
 write = true
 insights_dir = "insights"
 contradictions_dir = "contradictions"
+max_note_bytes = 5000000         # a larger note is skipped (named in the index's warnings and in `hebbs list`)
 
 # The original of every indexed file version, compressed, for `hebbs source ID` (docs/notes.md).
 [sources]

@@ -10,7 +10,7 @@ import functools
 import os
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +19,11 @@ from .config import VaultConfig, load_config
 from .errors import InvalidInput, VaultNotInitialized
 from .paths import hebbs_home, vault_for_path
 from .recall import pipeline
+from .recall.options import RecallOptions, takes_options
 from .recall.prime import prime
 from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, Edge, EdgeType,
                      ImportSummary, Insight, Inspection, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResults, ReflectAutoResult,
-                     ReflectCommitted, ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
+                     ReflectCommitted, ReflectPrepared, Source, SourceSection, VaultStats)
 from .embedding.embed import Embedder, get_embedder
 from .core.open_vault import OpenVault, open_store
 from .workflows import consolidate as consolidation
@@ -184,8 +185,8 @@ class Engine:
                  edges: Sequence[tuple[str, str, float]] = (), key: str | None = None,
                  consolidate: bool | None = None) -> Memory:
         """Store one memory. `edges` are (target_id, edge type name, confidence) from the new memory.
-        With `key`, a memory already stored under that key in this vault is returned instead (idempotent).
-        A restatement of an existing memory is consolidated into it (returned with consolidated=True)
+        With `key`, a memory already stored under that key in this vault is returned instead (idempotent);
+        the key given again with another text is refused (KeyReused, naming the stored text). A restatement of an existing memory is consolidated into it (returned with consolidated=True)
         unless `consolidate` (default: config consolidation.on_remember) is off."""
         return self.remember_many([{
             "content": content, "importance": importance, "context": context, "entity_id": entity_id,
@@ -339,15 +340,9 @@ class Engine:
 
     # Recall ----------------------------------------------------------------------------------
 
+    @takes_options("RecallResults")  # the options are RecallOptions' fields (hebbs/recall/options.py)
     @_reading
-    def recall(self, cue: str | None = None, *, strategies: Sequence[str] | None = None, top_k: int = 10,
-               entity_id: str | None = None, time_range: Any = None,
-               weights: ScoringWeights | Mapping[str, float] | None = None, include_superseded: bool = False,
-               reinforce: bool = False, mmr_lambda: float | None = None,
-               seed: str | None = None, direction: str = "forward", max_depth: int = 5,
-               edge_types: Sequence[str] | None = None, alpha: float | None = None,
-               analogy: Sequence[str] | None = None, now: Any = None, associate: bool = False,
-               ) -> RecallResults:
+    def recall(self, cue: str | None = None, **options: Any) -> RecallResults:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall re-ranks by shape with weight 1 - `alpha`, and
         `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md). `now` (default: the current time) is the
@@ -359,13 +354,10 @@ class Engine:
         the answer says whether it abstained (docs/honesty.md). `weights`: a ScoringWeights, or a mapping
         of some of its fields (the others keep their defaults)."""
         started = time.perf_counter()
-        request = pipeline.plan(
-            self.vault, cue, strategies=strategies, top_k=top_k, entity_id=entity_id, time_range=time_range,
-            weights=weights, include_superseded=include_superseded, mmr_lambda=mmr_lambda, seed=seed,
-            direction=direction, max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy, now=now,
-            associate=associate)
+        asked = RecallOptions(cue=cue, **options)  # an unknown option is a TypeError, as for any signature
+        request = pipeline.plan(self.vault, asked)
         answer = pipeline.run(self.vault, request)
-        use.record_recall(self.vault, request, answer.results, reinforce=reinforce, started=started)
+        use.record_recall(self.vault, request, answer.results, reinforce=asked.reinforce, started=started)
         return answer
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
@@ -431,16 +423,19 @@ class Engine:
     @_reading
     def count(self) -> int:
         """How many memories the vault holds (earlier versions not counted)."""
+        if getattr(self.vault.store, "shared", False):
+            self.vault.catch_up()  # other daemons' last writes; a store out of reach says so
         return sum(1 for _, e in self.vault.entries() if e.kind != MemoryKind.REVISION)
 
     @_reading
     def stats(self) -> VaultStats:
         """What the vault holds: memories (in all and by kind), superseded ones, the model, the last write."""
+        memories = self.count()  # first: a shared vault catches up (or says its store is out of reach)
         kinds: dict[str, int] = {}
         entries = [e for _, e in self.vault.entries()]
         for entry in entries:
             kinds[entry.kind.value] = kinds.get(entry.kind.value, 0) + 1
-        return VaultStats(path=str(self.path), memories=self.count(), by_kind=kinds, model=self.embedder.model_id,
+        return VaultStats(path=str(self.path), memories=memories, by_kind=kinds, model=self.embedder.model_id,
                           dimension=self.embedder.dim, write_seq=self.vault.write_seq,
                           superseded=sum(1 for e in entries if e.superseded_by and e.kind != MemoryKind.REVISION),
                           store=self.vault.store.where)

@@ -6,6 +6,8 @@ error frame without a lookup table, and the SDK can turn an error frame back int
 
 from __future__ import annotations
 
+import re
+
 
 class HebbsError(Exception):
     """Base of every error hebbs raises on purpose."""
@@ -17,6 +19,20 @@ class InvalidInput(HebbsError, ValueError):
     """The call's arguments are wrong: nothing was changed."""
 
     status_code = "INVALID_REQUEST"
+
+
+class KeyReused(InvalidInput):
+    """An idempotency key already stored with another text: nothing was stored. The message names the
+    memory stored under the key and its text; `memory_id` is that memory's id."""
+
+    status_code = "KEY_REUSED"
+
+    def __init__(self, message: str, memory_id: str | None = None) -> None:
+        super().__init__(message)
+        if memory_id is None:  # an error frame carries the message alone, which names the memory
+            found = re.search(r"\bmemory ([0-9A-HJKMNP-TV-Z]{26})\b", message)
+            memory_id = found[1] if found else None
+        self.memory_id = memory_id
 
 
 class NotFound(HebbsError, KeyError):
@@ -77,6 +93,14 @@ class ModelError(HebbsError):
     status_code = "MODEL_ERROR"
 
 
+class StoreUnavailable(HebbsError):
+    """The vault's PostgreSQL cannot be reached (down, restarting, failing over), or every connection of
+    the daemon's pool to it stayed busy: nothing of the call was kept; the same call succeeds once the
+    server answers again, so it may be retried."""
+
+    status_code = "STORE_UNAVAILABLE"
+
+
 # Errors that only the daemon protocol raises (the engine never does); hebbs.protocol re-exports them.
 
 class MessageTooLarge(HebbsError):
@@ -102,6 +126,9 @@ class DaemonUnavailable(HebbsError):
     """No daemon answers and none could be started (see $HEBBS_HOME/daemon.log)."""
 
     status_code = "DAEMON_UNAVAILABLE"
+    # Raised by a remember whose outcome is unknown: the idempotency key of each of its memories, in
+    # order, to send it again with (hebbs/writekeys.py).
+    keys: list[str] = []
 
 
 class DaemonBusy(DaemonUnavailable):
@@ -118,7 +145,7 @@ class ProtocolError(HebbsError):
 
 ERRORS_BY_CODE: dict[str, type[HebbsError]] = {
     cls.status_code: cls
-    for cls in (HebbsError, InvalidInput, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch, CorruptVault, DiskFull,
-                LLMNotConfigured, LLMError, ModelError, MessageTooLarge, IndexingInProgress, Cancelled, DaemonUnavailable,
-                DaemonBusy, ProtocolError)
+    for cls in (HebbsError, InvalidInput, KeyReused, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch,
+                CorruptVault, DiskFull, LLMNotConfigured, LLMError, ModelError, MessageTooLarge, IndexingInProgress,
+                Cancelled, DaemonUnavailable, DaemonBusy, ProtocolError, StoreUnavailable)
 }

@@ -18,21 +18,18 @@ with exponential backoff (Retry-After honoured), then raised as LLMError: nothin
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import re
-import socket
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import httpx
 import msgspec
 
 from .workflows import reflect
@@ -71,6 +68,8 @@ CLASSIFY_BUDGET = 2000
 MAX_PROPOSALS = 5
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RETRY_WAIT = 60.0
+# A server that redirects more than this is misconfigured: the call fails instead of following on.
+MAX_REDIRECTS = 10
 SYSTEM = ("You help an AI agent keep its long-term memory in order. "
           "Answer with a single JSON object and nothing else.")
 
@@ -134,7 +133,8 @@ def client_for(engine: Agent) -> "ChatClient":
 # The HTTP client -----------------------------------------------------------------------------
 
 class ChatClient:
-    """POST {base_url}/chat/completions with retries; stdlib only."""
+    """POST {base_url}/chat/completions over httpx. Rate limits, server errors and timeouts are retried
+    here (httpx retries no status); a redirect is followed only within the base URL's origin."""
 
     def __init__(self, config: LLMConfig, api_key: str | None, *,
                  sleep: Callable[[float], None] = time.sleep) -> None:
@@ -145,9 +145,7 @@ class ChatClient:
         self._sleep = sleep
         host = urllib.parse.urlsplit(self.url).hostname or ""
         # A server on this machine (ollama, llama.cpp, vLLM) is never reached through a proxy.
-        local = host in ("localhost", "::1") or host.startswith("127.")
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}) if local
-                                                   else urllib.request.ProxyHandler(), SameOriginRedirects())
+        self._local = host in ("localhost", "::1") or host.startswith("127.")
 
     def complete(self, messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
         """The answer's text. Raises LLMError when the server refuses or keeps failing, BadAnswer when
@@ -164,31 +162,50 @@ class ChatClient:
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
         last = ""
-        for attempt in range(1, c.max_attempts + 1):
-            wait: float | None = None
-            try:
-                request = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
-                with self._opener.open(request, timeout=c.timeout_seconds) as response:
-                    payload = response.read()
-                return answer_text(payload)
-            except urllib.error.HTTPError as exc:
-                detail = _error_detail(exc)
-                if exc.code not in RETRY_STATUS:
-                    raise LLMError(f"the LLM at {self.url} refused the request: HTTP {exc.code} {detail}") from None
-                last = f"HTTP {exc.code} {detail}".strip()
-                wait = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
-            except (TimeoutError, socket.timeout):
-                last = f"no answer within {c.timeout_seconds:g} s"
-            except urllib.error.URLError as exc:
-                timed_out = isinstance(exc.reason, (TimeoutError, socket.timeout))
-                last = f"no answer within {c.timeout_seconds:g} s" if timed_out else f"cannot connect: {exc.reason}"
-            except (ConnectionError, http.client.HTTPException) as exc:
-                last = f"connection failed: {exc!r}"
-            if attempt < c.max_attempts:
-                backoff = c.backoff_seconds * 2 ** (attempt - 1)
-                self._sleep(min(MAX_RETRY_WAIT, backoff if wait is None else wait))
+        # One connection pool per call, closed with it: the attempts and redirects of a call share it.
+        with httpx.Client(timeout=c.timeout_seconds, trust_env=not self._local, follow_redirects=False) as http:
+            for attempt in range(1, c.max_attempts + 1):
+                wait: float | None = None
+                try:
+                    response = self._post(http, data, headers)
+                except httpx.TimeoutException:
+                    last = f"no answer within {c.timeout_seconds:g} s"
+                except httpx.ConnectError as exc:
+                    last = f"cannot connect: {exc}"
+                except httpx.TransportError as exc:
+                    last = f"connection failed: {exc!r}"
+                else:
+                    if response.is_success:
+                        return answer_text(response.content)
+                    detail = _excerpt(response.content)
+                    if response.status_code not in RETRY_STATUS:
+                        raise LLMError(f"the LLM at {self.url} refused the request: HTTP {response.status_code} "
+                                       f"{detail}")
+                    last = f"HTTP {response.status_code} {detail}".strip()
+                    wait = _retry_after(response.headers.get("Retry-After"))
+                if attempt < c.max_attempts:
+                    backoff = c.backoff_seconds * 2 ** (attempt - 1)
+                    self._sleep(min(MAX_RETRY_WAIT, backoff if wait is None else wait))
         raise LLMError(f"the LLM at {self.url} failed {c.max_attempts} times (rate limits, server errors and "
                        f"timeouts are retried); last: {last}. {AGENT_PATH}")
+
+    def _post(self, http: httpx.Client, data: bytes, headers: dict[str, str]) -> httpx.Response:
+        """The POST's final answer, its redirects followed as httpx builds them (307 and 308 repeat the
+        POST, 301 to 303 become a GET) but only within the base URL's origin: elsewhere the request, and
+        its Authorization header (the API key), would go to whatever address a 30x names."""
+        request = http.build_request("POST", self.url, content=data, headers=headers)
+        for _ in range(MAX_REDIRECTS + 1):
+            response = http.send(request)
+            following = response.next_request
+            if following is None:
+                return response
+            target = str(following.url)
+            if _origin(target) != _origin(self.url):
+                raise LLMError(f"the LLM at {response.request.url} redirected (HTTP {response.status_code}) to "
+                               f"another origin, {_origin_text(target)}; hebbs does not follow it, so the API key "
+                               f"is not sent there. If that is the right server, set llm.base_url to it")
+            request = following
+        raise LLMError(f"the LLM at {self.url} redirected more than {MAX_REDIRECTS} times")
 
     def ask_json(self, user: str, max_tokens: int | None = None) -> Any:
         return parse_json_answer(self.complete([{"role": "system", "content": SYSTEM},
@@ -199,23 +216,6 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()
     return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme)
-
-
-class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows a redirect only to the same scheme, host and port: urllib would otherwise send the
-    request's Authorization header (the API key) to whatever address a 30x names."""
-
-    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
-                         newurl: str) -> urllib.request.Request | None:
-        target = urllib.parse.urljoin(req.full_url, newurl)
-        if _origin(target) != _origin(req.full_url):
-            raise LLMError(f"the LLM at {req.full_url} redirected (HTTP {code}) to another origin, "
-                           f"{_origin_text(target)}; hebbs does not follow it, so the API key is not sent there. "
-                           f"If that is the right server, set llm.base_url to it")
-        if code in (307, 308):  # the same request to the new path (urllib would refuse to repeat a POST)
-            return urllib.request.Request(target, data=req.data, headers=dict(req.header_items()),
-                                          method=req.get_method())
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 def _origin_text(url: str) -> str:
@@ -266,15 +266,6 @@ def _retry_after(value: str | None) -> float | None:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError):
         return None
-
-
-def _error_detail(exc: urllib.error.HTTPError) -> str:
-    try:
-        return _excerpt(exc.read())
-    except OSError:
-        return ""
-    finally:
-        exc.close()
 
 
 def _excerpt(raw: bytes | str, limit: int = 200) -> str:

@@ -12,6 +12,7 @@ This module must stay light: the CLI imports it, and a CLI call must not load nu
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import socket
 import struct
@@ -29,6 +30,7 @@ from .schema import (ImportSummary, Inspection, ContradictionAutoResult, Contrad
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
 from .schema import SourceSection, decoder
+from .recall.options import RecallOptions
 
 PROTOCOL_VERSION = 1
 MAX_FRAME = 16 * 1024 * 1024
@@ -55,6 +57,8 @@ Text = Annotated[str, Meta(max_length=MAX_TEXT_CHARS)]
 IdText = Annotated[str, Meta(max_length=MAX_ID_CHARS)]
 Name = Annotated[str, Meta(max_length=MAX_NAME_CHARS)]
 Micros = Annotated[int, Meta(ge=0, le=MAX_MICROS)]
+# A network address (a Ray cluster's): it goes into a subprocess's arguments, which take no NUL either.
+Address = Annotated[str, Meta(max_length=MAX_NAME_CHARS, pattern="^[^\x00]*$")]
 
 
 # The wire-only errors live in hebbs.errors with the rest; imported here so existing
@@ -183,6 +187,7 @@ class ScanSummary(msgspec.Struct, kw_only=True):
     files_changed: int = 0
     files_removed: int = 0
     pending: dict[str, int] = {}
+    skipped: list[str] = []
     warnings: list[str] = []
     seconds: float = 0.0
 
@@ -214,7 +219,14 @@ EdgeTypeName = Annotated[str, Meta(max_length=MAX_NAME_CHARS, extra={"choices": 
 AsOf = Annotated[int | None, Meta(extra={"micros": True}, description=(
     "recall as of this ISO 8601 time (or microseconds): the reference for time words in the cue (\"last week\") "
     "and for recency (default: the current time)"))]
-STRATEGIES = ("similarity", "lexical", "temporal", "causal", "analogical", "associative")
+
+
+def recall_strategies() -> tuple[str, ...]:
+    """The strategies a recall may name: hebbs/recall/registry.py's, the one list. Called when the command
+    line is generated (cli/declared.py), so that loading the protocol loads no strategy."""
+    from .recall.registry import STRATEGIES
+
+    return STRATEGIES
 
 
 class Spec(NamedTuple):
@@ -484,11 +496,14 @@ class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
 @declare(result=Memory, writes=True, engine="remember_many", batch="items", direct=True, cli="remember",
          shell="commands:RememberShell",
          also=(Method("remember", notes="`edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces; "
-                      "`key`: a memory already stored under it is returned instead (idempotent); a restatement of an "
+                      "`key`: a memory already stored under it is returned instead (idempotent; other text is refused: "
+                      "KeyReused); without one the client gives the memory a key of its own, so sending it again "
+                      "after a lost reply stores it once (docs/python-api.md). A restatement of an "
                       "existing memory folds into it (consolidated=True) unless `consolidate` is False.",
                       result=Memory, params="content, *", required=("content",),
                       fields=(*RememberItem.__struct_fields__, "consolidate")),
-               Method("remember_many", notes="`items`: dicts with the fields of remember, or RememberItems.",
+               Method("remember_many", notes="`items`: dicts with the fields of remember, or RememberItems; an item "
+                      "without `key` gets one of the client's own, as in remember.",
                       result=list[Memory], params="items, *", required=("items",),
                       fields=("items", "check_contradictions", "consolidate"))),
          flags=("content=content, entity_id=--entity, edges=--edge, kind=, source=, items=, check_contradictions=, "
@@ -666,7 +681,7 @@ class Recall(_Command, tag="recall"):
 
     cue: Annotated[Text | None, Meta(description="what to look for (none: the most recent memories)")] = None
     strategies: Annotated[list[Name] | None, Meta(
-        extra={"choices": STRATEGIES}, description="repeatable (default: similarity and lexical fused; temporal "
+        extra={"choices": recall_strategies}, description="repeatable (default: similarity and lexical fused; temporal "
         "without a cue; causal with --seed; analogical with --analogy)")] = None
     top_k: Annotated[int, Meta(description="how many results")] = 10
     entity_id: Annotated[Name | None, Meta(description="only this entity's memories")] = None
@@ -706,6 +721,18 @@ class Recall(_Command, tag="recall"):
     # Also spread one hop along co-activation links (docs/consolidation.md); tagged `associative`.
     associate: Annotated[bool, Meta(description="also bring memories used together with the best matches (tagged "
                                                 "associative)")] = False
+
+
+def _same_options(request: type[msgspec.Struct], options: type, own: tuple[str, ...]) -> None:
+    """A request that carries a recall's options holds the option fields in the same order with the same
+    defaults, plus its `own` fields: its declaration describes them for each door, the options say them."""
+    declared = {f.name: f.default for f in msgspec.structs.fields(request) if f.name not in own}
+    expected = {f.name: f.default for f in dataclasses.fields(options)}
+    if list(declared.items()) != list(expected.items()):
+        raise TypeError(f"{request.__name__}'s fields {declared} are not {options.__name__}'s {expected}")
+
+
+_same_options(Recall, RecallOptions, own=("vaults",))
 
 
 @declare(result=list[Memory], engine="reinforce", writes=True, panel=False, params="ids, *", cli="used",
@@ -785,13 +812,15 @@ class Index(_Command, tag="index"):
     `phase` both phases run (data: IndexSummary). A watcher asks for them apart: phase 1 parses and
     diffs (only `paths`, when given; data: ScanSummary), phase 2 embeds and writes what phase 1
     planned (data: IndexSummary). `ray`: the address of a Ray cluster that embeds the sections
-    (docs/scale.md).
+    (docs/scale.md). `full`: every section of the folder the vault does not hold is written again, even
+    one whose memory was forgotten: rebuilds this checkout's share of a shared vault (docs/scale.md).
     """
 
     path: PathText | None = None
     phase: Literal[1, 2] | None = None
     paths: list[PathText] | None = None
-    ray: str | None = None
+    ray: Address | None = None
+    full: bool = False
 
 
 @declare(result=IndexCancelled, vault="path", method="index_cancel")

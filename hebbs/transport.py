@@ -22,6 +22,7 @@ from .fsutil import last_lines
 from .paths import ensure_home, hebbs_home, log_path, socket_path, spawn_lock_path
 from .protocol import (ERROR, HEADER, PROGRESS, DaemonUnavailable, ExportChunk, ProtocolError, _Command, decode_data,
                        decode_response, error_from_frame, frame_length, progress_type, recv_frame, result_type)
+from .writekeys import safe_to_resend
 
 if TYPE_CHECKING:
     import asyncio
@@ -169,8 +170,9 @@ def pending_error(sock: socket.socket) -> HebbsError | None:
 
 def may_retry(attempt: int, exc: "Vanished", command: _Command) -> bool:
     """Sending failed: nothing reached the daemon. Reading failed: it may have acted, so only
-    commands that change nothing are sent again. Either way, once."""
-    return attempt == 0 and (not exc.sent or command.spec.retryable)
+    commands that change nothing, or whose every memory has an idempotency key (writekeys.py), are
+    sent again. Either way, once."""
+    return attempt == 0 and (not exc.sent or safe_to_resend(command))
 
 
 def gone(exc: "Vanished", command: _Command) -> DaemonUnavailable:

@@ -54,3 +54,38 @@ def test_hebbs_mcp_without_the_sdk_says_how_to_add_it() -> None:
             "sys.exit(main(['mcp']))")
     done = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "'.[mcp]'" in done.stderr and "Traceback" not in done.stderr
+
+
+def _requirements() -> list[str]:
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]
+    # The reference extra runs one script once (scripts/embeddinggemma_reference.py); CI never installs it.
+    extras = [r for name, group in project["optional-dependencies"].items() if name != "reference"
+              for r in group if not r.startswith("hebbs[")]
+    return project["dependencies"] + extras
+
+
+def test_dependencies_are_ranges_whose_lower_bounds_the_suite_runs_on() -> None:
+    """An agent's environment holds other packages, so hebbs asks for ranges, never one version; and
+    constraints.txt, which CI installs with, pins each at its range's lower bound, so the lowest
+    versions hebbs allows are the ones its tests ran on."""
+    pins = {}
+    for line in (Path(__file__).parent.parent / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[name.lower().replace("_", "-")] = version
+    for requirement in _requirements():
+        assert "==" not in requirement, f"{requirement}: a range, not one version"
+        lower = re.search(r">=\s*([\w.]+)", requirement)
+        if lower is None or _name(requirement) in {"pytest", "pytest-timeout", "pytest-xdist"}:
+            continue  # the test runner's plugins follow pytest
+        assert pins.get(_name(requirement)) == lower.group(1), \
+            f"{requirement}: constraints.txt pins {pins.get(_name(requirement))}, not the lower bound"
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    root = Path(__file__).parent.parent
+    readme = root.joinpath("README.md").read_text()
+    command = next(line for line in (root / ".ci" / "run").read_text().splitlines() if "pytest" in line)
+    assert command in readme

@@ -14,11 +14,12 @@ import msgspec
 
 from hebbs.recall.brains import BRAINS, GLOBAL, PROJECT
 from hebbs.client import Client, to_micros
-from hebbs.errors import InvalidInput, NotFound
+from hebbs.errors import DaemonUnavailable, InvalidInput, KeyReused, NotFound
 from hebbs.fsutil import AtomicText
 from hebbs.paths import VAULT_DIR, hebbs_home, init_vault, resolve_vault
 from hebbs.protocol import MAX_FRAME, RememberItem, ReviseItem
 from hebbs.schema import ScoringWeights
+from hebbs.writekeys import retry_hint
 
 from . import output
 
@@ -180,15 +181,19 @@ class RememberShell:
     def send(args: argparse.Namespace, fields: dict[str, Any]) -> tuple[Any, bool]:
         """The memory, and whether --replace revised it to the new text."""
         with client_for(args) as client:
-            memory = client.remember(**fields)
-            changed = memory.existing and memory.content != fields["content"]
-            if changed and not args.replace:
-                raise InvalidInput(f"key {fields['key']!r} was already used for memory {memory.id} "
-                                   f"({output.one_line(memory.content, 60)!r}); nothing was stored. Give --replace "
-                                   "to revise that memory to this text (its earlier text is kept as history)")
-            if changed:
-                memory = msgspec.structs.replace(client.revise(memory.id, content=fields["content"]), existing=True)
-        return memory, changed
+            try:
+                return client.remember(**fields), False
+            except DaemonUnavailable as exc:
+                if not exc.keys:
+                    raise
+                hint = f"it may have been stored: run it again with --key {exc.keys[0]} to store it at most once"
+                raise DaemonUnavailable(str(exc).replace(retry_hint(exc.keys), hint)) from None
+            except KeyReused as exc:  # refused by the engine, as at every door
+                if not args.replace or exc.memory_id is None:
+                    raise KeyReused(f"{exc} (here: give --replace to revise it to this text; its earlier text "
+                                    "is kept as history)", exc.memory_id) from None
+                revised = client.revise(exc.memory_id, content=fields["content"])
+                return msgspec.structs.replace(revised, existing=True), True
 
     @staticmethod
     def json(args: argparse.Namespace, sent: tuple[Any, bool]) -> Any:

@@ -187,7 +187,10 @@ def _shape(type_: Any, meta: dict[str, Any] | None = None) -> Shape:
         return Shape(dict, help=meta.get("help"))
     if args:  # an optional value: its non-null type
         return _shape(next(a for a in args if a is not type(None)), meta)
-    return Shape(type_, choices=meta.get("choices"), short_id=bool(meta.get("short_id")), nargs=meta.get("nargs"),
+    choices = meta.get("choices")
+    if callable(choices):  # read from where they are kept (the recall registry's strategies)
+        choices = tuple(choices())
+    return Shape(type_, choices=choices, short_id=bool(meta.get("short_id")), nargs=meta.get("nargs"),
                  upper=bool(meta.get("upper")), metavar=meta.get("metavar"), help=meta.get("help"))
 
 

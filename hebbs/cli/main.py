@@ -158,6 +158,8 @@ def _vault_commands(command: Any, common: argparse.ArgumentParser, shared: argpa
     run.add_argument("--follow", action="store_true", help="follow the run going on this folder (started elsewhere)")
     p.add_argument("--ray", metavar="ADDRESS", help="embed the sections on the Ray cluster at ADDRESS (HOST:PORT; "
                    "needs hebbs[ray]; docs/scale.md)")
+    p.add_argument("--full", action="store_true", help="write again every section the vault does not hold, even "
+                   "forgotten ones (rebuilds this checkout's share of a shared vault; docs/scale.md)")
 
     p = command("watch", "keep a notes folder's vault current as its files change (Ctrl-C stops)",
                 run="vaultcmds:run")
@@ -226,7 +228,7 @@ def _other_commands(command: Any, common: argparse.ArgumentParser, shared: argpa
     p.add_argument("--idle-timeout", type=number,
                    help="start: stop after this many idle seconds, 0 = never (default: 300)")
     p.add_argument("--vault-idle-timeout", type=number,
-                   help="start: close vaults unused for this many seconds (default: 300)")
+                   help="start: close vaults unused for this many seconds, 0 = never (default: 300)")
     p.add_argument("-n", "--lines", type=int, default=40, help="logs: how many lines")
 
 

@@ -46,8 +46,8 @@ class StatusShell:
             return 0
         print(f"running: pid {status.pid}, up {status.uptime_s:.0f}s, {status.requests} requests, "
               f"model {status.model or '(loading)'}")
-        print(f"socket {status.socket}; stops after {status.idle_timeout_s:.0f}s idle, "
-              f"closes vaults after {status.vault_idle_timeout_s:.0f}s")
+        print(f"socket {status.socket}; {_after(status.idle_timeout_s, 'stops after {}s idle', 'never stops when idle')}, "
+              f"{_after(status.vault_idle_timeout_s, 'closes vaults after {}s unused', 'never closes unused vaults')}")
         print(f"connections {status.connections} of at most {status.max_connections}"
               f" ({status.refused_busy} refused as busy since the start)")
         if status.panel is not None:
@@ -86,7 +86,8 @@ class StatusShell:
     def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:
         daemon, global_stats, project_stats, project_error = found
         print(f"daemon   pid {daemon.pid}, up {daemon.uptime_s:.0f}s, model {daemon.model or '(loading)'}, "
-              f"{len(daemon.open_vaults)} open vaults, stops after {daemon.idle_timeout_s:.0f}s idle")
+              f"{len(daemon.open_vaults)} open vaults, "
+              f"{_after(daemon.idle_timeout_s, 'stops after {}s idle', 'never stops when idle')}")
         if daemon.panel is not None:
             print(f"panel    {daemon.panel.url}  (Memory Palace; the address carries this daemon's token)")
         for name, stats in (("global", global_stats), ("project", project_stats)):
@@ -139,9 +140,17 @@ class ListShell:
             return
         rows = [[f.state, str(f.sections), str(f.pending), f.entity_id or "-", f.path] for f in files]
         output.table(["state", "sections", "pending", "entity", "path"], rows, right=(1, 2))
+        for f in files:
+            if f.state == "skipped" and f.warnings:
+                print(f"skipped {f.path}: {f.warnings[-1]}")
         if fields["sections"]:
             for f in files:
                 for s in f.section_list or []:
                     heading = " > ".join(s.heading_path) or "(top)"
                     memory = output.short_id(s.memory_id) if s.memory_id else "-"
                     print(f"  {f.path}  {s.state:<7} {memory:<8}  {heading}")
+
+
+def _after(seconds: float, timed: str, never: str) -> str:
+    """A timeout as status prints it: 0 means never, for every timeout of the daemon."""
+    return timed.format(f"{seconds:.0f}") if seconds > 0 else never

@@ -114,7 +114,7 @@ def _index_once(args: argparse.Namespace, root: Path, client: Client) -> Any:
     """One index run with a progress bar; Ctrl-C stops it in the daemon too, not only here."""
     bar = ProgressBar(sys.stderr, enabled=args.format != "json" and sys.stderr.isatty())
     try:
-        return client.index(root, progress=bar, ray=getattr(args, "ray", None))
+        return client.index(root, progress=bar, ray=getattr(args, "ray", None), full=getattr(args, "full", False))
     except KeyboardInterrupt:
         bar.close()
         _cancel_after_interrupt(args, root)
@@ -260,6 +260,9 @@ class _Watch:
         elif result.files_changed or result.files_removed:
             print(f"{time.strftime('%H:%M:%S')} {result.files_changed} changed, {result.files_removed} removed",
                   flush=True)
+        if what == "scanned" and self.args.format != "json":
+            for warning in result.warnings:  # a note skipped or parsed with a problem, named
+                print(f"  warning: {warning}", flush=True)
 
 
 def cmd_watch(args: argparse.Namespace, root: Path) -> int:

@@ -28,6 +28,7 @@ from ..errors import HebbsError, InvalidInput
 from ..fsutil import atomic_write
 from ..schema import Memory
 from ..index.lexical import damaged_segment_files
+from ..store.manifest import manifest_problem
 from ..store.originals import DAMAGED_INDEX_FILE, INDEX_FILE, SOURCES_DIR, Originals
 from ..index.vector import snapshot_intact
 from ..store.storage import (COLUMN_FAMILIES, MARKER_FILE, MEMORY_PREFIX, TIMELINE_ENTITY, VECTOR_PREFIX, decode_memory,
@@ -102,6 +103,10 @@ def doctor(vault: os.PathLike | str, *, export: os.PathLike | str | None = None)
 
 
 def _derived_advice(check: FileCheck) -> str:
+    if check.kind == "kept originals index" and check.problem and check.problem.startswith("missing"):
+        return (f"{check.path} (kept originals index) is missing: `hebbs source` cannot find the versions kept "
+                "before it. Restore it from a backup before the next index run, which deletes the kept versions "
+                "no index lists")
     if check.kind == "kept originals index":
         # Not rebuilt from anything: the map from memories to the file versions they came from is gone.
         return (f"{check.path} (kept originals index) is damaged: `hebbs source` cannot find the versions "
@@ -142,6 +147,12 @@ def _db_files(db_path: Path) -> list[FileCheck]:
             target = Path(f.path).read_text(errors="replace").strip()
             if not (db_path / target).is_file():
                 f.ok, f.problem = False, f"names {target!r}, which does not exist"
+    cut = manifest_problem(db_path)
+    if cut is not None:
+        for f in files:
+            if f.path == str(cut[0]):
+                # RocksDB reads it as ending at the cut: the table files named after it would be missed.
+                f.ok, f.problem = False, f"{cut[1]}; RocksDB would read only the edits before the cut"
     if not any(f.kind == "current" for f in files):
         files.append(FileCheck(path=str(db_path / "CURRENT"), kind="current", ok=False, problem="missing"))
     return files
@@ -180,16 +191,21 @@ def _side_files(path: Path) -> list[FileCheck]:
             check.ok, check.problem = False, f"segment files fail their checksum: {names}"
     out.append(check)
     kept = path / SOURCES_DIR / INDEX_FILE
-    if kept.exists() or (path / SOURCES_DIR / DAMAGED_INDEX_FILE).exists():
+    blobs = path / SOURCES_DIR / "blobs"
+    has_blobs = blobs.is_dir() and any(p.is_file() for p in blobs.glob("*/*"))
+    if kept.exists() or has_blobs or (path / SOURCES_DIR / DAMAGED_INDEX_FILE).exists():
         check = FileCheck(path=str(kept), kind="kept originals index", derived=True, size=_size(kept))
         if (path / SOURCES_DIR / DAMAGED_INDEX_FILE).exists():
             check.ok, check.problem = False, f"was damaged: moved aside to {DAMAGED_INDEX_FILE}"
+        elif not kept.exists():
+            # The blobs are only ever written before the index that lists them is saved.
+            check.ok, check.problem = False, "missing, while kept file versions are there"
         elif not Originals.readable_index(kept):
             check.ok, check.problem = False, "unreadable"
         out.append(check)
-    blobs = path / SOURCES_DIR / "blobs"
-    if blobs.is_dir():
-        out.append(_kept_versions(blobs))
+    listed = Originals.listed_versions(kept) if kept.exists() else set()
+    if blobs.is_dir() or listed:
+        out.append(_kept_versions(blobs, listed))
     notes_manifest = path / "vault-manifest.json"
     if notes_manifest.exists():
         check = FileCheck(path=str(notes_manifest), kind="notes manifest", derived=True,
@@ -202,16 +218,27 @@ def _side_files(path: Path) -> list[FileCheck]:
     return out
 
 
-def _kept_versions(blobs: Path) -> FileCheck:
-    """Every kept file version, decompressed and checked against the hash it is named by."""
+def _kept_versions(blobs: Path, listed: set[str]) -> FileCheck:
+    """Every kept file version, decompressed and checked against the hash it is named by; and every
+    version the kept originals' index lists, there."""
     check = FileCheck(path=str(blobs), kind="kept originals", derived=True)
     files = sorted(p for p in blobs.glob("*/*") if p.is_file() and not p.name.startswith("."))
     bad = [p.name for p in files if not Originals.intact_blob(p)]
+    missing = sorted(listed - {p.name for p in files})
     check.size = sum(_size(p) or 0 for p in files)
+    problems = []
     if bad:
-        names = ", ".join(name[:12] for name in bad[:10]) + (" ..." if len(bad) > 10 else "")
-        check.ok, check.problem = False, f"{len(bad)} of {len(files)} kept file versions fail their hash ({names})"
+        problems.append(f"{len(bad)} of {len(files)} kept file versions fail their hash ({_names(bad)})")
+    if missing:
+        problems.append(f"{len(missing)} of {len(listed)} kept file versions the index lists are missing "
+                        f"({_names(missing)})")
+    if problems:
+        check.ok, check.problem = False, "; ".join(problems)
     return check
+
+
+def _names(hashes: list[str]) -> str:
+    return ", ".join(name[:12] for name in hashes[:10]) + (" ..." if len(hashes) > 10 else "")
 
 
 def _size(path: Path) -> int | None:
@@ -235,13 +262,15 @@ class _open_readable:
     def __enter__(self) -> rocksdict.Rdict | None:
         if not (self.db_path / "CURRENT").exists() and not any(self.db_path.glob("*.sst")):
             return None
-        try:
-            self.db = _open_read_only(self.db_path)
-            self.report.opened = "direct"
-            return self.db
-        except Exception as exc:
-            self.report.files.append(FileCheck(path=str(self.db_path), kind="database", ok=False,
-                                               problem=f"does not open: {exc}"))
+        if manifest_problem(self.db_path) is None:
+            try:
+                self.db = _open_read_only(self.db_path)
+                self.report.opened = "direct"
+                return self.db
+            except Exception as exc:
+                self.report.files.append(FileCheck(path=str(self.db_path), kind="database", ok=False,
+                                                   problem=f"does not open: {exc}"))
+        # else: opened as it is, it would show the version before the cut; the repair reads every table file.
         self.copy = Path(tempfile.mkdtemp(prefix="hebbs-doctor-"))
         try:
             repaired = self.copy / "db"

@@ -26,8 +26,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -39,12 +40,14 @@ from ..store.contract import RecordStore, VectorSearch
 from ..index.catalog import Catalog, CatalogEntry
 from ..embedding.embed import Embedder
 from ..index.lexical import LexicalIndex, damaged_segment_files, tokenize
+from ..store.locks import OwnedRLock
 from .memory_text import lexical_text
 from ..store.storage import (MEMORY_PREFIX, TIMELINE_ENTITY, Store, WriteSet, decode, decode_vector, decode_vectors, encode,
                       id_bytes, id_str, id_strs, memory_key, temporal_prefix)
 from ..index.vector import VectorIndex
 
 log = logging.getLogger("hebbs.store")
+T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 # Changed vectors between two checkpoints of the HNSW index: what a crash may leave to replay. A
@@ -55,8 +58,7 @@ CHECKPOINT_EVERY = 500
 # A search narrowed to a time window holding at most this many memories scores those memories
 # exactly (and BM25 is restricted to them) instead of widening an HNSW search until enough of its
 # hits fall in the window, which for a window of a few hundred memories among 10,000 meant searching
-# most of the graph: 32-104 ms against 2-4 ms for 64-256 memories read and scored (loaded machine;
-# past about 1,000 the widened search is the cheaper one).
+# most of the graph; past about 1,000 memories the widened search is the cheaper one.
 EXACT_SEARCH_MAX = 512
 
 # Vaults up to this many memories have their records checked inside the open (see _load).
@@ -136,7 +138,7 @@ class OpenVault:
         self.config = config
         self.embedder = embedder
         self.store = store
-        self._write_lock = threading.RLock()  # this process's writers and derived state
+        self._write_lock = OwnedRLock()  # this process's writers and derived state
         # A vault shared through PostgreSQL: writers of every daemon take the store's writer lock too.
         self._shared = store.shared
         self._writers = WriterLock(self._write_lock, store, self.catch_up) if self._shared else self._write_lock
@@ -152,9 +154,13 @@ class OpenVault:
         self._verifier: threading.Thread | None = None
         self._lexical_check: threading.Thread | None = None
         self._damage: CorruptVault | None = None
+        self._lexical_behind = False
         self._index: VectorSearch
         self._lexical: LexicalIndex
         self._closed = False
+        # One thread that runs a recall's lexical search while the recall's own thread embeds the cue
+        # (recall/fused.py); no thread until the first recall, stopped by close().
+        self._beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hebbs-lexical")
 
     # Opening and closing ---------------------------------------------------------------------
 
@@ -188,8 +194,12 @@ class OpenVault:
         self._index = self._open_vector_index()
         self._lexical = LexicalIndex.open(self.path / "lexical")
         self._lexical.repair = self.rebuild_lexical
+        # A store opened read-only for want of space: the lexical index has no room to catch up either.
+        # It answers from what it committed until the first write after space is back (apply).
+        self._lexical_behind = self.store.read_only
         try:
-            self._catch_up_lexical()
+            if not self._lexical_behind:
+                self._catch_up_lexical()
         except BaseException:
             self._lexical.close()  # its writer lock must not outlive a failed open
             raise
@@ -200,7 +210,7 @@ class OpenVault:
         # only the segments' checksums show it. Checked beside the first calls, repaired on detection.
         self._lexical_check = threading.Thread(target=self._verify_lexical, name="hebbs-verify-lexical", daemon=True)
         self._lexical_check.start()
-        if self._changes_since_checkpoint >= checkpoint_interval(len(self._index)):
+        if self._changes_since_checkpoint >= checkpoint_interval(len(self._index)) and not self.store.read_only:
             self._checkpoint_soon()
 
     def _load_shared(self) -> None:
@@ -353,6 +363,7 @@ class OpenVault:
             self._lexical.rebuild(items, self._write_seq)
 
     def close(self) -> None:
+        self._beside.shutdown(wait=True)  # a search it runs must not meet a closed index
         if self._verifier is not None:
             self._verifier.join()  # its iterator must not outlive the database
         if self._lexical_check is not None:
@@ -518,9 +529,9 @@ class OpenVault:
         `narrow`: the filter is selective (an entity or a time range), so oversample more."""
         # Oversample, then widen until enough memories pass the filter or the index is exhausted.
         # Without an entity or time filter nearly every hit passes: a small margin is enough, and
-        # a 4x oversample (ef and k of 4x) made the graph search grow fastest with top_k. A margin of
-        # max(8, k/8) would save 30 us of a 50-deep search, but its lower ef moved notes MRR@10 from
-        # 0.859 to 0.853 (bench_notes): the 1.25x also buys the ANN's accuracy.
+        # a 4x oversample (ef and k of 4x) made the graph search grow fastest with top_k. A smaller
+        # margin, max(8, k/8), would save little time and its lower ef lost notes MRR@10
+        # (bench_notes): the 1.25x also buys the ANN's accuracy.
         listed = allowed.few(EXACT_SEARCH_MAX) if isinstance(allowed, Scope) else None
         if listed is not None:
             return self._nearest_of(vector, k, listed)
@@ -618,12 +629,23 @@ class OpenVault:
     # Writing ---------------------------------------------------------------------------------
 
     @property
-    def write_lock(self) -> "threading.RLock | WriterLock":
+    def write_lock(self) -> "OwnedRLock | WriterLock":
         """Held by every writer; hold it across a read-modify-write of several records."""
         return self._writers
 
+    def beside(self, work: Callable[[], T]) -> Future[T] | None:
+        """`work` started on the vault's helper thread, for the caller to overlap with its own; None when
+        the calling thread holds the vault's lock (work that needs it, repairing a damaged index, would
+        wait for the caller forever) or the vault is closing: the caller then runs it itself."""
+        if self._write_lock.held():
+            return None
+        try:
+            return self._beside.submit(work)
+        except RuntimeError:  # shut down by close()
+            return None
+
     @property
-    def append_lock(self) -> threading.RLock:
+    def append_lock(self) -> OwnedRLock:
         """For a write that reads nothing back, an append (the query log): this process's lock alone. For
         a vault in PostgreSQL it spares a recall the writer lock shared by every daemon."""
         return self._write_lock
@@ -693,6 +715,14 @@ class OpenVault:
                 if touches_indexes:
                     self._write_seq -= 1  # nothing was written (a full disk, say): the next batch takes this number
                 raise
+            if self._lexical_behind:
+                # The first write since the store, opened read-only on a full disk, could write again.
+                # The batch is committed: a failure here must not be reported as the write's.
+                try:
+                    self._catch_up_lexical()
+                    self._lexical_behind = False
+                except Exception as exc:  # noqa: BLE001 - derived: the next write tries again
+                    log.warning("vault %s: the lexical index could not catch up yet (%s)", self.path, exc)
         for memory_id in removed:
             self._catalog.remove(memory_id)
         for memory in saved:
@@ -745,7 +775,9 @@ def open_store(path: Path, config: VaultConfig) -> RecordStore:
     except ImportError as exc:
         raise InvalidInput(f"vault {path} lives in PostgreSQL ({config.store.name!r}), which needs "
                            f"`pip install 'hebbs[postgres]'` ({exc})") from None
-    return PgStore.open(config.store.url, config.store.name or path.name, path, read_url=config.store.read_url)
+    return PgStore.open(config.store.url, config.store.name or path.name, path,
+                        read_url=config.store.read_url, pool_size=config.store.pool_size,
+                        unreachable_after=config.store.unreachable_after)
 
 
 class WriterLock:
@@ -753,7 +785,7 @@ class WriterLock:
     taken once by the outermost holder (it is reentrant like an RLock); on taking it, the vault catches
     up with what other daemons wrote, so a read-modify-write reads their committed state."""
 
-    def __init__(self, local: threading.RLock, store: RecordStore, catch_up: Callable[[], int]) -> None:
+    def __init__(self, local: OwnedRLock, store: RecordStore, catch_up: Callable[[], int]) -> None:
         self._local = local
         self._store = store
         self._catch_up = catch_up

@@ -45,13 +45,13 @@ class IndexHandlers:
                     result: Any = ScanSummary(
                         files_scanned=plan.files_scanned, files_unchanged=plan.files_unchanged,
                         files_changed=plan.files_changed, files_removed=plan.files_removed,
-                        pending=plan.pending(), warnings=plan.warnings, seconds=plan.seconds)
+                        pending=plan.pending(), skipped=plan.skipped, warnings=plan.warnings, seconds=plan.seconds)
                 elif command.phase == 2:
                     result = await self._stream(conn, request.id, slot, lambda progress: vault.apply_plan(
                         engine, root, progress=progress))
                 else:
                     result = await self._stream(conn, request.id, slot, lambda progress: vault.index_notes(
-                        engine, root, progress=progress, ray=command.ray))
+                        engine, root, progress=progress, ray=command.ray, full=command.full))
             run.set_result(result)
             return result
         except BaseException as exc:
@@ -63,6 +63,7 @@ class IndexHandlers:
             slot.progress = None
             slot.index_run = None
             slot.index_cancel = None
+            slot.index_stop_reason = None
 
     async def _index_cancel(self, conn: Connection, request: Request, command: IndexCancel) -> IndexCancelled:
         slot, root = self._notes_vault(request, command.path)
@@ -127,7 +128,9 @@ class IndexHandlers:
 
         def report(progress: Any) -> None:
             if cancel is not None and cancel.is_set():
-                raise Cancelled(f"the index run was cancelled; what it committed stays, and "
+                why = f"the index run was cancelled ({slot.index_stop_reason})" if slot.index_stop_reason \
+                    else "the index run was cancelled"
+                raise Cancelled(f"{why}; what it committed stays, and "
                                 f"`hebbs index {_quote(slot.path.parent)}` does the rest")
 
             def put() -> None:

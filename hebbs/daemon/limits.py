@@ -3,9 +3,11 @@
 Every connection holds a descriptor. Without a cap, 400 idle connections against a limit of 256
 left the daemon unable to accept anyone (and logging the failure 5,000 times a second). Now the
 daemon raises its soft descriptor limit at start where the hard limit allows, serves at most
-max_connections clients (the next gets a BUSY error frame and is closed), closes a connection that
-has sent nothing for connection_idle_timeout (unless it holds a subscription), and closes one that
-leaves a frame half-sent, or its replies unread, for frame_timeout.
+max_connections clients (for the next one it closes the connection idle longest; only when every
+connection is busy does the newcomer get a BUSY error frame and is closed: 256 idle connections
+used to lock out every new client for the idle timeout), closes a connection that has sent nothing
+for connection_idle_timeout (unless it holds a subscription), and closes one that leaves a frame
+half-sent, or its replies unread, for frame_timeout.
 """
 
 from __future__ import annotations

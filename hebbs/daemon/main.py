@@ -50,8 +50,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"stop after this many seconds without requests; 0 = never "
                              f"(default: $HEBBS_IDLE_TIMEOUT or {DEFAULT_IDLE_TIMEOUT:.0f})")
     parser.add_argument("--vault-idle-timeout", type=float, default=None,
-                        help=f"close a vault after this many seconds unused (default: $HEBBS_VAULT_IDLE_TIMEOUT or "
-                             f"{DEFAULT_VAULT_IDLE_TIMEOUT:.0f})")
+                        help=f"close a vault after this many seconds unused; 0 = never (default: "
+                             f"$HEBBS_VAULT_IDLE_TIMEOUT or {DEFAULT_VAULT_IDLE_TIMEOUT:.0f})")
     parser.add_argument("--max-connections", type=int, default=None,
                         help=f"serve at most this many clients at once; the next gets a BUSY error "
                              f"(default: $HEBBS_MAX_CONNECTIONS or {DEFAULT_MAX_CONNECTIONS})")

@@ -32,6 +32,8 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from hebbs.errors import DaemonBusy, HebbsError
 from hebbs.paths import socket_path
 from hebbs.protocol import (ERROR, HEADER, OK, PROGRESS, BadRequest, DaemonStatus, MessageTooLarge, Pong, Request,
@@ -110,6 +112,12 @@ class Connection:
         # Whether a request of this connection runs on the loop, so that its thread takes frames to send.
         self._taking = False
         self._taking_lock = threading.Lock()
+        # When the connection began waiting for its next request (None: not waiting), and whether the
+        # daemon closed it to make room (evict). The lock makes reading a request's first bytes and
+        # being closed for idleness exclusive: a request read is answered, one not read is not run.
+        self.idle_since: float | None = None
+        self._evicted = False
+        self._idle_lock = threading.Lock()
 
     # Reading -------------------------------------------------------------------------------
 
@@ -118,7 +126,7 @@ class Connection:
         connection sat idle past its timeout (a subscription keeps it open: it waits on purpose)."""
         idle = self.limits.connection_idle_timeout
         try:
-            if not self._fill(1, None if idle <= 0 or self.subscriptions else time.monotonic() + idle):
+            if not self._await_request(None if idle <= 0 or self.subscriptions else time.monotonic() + idle):
                 return None
         except _Idle:
             log.info("closing a connection idle for %gs", idle)
@@ -144,6 +152,51 @@ class Connection:
             raise Stalled(f"a frame was left half-sent for {self.limits.frame_timeout:g}s") from None
         log.info("connection closed mid-frame (%d bytes)", len(self._buffer))
         return None
+
+    def _await_request(self, deadline: float | None) -> bool:
+        """Wait for the next request's first bytes: False at the end of the stream or once evicted; _Idle
+        past the deadline."""
+        if self._buffer:
+            return True
+        with self._idle_lock:
+            self.idle_since = time.monotonic()
+        try:
+            while True:
+                with self._idle_lock:
+                    if self._evicted:
+                        return False
+                    try:
+                        chunk: bytes | None = self.sock.recv(RECV_CHUNK)
+                        self.idle_since = None
+                    except BlockingIOError:
+                        chunk = None
+                if chunk is None:
+                    self._wait(select.POLLIN, deadline)
+                    continue
+                self._buffer += chunk
+                return bool(chunk)
+        finally:
+            with self._idle_lock:
+                self.idle_since = None
+
+    def evict(self) -> bool:
+        """Close this connection if it waits for a request (and holds no subscription): the daemon is
+        full and a new client needs its slot. False when it is busy: it stays."""
+        with self._idle_lock:
+            if self.idle_since is None or self.subscriptions or self._evicted or self._request_arrived():
+                return False
+            self._evicted = True
+        self.shutdown()
+        return True
+
+    def _request_arrived(self) -> bool:
+        """Whether bytes of a request wait unread on the socket (its thread is about to take them)."""
+        try:
+            return bool(self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return False  # a broken connection: closing it is no loss
 
     def _fill(self, size: int, deadline: float | None) -> bool:
         """Read until the buffer holds `size` bytes: False at the end of the stream; _Idle past the deadline."""
@@ -230,11 +283,41 @@ class Connection:
 
 
 def _frame(response: Response) -> bytes:
+    """The reply's frame; whatever the reply holds, a frame goes out (a reply that cannot be encoded
+    would end the connection without one, and the client would think the daemon died)."""
     try:
-        return encode_frame(response)
+        try:
+            return encode_frame(response)
+        except UnicodeEncodeError:
+            # A name read from disk that is not UTF-8 (Python holds its bytes as lone surrogates: 0xE9 as
+            # "\udce9"): JSON cannot carry it, so it goes escaped ("caf\\xe9.md") rather than no reply at all.
+            return encode_frame(_escaped(msgspec.to_builtins(response)))
     except MessageTooLarge as exc:
         return encode_frame(Response(id=response.id, status=ERROR, status_code=MessageTooLarge.status_code,
                                      error=f"the reply is too large to send ({exc}); ask for less"))
+    except Exception as exc:  # noqa: BLE001 - a bug, answered as one
+        log.exception("the reply to request %s could not be encoded", excerpt(response.id))
+        return encode_frame(Response(id=response.id, status=ERROR, status_code="INTERNAL",
+                                     error=clip(f"the reply could not be encoded: {type(exc).__name__}: {exc!r}",
+                                                MAX_ERROR_CHARS)))
+
+
+def _escaped(value: Any) -> Any:
+    """value with every text that is not valid Unicode written with backslash escapes."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+            return value
+        except UnicodeEncodeError:
+            try:
+                return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            except UnicodeEncodeError:  # a surrogate no byte stands for
+                return value.encode("utf-8", "backslashreplace").decode()
+    if isinstance(value, dict):
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    return value
 
 
 def _settle(future: "asyncio.Future[None]", error: BaseException | None) -> None:
@@ -307,9 +390,11 @@ class Daemon:
             for task in background:
                 task.cancel()
             # Let requests already running finish, and start no more: closing a vault under a running
-            # engine call would pull RocksDB out from under it.
+            # engine call would pull RocksDB out from under it. An index run may take hours: it stops
+            # at its next batch instead, keeping what it committed (the next run adopts it).
             with self._counts:
                 self._stopping = True
+            self.pool.stop_index_runs("the daemon is stopping")
             deadline = time.monotonic() + DRAIN_SECONDS
             while self._inflight and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
@@ -377,7 +462,7 @@ class Daemon:
             log.exception("loading the default model failed; vaults will report the error when opened")
         # What is loaded by now (the modules, the model, the tokenizer: ~34,000 tracked objects) lives
         # as long as the daemon: out of the collector's sight, the full collection that now and then
-        # lands on a request no longer walks it (it took 8-12 ms over them). Objects of vaults opened
+        # lands on a request no longer walks them all. Objects of vaults opened
         # later are not frozen: they stay collectable when the vault closes.
         gc.freeze()
 
@@ -418,7 +503,7 @@ class Daemon:
             except OSError as exc:  # out of descriptors, say: the client waits in the backlog
                 log.warning("accepting a connection failed: %s", exc)
                 return
-            if len(self.connections) >= self.limits.max_connections:
+            if len(self.connections) >= self.limits.max_connections and not self._evict_longest_idle():
                 self._refuse_busy(sock)
                 continue
             conn = Connection(sock, self.limits, self._loop, self.frame_budget)
@@ -429,6 +514,22 @@ class Daemon:
                 log.warning("no thread for a new connection: %s", exc)
                 self.connections.discard(conn)
                 self._refuse_busy(sock)
+
+    def _evict_longest_idle(self) -> bool:
+        """Make room for a new client: close the connection that has waited longest for its next request.
+        Idle clients (an SDK Client kept open, an MCP server between calls) would otherwise hold every
+        slot for their idle timeout, and lock out each new CLI call. An evicted SDK client reconnects
+        on its next call. False when every connection is busy: the new client gets BUSY."""
+        waiting = sorted((c for c in list(self.connections) if c.idle_since is not None and not c.subscriptions),
+                         key=lambda c: c.idle_since or 0.0)
+        for conn in waiting:
+            since = conn.idle_since
+            if conn.evict():
+                self.connections.discard(conn)
+                log.info("at the connection limit (%d): closed the connection idle longest (%.1fs) for a new client",
+                         self.limits.max_connections, time.monotonic() - (since or time.monotonic()))
+                return True
+        return False
 
     def _serve(self, conn: Connection) -> None:
         """A connection's thread: its requests, one after another, until it ends."""

@@ -76,6 +76,8 @@ class VaultSlot:
         # report, in the worker thread) and the connections following it (index_follow).
         self.index_run: "asyncio.Future[Any] | None" = None
         self.index_cancel: "threading.Event | None" = None
+        # Why index_cancel was set, when not by index_cancel itself (the daemon stopping).
+        self.index_stop_reason: str | None = None
         self.followers: list[tuple[Any, Any]] = []
         self.last_used = time.monotonic()
 
@@ -228,6 +230,8 @@ class VaultPool:
             log.exception("closing the moved or deleted vault %s failed", slot.path)
 
     async def close_idle(self) -> None:
+        if self.idle_timeout <= 0:
+            return  # 0 = never, as for the daemon's own idle timeout
         now = time.monotonic()
         for slot in list(self._slots.values()):
             if slot.engine is not None and slot.users == 0 and now - slot.last_used >= self.idle_timeout:
@@ -264,6 +268,15 @@ class VaultPool:
                 await self._close(slot, reason="shutdown")
             except Exception:
                 log.exception("closing vault %s failed", slot.path)
+
+    def stop_index_runs(self, reason: str) -> None:
+        """Cancel every index run in progress: each stops at its next progress report (one batch of
+        sections at most), keeping what it committed."""
+        for slot in list(self._slots.values()):
+            cancel = slot.index_cancel
+            if cancel is not None:
+                slot.index_stop_reason = reason
+                cancel.set()
 
     def known(self) -> list[VaultSlot]:
         """Every vault a request has named since the daemon started, open or not."""

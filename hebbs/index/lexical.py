@@ -20,6 +20,7 @@ The directory is owned by the index: when it is unreadable it is wiped and recre
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -115,20 +116,14 @@ _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 _STEMMER = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).filter(
     tantivy.Filter.stemmer("english")).build()
-_stem_cache: dict[str, str] = {}
 _STEM_CACHE_MAX = 200_000
 
 
+@functools.lru_cache(maxsize=_STEM_CACHE_MAX)
 def _stem(word: str) -> str:
     """Snowball English (Porter2) stem via tantivy's stemmer; cached because vocabularies are small."""
-    stem = _stem_cache.get(word)
-    if stem is None:
-        out = _STEMMER.analyze(word)
-        stem = out[0] if out else word
-        if len(_stem_cache) >= _STEM_CACHE_MAX:
-            _stem_cache.clear()  # crude bound; a warm cache refills in one pass
-        _stem_cache[word] = stem
-    return stem
+    out = _STEMMER.analyze(word)
+    return out[0] if out else word
 
 
 def _word_tokens(segment: str, out: list[str]) -> None:
@@ -210,28 +205,25 @@ def tokenize(text: str) -> list[str]:
     out: list[str] = []
     for chunk in _SPLIT.split(_INNER_APOSTROPHE.sub("", text)):
         if chunk:
-            tokens = _chunk_cache.get(chunk)
-            if tokens is None:
-                tokens = _cached_chunk_tokens(chunk)
-            out += tokens
+            out += _cached_chunk_tokens(chunk)
     return out
 
 
 # A chunk's tokens depend on the chunk alone, and words repeat across texts (Zipf): recall's
 # confidence step tokenizes every result, so a repeated word costs one lookup instead of a regex
 # pass, a camelCase check and a stem.
-_chunk_cache: dict[str, tuple[str, ...]] = {}
 _CHUNK_CACHE_MAX = 100_000
 
 
+@functools.lru_cache(maxsize=_CHUNK_CACHE_MAX)
 def _cached_chunk_tokens(chunk: str) -> tuple[str, ...]:
     found: list[str] = []
     _chunk_tokens(chunk, found)
-    tokens = tuple(found)
-    if len(_chunk_cache) >= _CHUNK_CACHE_MAX:
-        _chunk_cache.clear()  # crude bound, as for stems
-    _chunk_cache[chunk] = tokens
-    return tokens
+    return tuple(found)
+
+
+def _text_terms(text: str) -> frozenset[str]:
+    return frozenset(tokenize(text))
 
 
 # --------------------------------------------------------------------------------------------
@@ -430,7 +422,8 @@ class LexicalIndex:
         self._lock = threading.RLock()
         # memory id -> (its text's length and hash, the text's terms): recall's confidence step asks
         # for the terms of every result on every call, and the same memories come back again and again.
-        self._terms: dict[str, tuple[tuple[int, int], frozenset[str]]] = {}
+        # A text's terms, the recently asked ones kept (owned by this index, gone with it).
+        self._terms = functools.lru_cache(maxsize=TERMS_CACHE_MAX)(_text_terms)
         self._pending_seq: int | None = None  # set by commit(), cleared once durable
         self._timer: threading.Timer | None = None
         # Set by the vault: rebuilds this index from the database when a read finds it damaged.
@@ -651,17 +644,9 @@ class LexicalIndex:
             return self._page(searcher, q, k, 0)
         return self._filtered(searcher, q, k, passing, narrow and only is None)
 
-    def terms_of(self, memory_id: str, text: str) -> frozenset[str]:
-        """The index terms of a memory's text, remembered by id while the text stays the same."""
-        fingerprint = (len(text), hash(text))
-        known = self._terms.get(memory_id)
-        if known is not None and known[0] == fingerprint:
-            return known[1]
-        terms = frozenset(tokenize(text))
-        if len(self._terms) >= TERMS_CACHE_MAX:
-            self._terms.clear()  # crude bound: a warm cache refills from the next recalls
-        self._terms[memory_id] = (fingerprint, terms)
-        return terms
+    def terms_of(self, text: str) -> frozenset[str]:
+        """The index terms of a memory's text, remembered for the texts recalls read most recently."""
+        return self._terms(text)
 
     def doc_freqs(self, terms: Iterable[str]) -> dict[str, int]:
         """How many live-or-not-yet-merged documents hold each (already tokenized) term."""

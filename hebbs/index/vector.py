@@ -42,8 +42,8 @@ class _SnapshotMeta(msgspec.Struct):
     checksum: str
     dim: int
     params: IndexParams
-    # The memory id of each label 0..next_label-1 ("": removed). A list, not a map: decoding 100k map
-    # entries and inverting them took 100 ms; a list and two dict(zip(...)) take a fraction.
+    # The memory id of each label 0..next_label-1 ("": removed). A list, not a map: a list decodes and
+    # inverts (two dict(zip(...))) far faster than a large map's entries.
     ids: list[str]
     next_label: int
     # xxh3-128 of the file's first _HEAD_BYTES ("" in checkpoints written before it was recorded).

@@ -47,7 +47,9 @@ from .walk import IGNORE_FILE, VaultFilter, walk_notes
 __all__ = ["Progress", "Plan", "IndexSummary", "scan_notes", "apply_plan", "index_notes", "ORIGIN"]
 
 ORIGIN = "vault"  # context["origin"] of every memory made from a note
-BATCH = 256  # sections per remember_many / revise_many call: one progress step each
+# Sections per remember_many / revise_many call: one progress step each, which is also where a cancel
+# (or the daemon stopping) takes effect, so a batch is kept to a few seconds of embedding.
+BATCH = 32
 # A vault shared by several indexers: about this many sections per claim (small, so that indexers
 # finish together), and how often one with nothing left to claim looks whether the others are done.
 CLAIM_SECTIONS = 32
@@ -76,6 +78,8 @@ class Plan(msgspec.Struct, kw_only=True):
     files_unchanged: int = 0
     files_changed: int = 0
     files_removed: int = 0
+    # Notes left out (a name that is not UTF-8, over the size limit), by printable name; each has a warning.
+    skipped: list[str] = []
     warnings: list[str] = []
     seconds: float = 0.0
 
@@ -112,6 +116,8 @@ class IndexSummary(msgspec.Struct, kw_only=True):
     forgotten_left_out: int = 0
     embedded_on_ray: int = 0  # of `embedded`, the texts a Ray cluster embedded (index --ray)
     seconds: float = 0.0
+    # Notes left out (a name that is not UTF-8, over the size limit), by printable name; each has a warning.
+    skipped: list[str] = []
     warnings: list[str] = []
 
 
@@ -133,20 +139,23 @@ def resolve_root(root: os.PathLike | str) -> Path:
 
 def index_notes(engine: Any, root: os.PathLike | str, *, split_level: int | None = None,
                 progress: ProgressFn | None = None, reconcile: bool = True,
-                contradictions: bool = True, ray: str | None = None) -> IndexSummary:
+                contradictions: bool = True, ray: str | None = None, full: bool = False) -> IndexSummary:
     """Phase 1 then phase 2 over the whole vault. With reconcile (the default) the engine is also
     checked against the manifest, which repairs anything an interrupted run or a manual edit left.
-    `ray`: the address of a Ray cluster that embeds phase 2's sections (embedding/ray_embed.py)."""
+    `ray`: the address of a Ray cluster that embeds phase 2's sections (embedding/ray_embed.py).
+    `full`: every section of the notes the vault does not hold is written again, even one whose
+    memory was forgotten (which a plain run leaves out): rebuilds this checkout's share of a vault."""
     started = time.perf_counter()
     root = resolve_root(root)
     with vault_lock(root):
         plan = scan_notes(engine, root, split_level=split_level, progress=progress)
         if ray is None:
-            summary = apply_plan(engine, root, plan, progress=progress, reconcile=reconcile,
-                                 contradictions=contradictions)
+            summary = apply_plan(engine, root, plan, progress=progress, reconcile=reconcile or full,
+                                 contradictions=contradictions, full=full)
         else:
             summary = _on_ray(engine, ray, lambda: apply_plan(engine, root, plan, progress=progress,
-                                                              reconcile=reconcile, contradictions=contradictions))
+                                                              reconcile=reconcile or full,
+                                                              contradictions=contradictions, full=full))
     summary.seconds = round(time.perf_counter() - started, 3)
     return summary
 
@@ -195,6 +204,7 @@ def scan_notes(engine: Any, root: os.PathLike | str, *, paths: Iterable[os.PathL
         originals = kept.open_originals(engine)
         present, candidates = _candidates(root, manifest, vfilter, None if reparse else paths)
         plan.warnings += vfilter.warnings  # after the walk, which adds the links it skipped
+        plan.skipped = list(vfilter.skipped)
         changed: dict[str, FileEntry] = {}
         removed: list[str] = []
         to_parse: list[tuple[str, bytes, os.stat_result, str]] = []
@@ -215,8 +225,14 @@ def scan_notes(engine: Any, root: os.PathLike | str, *, paths: Iterable[os.PathL
                     if originals is not None and not originals.has(kept.file_key(root, rel), old.sha256):
                         _keep_unchanged(originals, root, rel, path, old)  # indexed before originals were kept
                     continue
-                data = path.read_bytes()
+                data = _read_note(path, vfilter.max_note_bytes)
             except FileNotFoundError:
+                if old is not None:
+                    removed.append(rel)
+                continue
+            except _TooLarge as exc:  # it grew past the limit since the walk
+                plan.skipped.append(rel)
+                plan.warnings.append(f"{rel}: {exc}")
                 if old is not None:
                     removed.append(rel)
                 continue
@@ -259,7 +275,7 @@ def scan_notes(engine: Any, root: os.PathLike | str, *, paths: Iterable[os.PathL
 
 def apply_plan(engine: Any, root: os.PathLike | str, plan: Plan | None = None, *,
                progress: ProgressFn | None = None, reconcile: bool | None = None,
-               contradictions: bool = True) -> IndexSummary:
+               contradictions: bool = True, full: bool = False) -> IndexSummary:
     """Phase 2: make the engine hold what the manifest says (embed, remember, revise, forget, link).
 
     Without a plan, the saved manifest is applied (what the watcher does after its phase 1).
@@ -274,10 +290,10 @@ def apply_plan(engine: Any, root: os.PathLike | str, plan: Plan | None = None, *
         manifest = plan.manifest
         summary = IndexSummary(files_scanned=plan.files_scanned, files_unchanged=plan.files_unchanged,
                                files_changed=plan.files_changed, files_removed=plan.files_removed,
-                               warnings=list(plan.warnings))
+                               skipped=list(plan.skipped), warnings=list(plan.warnings))
         work = _Phase2(engine, root, manifest, summary, progress)
         if reconcile or (reconcile is None and (manifest.dirty or manifest.fresh)):
-            work.reconcile()
+            work.reconcile(full)
         if work.has_work() or manifest.dirty:
             manifest.dirty = True
             save_manifest(root, manifest)
@@ -321,7 +337,7 @@ def _candidates(root: Path, manifest: Manifest, vfilter: VaultFilter,
     real_root = os.path.realpath(root)
     for rel in rels:
         path = root / rel
-        if vfilter.is_note(rel) and path.is_file():
+        if vfilter.is_note(rel) and path.is_file() and vfilter.admit(rel, _size(path)):
             real = os.path.realpath(path)
             if real == real_root or real.startswith(real_root + os.sep):
                 present[rel] = path
@@ -341,6 +357,27 @@ def _relative(root: Path, path: Path) -> str | None:
     except ValueError:
         return None
     return rel.as_posix().strip("/") if str(rel) != "." else ""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # gone since: the scan finds it removed
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _read_note(path: Path, limit: int) -> bytes:
+    """The file's bytes, never more than `limit` of them held (_TooLarge past it)."""
+    with path.open("rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise _TooLarge(f"over the {limit:,}-byte limit for a note ([notes] max_note_bytes in .hebbs/config.toml); "
+                        f"not indexed")
+    return data
 
 
 def _keep_unchanged(originals: Any, root: Path, rel: str, path: Path, entry: FileEntry) -> None:
@@ -551,14 +588,25 @@ class _Phase2:
 
     # -- reconcile --
 
-    def reconcile(self) -> None:
-        """Make the manifest agree with the engine (see the module docstring)."""
+    def reconcile(self, full: bool = False) -> None:
+        """Make the manifest agree with the engine (see the module docstring). `full`: every section of
+        this checkout the vault does not hold is written again, even one forgotten after a complete run."""
         manifest = self.manifest
         dedicated = Path(self.engine.path) == self.root / ".hebbs"
+        # A vault shared by several checkouts of the tree: a note this checkout neither holds nor ever
+        # indexed was brought by another checkout (another branch, a teammate behind or ahead). Its
+        # memories are that checkout's to remove: they are listed here as `elsewhere`, never orphaned.
+        shared = getattr(self.engine.vault.store, "shared", False)
+        named_before = manifest.memory_ids()
+        elsewhere: dict[str, int] = {}
         mine: dict[str, Memory] = {}
         for memory in self.engine.memories():
             ctx = memory.context
             if ctx.get("origin") != ORIGIN or memory.kind == MemoryKind.REVISION:
+                continue
+            if shared and ctx.get("file") not in manifest.files and memory.id not in named_before:
+                if not manifest.vault_id or ctx.get("vault") == manifest.vault_id:
+                    elsewhere[str(ctx.get("file", ""))] = elsewhere.get(str(ctx.get("file", "")), 0) + 1
                 continue
             # A manifest rebuilt from scratch adopts the vault memories of an engine kept in this vault.
             if ctx.get("vault") == manifest.vault_id or (manifest.fresh or not manifest.vault_id) and dedicated:
@@ -572,7 +620,7 @@ class _Phase2:
         # forgotten (hebbs forget, a decay sweep): that is not a repair but a wish, kept until the
         # section's text changes. Its edges went with it, so nothing else is rewritten and nothing is
         # embedded: the next index costs what an unchanged one costs.
-        complete = not manifest.dirty and not manifest.fresh
+        complete = not manifest.dirty and not manifest.fresh and not full
         # Sections whose memory the engine lost are written again; texts the engine holds are trusted
         # only when its recorded hash matches.
         waiting: dict[tuple, list[SectionEntry]] = {}
@@ -586,7 +634,10 @@ class _Phase2:
                     s.memory_id, s.state, s.content = None, FORGOTTEN, None
                     continue
                 if s.state == FORGOTTEN:
-                    continue
+                    if not full:
+                        continue
+                    s.state, s.content = STALE, self._read_content(rel, s)
+                    fixed += 1
                 if s.memory_id and memory is None:
                     s.memory_id, s.state = None, STALE
                     s.content = s.content or self._read_content(rel, s)
@@ -624,6 +675,9 @@ class _Phase2:
             for s in entry.sections:
                 if s.state == META and s.memory_id in mine and self._record_matches(rel, entry, s, mine[s.memory_id]):
                     s.state = SYNCED
+        if shared and elsewhere != manifest.elsewhere:
+            manifest.elsewhere = elsewhere
+            self.save = True
         self.summary.reconciled += fixed
         # Edges are re-put (idempotent) when the engine and the manifest disagreed about anything.
         self.force_edges = fixed > 0 or manifest.dirty
@@ -722,9 +776,8 @@ class _Phase2:
         if keyed:
             adds = self._adopt(adds, vault_id)
         # Longest-first order across the whole run: every batch the engine hands the model then
-        # holds texts of nearly one length, so almost no padding is computed (measured on the
-        # benchmark vault: in document order, batches of 256 cost 15% more tokens and 23% more
-        # attention). Document order survives in created_at (see _created_at).
+        # holds texts of nearly one length, so almost no padding is computed (document order pads
+        # short texts to long ones in every batch). Document order survives in created_at (see _created_at).
         adds.sort(key=lambda item: len(item[2].content or ""), reverse=True)
         embed_revises.sort(key=lambda item: len(item[2].content or ""), reverse=True)
         touched: list[str] = []

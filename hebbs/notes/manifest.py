@@ -99,6 +99,9 @@ class Manifest(msgspec.Struct, kw_only=True, omit_defaults=True):
     # Set (and saved) before phase 2 writes to the engine, cleared when it is done: a manifest
     # found dirty means a phase 2 was interrupted and the engine must be reconciled.
     dirty: bool = False
+    # A vault shared by several checkouts of the tree: the notes another checkout brought (file:
+    # sections), as the last reconcile found them. Listed, never orphaned by this checkout.
+    elsewhere: dict[str, int] = {}
     # Not stored: True when no manifest file existed (or it was unreadable) and this one is new.
     fresh: bool = False
 

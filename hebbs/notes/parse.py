@@ -46,6 +46,9 @@ _WORD = re.compile(r"\S+\s*")
 # A chunk is also cut when it has more characters than this per token of the limit: a run of
 # characters the tokenizer maps to one [UNK] would otherwise make a memory of unbounded size.
 _MAX_CHARS_PER_TOKEN = 32
+# A note with more bytes that are not UTF-8 than this (and more than a tenth of its bytes) is not text.
+_MAX_BAD_BYTES = 64
+_SNIFF_BYTES = 1 << 16
 _ATTACHMENT = re.compile(r"\.(?!md$)[A-Za-z0-9]{1,5}$")
 
 
@@ -99,7 +102,15 @@ def parse_note(data: bytes, *, split_level: int = 2, max_tokens: int = 256,
         return note
     start = 3 if data.startswith(b"\xef\xbb\xbf") else 0  # a BOM is not text
     raw = data[start:]
-    text, bad = _decode(raw)
+    # Random bytes or another encoding's binary: thousands of sections of U+FFFD are no memory. The
+    # head decides first, so a large such file is not decoded whole.
+    for sample in (raw[:_SNIFF_BYTES], raw) if len(raw) > _SNIFF_BYTES else (raw,):
+        text, bad = _decode(sample)
+        if len(bad) > max(_MAX_BAD_BYTES, len(sample) // 10):
+            note.binary = True
+            of = f"its {len(sample):,}" if sample is raw else f"the first {len(sample):,}"
+            note.warnings.append(f"does not look like text ({len(bad):,} of {of} bytes are not UTF-8); not indexed")
+            return note
     if bad:
         first = bad[0] + start
         note.warnings.append(f"not valid UTF-8 ({len(bad)} bad byte(s), first at byte {first}); "
@@ -114,7 +125,7 @@ def parse_note(data: bytes, *, split_level: int = 2, max_tokens: int = 256,
         note.tags = _front_matter_tags(note.front_matter)
         body_from = _line_offset(line_starts, tokens[0].map[1], len(raw)) if tokens[0].map else 0
     note.sections = _sections(raw, tokens, line_starts, body_from, split_level)
-    counter = count_tokens or estimate_tokens
+    counter = _bounded(count_tokens or estimate_tokens, max_tokens * _MAX_CHARS_PER_TOKEN)
     note.sections = _chunk_all(note.sections, raw, max_tokens, counter)
     for section in note.sections:
         section.byte_start += start
@@ -301,6 +312,47 @@ def _links(prose: str) -> list[Link]:
 
 
 # Chunking ----------------------------------------------------------------------------------------
+
+# Characters tokenized at once: a tokenizer's output takes about a hundred bytes per token, so the
+# texts of a huge note are counted a slice at a time.
+_COUNT_SLICE_CHARS = 1 << 18
+
+
+def _bounded(count: TokenCounter, cap: int) -> TokenCounter:
+    """`count` with bounded memory: texts are tokenized a slice of them at a time, and a text over `cap`
+    characters (a section or sentence that is cut into chunks anyway, a "word" of thousands of
+    characters) is counted `cap` characters at a time, the slices' counts summed."""
+    overhead = count([""])[0]
+
+    def long(text: str) -> int:
+        slices = [text[i:i + cap] for i in range(0, len(text), cap)]
+        return sum(bounded(slices)) - overhead * (len(slices) - 1)
+
+    def bounded(texts: Sequence[str]) -> list[int]:
+        out: list[int] = []
+        group: list[str] = []
+        chars = 0
+
+        def flush() -> None:
+            nonlocal chars
+            if group:
+                out.extend(count(group))
+                group.clear()
+                chars = 0
+
+        for text in texts:
+            if len(text) > cap:
+                flush()
+                out.append(long(text))
+                continue
+            if chars + len(text) > _COUNT_SLICE_CHARS:
+                flush()
+            group.append(text)
+            chars += len(text)
+        flush()
+        return out
+
+    return bounded
 
 def _chunk_all(sections: list[Section], raw: bytes, max_tokens: int, count: TokenCounter) -> list[Section]:
     if not sections:

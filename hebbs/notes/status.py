@@ -37,7 +37,11 @@ class FileStatus(msgspec.Struct, kw_only=True, omit_defaults=True):
     # modified: changed on disk since it was indexed; new: not indexed yet; removed: gone from disk
     # (or now ignored) but its memories are still in the engine; diverged: unchanged on disk, but
     # some section's memory was revised (in the Memory Palace, or through the API) away from the
-    # file's text: the file does not say what recall returns until it is edited and indexed again.
+    # file's text: the file does not say what recall returns until it is edited and indexed again;
+    # skipped: left out of the index (a name that is not UTF-8, shown with \xNN escapes; over the size
+    # limit), the reason in warnings.
+    # elsewhere: not in this checkout, brought into the shared vault by another checkout of the tree
+    # (docs/scale.md): this checkout leaves it as it is.
     state: str
     sections: int = 0
     pending: int = 0
@@ -55,12 +59,14 @@ def list_notes(root: os.PathLike | str, sections: bool = False,
     by id, None if gone), sections whose memory was revised away from the file are told apart."""
     root = resolve_root(root)
     manifest, _ = load_manifest(root)
-    present = walk_notes(root, VaultFilter(root))
+    vfilter = VaultFilter(root)
+    present = walk_notes(root, vfilter)
     _, unresolved = resolve_links(manifest)
     missing: dict[str, list[str]] = {}
     for rel, link in unresolved:
         missing.setdefault(rel, []).append(link)
-    out: list[FileStatus] = []
+    out: list[FileStatus] = [FileStatus(path=name, state="skipped", warnings=[reason])
+                             for name, reason in vfilter.skipped.items() if name not in manifest.files]
     for rel in sorted(set(present) | set(manifest.files)):
         entry = manifest.files.get(rel)
         if entry is None:
@@ -70,7 +76,8 @@ def list_notes(root: os.PathLike | str, sections: bool = False,
         state = "pending" if waiting else "synced"
         path = present.get(rel)
         if path is None:
-            state = "removed"
+            # Indexed before it went over the size limit: its memories go at the next index.
+            state = "skipped" if rel in vfilter.skipped else "removed"
         else:
             try:
                 st = path.stat()
@@ -88,10 +95,15 @@ def list_notes(root: os.PathLike | str, sections: bool = False,
             state = "diverged"
         status = FileStatus(path=rel, state=state, sections=len(entry.sections), pending=waiting,
                             diverged=len(apart), entity_id=entry.entity_id, tags=entry.tags,
-                            warnings=entry.warnings, unresolved_links=list(dict.fromkeys(missing.get(rel, []))))
+                            warnings=entry.warnings + ([vfilter.skipped[rel]] if rel in vfilter.skipped else []),
+                            unresolved_links=list(dict.fromkeys(missing.get(rel, []))))
         if sections:
             status.section_list = [_section_status(s, s.memory_id in apart) for s in entry.sections]
         out.append(status)
+    for rel, count in manifest.elsewhere.items():
+        if rel not in present and rel not in manifest.files:
+            out.append(FileStatus(path=rel, state="elsewhere", sections=count))
+    out.sort(key=lambda status: status.path)
     return out
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pathspec
 
-from ..config import notes_config
+from ..config import NotesConfig, notes_config
 
 __all__ = ["VaultFilter", "walk_notes", "IGNORE_FILE", "DEFAULT_IGNORES"]
 
@@ -29,8 +29,12 @@ class VaultFilter:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.warnings: list[str] = []
+        # Notes (and folders, named with a trailing "/") left out with the reason, by printable name.
+        self.skipped: dict[str, str] = {}
+        notes = notes_config(root / ".hebbs")
+        self.max_note_bytes = notes.max_note_bytes
         # The folders hebbs writes into (insights, contradiction reports) wherever config.toml puts them.
-        lines = list(DEFAULT_IGNORES) + _written_folders(root / ".hebbs")
+        lines = list(DEFAULT_IGNORES) + _written_folders(notes)
         try:
             lines += (root / IGNORE_FILE).read_text(encoding="utf-8", errors="replace").splitlines()
         except FileNotFoundError:
@@ -55,10 +59,44 @@ class VaultFilter:
                 return False
         return not self.ignored(rel)
 
+    def skip(self, rel: str, reason: str) -> None:
+        name = printable(rel)
+        if name not in self.skipped:
+            self.skipped[name] = reason
+            self.warnings.append(f"{name}: {reason}")
 
-def _written_folders(vault_dir: Path) -> list[str]:
+    def admit(self, rel: str, size: int, is_dir: bool = False) -> bool:
+        """Whether a note (or a folder on the walk) can be indexed at all; if not, it is recorded as skipped.
+
+        A name that is not UTF-8 cannot be a manifest key, a memory's source or a JSON string; a note
+        over [notes] max_note_bytes would take the daemon's memory."""
+        if not _utf8(rel):
+            self.skip(rel + "/" if is_dir else rel, "its name is not UTF-8; " +
+                      ("nothing in it is indexed" if is_dir else "not indexed") + " (rename it to index it)")
+            return False
+        if not is_dir and size > self.max_note_bytes:
+            self.skip(rel, f"{size:,} bytes, over the {self.max_note_bytes:,}-byte limit for a note "
+                           f"([notes] max_note_bytes in .hebbs/config.toml); not indexed")
+            return False
+        return True
+
+
+def printable(name: str) -> str:
+    """A file system name as text anyone can print and send: the bytes of a name that is not UTF-8
+    (decoded by Python with surrogateescape) shown as \\xNN."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _written_folders(notes: NotesConfig) -> list[str]:
     """gitignore lines for the folders hebbs writes notes into ([notes] in config.toml)."""
-    notes = notes_config(vault_dir)
     return [f"/{notes.insights_dir.strip('/')}/", f"/{notes.contradictions_dir.strip('/')}/"]
 
 
@@ -84,7 +122,7 @@ def walk_notes(root: Path, vault_filter: VaultFilter, under: Iterable[str] = (""
         try:
             entries = list(os.scandir(directory))
         except OSError as exc:
-            vault_filter.warnings.append(f"{rel_dir or '.'}/: cannot be read ({exc.strerror or exc}); its notes "
+            vault_filter.warnings.append(f"{printable(rel_dir) or '.'}/: cannot be read ({exc.strerror or exc}); its notes "
                                          f"are left as they were")
             return
         for entry in entries:
@@ -93,14 +131,16 @@ def walk_notes(root: Path, vault_filter: VaultFilter, under: Iterable[str] = (""
                 link = entry.is_symlink()
                 if link and not inside(os.path.realpath(entry.path)):
                     if rel.lower().endswith(".md") or entry.is_dir(follow_symlinks=True):
-                        vault_filter.warnings.append(f"{rel}: a link to outside the notes folder ({os.readlink(entry.path)}); "
+                        vault_filter.warnings.append(f"{printable(rel)}: a link to outside the notes folder "
+                                                     f"({printable(os.readlink(entry.path))}); "
                                                      f"not indexed")
                     continue
                 if link and rel.lower().endswith(".md") and not os.path.exists(entry.path):
-                    vault_filter.warnings.append(f"{rel}: a link to nothing ({os.readlink(entry.path)}); not indexed")
+                    vault_filter.warnings.append(f"{printable(rel)}: a link to nothing ({printable(os.readlink(entry.path))}); "
+                                                 "not indexed")
                     continue
                 if entry.is_dir(follow_symlinks=True):
-                    if not vault_filter.ignored(rel, is_dir=True):
+                    if not vault_filter.ignored(rel, is_dir=True) and vault_filter.admit(rel, 0, is_dir=True):
                         # Linked folders wait until every real folder is walked, so a note is found
                         # under its real path first.
                         if link:
@@ -108,7 +148,7 @@ def walk_notes(root: Path, vault_filter: VaultFilter, under: Iterable[str] = (""
                         else:
                             visit(Path(entry.path), rel, via_link)
                 elif entry.is_file(follow_symlinks=True) and rel.lower().endswith(".md"):
-                    if not vault_filter.ignored(rel):
+                    if not vault_filter.ignored(rel) and vault_filter.admit(rel, entry.stat().st_size):
                         found[rel] = (Path(entry.path), via_link or link)
             except OSError:
                 continue
@@ -116,7 +156,7 @@ def walk_notes(root: Path, vault_filter: VaultFilter, under: Iterable[str] = (""
     for rel_dir in under:
         rel_dir = rel_dir.strip("/")
         start = root / rel_dir if rel_dir else root
-        if rel_dir and not vault_filter.is_note(rel_dir + "/x.md"):
+        if rel_dir and not (vault_filter.is_note(rel_dir + "/x.md") and vault_filter.admit(rel_dir, 0, is_dir=True)):
             continue
         if start.is_dir():
             visit(start, rel_dir, False)

@@ -125,7 +125,7 @@ class NotesWatcher:
 
     def notify(self, path: os.PathLike | str) -> None:
         """Report a change at path (what the watchdog handler calls; also usable by any other source)."""
-        p = Path(os.path.abspath(path))
+        p = _utf8_folder(Path(os.path.abspath(path)))
         with self._cond:
             if self._stopping:
                 return
@@ -256,3 +256,15 @@ def watch_notes(engine: Any, root: os.PathLike | str, *, progress: ProgressFn | 
     if initial_scan:
         watcher.notify(root)
     return watcher
+
+
+def _utf8_folder(path: Path) -> Path:
+    """The path itself, or, when its name is not UTF-8, the nearest folder above it whose name is: the
+    change is then looked at by walking that folder, which names the odd file in its warnings (a path
+    that is not UTF-8 cannot be sent to the daemon, and would fail the whole batch of changes)."""
+    while True:
+        try:
+            str(path).encode("utf-8")
+            return path
+        except UnicodeEncodeError:
+            path = path.parent

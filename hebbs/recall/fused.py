@@ -3,32 +3,22 @@
 from __future__ import annotations
 
 import functools
-from concurrent.futures import ThreadPoolExecutor
 
 from ..config import FusionParams
 from ..index.lexical import tokenize
 from ..core.memory_text import lexical_text
 from ..core.open_vault import Hits, OpenVault
-from .fusion import Candidates, feedback_terms, fuse, neighbor_support, sibling_support
+from .fusion import Candidates, feedback_terms, fuse, in_play, neighbor_support, sibling_support
 from .query import Found, Query, cached_memories
-
-
-# The lexical search reads only the cue's words, so it runs on this thread while the caller's thread
-# embeds the cue: onnxruntime releases the GIL, and its two threads leave enough of two cores idle
-# that the search (0.4-0.5 ms) came nearly free: the cue's embedding and then the search took 3.69
-# ms at the median, the search beside it 3.25 ms (2.91 for the embedding alone; the session that
-# never spins: 5.00 and 4.46 against 4.13), 400 LoCoMo cues on bench_e2e's vault, load about 2.
-# One thread for the process: a search still waiting for it when the embedding is done (another
-# recall's held it) is taken back and run on the caller's thread, so none waits for another's.
-_BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hebbs-lexical")
 
 
 def recall(vault: OpenVault, query: Query) -> Found:
     lexical = functools.partial(vault.lexical_hits, query.cue, query.limit, query.allowed)
-    # Not for a caller holding the vault's lock: a search that finds the index damaged rebuilds it
-    # under that lock, which the caller's thread re-enters and the helper would wait for forever.
-    beside = (_BESIDE.submit(lexical) if query.embedding_pending and not vault.append_lock._is_owned()
-              else None)
+    # The lexical search reads only the cue's words, so it runs on the vault's helper thread while this
+    # thread embeds the cue: onnxruntime releases the GIL and leaves part of two cores idle. A search
+    # still waiting for the helper when the embedding is done (another recall holds it) is taken back
+    # and run here, so no recall waits for another's.
+    beside = vault.beside(lexical) if query.embedding_pending else None
     sim_hits = query.cue_hits(vault)
     lex_hits = lexical() if beside is None or beside.cancel() else beside.result()
     params = query.settings.fusion
@@ -52,9 +42,9 @@ def recall(vault: OpenVault, query: Query) -> Found:
 
 
 def _words(vault: OpenVault, sim_hits: Hits, lex_hits: Hits) -> dict[str, int]:
-    """Word counts of the memories fusion's length rule looks at: each channel's top 10."""
-    in_play = [mid for mid, _ in sim_hits[:10] + lex_hits[:10]]
-    return {mid: 1 if count is None else count for mid, count in zip(in_play, vault.words_of(in_play))}
+    """Word counts of the memories fusion's length rule looks at: each channel's top IN_PLAY."""
+    ids = [mid for mid, _ in in_play(sim_hits, lex_hits)]
+    return {mid: 1 if count is None else count for mid, count in zip(ids, vault.words_of(ids))}
 
 
 def feedback_cue_terms(query: Query, params: FusionParams) -> list[str] | None:

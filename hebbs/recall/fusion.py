@@ -28,6 +28,15 @@ class Candidate:
 
 Candidates = dict[str, Candidate]
 
+# How many of each channel's best hits are "in play" for the length rule (lexical_weight_for): the
+# memories a top-10 answer is drawn from.
+IN_PLAY = 10
+
+
+def in_play(sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Each channel's IN_PLAY best hits, the dense channel's first."""
+    return sim_hits[:IN_PLAY] + lex_hits[:IN_PLAY]
+
 
 def merge(into: Candidates, found: Candidates) -> None:
     """Best relevance per memory, and every strategy that found it."""
@@ -59,7 +68,7 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
     if has_identifier(cue):
         wl = params.identifier_lexical_weight
     else:
-        wl = lexical_weight_for(params, [words_of(mid) for mid, _ in sim_hits[:10] + lex_hits[:10]]
+        wl = lexical_weight_for(params, [words_of(mid) for mid, _ in in_play(sim_hits, lex_hits)]
                                 if words_of is not None else [])
     sim = _min_max(sim_hits[:params.normalization_depth])
     lex = _min_max(lex_hits[:params.normalization_depth])
@@ -219,7 +228,7 @@ _IDENTIFIER = re.compile(
 @functools.lru_cache(maxsize=128)
 def has_identifier(cue: str) -> bool:
     # Cached: one recall asks about its cue in every fusion (feedback's two, the time-word pass's),
-    # and over a paragraph the search costs about 0.1 ms each time.
+    # and the search runs over the whole cue, a paragraph's too.
     return _IDENTIFIER.search(cue) is not None
 
 

@@ -12,7 +12,7 @@ import dataclasses
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 import numpy as np
 
@@ -21,10 +21,10 @@ from ..errors import InvalidInput, NotFound
 from ..schema import (Memory, RecallResult, RecallResults, ScoreComponents, ScoringWeights, TimeUnderstood)
 from ..core.memory_text import lexical_text
 from ..core.open_vault import OpenVault, now_us
-from . import background, confidence, scoring, timewords
+from . import background, confidence, registry, scoring, timewords
 from . import fusion as rc
+from .options import POOL_FACTOR, RecallOptions, pooled
 from .query import CueEmbedder, Query, cached_memories, cached_vectors
-from .registry import REGISTRY, STRATEGIES
 
 DEFAULT_WEIGHTS = ScoringWeights()
 MMR_POOL_EXTRA = 30
@@ -32,58 +32,49 @@ MMR_POOL_EXTRA = 30
 
 @dataclass
 class Request:
-    """A recall's options, checked: what `run` needs and what the query log records."""
-    cue: str | None
+    """A recall's options, checked, and what follows from them: what `run` needs and what the query log
+    records. In `options`, the cue, weights (a ScoringWeights), entity, seed, alpha (None unless
+    analogical runs) and mmr_lambda (the vault's default when not given) are the checked values."""
+    options: RecallOptions
     names: set[str]
-    top_k: int
-    weights: ScoringWeights
-    entity_id: str | None
     window: tuple[int, int] | None
     reference: int  # "now" for recency and time words
     understood: timewords.TimeRange | None
-    mmr_lambda: float
-    include_superseded: bool
-    seed: str | None
-    direction: str
-    max_depth: int
-    edge_types: Sequence[str] | None
-    alpha: float | None
-    analogy: Sequence[str] | None
 
 
-def plan(vault: OpenVault, cue: str | None = None, *, strategies: Sequence[str] | None = None, top_k: int = 10,
-         entity_id: str | None = None, time_range: Any = None, weights: ScoringWeights | None = None,
-         include_superseded: bool = False, mmr_lambda: float | None = None, seed: str | None = None,
-         direction: str = "forward", max_depth: int = 5, edge_types: Sequence[str] | None = None,
-         alpha: float | None = None, analogy: Sequence[str] | None = None, now: Any = None,
-         associate: bool = False) -> Request:
+def mmr_pool(top_k: int) -> int:
+    """How many of the best-scored candidates MMR picks its top_k from."""
+    return min(top_k * POOL_FACTOR, top_k + MMR_POOL_EXTRA)
+
+
+def plan(vault: OpenVault, options: RecallOptions) -> Request:
     """Check a recall's options (InvalidInput / NotFound on bad ones) and pick its strategies."""
-    top_k = validate.top_k(top_k)
-    weights = scoring.check_weights(weights or DEFAULT_WEIGHTS)
-    entity_id = validate.entity(entity_id)
-    window = validate.time_range(time_range)
-    reference = validate.timestamp_us(now, "now") if now is not None else now_us()
-    if cue is not None:
-        cue = validate.content(cue, "cue")
+    o = options
+    top_k = validate.top_k(o.top_k)
+    weights = scoring.check_weights(o.weights or DEFAULT_WEIGHTS)
+    entity_id = validate.entity(o.entity_id)
+    window = validate.time_range(o.time_range)
+    reference = validate.timestamp_us(o.now, "now") if o.now is not None else now_us()
+    cue = validate.content(o.cue, "cue") if o.cue is not None else None
     understood = (timewords.understand(cue, reference)
                   if cue is not None and window is None and vault.config.recall.time_words.enabled else None)
+    seed = o.seed
     if seed is not None:
         seed = validate.memory_id(seed, "seed")
         if seed not in vault:
             raise NotFound(f"memory {seed} does not exist")
-    names = strategy_names(cue, strategies, seed=seed, analogy=analogy)
-    if associate and cue is not None:
+    names = strategy_names(cue, o.strategies, seed=seed, analogy=o.analogy)
+    if o.associate and cue is not None:
         names.add("associative")  # one hop along co-activation links (recall/associative.py)
-    if mmr_lambda is not None:
-        lam = validate.unit_float(mmr_lambda, "mmr_lambda")
+    if o.mmr_lambda is not None:
+        lam = validate.unit_float(o.mmr_lambda, "mmr_lambda")
     else:
         # Similarity alone is pure vector search: no diversification or deduplication unless asked.
         lam = 1.0 if names == {"similarity"} else vault.config.recall.mmr_lambda
-    return Request(cue=cue, names=names, top_k=top_k, weights=weights, entity_id=entity_id, window=window,
-                   reference=reference, understood=understood, mmr_lambda=lam,
-                   include_superseded=include_superseded, seed=seed, direction=direction, max_depth=max_depth,
-                   edge_types=edge_types, analogy=analogy,
-                   alpha=validate.unit_float(alpha, "alpha") if alpha is not None and "analogical" in names else None)
+    alpha = validate.unit_float(o.alpha, "alpha") if o.alpha is not None and "analogical" in names else None
+    checked = dataclasses.replace(o, cue=cue, top_k=top_k, weights=weights, entity_id=entity_id, seed=seed,
+                                  mmr_lambda=lam, alpha=alpha)
+    return Request(options=checked, names=names, window=window, reference=reference, understood=understood)
 
 
 def strategy_names(cue: str | None, strategies: Sequence[str] | None, *, seed: str | None = None,
@@ -99,8 +90,8 @@ def strategy_names(cue: str | None, strategies: Sequence[str] | None, *, seed: s
         strategies = [strategies]
     names = set()
     for name in strategies:
-        if name not in STRATEGIES:
-            raise InvalidInput(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")
+        if name not in registry.STRATEGIES:
+            raise InvalidInput(f"unknown strategy {name!r}; known: {', '.join(registry.STRATEGIES)}")
         names.add(name)
     if names & {"similarity", "lexical"} and cue is None:
         raise InvalidInput("similarity and lexical recall need a cue")
@@ -117,24 +108,25 @@ def strategy_names(cue: str | None, strategies: Sequence[str] | None, *, seed: s
 
 def run(vault: OpenVault, request: Request) -> RecallResults:
     """The ranked answer to a planned recall. Reads only: nothing in the vault changes."""
-    r = request
+    r, o = request, request.options
+    weights = cast(ScoringWeights, o.weights)  # plan checked it
 
-    allowed = vault.scope(r.entity_id, r.window, r.include_superseded)
+    allowed = vault.scope(o.entity_id, r.window, o.include_superseded)
     fusion = vault.config.recall.fusion
     # What confidence reads from the cue alone, read before the cue is embedded: whether the cue less
     # its unseen words will be embedded too, in the same run (CueEmbedder).
-    reading = (confidence.read_cue(r.cue, vault.embedder.word_ranks(), vault.lexical_index.doc_freqs)
-               if r.cue is not None else None)
+    reading = (confidence.read_cue(o.cue, vault.embedder.word_ranks(), vault.lexical_index.doc_freqs)
+               if o.cue is not None else None)
     query = Query(
         # The sentence mean serves fusion (a paragraph asks several things); similarity alone stays
         # a plain vector search of the cue's own embedding.
-        cue=r.cue, embed=CueEmbedder(vault.embedder, vault.config.recall.cue_by_sentence and r.names != {"similarity"},
-                                     r.cue, None if reading is None else reading.rest_to_embed),
+        cue=o.cue, embed=CueEmbedder(vault.embedder, vault.config.recall.cue_by_sentence and r.names != {"similarity"},
+                                     o.cue, None if reading is None else reading.rest_to_embed),
         allowed=allowed, settings=vault.config.recall,
-        limit=max(fusion.normalization_depth, r.top_k * fusion.candidate_factor),
-        entity_id=r.entity_id, window=r.window, seed=r.seed, direction=r.direction, max_depth=r.max_depth,
-        edge_types=r.edge_types, analogy=r.analogy, alpha=r.alpha,
-        answers=(r.top_k * 3 if r.include_superseded else r.top_k) if r.names == {"similarity"} else None)
+        limit=max(fusion.normalization_depth, o.top_k * fusion.candidate_factor),
+        entity_id=o.entity_id, window=r.window, seed=o.seed, direction=o.direction, max_depth=o.max_depth,
+        edge_types=o.edge_types, analogy=o.analogy, alpha=o.alpha,
+        answers=pooled(o.top_k, o.include_superseded) if r.names == {"similarity"} else None)
     candidates, notes = run_strategies(vault, r.names, query)
     understood = r.understood
     if understood is not None:
@@ -151,7 +143,7 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
 
     preferred = None if understood is None else (understood.start, understood.end)
     vectors = query.vectors
-    results = rank(vault, candidates, r.weights, r.top_k, r.mmr_lambda, r.include_superseded, r.reference,
+    results = rank(vault, candidates, weights, o.top_k, o.mmr_lambda, o.include_superseded, r.reference,
                    preferred, vectors, query.memories)
     if not results and r.names == {"associative"}:
         notes.append("associative recall follows associations learnt from use (memories used together: "
@@ -159,10 +151,10 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
                      "one yet, so nothing came back. Recall without --strategy finds what the cue matches")
     answer = RecallResults(results=results, notes=notes, time_understood=None if understood is None else TimeUnderstood(
         phrase=understood.phrase, start=understood.start, end=understood.end, text=understood.text()))
-    if r.cue is not None:
+    if o.cue is not None:
         considered = sorted(candidates, key=lambda mid: candidates[mid].relevance,
                             reverse=True)[:background.CONSIDERED]
-        judge_confidence(vault, answer, r.cue, query.cue_vector, vectors, considered=considered, cosines=query.cosines,
+        judge_confidence(vault, answer, o.cue, query.cue_vector, vectors, considered=considered, cosines=query.cosines,
                          embed=query.embed, records=query.memories,
                          understood=understood, scope_empty=lambda: not query.cue_hits(vault), reading=reading)
     return answer
@@ -172,7 +164,7 @@ def run_strategies(vault: OpenVault, names: set[str], query: Query) -> tuple[rc.
     """Each named strategy's candidates, merged in registry order."""
     candidates: rc.Candidates = {}
     notes: list[str] = []
-    for name, strategy in REGISTRY.items():
+    for name, strategy in registry.REGISTRY.items():
         if name in names:
             found, said = strategy(vault, query)
             if candidates:
@@ -214,7 +206,7 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
                else [understood.start <= m.created_at <= understood.end for m in memories])
     mean = background.vault_mean(vault)
     judged = confidence.assess(cue, [known[mid] for mid in ids],
-                               [lexical.terms_of(m.id, lexical_text(m)) for m in memories],
+                               [lexical.terms_of(lexical_text(m)) for m in memories],
                                float(np.dot(cue_vector, mean)) if mean is not None else 0.0,
                                lexical.doc_freqs, max(1, lexical.count()),
                                word_ranks=vault.embedder.word_ranks(), in_time=in_time, reading=reading)
@@ -270,10 +262,7 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
     config = vault.config
     boost = config.recall.time_words.boost if preferred is not None else 0.0
     diversify = lam < 1.0
-    if diversify:
-        needed = min(top_k * 3, top_k + MMR_POOL_EXTRA)
-    else:
-        needed = top_k * 3 if include_superseded else top_k
+    needed = mmr_pool(top_k) if diversify else pooled(top_k, include_superseded)
     # Candidates in order of relevance, each scored only while it can still make the first `needed`:
     # every factor but relevance is at most 1, so a candidate's score is at most its bound below,
     # and once the bound falls under the needed-th best score no later candidate can get in. With
@@ -329,8 +318,8 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
               for score, index, f in scored[:needed]]
     if diversify and len(ranked) > 1:
         # The pool MMR picks from: with lambda near 1 a candidate far below the top_k never gets
-        # picked, and a pool of 3 * top_k made every recall's cost grow with top_k.
-        pool = ranked[:min(top_k * 3, top_k + MMR_POOL_EXTRA)]
+        # picked, and a pool of POOL_FACTOR * top_k alone made every recall's cost grow with top_k.
+        pool = ranked[:mmr_pool(top_k)]
         pool_ids = [mid for _, mid, _ in pool]
         # From RocksDB, four times cheaper than the HNSW graph (hnswlib's get_items), and only those
         # neighbour support has not read already; the confidence step reads none of them again.
@@ -340,7 +329,7 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
         ranked = [pool[i] for i in order]
     else:
         # Room for superseded memories that will be moved below their successors.
-        ranked = ranked[:top_k * 3 if include_superseded else top_k]
+        ranked = ranked[:pooled(top_k, include_superseded)]
     results = []
     memories = cached_memories(vault, {} if records is None else records, [mid for _, mid, _ in ranked])
     for (score, mid, parts), memory in zip(ranked, memories):

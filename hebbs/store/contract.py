@@ -82,6 +82,12 @@ class RecordStore(Protocol):
     # catches them up from the store's change log (touched_since) when `listen` wakes it; writers
     # take lock_writers; the write sequence is the store's (commit returns it).
     shared: bool
+
+    # Capability. True: opened read-only because its disk was full when it was opened (RocksDB): reads
+    # are served, writes answer DiskFull until space returns, and nothing derived is written meanwhile.
+    @property
+    def read_only(self) -> bool: ...
+
     # Local directory the store's messages name the vault by (a RocksDB store's own files live there).
     path: Path
     # Durability of commits (durability.py): what deferred_sync and wait_durable wait on.

@@ -2,11 +2,19 @@
 
 A key is stored in the meta family in the very batch that stores its memory, so a crash can never
 leave one without the other: `idem/key/<K>` names the memory, `idem/of/<memory id>` names the key
-(so that forgetting the memory frees the key in the forget's own batch).
+(so that forgetting the memory frees the key in the forget's own batch). A key is kept as long as
+its memory.
+
+`idem/key/<K>` also holds a digest of the text first stored under the key (`<id> <digest>`), so a
+second call under the key with the same text gets the memory back, and one with other text is refused
+(KeyReused) however the memory changed since (revised, or a restatement folded into another); the
+memory's text now is accepted too. A key stored before the digest was kept has none: only its
+memory's text is compared.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from ..errors import InvalidInput
@@ -28,14 +36,30 @@ def check(value: Any) -> str | None:
     return value
 
 
+def digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
 def lookup(store: RecordStore, key: str) -> str | None:
     """The id of the memory stored under key, or None."""
-    return store.get_meta(_KEY + key)
+    return entry(store, key)[0]
+
+
+def entry(store: RecordStore, key: str) -> tuple[str | None, str | None]:
+    """(the id of the memory stored under key, the digest of the text first stored under it), each or None."""
+    return _split(store.get_meta(_KEY + key))
 
 
 def lookup_many(store: RecordStore, keys: list[str]) -> list[str | None]:
     """lookup for many keys, in one read."""
-    return store.get_meta_many([_KEY + key for key in keys])
+    return [_split(value)[0] for value in store.get_meta_many([_KEY + key for key in keys])]
+
+
+def _split(value: str | None) -> tuple[str | None, str | None]:
+    if value is None:
+        return None, None
+    memory_id, _, text_digest = value.partition(" ")
+    return memory_id, text_digest or None
 
 
 def key_of(store: RecordStore, memory_id: str) -> str | None:
@@ -43,8 +67,9 @@ def key_of(store: RecordStore, memory_id: str) -> str | None:
     return store.get_meta(_OWNER + memory_id)
 
 
-def put(writes: WriteSet, key: str, memory_id: str) -> None:
-    writes.put_meta(_KEY + key, memory_id)
+def put(writes: WriteSet, key: str, memory_id: str, text: str | None = None) -> None:
+    """Store key for memory_id, with the digest of the text given under it (when there is one)."""
+    writes.put_meta(_KEY + key, memory_id if text is None else f"{memory_id} {digest(text)}")
     writes.put_meta(_OWNER + memory_id, key)
 
 

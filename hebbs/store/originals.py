@@ -113,6 +113,23 @@ class Originals:
         return True
 
     @staticmethod
+    def listed_versions(path: Path) -> set[str]:
+        """The sha256 of every file version the index file at path lists (none when it does not decode)."""
+        try:
+            index = decoder("msgpack", _Index).decode(_decompress(path.read_bytes()) or b"")
+        except (OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
+            return set()
+        return {v.sha256 for fv in index.files.values() for v in fv.versions}
+
+    @property
+    def index_missing(self) -> bool:
+        """Whether the index is gone while kept versions are there: it is only saved after them, so it was
+        deleted, and which memory came from which version is no longer known."""
+        blobs = self.dir / "blobs"
+        return (not (self.dir / INDEX_FILE).exists() and blobs.is_dir()
+                and any(p.is_file() for p in blobs.glob("*/*")))
+
+    @staticmethod
     def intact_blob(path: Path) -> bool:
         """Whether the kept version at path decompresses to the bytes its name hashes (hebbs doctor)."""
         try:
@@ -303,7 +320,8 @@ class Originals:
         try:
             raw = self._blob_path(sha256).read_bytes()
         except FileNotFoundError:
-            raise NotFound(f"no kept file version {sha256[:12]}") from None
+            raise NotFound(f"the kept file version {sha256[:12]} is missing from {self.dir / 'blobs'}: run "
+                           f"`hebbs doctor --vault {self.dir.parent}`") from None
         data = _decompress(raw)
         if data is None or hashlib.sha256(data).hexdigest() != sha256:
             raise NotFound(f"the kept file version {sha256[:12]} is damaged")

@@ -54,7 +54,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import CorruptVault, InvalidInput, VaultBusy
+from ..errors import CorruptVault, InvalidInput, StoreUnavailable, VaultBusy
 from ..schema import EdgeType, Memory
 from .durability import GroupCommit
 from .storage import (COLUMN_FAMILIES, GRAPH_FORWARD, GRAPH_REVERSE, MEMORY_PREFIX, VECTOR_PREFIX, WriteSet,
@@ -64,8 +64,7 @@ log = logging.getLogger("hebbs.postgres")
 
 SCHEMA = "hebbs"
 TABLES = {family: ("memories" if family == "default" else family) for family in COLUMN_FAMILIES}
-# How long a connection failure is retried (a failover: the primary killed, a replica promoted, the
-# multi-host URL finding the new primary) before the call fails.
+# How long the pool keeps reconnecting a connection it lost (a restart, a failover).
 RETRY_SECONDS = 30.0
 # A daemon that holds the writer lock longer than this (stopped, not crashed) makes others fail clearly.
 LOCK_TIMEOUT = "60s"
@@ -75,6 +74,9 @@ LOCK_TIMEOUT = "60s"
 KEEP_CHANGES = 100_000
 PRUNE_EVERY = 1_000
 _SCAN_FIRST, _SCAN_BATCH = 64, 2000
+# Defaults of store.unreachable_after and store.pool_size (config.py).
+UNREACHABLE_AFTER = 5.0
+POOL_SIZE = 16
 # A read that finds no replica connection within this wait goes to the primary, and replicas are left
 # alone for REPLICA_BACKOFF seconds (one down must not slow every read).
 REPLICA_WAIT, REPLICA_BACKOFF = 1.0, 10.0
@@ -104,21 +106,24 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.vectors (
     f"PRIMARY KEY (vault, key));\n" for family, table in TABLES.items() if family != "vectors")
 
 
-def _retrying(what: Callable[[], Any]) -> Any:
-    """Run what, again while the server cannot be reached (a restart or a failover), up to RETRY_SECONDS.
-    Safe for a commit too: a WriteSet states final values of keys, so applying one twice changes nothing."""
-    deadline = time.monotonic() + RETRY_SECONDS
-    delay = 0.02
-    while True:
-        try:
-            return what()
-        except (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction,
-                psycopg.errors.AdminShutdown) as exc:
-            if isinstance(exc, psycopg.errors.LockNotAvailable) or time.monotonic() > deadline:
-                raise
-            log.info("PostgreSQL unreachable (%s); retrying", str(exc).strip().splitlines()[0] if str(exc) else exc)
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
+def _served(conn: psycopg.Connection) -> None:
+    """A statement the server answers, so that a pool hands out a session only once one serves it."""
+    conn.execute("SELECT 1")
+
+
+def _writer_session(conn: psycopg.Connection) -> None:
+    conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _prepared_statements_refused(exc: psycopg.Error) -> bool:
+    """A pooler in transaction mode hands each transaction another server session, where the prepared
+    statements psycopg made in an earlier one are missing or already there (docs/scale.md)."""
+    return isinstance(exc, (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName))
 
 
 def _scalar(cursor: psycopg.Cursor[Any]) -> Any:
@@ -147,10 +152,13 @@ class PgStore:
     """One vault in PostgreSQL: a RecordStore (contract.py), `shared` by every daemon attached to it."""
 
     shared = True
+    read_only = False  # the server's disk is the server's: a full one answers each write
 
     def __init__(self, url: str, name: str, local: Path, pool: ConnectionPool, vault_id: int,
-                 read_url: str | None = None, read_pool: ConnectionPool | None = None) -> None:
+                 read_url: str | None = None, read_pool: ConnectionPool | None = None, *,
+                 unreachable_after: float = UNREACHABLE_AFTER) -> None:
         self.url = url
+        self.unreachable_after = unreachable_after
         self.read_url = read_url
         self._read_pool = read_pool
         self._need_lsn = 0  # what a replica must have replayed before this store reads there
@@ -167,6 +175,14 @@ class PgStore:
         self.group = GroupCommit("buffered", lambda: 0, lambda: None)  # a COMMIT is the acknowledgement
         self.untracked_memories: set[bytes] | None = None  # every change is in hebbs.changes
         self._lock_conn: psycopg.Connection | None = None
+        # The writer lock's session comes from a pool of one, so that getting it is bounded by
+        # unreachable_after: a pooler with no server connection to give queues a new session's first
+        # statement without end, and a cancel does not reach a statement still in its queue.
+        self._lock_pool = ConnectionPool(url, min_size=0, max_size=1, timeout=unreachable_after, open=False,
+                                         kwargs={"autocommit": True, "connect_timeout": 5},
+                                         configure=_writer_session, name=f"hebbs-{name}-writer",
+                                         reconnect_timeout=unreachable_after)
+        self._lock_pool.open(wait=False)
         self._listener: threading.Thread | None = None
         self._stop = threading.Event()
         self.channel = f"hebbs_{vault_id}"
@@ -184,9 +200,17 @@ class PgStore:
     # Opening and closing ---------------------------------------------------------------------
 
     @classmethod
-    def open(cls, url: str, name: str, local: Path, read_url: str | None = None) -> "PgStore":
+    def open(cls, url: str, name: str, local: Path, read_url: str | None = None, *,
+             pool_size: int = POOL_SIZE, unreachable_after: float = UNREACHABLE_AFTER) -> "PgStore":
+        # Every step is bounded by unreachable_after, through pools: a pooler with no server connection
+        # to give accepts a new session and queues its first statement without end.
+        setup = ConnectionPool(url, min_size=1, max_size=2, name=f"hebbs-{name}-open", open=False, configure=_served,
+                               kwargs={"autocommit": True, "connect_timeout": max(2, int(unreachable_after))},
+                               timeout=unreachable_after, reconnect_timeout=unreachable_after)
         try:
-            with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            setup.open(wait=True, timeout=unreachable_after)
+            with setup.connection() as conn:
+                _refuse_transaction_pooler(conn, setup, url, local)
                 with conn.transaction():
                     # Two daemons creating the schema at once would collide in the catalog: one at a time.
                     conn.execute("SELECT pg_advisory_xact_lock(hashtext('hebbs schema'))")
@@ -194,23 +218,69 @@ class PgStore:
                     row = conn.execute(f"SELECT id FROM {SCHEMA}.vaults WHERE name = %s", (name,)).fetchone()
                     vault_id = row[0] if row is not None else _scalar(
                         conn.execute(f"INSERT INTO {SCHEMA}.vaults (name) VALUES (%s) RETURNING id", (name,)))
+        except PoolTimeout:
+            raise _no_connection(url, name, unreachable_after) from None
         except psycopg.OperationalError as exc:
-            raise InvalidInput(f"cannot reach the PostgreSQL store {redact(url)} of vault {local}: "
-                               f"{str(exc).strip()}") from None
+            raise StoreUnavailable(f"vault {name!r} of {local}: its PostgreSQL at {servers(url)} cannot be reached "
+                                   f"({_first_line(exc)})") from None
         except psycopg.Error as exc:
+            if _prepared_statements_refused(exc):
+                raise InvalidInput(_POOLER_REFUSED.format(where=servers(url), local=local)) from None
             raise InvalidInput(f"the PostgreSQL store {redact(url)} of vault {local} refused the vault's tables: "
                                f"{str(exc).strip()} (it needs the pgvector extension)") from None
-        pool = ConnectionPool(url, min_size=1, max_size=16, kwargs={"autocommit": True}, configure=register_vector,
-                              name=f"hebbs-{name}", open=False, reconnect_timeout=RETRY_SECONDS)
-        pool.open(wait=True, timeout=30)
+        finally:
+            setup.close()
+        # Connections are opened as needed, up to pool_size (store.pool_size): a pooler or a server with
+        # fewer to give makes a call wait, then fail with STORE_UNAVAILABLE, never hang.
+        # A pool retries a lost connection with a backoff that doubles from 1 s: given up after
+        # unreachable_after, it connects again at the next call, so a server back is used within seconds.
+        pool = ConnectionPool(url, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
+                              configure=register_vector, name=f"hebbs-{name}", open=False,
+                              reconnect_timeout=unreachable_after, timeout=unreachable_after)
+        try:
+            pool.open(wait=True, timeout=unreachable_after)
+        except PoolTimeout:
+            pool.close()
+            raise _no_connection(url, name, unreachable_after, pool_size) from None
         read_pool = None
         if read_url:
             # Not waited for: a replica down at open only sends the reads to the primary.
-            read_pool = ConnectionPool(read_url, min_size=1, max_size=16, configure=register_vector,
+            read_pool = ConnectionPool(read_url, min_size=1, max_size=pool_size, configure=register_vector,
                                        kwargs={"autocommit": True, "application_name": f"hebbs reads {name}"[:63]},
                                        name=f"hebbs-{name}-reads", open=False, reconnect_timeout=RETRY_SECONDS)
             read_pool.open(wait=False)
-        return cls(url, name, local, pool, vault_id, read_url, read_pool)
+        return cls(url, name, local, pool, vault_id, read_url, read_pool, unreachable_after=unreachable_after)
+
+    def _retrying(self, what: Callable[[], Any]) -> Any:
+        """Run what, again while the server cannot be reached (a restart, a failover) for up to
+        unreachable_after seconds; then StoreUnavailable, naming the vault and its servers. Safe for a
+        commit too: a WriteSet states final values of keys, so applying one twice changes nothing."""
+        deadline = time.monotonic() + self.unreachable_after
+        delay = 0.02
+        while True:
+            try:
+                return what()
+            except PoolTimeout:
+                raise self._no_connection() from None
+            except (psycopg.OperationalError, psycopg.errors.ReadOnlySqlTransaction,
+                    psycopg.errors.AdminShutdown) as exc:
+                if isinstance(exc, psycopg.errors.LockNotAvailable):
+                    raise
+                if time.monotonic() > deadline:
+                    raise StoreUnavailable(
+                        f"vault {self.name!r}: its PostgreSQL at {servers(self.url)} cannot be reached "
+                        f"({_first_line(exc)}); tried for {self.unreachable_after:g}s") from None
+                log.info("PostgreSQL unreachable (%s); retrying", _first_line(exc))
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+            except psycopg.Error as exc:
+                if _prepared_statements_refused(exc):
+                    raise InvalidInput(_POOLER_REFUSED.format(where=servers(self.url), local=self.path.parent)) \
+                        from None
+                raise
+
+    def _no_connection(self) -> StoreUnavailable:
+        return _no_connection(self.url, self.name, self.unreachable_after, self.pool.max_size)
 
     @property
     def closed(self) -> bool:
@@ -229,6 +299,7 @@ class PgStore:
         if self._listener is not None:
             self._listener.join(timeout=5)
         self._drop_lock_conn()
+        self._lock_pool.close()
         pool, self._pool = self._pool, None
         pool.close()
         if self._read_pool is not None:
@@ -240,7 +311,7 @@ class PgStore:
                 # Binary results: bytea and vectors arrive as they are stored, with no text to parse.
                 cur = conn.execute(query, params, binary=True)
                 return cur.fetchall() if cur.description is not None else []
-        return _retrying(attempt)
+        return self._retrying(attempt)
 
     def _read(self, query: str, params: Any = None) -> list[tuple]:
         """A read: on a replica that has what this store must see (class doc), else on the primary."""
@@ -258,7 +329,7 @@ class PgStore:
         def attempt() -> list[tuple]:
             with self.pool.connection() as conn:
                 return read(conn)
-        return _retrying(attempt)
+        return self._retrying(attempt)
 
     def _on_replica(self, read: Callable[[psycopg.Connection], list[tuple]]) -> list[tuple] | None:
         """read's rows from a replica that has replayed past _need_lsn; None: read on the primary."""
@@ -399,7 +470,7 @@ class PgStore:
                     # next reads to the primary until the WAL writer had shipped it.
                     self._must_see(int(_scalar(conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn"))))
                 return seq
-        return _retrying(attempt)
+        return self._retrying(attempt)
 
     def deferred_sync(self, *, wait: bool = True) -> contextlib.AbstractContextManager:
         return self.group.deferred(wait=wait)
@@ -410,15 +481,15 @@ class PgStore:
         """Take the vault's writer lock (blocks while another daemon writes)."""
         def attempt() -> None:
             if self._lock_conn is None or self._lock_conn.closed:
-                self._lock_conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5)
-                self._lock_conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+                self._drop_lock_conn()
+                self._lock_conn = self._lock_pool.getconn()
             try:
                 self._lock_conn.execute("SELECT pg_advisory_lock(hashtext('hebbs writer'), %s)", (self.vault_id,))
             except psycopg.OperationalError:
                 self._drop_lock_conn()
                 raise
         try:
-            _retrying(attempt)
+            self._retrying(attempt)
             # This thread's reads now read-modify-write what every daemon committed: the primary's.
             self._writer_thread = threading.get_ident()
         except psycopg.errors.LockNotAvailable:
@@ -440,6 +511,8 @@ class PgStore:
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
+            with contextlib.suppress(Exception):
+                self._lock_pool.putconn(conn)  # closed: the pool makes a new one when asked
 
     # Wake-ups from other daemons -------------------------------------------------------------
 
@@ -762,6 +835,40 @@ class PgVectorIndex:
 
     def save(self, directory: Path, write_seq: int) -> None:
         return None
+
+
+_POOLER_REFUSED = ("vault {local}: {where} is a connection pooler in transaction mode (prepared statements do "
+                   "not survive from one transaction to the next there), which a hebbs vault cannot use: its "
+                   "writer lock and wake-ups live in a session. Point store.url at the server, or at a pooler "
+                   "in session mode (docs/scale.md)")
+
+
+def _no_connection(url: str, name: str, seconds: float, pool_size: int = POOL_SIZE) -> StoreUnavailable:
+    """A pool that gave no connection in time: the server is down, or every connection it or a pooler in
+    front of it gives is busy: a new session tells which."""
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=2):
+            pass
+    except psycopg.Error as exc:
+        return StoreUnavailable(f"vault {name!r}: its PostgreSQL at {servers(url)} cannot be reached "
+                                f"({_first_line(exc)}); tried for {seconds:g}s")
+    return StoreUnavailable(
+        f"vault {name!r}: no connection to {servers(url)} came free within {seconds:g}s: this daemon's are "
+        f"busy (store.pool_size {pool_size}), or the server or pooler gives fewer than the daemon needs "
+        f"(store.pool_size + 2; docs/scale.md)")
+
+
+def _refuse_transaction_pooler(conn: psycopg.Connection, pool: ConnectionPool, url: str, local: Path) -> None:
+    """InvalidInput when conn goes through a pooler in transaction mode (pgbouncer's pool_mode =
+    transaction): a session advisory lock taken there would be held by whichever session the pooler
+    picked, and LISTEN would listen nowhere. Seen as one server session serving two client connections
+    (a pooler hands the session conn left idle to the next client), or as conn's session changing
+    between its transactions: a server or a session pooler does neither."""
+    mine = {_scalar(conn.execute("SELECT pg_backend_pid()")) for _ in range(3)}
+    with pool.connection() as other:
+        theirs = _scalar(other.execute("SELECT pg_backend_pid()"))
+    if len(mine) > 1 or theirs in mine:
+        raise InvalidInput(_POOLER_REFUSED.format(where=servers(url), local=local))
 
 
 def servers(url: str) -> str:

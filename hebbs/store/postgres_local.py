@@ -9,6 +9,12 @@ the binaries are located and run here directly: as the calling user, or, for roo
 user `hebbs-pg` (created when missing), owner of the data directories. Replicas are streaming copies
 made by `pg_basebackup -R -X stream -C -S slot` from the same binaries.
 
+No connection is trusted: the superuser has a generated password (scram-sha-256), kept in DIR/pgpass,
+a libpq password file readable by the server's account alone (0600; root reads it too). The URL printed
+names that file (`passfile=`), never the password, so `hebbs init --store URL` works as printed, and
+another local user, who cannot read the file, is refused (COPY ... TO PROGRAM would otherwise run their
+commands as the server's account).
+
 Nothing here is needed by a team that brings its own PostgreSQL: production servers are theirs.
 """
 
@@ -20,6 +26,7 @@ import fcntl
 import importlib.util
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
@@ -33,6 +40,7 @@ from ..fsutil import last_lines
 
 SERVICE_USER = "hebbs-pg"
 SUPERUSER = "postgres"
+PASSFILE = "pgpass"
 
 
 def binaries() -> Path:
@@ -147,9 +155,14 @@ class Server:
         self.data = root / name
         self.log = root / f"{name}.log"
 
+    @property
+    def passfile(self) -> Path:
+        return self.root / PASSFILE
+
     def _run(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         env["LC_ALL"] = "C"
+        env["PGPASSFILE"] = str(self.passfile)
         done = subprocess.run([str(runnable_binaries(self.account) / args[0]), *args[1:]], capture_output=True, text=True,
                               env=env, cwd=self.root, preexec_fn=_child_setup(self.account), timeout=timeout)
         if check and done.returncode:
@@ -165,14 +178,20 @@ class Server:
 
     @property
     def url(self) -> str:
-        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/postgres?passfile={self.passfile}"
 
     def conninfo(self, dbname: str = "postgres") -> str:
-        return f"host=127.0.0.1 port={self.port} user={SUPERUSER} dbname={dbname}"
+        return f"host=127.0.0.1 port={self.port} user={SUPERUSER} dbname={dbname} passfile={self.passfile}"
 
     def init(self, *, fast: bool) -> None:
-        self._run("initdb", "-D", str(self.data), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8",
-                  "--locale=C", *(["--no-sync"] if fast else []))
+        password = _password(self.root, self.account)
+        pwfile = self.root / "initdb-password"
+        _private_file(pwfile, password + "\n", self.account)
+        try:
+            self._run("initdb", "-D", str(self.data), "-U", SUPERUSER, "--auth=scram-sha-256",
+                      f"--pwfile={pwfile}", "-E", "UTF8", "--locale=C", *(["--no-sync"] if fast else []))
+        finally:
+            pwfile.unlink(missing_ok=True)
         settings = [
             "listen_addresses = '127.0.0.1'",
             f"port = {self.port}",
@@ -194,7 +213,20 @@ class Server:
         with open(self.data / "postgresql.auto.conf", "a") as conf:
             # The standby's name is what synchronous_standby_names lists.
             conf.write(f"port = {self.port}\nprimary_conninfo = 'host=127.0.0.1 port={primary.port} "
-                       f"user={SUPERUSER} application_name={self.name}'\n")
+                       f"user={SUPERUSER} passfile={self.passfile} application_name={self.name}'\n")
+
+    def require_password(self) -> None:
+        """A cluster made before passwords (every local user trusted): the superuser gets a password and
+        every line of pg_hba.conf asks for it."""
+        password = _password(self.root, self.account)
+        self.sql(f"ALTER ROLE {SUPERUSER} PASSWORD '{password}'")
+        hba = self.data / "pg_hba.conf"
+        lines = [line if line.lstrip().startswith("#") else line.replace("trust", "scram-sha-256")
+                 for line in hba.read_text().splitlines()]
+        stat = hba.stat()
+        hba.write_text("\n".join(lines) + "\n")
+        os.chown(hba, stat.st_uid, stat.st_gid)
+        self.sql("SELECT pg_reload_conf()")
 
     def start(self) -> None:
         # The port given on the command line: the server listens on the one this object holds and
@@ -258,9 +290,12 @@ class Cluster:
     def start_primary(self, port: int | None = None) -> Server:
         self._prepare_root()
         server = Server(self.root, "primary", port or free_port(), self.account)
+        trusting = (server.data / "PG_VERSION").exists() and not server.passfile.exists()
         if not (server.data / "PG_VERSION").exists():
             server.init(fast=self.fast)
         _start(server, chosen_here=port is None)
+        if trusting:
+            server.require_password()
         self.servers.append(server)
         return server
 
@@ -280,7 +315,8 @@ class Cluster:
 
     def multi_host_url(self, dbname: str = "postgres") -> str:
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.servers)
-        return f"postgresql://{SUPERUSER}@{hosts}/{dbname}?target_session_attrs=read-write&connect_timeout=2"
+        return (f"postgresql://{SUPERUSER}@{hosts}/{dbname}?target_session_attrs=read-write&connect_timeout=2"
+                f"&passfile={self.root / PASSFILE}")
 
     def stop(self) -> None:
         for server in reversed(self.servers):
@@ -292,6 +328,30 @@ class Cluster:
     def remove(self) -> None:
         self.stop()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _private_file(path: Path, text: str, account: tuple[int, int] | None) -> None:
+    """path holding text, readable by the server's account alone (created so: never briefly wider)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        os.fchmod(out.fileno(), 0o600)
+        if account is not None:
+            os.fchown(out.fileno(), *account)
+        out.write(text)
+
+
+def _password(root: Path, account: tuple[int, int] | None) -> str:
+    """The superuser's password: generated once, kept in root/pgpass for every server of the cluster
+    (replicas are copies of the primary), on the loopback address and the folder's Unix socket."""
+    passfile = root / PASSFILE
+    with contextlib.suppress(FileNotFoundError):
+        for line in passfile.read_text().splitlines():
+            if line.count(":") >= 4:
+                return line.split(":", 4)[4]
+    password = secrets.token_urlsafe(24)  # letters, digits, - and _: nothing pgpass would need escaped
+    _private_file(passfile, "".join(f"{host}:*:*:{SUPERUSER}:{password}\n" for host in ("127.0.0.1", "localhost")),
+                  account)
+    return password
 
 
 def _start(server: Server, *, chosen_here: bool, attempts: int = 5) -> None:

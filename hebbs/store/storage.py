@@ -41,6 +41,7 @@ import rocksdict
 from ulid import ULID
 
 from .durability import GroupCommit
+from .manifest import manifest_problem
 from ..errors import CorruptVault, DiskFull, HebbsError, VaultBusy
 from ..fsutil import atomic_write
 from ..schema import EdgeType, Memory, decoder
@@ -62,9 +63,9 @@ log = logging.getLogger("hebbs.storage")
 _HOLDER_FILE = "holder.json"
 _UNTRACKED_LIMIT = 100_000
 # Stored vectors kept in memory once read, by memory id (about 0.9 KB each: 15 MB at most). A default
-# recall reads the ~85 vectors of its candidates (neighbour support, MMR, confidence), and a RocksDB
-# multi-get of them cost about 0.4 ms of its ~3.5 ms of CPU past the embedding: the memories that
-# answer a vault's cues recur from cue to cue. Emptied when full: no bookkeeping on a hit.
+# recall reads the vectors of its candidates (neighbour support, MMR, confidence), a RocksDB multi-get
+# that was a noticeable part of its CPU (bench/bench_recall_cpu.py times it with and without), and the
+# memories that answer a vault's cues recur from cue to cue. Emptied when full: no bookkeeping on a hit.
 VECTOR_CACHE_MAX = 16_384
 # The change log (changelog.py) in the meta family: CHANGES_PREFIX + write_seq (u64 BE) -> the ids it touched.
 CHANGES_PREFIX = b"changes/"
@@ -294,6 +295,8 @@ class Store:
         # After a write failed for want of space RocksDB refuses every later write ("Writer has previous
         # error") until the database is opened again: the next write does that, once space is back.
         self._disk_full = False
+        # Opened read-only for want of space (_open_read_only): it takes no lock and writes nothing.
+        self._read_only = False
         self._reopening = False
         # Memory records written by commits the open vault did not make itself (workflows that write
         # records directly, tools, tests): the vault re-reads them before it saves its catalog.
@@ -317,23 +320,54 @@ class Store:
                 raise CorruptVault(f"vault {path.parent} cannot be opened: its database {path} has lost its "
                                    f"CURRENT file. {DOCTOR_ADVICE.format(vault=path.parent)}")
             raise CorruptVault(missing_database_message(path, marker))
+        if has_db:
+            cut = manifest_problem(path)
+            if cut is not None:
+                # Opened, RocksDB would take the version before the cut and delete the table files
+                # written after it as obsolete: refused, they stay for the doctor's repaired copy.
+                raise CorruptVault(f"vault {path.parent} cannot be opened: its database's {cut[0].name} is "
+                                   f"{cut[1]}. {DOCTOR_ADVICE.format(vault=path.parent)}")
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         opts = storage_options(create=not has_db)
         try:
             db = rocksdict.Rdict(str(path), options=opts, column_families={n: opts for n in COLUMN_FAMILIES[1:]})
         except Exception as exc:  # rocksdict raises plain Exception for every RocksDB status
             text = str(exc)
-            # RocksDB's "While lock file: .../LOCK" or "lock hold by current process"; a word of its
-            # own: "block checksum mismatch" is damage, and called the vault busy it sent users away.
-            if re.search(r"\block\b", text, re.IGNORECASE) and "No such file" not in text:
+            if _held_elsewhere(text):
                 raise VaultBusy(f"vault {path} is in use by {_describe_holder(path)}; "
                                 "stop that process (or use the hebbs daemon, which shares one open vault)") from None
+            if has_db and out_of_space(text):
+                # Opening after a crash replays the log into a new table file: no room for it is no
+                # damage. The database is read as it is (the log replayed in memory) until space is back.
+                return cls._open_read_only(path, durability, text)
+            if out_of_space(text):
+                raise DiskFull(f"the disk holding vault {path.parent} is full: its database cannot be created "
+                               f"until some space is freed ({text})") from None
             raise CorruptVault(f"vault {path.parent} cannot be opened: its database {path} is damaged ({text}). "
                                f"{DOCTOR_ADVICE.format(vault=path.parent)}") from None
         if not marker.exists():
             _write_marker(marker)
         _write_holder(path)
         return cls(path, db, durability)
+
+    @classmethod
+    def _open_read_only(cls, path: Path, durability: str, why: str) -> "Store":
+        """The database opened read-only because the disk has no room to open it for writing: reads are
+        served, every write is DiskFull until space is back, and the first write then opens it for writing
+        (_recover_from_full_disk). DiskFull when even that fails."""
+        opts = storage_options(create=False)
+        try:
+            db = rocksdict.Rdict(str(path), options=opts, column_families={n: opts for n in COLUMN_FAMILIES[1:]},
+                                 access_type=rocksdict.AccessType.read_only(False))
+        except Exception as exc:
+            raise DiskFull(f"the disk holding vault {path.parent} is full, and the vault cannot be opened until "
+                           f"some space is freed ({why}; read-only: {exc}); it is not damaged") from None
+        log.warning("vault %s: the disk is full (%s): opened read-only; writes are refused until space is freed",
+                    path.parent, why)
+        store = cls(path, db, durability)
+        store._disk_full = True
+        store._read_only = True
+        return store
 
     @property
     def db(self) -> rocksdict.Rdict:
@@ -346,10 +380,14 @@ class Store:
     def _reopening_error(self) -> DiskFull:
         return DiskFull(f"vault {self.path.parent} is being reopened after its disk was full: try again")
 
+    @property
+    def read_only(self) -> bool:
+        """Whether the database is open read-only because the disk was full when it was opened."""
+        return self._read_only
+
     def _full(self, exc: BaseException) -> DiskFull | None:
         """DiskFull for a RocksDB status that says the disk is full (ENOSPC, or a quota: EDQUOT)."""
-        text = str(exc)
-        if "No space left on device" not in text and "Disk quota exceeded" not in text:
+        if not out_of_space(str(exc)):
             return None
         return DiskFull(f"the disk holding vault {self.path.parent} is full: nothing of this write was kept and "
                         "the vault is not damaged; free some space and write again (reads go on meanwhile)")
@@ -378,8 +416,17 @@ class Store:
                     break
                 except Exception as exc:
                     full = self._full(exc)
-                    if full is not None or attempt == 49:
-                        raise full or CorruptVault(f"vault {self.path.parent} could not be opened again after "
+                    if full is not None:
+                        self._open_for_reads(str(exc))
+                        raise full from None
+                    if attempt == 49 and _held_elsewhere(str(exc)):
+                        # Read-only, it held no lock: another process took the vault meanwhile.
+                        self._open_for_reads(str(exc))
+                        raise VaultBusy(f"vault {self.path} is in use by {_describe_holder(self.path)}, which "
+                                        "opened it while this process read it with the disk full; stop that "
+                                        "process to write here again") from None
+                    if attempt == 49:
+                        raise CorruptVault(f"vault {self.path.parent} could not be opened again after "
                                                    f"its disk was full: {exc}") from None
                     gc.collect()
                     time.sleep(0.05)
@@ -387,9 +434,28 @@ class Store:
             self._views = {name: db.get_column_family(name) for name in COLUMN_FAMILIES}
             self._db = db
             self._disk_full = False
+            self._read_only = False
+            _write_holder(self.path)
             log.warning("vault %s: opened its database again after the disk was full", self.path.parent)
         finally:
             self._reopening = False
+
+    def _open_for_reads(self, why: str) -> None:
+        """The database read-only again after an open for writing found too little space (replaying the
+        log needs room for a table file): reads go on, the next write tries again."""
+        opts = storage_options(create=False)
+        try:
+            db = rocksdict.Rdict(str(self.path), options=opts, column_families={n: opts for n in COLUMN_FAMILIES[1:]},
+                                 access_type=rocksdict.AccessType.read_only(False))
+        except Exception as exc:  # reads are DiskFull until a write finds room to open it
+            log.warning("vault %s: could not be opened read-only either (%s)", self.path.parent, exc)
+            return
+        self._handles = {name: db.get_column_family_handle(name) for name in COLUMN_FAMILIES}
+        self._views = {name: db.get_column_family(name) for name in COLUMN_FAMILIES}
+        self._db = db
+        self._read_only = True
+        log.warning("vault %s: too little space to open it for writing (%s): open read-only meanwhile",
+                    self.path.parent, why)
 
     def close(self) -> None:
         if self._db is None:
@@ -400,7 +466,8 @@ class Store:
         self._handles.clear()
         self._views.clear()
         self._db = None
-        db.flush_wal(True)
+        if not self._read_only:
+            db.flush_wal(True)
         db.close()
         del db
         try:
@@ -761,6 +828,18 @@ def decode(raw: bytes, type_: Any = None) -> Any:
     return decoder("msgpack", type_).decode(raw) if type_ is not None else _decode_any(raw)
 
 
+def _held_elsewhere(text: str) -> bool:
+    """Whether a RocksDB open failed on the database's lock: "While lock file: .../LOCK" or "lock hold by
+    current process"; a word of its own: "block checksum mismatch" is damage, and called the vault busy
+    it sent users away."""
+    return bool(re.search(r"\block\b", text, re.IGNORECASE)) and "No such file" not in text
+
+
+def out_of_space(text: str) -> bool:
+    """Whether a RocksDB status or OS error says the disk is full (ENOSPC, or a quota: EDQUOT)."""
+    return "No space left on device" in text or "Disk quota exceeded" in text
+
+
 # Free space a database needs to be opened again after a full disk (a new WAL, OPTIONS, LOG lines).
 _SPACE_TO_REOPEN = 1 << 20
 
@@ -793,8 +872,12 @@ def _write_marker(marker: Path) -> None:
 def _write_holder(path: Path) -> None:
     """Record who holds the vault so that a second opener can name them."""
     holder = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(_cmdline())}
-    # Only a hint for the message of a second opener (the lock itself is RocksDB's): a power cut may lose it.
-    atomic_write(path / _HOLDER_FILE, json.dumps(holder).encode(), durable=False)
+    # Only a hint for the message of a second opener (the lock itself is RocksDB's): a power cut may
+    # lose it, and a full disk may have no room for it.
+    try:
+        atomic_write(path / _HOLDER_FILE, json.dumps(holder).encode(), durable=False)
+    except OSError as exc:
+        log.warning("could not record the holder of %s (%s)", path, exc)
 
 
 def _describe_holder(path: Path) -> str:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from .. import validate
 from ..recall import scoring
 from ..config import DecayConfig
-from ..errors import InvalidInput
+from ..errors import DiskFull, InvalidInput
 from ..schema import Memory, MemoryKind
 from ..core.open_vault import HasVault, OpenVault, vault_of
 from ..store.contract import RecordStore
@@ -250,6 +250,8 @@ class DecaySweeper:
                     self.last_pass_at = time.time()
                     self.passes += 1
                     self._pass_done.notify_all()
+            except DiskFull as exc:  # no damage and nothing lost: the next pass after space is back resumes
+                log.warning("decay sweep skipped: %s", exc)
             except Exception:  # a failed sweep must not kill the daemon; the cursor lets the next one resume
                 log.exception("decay sweep failed")
             if self._stop.wait(self.interval):

@@ -25,17 +25,17 @@ log = logging.getLogger("hebbs.reinforce")
 # The query log is trimmed to config recall.query_log_keep / query_log_days every so many appends (a
 # tenth of what it keeps, at most TRIM_EVERY), in a batch of its own: the entries a trim deletes are
 # about those appended since the last one, and a log passes its bound by that many at most. A trim
-# reads the keys it deletes and deletes them as one range from the log's first key (as a delete per
-# key, 1,000 of them every 1,000 appends cost the trimming recall 2.7 ms; bench/bench_query_log.py);
-# reading a hundred keys costs it a tenth of a thousand.
+# reads the keys it deletes and deletes them as one range from the log's first key: a delete per key
+# made the trimming recall pay for every entry (bench/bench_query_log.py); reading a
+# hundred keys costs it a tenth of a thousand.
 TRIM_EVERY = 100
 # At most this many entries deleted by one trim: a log grown large before it was bounded is brought
 # down over several trims, not in one long stall of the recall that finds it.
 TRIM_MAX = 5000
 # The log's entry count, with its first and last keys, in the meta family, written in the batch of every
 # append and every trim: RocksDB applies a batch whole or not at all, so after any crash the count is
-# the log's, and the first recall after an open reads it instead of counting the log (12-24 ms at
-# 10,000 entries). It is trusted only while the log's first and last keys are the ones it names: a
+# the log's, and the first recall after an open reads it instead of counting the log, which grows
+# with the log. It is trusted only while the log's first and last keys are the ones it names: a
 # log written by a version before it, or changed beside it, is counted again, once.
 COUNT_META = "query_log_count"
 _log_state: "weakref.WeakKeyDictionary[OpenVault, _LogState]" = weakref.WeakKeyDictionary()
@@ -88,9 +88,10 @@ def record_recall(vault: OpenVault, request: Request, results: list[RecallResult
         stamp = now_us()
         writes = WriteSet()
         used = _count_use(vault, writes, [r.memory.id for r in results], stamp, access_log.RECALL) if reinforce else []
-        entry = QueryLogEntry(at=stamp, cue=request.cue, strategies=sorted(request.names), weights=request.weights,
+        asked = request.options
+        entry = QueryLogEntry(at=stamp, cue=asked.cue, strategies=sorted(request.names), weights=asked.weights,
                               result_count=len(results), latency_ms=round((time.perf_counter() - started) * 1000, 3),
-                              entity_id=request.entity_id)
+                              entity_id=asked.entity_id)
         key = stamp.to_bytes(8, "big") + os.urandom(4)
         writes.put("query_log", key, encode(entry))
         state = _state(vault)

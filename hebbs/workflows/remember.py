@@ -1,6 +1,7 @@
 """Remember: new memories embedded, checked and written as one batch, all or none.
 
-An item whose `key` is already stored returns that memory (idempotent imports); a restatement of an
+An item whose `key` is already stored returns that memory (idempotent imports and retries), and is
+refused (KeyReused) when its text is not the one first stored under the key; a restatement of an
 existing memory is folded into it (workflows/consolidate.py); new episodes join their entity's
 FOLLOWED_BY chain; afterwards each stored memory is checked for contradictions with its neighbours
 (workflows/contradiction_review.py).
@@ -16,7 +17,7 @@ import numpy as np
 from ulid import ULID
 
 from .. import validate
-from ..errors import InvalidInput, NotFound
+from ..errors import InvalidInput, KeyReused, NotFound
 from ..recall import analogical
 from ..schema import EdgeType, Memory, MemoryKind, Source
 from ..store import idempotency
@@ -27,6 +28,8 @@ from . import consolidate, contradiction_review, decay
 
 EMBED_SPAN = 4096
 FOLLOWED_BY_CONFIDENCE = 1.0
+# A KeyReused error quotes this much of the text stored under the key.
+REUSED_TEXT_CHARS = 300
 # What a client may write; REVISION records are made by revise only.
 CLIENT_KINDS = (MemoryKind.EPISODE, MemoryKind.INSIGHT)
 ITEM_FIELDS = {"content", "importance", "context", "entity_id", "created_at", "kind", "source", "supersedes",
@@ -120,6 +123,8 @@ def _unkeyed(vault: OpenVault, prepared: list[_Prepared]) -> list[_Prepared]:
     for p in prepared:
         if p.key is not None:
             if p.key in first:
+                if first[p.key].memory.content != p.memory.content:
+                    raise _reused(p.key, first[p.key].memory.content, "an earlier item of this batch")
                 p.stored = first[p.key]
                 continue
             if _claimed_meanwhile(vault, p):
@@ -130,14 +135,27 @@ def _unkeyed(vault: OpenVault, prepared: list[_Prepared]) -> list[_Prepared]:
 
 
 def _claimed_meanwhile(vault: OpenVault, p: _Prepared) -> bool:
-    """Whether p's key already names a stored memory (p then returns it)."""
+    """Whether p's key already names a stored memory (p then returns it); KeyReused when the text
+    first stored under the key is not p's."""
     if p.key is None:
         return False
-    existing = idempotency.lookup(vault.store, p.key)
+    existing, text_digest = idempotency.entry(vault.store, p.key)
     memory = None if existing is None else vault.memory(existing)
-    if memory is not None:
-        p.stored = _Prepared(msgspec.structs.replace(memory, existing=True), [], [])
-    return memory is not None
+    if memory is None:
+        return False
+    # The text first stored under the key (a retry), or the memory's text now (after a revise).
+    same = memory.content == p.memory.content or text_digest == idempotency.digest(p.memory.content)
+    if not same:
+        raise _reused(p.key, memory.content, f"memory {memory.id}", memory.id)
+    p.stored = _Prepared(msgspec.structs.replace(memory, existing=True), [], [])
+    return True
+
+
+def _reused(key: str, stored: str, holder: str, memory_id: str | None = None) -> KeyReused:
+    """The refusal of a key given again with other text: every door (CLI, SDK, MCP, socket) gets it."""
+    text = stored if len(stored) <= REUSED_TEXT_CHARS else stored[:REUSED_TEXT_CHARS] + "..."
+    return KeyReused(f"key {key!r} was already used with another text, for {holder}: {text!r}; nothing was "
+                     "stored. Use a new key for a new memory, or revise that memory to change its text", memory_id)
 
 
 def _check_refs(vault: OpenVault, chunk: list[_Prepared]) -> None:
@@ -178,7 +196,7 @@ def _write_new(vault: OpenVault, chunk: list[_Prepared], vectors: np.ndarray, me
             writes, survivor, chunk[n].memory, stamp, lambda m, t: decay.decay_value(m, t, vault.config.decay))
         records.append(record)
         if chunk[n].key is not None:  # a retry under the same key finds the memory it folded into
-            idempotency.put(writes, chunk[n].key, survivor.id)
+            idempotency.put(writes, chunk[n].key, survivor.id, chunk[n].memory.content)
         merged[n] = msgspec.structs.replace(survivor, consolidated=True)
     keep = [n for n in range(len(chunk)) if n not in merged]
     chunk, vectors = [chunk[n] for n in keep], vectors[keep]
@@ -186,7 +204,7 @@ def _write_new(vault: OpenVault, chunk: list[_Prepared], vectors: np.ndarray, me
         m = p.memory
         writes.put_memory(m)
         if p.key is not None:
-            idempotency.put(writes, p.key, m.id)
+            idempotency.put(writes, p.key, m.id, m.content)
         for key in temporal_keys(m.entity_id, m.created_at, m.id):
             writes.put("temporal", key, id_bytes(m.id))
         writes.put("vectors", vector_key(m.id), encode_vector(vector))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..errors import InvalidInput, NotFound
 from ..schema import SourceSection
 from ..core.open_vault import OpenVault
-from ..store.originals import Originals
+from ..store.originals import INDEX_FILE, Originals
 from .revise import get
 
 
@@ -28,6 +28,10 @@ def source(vault: OpenVault, memory_id: str) -> SourceSection:
         raise NotFound(f"the original of memory {memory.id} cannot be looked up: the kept originals' index was "
                        f"damaged and moved aside to {originals.damaged_index} (the kept versions are still on "
                        f"disk); what is indexed from now on is kept again")
+    if not refs and originals.index_missing and memory.source is not None:
+        raise NotFound(f"the kept original of memory {memory.id} is missing: the kept originals' index "
+                       f"{originals.dir / INDEX_FILE} was deleted (the kept versions are still on disk); run "
+                       f"`hebbs doctor --vault {vault.path}`")
     if not refs:
         raise NotFound(f"memory {memory.id} has no kept original: it was not indexed from a note "
                        "(or [sources] keep was false when it was)")

@@ -31,6 +31,8 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 UI_WAIT_MS = 30_000
+# What Chromium sends with a page the user opens: a request riding the cookie must carry it.
+BROWSER = {"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
 # A page's default timeout does not reach Playwright's assertions, which wait 5 s unless told: too
 # short on a loaded machine for a refresh after the daemon answers (or restarts).
 expect.set_options(timeout=UI_WAIT_MS)
@@ -77,9 +79,15 @@ class Palace:
         return self.base + path
 
     def cookie(self) -> dict[str, str]:
-        """The Cookie header a browser holds once it opened the printed address."""
+        """The Cookie header a browser holds once it opened the printed address, with the fetch metadata
+        the browser sends beside it when the user opens a page (a cookie without it is refused)."""
         traded = raw(self, "GET", f"/?token={self.token}").getheader("Set-Cookie")
-        return {"Cookie": traded.split(";", 1)[0]}
+        return {"Cookie": traded.split(";", 1)[0], **BROWSER}
+
+    def form_value(self, cookie: dict[str, str]) -> str:
+        """The session's form value, as the session's own pages carry it."""
+        page = raw_text(self, "GET", "/recall", headers=cookie)
+        return page.split('data-csrf="', 1)[1].split('"', 1)[0]
 
 
 @pytest.fixture(scope="module")
@@ -503,9 +511,15 @@ def raw(palace: Palace, method: str, path: str, *, host: str | None = None, head
         conn.putheader("Content-Length", str(len(data)))
     conn.endheaders(data)
     response = conn.getresponse()
-    response.read()
+    response.body = response.read()  # type: ignore[attr-defined]
     conn.close()
     return response
+
+
+def raw_text(palace: Palace, method: str, path: str, **kw: Any) -> str:
+    response = raw(palace, method, path, **kw)
+    assert response.status == 200, (path, response.status)
+    return response.body.decode()  # type: ignore[attr-defined]
 
 
 def test_a_foreign_host_header_is_refused_even_with_the_token(palace: Palace) -> None:
@@ -526,14 +540,15 @@ def test_every_page_and_action_needs_the_token(palace: Palace) -> None:
     with palace.daemon.client(global_=True) as client:
         memory = client.remember("A memory nobody may forget without the token.")
     form = f"vault={q(palace.home)}&id={memory.id}&confirm=yes"
-    # Without the token, with a wrong one, and with the cookie alone (what a cross-site form would send).
+    # Without the session's form value, with a wrong one, with the token in the form (it is no form
+    # value), and with the cookie alone (what a cross-site form would send).
     assert raw(palace, "POST", "/memory/forget", body=form).status == 403
     cookie = palace.cookie()
-    assert raw(palace, "POST", "/memory/forget", body=form + "&token=wrong", headers=cookie).status == 403
-    assert raw(palace, "POST", "/memory/forget", body=form, headers=cookie).status == 403
+    for extra in ("&csrf=wrong", f"&token={palace.token}", f"&csrf={palace.token}", ""):
+        assert raw(palace, "POST", "/memory/forget", body=form + extra, headers=cookie).status == 403, extra
     with palace.daemon.client(global_=True) as client:
         assert client.get(memory.id).id == memory.id  # still there
-    done = raw(palace, "POST", "/memory/forget", body=form + f"&token={palace.token}", headers=cookie)
+    done = raw(palace, "POST", "/memory/forget", body=form + f"&csrf={palace.form_value(cookie)}", headers=cookie)
     assert done.status == 303
 
 
@@ -695,10 +710,11 @@ def test_no_get_changes_a_memory(palace: Palace) -> None:
                headers=cookie).status == 200
     with palace.daemon.client(global_=True) as client:
         assert client.get(memory.id).access_count == 0
-    # The same recall posted with the token counts; the page's own POST says it was opened.
-    form = f"vault={q(palace.home)}&cue=lighthouse+weather&top_k=1&run=1&reinforce=1&token={palace.token}"
+    # The same recall posted with the session's form value counts.
+    value = palace.form_value(cookie)
+    form = f"vault={q(palace.home)}&cue=lighthouse+weather&top_k=1&run=1&reinforce=1&csrf={value}"
     assert raw(palace, "POST", "/recall", body=form, headers=cookie).status == 200
-    assert raw(palace, "POST", "/recall", body=form.replace(palace.token, "wrong"), headers=cookie).status == 403
+    assert raw(palace, "POST", "/recall", body=form.replace(value, "wrong"), headers=cookie).status == 403
     with palace.daemon.client(global_=True) as client:
         assert client.get(memory.id).access_count == 1
 
@@ -715,7 +731,8 @@ def test_a_cookie_sent_by_another_site_or_port_is_refused(palace: Palace) -> Non
 
 def test_bad_requests_get_clear_pages_never_a_500_or_an_off_site_redirect(palace: Palace) -> None:
     cookie = palace.cookie()
-    pin = raw(palace, "POST", "/memory/pin", body=f"vault={q(palace.home)}&pinned=1&token={palace.token}", headers=cookie)
+    token = {"X-Hebbs-Token": palace.token}
+    pin = raw(palace, "POST", "/memory/pin", body=f"vault={q(palace.home)}&pinned=1", headers=token)
     assert pin.status == 400 and pin.getheader("Content-Type").startswith("text/html")
     snowman = raw(palace, "GET", f"/%E2%98%83?token={palace.token}")
     assert snowman.status == 303 and snowman.getheader("Location") == "/%E2%98%83"
@@ -724,7 +741,8 @@ def test_bad_requests_get_clear_pages_never_a_500_or_an_off_site_redirect(palace
     for path in ("//evil.com/x", "/\\evil.com/x"):
         moved = raw(palace, "GET", f"{path}?token={palace.token}")
         assert moved.status == 303 and not moved.getheader("Location").startswith(("//", "/\\")), path
-    unknown = raw(palace, "POST", "/memory/pin", body=f"vault=%2Fetc&id=x&token={palace.token}", headers=cookie)
+    unknown = raw(palace, "POST", "/memory/pin", body=f"vault=%2Fetc&id=x&csrf={palace.form_value(cookie)}",
+                  headers=cookie)
     assert unknown.status == 404 and unknown.getheader("Content-Type").startswith("text/html")
     for weight in ("nan", "-1"):
         assert raw(palace, "GET", f"/recall?vault={q(palace.home)}&w_relevance={weight}&run=1",
@@ -840,7 +858,8 @@ def test_a_page_says_when_its_daemon_stopped_and_when_it_restarted(browser: Any,
         daemon.stop()
         expect(page.locator("#daemon-banner")).to_contain_text("The daemon stopped")
         daemon.start()
-        expect(page.locator("#daemon-banner")).to_contain_text("The daemon restarted: open the panel again with `hebbs palace`")
+        expect(page.locator("#daemon-banner")).to_contain_text(
+            "The daemon restarted or this session ended: open the panel again with `hebbs palace`")
         page.reload()  # the page itself says so too, not a plain-text 403
         assert "run `hebbs palace` again" in page.locator(".error").inner_text()
     finally:
@@ -862,7 +881,7 @@ def test_contradictions_say_how_many_are_pending_beyond_those_shown(page: Any, p
     assert page.locator("article.candidate").count() == 1
     assert page.locator("#candidates-shown").inner_text().startswith(f"1 of {pending} pending shown")
     page.click(f"text=show all {pending}")
-    assert page.locator("article.candidate").count() == pending
+    expect(page.locator("article.candidate")).to_have_count(pending)  # once the clicked page has loaded
 
 
 def test_forgetting_says_forgotten_and_a_second_tab_hears_it_was_already_gone(page: Any, palace: Palace) -> None:

@@ -261,7 +261,7 @@ def test_second_load_uses_cached_hashes_and_graph(embedder: Embedder, cache_dir:
         raise AssertionError("rebuilt the cached graph")
 
     monkeypatch.setattr(embed_mod, "_sha256_file", no_hashing)
-    monkeypatch.setattr(embed_mod, "_build_bert_graph", no_building)
+    monkeypatch.setattr(embed_mod, "_build_graph", no_building)
     again = Embedder.load(cache_dir=cache_dir)
     np.testing.assert_array_equal(again.embed(["cached"]), embedder.embed(["cached"]))
 

@@ -68,10 +68,10 @@ def test_rank_bound_keeps_the_answer(engine, weights):
 def test_terms_of_follows_the_text(engine):
     lexical = engine.vault.lexical_index
     text = "parseConfig reads --top-k from ~/.hebbs/config.toml"
-    assert lexical.terms_of("A", text) == frozenset(tokenize(text))
-    assert lexical.terms_of("A", text) is lexical.terms_of("A", text)  # cached
+    assert lexical.terms_of(text) == frozenset(tokenize(text))
+    assert lexical.terms_of(text) is lexical.terms_of(text)  # cached
     revised = "the retry policy changed on Monday"
-    assert lexical.terms_of("A", revised) == frozenset(tokenize(revised))
+    assert lexical.terms_of(revised) == frozenset(tokenize(revised))
 
 
 def test_scope_passing_is_the_per_memory_check(engine):

@@ -278,13 +278,15 @@ class _TakenUpAtOnce:
         started.wait(timeout=60)
         return future
 
+    def shutdown(self, wait: bool = True) -> None:
+        self.pool.shutdown(wait=wait)
+
 
 def test_the_lexical_search_runs_beside_the_cues_embedding(tmp_path: Path, embedder, monkeypatch):
     """Default recall's lexical search needs only the cue's words: it runs on another thread while the
     cue is embedded, and on the caller's once the cue's vector is known (the time-word pass). The
     answer is the one the search in line gave, to the score."""
     from hebbs import Engine
-    from hebbs.recall import fused
     from hebbs.recall.query import Query
 
     texts = ["Dana moved the standup to 10:30 on Tuesdays", "The standup used to be at 9:00",
@@ -292,7 +294,7 @@ def test_the_lexical_search_runs_beside_the_cues_embedding(tmp_path: Path, embed
     with Engine.open(tmp_path / "v", embedder=embedder) as engine:
         engine.remember_many([{"content": t} for t in texts], check_contradictions=False)
         searched_on = _lexical_threads(engine, monkeypatch)
-        monkeypatch.setattr(fused, "_BESIDE", _TakenUpAtOnce(fused._BESIDE))
+        monkeypatch.setattr(engine.vault, "_beside", _TakenUpAtOnce(engine.vault._beside))
         now = 1_700_000_000_000_000
 
         def answer(cue: str) -> tuple:

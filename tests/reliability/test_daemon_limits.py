@@ -48,15 +48,21 @@ def _closed(sock: socket.socket, within: float) -> bool:
         return False
 
 
+def _busy(daemon: ForegroundDaemon) -> socket.socket:
+    """A connection in the middle of sending a request (half a header): busy, so never closed to make room."""
+    sock = raw_connect(daemon.socket)
+    sock.sendall(b"\x00\x00")
+    return sock
+
+
 def test_connections_beyond_the_cap_get_busy():
     # Without capped_daemon's short timeouts: under load its stalled connections were closed (after
     # FRAME seconds) before the checks below ran, which freed a slot for the connection meant to be refused.
-    daemon = ForegroundDaemon("--max-connections", str(CAP)).start()
-    held = [raw_connect(daemon.socket) for _ in range(CAP - 1)]
+    # Busy connections hold the slots: an idle one would be closed for the newcomer
+    # (test_idle_connections_make_room_for_a_new_cli_call).
+    daemon = ForegroundDaemon("--max-connections", str(CAP), "--frame-timeout", "600").start()
+    held = [_busy(daemon) for _ in range(CAP)]
     try:
-        working = daemon.client(timeout=30)
-        assert working.ping().pong  # the CAP-th connection
-
         # Over the cap: the SDK raises DaemonBusy (a DaemonUnavailable), and a raw client reads BUSY.
         with pytest.raises(DaemonBusy, match="limit"):
             daemon.client(timeout=30).ping()
@@ -78,10 +84,35 @@ def test_connections_beyond_the_cap_get_busy():
                 return False
 
         wait_until(served, 30, "a closed connection's slot to be freed")
-        status = working.status(vault=False)
+        # The cap is reached again, by the idle connection of the client just served: it makes room.
+        status = daemon.client(timeout=30).status(vault=False)
         assert status.max_connections == CAP and status.refused_busy >= 2
     finally:
         for sock in held:
+            sock.close()
+        daemon.stop()
+
+
+def test_idle_connections_make_room_for_a_new_cli_call():
+    """Issue 39, item 9: with the default limits (256 connections, 600 s idle timeout), 300 idle
+    connections held every slot and each new CLI call got BUSY for ten minutes. Now the connection
+    idle longest is closed for a newcomer; an SDK client whose idle connection went reconnects."""
+    daemon = ForegroundDaemon().start()
+    idle: list[socket.socket] = []
+    try:
+        kept = daemon.client(timeout=30)
+        assert kept.ping().pong
+        idle = [raw_connect(daemon.socket) for _ in range(300)]
+        env = {**os.environ, "HEBBS_HOME": str(daemon.home)}
+        done = processes.run([str(Path(sys.executable).with_name("hebbs")), "status", "--global", "--format", "json"],
+                             env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert kept.ping().pong  # its connection was the longest idle: closed, and it reconnected
+        assert daemon.client(timeout=30).status(vault=False).connections <= 256
+        log = daemon.log()
+        assert "closed the connection idle longest" in log and "Traceback" not in log
+    finally:
+        for sock in idle:
             sock.close()
         daemon.stop()
 
@@ -129,8 +160,8 @@ def test_a_storm_of_refused_connections_logs_a_few_lines():
     # The cap without capped_daemon's 3 s idle timeout: the held connections must stay held for all
     # 300 attempts. Under load the attempts took longer than 3 s, the daemon closed idle ones and let
     # pings in (220 of 300 refused).
-    daemon = ForegroundDaemon("--max-connections", str(CAP)).start()
-    held = [raw_connect(daemon.socket) for _ in range(CAP)]
+    daemon = ForegroundDaemon("--max-connections", str(CAP), "--frame-timeout", "600").start()
+    held = [_busy(daemon) for _ in range(CAP)]
     try:
         refused = 0
         for _ in range(300):

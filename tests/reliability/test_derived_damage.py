@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hebbs import Engine
+from hebbs import CorruptVault, Engine
 from hebbs.paths import init_vault
 from hebbs.index.lexical import LexicalIndex, damaged_segment_files
 
@@ -195,3 +195,94 @@ def test_doctor_checks_every_kept_original_and_exits_1_on_damage(daemon):
         assert text.returncode == 1 and "kept originals" in text.stdout and "no damage found" not in text.stdout
     finally:
         shutil.rmtree(notes, ignore_errors=True)
+
+
+def indexed_notes(daemon) -> tuple[Path, dict[str, str]]:
+    """Three notes indexed through the daemon with their originals kept: (the folder, memory id by note)."""
+    notes = short_tmp("hbko")
+    for i in range(3):
+        (notes / f"n{i}.md").write_text(f"# Note {i}\n\nThe harbour crane {i} lifts {i * 10} tonnes.\n")
+    done = processes.run([HEBBS, "index", str(notes)], env={**os.environ, "HEBBS_HOME": str(daemon.home)},
+                         capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    with daemon.client(vault=notes) as client:
+        ids = {m.source.file_path: m.id for m in client.export() if m.source is not None}
+    assert sorted(ids) == ["n0.md", "n1.md", "n2.md"]
+    code, report = doctor(notes / ".hebbs")
+    assert code == 0 and not report["damage_found"], report
+    return notes, ids
+
+
+def source_says(daemon, notes: Path, memory_id: str) -> str:
+    """What `hebbs source ID` prints, run in the notes folder; it must fail."""
+    done = processes.run([HEBBS, "source", memory_id], cwd=notes, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "HEBBS_HOME": str(daemon.home)})
+    assert done.returncode != 0, done.stdout
+    return done.stdout + done.stderr
+
+
+def test_doctor_finds_a_deleted_kept_originals_index_and_source_says_it_is_missing(daemon):
+    """Issue 39, item 7: before the fix doctor exited 0 ("no damage found") and `hebbs source` said,
+    falsely, that the memory was not indexed from a note."""
+    notes, ids = indexed_notes(daemon)
+    try:
+        (notes / ".hebbs" / "sources" / "index.msgpack.z").unlink()
+        code, report = doctor(notes / ".hebbs")
+        index = next(f for f in report["files"] if f["kind"] == "kept originals index")
+        assert code == 1 and report["damage_found"] and index["problem"].startswith("missing"), report
+        said = source_says(daemon, notes, ids["n1.md"])
+        assert "kept original of memory" in said and "is missing" in said and "hebbs doctor" in said, said
+        assert "not indexed from a note" not in said and "INTERNAL" not in said
+    finally:
+        shutil.rmtree(notes, ignore_errors=True)
+
+
+def test_doctor_finds_a_deleted_kept_file_version_and_source_says_it_is_missing(daemon):
+    """Issue 39, item 7: one kept version deleted; before the fix doctor exited 0 ("no damage found")."""
+    notes, ids = indexed_notes(daemon)
+    try:
+        with daemon.client(vault=notes) as client:
+            sha = client.source(ids["n2.md"]).sha256
+        blob = notes / ".hebbs" / "sources" / "blobs" / sha[:2] / sha
+        blob.unlink()
+        code, report = doctor(notes / ".hebbs")
+        kept = next(f for f in report["files"] if f["kind"] == "kept originals")
+        assert code == 1 and report["damage_found"], report
+        assert f"1 of 3 kept file versions the index lists are missing ({sha[:12]})" in kept["problem"], kept
+        said = source_says(daemon, notes, ids["n2.md"])
+        assert f"kept file version {sha[:12]} is missing" in said and "hebbs doctor" in said, said
+        with daemon.client(vault=notes) as client:  # the other notes' originals are still shown
+            assert "crane 0 " in client.source(ids["n0.md"]).text
+    finally:
+        shutil.rmtree(notes, ignore_errors=True)
+
+
+def test_a_manifest_cut_in_half_is_found_by_doctor_refused_by_the_open_and_recovered(daemon, embedder):
+    """Issue 39, item 7: RocksDB reads a MANIFEST cut inside a record as ending at the cut, so the
+    vault opened (read-write, deleting the table files named after the cut as obsolete) with only
+    the memories flushed before it, and doctor exited 0. Now doctor names the MANIFEST, exits 1 and
+    exports every memory from a repaired copy; the open is CORRUPT_VAULT and deletes nothing."""
+    root = Path(tempfile.mkdtemp(prefix="hbmf", dir="/tmp"))
+    try:
+        init_vault(root, daemon.home)
+        vault = root / ".hebbs"
+        with Engine.open(vault, embedder=embedder) as eng:
+            for batch in range(8):  # each flush adds a table file, and an edit naming it to the MANIFEST
+                eng.remember_many([{"content": f"batch {batch} item {i}: the crane lifts {i} tonnes"}
+                                   for i in range(10)])
+                eng.vault.store.db.flush()
+        db = vault / "db"
+        tables = sorted(p.name for p in db.glob("*.sst"))
+        manifest = db / (db / "CURRENT").read_text().strip()
+        data = manifest.read_bytes()
+        manifest.write_bytes(data[: len(data) // 2])
+        code, report = doctor(vault)
+        problem = next(f["problem"] for f in report["files"] if f["path"] == str(manifest))
+        assert code == 1 and not report["healthy"] and problem.startswith("cut short"), report
+        assert report["opened"] == "repaired copy" and report["memories_readable"] == 80, report
+        with daemon.client(vault=root) as client, pytest.raises(CorruptVault) as refused:
+            client.count()
+        assert manifest.name in str(refused.value) and "hebbs doctor" in str(refused.value)
+        assert sorted(p.name for p in db.glob("*.sst")) == tables, "the open deleted table files"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hebbs import Engine
+from hebbs.errors import KeyReused
 from pg_fixtures import attach
 
 pytest_plugins = ["daemon_fixtures"]
@@ -57,8 +58,10 @@ def test_a_write_reaches_the_other_engine_and_its_indexes(pair):
 def test_idempotency_keys_hold_across_engines(pair):
     a, b = pair
     first = a.remember("deploys go out on Tuesdays", key="deploy-day")
-    again = b.remember("deploys go out on Tuesdays (again)", key="deploy-day")
-    assert again.id == first.id
+    again = b.remember("deploys go out on Tuesdays", key="deploy-day")
+    assert again.id == first.id and again.existing
+    with pytest.raises(KeyReused, match="deploys go out on Tuesdays"):  # other text: refused, in either engine
+        b.remember("deploys go out on Wednesdays", key="deploy-day")
     # b wrote nothing (the key named a's memory), so its catalog learns of it by catch-up, not at once.
     _wait(lambda: b.count() == 1)
     assert a.count() == 1
@@ -235,7 +238,8 @@ def test_the_change_log_is_pruned_and_a_daemon_left_behind_reads_the_vault_again
             vault_id = a.vault.store.vault_id
             kept = int(pg_server.sql(f"SELECT count(*) FROM hebbs.changes WHERE vault = {vault_id}"))
             assert kept <= 6 + 3  # the log keeps the last KEEP_CHANGES writes, pruned every PRUNE_EVERY
-            assert b.count() == 1 and first.id in b.vault
+            # Its catalog as it was (count() would catch up first, as every read of the store does).
+            assert len(list(b.vault.entries())) == 1 and first.id in b.vault
             b.vault.catch_up()  # its stamp is older than the log: the vault is read again, not refused
             assert b.count() == a.count() == 20 and first.id not in b.vault
             assert [r.memory.id for r in b.recall("walrus7", strategies=["lexical"], top_k=1)] == [ids[7]]
@@ -338,3 +342,68 @@ def test_the_local_server_listens_on_the_port_its_url_names(tmp_path: Path) -> N
         assert Server(folder, "primary", port, Cluster(folder).account).sql("SELECT 1") == "1"
     finally:
         local("stop", str(folder))
+
+
+def test_the_local_server_refuses_a_connection_without_its_password(pg_server) -> None:
+    """The local server trusts nobody: a connection without the password is refused, from this user and
+    from another OS user, who cannot read the 0600 password file; with the file named in the URL (what
+    `start` prints) it is let in."""
+    import os
+    import stat
+    import subprocess
+
+    import psycopg
+
+    from hebbs.store.postgres_local import runnable_binaries
+
+    bare = f"host=127.0.0.1 port={pg_server.port} user=postgres dbname=postgres passfile=/nonexistent connect_timeout=5"
+    with pytest.raises(psycopg.OperationalError, match="password"):
+        psycopg.connect(bare)
+    passfile = pg_server.passfile
+    mode = passfile.stat()
+    assert stat.S_IMODE(mode.st_mode) == 0o600
+    assert mode.st_uid == (os.geteuid() if pg_server.account is None else pg_server.account[0])
+    assert "passfile=" in pg_server.url and "password" not in pg_server.url.replace("passfile", "")
+    with psycopg.connect(pg_server.url, connect_timeout=5) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    # Another local user, given the file's path: cannot read it, so libpq has no password to send.
+    if os.geteuid() == 0:
+        psql = runnable_binaries(pg_server.account) / "psql"
+
+        def as_nobody() -> None:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+
+        done = subprocess.run([str(psql), "-w", "-AtX", "-c", "SELECT 1",
+                               f"host=127.0.0.1 port={pg_server.port} user=postgres dbname=postgres "
+                               f"passfile={passfile}"], capture_output=True, text=True, timeout=60,
+                              preexec_fn=as_nobody, env={"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent"})
+        assert done.returncode != 0 and "password" in done.stderr, (done.returncode, done.stderr)
+
+
+def test_a_local_server_made_before_passwords_asks_for_one_when_started_again(tmp_path: Path) -> None:
+    """A folder whose server trusted every local user (made before this release): `start` gives the
+    superuser a password, writes the password file and stops trusting."""
+    import psycopg
+
+    from hebbs.store.postgres_local import Cluster
+
+    cluster = Cluster(tmp_path / "pg")
+    try:
+        server = cluster.start_primary()
+        server.sql("SELECT 1")
+        server.stop()
+        hba = server.data / "pg_hba.conf"
+        hba.write_text(hba.read_text().replace("scram-sha-256", "trust"))
+        server.passfile.unlink()
+        again = Cluster(tmp_path / "pg")
+        restarted = again.start_primary(server.port)
+        assert restarted.passfile.exists()
+        with psycopg.connect(restarted.url, connect_timeout=5) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        with pytest.raises(psycopg.OperationalError, match="password"):
+            psycopg.connect(f"host=127.0.0.1 port={restarted.port} user=postgres dbname=postgres "
+                            "passfile=/nonexistent connect_timeout=5")
+    finally:
+        cluster.remove()

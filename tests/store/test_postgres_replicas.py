@@ -26,7 +26,7 @@ def _read_url(cluster) -> str:
     """The replica first, the primary after it: prefer-standby falls back to the primary."""
     primary, replica = cluster.servers
     return (f"postgresql://postgres@127.0.0.1:{replica.port},127.0.0.1:{primary.port}/postgres"
-            "?target_session_attrs=prefer-standby&connect_timeout=2")
+            f"?target_session_attrs=prefer-standby&connect_timeout=2&passfile={primary.passfile}")
 
 
 def _attach(path: Path, cluster, name: str) -> None:

@@ -71,14 +71,13 @@ def test_only_the_dispatched_kernels_use_instructions_past_the_baseline():
     which AVXCapable()/AVX512Capable() pick at run time, the extension keeps to baseline x86-64."""
     import platform
     import shutil
-    import subprocess
 
     import hebbs_hnswlib
 
     if platform.machine() != "x86_64":
         pytest.fail(f"this check reads x86-64 code; the machine is {platform.machine()}")
     assert shutil.which("objdump"), "objdump (binutils) is needed to read the extension's code"
-    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-C", hebbs_hnswlib.__file__],
+    listing = processes.run(["objdump", "-d", "--no-show-raw-insn", "-C", hebbs_hnswlib.__file__],
                              capture_output=True, text=True, check=True).stdout
     function, outside = "", {}
     for line in listing.splitlines():

@@ -179,10 +179,11 @@ _CRASHING_APPENDS = textwrap.dedent("""
     import os, signal, sys, time
     from hebbs import Engine
     from hebbs.recall import pipeline
+    from hebbs.recall.options import RecallOptions
     from hebbs.workflows import reinforce
     path, kind, nth = sys.argv[1], sys.argv[2], int(sys.argv[3])
     engine = Engine.open(path)
-    request = pipeline.plan(engine.vault, "who owns billing", top_k=1)
+    request = pipeline.plan(engine.vault, RecallOptions(cue="who owns billing", top_k=1))
     results = pipeline.run(engine.vault, request).results
     apply = engine.vault.apply
     seen = {"append": 0, "trim": 0}

@@ -28,7 +28,7 @@ from hebbs.schema import ContradictionVerdict, MemoryKind, ScoringWeights
 from . import data, pages
 from .host import PanelHost
 from .html import url
-from .security import FORM_FIELD, Guard, token_matches
+from .security import FORM_FIELD, Guard
 
 STATIC = Path(__file__).parent / "static"
 log = logging.getLogger("hebbs.daemon.panel")
@@ -55,7 +55,7 @@ def build_app(service: PanelHost) -> Any:
         Route("/index/cancel", routes.cancel_index, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC, follow_symlink=False), name="static"),
     ], exception_handlers={HTTPException: routes.http_error})
-    return Guard(app, service.token, lambda: service.port or 0, service.codes)
+    return Guard(app, service.token, lambda: service.port or 0, service.codes, service.sessions)
 
 
 class Routes:
@@ -89,12 +89,14 @@ class Routes:
             self.service.inflight -= 1
 
     async def _posted(self, request: Request) -> QueryParams:
-        """The posted form, once its token is checked (the cookie alone never authorizes a change)."""
+        """The posted form, once its session's form value is checked (the cookie alone never authorizes a
+        change; a program gives the token in the header instead)."""
         if len(await request.body()) > MAX_FORM_BYTES:
             raise PermissionError
         form = QueryParams((await request.body()).decode("utf-8", errors="replace"))
-        if not (token_matches(form.get(FORM_FIELD), self.service.token)
-                or request.scope.get("state", {}).get("token_in_header")):
+        state = request.scope.get("state", {})
+        if not (state.get("token_in_header")
+                or self.service.sessions.form_value_matches(state.get("session"), form.get(FORM_FIELD))):
             raise PermissionError
         return form
 
@@ -105,7 +107,8 @@ class Routes:
 
     def _refused(self, request: Request) -> HTMLResponse:
         return self._page(request, "Not allowed", str(self.home), pages.error_box(
-            "a change needs the panel's token in the form or the X-Hebbs-Token header"), status=403, live=False)
+            "a change needs this session's form value (from one of the panel's own pages) "
+            "or the panel's token in the X-Hebbs-Token header"), status=403, live=False)
 
     async def _act(self, request: Request, act: Any) -> Response:
         try:
@@ -144,7 +147,7 @@ class Routes:
             # The vault selector picks one vault: its card alone, with the way back to all of them.
             paths = [vault] if chosen else self.service.vaults.paths()
             cards = await asyncio.gather(*(self._card(v) for v in paths))
-            body = pages.overview(status, list(cards), self.home, self.service.token)
+            body = pages.overview(status, list(cards), self.home, _form_value(request))
             return (pages.notice_html(f'one vault of {len(self.service.vaults.paths())}: '
                                       f'<a href="/" id="all-vaults">show all vaults</a>') + body) if chosen else body
 
@@ -177,7 +180,7 @@ class Routes:
     async def recall(self, request: Request) -> HTMLResponse:
         params = request.query_params
         if request.method == "POST":
-            # A recall that counts as use changes scores: a POST with the token, never a GET.
+            # A recall that counts as use changes scores: a POST with the form value, never a GET.
             try:
                 params = await self._posted(request)
             except PermissionError:
@@ -188,7 +191,7 @@ class Routes:
             nonlocal failed
             form, problems = recall_form(params, reinforce_allowed=request.method == "POST")
             entities = await self.data.cached_view(vault, data.entity_names)
-            body = pages.recall_form(vault, self.service.token, form, entities)
+            body = pages.recall_form(vault, _form_value(request), form, entities)
             results = ""
             # A link with a cue (/recall?cue=...) shows its results, as the Recall button would.
             if (params.get("run") or form["cue"]) and not problems:
@@ -223,7 +226,7 @@ class Routes:
             chain = await self.data.view(vault, data.supersession, m)
             lines = await asyncio.to_thread(data.line_range, vault, self.home, m) if m.source else None
             original = await self._kept_original(vault, m)
-            return pages.memory_page(vault, self.service.token, inspection, others, chain, lines, original)
+            return pages.memory_page(vault, _form_value(request), inspection, others, chain, lines, original)
 
         return await self._guarded(request, "Memory", render)
 
@@ -307,7 +310,7 @@ class Routes:
             limit = _int(request.query_params.get("limit"), "limit", CONTRADICTIONS_SHOWN)
             prepared = await self.data.command(ContradictionPrepare(max_results=max(limit, 1)), vault)
             pending = (await self.data.cached_view(vault, data.summary)).pending_contradictions
-            return pages.contradictions_page(vault, self.service.token, prepared, request.query_params.get("done"),
+            return pages.contradictions_page(vault, _form_value(request), prepared, request.query_params.get("done"),
                                              pending)
 
         return await self._guarded(request, "Contradictions", render)
@@ -389,7 +392,7 @@ class Routes:
             if form.get("confirm") != "yes":
                 memory = (await self.data.command(Inspect(id=memory_id), form["vault"])).memory
                 return self._page(request, "Forget this memory?", form["vault"],
-                                  pages.forget_confirm(form["vault"], self.service.token, memory), live=False)
+                                  pages.forget_confirm(form["vault"], _form_value(request), memory), live=False)
             try:
                 done = await self.data.command(Forget(ids=[memory_id]), form["vault"])
             except NotFound:
@@ -548,6 +551,11 @@ def _int(raw: str | None, what: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise InvalidInput(f"{what} must be a whole number, got {raw!r}") from None
+
+
+def _form_value(request: Request) -> str:
+    """What this session's forms carry (security.Guard put it there), never the token."""
+    return request.scope.get("state", {}).get("form_value", "")
 
 
 def _field(form: dict[str, str], name: str) -> str:

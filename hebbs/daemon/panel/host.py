@@ -25,6 +25,7 @@ class PanelHost(Protocol):
     home: Path
     token: str
     codes: Any  # hebbs.daemon.panel.security.OneTimeCodes
+    sessions: Any  # hebbs.daemon.panel.sessions.Sessions
     port: int | None
     inflight: int
     data: Any  # hebbs.daemon.panel.data.PanelData

@@ -65,8 +65,8 @@ def hidden(**fields: Any) -> str:
     return "".join(f'<input type="hidden" name="{e(k)}" value="{e(v)}">' for k, v in fields.items() if v is not None)
 
 
-def button_form(action: str, label: str, token: str, css: str = "", **fields: Any) -> str:
-    return (f'<form method="post" action="{e(action)}" class="inline">{hidden(token=token, **fields)}'
+def button_form(action: str, label: str, csrf: str, css: str = "", **fields: Any) -> str:
+    return (f'<form method="post" action="{e(action)}" class="inline">{hidden(csrf=csrf, **fields)}'
             f'<button type="submit" class="{e(css)}">{e(label)}</button></form>')
 
 

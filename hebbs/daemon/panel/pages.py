@@ -66,16 +66,16 @@ def notice_html(markup: str) -> str:
 
 # Overview -----------------------------------------------------------------------------------------
 
-def overview(status: Any, cards: list[dict[str, Any]], home: Path, token: str) -> str:
+def overview(status: Any, cards: list[dict[str, Any]], home: Path, csrf: str) -> str:
     daemon = f"""<section class="card daemon"><h2>Daemon</h2><dl class="facts">
 <dt>version</dt><dd>{e(status.version)}</dd><dt>pid</dt><dd>{status.pid}</dd>
 <dt>uptime</dt><dd id="uptime">{ago(status.uptime_s)}</dd><dt>model</dt><dd>{e(status.model or "loading…")}</dd>
 <dt>requests</dt><dd>{status.requests}</dd><dt>open vaults</dt><dd>{len(status.open_vaults)}</dd>
 <dt>home</dt><dd><code>{e(status.home)}</code></dd></dl></section>"""
-    return daemon + "".join(_vault_card(card, home, token) for card in cards)
+    return daemon + "".join(_vault_card(card, home, csrf) for card in cards)
 
 
-def _vault_card(card: dict[str, Any], home: Path, token: str) -> str:
+def _vault_card(card: dict[str, Any], home: Path, csrf: str) -> str:
     vault = card["vault"]
     head = f'<h2><a href="{url("/timeline", vault=vault)}">{e(vault_label(vault, home))}</a></h2>'
     if card.get("error"):
@@ -97,7 +97,7 @@ def _vault_card(card: dict[str, Any], home: Path, token: str) -> str:
     sweep = card.get("sweep") or "no sweep yet since the vault opened"
     pending = summary.pending_contradictions
     pending_html = (f'<a class="{"warn" if pending else ""}" href="{url("/contradictions", vault=vault)}">{pending} pending</a>')
-    notes = _notes_state(card, token)
+    notes = _notes_state(card, csrf)
     return f"""<section class="card vault" data-vault-card="{e(vault)}">{head}
 <p class="path"><code>{e(vault)}</code></p>
 {_kept_in(stats.store)}
@@ -117,20 +117,24 @@ def _kept_in(store: str) -> str:
     return f'<p class="store muted" data-store="{e(store)}">kept in {e(where)}</p>'
 
 
-def _notes_state(card: dict[str, Any], token: str) -> str:
+def _notes_state(card: dict[str, Any], csrf: str) -> str:
     if card.get("notes") is None:
         return '<p class="muted">no notes folder (memories come from agents and the CLI)</p>'
     counts: dict[str, int] = card["notes"]
-    order = ["synced", "modified", "diverged", "new", "pending", "removed"]
+    # Notes skipped (a name that is not UTF-8, over the size limit) and notes another checkout brought into a
+    # shared vault (docs/scale.md) are shown only when there are some.
+    order = ["synced", "modified", "diverged", "new", "pending", "removed"] + [
+        state for state in ("skipped", "elsewhere") if counts.get(state)]
     labels = {"removed": "removed (orphaned memories)", "new": "new (not indexed)", "modified": "changed since indexed",
-              "diverged": "diverged (revised here, not in the file)"}
+              "diverged": "diverged (revised here, not in the file)", "skipped": "skipped (hebbs list says why)",
+              "elsewhere": "from another checkout"}
     chips = "".join(f'<span class="chip state-{s}">{e(labels.get(s, s))} {counts.get(s, 0)}</span>' for s in order)
     progress = ""
     if card.get("indexing"):
         p = card.get("progress")
         where = (f'{e(p.stage)} {p.done}/{p.total} <progress max="{max(p.total, 1)}" value="{p.done}"></progress>'
                  if p is not None else "starting…")
-        cancel = button_form("/index/cancel", "Cancel", token, "danger", vault=card["vault"])
+        cancel = button_form("/index/cancel", "Cancel", csrf, "danger", vault=card["vault"])
         progress = f'<div class="indexing" data-indexing="1">indexing: {where} {cancel}</div>'
     return f'<h3>Notes folder <code>{e(card["root"])}</code></h3><div class="chips">{chips}</div>{progress}'
 
@@ -146,7 +150,7 @@ def sweep_text(sweeper: Any) -> str | None:
 
 # Recall playground -----------------------------------------------------------------------------------
 
-def recall_form(vault: str, token: str, form: dict[str, Any], entities: list[tuple[str, int]]) -> str:
+def recall_form(vault: str, csrf: str, form: dict[str, Any], entities: list[tuple[str, int]]) -> str:
     checks = "".join(
         f'<label class="check"><input type="checkbox" name="strategy" value="{s}"'
         f'{" checked" if s in form["strategies"] else ""}> {s}</label>' for s in STRATEGIES)
@@ -158,9 +162,9 @@ def recall_form(vault: str, token: str, form: dict[str, Any], entities: list[tup
         f'<option value="{e(n)}"{" selected" if n == form["entity"] else ""}>{e(n)} ({c})</option>' for n, c in entities)
     directions = "".join(f'<option{" selected" if d == form["direction"] else ""}>{d}</option>'
                          for d in ("forward", "backward", "both"))
-    # The token is for the script, which posts a recall that counts as use (a GET must not change scores);
-    # as a hidden field it would land in the address of every plain recall.
-    return f"""<form class="card playground" method="get" action="/recall" id="recall-form" data-token="{e(token)}">{hidden(vault=vault, run="1")}
+    # The session's form value is for the script, which posts a recall that counts as use (a GET must not
+    # change scores); as a hidden field it would land in the address of every plain recall.
+    return f"""<form class="card playground" method="get" action="/recall" id="recall-form" data-csrf="{e(csrf)}">{hidden(vault=vault, run="1")}
 <label class="cue">cue <input type="search" name="cue" value="{e(form["cue"])}" placeholder="what to look for" autofocus></label>
 <fieldset><legend>strategies <span class="muted">(none: lexical + similarity fused)</span></legend>{checks}
 <div class="causal"><label>causal seed <input name="seed" value="{e(form["seed"])}" placeholder="memory id (optional)" size="28"></label>
@@ -224,7 +228,7 @@ ACCESS_VIA = {"used": "used (an answer relied on it)", "recall": "returned by a 
               "panel": "opened in the Memory Palace"}
 
 
-def memory_page(vault: str, token: str, inspection: Any, others: dict[str, Memory], chain: tuple[list[Memory], list[Memory]],
+def memory_page(vault: str, csrf: str, inspection: Any, others: dict[str, Memory], chain: tuple[list[Memory], list[Memory]],
                 lines: tuple[int, int] | None, original: Any = None) -> str:
     m: Memory = inspection.memory
     pinned = str(m.context.get("pinned", "")).lower() == "true"
@@ -277,17 +281,17 @@ def memory_page(vault: str, token: str, inspection: Any, others: dict[str, Memor
                    + [f'<li>{memory_link(vault, x, 120)} <span class="muted">{when(x.created_at)}</span></li>' for x in later])
     chain_html = f'<ol class="chain">{"".join(chain_items)}</ol>' if earlier or later else '<p class="muted">not part of a supersession chain</p>'
     actions = f"""<section class="card actions"><h2>Change</h2>
-<form method="post" action="/memory/revise" class="revise">{hidden(token=token, vault=vault, id=m.id)}
+<form method="post" action="/memory/revise" class="revise">{hidden(csrf=csrf, vault=vault, id=m.id)}
 <label>content<textarea name="content" rows="4">{e(m.content)}</textarea></label>
 <div class="row"><label>importance <input type="number" name="importance" min="0" max="1" step="0.05" value="{m.importance:.2f}"></label>
 <label>entity <input name="entity" value="{e(m.entity_id or '')}" placeholder="none"></label>
 <button type="submit" class="primary">Revise</button></div></form>
-<div class="row">{button_form("/memory/pin", "Unpin" if pinned else "Pin (never decays)", token, vault=vault, id=m.id, pinned="0" if pinned else "1")}
-{button_form("/memory/forget", "Forget…", token, "danger", vault=vault, id=m.id)}</div>
-<form method="post" action="/memory/supersede" class="supersede">{hidden(token=token, vault=vault, id=m.id)}
+<div class="row">{button_form("/memory/pin", "Unpin" if pinned else "Pin (never decays)", csrf, vault=vault, id=m.id, pinned="0" if pinned else "1")}
+{button_form("/memory/forget", "Forget…", csrf, "danger", vault=vault, id=m.id)}</div>
+<form method="post" action="/memory/supersede" class="supersede">{hidden(csrf=csrf, vault=vault, id=m.id)}
 <label>supersede with a new memory<textarea name="content" rows="2" placeholder="the corrected fact"></textarea></label>
 <button type="submit">Supersede</button></form>
-<form method="post" action="/memory/opened" id="memory-opened" hidden>{hidden(token=token, vault=vault, id=m.id)}</form></section>"""
+<form method="post" action="/memory/opened" id="memory-opened" hidden>{hidden(csrf=csrf, vault=vault, id=m.id)}</form></section>"""
     return f"""{superseded}<section class="card memory"><div class="content-full markdown" id="memory-content">{markdown(m.content)}</div>
 <div class="grid2"><div><h3>Metadata</h3><dl class="facts">{meta_html}</dl><h3>Context</h3>{context_html}</div>
 <div><h3>Source</h3>{source}<h3>Access</h3>{access}</div></div></section>
@@ -331,10 +335,10 @@ def _kept_original(vault: str, m: Memory, original: Any) -> str:
 <pre class="source original" id="original-text">{e(o.text)}</pre></section>"""
 
 
-def forget_confirm(vault: str, token: str, memory: Memory) -> str:
+def forget_confirm(vault: str, csrf: str, memory: Memory) -> str:
     return f"""<section class="card danger-zone"><p>Forget this memory? Its vector, edges and history go too; this cannot be undone.</p>
 <blockquote>{e(memory.content)}</blockquote>
-<div class="row">{button_form("/memory/forget", "Yes, forget it", token, "danger", vault=vault, id=memory.id, confirm="yes")}
+<div class="row">{button_form("/memory/forget", "Yes, forget it", csrf, "danger", vault=vault, id=memory.id, confirm="yes")}
 <a class="button" href="{url("/memory", vault=vault, id=memory.id)}">Keep it</a></div></section>"""
 
 
@@ -386,7 +390,7 @@ def timeline_page(vault: str, entity: str | None, kind: str | None, entities: li
 
 # Contradictions, insights, query log -----------------------------------------------------------------
 
-def contradictions_page(vault: str, token: str, prepared: Any, message: str | None, pending: int) -> str:
+def contradictions_page(vault: str, csrf: str, prepared: Any, message: str | None, pending: int) -> str:
     out = [notice(message)] if message else []
     shown = len(prepared.candidates)
     if pending > shown:
@@ -400,7 +404,7 @@ def contradictions_page(vault: str, token: str, prepared: Any, message: str | No
 <p class="muted small">{e(m.entity_id or "no entity")} · {when(m.created_at)}{f" · <code>{e(m.source.file_path)}</code> › {e(' › '.join(m.source.heading_path))}" if m.source else ""}</p></div>"""
             for label, m in (("A", c.memory_a), ("B", c.memory_b)))
         reasons = "".join(f"<li>{e(r)}</li>" for r in c.reasons)
-        verdicts = "".join(button_form("/contradictions/verdict", label, token, css, vault=vault, pending_id=c.pending_id,
+        verdicts = "".join(button_form("/contradictions/verdict", label, csrf, css, vault=vault, pending_id=c.pending_id,
                                        verdict=verdict)
                            for verdict, label, css in (("contradiction", "Contradiction: keep both, linked", "danger"),
                                                        ("revision", "Revision: newer supersedes older", "primary"),

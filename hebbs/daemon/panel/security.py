@@ -1,18 +1,22 @@
-"""What keeps the panel the user's own: the Host check, the per-daemon token, strict response headers.
+"""What keeps the panel the user's own: the Host check, the per-daemon token, browser sessions, strict headers.
 
 - Only `127.0.0.1:PORT` and `localhost:PORT` are accepted as Host (a DNS-rebinding page gets 403).
 - Every request but the static files needs the token (the URL `hebbs palace` prints carries it once,
-  or the X-Hebbs-Token header) or the session cookie the first visit trades it for. The browser
-  `hebbs palace` opens is handed a one-time code instead (its command line is readable by every local
-  user in /proc): it opens one session, once, within CODE_SECONDS, and is useless after. The cookie holds
-  a separate random session value, never the token, and is named after the port: cookies ignore
-  ports, so two daemons' panels on 127.0.0.1 would otherwise overwrite each other's. A request
-  that changes something must also carry the token in the form or the header, never the cookie
-  alone, so another site's form cannot post through the user's cookie.
+  or the X-Hebbs-Token header, for programs) or the session cookie the first visit trades it for. The
+  browser `hebbs palace` opens is handed a one-time code instead (its command line is readable by every
+  local user in /proc): it opens one session, once, within CODE_SECONDS, and is useless after. Each
+  trade opens a new session (sessions.py) and ends the one the browser held; sessions end idle or old.
+  The cookie is named after the port: cookies ignore ports, so two daemons' panels on 127.0.0.1 would
+  otherwise overwrite each other's.
+- Cookies ignore ports for sending too: any server on another 127.0.0.1 port the browser visits gets
+  the panel's cookie. So the cookie alone is worth little: a request riding it must carry the Fetch
+  Metadata a browser sends (not_from_the_browser), and a change must also carry the session's form
+  value, which only the panel's own pages hold. No page holds the token.
 - SameSite does not tell ports apart: a page on another 127.0.0.1 port is "same-site" and its
   browser requests carry the cookie. A request that only has the cookie is refused when the
   browser says it came from another site or port (Sec-Fetch-Site: same-site or cross-site, or
   another Origin: hebbs.websec, which `hebbs proxy` shares).
+- A connection another local user's program holds (peer.py) is refused, whatever it carries.
 - Content-Security-Policy allows this origin only: no external asset, no inline script or style.
 """
 
@@ -22,6 +26,7 @@ import html
 import os
 import secrets
 import time
+from collections.abc import Mapping
 from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -30,12 +35,17 @@ from urllib.parse import parse_qsl, quote, urlencode
 from hebbs.fsutil import atomic_write
 from hebbs.websec import foreign_request, local_hosts, token_matches
 
-__all__ = ["FORM_FIELD", "Guard", "OneTimeCodes", "new_token", "remove_token", "token_file", "token_matches"]
+from .peer import other_users_peer
+from .sessions import Sessions
+
+__all__ = ["FORM_FIELD", "Guard", "OneTimeCodes", "new_token", "not_from_the_browser", "remove_token", "token_file",
+           "token_matches"]
 
 TOKEN_FILE = "panel.token"
 COOKIE_PREFIX = "hebbs_panel_"
 HEADER = "x-hebbs-token"
-FORM_FIELD = "token"
+TOKEN_FIELD = "token"  # the printed address's query field
+FORM_FIELD = "csrf"  # the session's form value in every form the panel serves
 CODE_FIELD = "code"
 # Long enough for a browser to start, short enough that a code read from /proc later is dead.
 CODE_SECONDS = 60.0
@@ -93,15 +103,15 @@ def cookie_name(port: int) -> str:
 
 
 class Guard:
-    """ASGI middleware: Host check, token check, security headers on every response."""
+    """ASGI middleware: Host check, token or session check, security headers on every response."""
 
-    def __init__(self, app: ASGIApp, token: str, port: Callable[[], int], codes: OneTimeCodes) -> None:
+    def __init__(self, app: ASGIApp, token: str, port: Callable[[], int], codes: OneTimeCodes,
+                 sessions: Sessions) -> None:
         self.app = app
         self.token = token
         self.port = port
         self.codes = codes
-        # What the cookie holds: it authorizes reading pages, never a change (which needs the token).
-        self.session = secrets.token_urlsafe(32)
+        self.sessions = sessions
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -113,29 +123,66 @@ class Guard:
         path: str = scope["path"]
         if path.startswith("/static/"):
             return await self.app(scope, receive, _with_headers(send, cache=True))
+        if other_users_peer(scope.get("client"), scope.get("server")) is not None:
+            # Whatever it carries: a copy of the cookie with forged browser headers would pass every other check.
+            return await _deny(send, "This panel serves only the user its daemon runs as: this connection is "
+                                     "another local user's.")
+        held = _cookies(headers.get("cookie", "")).get(cookie_name(port))
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-        if scope["method"] in SAFE_METHODS and (token_matches(query.get(FORM_FIELD), self.token)
+        if scope["method"] in SAFE_METHODS and (token_matches(query.get(TOKEN_FIELD), self.token)
                                                 or self.codes.take(query.get(CODE_FIELD))):
-            # The URL `hebbs palace` printed or opened: trade the token or the code for a cookie, and drop
-            # it from the address bar.
+            # The URL `hebbs palace` printed or opened: trade the token or the code for a new session (the
+            # one this browser held ends: a copy of its cookie is dead), and drop it from the address bar.
             rest = urlencode([(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"))
-                              if k not in (FORM_FIELD, CODE_FIELD)])
+                              if k not in (TOKEN_FIELD, CODE_FIELD)])
             # One leading slash: "//evil.com/x" would be another site's address to the browser.
             location = "/" + quote(path.lstrip("/"), safe="/") + ("?" + rest if rest else "")
-            cookie = f"{cookie_name(port)}={self.session}; Path=/; HttpOnly; SameSite=Strict"
+            session = self.sessions.open(replacing=held)
+            # Not `__Host-`: that prefix needs `Secure`, which a plain-http origin cannot set, and it would
+            # not tell ports apart either. HttpOnly keeps it from scripts; the server ends it (Max-Age is
+            # only the browser's copy of the same limit).
+            cookie = (f"{cookie_name(port)}={session}; Path=/; HttpOnly; SameSite=Strict; "
+                      f"Max-Age={int(self.sessions.max_seconds)}")
             return await _redirect(send, location, cookie)
-        if not token_matches(headers.get(HEADER), self.token):
-            cookie = _cookies(headers.get("cookie", "")).get(cookie_name(port))
-            if not token_matches(cookie, self.session):
-                return await _deny(send, "This panel needs its token: open the address `hebbs palace` prints. "
-                                         "If the daemon restarted, its token changed: run `hebbs palace` again.")
-            if foreign_request(headers, port, own_pages=True):
-                return await _deny(send, "This panel refuses requests that another site or another local port "
-                                         "made the browser send: open it from its own pages.")
-        if scope["method"] not in SAFE_METHODS:
-            # The form field is checked by the route (it has to read the body); the header is enough here.
-            scope.setdefault("state", {})["token_in_header"] = token_matches(headers.get(HEADER), self.token)
+        state = scope.setdefault("state", {})
+        if token_matches(headers.get(HEADER), self.token):
+            state["token_in_header"] = True  # a program with the token: no session, no form value
+            state["form_value"] = ""
+        else:
+            # Checked before the session is used: a refused replay does not keep a stolen session from idling out.
+            refused = foreign_request(headers, port, own_pages=True) or not_from_the_browser(headers)
+            if held and refused:
+                return await _deny(send, "This panel refuses requests with its cookie that its own pages in "
+                                         f"the browser would not make ({refused}): open it from its own pages.")
+            if not self.sessions.use(held):
+                return await _deny(send, "This panel needs a session: open the address `hebbs palace` prints. "
+                                         "A session ends after a while unused, after a day, when the panel is "
+                                         "opened again from this browser and when the daemon restarts: then run "
+                                         "`hebbs palace` again.")
+            state["session"] = held
+            state["form_value"] = self.sessions.form_value(held)
         await self.app(scope, receive, _with_headers(send, cache=False))
+
+
+def not_from_the_browser(headers: Mapping[str, str]) -> str | None:
+    """Why a request riding the cookie is not one the browser the cookie was given to would send, or None.
+
+    Browsers send Fetch Metadata (Sec-Fetch-Site, -Mode, -Dest) with every request to a loopback
+    origin, which counts as potentially trustworthy even over plain http (Chromium since 76, Firefox
+    since 90, Safari since 16.4). A program replaying a copy of the cookie (curl, httpx) sends none.
+    Accepted are only what the panel's use makes:
+    - `same-origin`, any mode: the panel's own links, forms, scripts, shared worker and event stream;
+    - `none` with mode `navigate`: the user opened the address (typed, bookmarked, reloaded, or handed
+      to the browser by `hebbs palace`). `none` in another mode is no navigation the user made.
+    `same-site` and `cross-site` (another site, or another port of 127.0.0.1) are refused before this.
+    A program that forges these headers is not stopped here: the peer check (another local user) and
+    the session's end are what hold against it."""
+    site, mode = headers.get("sec-fetch-site"), headers.get("sec-fetch-mode")
+    if site is None or mode is None:
+        return "no Sec-Fetch-Site and Sec-Fetch-Mode: not sent by a browser"
+    if site == "same-origin" or (site == "none" and mode == "navigate"):
+        return None
+    return f"Sec-Fetch-Site: {site[:40]}, Sec-Fetch-Mode: {mode[:40]}"
 
 
 def _with_headers(send: Any, cache: bool) -> Any:

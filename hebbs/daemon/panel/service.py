@@ -21,6 +21,7 @@ from .data import PanelData
 from .host import DaemonHost
 from .ports import bind_local
 from .security import CODE_FIELD, OneTimeCodes, new_token, remove_token
+from .sessions import Sessions
 
 
 log = logging.getLogger("hebbs.daemon.panel")
@@ -100,6 +101,13 @@ class KnownVaults:
         return vault
 
 
+def _sessions(home: Path) -> Sessions:
+    from hebbs.config import load_config
+
+    panel = load_config(home).panel
+    return Sessions(idle_seconds=panel.session_idle_seconds, max_seconds=panel.session_max_seconds)
+
+
 class _Server:
     """uvicorn's Server without its signal handling: the daemon's loop owns SIGTERM/SIGINT."""
 
@@ -123,6 +131,7 @@ class PanelService:
         self.home = daemon.home
         self.token = new_token(daemon.home)
         self.codes = OneTimeCodes()
+        self.sessions = _sessions(daemon.home)
         self.port: int | None = None
         self.feed = ChangeFeed()
         self.vaults = KnownVaults(daemon.home, daemon)

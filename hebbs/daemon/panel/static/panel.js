@@ -10,7 +10,7 @@
   const SAID = {
     stopped: "The daemon stopped: this page shows what it last knew and nothing can be changed. "
       + "Start it again with `hebbs palace`.",
-    restarted: "The daemon restarted: open the panel again with `hebbs palace` (the old token is no longer valid).",
+    restarted: "The daemon restarted or this session ended: open the panel again with `hebbs palace`.",
     reopened: "The panel was opened again with the daemon's new token: reload this page to use it.",
   };
   function say(state) {
@@ -188,7 +188,7 @@
     });
     // The playground recalls in place: the same GET (so the address still names the request), its
     // results swapped in without reloading the page and its scripts. A recall that counts as use
-    // changes scores, so it is a POST with the token; its address then only shows it again.
+    // changes scores, so it is a POST with the session's form value; its address then only shows it again.
     root.querySelectorAll("form#recall-form").forEach((form) => {
       form.addEventListener("submit", async (event) => {
         event.preventDefault();
@@ -197,7 +197,7 @@
         let response;
         try {
           if (form.elements.reinforce && form.elements.reinforce.checked) {
-            params.set("token", form.dataset.token);
+            params.set("csrf", form.dataset.csrf);
             response = await fetch(form.action, { method: "POST", body: params, credentials: "same-origin" });
           } else {
             response = await fetch(target, { credentials: "same-origin" });
