@@ -423,7 +423,7 @@ class Engine:
     @_reading
     def count(self) -> int:
         """How many memories the vault holds (earlier versions not counted)."""
-        if getattr(self.vault.store, "shared", False):
+        if self.vault.store.shared:
             self.vault.catch_up()  # other daemons' last writes; a store out of reach says so
         return sum(1 for _, e in self.vault.entries() if e.kind != MemoryKind.REVISION)
 

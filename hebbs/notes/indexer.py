@@ -596,7 +596,7 @@ class _Phase2:
         # A vault shared by several checkouts of the tree: a note this checkout neither holds nor ever
         # indexed was brought by another checkout (another branch, a teammate behind or ahead). Its
         # memories are that checkout's to remove: they are listed here as `elsewhere`, never orphaned.
-        shared = getattr(self.engine.vault.store, "shared", False)
+        shared = self.engine.vault.store.shared
         named_before = manifest.memory_ids()
         elsewhere: dict[str, int] = {}
         mine: dict[str, Memory] = {}
