@@ -19,7 +19,9 @@ import time
 import numpy as np
 
 from bench import baselines as bl
-from bench import bench_cisi, bench_locomo
+from bench.datasets import cisi as cisi_data
+from bench.datasets import locomo as locomo_data
+from bench.workloads.documents import score
 from bench.harness import percentile, shared
 from hebbs.embedding.embed import Embedder
 
@@ -39,7 +41,7 @@ def _truncate(v: np.ndarray, d: int) -> np.ndarray:
 
 
 def cisi(embedder: Embedder, cues: dict[str, np.ndarray], dims: list[int]) -> dict[str, dict[str, float]]:
-    texts, queries = bench_cisi.load(shared("data/cisi"))
+    texts, queries = cisi_data.load(shared("data/cisi"))
     ids = [i for i, _ in texts]
     docs = _cached_documents(embedder, [t for _, t in texts])
     out = {}
@@ -47,7 +49,7 @@ def cisi(embedder: Embedder, cues: dict[str, np.ndarray], dims: list[int]) -> di
         for d in dims:
             D, Q = _truncate(docs, d), _truncate(q, d)
             ranked = [[ids[i] for i in bl.ranking(D @ Q[n], 100)] for n in range(len(queries))]
-            s = bench_cisi.score("dense", ranked, queries)
+            s = score("dense", ranked, queries)
             out[f"{graph} {d}"] = {"ndcg@10": s["ndcg@10"], "recall@100": s["recall@100"]}
     return out
 
@@ -101,8 +103,8 @@ def main() -> None:
     dims = [embedder.dim, *[d for d in args.dims if d < embedder.dim]]
     graphs = ["float32", "int8"] if args.int8 else ["float32"]
 
-    _, cisi_queries = bench_cisi.load(shared("data/cisi"))
-    conversations = bench_locomo.load(shared("data/locomo-dev"))[: args.conversations]
+    _, cisi_queries = cisi_data.load(shared("data/cisi"))
+    conversations = locomo_data.load(shared("data/locomo-dev"))[: args.conversations]
     lq = [(c, q) for c in conversations for q in c["questions"]]
     cues: dict[str, dict[str, np.ndarray]] = {"cisi": {}, "locomo": {}}
     for g in graphs:

@@ -34,7 +34,7 @@
   then with `--ray` on a local two-node Ray cluster (one CPU each): sections/s, and sections per
   CPU-second of every process involved (the daemon, its bridge, both Ray nodes and their actors).
 
-The PostgreSQL servers are local (hebbs.store.postgres_local, fsync on), on the same 2 cores as the
+The PostgreSQL servers are local (scripts.postgres_local, fsync on), on the same 2 cores as the
 daemons and the model: a shared, loaded machine, so read the same-run ratios rather than absolute times.
 """
 
@@ -54,7 +54,7 @@ from bench.workloads.team.daemons import indexers, latency, many_daemons, simila
 from bench.workloads.team.quality import locomo_quality, notes_quality
 from bench.workloads.team.ray import ray_throughput
 from bench.workloads.team.replicas import failover, replica_read_cost, replica_reads
-from hebbs.store.postgres_local import Cluster
+from scripts.postgres_local import Cluster
 
 PARTS = ("replicas", "split", "buffers", "outage", "ray")
 

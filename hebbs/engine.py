@@ -423,7 +423,7 @@ class Engine:
     @_reading
     def count(self) -> int:
         """How many memories the vault holds (earlier versions not counted)."""
-        if getattr(self.vault.store, "shared", False):
+        if self.vault.store.shared:
             self.vault.catch_up()  # other daemons' last writes; a store out of reach says so
         return sum(1 for _, e in self.vault.entries() if e.kind != MemoryKind.REVISION)
 
@@ -438,4 +438,4 @@ class Engine:
         return VaultStats(path=str(self.path), memories=memories, by_kind=kinds, model=self.embedder.model_id,
                           dimension=self.embedder.dim, write_seq=self.vault.write_seq,
                           superseded=sum(1 for e in entries if e.superseded_by and e.kind != MemoryKind.REVISION),
-                          store=getattr(self.vault.store, "where", "rocksdb"))
+                          store=self.vault.store.where)

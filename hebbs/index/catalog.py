@@ -25,7 +25,8 @@ import xxhash
 
 from ..fsutil import atomic_write
 from ..schema import Memory, MemoryKind, decoder
-from ..store.storage import MEMORY_PREFIX, Store, id_str
+from ..store.contract import RecordStore
+from ..store.storage import MEMORY_PREFIX, id_str
 
 log = logging.getLogger("hebbs.store")
 
@@ -275,7 +276,7 @@ class Catalog:
         return [(memory_id, cols.entry(row)) for memory_id, row in list(cols.row.items())]
 
     @classmethod
-    def from_store(cls, store: Store) -> "Catalog":
+    def from_store(cls, store: RecordStore) -> "Catalog":
         """Read the catalog back from the `default` family (no saved catalog, or a stale one). Built
         column by column in one pass: a put per memory took twice as long."""
         ids: list[str] = []
@@ -303,7 +304,7 @@ class Catalog:
                                  entity_id, superseded_by, context_type, file)  # type: ignore[arg-type]
         return catalog
 
-    def refresh(self, store: Store, keys: set[bytes]) -> None:
+    def refresh(self, store: RecordStore, keys: set[bytes]) -> None:
         """Bring these memories (keys of the `default` family) to what RocksDB holds now."""
         for key in list(keys):
             raw = store.get("default", key)

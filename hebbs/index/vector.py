@@ -51,7 +51,10 @@ class _SnapshotMeta(msgspec.Struct):
 
 
 class VectorIndex:
-    """Thread-safe: hnswlib does not allow a query to run beside an add or resize, so one lock serializes them."""
+    """Thread-safe: hnswlib does not allow a query to run beside an add or resize, so one lock serializes them.
+    A VectorSearch (store/contract.py) held in this process: checkpointed, not `remote`."""
+
+    remote = False
 
     def __init__(self, dim: int, params: IndexParams, capacity: int = 1024,
                  loaded: hnswlib.Index | None = None) -> None:
@@ -351,7 +354,8 @@ class _Checksumming:
                 self._hashing.set()
                 # One update over the whole mapping, so that the hash runs without the GIL from start
                 # to end; reading block by block would take the GIL at every block.
-                digest.update(mapped)
+                with memoryview(mapped) as view:  # a buffer, as xxhash's types name it
+                    digest.update(view)
                 self._checksum = digest.hexdigest()
         except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
             self._checksum = None

@@ -596,7 +596,7 @@ class _Phase2:
         # A vault shared by several checkouts of the tree: a note this checkout neither holds nor ever
         # indexed was brought by another checkout (another branch, a teammate behind or ahead). Its
         # memories are that checkout's to remove: they are listed here as `elsewhere`, never orphaned.
-        shared = getattr(self.engine.vault.store, "shared", False)
+        shared = self.engine.vault.store.shared
         named_before = manifest.memory_ids()
         elsewhere: dict[str, int] = {}
         mine: dict[str, Memory] = {}
@@ -927,17 +927,14 @@ def _created_at(entry: FileEntry, s: SectionEntry) -> int:
 
 def _claims(engine: Any) -> Any:
     """The store's work claims when several indexers may share this vault (one kept in PostgreSQL), else None."""
-    store = engine.vault.store
-    if not getattr(store, "shared", False):
-        return None
-    return store.work_claims(engine.config.store.claim_lease)
+    return engine.vault.store.work_claims(engine.config.store.claim_lease)
 
 
 def _new_vault_id(engine: Any) -> str:
     """A new id for this notes tree's memories (context "vault"); in a shared vault, the one every
     indexer of the tree uses, whichever of them asked first."""
     proposed, store = str(ULID()), engine.vault.store
-    return store.agreed_meta("notes/vault_id", proposed) if getattr(store, "shared", False) else proposed
+    return store.agreed_meta("notes/vault_id", proposed) if store.shared else proposed
 
 
 def _section_key(vault_id: str, rel: str, entry: FileEntry, s: SectionEntry) -> str:

@@ -32,7 +32,8 @@ from .. import validate
 from ..errors import InvalidInput, NotFound
 from ..schema import EdgeType, Memory, MemoryKind
 from ..core.open_vault import Filter, OpenVault
-from ..store.storage import GRAPH_FORWARD, GRAPH_REVERSE, MEMORY_PREFIX, Store, WriteSet, decode_memory, id_bytes, id_str
+from ..store.contract import RecordStore
+from ..store.storage import GRAPH_FORWARD, GRAPH_REVERSE, MEMORY_PREFIX, WriteSet, decode_memory, id_bytes, id_str
 from .fusion import Candidate, Candidates
 from .query import Found, Query
 
@@ -128,7 +129,7 @@ def _edge_counts(edges: set[bytes], memory: bytes) -> tuple[dict[EdgeType, int],
     return out_counts, in_counts
 
 
-def _stored_edges(store: Store, memory: bytes) -> set[bytes]:
+def _stored_edges(store: RecordStore, memory: bytes) -> set[bytes]:
     """The memory's edges as forward keys, whichever side it is on."""
     keys = {key for key, _ in store.scan("graph", GRAPH_FORWARD + memory)}
     for key, _ in store.scan("graph", GRAPH_REVERSE + memory):
@@ -137,7 +138,7 @@ def _stored_edges(store: Store, memory: bytes) -> set[bytes]:
     return keys
 
 
-def compute(store: Store, memory_id: str) -> np.ndarray | None:
+def compute(store: RecordStore, memory_id: str) -> np.ndarray | None:
     """The structural vector from what is stored now (for memories written before this existed)."""
     memory = store.get_memory(memory_id)
     if memory is None:
@@ -146,7 +147,7 @@ def compute(store: Store, memory_id: str) -> np.ndarray | None:
     return features(memory, *_edge_counts(_stored_edges(store, raw), raw))
 
 
-def refresh_structure(store: Store, writes: WriteSet) -> None:
+def refresh_structure(store: RecordStore, writes: WriteSet) -> None:
     """Add to `writes` the structural vector of every memory the batch touches, computed as of after it.
 
     Touched: every memory record put, and both endpoints of every graph key put or deleted. The
@@ -182,7 +183,7 @@ def refresh_structure(store: Store, writes: WriteSet) -> None:
         writes.put(FAMILY, KEY_PREFIX + raw, vector.astype("<f4").tobytes())
 
 
-def structure_of(store: Store, memory_id: str) -> np.ndarray:
+def structure_of(store: RecordStore, memory_id: str) -> np.ndarray:
     """The stored structural vector, computed on the spot when missing or from an older layout."""
     raw = store.get(FAMILY, KEY_PREFIX + id_bytes(memory_id))
     if raw is not None and len(raw) == 4 * STRUCT_DIM:

@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import InvalidInput
 from ..schema import EdgeType, MemoryKind
 from ..core.open_vault import Filter, OpenVault
-from ..store.storage import Store
+from ..store.contract import RecordStore
 from .fusion import Candidate, Candidates
 from .query import Found, Query
 
@@ -92,7 +92,7 @@ def check_edge_types(edge_types: Iterable[str | EdgeType] | None) -> frozenset[E
     return frozenset(out)
 
 
-def walk(store: Store, seed: str, *, direction: str, max_depth: int, edge_types: frozenset[EdgeType],
+def walk(store: RecordStore, seed: str, *, direction: str, max_depth: int, edge_types: frozenset[EdgeType],
          enterable: Callable[[str], bool], visit_limit: int = VISIT_LIMIT,
          enough: Callable[[dict[str, Reached]], bool] | None = None) -> Walk:
     """Breadth-first from seed; each memory appears once, at its smallest depth, by its most confident path.
@@ -136,7 +136,7 @@ def walk(store: Store, seed: str, *, direction: str, max_depth: int, edge_types:
     return Walk(seed, reached, edges_seen, truncated)
 
 
-def _neighbours(store: Store, memory_id: str, direction: str) -> Iterable[tuple[EdgeType, str, float, str]]:
+def _neighbours(store: RecordStore, memory_id: str, direction: str) -> Iterable[tuple[EdgeType, str, float, str]]:
     if direction in ("forward", "both"):
         for edge_type, target, confidence, _ in store.edges_from(memory_id):
             yield edge_type, target, confidence, "forward"

@@ -17,7 +17,8 @@ import msgspec
 
 from ..errors import InvalidInput
 from ..schema import Access
-from .storage import Store, WriteSet
+from .contract import RecordStore
+from .storage import WriteSet
 
 KEEP = 50
 PREFIX = "access/"
@@ -40,7 +41,7 @@ def _key(memory_id: str) -> str:
     return PREFIX + memory_id
 
 
-def _entries(store: Store, memory_id: str) -> list[tuple[int, str]]:
+def _entries(store: RecordStore, memory_id: str) -> list[tuple[int, str]]:
     raw = store.get("meta", _key(memory_id).encode())
     if raw is None:
         return []
@@ -50,7 +51,7 @@ def _entries(store: Store, memory_id: str) -> list[tuple[int, str]]:
         return []  # a damaged log is history lost, never a memory that cannot be used
 
 
-def record(store: Store, writes: WriteSet, memory_ids: Iterable[str], at_us: int, via: str) -> None:
+def record(store: RecordStore, writes: WriteSet, memory_ids: Iterable[str], at_us: int, via: str) -> None:
     """Log one access of each memory into `writes`, dropping the oldest beyond KEEP.
 
     Call it under the vault's write lock, with each id once per batch: it reads the stored log and
@@ -63,7 +64,7 @@ def record(store: Store, writes: WriteSet, memory_ids: Iterable[str], at_us: int
         writes.put_meta(_key(memory_id), entries[-KEEP:])
 
 
-def read(store: Store, memory_id: str, limit: int = KEEP) -> list[Access]:
+def read(store: RecordStore, memory_id: str, limit: int = KEEP) -> list[Access]:
     """The memory's logged accesses, newest first."""
     return [Access(at=at, via=via) for at, via in reversed(_entries(store, memory_id)[-limit:])]
 

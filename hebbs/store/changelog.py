@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .storage import Store, WriteSet, id_bytes, id_str
-
-PREFIX = b"changes/"
-_ID = 16
+from .contract import RecordStore
+from .storage import CHANGES_PREFIX as PREFIX
+from .storage import WriteSet, id_bytes
 
 
 def key(seq: int) -> bytes:
@@ -32,29 +31,15 @@ def record(writes: WriteSet, seq: int, ids: Iterable[str]) -> None:
     writes.put("meta", key(seq), b"".join(id_bytes(mid) for mid in dict.fromkeys(ids)))
 
 
-def touched_since(store: Store, after: int, upto: int) -> list[str] | None:
+def touched_since(store: RecordStore, after: int, upto: int) -> list[str] | None:
     """The ids touched by batches after..upto (inclusive), oldest first, each once; None when the log
     does not hold every one of those batches (pruned, or written by a version without the log): the
-    caller must then rebuild from scratch."""
-    if upto <= after:
-        return []
-    if getattr(store, "shared", False):
-        return store.touched_since(after, upto)  # a vault in PostgreSQL: its hebbs.changes table
-    expected = after + 1
-    ids: dict[str, None] = {}
-    for raw_key, value in store.scan("meta", PREFIX, start=key(after + 1)):
-        seq = int.from_bytes(raw_key[len(PREFIX):], "big")
-        if seq > upto:
-            break
-        if seq != expected:
-            return None
-        expected += 1
-        for offset in range(0, len(value), _ID):
-            ids[id_str(value[offset:offset + _ID])] = None
-    return list(ids) if expected == upto + 1 else None
+    caller must then rebuild from scratch. Each store reads its own log (a vault in PostgreSQL: its
+    hebbs.changes table)."""
+    return store.touched_since(after, upto)
 
 
-def prune(store: Store, upto: int) -> None:
+def prune(store: RecordStore, upto: int) -> None:
     """Drop the entries of batches up to `upto`: every index has them."""
     writes = WriteSet()
     for raw_key, _ in store.scan("meta", PREFIX):

@@ -18,7 +18,8 @@ import hashlib
 from typing import Any
 
 from ..errors import InvalidInput
-from .storage import Store, WriteSet
+from .contract import RecordStore
+from .storage import WriteSet
 
 MAX_KEY_LENGTH = 512
 _KEY = "idem/key/"
@@ -39,21 +40,19 @@ def digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
-def lookup(store: Store, key: str) -> str | None:
+def lookup(store: RecordStore, key: str) -> str | None:
     """The id of the memory stored under key, or None."""
     return entry(store, key)[0]
 
 
-def entry(store: Store, key: str) -> tuple[str | None, str | None]:
+def entry(store: RecordStore, key: str) -> tuple[str | None, str | None]:
     """(the id of the memory stored under key, the digest of the text first stored under it), each or None."""
     return _split(store.get_meta(_KEY + key))
 
 
-def lookup_many(store: Any, keys: list[str]) -> list[str | None]:
-    """lookup for many keys: one read of a store that reads many at once (PostgreSQL), else one each."""
-    names = [_KEY + key for key in keys]
-    values = store.get_meta_many(names) if hasattr(store, "get_meta_many") else [store.get_meta(n) for n in names]
-    return [_split(value)[0] for value in values]
+def lookup_many(store: RecordStore, keys: list[str]) -> list[str | None]:
+    """lookup for many keys, in one read."""
+    return [_split(value)[0] for value in store.get_meta_many([_KEY + key for key in keys])]
 
 
 def _split(value: str | None) -> tuple[str | None, str | None]:
@@ -63,7 +62,7 @@ def _split(value: str | None) -> tuple[str | None, str | None]:
     return memory_id, text_digest or None
 
 
-def key_of(store: Store, memory_id: str) -> str | None:
+def key_of(store: RecordStore, memory_id: str) -> str | None:
     """The key the memory was stored under, or None."""
     return store.get_meta(_OWNER + memory_id)
 
@@ -74,7 +73,7 @@ def put(writes: WriteSet, key: str, memory_id: str, text: str | None = None) -> 
     writes.put_meta(_OWNER + memory_id, key)
 
 
-def drop(store: Store, writes: WriteSet, memory_id: str) -> None:
+def drop(store: RecordStore, writes: WriteSet, memory_id: str) -> None:
     """Free the key of a memory being forgotten (nothing when it has none)."""
     key = store.get_meta(_OWNER + memory_id)
     if key is not None:

@@ -20,18 +20,19 @@ from pathlib import Path
 from ..config import CONFIG_FILE as CONFIG_FILE_NAME, load_config, store_section
 from ..errors import InvalidInput
 from .changelog import PREFIX as CHANGES_PREFIX
+from .contract import RecordStore
 from .storage import COLUMN_FAMILIES, MARKER_FILE, Store, WriteSet, decode_vector, encode_vector
 
 BATCH = 2000
 _STORE_ONLY = (b"write_seq",)
 
 
-def _copy(source: object, target: object, say: Callable[[str], None]) -> dict[str, int]:
+def _copy(source: RecordStore, target: RecordStore, say: Callable[[str], None]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for family in COLUMN_FAMILIES:
         writes = WriteSet()
         n = 0
-        for key, value in source.scan(family):  # type: ignore[attr-defined]
+        for key, value in source.scan(family):
             if family == "meta" and (key.startswith(CHANGES_PREFIX) or key in _STORE_ONLY):
                 continue
             if family == "vectors" and isinstance(target, Store):
@@ -39,16 +40,16 @@ def _copy(source: object, target: object, say: Callable[[str], None]) -> dict[st
             writes.put(family, key, value)
             n += 1
             if len(writes) >= BATCH:
-                target.commit(writes)  # type: ignore[attr-defined]
+                target.commit(writes)
                 writes = WriteSet()
         if len(writes):
-            target.commit(writes)  # type: ignore[attr-defined]
+            target.commit(writes)
         counts[family] = n
         if family == "meta":
-            kept = sum(1 for key, _ in target.scan("meta") if not key.startswith(CHANGES_PREFIX)  # type: ignore[attr-defined]
+            kept = sum(1 for key, _ in target.scan("meta") if not key.startswith(CHANGES_PREFIX)
                        and key not in _STORE_ONLY)
         else:
-            kept = target.count(family)  # type: ignore[attr-defined]
+            kept = target.count(family)
         if kept != n:
             raise InvalidInput(f"migration check failed: {family} holds {kept} records in the new store, "
                                f"{n} in the old one; the vault still uses its old store")

@@ -44,7 +44,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +126,14 @@ def _prepared_statements_refused(exc: psycopg.Error) -> bool:
     return isinstance(exc, (psycopg.errors.DuplicatePreparedStatement, psycopg.errors.InvalidSqlStatementName))
 
 
+def _scalar(cursor: psycopg.Cursor[Any]) -> Any:
+    """The first value of the one row a query always returns (RETURNING of an update by key, a position)."""
+    row = cursor.fetchone()
+    if row is None:
+        raise psycopg.InterfaceError("the query returned no row")
+    return row[0]
+
+
 def _prefix_end(prefix: bytes) -> bytes | None:
     """The smallest key after every key that starts with prefix (None: no bound)."""
     stripped = prefix.rstrip(b"\xff")
@@ -141,9 +149,10 @@ def _as_bytes(vector: Any) -> bytes:
 
 
 class PgStore:
-    """One vault in PostgreSQL, with the interface of storage.Store."""
+    """One vault in PostgreSQL: a RecordStore (contract.py), `shared` by every daemon attached to it."""
 
     shared = True
+    read_only = False  # the server's disk is the server's: a full one answers each write
 
     def __init__(self, url: str, name: str, local: Path, pool: ConnectionPool, vault_id: int,
                  read_url: str | None = None, read_pool: ConnectionPool | None = None, *,
@@ -207,10 +216,8 @@ class PgStore:
                     conn.execute("SELECT pg_advisory_xact_lock(hashtext('hebbs schema'))")
                     conn.execute(_DDL)
                     row = conn.execute(f"SELECT id FROM {SCHEMA}.vaults WHERE name = %s", (name,)).fetchone()
-                    if row is None:
-                        row = conn.execute(f"INSERT INTO {SCHEMA}.vaults (name) VALUES (%s) RETURNING id",
-                                           (name,)).fetchone()
-                vault_id = row[0]
+                    vault_id = row[0] if row is not None else _scalar(
+                        conn.execute(f"INSERT INTO {SCHEMA}.vaults (name) VALUES (%s) RETURNING id", (name,)))
         except PoolTimeout:
             raise _no_connection(url, name, unreachable_after) from None
         except psycopg.OperationalError as exc:
@@ -329,13 +336,15 @@ class PgStore:
         if time.monotonic() < self._replicas_down_until:
             self.reads["primary"] += 1
             return None
-        need = self._need_lsn
+        need, pool = self._need_lsn, self._read_pool
+        if pool is None:
+            return None
         try:
-            with self._read_pool.connection(timeout=REPLICA_WAIT) as conn:  # type: ignore[union-attr]
+            with pool.connection(timeout=REPLICA_WAIT) as conn:
                 server = (conn.info.host, str(conn.info.port))
                 if self._seen_lsn.get(server, -1) < need:
                     # Replay only moves forward, so a position seen once holds for every later read there.
-                    seen = int(conn.execute(_VISIBLE_LSN).fetchone()[0])
+                    seen = int(_scalar(conn.execute(_VISIBLE_LSN)))
                     with self._lsn_lock:
                         self._seen_lsn[server] = max(seen, self._seen_lsn.get(server, -1))
                     if seen < need:
@@ -393,10 +402,14 @@ class PgStore:
                 ids[id_str(raw[offset:offset + _ID])] = None
         return list(ids)
 
+    def latest_sequence_number(self) -> int:
+        """The vault's write sequence: every write of a memory record moves it (the catalog's stamp)."""
+        return self.head_seq()
+
     # Writing ---------------------------------------------------------------------------------
 
     def commit(self, writes: WriteSet, *, durable: bool = True, tracked: bool = False,
-               touched: list[str] | tuple[str, ...] = ()) -> int | None:
+               touched: Sequence[str] = ()) -> int | None:
         """Apply writes as one transaction. Returns the vault's new write sequence when it changed a memory
         record or vector (or `touched` names ids), else None. A commit is acknowledged by PostgreSQL
         (synchronous_commit decides what that means); durable=False commits without waiting for it.
@@ -429,8 +442,8 @@ class PgStore:
                         conn.execute("SET LOCAL synchronous_commit = off")
                     seq = None
                     if ids:
-                        seq = conn.execute(f"UPDATE {SCHEMA}.vaults SET seq = seq + 1 WHERE id = %s RETURNING seq",
-                                           (self.vault_id,)).fetchone()[0]
+                        seq = _scalar(conn.execute(f"UPDATE {SCHEMA}.vaults SET seq = seq + 1 WHERE id = %s "
+                                                   "RETURNING seq", (self.vault_id,)))
                     with conn.cursor() as cur:
                         for family, begin, end in writes.ranges:
                             cur.execute(f"DELETE FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s AND key >= %s "
@@ -455,8 +468,7 @@ class PgStore:
                     # a replica must have replayed before this store reads its own write there. Not for
                     # what nobody was told was kept (the query log each recall writes): it would send the
                     # next reads to the primary until the WAL writer had shipped it.
-                    self._must_see(int(conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")
-                                       .fetchone()[0]))
+                    self._must_see(int(_scalar(conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn"))))
                 return seq
         return self._retrying(attempt)
 
@@ -504,7 +516,7 @@ class PgStore:
 
     # Wake-ups from other daemons -------------------------------------------------------------
 
-    def listen(self, on_change: Callable[[], None], interval: float = 1.0) -> None:
+    def listen(self, on_change: Callable[[], object], interval: float = 1.0) -> None:
         """Call on_change after another daemon's commit (NOTIFY), and every `interval` seconds anyway
         (a notification is lost while the connection is down)."""
         def run() -> None:
@@ -634,6 +646,12 @@ class PgStore:
                           "ORDER BY key LIMIT %s", (self.vault_id, start, n))
         return [bytes(key) for key, in rows]
 
+    def ends(self, family: str) -> tuple[bytes | None, bytes | None]:
+        """The family's first and last keys (None, None when it is empty)."""
+        first, last = self._read(f"SELECT min(key), max(key) FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s",
+                                 (self.vault_id,))[0]
+        return (None if first is None else bytes(first)), (None if last is None else bytes(last))
+
     def count(self, family: str, prefix: bytes = b"") -> int:
         high = _prefix_end(prefix)
         query = f"SELECT count(*) FROM {SCHEMA}.{TABLES[family]} WHERE vault = %s AND key >= %s"
@@ -671,6 +689,10 @@ class PgStore:
 
     def count_vectors(self) -> int:
         return self.count("vectors", VECTOR_PREFIX)
+
+    def vector_search(self, dim: int, ef_search: int) -> "PgVectorIndex":
+        """The vault's vectors searched in pgvector (store.similar = "pgvector")."""
+        return PgVectorIndex(self, dim, ef_search)
 
     # Work shared by several indexers of one notes tree ----------------------------------------
 
@@ -842,9 +864,9 @@ def _refuse_transaction_pooler(conn: psycopg.Connection, pool: ConnectionPool, u
     picked, and LISTEN would listen nowhere. Seen as one server session serving two client connections
     (a pooler hands the session conn left idle to the next client), or as conn's session changing
     between its transactions: a server or a session pooler does neither."""
-    mine = {conn.execute("SELECT pg_backend_pid()").fetchone()[0] for _ in range(3)}
+    mine = {_scalar(conn.execute("SELECT pg_backend_pid()")) for _ in range(3)}
     with pool.connection() as other:
-        theirs = other.execute("SELECT pg_backend_pid()").fetchone()[0]
+        theirs = _scalar(other.execute("SELECT pg_backend_pid()"))
     if len(mine) > 1 or theirs in mine:
         raise InvalidInput(_POOLER_REFUSED.format(where=servers(url), local=local))
 
@@ -875,7 +897,7 @@ def redact(url: str) -> str:
         return url.split("@")[-1]
     if "password" in parts:
         parts["password"] = "***"
-        return make_conninfo(**parts)
+        return make_conninfo("", **parts)
     return url
 
 

@@ -31,9 +31,9 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -67,6 +67,8 @@ _UNTRACKED_LIMIT = 100_000
 # that was a noticeable part of its CPU (bench/bench_recall_cpu.py times it with and without), and the
 # memories that answer a vault's cues recur from cue to cue. Emptied when full: no bookkeeping on a hit.
 VECTOR_CACHE_MAX = 16_384
+# The change log (changelog.py) in the meta family: CHANGES_PREFIX + write_seq (u64 BE) -> the ids it touched.
+CHANGES_PREFIX = b"changes/"
 # Written beside db/ once the database exists: a vault that has one but no db/ lost its database,
 # which must never pass for a new, empty vault.
 MARKER_FILE = "vault.json"
@@ -165,11 +167,12 @@ def decode_vector(raw: bytes) -> np.ndarray:
     return np.frombuffer(raw, dtype="<f4").astype(np.float32)
 
 
-def decode_vectors(raws: list[bytes], dim: int) -> np.ndarray | None:
+def decode_vectors(stored: list[bytes | None], dim: int) -> np.ndarray | None:
     """Many stored vectors of `dim` as one float32 array, in one step when all have one form; None
     when some are missing or of another length (the caller decodes row by row)."""
-    if not raws or any(raw is None for raw in raws):
+    if not stored or any(raw is None for raw in stored):
         return None
+    raws = cast(list[bytes], stored)
     width = 1 + 2 * dim
     if all(len(raw) == width and raw[0] == _VECTOR_F16[0] for raw in raws):
         # One join of the whole values, read past each tag by the row stride: half the cost of
@@ -277,7 +280,11 @@ class Store:
     """One open RocksDB database with the vault's column families.
 
     Every read that fails inside RocksDB (a checksum mismatch, a missing file) raises CorruptVault
-    naming the family: a scan never ends early as if the data ended there."""
+    naming the family: a scan never ends early as if the data ended there.
+
+    A RecordStore (contract.py) that one process holds: not `shared`."""
+
+    shared = False
 
     def __init__(self, path: Path, db: rocksdict.Rdict, durability: str = "sync") -> None:
         self.path = path
@@ -472,10 +479,16 @@ class Store:
     def closed(self) -> bool:
         return self._db is None
 
-    def commit(self, writes: WriteSet, *, durable: bool = True, tracked: bool = False) -> None:
+    @property
+    def where(self) -> str:
+        return "rocksdb"
+
+    def commit(self, writes: WriteSet, *, durable: bool = True, tracked: bool = False,
+               touched: Sequence[str] = ()) -> None:
         """Apply writes as one atomic batch. durable=False skips the WAL sync: for what can be lost on a
         power cut without anyone having been told it was kept (the query log, access counts).
-        tracked=True: the caller keeps the catalog in step with these writes itself (OpenVault.apply)."""
+        tracked=True: the caller keeps the catalog in step with these writes itself (OpenVault.apply).
+        `touched` is a shared store's: here the open vault writes the change log into the batch itself."""
         if not writes.ops and not writes.ranges:
             return
         if self._disk_full:
@@ -529,6 +542,64 @@ class Store:
         """Writes inside wait for their WAL sync once, at the end (see hebbs/store/durability.py)."""
         return self.group.deferred(wait=wait)
 
+    # What a shared store does across daemons, for the one process that holds this database ----
+
+    def lock_writers(self) -> None:
+        """Nothing to take: RocksDB's lock already keeps every other process out of the database."""
+
+    def unlock_writers(self) -> None:
+        """Nothing to release (lock_writers)."""
+
+    def listen(self, on_change: Callable[[], object], interval: float = 1.0) -> None:
+        """Nothing to listen for: no other process writes this database."""
+
+    def agreed_meta(self, name: str, proposed: Any) -> Any:
+        """The meta value `name`: `proposed` if it was not set yet (and set now), else the value set."""
+        current = self.get_meta(name)
+        if current is not None:
+            return current
+        writes = WriteSet()
+        writes.put_meta(name, proposed)
+        self.commit(writes)
+        return proposed
+
+    def work_claims(self, lease: float) -> None:
+        """None: no indexer of another daemon shares this database's work."""
+        return None
+
+    def vector_search(self, dim: int, ef_search: int) -> None:
+        """None: the open vault keeps the HNSW index of these vectors (index/vector.py)."""
+        return None
+
+    # The write sequence and the change log (changelog.py) ------------------------------------
+
+    def head_seq(self) -> int:
+        return int(self.get_meta("write_seq", 0))
+
+    def latest_sequence_number(self) -> int:
+        """RocksDB's sequence number: moved by every write, whoever made it."""
+        return self.db.latest_sequence_number()
+
+    def touched_since(self, after: int, upto: int) -> list[str] | None:
+        """The ids the change log names for batches after..upto (inclusive), oldest first, each once;
+        None when it does not hold every one of those batches (pruned, or written by a version without
+        the log)."""
+        if upto <= after:
+            return []
+        expected = after + 1
+        ids: dict[str, None] = {}
+        start = CHANGES_PREFIX + (after + 1).to_bytes(8, "big")
+        for raw_key, value in self.scan("meta", CHANGES_PREFIX, start=start):
+            seq = int.from_bytes(raw_key[len(CHANGES_PREFIX):], "big")
+            if seq > upto:
+                break
+            if seq != expected:
+                return None
+            expected += 1
+            for offset in range(0, len(value), 16):
+                ids[id_str(value[offset:offset + 16])] = None
+        return list(ids) if expected == upto + 1 else None
+
     # Reads -----------------------------------------------------------------------------------
 
     def get(self, family: str, key: bytes) -> bytes | None:
@@ -558,6 +629,16 @@ class Store:
     def get_meta(self, name: str, default: Any = None) -> Any:
         raw = self.get("meta", name.encode())
         return default if raw is None else _decode_any(raw)
+
+    def get_meta_many(self, names: list[str]) -> list[Any]:
+        """get_meta of many names in one RocksDB multi-get (None for a missing one)."""
+        if not names:
+            return []
+        try:
+            raws = self._views["meta"].get([name.encode() for name in names])
+        except Exception as exc:
+            raise self._read_error("meta", exc) from None
+        return [None if raw is None else _decode_any(raw) for raw in raws]
 
     def scan(self, family: str, prefix: bytes = b"", *, reverse: bool = False,
              start: bytes | None = None, cached: bool = True) -> Iterator[tuple[bytes, bytes]]:

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 from hebbs.config import DecayConfig
 from hebbs.schema import EdgeType
-from hebbs.store.storage import Store, WriteSet
+from hebbs.store.contract import RecordStore
+from hebbs.store.storage import WriteSet
 
 STEP = 0.5
 # A call naming many memories links each pair: bound the pairs one call can write.
@@ -26,18 +27,18 @@ def decayed(weight: float, last_used: int, now: int, decay: DecayConfig) -> floa
     return weight * 0.5 ** (age_days / decay.default_half_life_days)
 
 
-def weights_from(store: Store, memory_id: str, now: int, decay: DecayConfig) -> dict[str, float]:
+def weights_from(store: RecordStore, memory_id: str, now: int, decay: DecayConfig) -> dict[str, float]:
     """This memory's co-activation partners and their weights, decayed to `now`."""
     return {other: decayed(w, at, now, decay) for edge_type, other, w, at in store.edges_from(memory_id)
             if edge_type == EdgeType.CO_ACTIVATED}
 
 
-def strengthen(writes: WriteSet, store: Store, ids: Sequence[str], now: int, decay: DecayConfig) -> int:
+def strengthen(writes: WriteSet, store: RecordStore, ids: Sequence[str], now: int, decay: DecayConfig) -> int:
     """Link every pair of `ids` (the first MAX_IDS); returns how many pairs were strengthened."""
     return strengthen_groups(writes, store, [ids], now, decay)
 
 
-def strengthen_groups(writes: WriteSet, store: Store, groups: Sequence[Sequence[str]], now: int,
+def strengthen_groups(writes: WriteSet, store: RecordStore, groups: Sequence[Sequence[str]], now: int,
                       decay: DecayConfig) -> int:
     """Link every pair within each group (the first MAX_IDS of each), as one use: a pair found in
     several groups of one call is strengthened once (the old weight is read from the store, which

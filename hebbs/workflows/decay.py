@@ -28,7 +28,8 @@ from ..config import DecayConfig
 from ..errors import DiskFull, InvalidInput
 from ..schema import Memory, MemoryKind
 from ..core.open_vault import HasVault, OpenVault, vault_of
-from ..store.storage import MEMORY_PREFIX, Store, WriteSet, decode_memory
+from ..store.contract import RecordStore
+from ..store.storage import MEMORY_PREFIX, WriteSet, decode_memory
 
 
 
@@ -99,7 +100,7 @@ class SweepReport:
     cursor: bytes | None = None  # where the next batch starts (None: the beginning)
 
 
-def _memories_after(store: Store, cursor: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+def _memories_after(store: RecordStore, cursor: bytes | None) -> Iterator[tuple[bytes, bytes]]:
     # The cursor is the last key already processed; step past it.
     start = MEMORY_PREFIX if cursor is None else cursor + b"\x00"
     return store.scan("default", MEMORY_PREFIX, start=start)
@@ -183,7 +184,7 @@ def sweep_all(engine: Forgetter, batch: int | None = None, now: int | None = Non
     return total
 
 
-def _load_cursor(store: Store) -> bytes | None:
+def _load_cursor(store: RecordStore) -> bytes | None:
     value: Any = store.get_meta(CURSOR_META)
     return value if isinstance(value, bytes) and value else None
 

@@ -125,7 +125,7 @@ def _state(vault: OpenVault) -> _LogState:
     if state is not None:
         return state
     store = vault.store
-    if getattr(store, "shared", False):
+    if store.shared:
         state = _LogState(None, None, None)
     else:
         first, last = store.ends("query_log")

@@ -248,7 +248,7 @@ def test_the_change_log_is_pruned_and_a_daemon_left_behind_reads_the_vault_again
 def test_a_failing_postgres_program_says_what_it_printed(pg_server):
     """The local cluster's errors carry the program's own words (a test that fails on one says why),
     where CalledProcessError named only the command and its exit code."""
-    from hebbs.store.postgres_local import ToolFailed
+    from scripts.postgres_local import ToolFailed
 
     with pytest.raises(ToolFailed) as failed:
         pg_server.sql("select no_such_column from pg_class")
@@ -262,7 +262,7 @@ def test_a_failing_postgres_program_says_what_it_printed(pg_server):
     (["stop", "{dir}"], "no server is running in {dir}"),
 ])
 def test_the_local_server_command_says_what_is_wrong(tmp_path: Path, args: list[str], said: str) -> None:
-    """`python -m hebbs.store.postgres_local` (docs/scale.md) given a file for its folder, a port that is
+    """`python -m scripts.postgres_local` (docs/scale.md) given a file for its folder, a port that is
     none, or a folder with no server: one line saying so, never a traceback."""
     import sys
 
@@ -270,7 +270,7 @@ def test_the_local_server_command_says_what_is_wrong(tmp_path: Path, args: list[
 
     places = {"file": str(tmp_path / "a-file"), "dir": str(tmp_path / "pg")}
     Path(places["file"]).write_text("not a folder")
-    done = processes.run([sys.executable, "-m", "hebbs.store.postgres_local", *(a.format(**places) for a in args)],
+    done = processes.run([sys.executable, "-m", "scripts.postgres_local", *(a.format(**places) for a in args)],
                          capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
     assert said.format(**places) in done.stderr
@@ -282,7 +282,7 @@ def test_a_port_taken_before_the_server_binds_it_is_replaced(monkeypatch: pytest
     the primary and then the replica first try to bind theirs. Each starts on another port, and both serve."""
     import socket
 
-    from hebbs.store import postgres_local
+    from scripts import postgres_local
     from pg_fixtures import running_cluster
 
     held = socket.socket()
@@ -313,7 +313,7 @@ def test_a_port_taken_before_the_server_binds_it_is_replaced(monkeypatch: pytest
 
 
 def test_the_local_server_listens_on_the_port_its_url_names(tmp_path: Path) -> None:
-    """`python -m hebbs.store.postgres_local start DIR --port N` on a folder an earlier start made (here one
+    """`python -m scripts.postgres_local start DIR --port N` on a folder an earlier start made (here one
     that failed on a taken port): the server listens on N, the port of the URL it prints, where it kept
     listening on the first start's port and printed a URL nobody answered."""
     import socket
@@ -322,10 +322,10 @@ def test_the_local_server_listens_on_the_port_its_url_names(tmp_path: Path) -> N
 
     import processes
     from daemon_fixtures import free_port
-    from hebbs.store.postgres_local import Cluster, Server
+    from scripts.postgres_local import Cluster, Server
 
     def local(*args: str) -> subprocess.CompletedProcess:
-        return processes.run([sys.executable, "-m", "hebbs.store.postgres_local", *args], capture_output=True,
+        return processes.run([sys.executable, "-m", "scripts.postgres_local", *args], capture_output=True,
                              text=True, timeout=120)
 
     folder = tmp_path / "pg"
@@ -354,7 +354,7 @@ def test_the_local_server_refuses_a_connection_without_its_password(pg_server) -
 
     import psycopg
 
-    from hebbs.store.postgres_local import runnable_binaries
+    from scripts.postgres_local import runnable_binaries
 
     bare = f"host=127.0.0.1 port={pg_server.port} user=postgres dbname=postgres passfile=/nonexistent connect_timeout=5"
     with pytest.raises(psycopg.OperationalError, match="password"):
@@ -387,7 +387,7 @@ def test_a_local_server_made_before_passwords_asks_for_one_when_started_again(tm
     superuser a password, writes the password file and stops trusting."""
     import psycopg
 
-    from hebbs.store.postgres_local import Cluster
+    from scripts.postgres_local import Cluster
 
     cluster = Cluster(tmp_path / "pg")
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.harness import percentile
-from hebbs.store.postgres_local import Cluster
+from scripts.postgres_local import Cluster
 
 from bench.workloads.facts import sentences
 from bench.workloads.team.common import timed

