@@ -124,9 +124,9 @@ class TimeWordsParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_
 
     # Read time words in cues at all.
     enabled: bool = True
-    # Added to the composite score of a memory created in the understood range. The measurement that
-    # chose it is in docs/retrieval.md ("Time words"): enough to lift the memory from then over a
-    # similar one from another time, small against a clearly better match from outside the range.
+    # No longer read: a memory from the understood range is preferred through the recency component
+    # (recall/scoring.py time_match), so that a score stays the weights times the four components. Kept so
+    # that a config.toml written before still loads.
     boost: float = 0.25
 
     def __post_init__(self) -> None:
@@ -511,7 +511,6 @@ query_log_days = 90.0           # and none older than this
 
 [recall.time_words]
 enabled = true
-boost = 0.25
 
 [recall.fusion]
 lexical_weight = 0.6

@@ -380,7 +380,7 @@ from . import protocol
 if TYPE_CHECKING:
     import datetime
     import os
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Sequence
     from typing import Literal
 
 {type_imports}

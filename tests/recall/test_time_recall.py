@@ -7,6 +7,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from hebbs import AsyncClient, Engine, InvalidInput, RecallResults, ScoringWeights
@@ -174,6 +175,33 @@ def test_now_through_both_clients_and_the_cli(shared_daemon, project: Path) -> N
     assert "note: 'last week' read as 2023-05-01..2023-05-07" in text
     bad = run("recall", "x", "--now", "next tuesday", check=False, cwd=project)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and "--now" in bad.stderr
+
+
+def test_a_time_word_keeps_the_score_the_weighted_components(shared_daemon, project: Path) -> None:
+    """Issue 41 item 8: a time word added 0.25 outside the four components (a score of 1.011 where the
+    components gave 0.761). The time the cue names is the recency component now: every score is the
+    weights times the components, and at most 1, through the daemon and the CLI."""
+    weights = ScoringWeights()
+
+    def check(results: list[dict]) -> None:
+        assert results
+        for r in results:
+            c = r["components"]
+            dot = (weights.relevance * c["relevance"] + weights.recency * c["recency"]
+                   + weights.importance * c["importance"] + weights.reinforcement * c["reinforcement"])
+            assert r["score"] == pytest.approx(dot, abs=1e-9) and r["score"] <= 1.0
+
+    with shared_daemon.client(project) as hb:
+        hb.remember_many([{"content": "Dinner with Sam at the noodle bar", "created_at": day(3), "importance": 1.0},
+                          {"content": "Dinner with Sam at the tapas bar", "created_at": day(20, 4), "importance": 1.0}])
+        hb.reinforce([m.memory.id for m in hb.recall("dinner with Sam", reinforce=False)] * 3)
+        found = hb.recall("dinner with Sam at the noodle bar last week", now=NOW, reinforce=False)
+        assert found.time_understood is not None and "noodle" in found[0].memory.content
+        check([msgspec.to_builtins(r) for r in found.results])
+        assert found[0].components.recency == 1.0  # created within the week the cue names
+    out = json.loads(shared_daemon.hebbs("recall", "dinner with Sam at the noodle bar last week", "--now",
+                                         "2023-05-10T15:30:00Z", "--format", "json", cwd=project).stdout)
+    check(out["results"])
 
 
 def test_a_window_with_few_memories_is_searched_exactly(tmp_path: Path, embedder, monkeypatch) -> None:
