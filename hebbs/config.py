@@ -138,9 +138,9 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     fusion: FusionParams = FusionParams()
     time_words: TimeWordsParams = TimeWordsParams()
     # Recency in the composite score falls linearly to 0 over a window of days: "half_life" makes the
-    # window each memory's half-life from [decay] by its context type (a task 7 days, a rule 730, an
-    # untyped memory decay.default_half_life_days = 30), so a rule does not go stale in a month;
-    # a number is one flat window for every memory (30 was the only behaviour before).
+    # window each memory's half-life from [decay] by its context type (a task 7 days, a rule 730; a
+    # fact's 180 raised to untyped_recency_days, recall/scoring.py recency_window_days), so a rule does
+    # not go stale in a month; a number is one flat window for every memory (30 was the only behaviour before).
     recency_window: float | str = "half_life"
     # With "half_life", the window of a memory whose type has no half-life of its own (no type, or
     # one no table names). Not decay.default_half_life_days: that is when a plain episode becomes a

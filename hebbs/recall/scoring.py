@@ -53,13 +53,19 @@ def recency_window_days(kind: str | None, setting: float | str, decay: DecayConf
                         untyped_days: float | None = None) -> float:
     """The recency window of a memory of this context type: its type's decay half-life, or one flat
     window. A memory whose type has no half-life of its own gets `untyped_days` (recall's
-    untyped_recency_days) when given, else the decay default."""
+    untyped_recency_days) when given, else the decay default.
+
+    A type meant to outlast a plain episode (its half-life at least decay.default_half_life_days: a
+    fact, a preference, a rule) never gets a shorter window than an untyped memory: typing a memory
+    `fact`, as the agent skill asks, made it rank below the same memory untyped after a few months.
+    Short-lived types (a task, a status) keep their half-life, and fade within days."""
     if setting != "half_life":
         return float(setting)
+    untyped = float(decay.default_half_life_days) if untyped_days is None else float(untyped_days)
     typed = decay.typed_half_life(kind)
-    if typed is not None:
-        return typed
-    return float(decay.default_half_life_days) if untyped_days is None else float(untyped_days)
+    if typed is None:
+        return untyped
+    return max(typed, untyped) if typed >= decay.default_half_life_days else typed
 
 
 def reinforcement(access_count: int, cap: int = REINFORCEMENT_CAP) -> float:

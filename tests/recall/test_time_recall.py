@@ -102,6 +102,26 @@ def test_recency_follows_the_kind_half_life(tmp_path: Path, embedder) -> None:
         assert found[plain.id] == pytest.approx(1 - age / 730)  # untyped: recall.untyped_recency_days
 
 
+def test_a_months_old_fact_does_not_rank_below_the_same_memory_untyped(tmp_path: Path, embedder) -> None:
+    """Issue 41 item 7: typed `fact` as SKILL.md asks, a memory got a 180-day recency window against
+    730 untyped, so a months-old fact ranked below the same sentence untyped or typed `reference`.
+    Types meant to last (half-life at least the decay default) are now at least as fresh as untyped."""
+    with Engine.open(tmp_path / "vault", embedder=embedder) as eng:
+        old = NOW - dt.timedelta(days=120)
+        sentence = "The billing service retries failed charges three times"
+        fact, plain, reference, preference = eng.remember_many(
+            [{"content": sentence, "created_at": old, "context": {"type": "fact"}},
+             {"content": sentence, "created_at": old},
+             {"content": sentence, "created_at": old, "context": {"type": "reference"}},
+             {"content": sentence, "created_at": old, "context": {"type": "preference"}}], consolidate=False)
+        found = {r.memory.id: r for r in eng.recall("how often does billing retry a failed charge", now=NOW,
+                                                    reinforce=False, mmr_lambda=1.0)}
+        assert found[fact.id].score >= found[plain.id].score
+        assert found[fact.id].score >= found[reference.id].score
+        assert found[preference.id].score >= found[plain.id].score
+        assert found[fact.id].components.recency == pytest.approx(1 - 120 / 730)
+
+
 def test_the_untyped_recency_window_is_recall_s_own_setting(tmp_path: Path, embedder) -> None:
     """Forgetting (decay.default_half_life_days) and ranking an untyped memory are separate settings."""
     (tmp_path / "vault").mkdir()
