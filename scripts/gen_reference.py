@@ -115,7 +115,7 @@ def cli_section() -> str:
     for name, command in sub.choices.items():
         out.append(f"- **`hebbs {name}`**: {helps.get(name, '')}")
         for action in command._actions:
-            if action.dest in COMMON:
+            if action.dest in COMMON or action.help == argparse.SUPPRESS:
                 continue
             out.append(f"  - {_option(action)}")
     return "\n".join(out)

@@ -354,7 +354,9 @@ class ForgetShell:
 class RecallShell:
     @staticmethod
     def options(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--no-reinforce", action="store_true", help="the default: recall changes no score")
+        # Not shown: recall reinforces nothing unless asked, so the flag changes nothing; kept so that the
+        # scripts written when it did still run.
+        parser.add_argument("--no-reinforce", action="store_true", help=argparse.SUPPRESS)
         parser.add_argument("--both", action="store_true",
                             help="search the project vault and the global vault together: one list, each result "
                                  "labelled")
