@@ -4,8 +4,9 @@ Part 1, a diary written for this benchmark (below, in this file): a year of memo
 same topic at different times (four dinners with Sam, three dentist visits...), so that for most cues
 only the time tells the right memory from its siblings, among ~250 everyday fillers. 40 cues with
 time words, each with the memory (or memories) it asks for. Configurations, in the same run over
-the same memories: understanding off (recall.time_words.enabled = false), on with several boosts
-(the default is 0.15), and the range used as a hard filter (time_range = the understood range).
+the same memories: understanding off (recall.time_words.enabled = false), on (a memory from the
+understood range has recency 1, any other 0: recall/scoring.py time_match), and the range used as a
+hard filter (time_range = the understood range).
 
 Part 2, the cost: `understand()` on cues with and without time words, and default recall p50 with
 understanding on vs off.
@@ -38,9 +39,6 @@ from hebbs.recall.timewords import understand
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2024, 3, 15, 18, 0, tzinfo=UTC)  # a Friday; the diary runs a year back from here
-DEFAULT_BOOST = 0.25
-BOOSTS = (0.0, 0.05, 0.1, 0.15, 0.25, 0.4)
-LOCOMO_BOOSTS = (0.15, 0.25)
 DEFAULT_UNTYPED_DAYS = RecallConfig().untyped_recency_days
 UNTYPED_WINDOWS = (30.0, 90.0, 180.0, 365.0, 730.0, 1825.0)  # recall.untyped_recency_days tried
 
@@ -191,13 +189,12 @@ def filtered(engine: Engine, ids: dict[str, str]) -> dict[str, float]:
     return {"hit@1": hit1 / len(CUES), "hit@5": hit5 / len(CUES)}
 
 
-def configure(engine: Engine, enabled: bool, boost: float = DEFAULT_BOOST,
-              untyped_days: float = DEFAULT_UNTYPED_DAYS) -> None:
+def configure(engine: Engine, enabled: bool, untyped_days: float = DEFAULT_UNTYPED_DAYS) -> None:
     """The same open vault under other [recall] settings: every configuration sees the same memories."""
     recall = engine.config.recall
     engine.config = msgspec.structs.replace(engine.config, recall=msgspec.structs.replace(
         recall, untyped_recency_days=untyped_days,
-        time_words=msgspec.structs.replace(recall.time_words, enabled=enabled, boost=boost)))
+        time_words=msgspec.structs.replace(recall.time_words, enabled=enabled)))
 
 
 def p50_ms(fn, rounds: int) -> float:
@@ -218,9 +215,8 @@ def diary_part(embedder) -> None:
         engine, ids = build(Path(tmp), embedder)
         configure(engine, enabled=False)
         rows = [("understanding off", score(engine, ids)), ("range as a hard filter", filtered(engine, ids))]
-        for boost in BOOSTS:
-            configure(engine, enabled=True, boost=boost)
-            rows.append((f"on, boost {boost}" + (" (default)" if boost == DEFAULT_BOOST else ""), score(engine, ids)))
+        configure(engine, enabled=True)
+        rows.append(("on (default)", score(engine, ids)))
         for days in UNTYPED_WINDOWS:
             if days != DEFAULT_UNTYPED_DAYS:
                 configure(engine, enabled=True, untyped_days=days)
@@ -260,33 +256,32 @@ def locomo_part(data: Path, embedder) -> None:
     temporal = sum(1 for c in conversations for q in c["questions"] if q["category"] == 2)
     print(f"\nLoCoMo: {sum(len(c['questions']) for c in conversations)} questions ({temporal} temporal), "
           f"recall@10 as of each conversation's last session")
-    # (name, time words on, boost, recency window, as of the last session (else: today, as bench_locomo))
-    configs = [("off", False, DEFAULT_BOOST, DEFAULT_UNTYPED_DAYS, True)]
-    configs += [(f"on {b}", True, b, DEFAULT_UNTYPED_DAYS, True) for b in LOCOMO_BOOSTS]
-    configs += [(f"win {w:g}", True, DEFAULT_BOOST, w, True) for w in UNTYPED_WINDOWS if w != DEFAULT_UNTYPED_DAYS]
-    configs += [("off/today", False, DEFAULT_BOOST, DEFAULT_UNTYPED_DAYS, False),
-                ("on/today", True, DEFAULT_BOOST, DEFAULT_UNTYPED_DAYS, False),
-                ("1825/today", True, DEFAULT_BOOST, 1825.0, False)]
+    # (name, time words on, recency window, as of the last session (else: today, as bench_locomo))
+    configs = [("off", False, DEFAULT_UNTYPED_DAYS, True), ("on", True, DEFAULT_UNTYPED_DAYS, True)]
+    configs += [(f"win {w:g}", True, w, True) for w in UNTYPED_WINDOWS if w != DEFAULT_UNTYPED_DAYS]
+    configs += [("off/today", False, DEFAULT_UNTYPED_DAYS, False),
+                ("on/today", True, DEFAULT_UNTYPED_DAYS, False),
+                ("1825/today", True, 1825.0, False)]
     with tempfile.TemporaryDirectory(prefix="hebbs-timewords-locomo-") as tmp, \
             Engine.open(Path(tmp) / "vault", embedder=embedder) as engine:
         dia_of = conv_eval.build(engine, conversations)
         results = {}
         understood: list[str] = []
-        for name, enabled, boost, window, as_of_last in configs:
-            configure(engine, enabled=enabled, boost=boost, untyped_days=window)
+        for name, enabled, window, as_of_last in configs:
+            configure(engine, enabled=enabled, untyped_days=window)
             per: dict[str, list[float]] = {}
             for conv in conversations:
                 last = max(t["created_at"] for t in conv["turns"]) if as_of_last else None
                 for q in conv["questions"]:
                     found = engine.recall(q["question"], entity_id=conv["name"], top_k=10, reinforce=False, now=last)
-                    if name == f"on {DEFAULT_BOOST}" and found.time_understood is not None:
+                    if name == "on" and found.time_understood is not None:
                         understood.append(f"{found.time_understood.text} <- {q['question']!r}")
                     got = {dia_of.get(i) for i in found.ids()}
                     value = len(set(q["evidence"]) & got) / len(q["evidence"])
                     for cat in ("overall", locomo.CATEGORIES.get(q["category"], str(q["category"]))):
                         per.setdefault(cat, []).append(value)
             results[name] = {cat: statistics.fmean(v) for cat, v in per.items()}
-        print(f"recall@10; 'on B' = time words on with boost B; 'win W' = on, recall.untyped_recency_days W "
+        print(f"recall@10; 'on' = time words on; 'win W' = on, recall.untyped_recency_days W "
               f"(LoCoMo turns are untyped; default {DEFAULT_UNTYPED_DAYS:g}); '/today' = now left at the current "
               f"time, as bench_locomo.py does (the turns are about three years old)")
         print(f"{'category':<12} " + " ".join(f"{name:>9}" for name, *_ in configs))

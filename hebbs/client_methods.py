@@ -19,7 +19,7 @@ from . import protocol
 if TYPE_CHECKING:
     import datetime
     import os
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Sequence
     from typing import Literal
 
     from .protocol import (DaemonStatus, IndexCancelled, PanelState, Pong, RememberItem, ReviseItem, Stopping)

@@ -117,9 +117,9 @@ class TimeWordsParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_
 
     # Read time words in cues at all.
     enabled: bool = True
-    # Added to the composite score of a memory created in the understood range. The measurement that
-    # chose it is in docs/retrieval.md ("Time words"): enough to lift the memory from then over a
-    # similar one from another time, small against a clearly better match from outside the range.
+    # No longer read: a memory from the understood range is preferred through the recency component
+    # (recall/scoring.py time_match), so that a score stays the weights times the four components. Kept so
+    # that a config.toml written before still loads.
     boost: float = 0.25
 
     def __post_init__(self) -> None:
@@ -131,9 +131,9 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     fusion: FusionParams = FusionParams()
     time_words: TimeWordsParams = TimeWordsParams()
     # Recency in the composite score falls linearly to 0 over a window of days: "half_life" makes the
-    # window each memory's half-life from [decay] by its context type (a task 7 days, a rule 730, an
-    # untyped memory decay.default_half_life_days = 30), so a rule does not go stale in a month;
-    # a number is one flat window for every memory (30 was the only behaviour before).
+    # window each memory's half-life from [decay] by its context type (a task 7 days, a rule 730; a
+    # fact's 180 raised to untyped_recency_days, recall/scoring.py recency_window_days), so a rule does
+    # not go stale in a month; a number is one flat window for every memory (30 was the only behaviour before).
     recency_window: float | str = "half_life"
     # With "half_life", the window of a memory whose type has no half-life of its own (no type, or
     # one no table names). Not decay.default_half_life_days: that is when a plain episode becomes a
@@ -526,7 +526,6 @@ query_log_days = 90.0           # and none older than this
 
 [recall.time_words]
 enabled = true
-boost = 0.25
 
 [recall.fusion]
 lexical_weight = 0.6

@@ -211,7 +211,8 @@ KeptId = Annotated[str, Meta(max_length=MAX_ID_CHARS, extra={"short_id": "kept"}
 # An edge type by name (schema.EdgeType); the engine checks it, and the CLI offers the names in any case.
 EdgeTypeName = Annotated[str, Meta(max_length=MAX_NAME_CHARS, extra={"choices": tuple(EdgeType.__members__),
                                                                      "upper": True, "metavar": "TYPE"},
-                                         description="the edge type")]
+                                         description="the edge type: " + ", ".join(EdgeType.__members__)
+                                         + " (any case)")]
 
 
 # The reference time for time words in a cue and for recency, microseconds (the CLI also takes ISO 8601

@@ -8,6 +8,7 @@
 - docs/cli.md: every subcommand's usage and options, from the CLI's own parser (hebbs.cli.main).
 - docs/config.md: every key of `config.toml`, from the Structs of hebbs/config.py: its section, type,
   default and the comment written above it.
+- docs/honesty.md and skills/SKILL.md: the default abstain threshold, from hebbs/config.py.
 - docs/python-api.md: the public names of `hebbs` (the Engine's methods with their signatures and
   docstrings, the clients, the data types with their fields, the errors).
 - hebbs/client_methods.py, whole: each declared command's typed method of Client and, as a
@@ -114,7 +115,7 @@ def cli_section() -> str:
     for name, command in sub.choices.items():
         out.append(f"- **`hebbs {name}`**: {helps.get(name, '')}")
         for action in command._actions:
-            if action.dest in COMMON:
+            if action.dest in COMMON or action.help == argparse.SUPPRESS:
                 continue
             out.append(f"  - {_option(action)}")
     return "\n".join(out)
@@ -380,7 +381,7 @@ from . import protocol
 if TYPE_CHECKING:
     import datetime
     import os
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Sequence
     from typing import Literal
 
 {type_imports}
@@ -600,8 +601,19 @@ def mcp_section() -> str:
     return "\n".join(rows)
 
 
+def abstain_threshold_section() -> str:
+    from hebbs.config import DEFAULT_ABSTAIN_THRESHOLD
+
+    return (f"The default threshold is **{DEFAULT_ABSTAIN_THRESHOLD}** (`recall.abstain_threshold`; "
+            "`DEFAULT_ABSTAIN_THRESHOLD` in hebbs/config.py): a recall whose best confidence is below it "
+            "abstains. A vault's config.toml can set its own; every answer says the one it was held against "
+            "(`threshold`).")
+
+
 SECTIONS = {
     "docs/protocol.md": [("commands", protocol_section)],
+    "docs/honesty.md": [("abstain-threshold", abstain_threshold_section)],
+    "skills/SKILL.md": [("abstain-threshold", abstain_threshold_section)],
     "docs/mcp.md": [("tools", mcp_section)],
     "docs/cli.md": [("options", cli_section)],
     "docs/config.md": [("config", config_section)],

@@ -41,3 +41,22 @@ def test_the_docs_index_links_only_to_pages_that_exist() -> None:
     index = re.sub(r"```.*?```", "", (DOCS / "index.md").read_text(), flags=re.S)
     targets = re.findall(r"\]\(([^)#]+)\)", index)
     assert targets and not [t for t in targets if not (DOCS / t).resolve().exists()]
+
+
+def test_the_abstain_threshold_the_docs_quote_is_the_code_s() -> None:
+    """Issue 41 item 9: SKILL.md and docs/honesty.md showed 0.33 after the default moved to 0.22. The
+    default is a generated section of both (scripts/gen_reference.py, checked above), and every
+    threshold their outputs quote is the code's."""
+    import re
+
+    from hebbs.config import DEFAULT_ABSTAIN_THRESHOLD
+
+    root = DOCS.parent
+    pages = [root / "skills" / "SKILL.md", root / "README.md"] + [DOCS / n for n in ("honesty.md", "recall.md", "index.md")]
+    quoted = re.compile(r"\"threshold\":\s*(\d+\.\d+)|best confidence \d+\.\d+ < (\d+\.\d+)|abstain_threshold\s*=\s*(\d+\.\d+)")
+    for page in pages:
+        text = page.read_text()
+        figures = {next(g for g in m.groups() if g) for m in quoted.finditer(text)}
+        assert figures <= {str(DEFAULT_ABSTAIN_THRESHOLD)}, (page.name, figures)
+    for page in (root / "skills" / "SKILL.md", DOCS / "honesty.md"):
+        assert f"The default threshold is **{DEFAULT_ABSTAIN_THRESHOLD}**" in page.read_text(), page.name

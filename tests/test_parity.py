@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -332,5 +333,11 @@ def test_the_clients_describe_each_command_as_its_declaration_does() -> None:
             assert hasattr(shell, "send"), f"hebbs {name} sends its request, so its help is the declaration's"
             own_words.add(name)
             continue
-        assert declared.summary(command) == inspect.cleandoc(command.__doc__).split("\n\n")[0].replace("\n", " ")
+        # The declaration's words, as the command line says them: without the protocol's reply type
+        # ("; data is RecallResults"), a command named by its subcommand (reflect-prepare, not reflect_prepare).
+        expected = re.sub(r";? data is .*$", ".", inspect.cleandoc(command.__doc__).split("\n\n")[0].replace("\n", " "))
+        for tag, cls in COMMAND_TYPES.items():
+            cli = [n for n in cls.spec.cli_names if " " not in n]
+            expected = re.sub(rf"\b{tag}\b", cli[0], expected) if cli and "_" in tag else expected
+        assert declared.summary(command) == expected, name
     assert own_words <= {"status", "export", "import", "subscribe"}

@@ -29,4 +29,9 @@ Entry = tuple[tuple[str, ...], dict[str, Any]]
 
 def add(parser: argparse.ArgumentParser, entries: list[Entry]) -> None:
     for args, kwargs in entries:
-        parser.add_argument(*args, **({**kwargs, "type": TYPES[kwargs["type"]]} if "type" in kwargs else kwargs))
+        if "type" in kwargs:
+            kwargs = {**kwargs, "type": TYPES[kwargs["type"]]}
+        if kwargs.get("help") == argparse.SUPPRESS:
+            # argparse hides an option whose help *is* its SUPPRESS object; the table holds an equal string.
+            kwargs = {**kwargs, "help": argparse.SUPPRESS}
+        parser.add_argument(*args, **kwargs)

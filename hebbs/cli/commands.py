@@ -124,20 +124,22 @@ def _time(raw: str, field: str, day_end: bool = False) -> int | None:
 # Commands --------------------------------------------------------------------------------------
 
 def cmd_init(args: argparse.Namespace) -> int:
-    if args.global_ or args.vault:
-        raise InvalidInput("hebbs init takes the notes folder as PATH; --global and --vault do not apply (the "
-                           "global vault needs no init)")
+    if args.global_:
+        raise InvalidInput("hebbs init takes the notes folder as PATH or --vault; the global vault needs no init")
     home = hebbs_home(args.home)
     if home.exists() and not home.is_dir():
         raise InvalidInput(f"{home} is not a directory, so it cannot be a HEBBS_HOME")
-    root = Path(args.path).expanduser()
+    from .vaultcmds import folder_path
+
+    given = folder_path(args) if args.vault is not None else args.path
+    root = Path(given).expanduser()
     if not root.exists() and root.name != VAULT_DIR:
         # `hebbs init ~/new-notes` starts a notes folder as well as its vault (what the errors that
         # suggest `hebbs init PATH` promise).
         try:
             root.mkdir(parents=True)
         except OSError as exc:
-            raise InvalidInput(f"cannot create the folder {args.path}: {exc.strerror or exc}") from None
+            raise InvalidInput(f"cannot create the folder {given}: {exc.strerror or exc}") from None
     if args.name is not None and args.store is None:
         raise InvalidInput("--name names the vault in a --store; without one the vault is the folder's own")
     vault, created = init_vault(root, home, nested=args.nested, store=args.store, name=args.name)
@@ -357,7 +359,9 @@ class ForgetShell:
 class RecallShell:
     @staticmethod
     def options(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--no-reinforce", action="store_true", help="the default: recall changes no score")
+        # Not shown: recall reinforces nothing unless asked, so the flag changes nothing; kept so that the
+        # scripts written when it did still run.
+        parser.add_argument("--no-reinforce", action="store_true", help=argparse.SUPPRESS)
         parser.add_argument("--both", action="store_true",
                             help="search the project vault and the global vault together: one list, each result "
                                  "labelled")
@@ -473,18 +477,23 @@ class ExportShell:
         parser.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
 
     @staticmethod
-    def send(args: argparse.Namespace, fields: dict[str, Any]) -> int:
+    def send(args: argparse.Namespace, fields: dict[str, Any]) -> tuple[int, int]:
+        """(memories, earlier versions) written: memories counted as `hebbs count` counts them."""
         with client_for(args) as client:
             records = client.export_records()
             try:
                 # The header, read before the output file is created: a vault that cannot be read fails first.
                 first = next(records)
                 out = open_output(args.output) if args.output else None
-                count = 0
+                count = revisions = 0
                 try:
                     for record in itertools.chain([first], records):
                         (out or sys.stdout).write(output.to_json(record) + "\n")
-                        count += record["record"] == "memory"
+                        if record["record"] == "memory":
+                            if record.get("kind") == "REVISION":
+                                revisions += 1
+                            else:
+                                count += 1
                 except BaseException:
                     if out is not None:
                         out.abort()  # the file named is left as it was
@@ -493,16 +502,17 @@ class ExportShell:
                 records.close()
             if out is not None:
                 out.close()
-        return count
+        return count, revisions
 
     @staticmethod
-    def json(args: argparse.Namespace, count: int) -> Any:
-        return {"exported": count, "file": args.output} if args.output else None  # None: stdout holds the records
+    def json(args: argparse.Namespace, counts: tuple[int, int]) -> Any:
+        # None: stdout holds the records
+        return {"exported": counts[0], "revisions": counts[1], "file": args.output} if args.output else None
 
     @staticmethod
-    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], count: int) -> None:
+    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], counts: tuple[int, int]) -> None:
         if args.output:  # else stdout holds the records alone
-            print(f"exported {_count(count, 'memory')} to {args.output}")
+            print(f"exported {_count(counts[0], 'memory')}{_versions(counts[1])} to {args.output}")
 
 
 def _decoded(lines: Iterator[bytes]) -> Iterator[tuple[int, Any]]:
@@ -527,7 +537,8 @@ def _import_v2(client: Client, records: list[dict[str, Any]]) -> dict[str, int]:
     rest = [r for r in records if r.get("record") not in ("memory", "header")]
     header = [r for r in records if r.get("record") == "header"]
     totals: dict[str, int] = {"memories": len(memories), "stored": 0, "already_there": 0, "edges": 0,
-                              "accesses": 0, "pending": 0, "originals": 0}
+                              "accesses": 0, "pending": 0, "originals": 0,
+                              "revisions": sum(m.get("kind") == "REVISION" for m in memories)}
     batch: list[dict[str, Any]] = list(header)
     size = 0
     for record in [*memories, *links, *rest]:
@@ -577,7 +588,9 @@ class ImportShell:
         links = ", ".join(f"{_count(totals[name], noun)}" for name, noun in (
             ("edges", "edge"), ("accesses", "access"), ("pending", "contradiction candidate"),
             ("originals", "original")) if totals.get(name))
-        print(f"imported {_count(totals['memories'], 'memory')}{again}" + (f"; restored {links}" if links else "")
+        revisions = totals.get("revisions", 0)
+        print(f"imported {_count(totals['memories'] - revisions, 'memory')}{_versions(revisions)}{again}"
+              + (f"; restored {links}" if links else "")
               + (f" (skipped {totals['skipped_revisions']} revision records)" if totals.get("skipped_revisions")
                  else ""))
 
@@ -667,5 +680,15 @@ KIND_NAMES = {"EPISODE": "episode", "INSIGHT": "insight", "REVISION": "earlier v
 
 
 def _count(n: int, noun: str) -> str:
-    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    if noun.endswith("y") and noun[-2:-1] not in tuple("aeiou"):
+        plural = noun[:-1] + "ies"
+    elif noun.endswith(("s", "x", "ch", "sh")):
+        plural = noun + "es"  # "2 accesses", not "2 accesss"
+    else:
+        plural = noun + "s"
     return f"{n} {noun if n == 1 else plural}"
+
+
+def _versions(n: int) -> str:
+    """Earlier versions beside the memories they belong to: `hebbs count` does not count them as memories."""
+    return f" (and {_count(n, 'earlier version')})" if n else ""

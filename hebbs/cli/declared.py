@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import re
 import typing
 from typing import Any, NamedTuple
 
@@ -73,8 +74,23 @@ def arguments(cls: type[_Command]) -> list[Entry]:
 
 def summary(cls: type[_Command]) -> str:
     """The subcommand's help: the Struct's docstring, unless its shell serves the command otherwise than by
-    sending it (status over both vaults, export to a file) and says so (`summary`)."""
-    return getattr(shell(cls), "summary", None) or inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0].replace("\n", " ")
+    sending it (status over both vaults, export to a file) and says so (`summary`). Said as the command
+    line says it: the protocol's reply type ("; data is RecallResults") is left out, and a command named
+    by its protocol tag (reflect_prepare) is named as its subcommand (reflect-prepare)."""
+    own = getattr(shell(cls), "summary", None)
+    if own:
+        return own
+    text = inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0].replace("\n", " ")
+    text = re.sub(r";? data is .*$", ".", text)
+    return re.sub(r"\b[a-z]+(?:_[a-z]+)+\b", lambda m: _cli_names().get(m.group(0), m.group(0)), text)
+
+
+def _cli_names() -> dict[str, str]:
+    """{protocol tag: CLI name} of the commands whose two names differ."""
+    from hebbs.protocol import COMMAND_TYPES
+
+    return {tag: cls.spec.cli_names[0] for tag, cls in COMMAND_TYPES.items()
+            if cls.spec.cli_names and " " not in cls.spec.cli_names[0] and cls.spec.cli_names[0] != tag}
 
 
 class Shape(NamedTuple):

@@ -6,10 +6,11 @@ cli/declared.TYPES)], raw output)}: all the command line needs of a declared com
 declaration (hebbs.protocol), which only a command that runs needs."""
 
 COMMANDS = {
-    'add-edge': ('add_edge', 'Add (or replace) the edge source -[edge_type]-> target; data is the Edge.', [
+    'add-edge': ('add_edge', 'Add (or replace) the edge source -[edge_type]-> target.', [
         (('source',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'SOURCE', 'nargs': None}),
         (('edge_type',),
-         {'help': 'the edge type',
+         {'help': 'the edge type: CAUSED_BY, RELATED_TO, FOLLOWED_BY, REVISED_FROM, INSIGHT_FROM, CONTRADICTS, '
+                  'CO_ACTIVATED (any case)',
           'choices': ('CAUSED_BY',
                       'RELATED_TO',
                       'FOLLOWED_BY',
@@ -29,13 +30,13 @@ COMMANDS = {
           'type': 'number',
           'metavar': 'CONFIDENCE'}),
     ], False),
-    'consolidate': ('consolidate', 'Merge every restatement in the vault into the memory it repeats; data is [[restatement, survivor], ...].', [
+    'consolidate': ('consolidate', 'Merge every restatement in the vault into the memory it repeats.', [
         (('--dry-run',),
          {'action': 'store_true', 'dest': 'dry_run', 'help': 'list what would be merged; change nothing'}),
     ], False),
     'count': ('count', 'How many memories the vault holds (earlier versions not counted).', [
     ], False),
-    'edges': ('edges', 'A memory\'s edges: "out" (from it), "in" (to it) or "both"; data is a list of Edge.', [
+    'edges': ('edges', 'A memory\'s edges: "out" (from it), "in" (to it) or "both".', [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
         (('--direction',),
          {'default': 'both',
@@ -47,7 +48,7 @@ COMMANDS = {
     'export': ('export', 'write everything the vault holds as JSON lines (docs/export.md): memories with their earlier versions, supersession, edges, access history, keys, contradiction candidates and kept originals', [
         (('-o', '--output'), {'metavar': 'FILE', 'help': 'write here (default: stdout)'}),
     ], True),
-    'forget': ('forget', 'Remove memories by id, or every memory of an entity; data is Forgotten.', [
+    'forget': ('forget', 'Remove memories by id, or every memory of an entity.', [
         (('ids',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': '*'}),
         (('--entity',),
          {'default': None,
@@ -62,13 +63,13 @@ COMMANDS = {
     'get': ('get', 'One memory by id (a full ULID, or a unique suffix of at least 6 characters).', [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
     ], False),
-    'history': ('history', "A memory's earlier versions, newest first; data is a list of Memory.", [
+    'history': ('history', "A memory's earlier versions, newest first.", [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
     ], False),
     'import': ('import_records', 'read what export writes (docs/export.md); ids are assigned anew and every link is mapped to them, and a memory imported before is not stored again', [
         (('file',), {'help': 'a JSONL file, or - for stdin'}),
     ], False),
-    'insights': ('insights', "The vault's insights, newest first; data is a list of Insight.", [
+    'insights': ('insights', "The vault's insights, newest first.", [
         (('--entity',),
          {'default': None,
           'action': 'store',
@@ -97,7 +98,7 @@ COMMANDS = {
         (('path',), {'help': 'the notes folder (default: here)', 'nargs': '?', 'metavar': 'path'}),
         (('--sections',), {'action': 'store_true', 'dest': 'sections', 'help': "list each file's sections too"}),
     ], False),
-    'neighbors': ('neighbors', "The k memories whose stored vectors are nearest to this memory's (itself, revisions and superseded memories excluded), nearest first; data is a list of [memory id, cosine similarity].", [
+    'neighbors': ('neighbors', "The k memories whose stored vectors are nearest to this memory's (itself, revisions and superseded memories excluded), nearest first.", [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
         (('-k',),
          {'default': 10, 'action': 'store', 'dest': 'k', 'help': 'how many', 'type': 'int', 'metavar': 'K'}),
@@ -138,7 +139,7 @@ COMMANDS = {
         (('--limit',),
          {'default': 50, 'action': 'store', 'dest': 'limit', 'help': 'how many', 'type': 'int', 'metavar': 'LIMIT'}),
     ], False),
-    'recall': ('recall', 'Find the memories that answer a cue (without one: the most recent), ranked by one composite score; data is RecallResults: each result with its confidence, and whether the answer abstained.', [
+    'recall': ('recall', 'Find the memories that answer a cue (without one: the most recent), ranked by one composite score.', [
         (('cue',), {'help': 'what to look for (none: the most recent memories)', 'metavar': 'cue', 'nargs': '*'}),
         (('--strategy',),
          {'default': None,
@@ -250,12 +251,12 @@ COMMANDS = {
          {'action': 'store_true',
           'dest': 'associate',
           'help': 'also bring memories used together with the best matches (tagged associative)'}),
-        (('--no-reinforce',), {'action': 'store_true', 'help': 'the default: recall changes no score'}),
+        (('--no-reinforce',), {'action': 'store_true', 'help': '==SUPPRESS=='}),
         (('--both',),
          {'action': 'store_true',
           'help': 'search the project vault and the global vault together: one list, each result labelled'}),
     ], False),
-    'reflect': ('reflect', 'reflect_prepare then reflect_commit, the configured LLM doing the reasoning; data is ReflectAutoResult.', [
+    'reflect': ('reflect', 'reflect-prepare then reflect-commit, the configured LLM doing the reasoning.', [
         (('--entity',),
          {'default': None,
           'action': 'store',
@@ -277,10 +278,10 @@ COMMANDS = {
           'type': 'int',
           'metavar': 'MAX_MEMORIES'}),
     ], False),
-    'reflect-commit': ('reflect_commit', 'Store the insights an agent drew from a prepared session, all or none (a notes folder also gets each as a note in its insights folder); data is ReflectCommitted.', [
+    'reflect-commit': ('reflect_commit', 'Store the insights an agent drew from a prepared session, all or none (a notes folder also gets each as a note in its insights folder).', [
         (('--file',), {'required': True, 'help': '{"session_id": ..., "insights": [...]} (- reads stdin)'}),
     ], False),
-    'reflect-prepare': ('reflect_prepare', "Cluster the scope's memories into a session, one ready prompt per cluster; data is ReflectPrepared.", [
+    'reflect-prepare': ('reflect_prepare', "Cluster the scope's memories into a session, one ready prompt per cluster.", [
         (('--entity',),
          {'default': None,
           'action': 'store',
@@ -302,7 +303,7 @@ COMMANDS = {
           'type': 'int',
           'metavar': 'MAX_MEMORIES'}),
     ], False),
-    'remember': ('remember', 'Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.', [
+    'remember': ('remember', 'Store one memory (content and its fields) or a batch (items).', [
         (('content',), {'help': "the text ('-' reads it from stdin)", 'nargs': '+', 'metavar': 'content'}),
         (('--importance',),
          {'default': 0.5,
@@ -359,7 +360,8 @@ COMMANDS = {
     'remove-edge': ('remove_edge', 'Delete one edge; NOT_FOUND when there is none. Data is {"removed": 1}.', [
         (('source',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'SOURCE', 'nargs': None}),
         (('edge_type',),
-         {'help': 'the edge type',
+         {'help': 'the edge type: CAUSED_BY, RELATED_TO, FOLLOWED_BY, REVISED_FROM, INSIGHT_FROM, CONTRADICTS, '
+                  'CO_ACTIVATED (any case)',
           'choices': ('CAUSED_BY',
                       'RELATED_TO',
                       'FOLLOWED_BY',
@@ -401,7 +403,7 @@ COMMANDS = {
           'metavar': 'ENTITY'}),
         (('--no-entity',), {'action': 'store_true', 'help': 'detach the memory from its entity'}),
     ], False),
-    'revise-many': ('revise_many', 'Revise many memories in one request (changed texts embedded in batches); data is a list of Memory.', [
+    'revise-many': ('revise_many', 'Revise many memories in one request (changed texts embedded in batches).', [
         (('file',),
          {'help': '[{"id": ..., "content"?, "importance"?, "context"?, "entity_id"?}, ...] or one such object per '
                   'line; - reads stdin'}),
@@ -426,10 +428,10 @@ COMMANDS = {
           'type': 'number',
           'metavar': 'THRESHOLD'}),
     ], False),
-    'unconsolidate': ('unconsolidate', 'Make a restatement record (see history) a memory of its own again; data is that Memory.', [
+    'unconsolidate': ('unconsolidate', 'Make a restatement record (see history) a memory of its own again.', [
         (('id',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': None}),
     ], False),
-    'used': ('reinforce', 'Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories.', [
+    'used': ('reinforce', 'Count these memories as used (full ids or unique suffixes of 6+).', [
         (('ids',), {'help': 'a memory id, or its last 6+ characters', 'metavar': 'ID', 'nargs': '+'}),
         (('--via',),
          {'default': 'used',

@@ -81,6 +81,19 @@ def _where(shared: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return common
 
 
+def _folder_where(shared: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of a command that works on a notes folder (init, index, watch, list): --vault names
+    the folder as every other command's --vault does; --global has no notes folder, so it is not offered."""
+    folder = argparse.ArgumentParser(add_help=False, parents=[shared])
+    folder.add_argument("--vault", metavar="PATH", default=argparse.SUPPRESS,
+                        help="the notes folder, or its .hebbs directory: the same as PATH (default: here)")
+    return folder
+
+
+# The commands that take a notes folder (PATH or --vault) rather than a vault to send to.
+FOLDER_COMMANDS = frozenset({"init", "index", "watch", "list"})
+
+
 class _Unbuilt:
     """Stands in for the parser of a command this call does not run: its arguments are never built.
     Building all forty parsers took a good part of a `hebbs recall`'s own time."""
@@ -103,6 +116,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     names its command needs. `parser.only_built` says whether `only` was a command."""
     shared = _shared()
     common = _where(shared)
+    folder = _folder_where(shared)
     parser = _Parser(prog="hebbs", parents=[common], formatter_class=_HelpFormatter,
                      description="A local-first memory engine for AI agents: remember, recall, reflect.")
     parser.add_argument("--version", action=_Version, help="print the version and exit")
@@ -117,6 +131,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is not None and name != only:
             return _Unbuilt()
         parser.only_built = True  # type: ignore[attr-defined]
+        if name in FOLDER_COMMANDS:
+            parents = (folder,)
         p = sub.add_parser(name, parents=list(parents), help=help_text, description=help_text,
                            formatter_class=_HelpFormatter)
         p.set_defaults(run=run or f"commands:cmd_{name.replace('-', '_')}", raw_output=raw_output)

@@ -33,12 +33,24 @@ def run(args: argparse.Namespace) -> int:
     return {"index": cmd_index, "watch": cmd_watch}[args.command](args, notes_folder(args))
 
 
+def folder_path(args: argparse.Namespace) -> str:
+    """The notes folder as given: PATH, or --vault (a notes folder or its .hebbs directory), else here."""
+    if args.global_:
+        raise InvalidInput(f"hebbs {args.command} works on a notes folder and its PATH/.hebbs; the global "
+                           "vault is none: give the folder as PATH or --vault")
+    path = args.path if args.path not in (None, ".") else None
+    if args.vault is None:
+        return path or "."
+    given = Path(args.vault).expanduser()
+    folder = str(given.parent if given.name == VAULT_DIR else given)
+    if path is not None and Path(path).expanduser().absolute() != Path(folder).absolute():
+        raise InvalidInput(f"give the notes folder once: PATH {path} and --vault {args.vault} differ")
+    return folder
+
+
 def notes_folder(args: argparse.Namespace) -> Path:
-    """The notes folder the command works on (PATH, else here), checked."""
-    if args.global_ or args.vault:
-        raise InvalidInput(f"hebbs {args.command} works on PATH/.hebbs: give the notes folder as PATH "
-                           "instead of --global or --vault")
-    root = Path(args.path or ".").expanduser().absolute()
+    """The notes folder the command works on (PATH or --vault, else here), checked."""
+    root = Path(folder_path(args)).expanduser().absolute()
     if not root.exists():
         raise InvalidInput(f"{root} does not exist")
     if not root.is_dir():

@@ -98,9 +98,7 @@ def _comparable(answers: Sequence[VaultRecall], weights: ScoringWeights) -> list
             details = dict(result.details)
             details["vault_relevance"] = round(own, 6)
             details["vault_score"] = round(result.score, 6)
-            # A memory from the time the cue names keeps its boost (recall/pipeline.py adds it on top of
-            # the weighted factors, so it is not among the components).
-            score = composite(parts, weights) + result.details.get("time_boost", 0.0)
+            score = composite(parts, weights)
             out.append(RecallResult(memory=result.memory, score=score, components=parts,
                                     strategies=list(result.strategies), details=details,
                                     **_carry(result), vault=answer.label, vault_path=answer.path))

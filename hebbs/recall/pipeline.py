@@ -260,7 +260,6 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
     MMR reads are left in `vectors`, by memory id, for the confidence step; `records`: the memories
     already read in this recall, by id (those read here are added)."""
     config = vault.config
-    boost = config.recall.time_words.boost if preferred is not None else 0.0
     diversify = lam < 1.0
     needed = mmr_pool(top_k) if diversify else pooled(top_k, include_superseded)
     # Candidates in order of relevance, each scored only while it can still make the first `needed`:
@@ -284,7 +283,7 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
             end = position
             while end < len(by_relevance) and (weights.relevance * min(1.0, max(0.0, relevances[by_relevance[end]]))
                                                + weights.recency + weights.importance + weights.reinforcement
-                                               ) + boost >= best[0]:
+                                               ) >= best[0]:
                 end += 1
             if end == position:
                 break
@@ -299,13 +298,9 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
             if window is None:
                 window = windows[context_type] = scoring.recency_window_days(
                     context_type, config.recall.recency_window, config.decay, config.recall.untyped_recency_days)
-            known.append((index, created_at))
+            known.append(index)
             inputs.append((relevances[index], created_at, importance, access_count, window))
-        for (index, created_at), (score, factors) in zip(known, scoring.composite_many(inputs, stamp, weights)):
-            if preferred is not None and preferred[0] <= created_at <= preferred[1]:
-                # Added on top of the weighted factors (so a score can pass 1), and said in details.
-                score += boost
-                items[index][1].details["time_boost"] = boost
+        for index, (score, factors) in zip(known, scoring.composite_many(inputs, stamp, weights, preferred)):
             scored.append((score, index, factors))
             if len(best) < needed:
                 heapq.heappush(best, score)

@@ -40,17 +40,32 @@ def recency(created_at_us: int, now_us: int, window_days: float = RECENCY_WINDOW
     return max(0.0, 1.0 - age_days / window_days)
 
 
+def time_match(created_at_us: int, about: tuple[int, int]) -> float:
+    """Recency when the cue names a time (recall/timewords.py): 1 for a memory created within the
+    range `about` (start, end, microseconds, inclusive), 0 for any other. The named time takes the
+    place of now, so the memory from then is the fresh one, and the preference stays inside the four
+    components: a score is the weights times the components, never above 1. A step, not a slope: a
+    slope away from the range lifted near misses over the memory asked for (docs/recall.md)."""
+    return 1.0 if about[0] <= created_at_us <= about[1] else 0.0
+
+
 def recency_window_days(kind: str | None, setting: float | str, decay: DecayConfig,
                         untyped_days: float | None = None) -> float:
     """The recency window of a memory of this context type: its type's decay half-life, or one flat
     window. A memory whose type has no half-life of its own gets `untyped_days` (recall's
-    untyped_recency_days) when given, else the decay default."""
+    untyped_recency_days) when given, else the decay default.
+
+    A type meant to outlast a plain episode (its half-life at least decay.default_half_life_days: a
+    fact, a preference, a rule) never gets a shorter window than an untyped memory: typing a memory
+    `fact`, as the agent skill asks, made it rank below the same memory untyped after a few months.
+    Short-lived types (a task, a status) keep their half-life, and fade within days."""
     if setting != "half_life":
         return float(setting)
+    untyped = float(decay.default_half_life_days) if untyped_days is None else float(untyped_days)
     typed = decay.typed_half_life(kind)
-    if typed is not None:
-        return typed
-    return float(decay.default_half_life_days) if untyped_days is None else float(untyped_days)
+    if typed is None:
+        return untyped
+    return max(typed, untyped) if typed >= decay.default_half_life_days else typed
 
 
 def reinforcement(access_count: int, cap: int = REINFORCEMENT_CAP) -> float:
@@ -84,17 +99,21 @@ Factors = tuple[float, float, float, float]  # relevance, recency, importance, r
 
 
 def composite_many(candidates: Sequence[tuple[float, int, float, int, float]], now_us: int,
-                   weights: ScoringWeights) -> list[tuple[float, Factors]]:
+                   weights: ScoringWeights, about: tuple[int, int] | None = None) -> list[tuple[float, Factors]]:
     """components() and composite() of many candidates at once, each given as (relevance, created_at,
     importance, access_count, recency window in days): the same arithmetic in the same order, so the
-    same floats, without a ScoreComponents per candidate (recall builds those for its results only)."""
+    same floats, without a ScoreComponents per candidate (recall builds those for its results only).
+    With `about` (the time range a cue names), recency is time_match() with it instead."""
     w_relevance, w_recency, w_importance, w_reinforcement = (weights.relevance, weights.recency, weights.importance,
                                                              weights.reinforcement)
     reinforcements: dict[int, float] = {}  # by access count: most candidates share a few values
     out = []
     for relevance, created_at, importance, access_count, window_days in candidates:
         relevance = min(1.0, max(0.0, relevance))
-        recent = max(0.0, 1.0 - (max(0, now_us - created_at) / US_PER_DAY) / window_days)
+        if about is None:
+            recent = max(0.0, 1.0 - (max(0, now_us - created_at) / US_PER_DAY) / window_days)
+        else:
+            recent = time_match(created_at, about)
         reinforced = reinforcements.get(access_count)
         if reinforced is None:
             reinforced = reinforcements[access_count] = reinforcement(access_count)

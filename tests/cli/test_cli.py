@@ -114,7 +114,7 @@ def test_export_then_import_carries_everything_a_vault_holds(shared_daemon: "Dae
     old = remember("Acme uses Salesforce", "--entity", "acme")
     remember("Acme moved from Salesforce to HubSpot", "--entity", "acme", "--supersedes", old)
     remember("Bob prefers short meetings", "--key", "bob-meetings")
-    run("used", effect, cwd=project)
+    run("used", effect, cause, cwd=project)  # two accesses: "2 accesses" in import's summary
     remember("Acme's renewal is in March", "--entity", "acme")
     remember("Acme's renewal is not in March", "--entity", "acme")
     (project / "notes.md").write_text("# Plan\n\n## Launch\nWe launch the parser rewrite in May.\n")
@@ -131,11 +131,21 @@ def test_export_then_import_carries_everything_a_vault_holds(shared_daemon: "Dae
     assert any(r["record"] == "memory" and r.get("kind") == "REVISION" for r in records)
     dump = project / "dump.jsonl"
     memories = sum(r["record"] == "memory" for r in records)
-    assert _json(run("export", "-o", str(dump), "--format", "json", cwd=project)) == {"exported": memories,
-                                                                                      "file": str(dump)}
+    revisions = sum(r["record"] == "memory" and r.get("kind") == "REVISION" for r in records)
+    counted = int(run("count", cwd=project).stdout)
+    # Issue 44: export counted earlier versions as memories ("exported 6" where count said 4).
+    assert counted == memories - revisions
+    assert _json(run("export", "-o", str(dump), "--format", "json", cwd=project)) == {
+        "exported": counted, "revisions": revisions, "file": str(dump)}
+    assert run("export", "-o", str(dump), cwd=project).stdout == (
+        f"exported {counted} memories (and {revisions} earlier version{'s' if revisions > 1 else ''}) to {dump}\n")
     other = shared_daemon.project()
     summary = _json(run("import", str(dump), "--format", "json", cwd=other))
     assert summary["memories"] == summary["stored"] == memories and summary["already_there"] == 0
+    assert summary["revisions"] == revisions
+    said = run("import", str(dump), cwd=shared_daemon.project()).stdout
+    assert said.startswith(f"imported {counted} memories (and {revisions} earlier version")
+    assert summary["accesses"] >= 2 and f"{summary['accesses']} accesses" in said and "accesss" not in said
     assert summary["edges"] == sum(r["record"] == "edge" for r in records) and summary["originals"] >= 1
     copied = run("export", cwd=other).stdout.splitlines()
     assert _renamed(copied) == _renamed(lines)
@@ -348,6 +358,30 @@ def _notes(root: Path) -> None:
     (root / "people.md").write_text("# People\n\n## Bob\nBob likes short meetings.\n")
 
 
+def test_folder_commands_take_vault_as_every_command_does(shared_daemon: "DaemonHome") -> None:
+    """Issue 44: `--vault` and `--global` were in the usage of init, index, watch and list, then refused.
+    --vault now names the notes folder (or its .hebbs) as PATH does; --global, which has no notes folder,
+    is not offered, and given before the command it is refused with a clear error, no traceback."""
+    from daemon_fixtures import short_tmp
+
+    run = shared_daemon.hebbs
+    for name in ("init", "index", "watch", "list"):
+        usage = run(name, "--help").stdout
+        assert "--vault PATH" in usage and "--global" not in usage, name
+    root = short_tmp("hbv")
+    _notes(root)
+    created = _json(run("init", "--vault", str(root), "--format", "json"))
+    assert created == {"vault": str(root / ".hebbs"), "created": True}
+    assert _json(run("index", "--vault", str(root), "--format", "json"))["sections_total"] == 3
+    for where in (str(root), str(root / ".hebbs")):
+        listed = _json(run("list", "--vault", where, "--format", "json"))
+        assert [f["path"] for f in listed] == ["acme.md", "people.md"]
+    assert _json(run("list", str(root), "--vault", str(root), "--format", "json"))[0]["path"] == "acme.md"
+    for argv in (["--global", "list"], ["list", str(root / "sub"), "--vault", str(root)]):
+        refused = run(*argv, check=False)
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr and "[INVALID_REQUEST]" in refused.stderr
+
+
 @pytest.mark.timeout(180)  # the watcher is read line by line: a missed event must fail, not hang
 def test_index_list_and_watch(shared_daemon: "DaemonHome") -> None:
     """Tried: `hebbs index` on a notes folder with no vault (it initializes one and says so), the
@@ -385,8 +419,8 @@ def test_index_list_and_watch(shared_daemon: "DaemonHome") -> None:
         assert watcher.wait(timeout=60) == 0
     hit = _json(run("recall", "who runs finance", "--top-k", "1", "--format", "json", cwd=root))
     assert hit["results"][0]["memory"]["source"]["file_path"] == "carol.md"
-    refused = run("index", str(root), "--global", check=False)
-    assert refused.returncode == 1 and "PATH/.hebbs" in refused.stderr
+    refused = run("index", str(root), "--global", check=False)  # not offered: a usage error
+    assert refused.returncode == 2 and "--global" in refused.stderr and "Traceback" not in refused.stderr
 
 
 def _sigint_ignored() -> None:

@@ -351,6 +351,23 @@ def test_exit_codes_agree_between_the_skill_and_the_docs() -> None:
         assert "2 a usage error" in flat and "1 an error" in flat
 
 
+def test_the_exit_codes_the_skill_gives_are_the_cli_s(shared_daemon: "DaemonHome", project: Path) -> None:
+    """Issue 44: SKILL.md said a bad value exits 2, while a value out of range (`--importance 1.5`) exits 1
+    with INVALID_REQUEST; only a value of the wrong form (`--importance high`) is a usage error. SKILL.md
+    and docs/cli.md now say both, with these examples, and the CLI does what they say."""
+    repo = Path(__file__).parents[2]
+    for page in (repo / "skills" / "SKILL.md", repo / "docs" / "cli.md"):
+        flat = " ".join(page.read_text().split())
+        assert "`INVALID_REQUEST`" in flat and "`--importance 1.5`" in flat and "`--importance high`" in flat, page
+    out_of_range = shared_daemon.hebbs("remember", "x", "--importance", "1.5", "--format", "json", cwd=project,
+                                       check=False)
+    assert out_of_range.returncode == EXIT_ERROR
+    assert json.loads(out_of_range.stderr)["status_code"] == "INVALID_REQUEST"
+    wrong_form = shared_daemon.hebbs("remember", "x", "--importance", "high", cwd=project, check=False)
+    assert wrong_form.returncode == EXIT_USAGE and "usage:" in wrong_form.stderr
+    assert shared_daemon.hebbs("count", cwd=project).stdout.strip() == "0"  # neither stored anything
+
+
 def test_sdk_errors_speak_python(shared_daemon: "DaemonHome", tmp_path: Path) -> None:
     """Tried: a Client in a folder without a vault: the error names vault=... and global_=True, never a
     command-line flag; the CLI's says --global."""

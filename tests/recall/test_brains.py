@@ -189,11 +189,12 @@ def test_recent_memories_merge_on_one_timeline() -> None:
     assert [r.components.relevance for r in merged] == [1.0, 0.75, 0.5, 0.25]
 
 
-def test_a_time_word_boost_survives_the_merge() -> None:
+def test_a_time_word_preference_survives_the_merge() -> None:
     """Tried: 'dinner with Sam in April 2023' over an empty global brain ranked the April dinner below
-    the newest one, because the merged score was rebuilt from the components without the boost."""
+    the newest one, because the merged score was rebuilt from the components without the time boost.
+    The time the cue names is now the recency component (1 for the April dinner), which the merge keeps."""
     april = _result("april dinner", 10, 0.8, 2)
-    april.details["time_boost"] = 0.25
+    april.components.recency = 1.0
     newest = _result("newest dinner", 30, 1.0, 1)
     merged = merge_recall([VaultRecall("project", "/p", RecallResults(results=[newest, april]))],
                           ScoringWeights(), top_k=10)

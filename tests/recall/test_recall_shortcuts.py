@@ -25,7 +25,7 @@ WEIGHTS = [ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcem
            ScoringWeights(relevance=0.0, recency=0.0, importance=1.0, reinforcement=0.0)]
 
 
-def every_candidate_scored(vault, candidates, weights, stamp, preferred, boost):
+def every_candidate_scored(vault, candidates, weights, stamp, preferred):
     """The long way: score all of them, then a stable sort by score (what rank() did before)."""
     config = vault.config
     ranked = []
@@ -34,9 +34,9 @@ def every_candidate_scored(vault, candidates, weights, stamp, preferred, boost):
         window = scoring.recency_window_days(entry.context_type, config.recall.recency_window, config.decay,
                                              config.recall.untyped_recency_days)
         parts = scoring.components(entry, cand.relevance, stamp, window)
+        if preferred is not None:
+            parts.recency = scoring.time_match(entry.created_at, preferred)
         score = scoring.composite(parts, weights)
-        if preferred is not None and preferred[0] <= entry.created_at <= preferred[1]:
-            score += boost
         ranked.append((score, mid))
     ranked.sort(key=lambda item: item[0], reverse=True)
     return ranked
@@ -57,8 +57,7 @@ def test_rank_bound_keeps_the_answer(engine, weights):
     for trial in range(6):
         candidates = {m.id: Candidate(rel, ["similarity"]) for m, rel in zip(memories, relevances)}
         preferred = None if trial % 2 else (stamp - 20 * 86_400_000_000, stamp)
-        boost = engine.vault.config.recall.time_words.boost
-        expected = every_candidate_scored(engine.vault, candidates, weights, stamp, preferred, boost)
+        expected = every_candidate_scored(engine.vault, candidates, weights, stamp, preferred)
         for top_k in (1, 5, 10, 25):
             got = pipeline.rank(engine.vault, candidates, weights, top_k, 1.0, False, stamp, preferred)
             assert [(r.score, r.memory.id) for r in got] == expected[:top_k]

@@ -7,6 +7,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from hebbs import AsyncClient, Engine, InvalidInput, RecallResults, ScoringWeights
@@ -101,6 +102,26 @@ def test_recency_follows_the_kind_half_life(tmp_path: Path, embedder) -> None:
         assert found[plain.id] == pytest.approx(1 - age / 730)  # untyped: recall.untyped_recency_days
 
 
+def test_a_months_old_fact_does_not_rank_below_the_same_memory_untyped(tmp_path: Path, embedder) -> None:
+    """Issue 41 item 7: typed `fact` as SKILL.md asks, a memory got a 180-day recency window against
+    730 untyped, so a months-old fact ranked below the same sentence untyped or typed `reference`.
+    Types meant to last (half-life at least the decay default) are now at least as fresh as untyped."""
+    with Engine.open(tmp_path / "vault", embedder=embedder) as eng:
+        old = NOW - dt.timedelta(days=120)
+        sentence = "The billing service retries failed charges three times"
+        fact, plain, reference, preference = eng.remember_many(
+            [{"content": sentence, "created_at": old, "context": {"type": "fact"}},
+             {"content": sentence, "created_at": old},
+             {"content": sentence, "created_at": old, "context": {"type": "reference"}},
+             {"content": sentence, "created_at": old, "context": {"type": "preference"}}], consolidate=False)
+        found = {r.memory.id: r for r in eng.recall("how often does billing retry a failed charge", now=NOW,
+                                                    reinforce=False, mmr_lambda=1.0)}
+        assert found[fact.id].score >= found[plain.id].score
+        assert found[fact.id].score >= found[reference.id].score
+        assert found[preference.id].score >= found[plain.id].score
+        assert found[fact.id].components.recency == pytest.approx(1 - 120 / 730)
+
+
 def test_the_untyped_recency_window_is_recall_s_own_setting(tmp_path: Path, embedder) -> None:
     """Forgetting (decay.default_half_life_days) and ranking an untyped memory are separate settings."""
     (tmp_path / "vault").mkdir()
@@ -174,6 +195,33 @@ def test_now_through_both_clients_and_the_cli(shared_daemon, project: Path) -> N
     assert "note: 'last week' read as 2023-05-01..2023-05-07" in text
     bad = run("recall", "x", "--now", "next tuesday", check=False, cwd=project)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and "--now" in bad.stderr
+
+
+def test_a_time_word_keeps_the_score_the_weighted_components(shared_daemon, project: Path) -> None:
+    """Issue 41 item 8: a time word added 0.25 outside the four components (a score of 1.011 where the
+    components gave 0.761). The time the cue names is the recency component now: every score is the
+    weights times the components, and at most 1, through the daemon and the CLI."""
+    weights = ScoringWeights()
+
+    def check(results: list[dict]) -> None:
+        assert results
+        for r in results:
+            c = r["components"]
+            dot = (weights.relevance * c["relevance"] + weights.recency * c["recency"]
+                   + weights.importance * c["importance"] + weights.reinforcement * c["reinforcement"])
+            assert r["score"] == pytest.approx(dot, abs=1e-9) and r["score"] <= 1.0
+
+    with shared_daemon.client(project) as hb:
+        hb.remember_many([{"content": "Dinner with Sam at the noodle bar", "created_at": day(3), "importance": 1.0},
+                          {"content": "Dinner with Sam at the tapas bar", "created_at": day(20, 4), "importance": 1.0}])
+        hb.reinforce([m.memory.id for m in hb.recall("dinner with Sam", reinforce=False)] * 3)
+        found = hb.recall("dinner with Sam at the noodle bar last week", now=NOW, reinforce=False)
+        assert found.time_understood is not None and "noodle" in found[0].memory.content
+        check([msgspec.to_builtins(r) for r in found.results])
+        assert found[0].components.recency == 1.0  # created within the week the cue names
+    out = json.loads(shared_daemon.hebbs("recall", "dinner with Sam at the noodle bar last week", "--now",
+                                         "2023-05-10T15:30:00Z", "--format", "json", cwd=project).stdout)
+    check(out["results"])
 
 
 def test_a_window_with_few_memories_is_searched_exactly(tmp_path: Path, embedder, monkeypatch) -> None:
