@@ -78,7 +78,7 @@ def test_no_option_shown_that_changes_nothing(helps) -> None:
 
 def test_every_option_with_a_default_shows_it(helps) -> None:
     missing = []
-    for name, (parser, text) in helps.items():
+    for name, (parser, _text) in helps.items():
         for action in parser._actions:
             if (not action.option_strings or action.help == argparse.SUPPRESS or action.nargs == 0
                     or action.default in (None, argparse.SUPPRESS, False, [])):

@@ -122,7 +122,8 @@ def test_try_use_never_hands_out_a_closing_vault(tmp_path, embedder):
     home = tmp_path / "home"
     (tmp_path / "notes").mkdir()
     vault, _ = init_vault(tmp_path / "notes", home)
-    pool = VaultPool(home, idle_timeout=0.0, executor=ThreadPoolExecutor(2),
+    # The shortest idle timeout there is (0 means never): a slot is idle as soon as it is released.
+    pool = VaultPool(home, idle_timeout=1e-9, executor=ThreadPoolExecutor(2),
                      opener=lambda path: Engine.open(path, embedder=embedder))
 
     async def scenario() -> None:

@@ -185,7 +185,8 @@ def _panel_overview(home) -> str:
         conn.close()
         return response
     cookie = get("/?token=" + url.split("token=", 1)[1], {}).getheader("Set-Cookie").split(";", 1)[0]
-    page = get("/", {"Cookie": cookie})
+    # What a browser sends when the person opens the address: the panel serves a cookie nothing else.
+    page = get("/", {"Cookie": cookie, "Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"})
     assert page.status == 200
     return html.unescape(re.sub(r"<[^>]+>", " ", page.body))
 

@@ -65,7 +65,8 @@ def test_migrate_to_postgres_and_back_keeps_everything(pg_server, embedder):
             assert engine.vault.store.where.endswith(f"vault 'm-{notes.name}'")
             assert _records(engine) == before
             assert engine.source(section).text == original  # kept originals answer for the same ids
-            assert engine.remember("x", key="billing-port").id == ids["a"]  # keys kept
+            # keys kept: the key's first text gets its memory back
+            assert engine.remember("the billing service runs on port 8443", key="billing-port").id == ids["a"]
             assert [m.content for m in engine.history(ids["a"])] == ["the billing service runs on port 8443"]
             assert engine.accesses(ids["b"])
             assert engine.recall("billing port", top_k=1).results[0].memory.id in ids.values()

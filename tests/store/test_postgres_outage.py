@@ -26,6 +26,9 @@ def _overview(port: int, token: str) -> tuple[int, str]:
         conn.putheader("Host", f"127.0.0.1:{port}")
         if cookie:
             conn.putheader("Cookie", cookie)
+        # What a browser sends when the person opens the address: the panel serves a cookie nothing else.
+        conn.putheader("Sec-Fetch-Site", "none")
+        conn.putheader("Sec-Fetch-Mode", "navigate")
         conn.endheaders()
         response = conn.getresponse()
         response.body = response.read().decode()  # type: ignore[attr-defined]
