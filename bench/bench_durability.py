@@ -26,7 +26,7 @@ from hebbs.embedding.embed import get_embedder
 def run(directory: Path, mode: str, writers: int, writes: int, embedder) -> dict[str, float]:
     path = Path(tempfile.mkdtemp(prefix=f"durability-{mode}-", dir=directory)) / "v"
     path.mkdir()
-    (path / "config.toml").write_text(f'[storage]\ndurability = "{mode}"\n[contradictions]\ncheck_on_remember = false\n')
+    (path / "config.toml").write_text(f'[store]\ndurability = "{mode}"\n[contradictions]\ncheck_on_remember = false\n')
     latencies: list[float] = []
     lock = threading.Lock()
     with Engine.open(path, embedder=embedder) as eng:

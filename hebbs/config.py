@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import msgspec
 
@@ -386,22 +387,17 @@ class SourcesConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fi
 DURABILITY_MODES = ("sync", "buffered")
 
 
-class StorageConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """When a write is acknowledged (hebbs/store/durability.py, docs/reliability.md)."""
-
-    # "sync": after its write-ahead log is fsynced (survives a power cut); concurrent writers share
-    # one fsync. "buffered": after the OS has the log (survives a crash of hebbs, not of the machine).
-    durability: str = "sync"
-
-    def __post_init__(self) -> None:
-        if self.durability not in DURABILITY_MODES:
-            raise ValueError(f"storage.durability must be one of {list(DURABILITY_MODES)}, got {self.durability!r}")
-
-
 class StoreConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """Where the vault's records live: nothing set, the embedded RocksDB in the vault directory; a
-    PostgreSQL URL (or libpq connection string), a vault shared by a team (docs/scale.md), named `name`
-    in that database. Credentials never go here: libpq reads PGPASSWORD, ~/.pgpass or a service file."""
+    """Where the vault's records live and when a write to them is acknowledged: nothing set, the embedded
+    RocksDB in the vault directory; a PostgreSQL URL (or libpq connection string), a vault shared by a
+    team (docs/scale.md), named `name` in that database. Credentials never go here: libpq reads
+    PGPASSWORD, ~/.pgpass or a service file."""
+
+    # When a RocksDB store acknowledges a write (hebbs/store/durability.py, docs/reliability.md): "sync",
+    # after its write-ahead log is fsynced (survives a power cut; concurrent writers share one fsync);
+    # "buffered", after the OS has the log (survives a crash of hebbs, not of the machine). PostgreSQL
+    # acknowledges by its own synchronous_commit. Older configs say it as [storage] durability.
+    durability: str = "sync"
 
     url: str | None = None
     name: str | None = None
@@ -426,6 +422,8 @@ class StoreConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     unreachable_after: float = 5.0
 
     def __post_init__(self) -> None:
+        if self.durability not in DURABILITY_MODES:
+            raise ValueError(f"store.durability must be one of {list(DURABILITY_MODES)}, got {self.durability!r}")
         if self.claim_lease <= 0:
             raise ValueError(f"store.claim_lease must be positive, got {self.claim_lease!r}")
         if self.pool_size < 1:
@@ -459,16 +457,21 @@ def store_url_problem(url: str) -> str | None:
     return None
 
 
-def store_section(url: str, name: str) -> str:
-    """The [store] section of a vault kept in PostgreSQL (hebbs init --store), checked."""
+def with_store_location(text: str, url: str, name: str) -> str:
+    """config.toml's text with its [store] table naming where the records live (hebbs init --store,
+    hebbs migrate), checked: the lines go under the table's header, or into a new table at the end."""
     problem = store_url_problem(url)
     if problem:
         raise InvalidInput(problem)
     if not name.strip() or any(c in name for c in "\"\n\\"):
         raise InvalidInput(f"a vault name is a line of text without quotes or backslashes, got {name!r}")
-    return (f"# Where this vault's records live: a PostgreSQL shared by a team (docs/scale.md). Credentials come\n"
-            f"# from libpq (PGPASSWORD, ~/.pgpass, a service file), never from this file.\n"
-            f'[store]\nurl = "{url.strip()}"\nname = "{name.strip()}"\n\n')
+    lines = (f"# Where this vault's records live: a PostgreSQL shared by a team (docs/scale.md). Credentials come\n"
+             f"# from libpq (PGPASSWORD, ~/.pgpass, a service file), never from this file.\n"
+             f'url = "{url.strip()}"\nname = "{name.strip()}"\n')
+    header = re.search(r"^\[store\][ \t]*(#.*)?\n", text, re.M)
+    if header is None:
+        return text.rstrip("\n") + "\n\n[store]\n" + lines
+    return text[:header.end()] + lines + text[header.end():]
 
 
 class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -476,7 +479,6 @@ class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     # its tokenizer.json. Unset: all-MiniLM-L6-v2. A vault keeps the model it was made with.
     model: str | None = None
     store: StoreConfig = StoreConfig()
-    storage: StorageConfig = StorageConfig()
     index: IndexParams = IndexParams()
     recall: RecallConfig = RecallConfig()
     decay: DecayConfig = DecayConfig()
@@ -496,16 +498,32 @@ def load_config(vault_dir: Path) -> VaultConfig:
     except FileNotFoundError:
         return VaultConfig()
     try:
+        if b"storage" in raw:
+            table = msgspec.toml.decode(raw)
+            if isinstance(table, dict) and "storage" in table:
+                return msgspec.convert(_fold_storage(table, path), type=VaultConfig)
         return msgspec.toml.decode(raw, type=VaultConfig)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"{path}: {exc}") from None
+
+
+def _fold_storage(table: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A config written before [storage] durability became [store] durability, read as now."""
+    old, store = table.pop("storage"), table.setdefault("store", {})
+    if not isinstance(old, dict) or not isinstance(store, dict):
+        raise InvalidInput(f"{path}: [storage] and [store] must be tables")
+    for key, value in old.items():
+        if key in store:
+            raise InvalidInput(f"{path}: [storage] {key} is [store] {key} now: give it once, in [store]")
+        store[key] = value
+    return table
 
 
 DEFAULT_CONFIG_TEXT = """\
 # hebbs vault configuration. Every key is optional; these are the defaults.
 # model = "all-MiniLM-L6-v2"      # or a directory with an ONNX model and tokenizer.json
 
-[storage]
+[store]
 durability = "sync"              # or "buffered": faster writes that survive a crash of hebbs, not a power cut
 
 [index]

@@ -38,7 +38,7 @@ from .workflows import transfer
 
 
 def _acknowledged_when_durable(method: Callable[..., Any]) -> Callable[..., Any]:
-    """The call returns once its writes are durable (config storage.durability). The wait comes after
+    """The call returns once its writes are durable (config store.durability). The wait comes after
     the method has released the engine's lock, so concurrent writers share one WAL sync. On a closed
     vault it raises InvalidInput, as a read does (_said_closed)."""
     @functools.wraps(method)

@@ -149,7 +149,7 @@ def init_vault(root: os.PathLike | str, home: Path | None = None, *, nested: boo
 
     With store (a PostgreSQL URL), the vault's records live there under `name` (default: ROOT's folder
     name): two folders, on two machines, attached to the same store and name are one vault."""
-    from .config import DEFAULT_CONFIG_TEXT, load_config, store_section  # only here: hebbs.config pulls in the index module
+    from .config import DEFAULT_CONFIG_TEXT, load_config, with_store_location  # only here: hebbs.config pulls in the index module
 
     home = hebbs_home(home)
     root = Path(root).expanduser().absolute()
@@ -169,7 +169,7 @@ def init_vault(root: os.PathLike | str, home: Path | None = None, *, nested: boo
                 f"--nested to create a separate vault anyway")
     config_text = DEFAULT_CONFIG_TEXT
     if store is not None:
-        config_text = config_text + "\n" + store_section(store, name or root.name)
+        config_text = with_store_location(config_text, store, name or root.name)
         if vault.is_dir():
             had = load_config(vault).store
             if (had.url, had.name) != (store, name or root.name):

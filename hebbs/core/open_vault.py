@@ -769,7 +769,7 @@ def open_store(path: Path, config: VaultConfig) -> RecordStore:
     """The vault's store: the embedded RocksDB in path/db, or the PostgreSQL its config names (imported
     only then: a RocksDB user never loads psycopg)."""
     if config.store.url is None:
-        return Store.open(path / "db", durability=config.storage.durability)
+        return Store.open(path / "db", durability=config.store.durability)
     try:
         from ..store.postgres import PgStore
     except ImportError as exc:

@@ -1,6 +1,6 @@
 """When a write counts as done: after its write-ahead log is synced to disk, shared by concurrent writers.
 
-Two modes (config `[storage] durability`, docs/reliability.md):
+Two modes (config `[store] durability`, docs/reliability.md):
 - "sync" (default): a call returns only once the WAL holding its batch is fsynced, so an acknowledged
   write survives a power loss. Writers that commit while a sync runs wait for the next one and share
   it (group commit): eight concurrent writers cost about one fsync per round, not eight.

@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ..config import CONFIG_FILE as CONFIG_FILE_NAME, load_config, store_section
+from ..config import CONFIG_FILE as CONFIG_FILE_NAME, load_config, with_store_location
 from ..errors import InvalidInput
 from .changelog import PREFIX as CHANGES_PREFIX
 from .contract import RecordStore
@@ -69,7 +69,7 @@ def to_postgres(vault: Path, url: str, name: str, say: Callable[[str], None] = p
     config_path = vault / CONFIG_FILE_NAME
     if load_config(vault).store.url is not None:
         raise InvalidInput(f"{vault} is kept in PostgreSQL already; `hebbs migrate --to rocksdb` brings it back")
-    section = store_section(url, name)
+    with_store_location("", url, name)  # checked before anything is copied
     if not (vault / "db" / "CURRENT").exists():
         raise InvalidInput(f"{vault} has no RocksDB database to migrate")
     source = Store.open(vault / "db")
@@ -90,7 +90,7 @@ def to_postgres(vault: Path, url: str, name: str, say: Callable[[str], None] = p
     if marker.exists():
         marker.rename(vault / f"{MARKER_FILE}.before-migrate-{stamp}")
     text = config_path.read_text() if config_path.exists() else ""
-    config_path.write_text(text.rstrip("\n") + "\n\n" + section)
+    config_path.write_text(with_store_location(text, url, name))
     config_path.chmod(0o600)
     _drop_derived(vault)
     say(f"vault {vault} is now kept in {url} as {name!r}; its RocksDB database is kept as "
@@ -119,22 +119,27 @@ def to_rocksdb(vault: Path, say: Callable[[str], None] = print) -> dict[str, int
             target.close()
     finally:
         source.close()
-    config_path.write_text(remove_store_section(config_path.read_text()))
+    config_path.write_text(without_store_location(config_path.read_text()))
     _drop_derived(vault)
     say(f"vault {vault} is now kept in its own RocksDB database; its records stay in PostgreSQL too "
         f"(vault {store.name!r}) until you drop them there")
     return counts
 
 
-def remove_store_section(text: str) -> str:
-    """config.toml without its [store] table (and the comment init wrote above it)."""
+# What [store] says of a PostgreSQL store; its durability, RocksDB's, stays.
+_LOCATION_KEYS = ("url", "name", "read_url", "similar", "claim_lease", "pool_size", "unreachable_after")
+
+
+def without_store_location(text: str) -> str:
+    """config.toml without what its [store] table says of a PostgreSQL store (and the comment init wrote)."""
     text = re.sub(r"# Where this vault's records live:.*\n# from libpq.*\n", "", text)
     out: list[str] = []
-    skipping = False
+    in_store = False
     for line in text.splitlines(keepends=True):
         header = re.match(r"\s*\[([^\]]+)\]", line)
         if header:
-            skipping = header.group(1).strip() == "store"
-        if not skipping:
-            out.append(line)
+            in_store = header.group(1).strip() == "store"
+        elif in_store and re.match(rf"\s*({'|'.join(_LOCATION_KEYS)})\s*=", line):
+            continue
+        out.append(line)
     return "".join(out).rstrip("\n") + "\n"

@@ -61,7 +61,7 @@ def test_concurrent_writers_share_syncs(engine):
 def test_buffered_mode_does_not_wait_for_syncs(tmp_path, embedder):
     path = tmp_path / "v"
     path.mkdir()
-    (path / "config.toml").write_text('[storage]\ndurability = "buffered"\n')
+    (path / "config.toml").write_text('[store]\ndurability = "buffered"\n')
     with Engine.open(path, embedder=embedder) as eng:
         syncs = _slow_syncs(eng, 0.0)
         for i in range(5):
@@ -74,9 +74,24 @@ def test_buffered_mode_does_not_wait_for_syncs(tmp_path, embedder):
 def test_an_unknown_durability_is_a_config_error(tmp_path, embedder):
     path = tmp_path / "v"
     path.mkdir()
-    (path / "config.toml").write_text('[storage]\ndurability = "eventually"\n')
-    with pytest.raises(InvalidInput, match="storage.durability"):
+    (path / "config.toml").write_text('[store]\ndurability = "eventually"\n')
+    with pytest.raises(InvalidInput, match="store.durability"):
         Engine.open(path, embedder=embedder)
+
+
+def test_a_config_that_says_storage_durability_still_reads(tmp_path, embedder):
+    """Before wave 4 durability was [storage]'s; a config written then keeps its meaning, and one
+    that gives it in both tables is refused rather than read one way."""
+    from hebbs.config import load_config
+
+    path = tmp_path / "v"
+    path.mkdir()
+    (path / "config.toml").write_text('[storage]\ndurability = "buffered"\n\n[recall]\nmmr_lambda = 0.8\n')
+    config = load_config(path)
+    assert config.store.durability == "buffered" and config.recall.mmr_lambda == 0.8
+    (path / "config.toml").write_text('[storage]\ndurability = "buffered"\n\n[store]\ndurability = "sync"\n')
+    with pytest.raises(InvalidInput, match="give it once"):
+        load_config(path)
 
 
 def test_a_waiter_is_released_by_a_sync_that_started_after_its_write():

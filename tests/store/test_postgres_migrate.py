@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from hebbs import Engine
+from hebbs.config import load_config
 from hebbs.schema import PendingContradiction
 from hebbs.store.changelog import PREFIX as CHANGES
 from hebbs.store.storage import COLUMN_FAMILIES, decode_vector
@@ -74,7 +75,8 @@ def test_migrate_to_postgres_and_back_keeps_everything(pg_server, embedder):
 
         back = home.hebbs("migrate", "--vault", str(notes), "--to", "rocksdb")
         assert "default" in back.stdout and "now kept in its own RocksDB database" in back.stdout
-        assert "[store]" not in (vault / "config.toml").read_text()
+        assert load_config(vault).store.url is None  # detached: [store] keeps only its durability
+        assert "postgresql://" not in (vault / "config.toml").read_text()
         with Engine.open(vault, embedder=embedder) as engine:
             assert engine.vault.store.__class__.__name__ == "Store"
             assert _records(engine) == after
