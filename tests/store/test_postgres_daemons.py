@@ -41,7 +41,6 @@ def test_three_daemons_one_vault_with_kill9(pg_server):
     stop_killing = threading.Event()
     kills: list[int] = []
     all_killed = threading.Event()
-    retries: list[str] = []
     try:
         for home, folder in zip(homes, folders):
             home.hebbs("init", str(folder), "--store", pg_server.url, "--name", name)
@@ -64,7 +63,6 @@ def test_three_daemons_one_vault_with_kill9(pg_server):
                             break
                         except Exception:  # noqa: BLE001 - the daemon was killed: the same key again
                             assert time.monotonic() < deadline, f"{key} never acknowledged"
-                            retries.append(key)
                             client.close()
                             time.sleep(0.2)
                             client = homes[d].client(folders[d])
@@ -102,7 +100,10 @@ def test_three_daemons_one_vault_with_kill9(pg_server):
         stop_killing.set()
         chaos.join()
         assert not errors, errors
-        assert len(kills) == KILLS and retries  # the daemons did die under writers
+        # The daemons died under writers: each kill waited for its share of acknowledged writes while every
+        # writer's last write waited for the kills. A writer need not see one: the SDK sends a keyed remember
+        # again itself after a lost reply (docs/python-api.md), and its own loop above may never run.
+        assert len(kills) == KILLS
 
         # What PostgreSQL holds: every acknowledged write once, and nothing twice.
         rows = pg_server.sql(
