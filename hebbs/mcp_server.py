@@ -1,10 +1,10 @@
-"""`hebbs mcp`: hebbs as a Model Context Protocol server over stdio (docs/mcp.md).
+"""`hebbs mcp`: hebbs as a Model Context Protocol server over stdio, or streamable HTTP (docs/mcp.md).
 
 An MCP-speaking agent (Claude Code, Claude Desktop, any MCP client) starts this process and calls
-its tools; every call goes to the hebbs daemon through `hebbs.AsyncClient` (which starts the daemon
+its tools, or, with `--http`, many agents connect to one such process on loopback; every call goes to the hebbs daemon through `hebbs.AsyncClient` (which starts the daemon
 when none answers), never to an engine in this process, so the agent shares its memory with the
 CLI, the SDK and every other agent on the machine. Built on the official `mcp` SDK; only this
-module imports it, so `import hebbs` and the other commands never pay for it.
+module and hebbs/mcp_http.py (`--http`) import it, so `import hebbs` and the other commands never pay for it.
 
 Two brains, as everywhere in hebbs: the project vault (from --vault PATH, else the nearest
 `.hebbs/` above the working directory) and the global brain (HEBBS_HOME). Recall and prime read
@@ -555,10 +555,7 @@ def _reader(tools: HebbsTools, brain: str, command: type[_Command], entry: Mcp) 
     return read
 
 
-def serve(home: os.PathLike | str | None = None, vault: os.PathLike | str | None = None, global_: bool = False) -> None:
-    """Run the server on stdin/stdout until the client closes them."""
-    import anyio
-
+def checked_tools(home: os.PathLike | str | None, vault: os.PathLike | str | None, global_: bool) -> HebbsTools:
     tools = HebbsTools(home=home, vault=vault, global_=global_)
     if tools.home.exists() and not tools.home.is_dir():
         # Checked here, not at the first tool call: a wrong --home in an agent's config fails at start.
@@ -566,6 +563,14 @@ def serve(home: os.PathLike | str | None = None, vault: os.PathLike | str | None
     if vault is not None:
         # A wrong --vault in an agent's config should fail at start, where its log shows it.
         resolve_vault(vault, False, tools.home)
+    return tools
+
+
+def serve(home: os.PathLike | str | None = None, vault: os.PathLike | str | None = None, global_: bool = False) -> None:
+    """Run the server on stdin/stdout until the client closes them."""
+    import anyio
+
+    tools = checked_tools(home, vault, global_)
     server = build_server(tools)
 
     async def run() -> None:

@@ -8,10 +8,12 @@ without loading the engine.
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
 from pathlib import Path
 
 from .errors import InvalidInput, VaultNotInitialized
+from .fsutil import atomic_write
 
 VAULT_DIR = ".hebbs"
 CONFIG_FILE = "config.toml"
@@ -193,3 +195,20 @@ def _write_new_private(path: Path, text: str) -> bool:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     return True
+
+
+def kept_token(home: Path, name: str) -> tuple[str, Path, bool]:
+    """The key an HTTP server of hebbs wants from its clients, its file (home/name, mode 0600) and whether
+    it was made now. It lasts until the file is removed, so a client configured once keeps working."""
+    path = ensure_home(home) / name
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+        if token:
+            if path.stat().st_mode & 0o077:
+                os.chmod(path, 0o600)
+            return token, path, False
+    except FileNotFoundError:
+        pass
+    token = "hebbs-" + secrets.token_urlsafe(32)
+    atomic_write(path, token.encode() + b"\n", mode=0o600)
+    return token, path, True

@@ -18,6 +18,7 @@ def run(args: argparse.Namespace) -> int:
 
 def serve_mcp(args: argparse.Namespace) -> int:
     try:
+        from hebbs.mcp_http import DEFAULT_PORT, serve_http
         from hebbs.mcp_server import serve
     except ModuleNotFoundError as exc:
         if exc.name != "mcp" and not (exc.name or "").startswith("mcp."):
@@ -25,5 +26,11 @@ def serve_mcp(args: argparse.Namespace) -> int:
         raise InvalidInput("hebbs mcp needs the MCP SDK, an optional part of hebbs: "
                            "pip install -e '.[mcp]' in a checkout (or pip install 'mcp==2.3.0')") from None
 
-    serve(home=args.home, vault=args.vault, global_=args.global_)
+    if args.http:
+        serve_http(home=args.home, vault=args.vault, global_=args.global_, host=args.host or "127.0.0.1",
+                   port=DEFAULT_PORT if args.port is None else args.port, allow_remote=args.allow_remote)
+    elif args.host is not None or args.port is not None or args.allow_remote:
+        raise InvalidInput("--host, --port and --allow-remote are for --http (over stdio there is no address)")
+    else:
+        serve(home=args.home, vault=args.vault, global_=args.global_)
     return 0

@@ -201,8 +201,15 @@ def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: arg
 
 def _other_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
     """Moving memories, the daemon, and the servers (MCP, the panel, the proxy)."""
-    command("mcp", "serve hebbs to an MCP-speaking agent over stdio (docs/mcp.md); --vault/--global pick "
-                   "the default vault", run="dispatch:serve_mcp")
+    p = command("mcp", "serve hebbs to an MCP-speaking agent over stdio, or to many over HTTP with --http "
+                       "(docs/mcp.md); --vault/--global pick the default vault", run="dispatch:serve_mcp")
+    p.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp instead of "
+                   "stdio; clients give $HEBBS_HOME/mcp.token as a bearer token")
+    p.add_argument("--host", help="--http: the address to listen on (default 127.0.0.1; "
+                   "only a loopback address unless --allow-remote)")
+    p.add_argument("--port", type=int, help="--http: the port (default 6383)")
+    p.add_argument("--allow-remote", action="store_true", help="--http: listen on a --host that is not loopback "
+                   "(plain HTTP: the token travels in clear)")
 
     # The panel shows every vault the daemon knows: --global and --vault mean nothing to it.
     p = command("palace", "open the Memory Palace: the daemon's web panel on 127.0.0.1", parents=(shared,),

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 import uvicorn
 
 from ..client import AsyncClient
-from ..fsutil import atomic_write
-from ..paths import VAULT_DIR, ensure_home, hebbs_home
+from ..paths import VAULT_DIR, hebbs_home, kept_token
 from .app import ProxyConfig, build_app
 from .memory import Brains, ensure_exchanges, exchanges_root
 
@@ -39,18 +37,7 @@ TOKEN_FILE = "proxy.token"
 def client_token(home: str | None) -> tuple[str, Path, bool]:
     """The key clients give the proxy, its file ($HEBBS_HOME/proxy.token, mode 0600) and whether it
     was made now. It lasts until the file is removed, so a client configured once keeps working."""
-    path = ensure_home(hebbs_home(home)) / TOKEN_FILE
-    try:
-        token = path.read_text(encoding="utf-8").strip()
-        if token:
-            if path.stat().st_mode & 0o077:
-                os.chmod(path, 0o600)
-            return token, path, False
-    except FileNotFoundError:
-        pass
-    token = "hebbs-" + secrets.token_urlsafe(32)
-    atomic_write(path, token.encode() + b"\n", mode=0o600)
-    return token, path, True
+    return kept_token(hebbs_home(home), TOKEN_FILE)
 
 
 def serve(config: ProxyConfig, brains: Brains) -> None:
