@@ -146,10 +146,13 @@ class Subscribed(msgspec.Struct, kw_only=True):
 
 
 class SubscriptionPush(msgspec.Struct, kw_only=True):
-    """A progress frame under the subscribe request's id: matches not pushed to it before."""
+    """A progress frame under the subscribe request's id: matches not pushed to it before, for a feed or
+    for a memory stored later (then `dropped` counts the matches left out because the client did not
+    read its pushes)."""
 
     subscription_id: str
     matches: list[RecallResult]
+    dropped: int = 0
 
 
 class Fed(msgspec.Struct, kw_only=True):
