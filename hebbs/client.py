@@ -474,6 +474,12 @@ class Subscription:
             self._client._drop()
         return self._fresh(pushed)
 
+    def fileno(self) -> int:
+        """The subscription's connection, for select() beside other input (readable: call wait(0));
+        -1 when it has none (the daemon went away: the next feed subscribes again)."""
+        sock = self._client._sock
+        return -1 if sock is None else sock.fileno()
+
     def _fresh(self, pushed: list[RecallResult]) -> list[RecallResult]:
         fresh = [r for r in pushed if r.memory.id not in self.delivered]
         self.delivered.update(r.memory.id for r in fresh)
