@@ -19,6 +19,7 @@ import enum
 import itertools
 import os
 import re
+import select
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -30,8 +31,9 @@ import msgspec
 from . import validate, writekeys
 from .errors import DaemonBusy, HebbsError, InvalidInput, VaultNotInitialized
 from .paths import find_project_vault, hebbs_home, resolve_vault, socket_path
-from .protocol import (Close, DaemonUnavailable, Export, Feed, RememberItem, Subscribe,
-                       Subscribed, SubscriptionPush, _Command, convert, request_frame)
+from .protocol import (HEADER, PROGRESS, Close, DaemonUnavailable, Export, Feed, RememberItem, Subscribe,
+                       Subscribed, SubscriptionPush, _Command, convert, decode_data, decode_response, frame_length,
+                       request_frame)
 from .recall.brains import BRAINS, GLOBAL
 from .schema import Memory, RecallResult, RecallResults, ScoringWeights
 from .client_methods import AsyncMethods, Methods
@@ -450,6 +452,35 @@ class Subscription:
                 if attempt:
                     raise
                 self.info = self._open()
+        return self._fresh(pushed)
+
+    def wait(self, timeout: float | None = None) -> list[RecallResult]:
+        """The matches the daemon pushed on its own for memories stored since the subscription opened
+        (each found by a text fed before, as a feed would find it): waits up to timeout seconds for a
+        push (None: until one comes); [] when none came in time, or the daemon went away (the next
+        feed subscribes again)."""
+        sock = self._client._sock
+        if sock is None:
+            return []
+        pushed: list[RecallResult] = []
+        wait: float | None = timeout
+        try:
+            while select.select([sock], [], [], wait)[0]:
+                reply = next_frame(sock, None)
+                if reply.status == PROGRESS:
+                    pushed.extend(decode_data(reply.data, SubscriptionPush).matches)
+                wait = 0  # and whatever else came with it
+        except Vanished:
+            self._client._drop()
+        return self._fresh(pushed)
+
+    def fileno(self) -> int:
+        """The subscription's connection, for select() beside other input (readable: call wait(0));
+        -1 when it has none (the daemon went away: the next feed subscribes again)."""
+        sock = self._client._sock
+        return -1 if sock is None else sock.fileno()
+
+    def _fresh(self, pushed: list[RecallResult]) -> list[RecallResult]:
         fresh = [r for r in pushed if r.memory.id not in self.delivered]
         self.delivered.update(r.memory.id for r in fresh)
         return fresh
@@ -626,6 +657,36 @@ class AsyncSubscription:
                 if attempt or not (isinstance(exc, DaemonUnavailable) or exc.status_code == "NOT_FOUND"):
                     raise
                 await self._subscribe()
+        return self._fresh(pushed)
+
+    async def wait(self, timeout: float | None = None) -> list[RecallResult]:
+        """As Subscription.wait: the matches pushed for memories stored since, waiting up to timeout
+        seconds (None: until one comes); [] when none came in time."""
+        import asyncio
+
+        if not self._client._idle:
+            return []
+        reader, writer = self._client._idle[-1]
+        pushed: list[RecallResult] = []
+        wait = timeout
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout(wait):
+                        header = await reader.readexactly(HEADER.size)
+                except TimeoutError:
+                    break
+                body = await reader.readexactly(frame_length(header))
+                reply = decode_response(body)
+                if reply.status == PROGRESS:
+                    pushed.extend(decode_data(reply.data, SubscriptionPush).matches)
+                wait = 0
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self._client._idle.remove((reader, writer))
+            writer.close()
+        return self._fresh(pushed)
+
+    def _fresh(self, pushed: list[RecallResult]) -> list[RecallResult]:
         fresh = [r for r in pushed if r.memory.id not in self.delivered]
         self.delivered.update(r.memory.id for r in fresh)
         return fresh

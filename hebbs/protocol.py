@@ -146,10 +146,13 @@ class Subscribed(msgspec.Struct, kw_only=True):
 
 
 class SubscriptionPush(msgspec.Struct, kw_only=True):
-    """A progress frame under the subscribe request's id: matches not pushed to it before."""
+    """A progress frame under the subscribe request's id: matches not pushed to it before, for a feed or
+    for a memory stored later (then `dropped` counts the matches left out because the client did not
+    read its pushes)."""
 
     subscription_id: str
     matches: list[RecallResult]
+    dropped: int = 0
 
 
 class Fed(msgspec.Struct, kw_only=True):
@@ -777,7 +780,8 @@ class Prime(_Command, tag="prime"):
 @declare(result=Subscribed, cli="subscribe", flags="entity_id=--entity, confidence_threshold=--threshold",
          shell="commands:SubscribeShell")
 class Subscribe(_Command, tag="subscribe"):
-    """Open a subscription on this connection; feeds on the same connection push matches to it."""
+    """Open a subscription on this connection; feeds on the same connection push matches to it, and
+    so does each memory stored later that a text fed finds."""
 
     entity_id: Annotated[Name | None, Meta(description="only this entity's memories (default: every entity)")] = None
     confidence_threshold: Annotated[float, Meta(description="minimum confidence, 0..1")] = 0.5

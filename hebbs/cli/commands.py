@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import select
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,12 +14,12 @@ from typing import IO, Any
 import msgspec
 
 from hebbs.recall.brains import BRAINS, GLOBAL, PROJECT
-from hebbs.client import Client, to_micros
+from hebbs.client import Client, Subscription, to_micros
 from hebbs.errors import DaemonUnavailable, InvalidInput, KeyReused, NotFound
 from hebbs.fsutil import AtomicText
 from hebbs.paths import VAULT_DIR, hebbs_home, init_vault, resolve_vault
 from hebbs.protocol import MAX_FRAME, RememberItem, ReviseItem
-from hebbs.schema import ScoringWeights
+from hebbs.schema import RecallResult, ScoringWeights
 from hebbs.writekeys import retry_hint
 
 from . import output
@@ -401,7 +402,8 @@ class PrimeShell:
 
 
 class SubscribeShell:
-    summary = "read lines from stdin and print memories that match them, each once"
+    summary = ("read lines from stdin and print memories that match them, and those stored later that match "
+               "a line read, each once")
 
     @staticmethod
     def send(args: argparse.Namespace, fields: dict[str, Any]) -> None:
@@ -409,11 +411,13 @@ class SubscribeShell:
                                                          fields["confidence_threshold"]) as subscription:
             if not _json(args):
                 print(f"subscribed ({subscription.id}); reading lines from stdin, Ctrl-D ends", file=sys.stderr)
-            for line in sys.stdin:
-                text = line.strip()
-                if not text:
+            for line in _lines_or_pushes(subscription):
+                if isinstance(line, list):  # memories stored since that match a line fed before
+                    text, matches = None, line
+                elif not (text := line.strip()):
                     continue
-                matches = subscription.feed(text)
+                else:
+                    matches = subscription.feed(text)
                 if _json(args):
                     output.emit_json({"text": text, "matches": matches})
                 else:
@@ -428,6 +432,29 @@ class SubscribeShell:
     @staticmethod
     def show(args: argparse.Namespace, client: None, fields: dict[str, Any], _: None) -> None:
         pass  # each line's matches were printed as they came
+
+
+def _lines_or_pushes(subscription: Subscription) -> Iterator[str | list[RecallResult]]:
+    """Each line of stdin as it comes, and between them each push of the daemon (a list of matches),
+    until stdin ends."""
+    stdin = sys.stdin.fileno()
+    encoding = sys.stdin.encoding or "utf-8"
+    pending = b""
+    while True:
+        watched = [stdin] + ([subscription.fileno()] if subscription.fileno() >= 0 else [])
+        ready = select.select(watched, [], [])[0]
+        if stdin not in ready:
+            if pushed := subscription.wait(0):
+                yield pushed
+            continue
+        chunk = os.read(stdin, 1 << 16)
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            yield line.decode(encoding, "replace")
+        if not chunk:
+            if pending:
+                yield pending.decode(encoding, "replace")
+            return
 
 
 class InspectShell:

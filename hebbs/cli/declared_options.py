@@ -413,7 +413,7 @@ COMMANDS = {
     ], True),
     'status': ('status', 'the daemon and the vaults it serves', [
     ], False),
-    'subscribe': ('subscribe', 'read lines from stdin and print memories that match them, each once', [
+    'subscribe': ('subscribe', 'read lines from stdin and print memories that match them, and those stored later that match a line read, each once', [
         (('--entity',),
          {'default': None,
           'action': 'store',

@@ -68,6 +68,7 @@ class Handlers(IndexHandlers, SubscriptionHandlers):
     def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
         self.pool = daemon.pool
+        self._push_checks = set()
 
     async def dispatch(self, conn: Connection, request: Request) -> Any:
         command = request.command

@@ -118,6 +118,10 @@ class Connection:
         self.idle_since: float | None = None
         self._evicted = False
         self._idle_lock = threading.Lock()
+        # A pipe the loop writes to when a subscription of this connection has a push waiting: it wakes
+        # the thread from its wait for the next request (made at the first subscribe).
+        self._wake: tuple[int, int] | None = None
+        self._wake_lock = threading.Lock()  # a wake from the loop never writes to a pipe being closed
 
     # Reading -------------------------------------------------------------------------------
 
@@ -162,6 +166,7 @@ class Connection:
             self.idle_since = time.monotonic()
         try:
             while True:
+                self._send_pushes()
                 with self._idle_lock:
                     if self._evicted:
                         return False
@@ -171,13 +176,57 @@ class Connection:
                     except BlockingIOError:
                         chunk = None
                 if chunk is None:
-                    self._wait(select.POLLIN, deadline)
+                    self._wait_request(deadline)
                     continue
                 self._buffer += chunk
                 return bool(chunk)
         finally:
             with self._idle_lock:
                 self.idle_since = None
+
+    def _wait_request(self, deadline: float | None) -> None:
+        """Wait until the socket is readable or a push waits to be sent; _Idle past the deadline."""
+        if self._wake is None:
+            return self._wait(select.POLLIN, deadline)
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic()) * 1000
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        poller.register(self._wake[0], select.POLLIN)
+        ready = poller.poll(timeout)
+        if not ready:
+            raise _Idle()
+        if any(fd == self._wake[0] for fd, _ in ready):
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._wake[0], 4096)
+
+    def _send_pushes(self) -> None:
+        """Send what the subscriptions of this connection hold for it (on its own thread, between requests)."""
+        for subscription in list(self.subscriptions.values()):
+            push = subscription.take()
+            if push is not None:
+                self.send_frame(_frame(Response(id=subscription.request_id, status=PROGRESS, data=push)))
+
+    def open_pushes(self) -> None:
+        with self._wake_lock:
+            if self._wake is None:
+                read, write = os.pipe()
+                os.set_blocking(read, False)
+                os.set_blocking(write, False)
+                self._wake = (read, write)
+
+    def wake(self) -> None:
+        """Tell the connection's thread a push waits (from the loop; never blocks: a full pipe already wakes it)."""
+        with self._wake_lock:
+            if self._wake is not None:
+                with contextlib.suppress(OSError):
+                    os.write(self._wake[1], b"!")
+
+    def close(self) -> None:
+        self.sock.close()
+        with self._wake_lock:
+            wake, self._wake = self._wake, None
+        for fd in wake or ():
+            os.close(fd)
 
     def evict(self) -> bool:
         """Close this connection if it waits for a request (and holds no subscription): the daemon is
@@ -360,6 +409,8 @@ class Daemon:
         # Called with each request that went through the handlers, and each write a connection's thread
         # did (Handlers.direct; its reads change nothing a listener shows): the panel's live updates.
         self.change_listeners: list[Callable[[Request], None]] = []
+        # A write may bring a memory an open subscription waits for.
+        self.change_listeners.append(lambda request: self.handlers.push_after_write(request, self.connections))
 
     # Running -------------------------------------------------------------------------------
 
@@ -555,7 +606,7 @@ class Daemon:
         finally:
             conn.subscriptions.clear()
             self.connections.discard(conn)
-            conn.sock.close()
+            conn.close()
 
     def _begin(self) -> bool:
         with self._counts:

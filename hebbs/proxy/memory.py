@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,17 @@ EXCHANGE_TYPE = "exchange"
 EXCHANGES_DIR = "exchanges"
 # Where earlier exchanges go among what the proxy adds: after the sources, first, or not at all.
 EXCHANGE_PLACES = ("after", "first", "off")
+# Sources that fill top_k must not crowd out every earlier exchange: relevant exchanges keep at least
+# a quarter of the slots (at least one), and take any the sources leave free.
+EXCHANGE_SHARE = 0.25
+
+
+def exchange_slots(top_k: int, sources: int, earlier: int) -> int:
+    """How many of top_k slots go to earlier exchanges when `sources` sources and `earlier` earlier
+    exchanges passed the threshold: their share (a quarter of top_k, rounded up), more when the
+    sources leave slots free, never more than there are."""
+    share = math.ceil(top_k * EXCHANGE_SHARE)
+    return min(earlier, max(share, top_k - sources))
 
 
 class Found(msgspec.Struct, kw_only=True):
@@ -62,12 +74,17 @@ class Brains:
 
     async def recall(self, message: str, top_k: int) -> Recalled:
         """What the sources say (_sources), and what the user asked in earlier exchanges, placed after
-        the sources, first, or left out (exchange_place)."""
+        the sources (keeping their share of top_k: exchange_slots), first (ahead of the sources), or
+        left out (exchange_place)."""
         if self.exchanges is None or self.exchange_place == "off":
             return await self._sources(message, top_k)
         sources, earlier = await asyncio.gather(self._sources(message, top_k), self._earlier(message, top_k))
-        ordered = earlier + sources.found if self.exchange_place == "first" else sources.found + earlier
-        return Recalled(found=ordered[:top_k], abstained=not ordered)
+        if self.exchange_place == "first":
+            ordered = (earlier + sources.found)[:top_k]
+        else:
+            kept = exchange_slots(top_k, len(sources.found), len(earlier))
+            ordered = sources.found[:top_k - kept] + earlier[:kept]
+        return Recalled(found=ordered, abstained=not ordered)
 
     async def _earlier(self, message: str, top_k: int) -> list[Found]:
         """What the user asked in earlier exchanges that passes recall's threshold (never a model's answer)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import select
 import signal
 import subprocess
 import sys
@@ -350,6 +351,33 @@ def test_subscribe_reads_stdin(shared_daemon: "DaemonHome", project: Path) -> No
              run("subscribe", "--threshold", "0.5", "--format", "json", cwd=project, stdin=feed).stdout.splitlines()]
     assert [line["text"] for line in lines] == feed.splitlines()
     assert [[m["memory"]["id"] for m in line["matches"]] for line in lines] == [[planted["id"]], [], []]
+
+
+def test_subscribe_prints_memories_stored_later(shared_daemon: "DaemonHome", project: Path) -> None:
+    """Issue 44 item 4: while `hebbs subscribe` reads stdin, a memory another process stores that
+    matches a line fed before is printed as it comes ({"text": null, "matches": [...]}); before, only
+    fed lines printed anything."""
+    run = shared_daemon.hebbs
+    subscriber = processes.popen([str(Path(sys.executable).with_name("hebbs")), "subscribe", "--threshold", "0.5",
+                                  "--format", "json"], cwd=project, env=shared_daemon.env(), stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert subscriber.stdin is not None and subscriber.stdout is not None
+        subscriber.stdin.write("which port does the metrics exporter listen on\n")
+        subscriber.stdin.flush()
+        assert json.loads(subscriber.stdout.readline())["matches"] == []
+        run("remember", "Lunch is served at noon", cwd=project)
+        stored = _json(run("remember", "The metrics exporter listens on port 9464", "--format", "json", cwd=project))
+        # A guard against a hang (the push never coming), not a timing assertion.
+        assert select.select([subscriber.stdout], [], [], 60)[0], "nothing printed for the memory stored later"
+        pushed = json.loads(subscriber.stdout.readline())
+        assert pushed["text"] is None and [m["memory"]["id"] for m in pushed["matches"]] == [stored["id"]]
+        subscriber.stdin.close()
+        assert subscriber.wait(timeout=60) == 0
+    finally:
+        if subscriber.poll() is None:
+            subscriber.kill()
+            subscriber.wait()
 
 
 def _notes(root: Path) -> None:

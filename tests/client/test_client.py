@@ -186,6 +186,49 @@ def test_subscription_pushes_a_planted_match_once(shared_daemon, project: Path) 
             assert scoped.feed("production database password") == []
 
 
+def test_subscription_pushes_a_memory_stored_later(shared_daemon, project: Path) -> None:
+    """Issue 44 item 4: a memory another connection stores after the subscription was fed is pushed
+    on the open stream (before, only a feed pushed: wait() did not exist and nothing came); one that
+    matches no text fed is not, nor is one from before the subscription."""
+    with shared_daemon.client(project) as hb, shared_daemon.client(project) as writer:
+        old = hb.remember("The staging cluster certificates renew on the first Monday")
+        with hb.subscribe(confidence_threshold=0.5) as sub:
+            assert [r.memory.id for r in sub.feed("when do the staging cluster certificates renew?")] == [old.id]
+            assert sub.wait(timeout=0) == []
+            writer.remember("Our cat is called Miso and likes the garden")
+            later = writer.remember("The staging cluster certificates now renew every second Monday")
+            pushed = sub.wait(timeout=60)
+            assert [r.memory.id for r in pushed] == [later.id] and old.id not in [r.memory.id for r in pushed]
+            assert pushed[0].confidence is not None and pushed[0].confidence >= 0.5
+            # Delivered once: a feed afterwards does not bring it again.
+            assert later.id not in [r.memory.id for r in sub.feed("staging cluster certificates renew")]
+
+        async def scenario() -> None:
+            async with AsyncClient(vault=project, home=shared_daemon.home) as ahb:
+                asub = await ahb.subscribe(confidence_threshold=0.5)
+                await asub.feed("which port does the metrics exporter listen on?")
+                stored = writer.remember("The metrics exporter listens on port 9464")
+                assert [r.memory.id for r in await asub.wait(timeout=60)] == [stored.id]
+                await asub.close()
+
+        asyncio.run(scenario())
+
+
+def test_a_subscription_holds_a_bounded_queue() -> None:
+    """A client that does not read its pushes costs the daemon at most PUSH_QUEUE matches per
+    subscription: the oldest are dropped, and the next push says how many."""
+    from hebbs.daemon.subscriptions import PUSH_QUEUE, Subscription
+    from hebbs.schema import Memory, RecallResult, ScoreComponents
+
+    parts = ScoreComponents(relevance=0.5, recency=0.5, importance=0.5, reinforcement=0.0)
+    sub = Subscription("s", 1, None, None, 0.5)  # type: ignore[arg-type]
+    sub.hold(RecallResult(memory=Memory(id=f"m{i}", content="x"), score=0.5, components=parts)
+             for i in range(PUSH_QUEUE + 3))
+    push = sub.take()
+    assert push is not None and push.dropped == 3 and len(push.matches) == PUSH_QUEUE
+    assert push.matches[0].memory.id == "m3" and sub.take() is None
+
+
 def test_reconnects_after_daemon_restart(own_home) -> None:
     """Tried: a Client talks to a daemon, the daemon is stopped, the same Client calls again: it starts
     a new daemon and reconnects by itself, and the memory written before is still there."""

@@ -437,3 +437,34 @@ def test_exchanges_are_kept_apart_from_the_sources_and_each_keeps_its_own_reply(
         reply = client.post("/v1/chat/completions", json=chat("When is the Acme CRM contract renewed?"))
     cited = reply.headers["x-hebbs-memories"].split(",")
     assert cited[0] == found.results[0].memory.id and set(cited[1:]) & questions
+
+
+def test_earlier_exchanges_keep_a_share_when_notes_fill_top_k(shared_daemon, project, upstream, tmp_path):
+    """Issue 44: with `--exchanges after` (the default) notes that fill top_k crowded out every earlier
+    exchange (before the fix the injected message held the two notes only); relevant earlier exchanges
+    keep at least a quarter of top_k (one of two here)."""
+    (project / "crm.md").write_text(
+        "# Customers\n\n## Acme\n\nAcme uses Salesforce as its CRM and renews the contract every March.\n\n"
+        "## Acme renewal\n\nThe Acme CRM contract renewal in March is negotiated by the sales lead.\n\n"
+        "## Acme CRM admins\n\nTwo people administer the Acme Salesforce CRM and prepare the March renewal.\n",
+        encoding="utf-8")
+    shared_daemon.hebbs("index", str(project), "--format", "json")
+    question = "When is the Acme CRM contract renewed?"
+    with shared_daemon.client(vault=project) as notes:
+        found = notes.recall(question, top_k=4)
+    assert len([r for r in found.results if (r.confidence or 0.0) >= (found.threshold or 0.0)]) >= 2  # notes fill 2
+    running = Proxy(shared_daemon, project, upstream, tmp_path / "proxy.log", "--top-k", "2")
+    try:
+        earlier = "Remind me who negotiates the Acme CRM contract renewal"
+        with running.client() as client:
+            assert client.post("/v1/chat/completions", json=chat(earlier)).status_code == 200
+            vault = exchanges(shared_daemon, project)
+            shared_daemon.wait_until(lambda: len(list(vault.export())) == 2, what="the exchange remembered")
+            asked = [m.id for m in vault.export() if m.context["role"] == "user"]
+            reply = client.post("/v1/chat/completions", json=chat(question))
+        cited = reply.headers["x-hebbs-memories"].split(",")
+        injected = upstream.received[-1]["body"]["messages"][1]["content"]
+        assert len(cited) == 2 and cited[1] == asked[0]
+        assert earlier in injected and "asked by the user in an earlier chat" in injected
+    finally:
+        running.stop()
