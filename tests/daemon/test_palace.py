@@ -362,36 +362,39 @@ def test_a_memory_from_an_agent_has_no_kept_original_section(page: Any, palace: 
     assert "not indexed from a notes file" in page.locator("main").inner_text()
 
 
-def test_opening_a_memory_reinforces_it_once_per_window_and_the_page_shows_its_access_history(
-        page: Any, palace: Palace) -> None:
-    def accesses(memory_id: str) -> tuple[int, list[str]]:
+def test_opening_a_memory_changes_nothing_and_only_the_useful_button_reinforces_it(page: Any, palace: Palace) -> None:
+    def accesses(memory_id: str) -> tuple[int, float, list[str]]:
         found = json.loads(palace.daemon.hebbs("--global", "inspect", memory_id, "--format", "json").stdout)
-        return found["memory"].get("access_count", 0), [a["via"] for a in found["accesses"]]
+        memory = found["memory"]
+        return memory.get("access_count", 0), memory.get("decay_score", 0.0), [a["via"] for a in found["accesses"]]
 
     with palace.daemon.client(global_=True) as client:
         memory = client.remember("The staging database is wiped every Sunday night.", entity_id="ops-notes")
-    assert accesses(memory.id) == (0, [])
+    untouched = accesses(memory.id)
+    assert untouched[0] == 0 and untouched[2] == []
+    # Looking is not using: the page, reloads, a second tab by a suffix and the page fetched as a browser
+    # would (plain HTTP) leave the count, the decay score and the access log as they were.
     page.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id}"))
-    # Opened: the page says so once (a POST), which reinforces through the socket's own reinforce,
-    # then shows itself again with that use.
-    expect(page.locator("#access-count")).to_have_text("1 time")
-    assert accesses(memory.id) == (1, ["panel"])
-    assert page.locator("#access-history li").all_inner_texts()[0].endswith("opened in the Memory Palace")
-    for _ in range(3):  # reloads and a second tab within the window are the same use
+    expect(page.locator("#access-count")).to_have_text("0 times")
+    for _ in range(2):
         page.reload()
     second = page.context.new_page()
-    second.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id[-8:]}"))  # by a suffix, too
+    second.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id[-8:]}"))
     second.close()
-    assert accesses(memory.id) == (1, ["panel"])
-    # An agent uses it: newest first on the page.
+    assert "This was useful" in raw_text(palace, "GET", f"/memory?vault={q(palace.home)}&id={memory.id}",
+                                         headers=palace.cookie())
+    assert accesses(memory.id) == untouched
+    # The person says it was useful: one use, via the panel, newest first beside an agent's use.
+    page.click("button:has-text('This was useful')")
+    expect(page.locator("#access-count")).to_have_text("1 time")
+    assert accesses(memory.id)[::2] == (1, ["panel"])
+    assert page.locator("#access-history li").all_inner_texts()[0].endswith("marked useful in the Memory Palace")
     palace.daemon.hebbs("--global", "used", memory.id)
     page.reload()
     expect(page.locator("#access-count")).to_have_text("2 times")
-    assert accesses(memory.id) == (2, ["used", "panel"])
-    rows = page.locator("#access-history li")
-    assert rows.count() == 2 and "used" in rows.nth(0).inner_text() and "opened in" in rows.nth(1).inner_text()
+    assert accesses(memory.id)[::2] == (2, ["used", "panel"])
     inspected = palace.daemon.hebbs("--global", "inspect", memory.id).stdout
-    assert "accesses (2, newest first)" in inspected and "opened in the Memory Palace" in inspected
+    assert "accesses (2, newest first)" in inspected and "marked useful in the Memory Palace" in inspected
 
 
 def test_hebbs_status_prints_the_panel_address(palace: Palace) -> None:
