@@ -756,7 +756,7 @@ def test_a_live_refresh_keeps_unsaved_text(page: Any, palace: Palace) -> None:
     with palace.daemon.client(global_=True) as client:
         memory = client.remember("The harbour ferry leaves at seven.", entity_id="harbour")
     page.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id}"))
-    expect(page.locator("#access-count")).to_have_text("1 time")  # its own refresh after the open is done
+    expect(page.locator("#access-count")).to_have_text("0 times")  # opening it is not a use
     page.wait_for_selector("#live.on")
     page.fill("form.supersede textarea[name=content]", "The harbour ferry leaves at eight now.")
     page.click("#memory-content")  # the field loses focus, its text unsaved
@@ -773,7 +773,7 @@ def test_a_live_refresh_that_comes_while_the_user_types_waits_until_the_field_is
     with palace.daemon.client(global_=True) as client:
         memory = client.remember("The night bus stops at the library.", entity_id="bus")
     page.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id}"))
-    expect(page.locator("#access-count")).to_have_text("1 time")  # its own refresh after the open is done
+    expect(page.locator("#access-count")).to_have_text("0 times")  # opening it is not a use
     page.wait_for_selector("#live.on")
     held: list[Any] = []
     memory_page = re.compile(r"/memory\?")
@@ -814,9 +814,7 @@ def test_a_live_refresh_waits_while_a_button_is_held(page: Any, palace: Palace) 
         other.goto(palace.page_url(f"/timeline?vault={q(palace.home)}&entity=depot"))
         other.wait_for_selector("#live.on")
         page.goto(palace.page_url(f"/memory?vault={q(palace.home)}&id={memory.id}"))
-        # The page's own refresh after the open counted as a use swaps it: wait for it to be done, or the
-        # content located below may be gone by the time it is measured (bounding_box() None, seen at load 8).
-        expect(page.locator("#access-count")).to_have_text("1 time")
+        expect(page.locator("#access-count")).to_have_text("0 times")  # opening it is not a use: no refresh follows
         page.wait_for_selector("#live.on")
         box = page.locator("#memory-content").bounding_box()  # held where a release sends nothing
         page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
@@ -921,9 +919,33 @@ def test_a_very_long_entity_name_wraps_and_bidi_controls_stay_inside_their_text(
             el.getBoundingClientRect().right > 1280).slice(0, 3).map((el) => el.tagName + '.' + el.className)""")
         assert page.evaluate("document.documentElement.scrollWidth") <= 1280, (path, wide)
     page.goto(palace.page_url(f"/timeline?vault={q(palace.home)}&entity={entity}"))
-    link = page.locator("a.mem-link").first
-    assert link.get_attribute("dir") == "auto"
-    assert link.evaluate("(a) => getComputedStyle(a).unicodeBidi") == "isolate"
+    text = page.locator("ol.timeline .event-content").first
+    assert text.get_attribute("dir") == "auto"
+    assert text.evaluate("(a) => getComputedStyle(a).unicodeBidi") == "isolate"
+
+
+def test_the_timeline_renders_markdown_as_the_memory_page_does_and_keeps_raw_html_as_text(page: Any,
+                                                                                           palace: Palace) -> None:
+    """Issue 44: the timeline showed memories raw (`##`, `|---|`, `[[...]]`). It renders them as the memory
+    page does: headings and tables as elements, a wiki-link as the words it stands for, and raw HTML
+    as text (no element made of it, nothing run)."""
+    with palace.daemon.client(global_=True) as client:
+        memory = client.remember("## Rollout plan\n\n| stage | owner |\n|---|---|\n| canary | [[Bob]] |\n"
+                                 "| all | Carol |\n\nAsk [[Carol Ops|Carol]] first. <script>window.__ran = 1</script>"
+                                 "<img src=x onerror=\"window.__ran = 2\">", entity_id="rollout")
+    page.goto(palace.page_url(f"/timeline?vault={q(palace.home)}&entity=rollout"))
+    entry = page.locator("ol.timeline li.event .event-content")
+    assert entry.count() == 1
+    assert entry.locator("h2").inner_text() == "Rollout plan"
+    assert entry.locator("table th").all_inner_texts() == ["stage", "owner"]
+    assert entry.locator("table tbody td").all_inner_texts() == ["canary", "Bob", "all", "Carol"]
+    text = entry.inner_text()
+    assert "##" not in text and "|---|" not in text and "[[" not in text and "Ask Carol first." in text
+    assert "<script>" in text
+    assert entry.locator("script, img").count() == 0 and page.evaluate("window.__ran") is None
+    page.click("ol.timeline li.event a.mem-link")  # the entry opens its memory
+    page.wait_for_url(f"**id={memory.id}**")
+    assert page.locator("#memory-content table td").nth(1).inner_text() == "Bob"
 
 
 def test_recall_links_run_the_filters_fit_the_overview_follows_the_selector_and_markdown_is_rendered_safely(

@@ -11,7 +11,7 @@ import msgspec
 from hebbs.recall import registry
 from hebbs.schema import Memory, MemoryKind, ScoringWeights
 
-from .html import (ago, bar, button_form, e, hidden, kind_badge, markdown, memory_link, short, snippet, table, url,
+from .html import (ago, bar, button_form, e, hidden, kind_badge, markdown, markdown_excerpt, memory_link, short, snippet, table, url,
                    when)
 
 NAV = [("/", "Overview"), ("/recall", "Recall"), ("/graph", "Graph"), ("/timeline", "Timeline"),
@@ -383,9 +383,12 @@ def timeline_page(vault: str, entity: str | None, kind: str | None, entities: li
         if this_day != day:
             items.append(f'<li class="day">{e(this_day)}</li>')
             day = this_day
-        items.append(f'<li class="event{" superseded" if m.superseded_by else ""}"><time>{when(m.created_at)[11:19]}</time>'
-                     f'{kind_badge(m.kind)}{f"<span class=chip>{e(m.entity_id)}</span>" if m.entity_id and not entity else ""}'
-                     f'{memory_link(vault, m, 220)}</li>')
+        # Rendered as the memory page renders it (notes are markdown: headings, tables, wiki-links).
+        items.append(f'<li class="event{" superseded" if m.superseded_by else ""}"><div class="event-head">'
+                     f'<time>{when(m.created_at)[11:19]}</time>{kind_badge(m.kind)}'
+                     f'{f"<span class=chip>{e(m.entity_id)}</span>" if m.entity_id and not entity else ""}'
+                     f'<a class="mem-link" href="{url("/memory", vault=vault, id=m.id)}">open</a></div>'
+                     f'<div class="markdown event-content" dir="auto">{markdown_excerpt(m.content)}</div></li>')
     return (notice(message) if message else "") + form + shown + f'<section class="card"><ol class="timeline">{"".join(items)}</ol></section>'
 
 
