@@ -752,7 +752,7 @@ class Reinforce(_Command, tag="reinforce"):
 
     ids: list[ShortId]
     via: Annotated[str, Meta(description="how they were used, for their access log: used (an answer relied on "
-                                         "them) or panel (opened in the Memory Palace)")] = "used"
+                                         "them) or panel (marked useful in the Memory Palace)")] = "used"
 
 
 @declare(result=RecallResults, engine="prime", retryable=True, skip=("vaults",), direct=True, merge=_merge_prime,

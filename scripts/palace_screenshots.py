@@ -112,7 +112,7 @@ def main() -> int:
             client.recall("who manages the Acme account", top_k=5)
             pricing = client.recall("Acme seat price", top_k=1, reinforce=False).results[0].memory
             # Its access history: an agent's answer relied on it, then a recall that counted as use
-            # (the screenshot's own visit adds "opened in the Memory Palace").
+            # (the memory page itself changes nothing: looking is not a use).
             client.reinforce(pricing.id)
             client.recall("what does Acme pay per seat", top_k=1, reinforce=True)
         large = work / "survey"

@@ -474,7 +474,7 @@ class InspectShell:
             print(f"  {output.when(access.at)}  {ACCESS_VIA.get(access.via, access.via)}")
 
 
-ACCESS_VIA = {"used": "used", "recall": "recalled with --reinforce", "panel": "opened in the Memory Palace"}
+ACCESS_VIA = {"used": "used", "recall": "recalled with --reinforce", "panel": "marked useful in the Memory Palace"}
 
 
 class SourceShell:

@@ -437,8 +437,8 @@ COMMANDS = {
          {'default': 'used',
           'action': 'store',
           'dest': 'via',
-          'help': 'how they were used, for their access log: used (an answer relied on them) or panel (opened in '
-                  'the Memory Palace)',
+          'help': 'how they were used, for their access log: used (an answer relied on them) or panel (marked '
+                  'useful in the Memory Palace)',
           'metavar': 'VIA'}),
     ], False),
 }

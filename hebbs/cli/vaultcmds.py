@@ -21,10 +21,8 @@ from hebbs.paths import VAULT_DIR, enclosing_vault, hebbs_home, init_vault
 from hebbs.protocol import IndexingInProgress
 
 from . import output
+from .progress import ProgressBar
 
-STAGES = {"parse": ("parsing", "files"), "embed": ("embedding", "sections"), "check": ("checking", "pairs")}
-BAR_WIDTH = 24
-REDRAW_SECONDS = 0.1
 BUSY_RETRY_SECONDS = 0.5
 STOP_TIMEOUT = 30.0
 
@@ -82,44 +80,6 @@ def _ensure_vault(args: argparse.Namespace, root: Path) -> bool:
     if created and args.format != "json":
         print(f"initialized a new vault in {vault}", file=sys.stderr)
     return created
-
-
-class ProgressBar:
-    """One line per stage on a terminal, redrawn in place: done/total, rate and time left."""
-
-    def __init__(self, stream: TextIO, enabled: bool) -> None:
-        self.stream = stream
-        self.enabled = enabled
-        self._stage: str | None = None
-        self._started = 0.0
-        self._drawn = 0.0
-
-    def __call__(self, report: Any) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if report.stage != self._stage:
-            self.close()
-            self._stage, self._started = report.stage, now
-        elif now - self._drawn < REDRAW_SECONDS and report.done < report.total:
-            return
-        self._drawn = now
-        label, unit = STAGES.get(report.stage, (report.stage, "items"))
-        total = max(report.total, 1)
-        filled = int(BAR_WIDTH * min(report.done, total) / total)
-        elapsed = max(now - self._started, 1e-6)
-        rate = report.done / elapsed
-        left = (report.total - report.done) / rate if rate > 0 else None
-        eta = "-" if left is None else f"{left:.0f}s"
-        self.stream.write(f"\r{label:<10}[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {report.done}/{report.total} "
-                          f"{unit}  {rate:.0f}/s  ETA {eta}   ")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.enabled and self._stage is not None:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._stage = None
 
 
 def _index_once(args: argparse.Namespace, root: Path, client: Client) -> Any:

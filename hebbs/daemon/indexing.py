@@ -117,7 +117,8 @@ class IndexHandlers:
         the client and to whoever follows the run (index_follow).
 
         Reports arrive from a worker thread; when they come faster than the client reads, only the
-        newest is sent. A report is also where the job stops when cancelled (index_cancel, or the
+        newest of each stage is sent: a stage's last report (embedding 160/160) is never replaced by
+        the next stage's first, so the client's line for it ends where the stage did. A report is also where the job stops when cancelled (index_cancel, or the
         client went away): the indexer commits in batches and keeps its manifest marked dirty until
         it is done, so the next run adopts what was committed and does the rest.
         """
@@ -134,7 +135,10 @@ class IndexHandlers:
                                 f"`hebbs index {_quote(slot.path.parent)}` does the rest")
 
             def put() -> None:
-                latest[:] = [progress]
+                if latest and latest[-1].stage == progress.stage:
+                    latest[-1] = progress
+                else:
+                    latest.append(progress)
                 if slot is not None:
                     slot.progress = progress  # what the panel's overview shows of a run in progress
                 wake.set()
@@ -147,8 +151,8 @@ class IndexHandlers:
             await asyncio.wait({job, waiter}, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
             wake.clear()
-            if latest:
-                progress, latest[:] = msgspec.to_builtins(latest[0]), []
+            reports, latest[:] = [msgspec.to_builtins(pending) for pending in latest], []
+            for progress in reports:
                 if client_alive:
                     try:
                         await conn.progress(request_id, progress)

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from hebbs import Engine
-from hebbs.daemon.panel.data import RecentOpens
 from hebbs.errors import InvalidInput
 from hebbs.store import access_log
 
@@ -57,17 +56,3 @@ def test_an_unknown_way_of_using_a_memory_is_refused_and_nothing_is_counted(tmp_
         with pytest.raises(InvalidInput, match="via must be one of used, panel"):
             eng.reinforce(memory.id, via="recall")
         assert eng.get(memory.id).access_count == 0 and eng.accesses(memory.id) == []
-
-
-def test_a_memory_opened_again_within_the_window_is_one_use() -> None:
-    now = [1000.0]
-    opens = RecentOpens(window=300.0, clock=lambda: now[0])
-    assert opens.first_in_window("v", "A") is True
-    assert opens.first_in_window("v", "A") is False  # a reload
-    assert opens.first_in_window("v", "B") is True and opens.first_in_window("w", "A") is True
-    now[0] += 299.0
-    assert opens.first_in_window("v", "A") is False
-    now[0] += 2.0
-    assert opens.first_in_window("v", "A") is True  # a later visit counts again
-    opens.forget("v", "A")  # the reinforcement failed: the next open tries again
-    assert opens.first_in_window("v", "A") is True

@@ -43,7 +43,7 @@ def build_app(service: PanelHost) -> Any:
     routes = Routes(service)
     app = Starlette(routes=[
         Route("/", routes.overview), Route("/recall", routes.recall, methods=["GET", "POST"]),
-        Route("/memory", routes.memory), Route("/memory/opened", routes.opened, methods=["POST"]),
+        Route("/memory", routes.memory), Route("/memory/used", routes.used, methods=["POST"]),
         Route("/api/alive", routes.alive),
         Route("/source", routes.source), Route("/graph", routes.graph), Route("/api/graph", routes.graph_json),
         Route("/timeline", routes.timeline), Route("/contradictions", routes.contradictions),
@@ -230,27 +230,18 @@ class Routes:
 
         return await self._guarded(request, "Memory", render)
 
-    async def opened(self, request: Request) -> Response:
-        """The memory page, once per load, says a person opened it (a POST: the page's GET, which a live
-        refresh or another site's <img> repeats, never writes). 200 when that counted as a use, else 204."""
+    async def used(self, request: Request) -> Response:
+        """The person says this memory was useful: the socket's own `reinforce`, with via "panel". Only
+        this button counts: opening or reloading the page is looking, which changes no ranking."""
         async def act(form: dict[str, str]) -> Response:
             memory = (await self.data.command(Inspect(id=_field(form, "id")), form["vault"])).memory
-            return Response(status_code=200 if await self._opened(form["vault"], memory) else 204)
+            if memory.kind == MemoryKind.REVISION:
+                raise InvalidInput("a revision record is an earlier version, not a memory recall returns: "
+                                   "mark the memory it belongs to instead")
+            await self.data.command(Reinforce(ids=[memory.id], via="panel"), form["vault"])
+            return _back("/memory", vault=form["vault"], id=memory.id)
 
         return await self._act(request, act)
-
-    async def _opened(self, vault: str, memory: Any) -> bool:
-        """A person opening a memory is using it: reinforce it through the socket's own `reinforce`, once
-        per memory per window (a reload is not a second use). True when it was reinforced now."""
-        if memory.kind == MemoryKind.REVISION or not self.data.opens.first_in_window(vault, memory.id):
-            return False
-        try:
-            await self.data.command(Reinforce(ids=[memory.id], via="panel"), vault)
-        except HebbsError as exc:  # the page still shows; the next open tries again
-            self.data.opens.forget(vault, memory.id)
-            log.warning("opening memory %s did not reinforce it: %s", memory.id, exc)
-            return False
-        return True
 
     async def _kept_original(self, vault: str, memory: Any) -> Any:
         """The section as `hebbs source` shows it (the kept file version), or why there is none."""

@@ -41,10 +41,6 @@ VIEW_TTL_SECONDS = 300.0
 CANDIDATES_TTL_SECONDS = 60.0
 TIMELINE_LIMIT = 1000
 SOURCE_MAX_BYTES = 2 * 1024 * 1024
-# Opening a memory's page counts as using it (issue 11), but a page reloaded in a loop, or opened again
-# and again while someone reads around it, is one use: at most one per memory in this window.
-OPEN_REINFORCE_WINDOW_SECONDS = 300.0
-OPENS_KEPT = 4096
 
 
 class _PanelConnection:
@@ -68,7 +64,6 @@ class PanelData:
         # Whole-vault views (entity counts, the graph) cost a pass over every memory: kept until the
         # vault changes. Every change goes through the handlers, which tell us (Daemon.change_listeners).
         self._views: dict[str, dict[tuple[Any, ...], tuple[float, Any]]] = {}
-        self.opens = RecentOpens()
         daemon.change_listeners.append(self._on_change)
 
     async def command(self, command: _Command, vault: str | None) -> Any:
@@ -101,31 +96,6 @@ class PanelData:
             if str(slot.path) == vault:
                 return slot
         return None
-
-
-class RecentOpens:
-    """Which memories were opened in the panel lately: the page reinforces a memory once per window."""
-
-    def __init__(self, window: float = OPEN_REINFORCE_WINDOW_SECONDS, clock: Any = time.monotonic) -> None:
-        self.window = window
-        self._clock = clock
-        self._opened: dict[tuple[str, str], float] = {}
-
-    def first_in_window(self, vault: str, memory_id: str) -> bool:
-        """True (and noted) when this memory was not opened within the window; False otherwise."""
-        now = self._clock()
-        key = (vault, memory_id)
-        last = self._opened.get(key)
-        if last is not None and now - last < self.window:
-            return False
-        self._opened[key] = now
-        if len(self._opened) > OPENS_KEPT:
-            self._opened = {k: t for k, t in self._opened.items() if now - t < self.window}
-        return True
-
-    def forget(self, vault: str, memory_id: str) -> None:
-        """The reinforcement did not happen: the next open may try again."""
-        self._opened.pop((vault, memory_id), None)
 
 
 # Views: read-only functions of an open engine, run on the worker pool ------------------------------

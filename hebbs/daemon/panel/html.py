@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from markdown_it import MarkdownIt
+from markdown_it.rules_inline import StateInline
 
 from hebbs.schema import Memory
 
@@ -79,9 +80,38 @@ def table(headers: list[str], rows: list[list[str]], css: str = "") -> str:
 
 # Notes are markdown: shown rendered, never as markup they carry. html=False escapes any raw HTML in
 # the text; images are not rendered (the page's policy loads nothing from elsewhere anyway);
-# markdown-it already refuses javascript:, vbscript:, file: and data: links.
-_MARKDOWN = MarkdownIt("commonmark", {"html": False}).disable("image")
+# markdown-it already refuses javascript:, vbscript:, file: and data: links. Tables (GFM) are common
+# in notes; wiki-links are shown as the words they stand for (the graph shows where they lead).
+_MARKDOWN = MarkdownIt("commonmark", {"html": False}).disable("image").enable("table")
+
+
+def _wiki_link(state: StateInline, silent: bool) -> bool:
+    """`[[Note]]`, `[[Note#Heading]]`, `[[Note|label]]` (and `![[embed]]`'s inner part): their text."""
+    start = state.pos + (1 if state.src.startswith("![[", state.pos) else 0)
+    if not state.src.startswith("[[", start):
+        return False
+    end = state.src.find("]]", start + 2)
+    inner = state.src[start + 2:end] if end >= 0 else ""
+    if not inner.strip() or "\n" in inner or "[" in inner:
+        return False
+    if not silent:
+        target, _, label = inner.partition("|")
+        token = state.push("text", "", 0)
+        token.content = (label or target.replace("#", " › ")).strip()
+    state.pos = end + 2
+    return True
+
+
+_MARKDOWN.inline.ruler.before("link", "wiki_link", _wiki_link)
 
 
 def markdown(text: str) -> str:
     return _MARKDOWN.render(text)
+
+
+def markdown_excerpt(text: str, limit: int = 1200) -> str:
+    """The start of a long text, rendered: cut at a line end so a table or list stays whole up to there."""
+    if len(text) <= limit:
+        return markdown(text)
+    cut = text.rfind("\n", 0, limit)
+    return markdown(text[:cut if cut > limit // 2 else limit].rstrip() + "\n\n…")

@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 
 from hebbs.recall import registry
-from hebbs.schema import Memory, ScoringWeights
+from hebbs.schema import Memory, MemoryKind, ScoringWeights
 
-from .html import (ago, bar, button_form, e, hidden, kind_badge, markdown, memory_link, short, snippet, table, url,
+from .html import (ago, bar, button_form, e, hidden, kind_badge, markdown, markdown_excerpt, memory_link, short, snippet, table, url,
                    when)
 
 NAV = [("/", "Overview"), ("/recall", "Recall"), ("/graph", "Graph"), ("/timeline", "Timeline"),
@@ -225,7 +225,7 @@ def recall_results(vault: str, results: Any, form: dict[str, Any], command: str,
 # Memory ------------------------------------------------------------------------------------------
 
 ACCESS_VIA = {"used": "used (an answer relied on it)", "recall": "returned by a recall that counted as use",
-              "panel": "opened in the Memory Palace"}
+              "panel": "marked useful in the Memory Palace"}
 
 
 def memory_page(vault: str, csrf: str, inspection: Any, others: dict[str, Memory], chain: tuple[list[Memory], list[Memory]],
@@ -244,6 +244,8 @@ def memory_page(vault: str, csrf: str, inspection: Any, others: dict[str, Memory
                         f'</summary>{context_html}</details>')
     access = (f'<dl class="facts"><dt>accessed</dt><dd id="access-count">{_count(m.access_count, "time", "times")}</dd>'
               f'<dt>last access</dt><dd>{when(m.last_accessed_at)}</dd></dl>' + _access_history(m, inspection.accesses))
+    if m.kind != MemoryKind.REVISION:  # looking changes no ranking: only this button counts as a use
+        access += button_form("/memory/used", "This was useful (reinforce)", csrf, vault=vault, id=m.id)
     source = '<p class="muted">not indexed from a notes file</p>'
     if m.source is not None:
         heading = " › ".join(m.source.heading_path) or "(top of file)"
@@ -290,8 +292,7 @@ def memory_page(vault: str, csrf: str, inspection: Any, others: dict[str, Memory
 {button_form("/memory/forget", "Forget…", csrf, "danger", vault=vault, id=m.id)}</div>
 <form method="post" action="/memory/supersede" class="supersede">{hidden(csrf=csrf, vault=vault, id=m.id)}
 <label>supersede with a new memory<textarea name="content" rows="2" placeholder="the corrected fact"></textarea></label>
-<button type="submit">Supersede</button></form>
-<form method="post" action="/memory/opened" id="memory-opened" hidden>{hidden(csrf=csrf, vault=vault, id=m.id)}</form></section>"""
+<button type="submit">Supersede</button></form></section>"""
     return f"""{superseded}<section class="card memory"><div class="content-full markdown" id="memory-content">{markdown(m.content)}</div>
 <div class="grid2"><div><h3>Metadata</h3><dl class="facts">{meta_html}</dl><h3>Context</h3>{context_html}</div>
 <div><h3>Source</h3>{source}<h3>Access</h3>{access}</div></div></section>
@@ -382,9 +383,12 @@ def timeline_page(vault: str, entity: str | None, kind: str | None, entities: li
         if this_day != day:
             items.append(f'<li class="day">{e(this_day)}</li>')
             day = this_day
-        items.append(f'<li class="event{" superseded" if m.superseded_by else ""}"><time>{when(m.created_at)[11:19]}</time>'
-                     f'{kind_badge(m.kind)}{f"<span class=chip>{e(m.entity_id)}</span>" if m.entity_id and not entity else ""}'
-                     f'{memory_link(vault, m, 220)}</li>')
+        # Rendered as the memory page renders it (notes are markdown: headings, tables, wiki-links).
+        items.append(f'<li class="event{" superseded" if m.superseded_by else ""}"><div class="event-head">'
+                     f'<time>{when(m.created_at)[11:19]}</time>{kind_badge(m.kind)}'
+                     f'{f"<span class=chip>{e(m.entity_id)}</span>" if m.entity_id and not entity else ""}'
+                     f'<a class="mem-link" href="{url("/memory", vault=vault, id=m.id)}">open</a></div>'
+                     f'<div class="markdown event-content" dir="auto">{markdown_excerpt(m.content)}</div></li>')
     return (notice(message) if message else "") + form + shown + f'<section class="card"><ol class="timeline">{"".join(items)}</ol></section>'
 
 

@@ -223,13 +223,4 @@
   const picker = document.getElementById("vault-select");
   if (picker) picker.addEventListener("change", () => picker.form.submit());
   hook(document);
-
-  // Opening a memory's page is a use of it, said once per page load by a POST: the page's own GET
-  // is repeated by live refreshes (and could be made by another site), so it must not count.
-  const opened = document.getElementById("memory-opened");
-  if (opened) {
-    fetch(opened.action, { method: "POST", body: new URLSearchParams(new FormData(opened)), credentials: "same-origin" })
-      .then((response) => { if (response.status === 200) refresh(); else if (response.status === 403) check(); })
-      .catch(check);
-  }
 })();
