@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import ipaddress
-import json
 import os
 import socket
 import sys
@@ -21,7 +20,7 @@ from typing import Any
 from .errors import HebbsError, InvalidInput
 from .mcp_server import build_server, checked_tools
 from .paths import kept_token
-from .websec import foreign_request, local_hosts, token_matches
+from .websec import asgi_headers, bearer_matches, foreign_request, local_hosts, refuse
 
 TOKEN_FILE = "mcp.token"
 DEFAULT_PORT = 6383
@@ -69,17 +68,11 @@ class Guard:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        refusal = self.refusal(headers)
+        refusal = self.refusal(asgi_headers(scope))
         if refusal is None:
             return await self.app(scope, receive, send)
         status, message = refusal
-        body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
-        extra = [(b"www-authenticate", b"Bearer")] if status == 401 else []
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                *extra]})
-        await send({"type": "http.response.body", "body": body})
+        await refuse(send, status, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}})
 
     def refusal(self, headers: dict[str, str]) -> tuple[int, str] | None:
         if headers.get("host") not in self.hosts:
@@ -87,8 +80,7 @@ class Guard:
         foreign = foreign_request(headers, self.port)
         if foreign:
             return 403, f"hebbs mcp refuses requests from web pages: {foreign}"
-        scheme, _, given = headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token_matches(given.strip(), self.token):
+        if not bearer_matches(headers, self.token):
             return 401, (f"hebbs mcp needs its client token (Authorization: Bearer): it is in $HEBBS_HOME/{TOKEN_FILE} "
                          "(docs/mcp.md)")
         return None

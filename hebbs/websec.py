@@ -1,4 +1,4 @@
-"""What the daemon's panel and `hebbs proxy` share to answer only their own user, on loopback.
+"""What the daemon's panel, `hebbs proxy` and `hebbs mcp --http` share to answer only their own user, on loopback.
 
 A web page in the user's browser can make the browser send requests to 127.0.0.1. The browser says
 where such a request came from: `Sec-Fetch-Site` (same-site or cross-site for another site, and for
@@ -9,8 +9,10 @@ request either header says came from elsewhere, and compare secrets in constant 
 
 from __future__ import annotations
 
+import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 # What a browser says about a request another site (or another local port) made it send.
 FOREIGN_SITES = frozenset({"same-site", "cross-site"})
@@ -41,3 +43,24 @@ def foreign_request(headers: Mapping[str, str], port: int, *, own_pages: bool = 
 
 def token_matches(given: str | None, token: str) -> bool:
     return given is not None and secrets.compare_digest(given.encode(), token.encode())
+
+
+def bearer_matches(headers: Mapping[str, str], token: str) -> bool:
+    """Whether the request's `Authorization` (headers with lower-case names) is `Bearer <token>`."""
+    scheme, _, given = headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and token_matches(given.strip(), token)
+
+
+def asgi_headers(scope: Mapping[str, Any]) -> dict[str, str]:
+    """An ASGI request's headers by lower-case name."""
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+async def refuse(send: Callable[[dict[str, Any]], Awaitable[None]], status: int, body: Any) -> None:
+    """Answer an ASGI request with `body` as JSON; a 401 names the scheme it wants (Bearer)."""
+    data = json.dumps(body).encode()
+    extra = [(b"www-authenticate", b"Bearer")] if status == 401 else []
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
+                            *extra]})
+    await send({"type": "http.response.body", "body": data})

@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..websec import foreign_request, local_hosts, token_matches
+from ..websec import asgi_headers, bearer_matches, foreign_request, local_hosts, refuse
 from .memory import Brains, Recalled, latest_user_text, system_message, with_memories
 
 log = logging.getLogger("hebbs.proxy")
@@ -369,17 +369,11 @@ class Guard:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        refusal = self._refusal(scope["method"], headers)
+        refusal = self._refusal(scope["method"], asgi_headers(scope))
         if refusal is None:
             return await self.app(scope, receive, send)
         status, kind, message = refusal
-        body = json.dumps({"error": {"message": message, "type": kind, "code": None}}).encode()
-        extra = [(b"www-authenticate", b"Bearer")] if status == 401 else []
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                *extra]})
-        await send({"type": "http.response.body", "body": body})
+        await refuse(send, status, {"error": {"message": message, "type": kind, "code": None}})
 
     def _refusal(self, method: str, headers: dict[str, str]) -> tuple[int, str, str] | None:
         if headers.get("host") not in local_hosts(self.port):
@@ -388,8 +382,7 @@ class Guard:
         if foreign:
             return 403, "forbidden", f"hebbs proxy refuses requests from web pages: {foreign}"
         if self.token is not None:
-            scheme, _, given = headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not token_matches(given.strip(), self.token):
+            if not bearer_matches(headers, self.token):
                 return (401, "invalid_request_error",
                         "hebbs proxy needs its client token as the API key (Authorization: Bearer): "
                         "it is in $HEBBS_HOME/proxy.token (docs/proxy.md)")
