@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -183,3 +184,24 @@ def project(shared_daemon: DaemonHome) -> Iterator[Path]:
     root = shared_daemon.project()
     yield root
     shutil.rmtree(root, ignore_errors=True)
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@contextmanager
+def chromium(*extra_args: str) -> Iterator[Any]:
+    """Debian's Chromium, driven by Playwright (never a browser Playwright downloads), closed afterwards."""
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium); "
+                    "the browser tests never skip")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, *extra_args])
+        try:
+            yield browser
+        finally:
+            browser.close()

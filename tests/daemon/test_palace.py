@@ -23,13 +23,10 @@ from playwright.sync_api import expect
 from hebbs.paths import VAULT_DIR
 
 import processes
-from daemon_fixtures import free_port
+from daemon_fixtures import chromium, free_port
 
 pytest_plugins = ["daemon_fixtures"]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 UI_WAIT_MS = 30_000
 # What Chromium sends with a page the user opens: a request riding the cookie must carry it.
 BROWSER = {"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
@@ -125,15 +122,8 @@ def palace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Palace]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium); "
-                    "the panel's tests never skip")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture

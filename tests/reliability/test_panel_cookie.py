@@ -19,13 +19,10 @@ import httpx
 import pytest
 
 import processes
-from daemon_fixtures import free_port, wait_until
+from daemon_fixtures import chromium, free_port, wait_until
 
 pytest_plugins = ["daemon_fixtures"]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 UI_WAIT_MS = 30_000
 # What Chromium sends when the user opens a panel address: a program replaying the cookie can write
 # these too; the tests that use them show what else stops it (the session binding, the other user).
@@ -69,14 +66,8 @@ def panel() -> Iterator[Panel]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 def signed_in(browser: Any, panel: Panel, path: str = "/") -> Any:
