@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 
     from .protocol import (DaemonStatus, IndexCancelled, PanelState, Pong, RememberItem, ReviseItem, Stopping)
     from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
-                         Edge, EdgeType, ImportSummary, Insight, InsightInput, Inspection, Memory, QueryLogEntry,
-                         RecallResults, ReflectAutoResult, ReflectCommitted, ReflectPrepared, ScoringWeights, Source,
-                         SourceSection, VaultStats)
+                         Edge, EdgeType, ImportSummary, Insight, InsightInput, Inspection, Memory, NoteText,
+                         NoteWritten, QueryLogEntry, RecallResults, ReflectAutoResult, ReflectCommitted,
+                         ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
     from .transport import ProgressCallback
 
 
@@ -232,6 +232,47 @@ class Methods:
     def list(self, path: str | os.PathLike[str] | None = None, *, sections: bool = False) -> Any:
         """The notes folder's indexed files (and their sections when asked)."""
         return self.call(protocol.List, path=path, sections=sections)
+
+    def note_read(self, path: str) -> NoteText:
+        """A note of the notes folder as it is now, and its version (what `note write` is given to replace it)."""
+        return self.call(protocol.NoteRead, path=path)
+
+    def note_write(
+        self,
+        path: str,
+        text: str,
+        *,
+        title: str | None = None,
+        tags: Sequence[str] | str = (),
+        links: Sequence[str] | str = (),
+        author: str | None = None,
+        expected_version: str | None = None,
+    ) -> NoteWritten:
+        """Create a note in the notes folder, or replace the one of `expected_version`, and index it at once.
+
+        The note gets front matter (title, created, updated, author, tags), a `# title` heading unless the text
+        starts with one, and a `Related:` line of wiki-links. A note that exists and was not given its version,
+        or changed from it, is a CONFLICT naming its current version: nothing is written. Data is NoteWritten."""
+        return self.call(protocol.NoteWrite, path=path, text=text, title=title, tags=tags, links=links, author=author,
+                         expected_version=expected_version)
+
+    def note_append(
+        self,
+        path: str,
+        text: str,
+        *,
+        title: str | None = None,
+        tags: Sequence[str] | str = (),
+        links: Sequence[str] | str = (),
+        author: str | None = None,
+        expected_version: str | None = None,
+    ) -> NoteWritten:
+        """Add text (and a `Related:` line of wiki-links) at the end of a note, creating it when missing, and index it.
+
+        A note that changed on disk while the text was written is read again and the text appended to that;
+        with `expected_version`, a note of another version is a CONFLICT. Data is NoteWritten."""
+        return self.call(protocol.NoteAppend, path=path, text=text, title=title, tags=tags, links=links, author=author,
+                         expected_version=expected_version)
 
     def count(self) -> int:
         """How many memories the vault holds (earlier versions not counted)."""
@@ -517,6 +558,47 @@ class AsyncMethods:
     async def list(self, path: str | os.PathLike[str] | None = None, *, sections: bool = False) -> Any:
         """The notes folder's indexed files (and their sections when asked)."""
         return await self.call(protocol.List, path=path, sections=sections)
+
+    async def note_read(self, path: str) -> NoteText:
+        """A note of the notes folder as it is now, and its version (what `note write` is given to replace it)."""
+        return await self.call(protocol.NoteRead, path=path)
+
+    async def note_write(
+        self,
+        path: str,
+        text: str,
+        *,
+        title: str | None = None,
+        tags: Sequence[str] | str = (),
+        links: Sequence[str] | str = (),
+        author: str | None = None,
+        expected_version: str | None = None,
+    ) -> NoteWritten:
+        """Create a note in the notes folder, or replace the one of `expected_version`, and index it at once.
+
+        The note gets front matter (title, created, updated, author, tags), a `# title` heading unless the text
+        starts with one, and a `Related:` line of wiki-links. A note that exists and was not given its version,
+        or changed from it, is a CONFLICT naming its current version: nothing is written. Data is NoteWritten."""
+        return await self.call(protocol.NoteWrite, path=path, text=text, title=title, tags=tags, links=links,
+                               author=author, expected_version=expected_version)
+
+    async def note_append(
+        self,
+        path: str,
+        text: str,
+        *,
+        title: str | None = None,
+        tags: Sequence[str] | str = (),
+        links: Sequence[str] | str = (),
+        author: str | None = None,
+        expected_version: str | None = None,
+    ) -> NoteWritten:
+        """Add text (and a `Related:` line of wiki-links) at the end of a note, creating it when missing, and index it.
+
+        A note that changed on disk while the text was written is read again and the text appended to that;
+        with `expected_version`, a note of another version is a CONFLICT. Data is NoteWritten."""
+        return await self.call(protocol.NoteAppend, path=path, text=text, title=title, tags=tags, links=links,
+                               author=author, expected_version=expected_version)
 
     async def count(self) -> int:
         """How many memories the vault holds (earlier versions not counted)."""

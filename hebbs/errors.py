@@ -35,6 +35,21 @@ class KeyReused(InvalidInput):
         self.memory_id = memory_id
 
 
+class Conflict(HebbsError):
+    """A note changed since the version the caller last read (a person saved it in their editor, or another
+    agent wrote it): nothing was written. The message names the note's current version; `version` is it
+    (None: the note no longer exists). Read the note again, merge, and write with that version."""
+
+    status_code = "CONFLICT"
+
+    def __init__(self, message: str, version: str | None = None) -> None:
+        super().__init__(message)
+        if version is None:  # an error frame carries the message alone, which names the version
+            found = re.search(r"\bversion ([0-9a-f]{16})\b", message)
+            version = found[1] if found else None
+        self.version = version
+
+
 class NotFound(HebbsError, KeyError):
     """A memory, session or candidate that does not exist."""
 
@@ -145,7 +160,7 @@ class ProtocolError(HebbsError):
 
 ERRORS_BY_CODE: dict[str, type[HebbsError]] = {
     cls.status_code: cls
-    for cls in (HebbsError, InvalidInput, KeyReused, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch,
+    for cls in (HebbsError, InvalidInput, KeyReused, Conflict, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch,
                 CorruptVault, DiskFull, LLMNotConfigured, LLMError, ModelError, MessageTooLarge, IndexingInProgress,
                 Cancelled, DaemonUnavailable, DaemonBusy, ProtocolError, StoreUnavailable)
 }

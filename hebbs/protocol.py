@@ -28,7 +28,8 @@ from .errors import (ERRORS_BY_CODE, DaemonBusy, DaemonUnavailable, HebbsError, 
                      IndexingInProgress, InvalidInput, MessageTooLarge, ProtocolError)
 from .schema import (ImportSummary, Inspection, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge, EdgeType,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
-                     ReflectCommitted, ReflectPrepared, ScoringWeights, Source, VaultStats)
+                     NoteText, NoteWritten, ReflectCommitted, ReflectPrepared, ScoringWeights, Source,
+                     VaultStats)
 from .schema import SourceSection, decoder
 from .recall.options import RecallOptions
 
@@ -851,6 +852,81 @@ class List(_Command, tag="list"):
 
     path: Annotated[PathText | None, Meta(extra={"nargs": "?"}, description="the notes folder (default: here)")] = None
     sections: Annotated[bool, Meta(description="list each file's sections too")] = False
+
+
+# Notes the agent writes (hebbs/notes/write.py, docs/notes.md): a path inside the request vault's notes folder,
+# never made absolute by a client (not a PathText).
+NotePath = Annotated[str, Meta(max_length=MAX_PATH_CHARS, pattern="^[^\x00]*$", description=(
+    "the note, relative to the notes folder, ending in .md (e.g. agent/deploy.md)"))]
+_NOTE_ARGS = {
+    "path": Arg("the note, relative to the project's notes folder, ending in .md (e.g. agent/deploy-checklist.md)",
+                required=True),
+    "text": Arg("markdown; [[Other note]] links it to that note", required=True),
+    "title": Arg(), "tags": Arg(), "links": Arg(), "author": Arg("who writes: your name as an agent"),
+    "expected_version": Arg(),
+}
+
+
+@declare(result=NoteText, retryable=True, method="note_read", cli="note read", shell="notecmds:NoteReadShell",
+         mcp=Mcp("Read a note of the project's notes folder as it is now, with its version. Call it before "
+                 "note_write replaces a note that exists (a person may have edited it: keep what they wrote), "
+                 "and pass the version it returns as expected_version.",
+                 args={"path": _NOTE_ARGS["path"]}, read_only=True))
+class NoteRead(_Command, tag="note_read"):
+    """A note of the notes folder as it is now, and its version (what `note write` is given to replace it)."""
+
+    path: NotePath
+
+
+@declare(result=NoteWritten, writes=True, method="note_write", params="path, text, *", cli="note write",
+         shell="notecmds:NoteWriteShell",
+         mcp=Mcp("Write a markdown note into the project's notes folder, where the user reads and edits it in "
+                 "their editor; it is indexed at once (recall finds it, its [[links]] become edges). Call it "
+                 "for what deserves a page of its own (a runbook, a decision record, a summary), not for one "
+                 "fact (remember). A note that exists needs the version note_read returned: a CONFLICT error "
+                 "means it changed since (read it again, merge, write); to add to a note, use note_append.",
+                 args=_NOTE_ARGS))
+class NoteWrite(_Command, tag="note_write"):
+    """Create a note in the notes folder, or replace the one of `expected_version`, and index it at once.
+
+    The note gets front matter (title, created, updated, author, tags), a `# title` heading unless the text
+    starts with one, and a `Related:` line of wiki-links. A note that exists and was not given its version,
+    or changed from it, is a CONFLICT naming its current version: nothing is written. Data is NoteWritten.
+    """
+
+    path: NotePath
+    text: Annotated[Text, Meta(description="the note's markdown ('-' reads it from stdin)")]
+    title: Annotated[Name | None, Meta(description="the note's title (default: the one it has, else its file name)")] = None
+    tags: Annotated[list[Name], Meta(description="a tag for its front matter (repeatable)")] = []
+    links: Annotated[list[Name], Meta(description="a note it relates to, linked as [[NAME]] (repeatable)")] = []
+    author: Annotated[Name | None, Meta(description="who writes it, for its front matter (default: none)")] = None
+    expected_version: Annotated[IdText | None, Meta(description=(
+        "the version being replaced, as `note read` or the last write said; required when the note exists"))] = None
+
+
+@declare(result=NoteWritten, writes=True, method="note_append", params="path, text, *", cli="note append",
+         shell="notecmds:NoteWriteShell",
+         mcp=Mcp("Add text at the end of a note of the project's notes folder (created if missing), indexed at "
+                 "once. Safe while the user edits the same note: their saved text is kept and yours added "
+                 "after it. Call it to log progress, an observation or a decision into a running note.",
+                 args={**_NOTE_ARGS, "expected_version": Arg(
+                     "only if the note is still this version (else a CONFLICT error); default: whatever it is")}))
+class NoteAppend(_Command, tag="note_append"):
+    """Add text (and a `Related:` line of wiki-links) at the end of a note, creating it when missing, and index it.
+
+    A note that changed on disk while the text was written is read again and the text appended to that;
+    with `expected_version`, a note of another version is a CONFLICT. Data is NoteWritten.
+    """
+
+    path: NotePath
+    text: Annotated[Text, Meta(description="the markdown to add ('-' reads it from stdin)")]
+    title: Annotated[Name | None, Meta(description="the title of a note it creates (default: its file name)")] = None
+    tags: Annotated[list[Name], Meta(description="a tag for the front matter of a note it creates (repeatable)")] = []
+    links: Annotated[list[Name], Meta(description="a note it relates to, linked as [[NAME]] (repeatable)")] = []
+    author: Annotated[Name | None, Meta(description="who writes it, for the front matter of a note it creates "
+                                                    "(default: none)")] = None
+    expected_version: Annotated[IdText | None, Meta(description=(
+        "append only if the note is still this version (default: whatever it is now)"))] = None
 
 
 @declare(result=int, engine="count", retryable=True, cli="count")

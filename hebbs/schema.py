@@ -415,3 +415,29 @@ class SourceSection(msgspec.Struct, kw_only=True):
     text: str
     latest: bool  # this version is the file's newest kept one
     file_removed_at: int | None = None
+
+
+class NoteText(msgspec.Struct, kw_only=True):
+    """A note of the notes folder as it is now (`hebbs note read`): its text and its version, the
+    version `note write` must be given to replace it."""
+
+    path: str  # inside the notes folder, e.g. agent/deploy.md
+    file: str  # absolute
+    exists: bool
+    version: str | None = None  # None: no such note yet
+    text: str = ""
+
+
+class NoteWritten(msgspec.Struct, kw_only=True):
+    """What `note write` or `note append` did: the note's new version, and the memories its sections are now."""
+
+    path: str
+    file: str
+    version: str
+    previous_version: str | None = None  # None: the note was created
+    created: bool = False
+    # How often the note changed on disk while hebbs wrote it (an append re-read and applied again).
+    retries: int = 0
+    sections: int = 0
+    memory_ids: list[str] = []
+    warnings: list[str] = []

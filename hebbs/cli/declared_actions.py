@@ -4,4 +4,4 @@
 {subcommand: its declared actions (the first the default, if it has one)}: each sends the command
 declared with that CLI name (`cli="contradictions list"`, cli/declared.run_named)."""
 
-ACTIONS = {'daemon': ['status'], 'contradictions': ['list', 'commit', 'auto']}
+ACTIONS = {'daemon': ['status'], 'note': ['read', 'write', 'append'], 'contradictions': ['list', 'commit', 'auto']}

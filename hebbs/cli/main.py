@@ -201,6 +201,28 @@ def _reflect_commands(command: Any, common: argparse.ArgumentParser, shared: arg
 
 def _other_commands(command: Any, common: argparse.ArgumentParser, shared: argparse.ArgumentParser) -> None:
     """Moving memories, the daemon, and the servers (MCP, the panel, the proxy)."""
+    # A note goes into a project vault's notes folder: --global, which has none, is not offered.
+    p = command("note", "read a note of the notes folder with its version, write one (replacing the version read), "
+                        "or append to one; indexed at once (docs/notes.md)", parents=(shared,), run="notecmds:cmd_note")
+    if not isinstance(p, _Unbuilt):
+        from .declared_actions import ACTIONS  # each action sends the command declared with its name
+
+        p.add_argument("action", choices=ACTIONS["note"], help="what to do")
+    p.add_argument("--vault", metavar="PATH", default=argparse.SUPPRESS,
+                   help="the notes folder, or its .hebbs directory (default: the nearest .hebbs/ from here upwards)")
+    # The dests are the fields of the command each action sends (cli/declared.run_named).
+    p.add_argument("path", help="the note, relative to the notes folder, ending in .md (e.g. agent/deploy.md)")
+    p.add_argument("text", nargs="*", help="write, append: the markdown ('-' reads it from stdin)")
+    p.add_argument("--file", help="write, append: read the markdown from this file (- is stdin)")
+    p.add_argument("--title", help="the note's title (default: the one it has, else its file name)")
+    p.add_argument("--tag", action="append", dest="tags", metavar="TAG", help="a tag for its front matter (repeatable)")
+    p.add_argument("--link", action="append", dest="links", metavar="NOTE",
+                   help="a note it relates to, linked as [[NOTE]] (repeatable)")
+    p.add_argument("--author", help="who writes it, for its front matter")
+    p.add_argument("--expect", dest="expected_version", metavar="VERSION",
+                   help="write: the version it replaces (required when the note exists); append: only if still this "
+                        "version")
+
     p = command("mcp", "serve hebbs to an MCP-speaking agent over stdio, or to many over HTTP with --http "
                        "(docs/mcp.md); --vault/--global pick the default vault", run="dispatch:serve_mcp")
     p.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp instead of "

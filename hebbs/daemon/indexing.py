@@ -1,5 +1,6 @@
 """The daemon's markdown-vault commands (index, index_cancel, index_follow, list): runs that stream
-progress frames, may be followed from another connection and cancelled from any. A mixin of
+progress frames, may be followed from another connection and cancelled from any; and the notes an
+agent reads and writes (note_read, note_write, note_append: hebbs/notes/write.py). A mixin of
 handlers.Handlers, which gives it the pool."""
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import msgspec
 
 from hebbs.errors import Cancelled, IndexingInProgress, InvalidInput
 from hebbs.paths import VAULT_DIR
-from hebbs.protocol import Index, IndexCancel, IndexCancelled, IndexFollow, List, Request, ScanSummary
+from hebbs.protocol import (Index, IndexCancel, IndexCancelled, IndexFollow, List, NoteAppend, NoteRead, NoteWrite,
+                            Request, ScanSummary)
+from hebbs.schema import NoteText, NoteWritten
 
 from .calls import memories_by_id
 from .subscriptions import Connection
@@ -98,6 +101,37 @@ class IndexHandlers:
             # The engine tells which sections were revised away from their files (state "diverged").
             return await self.pool.run(list_notes, root, sections=command.sections,
                                        memory=lambda mid: memories_by_id(engine, [mid]).get(mid))
+
+    async def _note_read(self, conn: Connection, request: Request, command: NoteRead) -> NoteText:
+        from hebbs.notes.write import note_read
+
+        _, root = self._written_notes(request)
+        return await self.pool.run(note_read, root, command.path)
+
+    async def _note_write(self, conn: Connection, request: Request, command: NoteWrite) -> NoteWritten:
+        from hebbs.notes.write import note_write
+
+        return await self._write_note(request, note_write, command)
+
+    async def _note_append(self, conn: Connection, request: Request, command: NoteAppend) -> NoteWritten:
+        from hebbs.notes.write import note_append
+
+        return await self._write_note(request, note_append, command)
+
+    async def _write_note(self, request: Request, write: Callable[..., NoteWritten],
+                          command: NoteWrite | NoteAppend) -> NoteWritten:
+        slot, root = self._written_notes(request)
+        fields = msgspec.structs.asdict(command)
+        async with self.pool.use(slot) as engine:
+            return await self.pool.run(lambda: write(engine, root, fields.pop("path"), fields.pop("text"), **fields))
+
+    def _written_notes(self, request: Request) -> tuple[VaultSlot, Path]:
+        """The request's vault and its notes folder, where an agent's notes go: the global vault has none."""
+        slot = self.pool.slot(request.vault_path)
+        if slot.path.name != VAULT_DIR or slot.path.resolve() == self.pool.home.resolve():
+            raise InvalidInput(f"the vault {slot.path} has no notes folder (only a project vault, FOLDER/.hebbs, "
+                               f"has one): write notes to a project vault (`hebbs init FOLDER`)")
+        return slot, slot.path.parent
 
     def _notes_vault(self, request: Request, path: str | None) -> tuple[VaultSlot, Path]:
         """The vault slot and notes folder of an index or list request: PATH/.hebbs, or vault_path's folder."""
