@@ -44,7 +44,7 @@ class Conflict(HebbsError):
 
     def __init__(self, message: str, version: str | None = None) -> None:
         super().__init__(message)
-        if version is None:  # an error frame carries the message alone, which names the version
+        if version is None:  # an error frame carries the message alone, which names the version first
             found = re.search(r"\bversion ([0-9a-f]{16})\b", message)
             version = found[1] if found else None
         self.version = version

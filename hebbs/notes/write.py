@@ -152,16 +152,16 @@ def note_write(engine: Any, root: os.PathLike[str] | str, path: str, text: str, 
         now = _now()
         if current is None:
             if expected_version is not None:
-                raise Conflict(f"{rel} no longer exists (it was version {expected_version}); nothing written. "
-                               f"Write it without a version to create it again")
+                raise Conflict(f"{rel} no longer exists (the version read was {expected_version}); nothing "
+                               f"written. Write it without a version to create it again")
         else:
             found = version_of(current)
             if expected_version is None:
                 raise Conflict(f"{rel} exists (version {found}); nothing written. Read it (`note read`), keep "
                                f"what a person added, and write with that version, or append to it", found)
             if expected_version != found:
-                raise Conflict(f"{rel} changed since version {expected_version}: it is version {found} now; "
-                               f"nothing written. Read it again and write with that version", found)
+                raise Conflict(f"{rel} is version {found} now, not {expected_version}: it changed since it was "
+                               f"read; nothing written. Read it again and write with that version", found)
         old_fm = _front_matter_of(current) if current is not None else {}
         fm: dict[str, Any] = {"title": title or old_fm.get("title") or _title_of(rel),
                               "created": old_fm.get("created") or now, "updated": now}

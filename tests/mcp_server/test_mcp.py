@@ -24,7 +24,8 @@ import processes
 pytest_plugins = ["daemon_fixtures"]
 
 TOOLS = {"remember", "recall", "prime", "revise", "forget", "used", "reflect_prepare", "reflect_commit",
-         "contradictions", "contradictions_commit", "get", "source", "recent", "index", "status"}
+         "contradictions", "contradictions_commit", "get", "source", "recent", "index", "status", "note_read",
+         "note_write", "note_append"}
 DEPLOYS = ["The deploy failed because the container image build timed out.",
            "A canary release caught the broken migration before full rollout.",
            "Rollback of the payment service took four minutes last Friday.",
@@ -230,6 +231,41 @@ def test_read_list_filter_index_and_status(daemon: Any, project: Path) -> None:
     status = out["status"]
     assert status["daemon"]["version"] and status["brains"]["project"]["memories"] >= 5
     assert "memories" in status["brains"]["global"]
+
+
+def test_an_agent_writes_a_note_a_person_edits_and_the_agent_merges(daemon: Any, project: Path) -> None:
+    """Tried: note_write creates a note (recalled at once, from its file); the person edits it; note_write
+    with the version it had is a CONFLICT tool error naming the new one, the person's edit kept; note_read
+    then note_write with that version replaces it; note_append adds after it; note_write to the global
+    brain, which has no notes folder, is a tool error."""
+    async def scenario(session: ClientSession) -> dict[str, Any]:
+        out: dict[str, Any] = {"written": await call(session, "note_write", path="agent/cache.md",
+                                                     text="The cache is flushed nightly at 02:00 UTC.",
+                                                     tags=["ops"], author="test-agent")}
+        out["recalled"] = await call(session, "recall", cue="when is the cache flushed", brain="project", top_k=1)
+        note = project / "agent" / "cache.md"
+        note.write_text(note.read_text() + "\nAna: and after each deploy.\n")
+        out["conflict"] = await session.call_tool("note_write", {"path": "agent/cache.md", "text": "Overwritten.",
+                                                                 "expected_version": out["written"]["version"]})
+        out["read"] = await call(session, "note_read", path="agent/cache.md")
+        out["merged"] = await call(session, "note_write", path="agent/cache.md",
+                                   text="The cache is flushed nightly at 02:00 UTC and after each deploy.",
+                                   expected_version=out["read"]["version"])
+        out["appended"] = await call(session, "note_append", path="agent/cache.md", text="Checked on Monday.")
+        out["global"] = await session.call_tool("note_write", {"path": "x.md", "text": "x", "brain": "global"})
+        return out
+
+    out = run(daemon.home, project, scenario)
+    assert out["written"]["created"] and out["written"]["path"] == "agent/cache.md"
+    best = out["recalled"]["results"][0]
+    assert best["id"] == out["written"]["memory_ids"][0] and best["source"] == "agent/cache.md"
+    assert out["conflict"].is_error and out["conflict"].content[0].text.endswith("[CONFLICT]")
+    assert out["read"]["version"] in out["conflict"].content[0].text and "Ana: and after each deploy." in out["read"]["text"]
+    assert out["merged"]["previous_version"] == out["read"]["version"]
+    text = (project / "agent" / "cache.md").read_text()
+    assert "Overwritten." not in text and text.endswith("and after each deploy.\n\nChecked on Monday.\n")
+    assert 'author: "test-agent"' in text
+    assert out["global"].is_error and "no notes folder" in out["global"].content[0].text
 
 
 def test_new_tools_answer_every_mistake_with_a_tool_error(daemon: Any, project: Path) -> None:
