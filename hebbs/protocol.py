@@ -859,9 +859,8 @@ class List(_Command, tag="list"):
 NotePath = Annotated[str, Meta(max_length=MAX_PATH_CHARS, pattern="^[^\x00]*$", description=(
     "the note, relative to the notes folder, ending in .md (e.g. agent/deploy.md)"))]
 _NOTE_ARGS = {
-    "path": Arg("the note, relative to the project's notes folder, ending in .md (e.g. agent/deploy-checklist.md)",
-                required=True),
-    "text": Arg("markdown; [[Other note]] links it to that note", required=True),
+    "path": Arg("the note, relative to the project's notes folder, ending in .md (e.g. agent/deploy-checklist.md)"),
+    "text": Arg("markdown; [[Other note]] links it to that note"),
     "title": Arg(), "tags": Arg(), "links": Arg(), "author": Arg("who writes: your name as an agent"),
     "expected_version": Arg(),
 }

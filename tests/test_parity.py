@@ -42,6 +42,8 @@ CLIENT_ONLY = {
     "index": "markdown indexing runs in the daemon", "index_cancel": "stops an index run",
     "index_follow": "follows an index run started elsewhere", "list": "a notes folder's index state",
     "panel": "serves the daemon's web panel (hebbs palace)",
+    "note_read": "a note of the notes folder and its version", "note_write": "notes the agent writes, as index runs "
+    "in the daemon (in process: hebbs.notes.write)", "note_append": "the same, at a note's end",
 }
 # Client-only keyword arguments of shared methods: an engine is one vault, the daemon searches several.
 CLIENT_ONLY_PARAMETERS = {("recall", "brains"), ("prime", "brains")}
