@@ -41,11 +41,9 @@ class NoteWriteShell:
         if args.file is not None:
             if text:
                 raise InvalidInput("give the text as words or --file, not both")
-            with open_input(args.file) as f:
-                text = f.read()
+            text = _read_text(args.file)
         elif text == "-":
-            with open_input("-") as f:
-                text = f.read()
+            text = _read_text("-")
         if not text.strip() and not (args.action == "append" and fields.get("links")):
             raise InvalidInput(f"`hebbs note {args.action}` needs the text: words, '-' for stdin, or --file FILE")
         return {**fields, "text": text, "tags": fields.get("tags") or [], "links": fields.get("links") or []}
@@ -60,3 +58,13 @@ class NoteWriteShell:
         for warning in written.warnings:
             print(f"  warning: {warning}")
         return 0
+
+
+def _read_text(path: str) -> str:
+    with open_input(path, binary=True) as f:
+        raw = f.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{'stdin' if path == '-' else path} is not UTF-8 text (byte {exc.start}); a note is "
+                           "written as UTF-8") from None
