@@ -58,6 +58,8 @@ notes folder: architecture, decisions, conventions).
 - When a memory is wrong, `revise` it; when the user asks you to forget, `forget` it.
 - `get` reads one memory in full by id, and `source` the note section it came from; `recent` lists
   the latest memories; `index` learns or refreshes a notes folder; `status` says what each brain holds.
+- A page worth keeping for the user (a runbook, a decision record) goes in a note: `note_write` (a note
+  that exists: `note_read` first, keep what the user wrote, pass its version) or `note_append`.
 - Never store secrets (passwords, API keys, tokens, private keys) or guesses.
 """
 

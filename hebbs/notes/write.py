@@ -232,8 +232,9 @@ def _appended(current: bytes, text: str, links: list[str] | None, now: str, rel:
     found = _FRONT_MATTER.match(note)
     if found:  # only its `updated` line changes: the person's front matter stays as they wrote it
         inner = found[2]
-        inner = (_UPDATED_LINE.sub(f"updated: {now}", inner, count=1) if _UPDATED_LINE.search(inner)
-                 else inner + f"{newline}updated: {now}")
+        updated = f"updated: {json.dumps(now)}"
+        inner = (_UPDATED_LINE.sub(updated, inner, count=1) if _UPDATED_LINE.search(inner)
+                 else inner + newline + updated)
         note = found[1] + inner + found[3] + found[4] + (found[5] or newline) + note[found.end():]
     addition = text.strip("\n") + "\n" + _related(links)
     joined = note.rstrip("\r\n") + "\n\n" + addition if note.strip() else addition
