@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import hashlib
 import json
 import os
@@ -50,6 +51,7 @@ APPEND_TRIES = 5
 _FRONT_MATTER = re.compile(r"\A(---[ \t]*\r?\n)(.*?)(\r?\n)(---|\.\.\.)[ \t]*(\r?\n|\Z)", re.S)
 _UPDATED_LINE = re.compile(r"^updated[ \t]*:.*$", re.M)
 _TOP_HEADING = re.compile(r"\A\s*#[ \t]+\S")
+_NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK}
 
 
 def version_of(data: bytes) -> str:
@@ -261,6 +263,14 @@ def _commit(path: Path, current: bytes | None, data: bytes, mode: int) -> bool:
                 os.link(tmp, path)
             except FileExistsError:
                 return False
+            except OSError as exc:
+                if exc.errno not in _NO_LINKS:
+                    raise
+                # A file system without hard links (FAT, some network mounts): the same check as an
+                # existing note gets, with the same last instant left between it and the rename.
+                if os.path.lexists(path):
+                    return False
+                os.replace(tmp, path)
         else:
             if _current(path, len(current) + 1) != current:
                 return False

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -219,3 +220,37 @@ def test_nothing_of_a_refused_write_is_left_behind(root_engine: tuple[Path, Engi
         notewrite.note_write(engine, root, "deep/er/x.md", "word " * 2_000_000)
     assert not [p for p in root.rglob("*") if p.is_file() and ".hebbs" not in p.parts]
     assert os.listdir(root) == [".hebbs"]
+
+
+def test_the_watcher_indexes_a_person_s_edit_of_an_agent_s_note(root_engine: tuple[Path, Engine]) -> None:
+    """Tried: a watcher on the folder; the agent writes a note (indexed by the write itself: the watcher
+    then finds it unchanged), the person saves an edit, and the watcher alone makes recall answer with
+    the person's text, the agent's text kept as the memory's earlier version."""
+    from hebbs.notes import watch_notes
+
+    root, engine = root_engine
+    summaries: list[Any] = []
+    written = notewrite.note_write(engine, root, "agent/cache.md", "The cache is flushed nightly at 02:00 UTC.")
+    memory_id = written.memory_ids[0]
+    watcher = watch_notes(engine, root, on_summary=summaries.append, phase1_delay=0.1, phase2_delay=0.2)
+    try:
+        _wait(lambda: summaries, "the watcher's first scan")
+        assert summaries[0].sections_revised == summaries[0].sections_added == 0
+        note = root / "agent" / "cache.md"
+        note.write_text(note.read_text().replace("nightly at 02:00 UTC", "every hour since the incident"))
+        _wait(lambda: "every hour" in engine.get(memory_id).content, "the watcher to index the person's edit")
+    finally:
+        watcher.stop()
+    best = engine.recall("how often is the cache flushed", top_k=1).results[0].memory
+    assert best.id == memory_id and "every hour since the incident" in best.content
+    assert "nightly at 02:00 UTC" in engine.history(memory_id)[0].content
+
+
+def _wait(condition: Any, what: str) -> None:
+    """Polls until condition() holds: a guard against a hang (60 s), not a timing assertion."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
