@@ -1036,3 +1036,33 @@ def test_a_notes_vaults_timeline_shows_the_notes_own_dates_not_the_day_they_were
     assert day_of.pop("dock") in {edited_on, edited_by}, events
     assert day_of == {"crane": "2021-03-04", "ferry": "2022-06-07", "lighthouse": "2019-08-09",
                       "pier": "2020-05-06"}, events
+
+
+def test_a_person_adds_to_a_memory_s_note_from_its_page_and_a_stale_page_is_refused(palace: Palace) -> None:
+    """Tried: the page of a memory indexed from an agent's note offers "Add to the note" with the note's
+    version; posting it appends to the file and indexes it; posting again from the same (now stale) page
+    is a 409 naming the CONFLICT, the note unchanged; a memory from no note has no such form."""
+    root = palace.daemon.project()
+    palace.scratch.append(root)
+    vault = str((root / VAULT_DIR).resolve())
+    with palace.daemon.client(vault=root) as client:
+        written = client.note_write("agent/harbour.md", "The harbour ferry leaves at seven.")
+        plain = client.remember("The lighthouse keeper retired in May.")
+    memory_id = written.memory_ids[0]
+    cookie = palace.cookie()
+    page = raw_text(palace, "GET", f"/memory?vault={q(vault)}&id={memory_id}", headers=cookie)
+    assert 'action="/note/append"' in page and f'name="version" value="{written.version}"' in page
+    assert 'action="/note/append"' not in raw_text(palace, "GET", f"/memory?vault={q(vault)}&id={plain.id}",
+                                                   headers=cookie)
+    form = (f"vault={q(vault)}&id={memory_id}&version={written.version}&text={q('Ana: and at nine on Sundays.')}"
+            f"&csrf={palace.form_value(cookie)}")
+    added = raw(palace, "POST", "/note/append", body=form, headers=cookie)
+    assert added.status == 303 and f"id={memory_id}" in added.getheader("Location")
+    note = root / "agent" / "harbour.md"
+    assert note.read_text().endswith("The harbour ferry leaves at seven.\n\nAna: and at nine on Sundays.\n")
+    with palace.daemon.client(vault=root) as client:
+        assert "nine on Sundays" in client.get(memory_id).content
+    before = note.read_text()
+    stale = raw(palace, "POST", "/note/append", body=form.replace("nine", "ten"), headers=cookie)
+    assert stale.status == 409 and "nothing appended" in stale.body.decode()
+    assert note.read_text() == before

@@ -20,9 +20,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from hebbs.errors import HebbsError, InvalidInput, NotFound
-from hebbs.protocol import (ContradictionCommit, ContradictionPrepare, ForgetCandidates, Forget, Inspect, Insights,
-                            List, Queries, Recall, Reinforce, Remember, Revise, ShowSource, Status)
+from hebbs.errors import Conflict, HebbsError, InvalidInput, NotFound
+from hebbs.protocol import (ContradictionCommit, ContradictionPrepare, Forget, ForgetCandidates, Insights, Inspect,
+                            List, NoteAppend, NoteRead, Queries, Recall, Reinforce, Remember, Revise, ShowSource,
+                            Status)
 from hebbs.schema import ContradictionVerdict, MemoryKind, ScoringWeights
 
 from . import data, pages
@@ -51,6 +52,7 @@ def build_app(service: PanelHost) -> Any:
         Route("/memory/revise", routes.revise, methods=["POST"]), Route("/memory/pin", routes.pin, methods=["POST"]),
         Route("/memory/supersede", routes.supersede, methods=["POST"]),
         Route("/memory/forget", routes.forget, methods=["POST"]),
+        Route("/note/append", routes.note_append, methods=["POST"]),
         Route("/contradictions/verdict", routes.verdict, methods=["POST"]),
         Route("/index/cancel", routes.cancel_index, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC, follow_symlink=False), name="static"),
@@ -121,7 +123,7 @@ class Routes:
         try:
             return await act(form)
         except HebbsError as exc:
-            status = 404 if isinstance(exc, NotFound) else 400
+            status = 404 if isinstance(exc, NotFound) else 409 if isinstance(exc, Conflict) else 400
             return self._page(request, "Not done", form["vault"], pages.error_box(str(exc)), status=status, live=False)
         finally:
             self.service.inflight -= 1
@@ -226,7 +228,8 @@ class Routes:
             chain = await self.data.view(vault, data.supersession, m)
             lines = await asyncio.to_thread(data.line_range, vault, self.home, m) if m.source else None
             original = await self._kept_original(vault, m)
-            return pages.memory_page(vault, _form_value(request), inspection, others, chain, lines, original)
+            note = await self._note_now(vault, m)
+            return pages.memory_page(vault, _form_value(request), inspection, others, chain, lines, original, note)
 
         return await self._guarded(request, "Memory", render)
 
@@ -251,6 +254,17 @@ class Routes:
             return await self.data.command(ShowSource(id=memory.id), vault)
         except HebbsError as exc:
             return str(exc)
+
+    async def _note_now(self, vault: str, memory: Any) -> Any:
+        """The note a memory was indexed from as it is now (its version, for the page's append form), or None:
+        no note, or one hebbs would not write (the global vault has no notes folder)."""
+        if memory.source is None or memory.kind == MemoryKind.REVISION:
+            return None
+        try:
+            note = await self.data.command(NoteRead(path=memory.source.file_path), vault)
+        except HebbsError:
+            return None
+        return note if note.exists else None
 
     async def source(self, request: Request) -> HTMLResponse:
         async def render(vault: str) -> str:
@@ -392,6 +406,19 @@ class Routes:
             said = ("memory forgotten" if done is not None and done.forgotten else
                     "that memory was already gone (forgotten elsewhere, perhaps in another tab)")
             return _back("/timeline", vault=form["vault"], done=said)
+
+        return await self._act(request, act)
+
+    async def note_append(self, request: Request) -> Response:
+        """A person adds a line to a memory's note from its page: the version the page showed is expected,
+        so a note saved since (in an editor, by an agent) is a CONFLICT, never overwritten."""
+        async def act(form: dict[str, str]) -> Response:
+            memory = (await self.data.command(Inspect(id=_field(form, "id")), form["vault"])).memory
+            if memory.source is None:
+                raise InvalidInput("this memory was not indexed from a note")
+            written = await self.data.command(NoteAppend(path=memory.source.file_path, text=_field(form, "text"),
+                                                         expected_version=_field(form, "version")), form["vault"])
+            return _back("/memory", vault=form["vault"], id=written.memory_ids[-1] if written.memory_ids else memory.id)
 
         return await self._act(request, act)
 

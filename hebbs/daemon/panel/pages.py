@@ -224,12 +224,24 @@ def recall_results(vault: str, results: Any, form: dict[str, Any], command: str,
 
 # Memory ------------------------------------------------------------------------------------------
 
+def _note_append_form(vault: str, csrf: str, m: Memory, note: Any) -> str:
+    """Add to the memory's note, as `hebbs note append` does, expecting the version shown: a note saved since
+    (in an editor, by an agent) is refused, not overwritten."""
+    if note is None:
+        return ""
+    return (f'<form method="post" action="/note/append" class="note-append">'
+            f'{hidden(csrf=csrf, vault=vault, id=m.id, version=note.version)}'
+            f'<label>add to the note <code>{e(note.path)}</code> (version {e(note.version)})'
+            f'<textarea name="text" rows="2" placeholder="markdown added at the end of the note, indexed at once">'
+            f'</textarea></label><button type="submit">Add to the note</button></form>')
+
+
 ACCESS_VIA = {"used": "used (an answer relied on it)", "recall": "returned by a recall that counted as use",
               "panel": "marked useful in the Memory Palace"}
 
 
 def memory_page(vault: str, csrf: str, inspection: Any, others: dict[str, Memory], chain: tuple[list[Memory], list[Memory]],
-                lines: tuple[int, int] | None, original: Any = None) -> str:
+                lines: tuple[int, int] | None, original: Any = None, note: Any = None) -> str:
     m: Memory = inspection.memory
     pinned = str(m.context.get("pinned", "")).lower() == "true"
     meta = [("id", f"<code>{e(m.id)}</code>"), ("kind", kind_badge(m.kind)), ("entity", e(m.entity_id or "—")),
@@ -292,7 +304,7 @@ def memory_page(vault: str, csrf: str, inspection: Any, others: dict[str, Memory
 {button_form("/memory/forget", "Forget…", csrf, "danger", vault=vault, id=m.id)}</div>
 <form method="post" action="/memory/supersede" class="supersede">{hidden(csrf=csrf, vault=vault, id=m.id)}
 <label>supersede with a new memory<textarea name="content" rows="2" placeholder="the corrected fact"></textarea></label>
-<button type="submit">Supersede</button></form></section>"""
+<button type="submit">Supersede</button></form>{_note_append_form(vault, csrf, m, note)}</section>"""
     return f"""{superseded}<section class="card memory"><div class="content-full markdown" id="memory-content">{markdown(m.content)}</div>
 <div class="grid2"><div><h3>Metadata</h3><dl class="facts">{meta_html}</dl><h3>Context</h3>{context_html}</div>
 <div><h3>Source</h3>{source}<h3>Access</h3>{access}</div></div></section>
