@@ -288,12 +288,15 @@ def _indexed(engine: Any, root: Path, rel: str, file: Path, data: bytes, previou
              retries: int) -> NoteWritten:
     """Index the note just written, as the watcher would: its sections remembered or revised, its links
     made edges, this version kept as an original. A folder never indexed is indexed whole first."""
-    manifest, _ = load_manifest(root)
-    if manifest.fresh:
+    if load_manifest(root)[0].fresh:
+        # A scan of one note over a new (or unreadable) manifest would reconcile the vault against that
+        # note alone, forgetting every other note's memories.
         summary = index_notes(engine, root)
+        manifest, _ = load_manifest(root)
     else:
-        summary = apply_plan(engine, root, scan_notes(engine, root, paths=[rel]))
-    manifest, _ = load_manifest(root)
+        plan = scan_notes(engine, root, paths=[rel])
+        summary = apply_plan(engine, root, plan)
+        manifest = plan.manifest
     entry = manifest.files.get(rel)
     ids = [s.memory_id for s in entry.sections if s.memory_id and s.state != FORGOTTEN] if entry else []
     return NoteWritten(path=rel, file=str(file), version=version_of(data),
