@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
-import time
 from pathlib import Path
+
+from bench.harness import interleaved, machine_note, percentile
 
 from hebbs import Engine
 from hebbs.notes import index_notes
@@ -28,7 +29,6 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=50, help="notes in the folder before the writes")
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
-    times: dict[str, list[float]] = {"note_write": [], "note_append": [], "remember": []}
     with tempfile.TemporaryDirectory(prefix="hebbs-notewrite-") as tmp:
         root = Path(tmp)
         for n in range(args.notes):
@@ -37,19 +37,17 @@ def main() -> None:
         with Engine.open(root / ".hebbs") as engine:
             index_notes(engine, root)
             engine.remember("warm-up")
-            for n in range(args.rounds):
-                for name, call in (("note_write", lambda: note_write(engine, root, f"agent/r{n}.md", TEXT.format(n=n))),
-                                   ("note_append", lambda: note_append(engine, root, "agent/log.md", TEXT.format(n=n))),
-                                   ("remember", lambda: engine.remember(TEXT.format(n=n) + " (remembered)"))):
-                    started = time.perf_counter()
-                    call()
-                    times[name].append((time.perf_counter() - started) * 1000)
+            times = interleaved({
+                "note_write": lambda n: note_write(engine, root, f"agent/r{n}.md", TEXT.format(n=n)),
+                "note_append": lambda n: note_append(engine, root, "agent/log.md", TEXT.format(n=n)),
+                "remember": lambda n: engine.remember(TEXT.format(n=n) + " (remembered)"),
+            }, args.rounds)
     base = statistics.median(times["remember"])
-    print(f"{args.notes} notes indexed, {args.rounds} rounds")
+    print(f"{args.notes} notes indexed, {args.rounds} rounds; {machine_note()}")
     print(f"{'call':<12} {'median ms':>10} {'p90 ms':>8} {'x remember':>11}")
     for name, values in times.items():
-        p90 = sorted(values)[int(0.9 * (len(values) - 1))]
-        print(f"{name:<12} {statistics.median(values):>10.1f} {p90:>8.1f} {statistics.median(values) / base:>11.2f}")
+        print(f"{name:<12} {statistics.median(values):>10.1f} {percentile(values, 90):>8.1f} "
+              f"{statistics.median(values) / base:>11.2f}")
 
 
 if __name__ == "__main__":
