@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import Conflict, InvalidInput
+from ..errors import Conflict, DiskFull, InvalidInput
 from ..fsutil import fsync_dir
 from ..schema import NoteText, NoteWritten
 from .indexer import apply_plan, index_notes, resolve_root, scan_notes, vault_lock
@@ -72,6 +72,9 @@ def _note_path(root: Path, given: str) -> tuple[str, Path, VaultFilter]:
     except UnicodeEncodeError:
         raise InvalidInput(f"the note's path {printable(text)!r} is not valid UTF-8") from None
     shown = repr(text)
+    if any(ord(c) < 0x20 or c == "\x7f" for c in text):
+        raise InvalidInput(f"the note's path {shown} holds a control character (a line break, a tab); name it "
+                           "with printable characters")
     pure = PurePosixPath(text.replace("\\", "/") if os.sep == "\\" else text)
     if pure.is_absolute():
         raise InvalidInput(f"the note's path {shown} is absolute; give it relative to the notes folder {root}")
@@ -89,11 +92,14 @@ def _note_path(root: Path, given: str) -> tuple[str, Path, VaultFilter]:
     for n, part in enumerate(rel.split("/")):
         path = path / part
         last = n == len(rel.split("/")) - 1
-        if path.is_symlink():
-            raise InvalidInput(f"{rel}: {path} is a symbolic link; hebbs writes notes only through real folders "
-                               "and files of the notes folder")
-        if path.exists() and not (path.is_file() if last else path.is_dir()):
-            raise InvalidInput(f"{rel}: {path} is not a {'file' if last else 'folder'}")
+        try:
+            if path.is_symlink():
+                raise InvalidInput(f"{rel}: {path} is a symbolic link; hebbs writes notes only through real "
+                                   "folders and files of the notes folder")
+            if path.exists() and not (path.is_file() if last else path.is_dir()):
+                raise InvalidInput(f"{rel}: {path} is not a {'file' if last else 'folder'}")
+        except OSError as exc:  # a name too long for the file system, say
+            raise InvalidInput(f"{rel} cannot be written ({exc.strerror or exc})") from None
     real_root = os.path.realpath(root)
     if not os.path.realpath(path).startswith(real_root + os.sep):
         raise InvalidInput(f"{rel} leads outside the notes folder {root}; hebbs writes notes only inside it")
@@ -178,7 +184,7 @@ def note_write(engine: Any, root: os.PathLike[str] | str, path: str, text: str, 
         new = _front_matter_text(fm) + "\n" + body + "\n" + _related(links)
         data = _checked_size(new.encode("utf-8"), rel, vfilter.max_note_bytes)
         mode = NEW_NOTE_MODE if current is None else _mode(file)
-        if not _commit(file, current, data, mode):
+        if not _written(file, current, data, mode, rel):
             now_there = _current(file, vfilter.max_note_bytes)
             found_now = version_of(now_there) if now_there is not None else None
             raise Conflict(f"{rel} changed while hebbs wrote it (now "
@@ -217,7 +223,7 @@ def note_append(engine: Any, root: os.PathLike[str] | str, path: str, text: str,
             else:
                 new = _appended(current, text, links, now, rel)
             data = _checked_size(new.encode("utf-8"), rel, vfilter.max_note_bytes)
-            if _commit(file, current, data, NEW_NOTE_MODE if current is None else _mode(file)):
+            if _written(file, current, data, NEW_NOTE_MODE if current is None else _mode(file), rel):
                 return _indexed(engine, folder, rel, file, data, current, retries=attempt)
             if expected_version is not None:
                 raise Conflict(f"{rel} changed while hebbs appended to it; nothing appended. Read it again")
@@ -241,6 +247,17 @@ def _appended(current: bytes, text: str, links: list[str] | None, now: str, rel:
     addition = text.strip("\n") + "\n" + _related(links)
     joined = note.rstrip("\r\n") + "\n\n" + addition if note.strip() else addition
     return joined.replace("\r\n", "\n").replace("\n", newline) if newline != "\n" else joined
+
+
+def _written(path: Path, current: bytes | None, data: bytes, mode: int, rel: str) -> bool:
+    """_commit, its file system errors said as hebbs says them (nothing of the note changed)."""
+    try:
+        return _commit(path, current, data, mode)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise DiskFull(f"no space left on the disk holding {path.parent}: {rel} was not written; the note is "
+                           "as it was") from None
+        raise InvalidInput(f"{rel} cannot be written ({exc.strerror or exc}); the note is as it was") from None
 
 
 def _commit(path: Path, current: bytes | None, data: bytes, mode: int) -> bool:

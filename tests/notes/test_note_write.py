@@ -128,7 +128,8 @@ def test_paths_outside_the_notes_folder_and_what_would_not_be_indexed_are_refuse
     refused = {"../escape.md": "'..'", str(outside / "abs.md"): "absolute", "linked/x.md": "symbolic link",
                "file-link.md": "symbolic link", "notes.txt": "must end with .md", "a/.md": "must end with .md",
                ".obsidian/x.md": "not indexed", "insights/x.md": "not indexed", "private/x.md": "not indexed",
-               "": "empty", "sub/../../x.md": "'..'"}
+               "": "empty", "sub/../../x.md": "'..'", "two\nlines.md": "control character",
+               "x" * 300 + ".md": "cannot be written"}
     for path, why in refused.items():
         with pytest.raises(InvalidInput, match=re.escape(why)):
             client.note_write(path, "text")
