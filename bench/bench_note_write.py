@@ -18,8 +18,7 @@ from pathlib import Path
 from bench.harness import interleaved, machine_note, percentile
 
 from hebbs import Engine
-from hebbs.notes import index_notes
-from hebbs.notes.write import note_append, note_write
+from hebbs.notes import index_notes, note_append, note_write
 
 TEXT = "Round {n}: the payment queue drained after the consumer restart, {n} minutes after the page."
 

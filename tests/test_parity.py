@@ -43,7 +43,7 @@ CLIENT_ONLY = {
     "index_follow": "follows an index run started elsewhere", "list": "a notes folder's index state",
     "panel": "serves the daemon's web panel (hebbs palace)",
     "note_read": "a note of the notes folder and its version", "note_write": "notes the agent writes, as index runs "
-    "in the daemon (in process: hebbs.notes.write)", "note_append": "the same, at a note's end",
+    "in the daemon (in process: hebbs.notes.note_write)", "note_append": "the same, at a note's end",
 }
 # Client-only keyword arguments of shared methods: an engine is one vault, the daemon searches several.
 CLIENT_ONLY_PARAMETERS = {("recall", "brains"), ("prime", "brains")}
