@@ -187,9 +187,9 @@ def note_write(engine: Any, root: os.PathLike[str] | str, path: str, text: str, 
         if not _written(file, current, data, mode, rel):
             now_there = _current(file, vfilter.max_note_bytes)
             found_now = version_of(now_there) if now_there is not None else None
-            raise Conflict(f"{rel} changed while hebbs wrote it (now "
-                           f"{'version ' + found_now if found_now else 'created by someone else'}); nothing "
-                           f"written. Read it again and write with its version", found_now)
+            raise Conflict(f"{rel} changed while hebbs wrote it (it is "
+                           f"{'version ' + found_now if found_now else 'deleted'} now); nothing written. Read it "
+                           f"again and write with its version", found_now)
         return _indexed(engine, folder, rel, file, data, current, retries=0)
 
 
