@@ -479,11 +479,14 @@ def _function(tool: Tool, tools: HebbsTools) -> Callable[..., Awaitable[str]]:
     it), its HebbsErrors tool errors the agent can read."""
     route, view = ROUTES[tool.entry.route], VIEWS[tool.entry.view]
 
-    async def run(brain: str | None = None, **given: Any) -> str:
+    async def run(brain: str | None = None, ctx: Context[Any, Any] | None = None, **given: Any) -> str:
         values: dict[str, Any] = dict(tool.entry.fixed)
         for name, value in given.items():
             field = tool.fills[name]
             values[field] = (*values.get(field, ()), value) if field == "time_range" else value
+        if "author" in tool.command.__struct_fields__ and values.get("author") is None:
+            # A note says who wrote it: the agent's own name, else the name its MCP client gave at initialize.
+            values["author"] = _client_name(ctx)
         if values.get("time_range") == (None, None):
             values["time_range"] = None
         try:
@@ -496,6 +499,12 @@ def _function(tool: Tool, tools: HebbsTools) -> Callable[..., Awaitable[str]]:
     run.__doc__ = tool.entry.text
     run.__signature__ = inspect.Signature(tool.parameters, return_annotation=str)  # type: ignore[attr-defined]
     return run
+
+
+def _client_name(ctx: Context[Any, Any] | None) -> str | None:
+    """The name the MCP client gave in its initialize request (clientInfo.name), if any."""
+    params = ctx.session.client_params if ctx is not None else None
+    return params.client_info.name if params is not None and params.client_info.name else None
 
 
 def build_server(tools: HebbsTools) -> MCPServer:

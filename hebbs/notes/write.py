@@ -150,7 +150,7 @@ def note_write(engine: Any, root: os.PathLike[str] | str, path: str, text: str, 
     """Create the note, or replace the one of `expected_version`, and index it.
 
     The note gets front matter (title, created, updated, author, tags; a replaced note keeps its created
-    time and the keys a person added), a `# title` heading unless the text starts with one, and a
+    time, its author and the keys a person added), a `# title` heading unless the text starts with one, and a
     `Related:` line of wiki-links. A note that exists and was not given its version, or changed from it,
     is a CONFLICT naming its current version: nothing is written."""
     folder = _notes_folder(root)
@@ -173,8 +173,8 @@ def note_write(engine: Any, root: os.PathLike[str] | str, path: str, text: str, 
         old_fm = _front_matter_of(current) if current is not None else {}
         fm: dict[str, Any] = {"title": title or old_fm.get("title") or _title_of(rel),
                               "created": old_fm.get("created") or now, "updated": now}
-        if author or old_fm.get("author"):
-            fm["author"] = author or old_fm.get("author")
+        if old_fm.get("author") or author:  # who made the note, as `created` is when
+            fm["author"] = old_fm.get("author") or author
         if tags or old_fm.get("tags"):
             fm["tags"] = _tags(tags) if tags else old_fm.get("tags")
         fm.update({k: v for k, v in old_fm.items() if k not in fm})

@@ -252,6 +252,7 @@ def test_an_agent_writes_a_note_a_person_edits_and_the_agent_merges(daemon: Any,
                                    text="The cache is flushed nightly at 02:00 UTC and after each deploy.",
                                    expected_version=out["read"]["version"])
         out["appended"] = await call(session, "note_append", path="agent/cache.md", text="Checked on Monday.")
+        out["by_client"] = await call(session, "note_append", path="agent/log.md", text="Started the cache audit.")
         out["global"] = await session.call_tool("note_write", {"path": "x.md", "text": "x", "brain": "global"})
         return out
 
@@ -265,6 +266,8 @@ def test_an_agent_writes_a_note_a_person_edits_and_the_agent_merges(daemon: Any,
     text = (project / "agent" / "cache.md").read_text()
     assert "Overwritten." not in text and text.endswith("and after each deploy.\n\nChecked on Monday.\n")
     assert 'author: "test-agent"' in text
+    # No author given: the note names the MCP client (the official client says "mcp" unless told otherwise).
+    assert out["by_client"]["created"] and 'author: "mcp"' in (project / "agent" / "log.md").read_text()
     assert out["global"].is_error and "no notes folder" in out["global"].content[0].text
 
 
