@@ -4,6 +4,7 @@ holding the leader lock. For the failover test, the team bench, and a person try
 
     python -m scripts.patroni_local start DIR [--port 5440]  # prints the multi-host URL for `hebbs init --store`
     python -m scripts.patroni_local status DIR
+    python -m scripts.patroni_local kill-leader DIR          # as when the leader's machine dies
     python -m scripts.patroni_local stop DIR
 
 Everything listens on 127.0.0.1 only and asks for a password: PostgreSQL's superuser (scram-sha-256, kept
@@ -281,28 +282,59 @@ class HaCluster:
         return process.pid
 
     def _etcdctl(self, *args: str, password: str | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
-        user = ["--user", f"root:{password}"] if password else []
+        # The password in the environment, not on a command line other users can read.
         env = {k: v for k, v in os.environ.items() if not k.startswith("ETCD")} | {"ETCDCTL_API": "3"}
-        return subprocess.run([str(ETCDCTL), f"--endpoints=http://127.0.0.1:{self.etcd_port}", *user, *args],
+        if password:
+            env["ETCDCTL_USER"] = f"root:{password}"
+        return subprocess.run([str(ETCDCTL), f"--endpoints=http://127.0.0.1:{self.etcd_port}", *args],
                               input=stdin, capture_output=True, text=True, env=env, timeout=30,
                               preexec_fn=_child_setup(None))
 
     def start(self, timeout: float = 180) -> None:
-        """Start etcd (auth on) and the three nodes, and wait for a leader and a synchronous standby."""
+        """Start etcd (auth on) and the three nodes, those not running already (a node killed rejoins
+        the cluster this way: Patroni rewinds it and it follows the new leader), and wait for a leader
+        and a synchronous standby."""
         if not ETCD.exists():
             raise Unavailable("the failover cluster needs Debian's etcd: apt-get install etcd-server etcd-client")
         command, env = patroni_command(self.account)
         self._prepare()
+        running = self._etcd_pid() is not None or any(_alive_pid(n.patroni_pid()) for n in self.nodes)
         try:
             self._start(command, env, timeout)
         except BaseException:
-            self.stop(immediate=True)  # nothing left running behind a failed start
+            if not running:
+                self.stop(immediate=True)  # nothing left running behind a failed first start
             raise
+
+    def _etcd_pid(self) -> int | None:
+        with contextlib.suppress(OSError, ValueError):
+            pid = int((self.root / "etcd.pid").read_text())
+            return pid if _alive(pid) else None
+        return None
 
     def _start(self, command: list[str], env: dict[str, str], timeout: float) -> None:
         secrets = self._secrets()
         superuser = _password(self.root, self.account)
         first = not (self.root / "etcd").exists()
+        if self._etcd_pid() is None:
+            self._start_etcd()
+        self._wait(lambda: self._etcdctl("endpoint", "health", password=None if first else secrets["etcd"])
+                   .returncode == 0, 30, "etcd to answer", self.root / "etcd.log")
+        if first:
+            # Without auth anyone on the machine could take the leader lock; the password goes by stdin.
+            added = self._etcdctl("user", "add", "root", "--interactive=false", stdin=secrets["etcd"] + "\n")
+            enabled = self._etcdctl("auth", "enable")
+            if added.returncode or enabled.returncode:
+                raise Unavailable(f"etcd refused its root user: {added.stderr.strip()} {enabled.stderr.strip()}")
+        for node in self.nodes:
+            if _alive_pid(node.patroni_pid()):
+                continue
+            _private_file(node.config, json.dumps(self._node_config(node, superuser, secrets), indent=1),
+                          self.account)
+            node.pidfile.write_text(str(self._spawn([*command, str(node.config)], node.log, env)))
+        self.wait_healthy(timeout)
+
+    def _start_etcd(self) -> None:
         pid = self._spawn([str(ETCD), "--name", "etcd1", "--data-dir", str(self.root / "etcd"),
                            "--listen-client-urls", f"http://127.0.0.1:{self.etcd_port}",
                            "--advertise-client-urls", f"http://127.0.0.1:{self.etcd_port}",
@@ -311,20 +343,6 @@ class HaCluster:
                            "--initial-cluster", f"etcd1=http://127.0.0.1:{self.etcd_peer_port}",
                            "--logger", "zap", "--log-outputs", "stderr"], self.root / "etcd.log")
         (self.root / "etcd.pid").write_text(str(pid))
-        self._wait(lambda: self._etcdctl("endpoint", "health", *(["--user", f"root:{secrets['etcd']}"]
-                                                                 if not first else [])).returncode == 0,
-                   30, "etcd to answer", self.root / "etcd.log")
-        if first:
-            # Without auth anyone on the machine could take the leader lock; the password goes by stdin.
-            added = self._etcdctl("user", "add", "root", "--interactive=false", stdin=secrets["etcd"] + "\n")
-            enabled = self._etcdctl("auth", "enable")
-            if added.returncode or enabled.returncode:
-                raise Unavailable(f"etcd refused its root user: {added.stderr.strip()} {enabled.stderr.strip()}")
-        for node in self.nodes:
-            _private_file(node.config, json.dumps(self._node_config(node, superuser, secrets), indent=1),
-                          self.account)
-            node.pidfile.write_text(str(self._spawn([*command, str(node.config)], node.log, env)))
-        self.wait_healthy(timeout)
 
     def members(self) -> list[dict]:
         """Patroni's view of the cluster (GET /cluster from whichever node answers): name, role
@@ -394,6 +412,10 @@ class HaCluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _alive_pid(pid: int | None) -> bool:
+    return pid is not None and _alive(pid)
+
+
 def _alive(pid: int) -> bool:
     """Running, not a zombie waiting for its parent (this process, which started it)."""
     try:
@@ -421,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     start = sub.add_parser("start", help="create (first time) and start the cluster in DIR")
     start.add_argument("dir")
     start.add_argument("--port", type=_port, default=5440, help="the first of eight ports (default 5440)")
-    for name, text in (("status", "who leads, who is the synchronous standby"), ("stop", "stop the cluster in DIR")):
+    for name, text in (("status", "who leads, who is the synchronous standby"), ("stop", "stop the cluster in DIR"),
+                       ("kill-leader", "kill -9 the leader's Patroni and PostgreSQL, as when its machine dies")):
         sub.add_parser(name, help=text).add_argument("dir")
     args = parser.parse_args(argv)
     root = Path(args.dir).expanduser().absolute()
@@ -441,6 +464,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"the failover cluster in {root} does not answer", file=sys.stderr)
                 return 1
             print_members(cluster)
+        elif args.command == "kill-leader":
+            leader = cluster.leader()
+            if leader is None:
+                print(f"the failover cluster in {root} has no running leader", file=sys.stderr)
+                return 1
+            leader.kill9()
+            print(f"killed {leader.name} (127.0.0.1:{leader.pg_port}): its Patroni and its PostgreSQL, kill -9; "
+                  f"`scripts/team-ha start {args.dir}` brings it back as a replica")
         else:
             cluster.stop()
             print(f"stopped the failover cluster in {root}")
