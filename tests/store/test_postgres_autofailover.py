@@ -85,3 +85,21 @@ def test_leader_killed_during_writes_patroni_promotes_and_nothing_acknowledged_i
         finally:
             stop.set()
             home.cleanup()
+
+
+def test_a_lost_connection_is_tried_again_at_least_every_half_second_whatever_unreachable_after():
+    """psycopg_pool's own schedule doubles from 1 s (1, 3, 7, 15, 31 s after the loss): a daemon waiting
+    through a 20 s failover with unreachable_after 30 wrote again only at 31 s (bench team, autofailover).
+    The store's pools (hebbs.store.postgres.ConnectionPool) schedule their attempts so, capped, and still
+    give up after their reconnect_timeout (unreachable_after)."""
+    from hebbs.store.postgres import RECONNECT_EVERY, _Reconnecting
+
+    attempt = _Reconnecting(timeout=30.0)
+    delays = []
+    now = 0.0
+    while not attempt.time_to_give_up(now):
+        attempt.update_delay(now)
+        delays.append(attempt.delay)
+        now += attempt.delay
+    assert max(delays) <= RECONNECT_EVERY
+    assert 29.9 <= now <= 30.0 + RECONNECT_EVERY  # still given up after unreachable_after
