@@ -176,12 +176,13 @@ class HaCluster:
         self.fast = fast
         self.account = _service_account()
         state = self._state()
-        if state is not None:
-            ports = state["ports"]
-        elif port is not None:
-            ports = list(range(port, port + 8))
-        else:
-            ports = [free_port() for _ in range(8)]
+        # Ports free_port chose are free only when chosen: another process may bind one first (tests
+        # start many servers at once); a first start that finds one taken starts again on others.
+        self.chosen_here = state is None and port is None
+        self._use_ports(state["ports"] if state is not None else
+                        list(range(port, port + 8)) if port is not None else [free_port() for _ in range(8)])
+
+    def _use_ports(self, ports: list[int]) -> None:
         self.ports = ports
         self.etcd_port, self.etcd_peer_port = ports[0], ports[1]
         self.nodes = [Node(self.root, name, ports[2 + i], ports[5 + i]) for i, name in enumerate(NODES)]
@@ -290,21 +291,35 @@ class HaCluster:
                               input=stdin, capture_output=True, text=True, env=env, timeout=30,
                               preexec_fn=_child_setup(None))
 
-    def start(self, timeout: float = 180) -> None:
+    def start(self, timeout: float = 180, attempts: int = 3) -> None:
         """Start etcd (auth on) and the three nodes, those not running already (a node killed rejoins
         the cluster this way: Patroni rewinds it and it follows the new leader), and wait for a leader
         and a synchronous standby."""
         if not ETCD.exists():
             raise Unavailable("the failover cluster needs Debian's etcd: apt-get install etcd-server etcd-client")
         command, env = patroni_command(self.account)
-        self._prepare()
-        running = self._etcd_pid() is not None or any(_alive_pid(n.patroni_pid()) for n in self.nodes)
-        try:
-            self._start(command, env, timeout)
-        except BaseException:
-            if not running:
+        for attempt in range(attempts):
+            self._prepare()
+            running = self._etcd_pid() is not None or any(_alive_pid(n.patroni_pid()) for n in self.nodes)
+            try:
+                self._start(command, env, timeout)
+                return
+            except Unavailable as failed:
+                if running:
+                    raise
                 self.stop(immediate=True)  # nothing left running behind a failed first start
-            raise
+                if not self.chosen_here or attempt == attempts - 1 or "address already in use" not in str(failed).lower():
+                    raise
+                for entry in self.root.iterdir():  # a fresh start on other ports
+                    if entry.is_dir():
+                        shutil.rmtree(entry)
+                    else:
+                        entry.unlink()
+                self._use_ports([free_port() for _ in range(8)])
+            except BaseException:
+                if not running:
+                    self.stop(immediate=True)
+                raise
 
     def _etcd_pid(self) -> int | None:
         with contextlib.suppress(OSError, ValueError):
@@ -319,7 +334,8 @@ class HaCluster:
         if self._etcd_pid() is None:
             self._start_etcd()
         self._wait(lambda: self._etcdctl("endpoint", "health", password=None if first else secrets["etcd"])
-                   .returncode == 0, 30, "etcd to answer", self.root / "etcd.log")
+                   .returncode == 0, 30, "etcd to answer", self.root / "etcd.log",
+                   gone=lambda: self._etcd_pid() is None)
         if first:
             # Without auth anyone on the machine could take the leader lock; the password goes by stdin.
             added = self._etcdctl("user", "add", "root", "--interactive=false", stdin=secrets["etcd"] + "\n")
@@ -373,15 +389,20 @@ class HaCluster:
         self._wait(lambda: self.healthy(size), timeout, f"a leader and a synchronous standby among {size} nodes",
                    *(n.log for n in self.nodes))
 
-    def _wait(self, ready: Any, timeout: float, what: str, *logs: Path) -> None:
+    def _wait(self, ready: Any, timeout: float, what: str, *logs: Path, gone: Any = None) -> None:
+        """Until ready(); an Unavailable with the logs' last lines after timeout, or at once if gone()."""
         deadline = time.monotonic() + timeout
+        failed = f"timed out after {timeout:g}s waiting for {what}"
         while time.monotonic() < deadline:
             if ready():
                 return
+            if gone is not None and gone():
+                failed = f"exited while waiting for {what}"
+                break
             time.sleep(0.2)
         tails = "".join(f"\n{log.name}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-8:])
                         for log in logs if log.exists())
-        raise Unavailable(f"timed out after {timeout:g}s waiting for {what}{tails}")
+        raise Unavailable(failed + tails)
 
     def stop(self, *, immediate: bool = False) -> None:
         """Stop every node (Patroni stops its server), then etcd; `immediate`: SIGKILL, as a test's end."""
