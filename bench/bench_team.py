@@ -216,8 +216,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--quality-only", choices=["notes", "locomo"], help="one quality table and nothing else")
     parser.add_argument("--latency-only", action="store_true", help="the latency table and nothing else")
     parser.add_argument("--indexers-only", action="store_true", help="the indexers table and nothing else")
-    parser.add_argument("--parts", help="only these of replicas,split,buffers,outage,failover,autofailover,ray (comma-separated), in that "
-                        "order")
+    parser.add_argument("--parts", help="only these of replicas,split,buffers,outage,failover,autofailover,ray "
+                        "(comma-separated), in that order")
     parser.add_argument("--buffer-vectors", type=int, default=50_000, help="vectors in the shared_buffers part")
     parser.add_argument("--ray-notes", type=int, help="index only this many of the corpus' notes in the ray part")
     parser.add_argument("--json", type=Path)

@@ -114,8 +114,8 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.vectors (
 
 class _Reconnecting(AttemptWithBackoff):
     """psycopg_pool's schedule of attempts to replace a lost connection, its delay capped at
-    RECONNECT_EVERY: doubling from 1 s, as the library does, a server back after a 20 s failover was
-    used only at the next attempt, 31 s after the loss (bench team, part autofailover)."""
+    RECONNECT_EVERY. The library's delay doubles from 1 s, so a server back after a 20 s failover was
+    used only at its next attempt, 31 s after the loss (bench team, part autofailover)."""
 
     def update_delay(self, now: float) -> None:
         super().update_delay(now)
