@@ -132,14 +132,18 @@ class Node:
         self.pidfile = root / f"{name}.pid"
         self.sockets = root / f"{name}-run"
 
+    # Pid files outlive a kill -9, and pids are reused: a pid counts only while its process is this node's.
+
     def patroni_pid(self) -> int | None:
         with contextlib.suppress(OSError, ValueError):
-            return int(self.pidfile.read_text())
+            pid = int(self.pidfile.read_text())
+            return pid if _runs(pid, self.config) else None
         return None
 
     def postmaster_pid(self) -> int | None:
         with contextlib.suppress(OSError, ValueError):
-            return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+            pid = int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+            return pid if _runs(pid, self.data) else None
         return None
 
     def api(self, path: str) -> Any:
@@ -166,6 +170,15 @@ class Node:
                     os.killpg(os.getpgid(pid), signal.SIGKILL)
                 else:
                     os.kill(pid, signal.SIGKILL)
+
+
+def _runs(pid: int, marker: Path) -> bool:
+    """Whether process pid runs with marker (its config file, its data directory) on its command line
+    (a zombie has none)."""
+    try:
+        return str(marker).encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
 
 
 class HaCluster:
@@ -300,7 +313,7 @@ class HaCluster:
         command, env = patroni_command(self.account)
         for attempt in range(attempts):
             self._prepare()
-            running = self._etcd_pid() is not None or any(_alive_pid(n.patroni_pid()) for n in self.nodes)
+            running = self._etcd_pid() is not None or any(n.patroni_pid() is not None for n in self.nodes)
             try:
                 self._start(command, env, timeout)
                 return
@@ -324,7 +337,7 @@ class HaCluster:
     def _etcd_pid(self) -> int | None:
         with contextlib.suppress(OSError, ValueError):
             pid = int((self.root / "etcd.pid").read_text())
-            return pid if _alive(pid) else None
+            return pid if _runs(pid, self.root / "etcd") else None
         return None
 
     def _start(self, command: list[str], env: dict[str, str], timeout: float) -> None:
@@ -343,7 +356,7 @@ class HaCluster:
             if added.returncode or enabled.returncode:
                 raise Unavailable(f"etcd refused its root user: {added.stderr.strip()} {enabled.stderr.strip()}")
         for node in self.nodes:
-            if _alive_pid(node.patroni_pid()):
+            if node.patroni_pid() is not None:
                 continue
             _private_file(node.config, json.dumps(self._node_config(node, superuser, secrets), indent=1),
                           self.account)
@@ -406,47 +419,31 @@ class HaCluster:
 
     def stop(self, *, immediate: bool = False) -> None:
         """Stop every node (Patroni stops its server), then etcd; `immediate`: SIGKILL, as a test's end."""
-        pids = [p for p in (n.patroni_pid() for n in self.nodes) if p is not None]
         if not immediate:
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGTERM)
+            for pid in [n.patroni_pid() for n in self.nodes]:
+                if pid is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            while time.monotonic() < deadline and any(n.patroni_pid() is not None for n in self.nodes):
                 time.sleep(0.2)
         for node in self.nodes:
             node.kill9()
             node.pidfile.unlink(missing_ok=True)
-        etcd = self.root / "etcd.pid"
-        with contextlib.suppress(OSError, ValueError, ProcessLookupError):
-            pid = int(etcd.read_text())
-            os.kill(pid, signal.SIGTERM if not immediate else signal.SIGKILL)
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and _alive(pid):
-                time.sleep(0.1)
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
-        etcd.unlink(missing_ok=True)
+        pid = self._etcd_pid()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL if immediate else signal.SIGTERM)
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and self._etcd_pid() is not None:
+                    time.sleep(0.1)
+                if self._etcd_pid() is not None:
+                    os.kill(pid, signal.SIGKILL)
+        (self.root / "etcd.pid").unlink(missing_ok=True)
 
     def remove(self) -> None:
         self.stop(immediate=True)
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _alive_pid(pid: int | None) -> bool:
-    return pid is not None and _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    """Running, not a zombie waiting for its parent (this process, which started it)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with contextlib.suppress(ChildProcessError):
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    return True
 
 
 def _port(text: str) -> int:
