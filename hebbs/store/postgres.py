@@ -52,7 +52,9 @@ import msgspec
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool as _LibraryPool
+from psycopg_pool import PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
 
 from ..errors import CorruptVault, InvalidInput, StoreUnavailable, VaultBusy
 from ..schema import EdgeType, Memory
@@ -66,6 +68,10 @@ SCHEMA = "hebbs"
 TABLES = {family: ("memories" if family == "default" else family) for family in COLUMN_FAMILIES}
 # How long the pool keeps reconnecting a connection it lost (a restart, a failover).
 RETRY_SECONDS = 30.0
+# The longest wait between two attempts to replace a lost connection: a server back (a failover done)
+# is used within this, whatever unreachable_after allows. An attempt to a host that is down is refused
+# at once, and one that does not answer costs connect_timeout.
+RECONNECT_EVERY = 0.5
 # A daemon that holds the writer lock longer than this (stopped, not crashed) makes others fail clearly.
 LOCK_TIMEOUT = "60s"
 # The change log keeps the last KEEP_CHANGES writes of a vault, pruned by every PRUNE_EVERY-th write: a
@@ -104,6 +110,24 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.vectors (
 """ + "".join(
     f"CREATE TABLE IF NOT EXISTS {SCHEMA}.{table} (vault int NOT NULL, key bytea NOT NULL, value bytea NOT NULL, "
     f"PRIMARY KEY (vault, key));\n" for family, table in TABLES.items() if family != "vectors")
+
+
+class _Reconnecting(AttemptWithBackoff):
+    """psycopg_pool's schedule of attempts to replace a lost connection, its delay capped at
+    RECONNECT_EVERY. The library's delay doubles from 1 s, so a server back after a 20 s failover was
+    used only at its next attempt, 31 s after the loss (bench team, part autofailover)."""
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_EVERY)
+
+
+class ConnectionPool(_LibraryPool):
+    """psycopg_pool's pool, replacing a lost connection at least every RECONNECT_EVERY seconds."""
+
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        # The library makes a new attempt here when given none, then passes it on to each retry.
+        super()._add_connection(attempt or _Reconnecting(timeout=self.reconnect_timeout), growing)
 
 
 def _served(conn: psycopg.Connection) -> None:
@@ -232,8 +256,8 @@ class PgStore:
             setup.close()
         # Connections are opened as needed, up to pool_size (store.pool_size): a pooler or a server with
         # fewer to give makes a call wait, then fail with STORE_UNAVAILABLE, never hang.
-        # A pool retries a lost connection with a backoff that doubles from 1 s: given up after
-        # unreachable_after, it connects again at the next call, so a server back is used within seconds.
+        # A pool retries a lost connection every RECONNECT_EVERY seconds at most: given up after
+        # unreachable_after, it connects again at the next call, so a server back is used at once.
         pool = ConnectionPool(url, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
                               configure=register_vector, name=f"hebbs-{name}", open=False,
                               reconnect_timeout=unreachable_after, timeout=unreachable_after)
