@@ -57,6 +57,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ..errors import CorruptVault, InvalidInput, StoreUnavailable, VaultBusy
 from ..schema import EdgeType, Memory
 from .durability import GroupCommit
+from .contract import settle_ties
 from .storage import (COLUMN_FAMILIES, GRAPH_FORWARD, GRAPH_REVERSE, MEMORY_PREFIX, VECTOR_PREFIX, WriteSet,
                       decode_memory, decode_vector, id_bytes, id_str, parse_edge_value)
 
@@ -807,7 +808,7 @@ class PgVectorIndex:
         return count
 
     def search(self, vector: np.ndarray, k: int, *, ef: int | None = None) -> list[tuple[str, float]]:
-        return self.store.nearest(vector, k, self.dim, ef=max(ef or self.ef_search, k))
+        return settle_ties(lambda n: self.store.nearest(vector, n, self.dim, ef=max(ef or self.ef_search, n)), k)
 
     def ids_by_label(self) -> dict[int, str]:
         """Every indexed id under a label of its own (its rank by key: pgvector has no labels); the keys
