@@ -1,0 +1,220 @@
+"""Who may use which vault of a PostgreSQL store: one database role per vault (`hebbs team`, docs/scale.md).
+
+Every table of the schema `hebbs` is keyed by vault first; row-level security keeps each role to the
+vaults whose roles it holds:
+
+    hebbs.vaults.readers    the vault's role (`hebbs_vault_<id>`, NOLOGIN): whoever is granted it uses the vault
+    policy hebbs_vault_role on every table: a row is seen, written and deleted only by a member of its
+                            vault's role
+
+The vault's role holds what a daemon's work on the vault needs and nothing else: the rows of its vault
+in every table (select, insert, update, delete), the vault's write sequence (`UPDATE (seq)` of its row:
+no rename, no change of its role), LISTEN and advisory locks (open to every role). The tables' owner
+and superusers are not bound by the policies (PostgreSQL's rule): they run `hebbs team` and migrations.
+A teammate logs in as a role of their own (`add-role`), granted one vault role per vault they may use.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from ..errors import InvalidInput, StoreUnavailable
+from .postgres import _DDL, SCHEMA, TABLES, servers
+
+POLICY = "hebbs_vault_role"
+# Every table keyed by vault (hebbs.vaults is keyed by id, its own policy below).
+VAULT_TABLES = ("changes", "claims", "vectors", *(table for family, table in TABLES.items() if family != "vectors"))
+_SCRAM_ITERATIONS = 4096
+
+
+def vault_role(vault_id: int) -> str:
+    """The role of a vault: named by its id, since a vault's name may be anything and up to any length."""
+    return f"hebbs_vault_{vault_id}"
+
+
+def _scram_verifier(password: str) -> str:
+    """The SCRAM-SHA-256 verifier PostgreSQL stores for a password (RFC 5803): sent instead of the
+    password, so that no server log (log_statement = 'ddl') ever holds the password itself."""
+    salt = os.urandom(16)
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, _SCRAM_ITERATIONS)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    stored_key = hashlib.sha256(client_key).digest()
+    server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    b64 = lambda raw: base64.b64encode(raw).decode()  # noqa: E731 - four uses on one line
+    return f"SCRAM-SHA-256${_SCRAM_ITERATIONS}:{b64(salt)}${b64(stored_key)}:{b64(server_key)}"
+
+
+@dataclass
+class VaultAccess:
+    name: str
+    id: int
+    role: str | None  # None: no role yet, only the tables' owner (and superusers) use it
+    members: list[str]
+
+
+def _connect(url: str) -> psycopg.Connection:
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailable(f"PostgreSQL at {servers(url)} cannot be reached ({str(exc).strip().splitlines()[0]})") \
+            from None
+
+
+def _refused(url: str, exc: psycopg.Error) -> InvalidInput:
+    return InvalidInput(f"PostgreSQL at {servers(url)} refused: {str(exc).strip().splitlines()[0]} (hebbs team runs "
+                        f"as the role that owns the schema {SCHEMA} (the one that created it, or a superuser), "
+                        "which must also be allowed to create roles)")
+
+
+def _secure(conn: psycopg.Connection) -> None:
+    """The schema, the vaults' `readers` column and the policies, made once (idempotent)."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext('hebbs schema'))")
+    conn.execute(_DDL)
+    conn.execute(f"ALTER TABLE {SCHEMA}.vaults ADD COLUMN IF NOT EXISTS readers oid")
+    conn.execute(f"ALTER TABLE {SCHEMA}.vaults ENABLE ROW LEVEL SECURITY")
+    conn.execute(f"DROP POLICY IF EXISTS {POLICY} ON {SCHEMA}.vaults")
+    # pg_has_role of a role dropped since is NULL: no one.
+    conn.execute(f"CREATE POLICY {POLICY} ON {SCHEMA}.vaults USING (pg_has_role(readers, 'USAGE'))")
+    for table in VAULT_TABLES:
+        conn.execute(f"ALTER TABLE {SCHEMA}.{table} ENABLE ROW LEVEL SECURITY")
+        conn.execute(f"DROP POLICY IF EXISTS {POLICY} ON {SCHEMA}.{table}")
+        conn.execute(f"CREATE POLICY {POLICY} ON {SCHEMA}.{table} USING (vault IN "
+                     f"(SELECT id FROM {SCHEMA}.vaults WHERE pg_has_role(readers, 'USAGE')))")
+
+
+def _vault_role(conn: psycopg.Connection, name: str) -> str:
+    """The role of vault `name` (the vault and its role made when missing), with its privileges."""
+    conn.execute(f"INSERT INTO {SCHEMA}.vaults (name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (name,))
+    vault_id = conn.execute(f"SELECT id FROM {SCHEMA}.vaults WHERE name = %s", (name,)).fetchone()[0]  # type: ignore[index]
+    role = vault_role(vault_id)
+    if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
+        conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
+    ident = sql.Identifier(role)
+    conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(SCHEMA), ident))
+    conn.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO {}").format(
+        sql.SQL(", ").join(sql.Identifier(SCHEMA, table) for table in VAULT_TABLES), ident))
+    conn.execute(sql.SQL("GRANT SELECT, UPDATE (seq) ON {} TO {}").format(sql.Identifier(SCHEMA, "vaults"), ident))
+    conn.execute(f"UPDATE {SCHEMA}.vaults SET readers = %s::regrole WHERE id = %s", (role, vault_id))
+    return role
+
+
+def add_role(url: str, role: str, passfile: Path) -> None:
+    """A login role for a teammate, with a generated password written to `passfile` (libpq's format,
+    0600, one line per server of `url`), which the teammate's URL names."""
+    if passfile.exists():
+        raise InvalidInput(f"{passfile} exists; name another file (--passfile)")
+    password = secrets.token_urlsafe(24)  # letters, digits, - and _: nothing pgpass would need escaped
+    with _connect(url) as conn:
+        try:
+            if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is not None:
+                raise InvalidInput(f"role {role!r} exists in PostgreSQL at {servers(url)}; grant it a vault "
+                                   "(hebbs team grant) or choose another name")
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                sql.Identifier(role), sql.Literal(_scram_verifier(password))))
+        except psycopg.Error as exc:
+            raise _refused(url, exc) from None
+        info = conn.info
+        hosts, ports, dbname = info.host.split(","), str(info.port).split(","), info.dbname
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(url)
+    hosts = str(given.get("host") or ",".join(hosts)).split(",")
+    ports = str(given.get("port") or ",".join(ports)).split(",")
+    ports = ports * len(hosts) if len(ports) == 1 else ports
+    fd = os.open(passfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write("".join(f"{host}:{port}:{dbname}:{role}:{password}\n" for host, port in zip(hosts, ports)))
+
+
+def grant(url: str, vault: str, role: str) -> str:
+    """Let `role` use vault `vault` (made when missing): the vault's role granted to it. Returns the vault's role."""
+    with _connect(url) as conn:
+        try:
+            with conn.transaction():
+                _secure(conn)
+                if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is None:
+                    raise InvalidInput(f"no role {role!r} in PostgreSQL at {servers(url)} (hebbs team add-role "
+                                       f"{role} makes one)")
+                granted = _vault_role(conn, vault)
+                conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(granted), sql.Identifier(role)))
+        except psycopg.Error as exc:
+            raise _refused(url, exc) from None
+    return granted
+
+
+def revoke(url: str, vault: str, role: str) -> bool:
+    """Take vault `vault` from `role` (what its daemons hold open fails at their next call). False: it had none."""
+    with _connect(url) as conn:
+        try:
+            with conn.transaction():
+                _secure(conn)
+                row = conn.execute(f"SELECT id FROM {SCHEMA}.vaults WHERE name = %s", (vault,)).fetchone()
+                if row is None:
+                    raise InvalidInput(f"no vault {vault!r} in PostgreSQL at {servers(url)}")
+                granted = vault_role(row[0])
+                held = conn.execute("SELECT 1 FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid "
+                                    "JOIN pg_roles r ON r.oid = m.member WHERE g.rolname = %s AND r.rolname = %s",
+                                    (granted, role)).fetchone()
+                if held is not None:
+                    conn.execute(sql.SQL("REVOKE {} FROM {}").format(sql.Identifier(granted), sql.Identifier(role)))
+        except psycopg.Error as exc:
+            raise _refused(url, exc) from None
+    return held is not None
+
+
+def listing(url: str) -> list[VaultAccess]:
+    """Every vault of the store, its role and the roles that hold it (directly)."""
+    with _connect(url) as conn:
+        try:
+            has_readers = conn.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND table_name = 'vaults' "
+                "AND column_name = 'readers'", (SCHEMA,)).fetchone() is not None
+            rows = conn.execute(
+                f"SELECT v.name, v.id, g.rolname, coalesce(array_agg(r.rolname ORDER BY r.rolname) "
+                f"FILTER (WHERE r.rolname IS NOT NULL), '{{}}') FROM {SCHEMA}.vaults v "
+                + ("LEFT JOIN pg_roles g ON g.oid = v.readers LEFT JOIN pg_auth_members m ON m.roleid = g.oid "
+                   "LEFT JOIN pg_roles r ON r.oid = m.member " if has_readers else
+                   "LEFT JOIN (SELECT NULL::name AS rolname) g ON false LEFT JOIN (SELECT NULL::name AS rolname) r "
+                   "ON false ")
+                + "GROUP BY v.name, v.id, g.rolname ORDER BY v.name").fetchall()
+        except psycopg.errors.UndefinedTable:
+            return []
+        except psycopg.Error as exc:
+            raise _refused(url, exc) from None
+    return [VaultAccess(name, vault_id, role, list(members)) for name, vault_id, role, members in rows]
+
+
+def drop_vault(url: str, vault: str) -> dict[str, int]:
+    """Remove vault `vault` from the store: every row of it in every table, its pgvector indexes and its
+    role (whoever held it loses it). Returns the rows removed, by table. Its daemons must be stopped:
+    one still running would make it again, empty, at its next write."""
+    with _connect(url) as conn:
+        try:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext('hebbs schema'))")
+                row = conn.execute(f"SELECT id FROM {SCHEMA}.vaults WHERE name = %s", (vault,)).fetchone()
+                if row is None:
+                    raise InvalidInput(f"no vault {vault!r} in PostgreSQL at {servers(url)}")
+                vault_id = row[0]
+                removed = {table: conn.execute(f"DELETE FROM {SCHEMA}.{table} WHERE vault = %s", (vault_id,)).rowcount
+                           for table in VAULT_TABLES}
+                for kind in ("vector", "halfvec"):
+                    conn.execute(f"DROP INDEX IF EXISTS {SCHEMA}.vectors_hnsw_{int(vault_id)}_{kind}")
+                conn.execute(f"DELETE FROM {SCHEMA}.vaults WHERE id = %s", (vault_id,))
+                role = vault_role(vault_id)
+                if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is not None:
+                    # Its privileges first: a role that holds any cannot be dropped.
+                    conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+                    conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+        except psycopg.Error as exc:
+            raise _refused(url, exc) from None
+    return removed
