@@ -43,13 +43,13 @@ def run(args: argparse.Namespace) -> int:
     url, name = _store(args)
     if args.action == "add-role":
         passfile = Path(args.passfile or f"{args.role}.pgpass").absolute()
-        pgaccess.add_role(url, args.role, passfile)
+        their_url = pgaccess.add_role(url, args.role, passfile)
         if json_mode:
-            output.emit_json({"role": args.role, "passfile": str(passfile)})
+            output.emit_json({"role": args.role, "passfile": str(passfile), "url": their_url})
         else:
             print(f"role {args.role} may log in; its password is in {passfile} (0600, libpq's format)")
-            print(f"give that file to {args.role}, whose URL names it: ...?passfile=PATH (nothing granted yet: "
-                  f"hebbs team grant {args.role} --name VAULT)")
+            print(f"give that file to {args.role}; their store URL: {their_url} (passfile= where they keep it)")
+            print(f"it may use no vault yet: hebbs team grant {args.role} --name VAULT")
     elif args.action == "grant":
         assert name is not None
         role = pgaccess.grant(url, name, args.role)
@@ -70,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
         if json_mode:
             output.emit_json({"vault": args.name, "removed": removed})
         else:
-            print(f"dropped vault {args.name!r}: {sum(removed.values())} rows "
-                  f"({', '.join(f'{t} {n}' for t, n in removed.items() if n)}), its indexes and its role")
+            counts = ", ".join(f"{table} {n}" for table, n in removed.items() if n)
+            print(f"dropped vault {args.name!r}: {sum(removed.values())} rows{f' ({counts})' if counts else ''}, "
+                  "its indexes and its role")
     else:
         vaults = pgaccess.listing(url)
         if json_mode:

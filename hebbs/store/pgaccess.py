@@ -3,13 +3,16 @@
 Every table of the schema `hebbs` is keyed by vault first; row-level security keeps each role to the
 vaults whose roles it holds:
 
-    hebbs.vaults.readers    the vault's role (`hebbs_vault_<id>`, NOLOGIN): whoever is granted it uses the vault
+    hebbs_vault_<id>        the vault's role (NOLOGIN): whoever is granted it uses the vault
     policy hebbs_vault_role on every table: a row is seen, written and deleted only by a member of its
                             vault's role
 
+The policies find a vault's role by its name, not by its oid: a dump restored on another server, whose
+roles were made again (pg_dumpall --roles-only), keeps who may use what.
+
 The vault's role holds what a daemon's work on the vault needs and nothing else: the rows of its vault
 in every table (select, insert, update, delete), the vault's write sequence (`UPDATE (seq)` of its row:
-no rename, no change of its role), LISTEN and advisory locks (open to every role). The tables' owner
+no rename), LISTEN and advisory locks (open to every role). The tables' owner
 and superusers are not bound by the policies (PostgreSQL's rule): they run `hebbs team` and migrations.
 A teammate logs in as a role of their own (`add-role`), granted one vault role per vault they may use.
 """
@@ -31,6 +34,10 @@ from ..errors import InvalidInput, StoreUnavailable
 from .postgres import _DDL, SCHEMA, TABLES, servers
 
 POLICY = "hebbs_vault_role"
+ROLE_PREFIX = "hebbs_vault_"
+# Whether the session's role holds the role of the vault whose id is `id` (a role that does not exist: no).
+_MAY_USE = (f"EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = '{ROLE_PREFIX}' || id "
+            "AND pg_has_role(r.oid, 'USAGE'))")
 # Every table keyed by vault (hebbs.vaults is keyed by id, its own policy below).
 VAULT_TABLES = ("changes", "claims", "vectors", *(table for family, table in TABLES.items() if family != "vectors"))
 _SCRAM_ITERATIONS = 4096
@@ -38,7 +45,7 @@ _SCRAM_ITERATIONS = 4096
 
 def vault_role(vault_id: int) -> str:
     """The role of a vault: named by its id, since a vault's name may be anything and up to any length."""
-    return f"hebbs_vault_{vault_id}"
+    return f"{ROLE_PREFIX}{vault_id}"
 
 
 def _scram_verifier(password: str) -> str:
@@ -76,19 +83,18 @@ def _refused(url: str, exc: psycopg.Error) -> InvalidInput:
 
 
 def _secure(conn: psycopg.Connection) -> None:
-    """The schema, the vaults' `readers` column and the policies, made once (idempotent)."""
+    """The schema and the policies, made once (idempotent)."""
     conn.execute("SELECT pg_advisory_xact_lock(hashtext('hebbs schema'))")
     conn.execute(_DDL)
-    conn.execute(f"ALTER TABLE {SCHEMA}.vaults ADD COLUMN IF NOT EXISTS readers oid")
     conn.execute(f"ALTER TABLE {SCHEMA}.vaults ENABLE ROW LEVEL SECURITY")
     conn.execute(f"DROP POLICY IF EXISTS {POLICY} ON {SCHEMA}.vaults")
-    # pg_has_role of a role dropped since is NULL: no one.
-    conn.execute(f"CREATE POLICY {POLICY} ON {SCHEMA}.vaults USING (pg_has_role(readers, 'USAGE'))")
+    conn.execute(f"CREATE POLICY {POLICY} ON {SCHEMA}.vaults USING ({_MAY_USE})")
     for table in VAULT_TABLES:
         conn.execute(f"ALTER TABLE {SCHEMA}.{table} ENABLE ROW LEVEL SECURITY")
         conn.execute(f"DROP POLICY IF EXISTS {POLICY} ON {SCHEMA}.{table}")
+        # One look at the vaults (a hashed subplan), not one per row.
         conn.execute(f"CREATE POLICY {POLICY} ON {SCHEMA}.{table} USING (vault IN "
-                     f"(SELECT id FROM {SCHEMA}.vaults WHERE pg_has_role(readers, 'USAGE')))")
+                     f"(SELECT id FROM {SCHEMA}.vaults WHERE {_MAY_USE}))")
 
 
 def _vault_role(conn: psycopg.Connection, name: str) -> str:
@@ -103,13 +109,13 @@ def _vault_role(conn: psycopg.Connection, name: str) -> str:
     conn.execute(sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {} TO {}").format(
         sql.SQL(", ").join(sql.Identifier(SCHEMA, table) for table in VAULT_TABLES), ident))
     conn.execute(sql.SQL("GRANT SELECT, UPDATE (seq) ON {} TO {}").format(sql.Identifier(SCHEMA, "vaults"), ident))
-    conn.execute(f"UPDATE {SCHEMA}.vaults SET readers = %s::regrole WHERE id = %s", (role, vault_id))
     return role
 
 
-def add_role(url: str, role: str, passfile: Path) -> None:
+def add_role(url: str, role: str, passfile: Path) -> str:
     """A login role for a teammate, with a generated password written to `passfile` (libpq's format,
-    0600, one line per server of `url`), which the teammate's URL names."""
+    0600, one line per server of `url`), which the teammate's URL names. Returns that URL (passfile=
+    naming the file where it is now: the teammate puts their own path)."""
     if passfile.exists():
         raise InvalidInput(f"{passfile} exists; name another file (--passfile)")
     password = secrets.token_urlsafe(24)  # letters, digits, - and _: nothing pgpass would need escaped
@@ -133,6 +139,8 @@ def add_role(url: str, role: str, passfile: Path) -> None:
     fd = os.open(passfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write("".join(f"{host}:{port}:{dbname}:{role}:{password}\n" for host, port in zip(hosts, ports)))
+    where = ",".join(f"{host}:{port}" for host, port in zip(hosts, ports))
+    return f"postgresql://{role}@{where}/{dbname}?passfile={passfile}"
 
 
 def grant(url: str, vault: str, role: str) -> str:
@@ -175,17 +183,12 @@ def listing(url: str) -> list[VaultAccess]:
     """Every vault of the store, its role and the roles that hold it (directly)."""
     with _connect(url) as conn:
         try:
-            has_readers = conn.execute(
-                "SELECT 1 FROM information_schema.columns WHERE table_schema = %s AND table_name = 'vaults' "
-                "AND column_name = 'readers'", (SCHEMA,)).fetchone() is not None
             rows = conn.execute(
                 f"SELECT v.name, v.id, g.rolname, coalesce(array_agg(r.rolname ORDER BY r.rolname) "
                 f"FILTER (WHERE r.rolname IS NOT NULL), '{{}}') FROM {SCHEMA}.vaults v "
-                + ("LEFT JOIN pg_roles g ON g.oid = v.readers LEFT JOIN pg_auth_members m ON m.roleid = g.oid "
-                   "LEFT JOIN pg_roles r ON r.oid = m.member " if has_readers else
-                   "LEFT JOIN (SELECT NULL::name AS rolname) g ON false LEFT JOIN (SELECT NULL::name AS rolname) r "
-                   "ON false ")
-                + "GROUP BY v.name, v.id, g.rolname ORDER BY v.name").fetchall()
+                f"LEFT JOIN pg_roles g ON g.rolname = '{ROLE_PREFIX}' || v.id "
+                "LEFT JOIN pg_auth_members m ON m.roleid = g.oid LEFT JOIN pg_roles r ON r.oid = m.member "
+                "GROUP BY v.name, v.id, g.rolname ORDER BY v.name").fetchall()
         except psycopg.errors.UndefinedTable:
             return []
         except psycopg.Error as exc:
