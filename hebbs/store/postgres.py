@@ -215,6 +215,7 @@ class PgStore:
         setup = ConnectionPool(url, min_size=1, max_size=2, name=f"hebbs-{name}-open", open=False, configure=_served,
                                kwargs={"autocommit": True, "connect_timeout": max(2, int(unreachable_after))},
                                timeout=unreachable_after, reconnect_timeout=unreachable_after)
+        user: str | None = None
         try:
             setup.open(wait=True, timeout=unreachable_after)
             with setup.connection() as conn:
@@ -876,7 +877,8 @@ _POOLER_REFUSED = ("vault {local}: {where} is a connection pooler in transaction
 def _denied(name: str, url: str, user: str | None, exc: psycopg.Error | None) -> AccessDenied:
     """The server refuses this role the vault (pgaccess.py): not granted, or revoked."""
     who = f"role {user!r}" if user else "the role of store.url"
-    said = f" ({_first_line(exc)})" if exc is not None else ""
+    # No error: the vault's row is gone from view, revoked or dropped (hebbs team drop-vault).
+    said = f" ({_first_line(exc)})" if exc is not None else " any more, or the vault was dropped"
     return AccessDenied(f"vault {name!r} in PostgreSQL {servers(url)}: {who} may not use it{said}; a team lead "
                         f"grants it with `hebbs team grant ROLE --name {name}` (docs/scale.md)")
 
