@@ -92,6 +92,12 @@ def test_a_role_granted_one_vault_works_there_and_cannot_reach_another(pg_server
         said = refused.stdout + refused.stderr
         assert refused.returncode == 1 and "ACCESS_DENIED" in said and vault_b in said and "9000" not in said, said
         assert "Traceback" not in said
+        # The panel's overview: a page with the vault refused, never an HTTP 500 (docs/palace.md).
+        from test_postgres_outage import _overview
+
+        panel = home.palace()
+        status, page = _overview(panel["port"], panel["url"].split("token=", 1)[1])
+        assert status == 200 and "may not use it" in page and vault_b in page and "9000" not in page
 
         listed = json.loads(home.hebbs("team", "list", "--store", admin, "--format", "json").stdout)
         granted = {v["vault"]: v["granted_to"] for v in listed if v["vault"] in (vault_a, vault_b)}
