@@ -23,6 +23,7 @@ import base64
 import hashlib
 import hmac
 import os
+import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,9 +117,29 @@ def add_role(url: str, role: str, passfile: Path) -> str:
     """A login role for a teammate, with a generated password written to `passfile` (libpq's format,
     0600, one line per server of `url`), which the teammate's URL names. Returns that URL (passfile=
     naming the file where it is now: the teammate puts their own path)."""
-    if passfile.exists():
-        raise InvalidInput(f"{passfile} exists; name another file (--passfile)")
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", role):
+        # The name goes into a password file too, where ':' and '\\' would need escaping, and unquoted
+        # into psql and URLs by whoever uses it: plain names only.
+        raise InvalidInput(f"a role name is lower-case letters, digits and _ (at most 63, not starting with a "
+                           f"digit), not {role!r}")
     password = secrets.token_urlsafe(24)  # letters, digits, - and _: nothing pgpass would need escaped
+    try:
+        # Made before the role: a role whose password went nowhere would be of no use to anyone.
+        fd = os.open(passfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise InvalidInput(f"{passfile} exists; name another file (--passfile)") from None
+    with os.fdopen(fd, "w") as out:
+        try:
+            lines, their_url = _create_login(url, role, password, passfile)
+        except BaseException:
+            passfile.unlink(missing_ok=True)
+            raise
+        out.write(lines)
+    return their_url
+
+
+def _create_login(url: str, role: str, password: str, passfile: Path) -> tuple[str, str]:
+    """Create the login role; its password file's lines, and the teammate's URL."""
     with _connect(url) as conn:
         try:
             if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is not None:
@@ -136,11 +157,9 @@ def add_role(url: str, role: str, passfile: Path) -> str:
     hosts = str(given.get("host") or ",".join(hosts)).split(",")
     ports = str(given.get("port") or ",".join(ports)).split(",")
     ports = ports * len(hosts) if len(ports) == 1 else ports
-    fd = os.open(passfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write("".join(f"{host}:{port}:{dbname}:{role}:{password}\n" for host, port in zip(hosts, ports)))
+    lines = "".join(f"{host}:{port}:{dbname}:{role}:{password}\n" for host, port in zip(hosts, ports))
     where = ",".join(f"{host}:{port}" for host, port in zip(hosts, ports))
-    return f"postgresql://{role}@{where}/{dbname}?passfile={passfile}"
+    return lines, f"postgresql://{role}@{where}/{dbname}?passfile={passfile}"
 
 
 def grant(url: str, vault: str, role: str) -> str:

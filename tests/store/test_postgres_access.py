@@ -150,3 +150,23 @@ def test_drop_vault_removes_its_rows_and_its_role(pg_server):
         assert again.returncode == 1 and "no vault" in again.stdout + again.stderr
     finally:
         home.stop()
+
+
+def test_add_role_refuses_a_name_or_a_file_it_cannot_keep(pg_server, tmp_path: Path):
+    from daemon_fixtures import DaemonHome
+
+    home = DaemonHome()
+    role = f"carol_{uuid.uuid4().hex[:8]}"
+    kept = tmp_path / "kept.pgpass"
+    kept.write_text("someone else's\n")
+    try:
+        bad = home.hebbs("team", "add-role", "Carol:x", "--store", pg_server.url, "--passfile", str(tmp_path / "c"),
+                         check=False)
+        assert bad.returncode == 1 and "INVALID_REQUEST" in bad.stdout + bad.stderr and not (tmp_path / "c").exists()
+        taken = home.hebbs("team", "add-role", role, "--store", pg_server.url, "--passfile", str(kept), check=False)
+        assert taken.returncode == 1 and "exists" in taken.stdout + taken.stderr
+        assert kept.read_text() == "someone else's\n"
+        with psycopg.connect(pg_server.url) as conn:  # no role whose password went nowhere
+            assert conn.execute("SELECT count(*) FROM pg_roles WHERE rolname = %s", (role,)).fetchone() == (0,)
+    finally:
+        home.stop()
