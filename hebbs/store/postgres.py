@@ -187,7 +187,7 @@ class PgStore:
         # statement without end, and a cancel does not reach a statement still in its queue.
         self._lock_pool = ConnectionPool(url, min_size=0, max_size=1, timeout=unreachable_after, open=False,
                                          kwargs={"autocommit": True, "connect_timeout": 5,
-                                                 "application_name": application_name(name)},
+                                                 "application_name": application_name(vault_id)},
                                          configure=_writer_session, name=f"hebbs-{name}-writer",
                                          reconnect_timeout=unreachable_after)
         self._lock_pool.open(wait=False)
@@ -249,7 +249,7 @@ class PgStore:
         # A pool retries a lost connection with a backoff that doubles from 1 s: given up after
         # unreachable_after, it connects again at the next call, so a server back is used within seconds.
         pool = ConnectionPool(url, min_size=1, max_size=pool_size,
-                              kwargs={"autocommit": True, "application_name": application_name(name)},
+                              kwargs={"autocommit": True, "application_name": application_name(vault_id)},
                               configure=register_vector, name=f"hebbs-{name}", open=False,
                               reconnect_timeout=unreachable_after, timeout=unreachable_after)
         try:
@@ -261,7 +261,7 @@ class PgStore:
         if read_url:
             # Not waited for: a replica down at open only sends the reads to the primary.
             read_pool = ConnectionPool(read_url, min_size=1, max_size=pool_size, configure=register_vector,
-                                       kwargs={"autocommit": True, "application_name": f"hebbs reads {name}"[:63]},
+                                       kwargs={"autocommit": True, "application_name": f"hebbs reads vault {vault_id}"},
                                        name=f"hebbs-{name}-reads", open=False, reconnect_timeout=RETRY_SECONDS)
             read_pool.open(wait=False)
         return cls(url, name, local, pool, vault_id, read_url, read_pool, unreachable_after=unreachable_after)
@@ -547,7 +547,7 @@ class PgStore:
             while not self._stop.is_set():
                 try:
                     with psycopg.connect(self.url, autocommit=True, connect_timeout=5,
-                                         application_name=application_name(self.name)) as conn:
+                                         application_name=application_name(self.vault_id)) as conn:
                         conn.execute(f"LISTEN {self.channel}")
                         on_change()  # what was missed while not listening
                         while not self._stop.is_set():
@@ -911,10 +911,12 @@ def _refuse_transaction_pooler(conn: psycopg.Connection, pool: ConnectionPool, u
         raise InvalidInput(_POOLER_REFUSED.format(where=servers(url), local=local))
 
 
-def application_name(vault: str) -> str:
-    """What a daemon's sessions on a vault call themselves (pg_stat_activity.application_name): the vault,
-    for the monitoring queries of docs/scale.md (sessions and busy ones per vault)."""
-    return f"hebbs {vault}"[:63]
+def application_name(vault_id: int) -> str:
+    """What a daemon's sessions on a vault call themselves (pg_stat_activity.application_name), for the
+    monitoring queries of docs/scale.md (sessions and busy ones per vault): its id, not its name, since
+    every role on the server sees every session's application_name (pgaccess.py keeps names to those
+    granted the vault)."""
+    return f"hebbs vault {vault_id}"
 
 
 def servers(url: str) -> str:
