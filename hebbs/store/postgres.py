@@ -105,6 +105,7 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.vectors (
 """ + "".join(
     f"CREATE TABLE IF NOT EXISTS {SCHEMA}.{table} (vault int NOT NULL, key bytea NOT NULL, value bytea NOT NULL, "
     f"PRIMARY KEY (vault, key));\n" for family, table in TABLES.items() if family != "vectors")
+# Every table _DDL makes: a table added there is added here, or a vault opened finds it missing.
 _DDL_TABLES = sorted({"vaults", "changes", "claims", *TABLES.values()})
 # Whether _DDL has nothing left to make. Asked first because CREATE ... IF NOT EXISTS checks the right
 # to create before it looks: a role granted one vault (pgaccess.py) may not create, and need not.
