@@ -54,7 +54,6 @@ from hostile import requests, send_each  # noqa: E402
 from storage_faults import DAMAGES, DERIVED_KINDS, FILE_KINDS, copy_vault, damage, find_file  # noqa: E402
 
 from hebbs.errors import DaemonUnavailable, HebbsError, ProtocolError  # noqa: E402
-from hebbs.paths import init_vault  # noqa: E402
 
 HEBBS = str(Path(sys.executable).with_name("hebbs"))
 # Damage doctor does not look for: RocksDB's OPTIONS file and the vault marker are rewritten at the
@@ -240,50 +239,37 @@ def full_disk() -> dict[str, Any]:
 
 
 def full_disk_at_open() -> dict[str, Any]:
-    from test_full_disk import crash, fill, small_disk
+    from test_full_disk import crash, cranes, reopened_on_a_full_disk
 
     if os.geteuid() != 0:
         return {"skipped": "needs root to mount a tmpfs"}
     daemon = ForegroundDaemon().start()
     try:
-        with small_disk() as disk:
-            notes = disk / "notes"
-            notes.mkdir()
-            init_vault(notes, daemon.home)
-            try:
-                with daemon.client(vault=notes) as client:
-                    acknowledged = [m.id for m in client.remember_many(
-                        [{"content": f"The harbour crane {i} lifts {i * 10} tonnes."} for i in range(200)])]
-                crash(daemon)
-                filler = disk / "filler"
-                fill(filler)
-                daemon.start()
-                with daemon.client(vault=notes, timeout=300) as client:
-                    started = time.perf_counter()
-                    refused = outcome(lambda: client.remember("written while the disk is full"))
-                    to_refusal = time.perf_counter() - started
-                    reads = Counter(outcome(call) for call in
-                                    [lambda: client.recall("which crane lifts 70 tonnes", top_k=3)] * 5
-                                    + [lambda: client.get(acknowledged[0]), client.count])
-                    still = outcome(lambda: client.remember("still no room"))
-                    filler.unlink()
-                    started = time.perf_counter()
-                    after = outcome(lambda: acknowledged.append(client.remember("after the space came back").id))
-                    to_recovery = time.perf_counter() - started
-                    started = time.perf_counter()
-                    outcome(lambda: client.remember("the second write after the space came back"))
-                    next_write = time.perf_counter() - started
-                    stored = {m.id for m in client.export()}
-                # The peer: the same first request after a crash, with space free.
-                crash(daemon)
-                daemon.start()
-                with daemon.client(vault=notes, timeout=300) as client:
-                    started = time.perf_counter()
-                    peer = outcome(lambda: client.remember("written after a crash with space free"))
-                    peer_s = time.perf_counter() - started
-                log = daemon.log()
-            finally:
-                daemon.stop()
+        with reopened_on_a_full_disk(daemon, cranes(200)) as (notes, filler, acknowledged):
+            with daemon.client(vault=notes, timeout=300) as client:
+                started = time.perf_counter()
+                refused = outcome(lambda: client.remember("written while the disk is full"))
+                to_refusal = time.perf_counter() - started
+                reads = Counter(outcome(call) for call in
+                                [lambda: client.recall("which crane lifts 70 tonnes", top_k=3)] * 5
+                                + [lambda: client.get(acknowledged[0]), client.count])
+                still = outcome(lambda: client.remember("still no room"))
+                filler.unlink()
+                started = time.perf_counter()
+                after = outcome(lambda: acknowledged.append(client.remember("after the space came back").id))
+                to_recovery = time.perf_counter() - started
+                started = time.perf_counter()
+                outcome(lambda: client.remember("the second write after the space came back"))
+                next_write = time.perf_counter() - started
+                stored = {m.id for m in client.export()}
+            # The peer: the same first request after a crash, with space free.
+            crash(daemon)
+            daemon.start()
+            with daemon.client(vault=notes, timeout=300) as client:
+                started = time.perf_counter()
+                peer = outcome(lambda: client.remember("written after a crash with space free"))
+                peer_s = time.perf_counter() - started
+            log = daemon.log()
         return {"first_write_while_full": refused, "to_disk_full_s": round(to_refusal, 3),
                 "reads_while_full": dict(reads), "write_while_still_full": still,
                 "first_write_after_space": after, "first_write_after_space_s": round(to_recovery, 3),
@@ -293,6 +279,8 @@ def full_disk_at_open() -> dict[str, Any]:
                 "internal": [refused, still, after].count("INTERNAL") + reads.get("INTERNAL", 0)}
     finally:
         daemon.stop()
+
+
 def _reset_peak(pid: int) -> None:
     Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM back to the current RSS
 

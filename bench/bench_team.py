@@ -16,8 +16,12 @@
   own, checkouts of their own) into one PostgreSQL vault, splitting the files by claims: sections/s by
   wall time, and per CPU-second of the daemons. On this 2-core machine two indexers share the cores the
   model already fills, so they cannot double; the figure shows what the claims cost and that both work.
-- failover: a synchronous replica promoted by hand after kill -9 of the primary; from the kill to the
-  first acknowledged write of a daemon that keeps writing.
+- failover (`--parts failover`): a synchronous replica promoted by hand after kill -9 of the primary; from
+  the kill to the first acknowledged write of a daemon that keeps writing.
+- automatic failover (`--parts autofailover`): a three-node Patroni cluster with etcd (scripts.patroni_local,
+  synchronous mode), a daemon writing through its multi-host URL, kill -9 of the leader's node (Patroni and
+  its server): until Patroni names a new leader, until the first acknowledged write, the writer's errors
+  (it retries STORE_UNAVAILABLE), and the acknowledged writes missing afterwards.
 - replicas (`--parts replicas`): one vault of N memories on a primary with an asynchronous streaming
   replica, a daemon reading on the primary and one reading on the replica (`[store] read_url`): recall
   p50/p99 interleaved, the replica's index scans (proof the reads got there), the writer finding its own
@@ -29,7 +33,7 @@
   against one that fits (512 MB): p50/p99 cold (server restarted, the index's and table's files evicted
   from the OS page cache) and warm, with the share of index blocks read from outside shared_buffers.
 - outage (`--parts outage`): the vault's server stopped under a running daemon: recall, remember and count
-  until their error (and which), against the same calls while it was up.
+  until their error (and which: a typed STORE_UNAVAILABLE), against the same calls while it was up.
 - ray (`--parts ray`): the notes corpus indexed into a PostgreSQL vault by one daemon on its own model,
   then with `--ray` on a local two-node Ray cluster (one CPU each): sections/s, and sections per
   CPU-second of every process involved (the daemon, its bridge, both Ray nodes and their actors).
@@ -47,6 +51,7 @@ from pathlib import Path
 
 from bench import report as out
 from bench.harness import machine_note
+from bench.workloads.team.autofailover import autofailover
 from bench.workloads.team.buffers import buffers
 from bench.workloads.team.common import cached_embedder
 from bench.workloads.team.outage import outage
@@ -56,7 +61,7 @@ from bench.workloads.team.ray import ray_throughput
 from bench.workloads.team.replicas import failover, replica_read_cost, replica_reads
 from scripts.postgres_local import Cluster
 
-PARTS = ("replicas", "split", "buffers", "outage", "ray")
+PARTS = ("replicas", "split", "buffers", "outage", "failover", "autofailover", "ray")
 
 
 def print_indexers(report: dict, url: str, work: Path) -> None:
@@ -124,6 +129,10 @@ def run_parts(report: dict, args: argparse.Namespace, url: str, work: Path, embe
         print_buffers(report, args, work, embedder)
     if "outage" in parts:
         print_outage(report, work)
+    if "failover" in parts:
+        print_failover(report, work)
+    if "autofailover" in parts:
+        print_autofailover(report, work)
     if "ray" in parts:
         print_ray(report, args, url, work)
 
@@ -134,6 +143,19 @@ def print_outage(report: dict, work: Path) -> None:
     for op, t in o.items():
         print(f"  {op:<42} {t['up_p50_ms']:9.1f}   {t['down_p50_ms']:11.0f}   {t['down_max_ms']:11.0f}   "
               f"{', '.join(t['errors'])}")
+
+
+def print_autofailover(report: dict, work: Path) -> None:
+    report["autofailover"] = runs = {"5 (default)": autofailover(work), "30": autofailover(work, 30.0)}
+    first = next(iter(runs.values()))
+    print(f"\nautomatic failover (Patroni + etcd, ttl {first['ttl_s']} s, loop_wait {first['loop_wait_s']} s, "
+          "synchronous mode): kill -9 of the leader's node under a writing daemon")
+    print("  store.unreachable_after  new leader s  first acknowledged write s  acknowledged  lost  the writer's errors")
+    for label, a in runs.items():
+        errors = ", ".join(f"{n} {code}" for code, n in a["errors"].items()) or "none"
+        print(f"  {label:<23}  {a['new_leader_s']:12.1f}  {a['first_write_after_kill_s']:26.1f}  {a['acknowledged']:12d}  "
+              f"{a['lost']:4d}  {errors}")
+    print(f"  (each on a fresh cluster, up in {first['bootstrap_s']:.0f} s)")
 
 
 def print_latency_rows(lat: dict) -> None:
@@ -194,8 +216,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--quality-only", choices=["notes", "locomo"], help="one quality table and nothing else")
     parser.add_argument("--latency-only", action="store_true", help="the latency table and nothing else")
     parser.add_argument("--indexers-only", action="store_true", help="the indexers table and nothing else")
-    parser.add_argument("--parts", help="only these of replicas,split,buffers,outage,ray (comma-separated), in that "
-                        "order")
+    parser.add_argument("--parts", help="only these of replicas,split,buffers,outage,failover,autofailover,ray "
+                        "(comma-separated), in that order")
     parser.add_argument("--buffer-vectors", type=int, default=50_000, help="vectors in the shared_buffers part")
     parser.add_argument("--ray-notes", type=int, help="index only this many of the corpus' notes in the ray part")
     parser.add_argument("--json", type=Path)
@@ -223,7 +245,6 @@ def run(report: dict, args: argparse.Namespace, url: str, work: Path) -> None:
         print_daemons(report, args, url, work, embedder)
         print_indexers(report, url, work)
         run_parts(report, args, url, work, embedder)
-        print_failover(report, work)
 
 
 def main() -> None:

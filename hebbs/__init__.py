@@ -26,7 +26,7 @@ _EXPORTS = {
     "HebbsError": "errors", "InvalidInput": "errors", "KeyReused": "errors", "NotFound": "errors", "VaultBusy": "errors",
     "VaultNotInitialized": "errors", "ModelMismatch": "errors", "CorruptVault": "errors", "DiskFull": "errors",
     "LLMNotConfigured": "errors", "LLMError": "errors", "Cancelled": "errors", "DaemonUnavailable": "errors",
-    "StoreUnavailable": "errors", "Conflict": "errors",
+    "StoreUnavailable": "errors", "AccessDenied": "errors", "Conflict": "errors",
     "doctor": "core.doctor", "DoctorReport": "core.doctor",
 }
 __all__ = list(_EXPORTS)
@@ -62,8 +62,8 @@ if TYPE_CHECKING:
     from .client import AsyncClient, Client
     from .core.doctor import DoctorReport, doctor
     from .engine import Engine
-    from .errors import (Cancelled, Conflict, CorruptVault, DaemonUnavailable, HebbsError, InvalidInput, KeyReused,
-                         LLMError, LLMNotConfigured, ModelMismatch, NotFound, StoreUnavailable, VaultBusy,
+    from .errors import (AccessDenied, Cancelled, Conflict, CorruptVault, DaemonUnavailable, HebbsError, InvalidInput,
+                         KeyReused, LLMError, LLMNotConfigured, ModelMismatch, NotFound, StoreUnavailable, VaultBusy,
                          VaultNotInitialized)
     from .schema import (ContradictionVerdict, Edge, EdgeType, Insight, InsightInput, Memory, MemoryKind,
                          PendingContradiction, QueryLogEntry, RecallResult, RecallResults, ScoreComponents,

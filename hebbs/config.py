@@ -501,7 +501,17 @@ def load_config(vault_dir: Path) -> VaultConfig:
         if b"storage" in raw:
             table = msgspec.toml.decode(raw)
             if isinstance(table, dict) and "storage" in table:
-                return msgspec.convert(_fold_storage(table, path), type=VaultConfig)
+                folded = sorted(table["storage"]) if isinstance(table["storage"], dict) else []
+                try:
+                    return msgspec.convert(_fold_storage(table, path), type=VaultConfig)
+                except msgspec.ValidationError as exc:
+                    # Name the key where the user wrote it, not where it was folded to.
+                    message = str(exc)
+                    for key in folded:
+                        message = message.replace(f"store.{key}", f"storage.{key}")
+                    if any(f"storage.{key}" in message for key in folded):
+                        message = message.replace("`$.store`", "`$.storage`")
+                    raise InvalidInput(f"{path}: {message}") from None
         return msgspec.toml.decode(raw, type=VaultConfig)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"{path}: {exc}") from None

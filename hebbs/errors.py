@@ -116,6 +116,13 @@ class StoreUnavailable(HebbsError):
     status_code = "STORE_UNAVAILABLE"
 
 
+class AccessDenied(HebbsError):
+    """The vault's PostgreSQL refuses this role the vault: its credentials were not granted it (`hebbs team
+    grant`), or were revoked. Not retryable: a team lead grants it."""
+
+    status_code = "ACCESS_DENIED"
+
+
 # Errors that only the daemon protocol raises (the engine never does); hebbs.protocol re-exports them.
 
 class MessageTooLarge(HebbsError):
@@ -162,5 +169,5 @@ ERRORS_BY_CODE: dict[str, type[HebbsError]] = {
     cls.status_code: cls
     for cls in (HebbsError, InvalidInput, KeyReused, Conflict, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch,
                 CorruptVault, DiskFull, LLMNotConfigured, LLMError, ModelError, MessageTooLarge, IndexingInProgress,
-                Cancelled, DaemonUnavailable, DaemonBusy, ProtocolError, StoreUnavailable)
+                Cancelled, DaemonUnavailable, DaemonBusy, ProtocolError, StoreUnavailable, AccessDenied)
 }

@@ -2,7 +2,10 @@
 tests, the team benchmark, and a person trying the team mode on one machine (docs/scale.md).
 
     python -m scripts.postgres_local start DIR [--port 5433]   # prints the URL for `hebbs init --store`
-    python -m scripts.postgres_local stop DIR
+    python -m scripts.postgres_local replica DIR [--synchronous] [--port P]   # a streaming replica of it
+    python -m scripts.postgres_local promote DIR NAME          # a replica becomes the primary
+    python -m scripts.postgres_local rejoin DIR NAME           # an old primary follows the new one (pg_rewind)
+    python -m scripts.postgres_local stop DIR                  # every server of DIR
 
 PostgreSQL refuses to run as root, and the wheel's own launcher creates a system user when it is. So
 the binaries are located and run here directly: as the calling user, or, for root (CI), as the system
@@ -262,6 +265,37 @@ class Server:
     def promote(self) -> None:
         self._run("pg_ctl", "promote", "-w", "-D", str(self.data))
 
+    def rejoin(self, primary: "Server") -> None:
+        """This server, a primary that was failed over (stopped or killed), rewound onto `primary`'s
+        timeline with pg_rewind and started as its streaming replica, under a replication slot of its
+        name: what a team does with an old primary instead of copying it whole again."""
+        self.stop("fast")
+        primary.sql(f"SELECT pg_create_physical_replication_slot('{self.name}') WHERE NOT EXISTS "
+                    f"(SELECT 1 FROM pg_replication_slots WHERE slot_name = '{self.name}')")
+        # pg_rewind recovers a killed server's data first (it must have shut down cleanly), then copies
+        # what changed since the timelines forked; -R makes it a standby of the source.
+        self._run("pg_rewind", "-D", str(self.data), "--source-server", primary.conninfo(), "-R", timeout=600)
+        with open(self.data / "postgresql.auto.conf", "a") as conf:
+            # The source's own settings came with its files: this server's port and name again.
+            conf.write(f"port = {self.port}\nprimary_slot_name = '{self.name}'\n"
+                       f"primary_conninfo = 'host=127.0.0.1 port={primary.port} user={SUPERUSER} "
+                       f"passfile={self.passfile} application_name={self.name}'\n")
+        _start(self, chosen_here=False)
+
+    def running(self) -> bool:
+        pid = self.pid()
+        if pid is None:
+            return False
+        try:
+            os.kill(pid, 0)
+            # A killed postmaster nobody reaped yet (a container's init may not) is no server.
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except (ProcessLookupError, FileNotFoundError):
+            return False
+
+    def is_standby(self) -> bool:
+        return (self.data / "standby.signal").exists()
+
     def sql(self, statement: str) -> str:
         return self._run("psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER, "-d", "postgres",
                          "-AtX", "-v", "ON_ERROR_STOP=1", "-c", statement).stdout.strip()
@@ -299,12 +333,12 @@ class Cluster:
         self.servers.append(server)
         return server
 
-    def add_replica(self, *, synchronous: bool = False) -> Server:
+    def add_replica(self, *, synchronous: bool = False, port: int | None = None) -> Server:
         primary = self.servers[0]
         n = len(self.servers)
-        replica = Server(self.root, f"replica{n}", free_port(), self.account)
+        replica = Server(self.root, f"replica{n}", port or free_port(), self.account)
         replica.replica_of(primary, f"replica{n}")
-        _start(replica, chosen_here=True)
+        _start(replica, chosen_here=port is None)
         self.servers.append(replica)
         if synchronous:
             names = ", ".join(s.name for s in self.servers[1:])
@@ -312,6 +346,23 @@ class Cluster:
             primary.sql("ALTER SYSTEM SET synchronous_commit = 'on'")
             primary.sql("SELECT pg_reload_conf()")
         return replica
+
+    def load(self) -> Server | None:
+        """The servers already in root (a command line run after `start`), the current primary first
+        (the one running that is no standby), which is returned; None when none runs."""
+        found = []
+        for data in sorted(self.root.iterdir()) if self.root.is_dir() else []:
+            if (data / "PG_VERSION").exists():
+                found.append(Server(self.root, data.name, _configured_port(data), self.account))
+        first = [s for s in found if s.running() and not s.is_standby()][:1]
+        self.servers = [*first, *(s for s in found if s not in first)]
+        return first[0] if first else None
+
+    def running_primary(self) -> Server:
+        primary = self.load()
+        if primary is None:
+            raise RuntimeError(f"no primary is running in {self.root} (start it: start {self.root})")
+        return primary
 
     def multi_host_url(self, dbname: str = "postgres") -> str:
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.servers)
@@ -369,6 +420,20 @@ def _start(server: Server, *, chosen_here: bool, attempts: int = 5) -> None:
             server.port = free_port()
 
 
+def _configured_port(data: Path) -> int:
+    """The port a server of data listens on: its pid file's while it runs, else the last it was given."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        return int((data / "postmaster.pid").read_text().split("\n")[3])
+    port = 0
+    for name in ("postgresql.conf", "postgresql.auto.conf"):  # the later file wins, as in the server
+        with contextlib.suppress(OSError):
+            for line in (data / name).read_text().splitlines():
+                words = line.split("=", 1)
+                if words[0].strip() == "port" and len(words) == 2:
+                    port = int(words[1].split("#")[0].strip().strip("'"))
+    return port
+
+
 def _port(text: str) -> int:
     port = int(text) if text.isdigit() else 0
     if not 1 <= port <= 65535:
@@ -383,7 +448,19 @@ def main(argv: list[str] | None = None) -> int:
     start = sub.add_parser("start", help="create (first time) and start a server in DIR")
     start.add_argument("dir")
     start.add_argument("--port", type=_port, default=5433)
-    stop = sub.add_parser("stop", help="stop the server in DIR")
+    replica = sub.add_parser("replica", help="add a streaming replica of the primary running in DIR (pg_basebackup)")
+    replica.add_argument("dir")
+    replica.add_argument("--port", type=_port, help="its port (default: a free one)")
+    replica.add_argument("--synchronous", action="store_true",
+                         help="a write is acknowledged once a replica has it: synchronous_standby_names lists "
+                              "every replica of DIR (ANY 1)")
+    promote = sub.add_parser("promote", help="make replica NAME of DIR the primary (pg_ctl promote)")
+    promote.add_argument("dir")
+    promote.add_argument("name")
+    rejoin = sub.add_parser("rejoin", help="make NAME, a primary failed over, a replica of the current primary (pg_rewind)")
+    rejoin.add_argument("dir")
+    rejoin.add_argument("name")
+    stop = sub.add_parser("stop", help="stop every server in DIR")
     stop.add_argument("dir")
     args = parser.parse_args(argv)
     root = Path(args.dir).expanduser().absolute()
@@ -394,13 +471,41 @@ def main(argv: list[str] | None = None) -> int:
             print(f"PostgreSQL with pgvector is running in {cluster.root} (log: {server.log})")
             print(f"attach a vault:  hebbs init NOTES_FOLDER --store {server.url}")
             print(f"stop it:         scripts/team-postgres stop {args.dir}")
+        elif args.command == "replica":
+            cluster.running_primary()
+            server = cluster.add_replica(synchronous=args.synchronous, port=args.port)
+            print(f"replica {server.name} of 127.0.0.1:{cluster.servers[0].port} is streaming on port {server.port} "
+                  f"(log: {server.log})")
+            if args.synchronous:
+                print(f"synchronous_standby_names = {cluster.servers[0].sql('SHOW synchronous_standby_names')}")
+            print(f"daemons fail over with:  {cluster.multi_host_url()}")
+        elif args.command in ("promote", "rejoin"):
+            primary = cluster.running_primary() if args.command == "rejoin" else cluster.load()
+            named = [s for s in cluster.servers if s.name == args.name]
+            if not named:
+                print(f"no server {args.name!r} in {cluster.root}", file=sys.stderr)
+                return 1
+            if args.command == "promote":
+                named[0].promote()
+                # Its configuration is a copy of the old primary's, from when it was made: the synchronous
+                # standbys named there may not follow it, and then every write waits for them (docs/scale.md).
+                names = named[0].sql("SHOW synchronous_standby_names")
+                print(f"{args.name} (port {named[0].port}) is the primary; synchronous_standby_names = "
+                      f"{names!r}: " + ("set it to the standbys that follow it now, or writes wait for ever"
+                                        if names else "writes are acknowledged without a standby until you set it"))
+            else:
+                assert primary is not None
+                named[0].rejoin(primary)
+                print(f"{args.name} (port {named[0].port}) is a replica of 127.0.0.1:{primary.port} again")
         else:
-            server = Server(cluster.root, "primary", 0, cluster.account)
-            if server.pid() is None:
+            cluster.load()
+            running = [s for s in cluster.servers if s.running()]
+            if not running:
                 print(f"no server is running in {cluster.root}", file=sys.stderr)
                 return 1
-            server.stop("fast")
-            print(f"stopped the server in {cluster.root}")
+            for server in running:
+                server.stop("fast")
+            print(f"stopped {', '.join(s.name for s in running)} in {cluster.root}")
     except ToolFailed as e:
         print(f"cannot {args.command} PostgreSQL in {root}: {Path(e.cmd[0]).name} said:\n{e.said}", file=sys.stderr)
         return 1

@@ -191,3 +191,11 @@ def pytest_xdist_make_scheduler(config, log):
             return path if shares_a_fixture(path) else nodeid
 
     return ByModuleFixture(config, log)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    # Figures a test measured for the run's reader (e.g. the default install's size, issue 44), not asserted timings.
+    figures = [(report.nodeid, name, value) for report in terminalreporter.stats.get("passed", [])
+               if report.when == "call" for name, value in report.user_properties]
+    for nodeid, name, value in figures:
+        terminalreporter.write_line(f"measured: {name}: {value} ({nodeid})")

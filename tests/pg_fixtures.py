@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from scripts.patroni_local import HaCluster
 from scripts.postgres_local import Cluster, Server
 
 
@@ -20,6 +21,20 @@ def running_cluster(replicas: int = 0, *, synchronous: bool = False) -> Iterator
         cluster.start_primary()
         for _ in range(replicas):
             cluster.add_replica(synchronous=synchronous)
+        yield cluster
+    finally:
+        cluster.remove()
+        with contextlib.suppress(OSError):
+            cluster.root.parent.rmdir()
+
+
+@contextlib.contextmanager
+def running_ha_cluster() -> Iterator[HaCluster]:
+    """etcd and three Patroni nodes (scripts.patroni_local) in a fresh directory, with a leader and a
+    synchronous standby; every process killed and the directory removed whatever happens."""
+    cluster = HaCluster(Path(tempfile.mkdtemp(prefix="hbha", dir="/tmp")) / "ha")
+    try:
+        cluster.start()
         yield cluster
     finally:
         cluster.remove()

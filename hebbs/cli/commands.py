@@ -381,7 +381,7 @@ class RecallShell:
 
     @staticmethod
     def show(args: argparse.Namespace, client: None, fields: dict[str, Any], found: Any) -> None:
-        output.print_results(found.results, found.notes, abstained=found.abstained)
+        output.print_results(found.results, found.notes, abstained=found.abstained, threshold=found.threshold)
 
 
 class PrimeShell:

@@ -264,6 +264,19 @@ def _other_commands(command: Any, common: argparse.ArgumentParser, shared: argpa
                    help="a PostgreSQL URL (postgresql://HOST/DB; credentials from libpq), or rocksdb to come back")
     p.add_argument("--name", help="the vault's name in PostgreSQL (default: the notes folder's name)")
 
+    p = command("team", "who may use which vault of a PostgreSQL store: a login role per teammate, a role per "
+                        "vault (run as the store's owner; docs/scale.md)", run="teamcmd:run")
+    p.add_argument("action", choices=["list", "add-role", "grant", "revoke", "drop-vault"],
+                   help="list the vaults and who may use each; add-role ROLE makes a login with a generated password; "
+                        "grant/revoke ROLE a vault; drop-vault removes a vault from the store")
+    p.add_argument("role", nargs="?", help="the teammate's login role (add-role, grant, revoke)")
+    p.add_argument("--store", metavar="URL", help="the store, with its owner's credentials from libpq "
+                   "(default: store.url of the vault here)")
+    p.add_argument("--name", help="the vault's name in the store (default: store.name of the vault here; "
+                   "drop-vault needs it given)")
+    p.add_argument("--passfile", metavar="FILE", help="add-role: where the new role's password is written "
+                   "(libpq's password file format, 0600; default: ./ROLE.pgpass)")
+
     # The daemon serves every vault: --global and --vault mean nothing to it.
     p = command("daemon", "control the background daemon", parents=(shared,), run="daemoncmds:run")
     if not isinstance(p, _Unbuilt):

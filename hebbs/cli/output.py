@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shutil
 import sys
 import textwrap
@@ -121,15 +122,35 @@ def one_line(text: str, width: int) -> str:
     return "".join(kept) + "…"
 
 
+def name_cut(text: str, width: int) -> str:
+    """A name (a path, an entity, a list of strategies) cut to `width` columns in its middle: names
+    that share a beginning ("Linking notes/...") differ at their end, which a cut from the right hid."""
+    flat = " ".join(text.split())
+    if display_width(flat) <= width:
+        return flat
+    head_room = max(1, (width - 1) // 3)
+    head = one_line(flat, head_room + 1)[:-1]
+    tail: list[str] = []
+    used = display_width(head) + 1
+    for char in reversed(flat):
+        used += _columns(char)
+        if used > width:
+            break
+        tail.append(char)
+    return head + "…" + "".join(reversed(tail))
+
+
 def width() -> int:
     return shutil.get_terminal_size((120, 24)).columns
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[int] = (),
-          out: TextIO | None = None, wrap: bool = False) -> None:
+          out: TextIO | None = None, wrap: bool = False, dim: Sequence[bool] = ()) -> None:
     """Columns padded to their widest cell; the last column takes what is left of the terminal, cut to
-    one line, or with wrap, wrapped onto up to WRAP_LINES lines under itself."""
+    one line, or with wrap, wrapped onto up to WRAP_LINES lines under itself. Rows flagged in `dim`
+    are drawn faint on a terminal that takes colour."""
     out = out or sys.stdout
+    faint = _takes_colour(out)
     if not rows:
         return
     widths = [max(display_width(h), *(display_width(r[i]) for r in rows)) for i, h in enumerate(headers)]
@@ -146,7 +167,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Seque
     def lines(cells: Sequence[str]) -> list[str]:
         parts = []
         for i, cell in enumerate(cells[:-1]):
-            parts.append(_pad(one_line(cell, widths[i]), widths[i], right=i in right))
+            parts.append(_pad(name_cut(cell, widths[i]), widths[i], right=i in right))
         last = " ".join(cells[-1].split())
         if not wrap or display_width(last) <= room:
             return ["  ".join(parts + [one_line(last, room)]).rstrip()]
@@ -156,8 +177,14 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Seque
         return ["  ".join(parts + [wrapped[0]])] + [" " * indent + more for more in wrapped[1:]]
 
     out.write(lines(headers)[0] + "\n")
-    for row in rows:
-        out.write("\n".join(lines(row)) + "\n")
+    for n, row in enumerate(rows):
+        drawn = "\n".join(lines(row))
+        out.write((f"\033[2m{drawn}\033[0m" if faint and n < len(dim) and dim[n] else drawn) + "\n")
+
+
+def _takes_colour(out: TextIO) -> bool:
+    # https://no-color.org: any non-empty NO_COLOR turns colour off.
+    return out.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
 def print_memory(memory: Memory, out: TextIO | None = None, *, last_restated_at: int | None = None) -> None:
@@ -192,16 +219,18 @@ def print_memory(memory: Memory, out: TextIO | None = None, *, last_restated_at:
 
 
 def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), out: TextIO | None = None, *,
-                  abstained: bool = False) -> None:
-    """The ranked table; an abstaining answer says so first, in plain words, then lists the weak candidates."""
+                  abstained: bool = False, threshold: float | None = None) -> None:
+    """The ranked table; an abstaining answer says so first, in plain words, then lists the weak
+    candidates. On a terminal, results whose confidence is below `threshold` are drawn faint."""
     out = out or sys.stdout
     if abstained:
         out.write("No good match: nothing relevant known for this cue. Weak candidates:\n")
     if not results:
         out.write("no memories found\n")
-    rows = [[str(n), f"{r.score:.3f}", "-" if r.confidence is None else f"{r.confidence:.2f}", short_id(r.memory.id),
+    # Confidence leads: it says whether a result answers the cue; the score is the order before MMR moved it.
+    rows = [[str(n), "-" if r.confidence is None else f"{r.confidence:.2f}", f"{r.score:.3f}", short_id(r.memory.id),
              r.memory.entity_id or "-", ",".join(r.strategies), _marked(r.memory)] for n, r in enumerate(results, 1)]
-    headers = ["rank", "score", "conf", "id", "entity", "found by", "content"]
+    headers = ["rank", "conf", "score", "id", "entity", "found by", "content"]
     if width() < STRATEGIES_FROM:  # at 80 columns the content needs that room more
         headers.remove("found by")
         for row in rows:
@@ -210,7 +239,8 @@ def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), ou
         headers.insert(3, "vault")
         for row, r in zip(rows, results):
             row.insert(3, r.vault if isinstance(r.vault, str) else "-")
-    table(headers, rows, right=(0, 1), out=out, wrap=True)
+    below = [threshold is not None and r.confidence is not None and r.confidence < threshold for r in results]
+    table(headers, rows, right=(0, 2), out=out, wrap=True, dim=below)
     if any(a.score < b.score for a, b in zip(results, results[1:])):
         out.write("note: ranked by score, then diversified (MMR): a result much like one above it moves down, "
                   "so the rank, not the score, gives the order\n")

@@ -38,6 +38,7 @@ import tantivy
 
 from ..errors import CorruptVault
 from ..fsutil import atomic_write
+from ..store.contract import settle_ties
 
 T = TypeVar("T")
 
@@ -623,7 +624,7 @@ class LexicalIndex:
         terms = [(t, w) for t, w in weights.items() if w > 0][:MAX_QUERY_TERMS]
         if k <= 0 or not terms or (only is not None and not only):
             return []
-        return self._reading(lambda: self._search_terms(terms, k, passing, only, narrow))
+        return self._reading(lambda: settle_ties(lambda n: self._search_terms(terms, n, passing, only, narrow), k))
 
     def _search_terms(self, terms: list[tuple[str, float]], k: int,
                       passing: Callable[[list[bytes]], list[bool]] | None,

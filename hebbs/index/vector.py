@@ -23,6 +23,7 @@ import xxhash
 
 from ..config import IndexParams
 from ..fsutil import atomic_write
+from ..store.contract import settle_ties
 from ..store.storage import decode_vector
 
 _SNAPSHOT_INDEX = "hnsw.bin"
@@ -144,7 +145,10 @@ class VectorIndex:
                     self._live -= 1
 
     def search(self, vector: np.ndarray, k: int, *, ef: int | None = None) -> list[tuple[str, float]]:
-        """The k nearest memories as (id, cosine similarity), most similar first."""
+        """The k nearest memories as (id, cosine similarity), most similar first, equal ones by id."""
+        return settle_ties(lambda n: self._search(vector, n, ef), k)
+
+    def _search(self, vector: np.ndarray, k: int, ef: int | None) -> list[tuple[str, float]]:
         with self._lock:
             live = self._live
             if live == 0:

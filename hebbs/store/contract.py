@@ -16,13 +16,35 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from ..schema import EdgeType, Memory
 from .durability import GroupCommit
 from .storage import WriteSet
+
+
+Id = TypeVar("Id", str, bytes)
+
+
+def settle_ties(search: Callable[[int], list[tuple[Id, float]]], k: int) -> list[tuple[Id, float]]:
+    """The k best of `search(n)` (its n best hits, best first), hits of equal score in id order.
+
+    An index orders equal scores by where it holds them (tantivy by document address, hnswlib by
+    label), which is the order they were written in: a vault's own, and another order once its indexes
+    are rebuilt from the store in key order (a migration, another daemon of a vault in PostgreSQL). So
+    the search is asked one hit deeper, and deeper again while the last hit still ties with the k-th:
+    which of the tied hits make the cut is then decided by id, the same on every store. Ids sort the
+    same as text and as their 16 bytes (ULIDs)."""
+    if k <= 0:
+        return []
+    ask = k + 1
+    while True:
+        hits = search(ask)
+        if len(hits) < ask or hits[-1][1] != hits[k - 1][1]:
+            return sorted(hits, key=lambda hit: (-hit[1], hit[0]))[:k]
+        ask *= 2
 
 
 class VectorSearch(Protocol):
@@ -35,7 +57,8 @@ class VectorSearch(Protocol):
     def __len__(self) -> int: ...
 
     def search(self, vector: np.ndarray, k: int, *, ef: int | None = None) -> list[tuple[str, float]]:
-        """The k nearest memories as (id, cosine similarity), most similar first; ef: the search's breadth."""
+        """The k nearest memories as (id, cosine similarity), most similar first, equal similarities by id
+        (settle_ties); ef: the search's breadth."""
         ...
 
     def ids_by_label(self) -> dict[int, str]:

@@ -52,11 +52,14 @@ import msgspec
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool as _LibraryPool
+from psycopg_pool import PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
 
-from ..errors import CorruptVault, InvalidInput, StoreUnavailable, VaultBusy
+from ..errors import AccessDenied, CorruptVault, InvalidInput, StoreUnavailable, VaultBusy
 from ..schema import EdgeType, Memory
 from .durability import GroupCommit
+from .contract import settle_ties
 from .storage import (COLUMN_FAMILIES, GRAPH_FORWARD, GRAPH_REVERSE, MEMORY_PREFIX, VECTOR_PREFIX, WriteSet,
                       decode_memory, decode_vector, id_bytes, id_str, parse_edge_value)
 
@@ -66,6 +69,10 @@ SCHEMA = "hebbs"
 TABLES = {family: ("memories" if family == "default" else family) for family in COLUMN_FAMILIES}
 # How long the pool keeps reconnecting a connection it lost (a restart, a failover).
 RETRY_SECONDS = 30.0
+# The longest wait between two attempts to replace a lost connection: a server back (a failover done)
+# is used within this, whatever unreachable_after allows. An attempt to a host that is down is refused
+# at once, and one that does not answer costs connect_timeout.
+RECONNECT_EVERY = 0.5
 # A daemon that holds the writer lock longer than this (stopped, not crashed) makes others fail clearly.
 LOCK_TIMEOUT = "60s"
 # The change log keeps the last KEEP_CHANGES writes of a vault, pruned by every PRUNE_EVERY-th write: a
@@ -104,6 +111,31 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.vectors (
 """ + "".join(
     f"CREATE TABLE IF NOT EXISTS {SCHEMA}.{table} (vault int NOT NULL, key bytea NOT NULL, value bytea NOT NULL, "
     f"PRIMARY KEY (vault, key));\n" for family, table in TABLES.items() if family != "vectors")
+# Every table _DDL makes: a table added there is added here, or a vault opened finds it missing.
+_DDL_TABLES = sorted({"vaults", "changes", "claims", *TABLES.values()})
+# Whether _DDL has nothing left to make. Asked first because CREATE ... IF NOT EXISTS checks the right
+# to create before it looks: a role granted one vault (pgaccess.py) may not create, and need not.
+_SCHEMA_READY = (f"SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                 f"WHERE n.nspname = '{SCHEMA}' AND c.relname = ANY(%s) AND c.relkind = 'r') = %s "
+                 "AND EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')")
+
+
+class _Reconnecting(AttemptWithBackoff):
+    """psycopg_pool's schedule of attempts to replace a lost connection, its delay capped at
+    RECONNECT_EVERY. The library's delay doubles from 1 s, so a server back after a 20 s failover was
+    used only at its next attempt, 31 s after the loss (bench team, part autofailover)."""
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_EVERY)
+
+
+class ConnectionPool(_LibraryPool):
+    """psycopg_pool's pool, replacing a lost connection at least every RECONNECT_EVERY seconds."""
+
+    def _add_connection(self, attempt: AttemptWithBackoff | None, growing: bool = False) -> None:
+        # The library makes a new attempt here when given none, then passes it on to each retry.
+        super()._add_connection(attempt or _Reconnecting(timeout=self.reconnect_timeout), growing)
 
 
 def _served(conn: psycopg.Connection) -> None:
@@ -179,7 +211,8 @@ class PgStore:
         # unreachable_after: a pooler with no server connection to give queues a new session's first
         # statement without end, and a cancel does not reach a statement still in its queue.
         self._lock_pool = ConnectionPool(url, min_size=0, max_size=1, timeout=unreachable_after, open=False,
-                                         kwargs={"autocommit": True, "connect_timeout": 5},
+                                         kwargs={"autocommit": True, "connect_timeout": 5,
+                                                 "application_name": application_name(vault_id)},
                                          configure=_writer_session, name=f"hebbs-{name}-writer",
                                          reconnect_timeout=unreachable_after)
         self._lock_pool.open(wait=False)
@@ -207,15 +240,19 @@ class PgStore:
         setup = ConnectionPool(url, min_size=1, max_size=2, name=f"hebbs-{name}-open", open=False, configure=_served,
                                kwargs={"autocommit": True, "connect_timeout": max(2, int(unreachable_after))},
                                timeout=unreachable_after, reconnect_timeout=unreachable_after)
+        user: str | None = None
         try:
             setup.open(wait=True, timeout=unreachable_after)
             with setup.connection() as conn:
                 _refuse_transaction_pooler(conn, setup, url, local)
+                user = conn.info.user
                 with conn.transaction():
-                    # Two daemons creating the schema at once would collide in the catalog: one at a time.
-                    conn.execute("SELECT pg_advisory_xact_lock(hashtext('hebbs schema'))")
-                    conn.execute(_DDL)
+                    if not _scalar(conn.execute(_SCHEMA_READY, (_DDL_TABLES, len(_DDL_TABLES)))):
+                        # Two daemons creating the schema at once would collide in the catalog: one at a time.
+                        conn.execute("SELECT pg_advisory_xact_lock(hashtext('hebbs schema'))")
+                        conn.execute(_DDL)
                     row = conn.execute(f"SELECT id FROM {SCHEMA}.vaults WHERE name = %s", (name,)).fetchone()
+                    # A role kept to other vaults sees no row of this one, and may not make it.
                     vault_id = row[0] if row is not None else _scalar(
                         conn.execute(f"INSERT INTO {SCHEMA}.vaults (name) VALUES (%s) RETURNING id", (name,)))
         except PoolTimeout:
@@ -223,6 +260,8 @@ class PgStore:
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"vault {name!r} of {local}: its PostgreSQL at {servers(url)} cannot be reached "
                                    f"({_first_line(exc)})") from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise _denied(name, url, user, exc) from None
         except psycopg.Error as exc:
             if _prepared_statements_refused(exc):
                 raise InvalidInput(_POOLER_REFUSED.format(where=servers(url), local=local)) from None
@@ -232,9 +271,10 @@ class PgStore:
             setup.close()
         # Connections are opened as needed, up to pool_size (store.pool_size): a pooler or a server with
         # fewer to give makes a call wait, then fail with STORE_UNAVAILABLE, never hang.
-        # A pool retries a lost connection with a backoff that doubles from 1 s: given up after
-        # unreachable_after, it connects again at the next call, so a server back is used within seconds.
-        pool = ConnectionPool(url, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
+        # A pool retries a lost connection every RECONNECT_EVERY seconds at most: given up after
+        # unreachable_after, it connects again at the next call, so a server back is used at once.
+        pool = ConnectionPool(url, min_size=1, max_size=pool_size,
+                              kwargs={"autocommit": True, "application_name": application_name(vault_id)},
                               configure=register_vector, name=f"hebbs-{name}", open=False,
                               reconnect_timeout=unreachable_after, timeout=unreachable_after)
         try:
@@ -246,7 +286,7 @@ class PgStore:
         if read_url:
             # Not waited for: a replica down at open only sends the reads to the primary.
             read_pool = ConnectionPool(read_url, min_size=1, max_size=pool_size, configure=register_vector,
-                                       kwargs={"autocommit": True, "application_name": f"hebbs reads {name}"[:63]},
+                                       kwargs={"autocommit": True, "application_name": f"hebbs reads vault {vault_id}"},
                                        name=f"hebbs-{name}-reads", open=False, reconnect_timeout=RETRY_SECONDS)
             read_pool.open(wait=False)
         return cls(url, name, local, pool, vault_id, read_url, read_pool, unreachable_after=unreachable_after)
@@ -273,6 +313,8 @@ class PgStore:
                 log.info("PostgreSQL unreachable (%s); retrying", _first_line(exc))
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise _denied(self.name, self.url, None, exc) from None
             except psycopg.Error as exc:
                 if _prepared_statements_refused(exc):
                     raise InvalidInput(_POOLER_REFUSED.format(where=servers(self.url), local=self.path.parent)) \
@@ -375,13 +417,20 @@ class PgStore:
 
     # Sequence and change log -----------------------------------------------------------------
 
+    def _head(self, query: str) -> tuple:
+        rows = self._run(query, (self.vault_id,))
+        if not rows:
+            # The vault's row is gone for this role: its grant was revoked (pgaccess.py), or the vault dropped.
+            raise _denied(self.name, self.url, None, None)
+        return rows[0]
+
     def head_seq(self) -> int:
         if self._read_pool is None:
-            return self._run(f"SELECT seq FROM {SCHEMA}.vaults WHERE id = %s", (self.vault_id,))[0][0]
+            return self._head(f"SELECT seq FROM {SCHEMA}.vaults WHERE id = %s")[0]
         # With the head, the primary's WAL position: every commit this head counts is before it, and the
         # indexes about to be brought to this head will name their records, so reads must see them.
-        seq, lsn = self._run(f"SELECT seq, pg_current_wal_insert_lsn() - '0/0'::pg_lsn FROM {SCHEMA}.vaults "
-                             "WHERE id = %s", (self.vault_id,))[0]
+        seq, lsn = self._head(f"SELECT seq, pg_current_wal_insert_lsn() - '0/0'::pg_lsn FROM {SCHEMA}.vaults "
+                              "WHERE id = %s")
         if seq != self._head_seen:
             self._must_see(int(lsn))
             self._head_seen = seq
@@ -522,7 +571,8 @@ class PgStore:
         def run() -> None:
             while not self._stop.is_set():
                 try:
-                    with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+                    with psycopg.connect(self.url, autocommit=True, connect_timeout=5,
+                                         application_name=application_name(self.vault_id)) as conn:
                         conn.execute(f"LISTEN {self.channel}")
                         on_change()  # what was missed while not listening
                         while not self._stop.is_set():
@@ -667,7 +717,13 @@ class PgStore:
         """An HNSW index over this vault's vectors, partial on the vault (the column is untyped so vaults
         of different models share the table)."""
         kind = "halfvec" if halfvec else "vector"
-        self._run(f"CREATE INDEX IF NOT EXISTS vectors_hnsw_{self.vault_id}_{kind} ON {SCHEMA}.vectors USING hnsw "
+        index = f"vectors_hnsw_{self.vault_id}_{kind}"
+        # Looked up first: CREATE INDEX IF NOT EXISTS asks for the table's ownership even when the index
+        # is there, which a role granted one vault (pgaccess.py) does not have.
+        if self._run("SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s "
+                     "AND c.relname = %s", (SCHEMA, index)):
+            return
+        self._run(f"CREATE INDEX IF NOT EXISTS {index} ON {SCHEMA}.vectors USING hnsw "
                   f"((embedding::{kind}({dim})) {kind}_cosine_ops) WHERE vault = {int(self.vault_id)}")
 
     def nearest(self, vector: np.ndarray, k: int, dim: int, ef: int = 100, halfvec: bool = False) -> list[tuple[str, float]]:
@@ -807,7 +863,7 @@ class PgVectorIndex:
         return count
 
     def search(self, vector: np.ndarray, k: int, *, ef: int | None = None) -> list[tuple[str, float]]:
-        return self.store.nearest(vector, k, self.dim, ef=max(ef or self.ef_search, k))
+        return settle_ties(lambda n: self.store.nearest(vector, n, self.dim, ef=max(ef or self.ef_search, n)), k)
 
     def ids_by_label(self) -> dict[int, str]:
         """Every indexed id under a label of its own (its rank by key: pgvector has no labels); the keys
@@ -843,6 +899,15 @@ _POOLER_REFUSED = ("vault {local}: {where} is a connection pooler in transaction
                    "in session mode (docs/scale.md)")
 
 
+def _denied(name: str, url: str, user: str | None, exc: psycopg.Error | None) -> AccessDenied:
+    """The server refuses this role the vault (pgaccess.py): not granted, or revoked."""
+    who = f"role {user!r}" if user else "the role of store.url"
+    # No error: the vault's row is gone from view, revoked or dropped (hebbs team drop-vault).
+    said = f" ({_first_line(exc)})" if exc is not None else " any more, or the vault was dropped"
+    return AccessDenied(f"vault {name!r} in PostgreSQL {servers(url)}: {who} may not use it{said}; a team lead "
+                        f"grants it with `hebbs team grant ROLE --name {name}` (docs/scale.md)")
+
+
 def _no_connection(url: str, name: str, seconds: float, pool_size: int = POOL_SIZE) -> StoreUnavailable:
     """A pool that gave no connection in time: the server is down, or every connection it or a pooler in
     front of it gives is busy: a new session tells which."""
@@ -869,6 +934,14 @@ def _refuse_transaction_pooler(conn: psycopg.Connection, pool: ConnectionPool, u
         theirs = _scalar(other.execute("SELECT pg_backend_pid()"))
     if len(mine) > 1 or theirs in mine:
         raise InvalidInput(_POOLER_REFUSED.format(where=servers(url), local=local))
+
+
+def application_name(vault_id: int) -> str:
+    """What a daemon's sessions on a vault call themselves (pg_stat_activity.application_name), for the
+    monitoring queries of docs/scale.md (sessions and busy ones per vault): its id, not its name, since
+    every role on the server sees every session's application_name (pgaccess.py keeps names to those
+    granted the vault)."""
+    return f"hebbs vault {vault_id}"
 
 
 def servers(url: str) -> str:

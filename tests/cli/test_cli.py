@@ -66,7 +66,7 @@ def test_memory_commands_text_and_json(shared_daemon: "DaemonHome", project: Pat
     found = _json(run("recall", "what", "does", "Dana", "drink", "--format", "json", cwd=project))
     assert found["results"][0]["memory"]["id"] == made["id"] and "score" in found["results"][0]
     table = run("recall", "what does Dana drink", "--top-k", "1", cwd=project).stdout.splitlines()
-    assert table[0].split() == ["rank", "score", "conf", "id", "entity", "found", "by", "content"]
+    assert table[0].split() == ["rank", "conf", "score", "id", "entity", "found", "by", "content"]
     assert table[1].split()[3] == short and len(table) == 2
     narrowed = _json(run("recall", "Dana", "--strategy", "similarity", "--strategy", "lexical", "--entity", "dana",
                          "--weights", "1:0:0:0", "--time-range", "2020-01-01..", "--no-reinforce",

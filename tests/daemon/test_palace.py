@@ -1038,6 +1038,42 @@ def test_a_notes_vaults_timeline_shows_the_notes_own_dates_not_the_day_they_were
                       "pier": "2020-05-06"}, events
 
 
+def test_a_large_notes_graph_narrows_to_a_folder_a_tag_or_a_notes_neighbourhood(page: Any, palace: Palace) -> None:
+    """Issue 44: a thousand notes drawn at once are a hairball whatever the layout. The graph page offers
+    the vault's folders and tags and the neighbourhood of one note (within 1-3 links); each choice
+    redraws only that part."""
+    from daemon_fixtures import short_tmp
+
+    root = short_tmp("hbscope")
+    palace.scratch.append(root)
+    for name, text in {
+        "people/dana.md": "---\ntags: [team]\n---\n# Dana\n\nDana runs the payments team.\n",
+        "people/erin.md": "---\ntags: [team]\n---\n# Erin\n\nErin reports to [[dana]] and owns the ledger.\n",
+        "projects/apollo.md": "---\ntags: [project]\n---\n# Apollo\n\nApollo moves the ledger to Postgres; [[erin]] leads it.\n",
+        "projects/zeus.md": "# Zeus\n\nZeus retires the old billing cron jobs.\n",
+        "inbox.md": "# Inbox\n\nAsk about the offsite dates.\n",
+    }.items():
+        (root / name).parent.mkdir(exist_ok=True)
+        (root / name).write_text(text)
+    palace.daemon.hebbs("index", str(root))
+    vault = str((root / VAULT_DIR).resolve())
+    open_graph(page, palace, vault)
+    status = page.locator("#graph-status")
+    assert status.inner_text().startswith("5 notes and memories")
+    page.select_option("#graph-scope select[name=folder]", "people")
+    expect(status).to_have_text(re.compile(r"^2 notes and memories, 1 edge"))
+    page.select_option("#graph-scope select[name=folder]", "")
+    page.select_option("#graph-scope select[name=tag]", "project")
+    expect(status).to_have_text(re.compile(r"^1 note or memory"))
+    page.select_option("#graph-scope select[name=tag]", "")
+    page.fill("#graph-scope input[name=around]", "projects/apollo.md")
+    page.press("#graph-scope input[name=around]", "Enter")
+    expect(status).to_have_text(re.compile(r"^2 notes and memories"))  # Apollo and Erin, who it links
+    page.select_option("#graph-scope select[name=hops]", "2")
+    expect(status).to_have_text(re.compile(r"^3 notes and memories"))  # and Dana, whom Erin links
+    assert page.locator("#graph-scope input[name=around]").input_value() == "projects/apollo.md"
+
+
 def test_a_person_adds_to_a_memory_s_note_from_its_page_and_a_stale_page_is_refused(palace: Palace) -> None:
     """Tried: the page of a memory indexed from an agent's note offers "Add to the note" with the note's
     version; posting it appends to the file and indexes it; posting again from the same (now stale) page

@@ -161,7 +161,7 @@ def test_cli_both_and_prime_flags(brains) -> None:
                                   cwd=root).stdout)
     assert out["results"][0]["vault"] == "project" and {r["vault"] for r in out["results"]} == {"project", "global"}
     text = daemon.hebbs("recall", "--both", "coffee", cwd=root).stdout
-    assert text.splitlines()[0].split()[:4] == ["rank", "score", "conf", "vault"]
+    assert text.splitlines()[0].split()[:4] == ["rank", "conf", "score", "vault"]
     assert text.splitlines()[1].split()[3] == "global"
 
     primed = json.loads(daemon.hebbs("prime", "--format", "json", cwd=root).stdout)

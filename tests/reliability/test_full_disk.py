@@ -69,8 +69,7 @@ def filled_vault(daemon: ForegroundDaemon) -> Iterator[tuple[Any, Path, list[str
         init_vault(notes, daemon.home)
         try:
             with daemon.client(vault=notes) as client:
-                acknowledged = [m.id for m in client.remember_many(
-                    [{"content": f"The harbour crane {i} lifts {i * 10} tonnes."} for i in range(50)])]
+                acknowledged = [m.id for m in client.remember_many(cranes(50))]
                 filler = disk / "filler"
                 fill(filler)
                 yield client, filler, acknowledged
@@ -117,6 +116,33 @@ def crash(daemon: ForegroundDaemon) -> None:
     daemon.proc.wait()
 
 
+@contextlib.contextmanager
+def reopened_on_a_full_disk(daemon: ForegroundDaemon, memories: list[dict[str, Any]]
+                            ) -> Iterator[tuple[Path, Path, list[str]]]:
+    """The daemon's project vault on a small disk, given `memories`, the daemon killed (so they are in
+    the write-ahead log only), the disk filled, the daemon started again: (the notes folder, the file
+    filling the disk, the ids acknowledged). The daemon is stopped before the disk is unmounted: it
+    holds the vault's files open."""
+    with small_disk() as disk:
+        notes = disk / "notes"
+        notes.mkdir()
+        init_vault(notes, daemon.home)
+        try:
+            with daemon.client(vault=notes) as client:
+                acknowledged = [m.id for m in client.remember_many(memories)]
+            crash(daemon)
+            filler = disk / "filler"
+            fill(filler)
+            daemon.start()
+            yield notes, filler, acknowledged
+        finally:
+            daemon.stop()
+
+
+def cranes(n: int) -> list[dict[str, Any]]:
+    return [{"content": f"The harbour crane {i} lifts {i * 10} tonnes."} for i in range(n)]
+
+
 def test_a_vault_opened_on_a_full_disk_after_a_crash_is_disk_full_serves_reads_and_recovers():
     """Issue 39, item 4: opening after a crash replays the log into a new table file, which a full disk
     has no room for. Before the fix every request answered CORRUPT_VAULT "... run hebbs doctor" though
@@ -124,41 +150,28 @@ def test_a_vault_opened_on_a_full_disk_after_a_crash_is_disk_full_serves_reads_a
     and the first write after space returns opens it for writing, with no daemon restart."""
     daemon = ForegroundDaemon().start()
     try:
-        with small_disk() as disk:
-            notes = disk / "notes"
-            notes.mkdir()
-            init_vault(notes, daemon.home)
-            try:
-                with daemon.client(vault=notes) as client:
-                    acknowledged = [m.id for m in client.remember_many(
-                        [{"content": f"The harbour crane {i} lifts {i * 10} tonnes."} for i in range(50)])]
-                crash(daemon)
-                assert not list((notes / ".hebbs" / "db").glob("*.sst")), "the writes must be in the log only"
-                filler = disk / "filler"
-                fill(filler)
-                daemon.start()
-                with daemon.client(vault=notes) as client:
-                    with pytest.raises(DiskFull) as refused:
-                        client.remember("Written while the disk is full.")
-                    assert "full" in str(refused.value) and "doctor" not in str(refused.value)
-                    assert client.count() == 50
-                    found = client.recall("which crane lifts 70 tonnes", top_k=3)
-                    assert "crane 7 " in found.results[0].memory.content
-                    assert client.get(acknowledged[0]).id == acknowledged[0]
-                    with pytest.raises(DiskFull):  # still full: said again
-                        client.remember("Still no room for this one.")
-                    filler.unlink()
-                    acknowledged.append(client.remember("The first memory after the space came back.").id)
-                    # The lexical index, which had no room to catch up, did at that write.
-                    lexical = client.recall("harbour crane 33 tonnes", strategies=["lexical"], top_k=1)
-                    assert "crane 33 " in lexical.results[0].memory.content
-                    kept = {m.id for m in client.export()}
-                assert set(acknowledged) <= kept, f"{len(set(acknowledged) - kept)} acknowledged writes lost"
-                log = daemon.log()
-                assert "opened read-only" in log
-                assert "INTERNAL" not in log and "CORRUPT_VAULT" not in log and "is damaged" not in log
-            finally:
-                daemon.stop()  # before the disk is unmounted: the daemon holds the vault's files open
+        with reopened_on_a_full_disk(daemon, cranes(50)) as (notes, filler, acknowledged):
+            assert not list((notes / ".hebbs" / "db").glob("*.sst")), "the writes must be in the log only"
+            with daemon.client(vault=notes) as client:
+                with pytest.raises(DiskFull) as refused:
+                    client.remember("Written while the disk is full.")
+                assert "full" in str(refused.value) and "doctor" not in str(refused.value)
+                assert client.count() == 50
+                found = client.recall("which crane lifts 70 tonnes", top_k=3)
+                assert "crane 7 " in found.results[0].memory.content
+                assert client.get(acknowledged[0]).id == acknowledged[0]
+                with pytest.raises(DiskFull):  # still full: said again
+                    client.remember("Still no room for this one.")
+                filler.unlink()
+                acknowledged.append(client.remember("The first memory after the space came back.").id)
+                # The lexical index, which had no room to catch up, did at that write.
+                lexical = client.recall("harbour crane 33 tonnes", strategies=["lexical"], top_k=1)
+                assert "crane 33 " in lexical.results[0].memory.content
+                kept = {m.id for m in client.export()}
+            assert set(acknowledged) <= kept, f"{len(set(acknowledged) - kept)} acknowledged writes lost"
+            log = daemon.log()
+            assert "opened read-only" in log
+            assert "INTERNAL" not in log and "CORRUPT_VAULT" not in log and "is damaged" not in log
     finally:
         daemon.stop()
 
@@ -168,39 +181,27 @@ def test_too_little_space_to_reopen_for_writing_keeps_reads_going():
     The open for writing fails again; before the fix every read was then DISK_FULL "being reopened"
     until a write found room. Now the database is read-only again: reads go on, and the write after
     enough space is freed succeeds."""
+    # About 2 MB the compression cannot shrink, in the log only once the daemon is killed.
+    crates = [{"content": f"Crate {i} holds a sealed payload.", "context": {"payload": os.urandom(10_000).hex()}}
+              for i in range(100)]
     daemon = ForegroundDaemon().start()
     try:
-        with small_disk() as disk:
-            notes = disk / "notes"
-            notes.mkdir()
-            init_vault(notes, daemon.home)
-            try:
-                with daemon.client(vault=notes) as client:
-                    # About 2 MB the compression cannot shrink, in the log only once the daemon is killed.
-                    acknowledged = [m.id for m in client.remember_many(
-                        [{"content": f"Crate {i} holds a sealed payload.", "context": {"payload": os.urandom(10_000).hex()}}
-                         for i in range(100)])]
-                crash(daemon)
-                filler = disk / "filler"
-                fill(filler)
-                daemon.start()
-                with daemon.client(vault=notes) as client:
-                    with pytest.raises(DiskFull):
-                        client.remember("Written while the disk is full.")
-                    os.truncate(filler, filler.stat().st_size - (5 << 18))  # 1.25 MiB back: not enough
-                    with pytest.raises(DiskFull):
-                        client.remember("Written with too little space back.")
-                    assert client.count() == 100
-                    assert client.get(acknowledged[7]).content == "Crate 7 holds a sealed payload."
-                    filler.unlink()
-                    acknowledged.append(client.remember("The first memory after the space came back.").id)
-                    kept = {m.id for m in client.export()}
-                assert set(acknowledged) <= kept, f"{len(set(acknowledged) - kept)} acknowledged writes lost"
-                log = daemon.log()
-                assert "open read-only meanwhile" in log
-                assert "INTERNAL" not in log and "CORRUPT_VAULT" not in log
-            finally:
-                daemon.stop()
+        with reopened_on_a_full_disk(daemon, crates) as (notes, filler, acknowledged):
+            with daemon.client(vault=notes) as client:
+                with pytest.raises(DiskFull):
+                    client.remember("Written while the disk is full.")
+                os.truncate(filler, filler.stat().st_size - (5 << 18))  # 1.25 MiB back: not enough
+                with pytest.raises(DiskFull):
+                    client.remember("Written with too little space back.")
+                assert client.count() == 100
+                assert client.get(acknowledged[7]).content == "Crate 7 holds a sealed payload."
+                filler.unlink()
+                acknowledged.append(client.remember("The first memory after the space came back.").id)
+                kept = {m.id for m in client.export()}
+            assert set(acknowledged) <= kept, f"{len(set(acknowledged) - kept)} acknowledged writes lost"
+            log = daemon.log()
+            assert "open read-only meanwhile" in log
+            assert "INTERNAL" not in log and "CORRUPT_VAULT" not in log
     finally:
         daemon.stop()
 
@@ -225,35 +226,22 @@ def test_a_vault_taken_by_another_process_while_read_only_is_busy_not_damaged():
     after succeeds."""
     daemon = ForegroundDaemon().start()
     try:
-        with small_disk() as disk:
-            notes = disk / "notes"
-            notes.mkdir()
-            init_vault(notes, daemon.home)
-            try:
-                with daemon.client(vault=notes) as client:
-                    acknowledged = [m.id for m in client.remember_many(
-                        [{"content": f"The harbour crane {i} lifts {i * 10} tonnes."} for i in range(20)])]
-                crash(daemon)
-                filler = disk / "filler"
-                fill(filler)
-                daemon.start()
-                with daemon.client(vault=notes) as client:
-                    with pytest.raises(DiskFull):
-                        client.remember("Written while the disk is full.")
-                    filler.unlink()
-                    other = Store.open(notes / ".hebbs" / "db")
-                    try:
-                        with pytest.raises(VaultBusy) as busy:
-                            client.remember("Written while another process holds the vault.")
-                        assert f"process {os.getpid()}" in str(busy.value)
-                        assert client.count() == 20
-                    finally:
-                        other.close()
-                    acknowledged.append(client.remember("Written once that process is gone.").id)
-                    kept = {m.id for m in client.export()}
-                assert set(acknowledged) <= kept
-                assert "CORRUPT_VAULT" not in daemon.log() and "INTERNAL" not in daemon.log()
-            finally:
-                daemon.stop()
+        with reopened_on_a_full_disk(daemon, cranes(20)) as (notes, filler, acknowledged):
+            with daemon.client(vault=notes) as client:
+                with pytest.raises(DiskFull):
+                    client.remember("Written while the disk is full.")
+                filler.unlink()
+                other = Store.open(notes / ".hebbs" / "db")
+                try:
+                    with pytest.raises(VaultBusy) as busy:
+                        client.remember("Written while another process holds the vault.")
+                    assert f"process {os.getpid()}" in str(busy.value)
+                    assert client.count() == 20
+                finally:
+                    other.close()
+                acknowledged.append(client.remember("Written once that process is gone.").id)
+                kept = {m.id for m in client.export()}
+            assert set(acknowledged) <= kept
+            assert "CORRUPT_VAULT" not in daemon.log() and "INTERNAL" not in daemon.log()
     finally:
         daemon.stop()

@@ -92,6 +92,10 @@ def test_a_config_that_says_storage_durability_still_reads(tmp_path, embedder):
     (path / "config.toml").write_text('[storage]\ndurability = "buffered"\n\n[store]\ndurability = "sync"\n')
     with pytest.raises(InvalidInput, match="give it once"):
         load_config(path)
+    (path / "config.toml").write_text('[storage]\ndurability = "x"\n')
+    with pytest.raises(InvalidInput, match=r"storage\.durability must be one of") as refused:
+        load_config(path)
+    assert "store." not in str(refused.value)  # named where the user wrote it
 
 
 def test_a_waiter_is_released_by_a_sync_that_started_after_its_write():

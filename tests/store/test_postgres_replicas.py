@@ -57,7 +57,8 @@ def test_reads_go_to_a_caught_up_replica_and_never_to_a_lagging_one(tmp_path: Pa
             # Once the replica has replayed the write, reads go there.
             before = reads["replica"]
             _wait(lambda: a.get(first.id) is not None and reads["replica"] > before, what="a read on the replica")
-            assert replica.sql(f"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hebbs reads {name}'") != "0"
+            assert replica.sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                               f"'hebbs reads vault {a.vault.store.vault_id}'") != "0"
 
             # A replica that lags is not read by the writer: every read after its write is the primary's,
             # and each finds the write (the replica does not have it).

@@ -274,26 +274,32 @@ class Routes:
 
         return await self._guarded(request, "Source", render, live=False)
 
-    def _graph_options(self, request: Request, vault: str) -> tuple[bool, tuple[str, ...]]:
-        """Notes folded into one node each (the default for a notes vault) and the edge types drawn
-        (all by default), from the graph page's form."""
+    def _graph_options(self, request: Request, vault: str) -> tuple[bool, tuple[str, ...], data.GraphScope]:
+        """Notes folded into one node each (the default for a notes vault), the edge types drawn (all by
+        default) and the part of the vault shown (all by default), from the graph page's form."""
         q = request.query_params
         fold = q.get("fold") == "1" if "shown" in q else data.notes_root(vault, self.home) is not None
         types = tuple(t for t in data.EDGE_TYPES if t in q.getlist("type")) if "shown" in q else data.EDGE_TYPES
-        return fold, types
+        hops = q.get("hops") or "1"
+        if hops not in ("1", "2", "3"):
+            raise InvalidInput(f"hops must be 1, 2 or 3, got {hops!r}")
+        scope = data.GraphScope(folder=q.get("folder", ""), tag=q.get("tag", ""), around=q.get("around", "").strip(),
+                                hops=int(hops))
+        return fold, types, scope
 
     async def graph(self, request: Request) -> HTMLResponse:
         async def render(vault: str) -> str:
-            fold, types = self._graph_options(request, vault)
-            return pages.graph_page(vault, fold, types, data.EDGE_TYPES)
+            fold, types, scope = self._graph_options(request, vault)
+            facets = await self.data.cached_view(vault, data.graph_facets)
+            return pages.graph_page(vault, fold, types, data.EDGE_TYPES, scope, facets)
 
         return await self._guarded(request, "Graph", render, live=False, scripts=("graph-canvas.js", "graph.js"))
 
     async def graph_json(self, request: Request) -> Response:
         try:
             vault = self._vault(request)
-            fold, types = self._graph_options(request, vault)
-            view = await self.data.cached_view(vault, data.graph, fold, types)
+            fold, types, scope = self._graph_options(request, vault)
+            view = await self.data.cached_view(vault, data.graph, fold, types, scope)
         except HebbsError as exc:
             return Response(json.dumps({"error": str(exc)}), 400, media_type="application/json")
         return Response(msgspec.json.encode(view), media_type="application/json")

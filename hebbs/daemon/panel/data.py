@@ -154,11 +154,67 @@ class GraphView(msgspec.Struct, kw_only=True):
 EDGE_TYPES = tuple(EdgeType.__members__)
 
 
+class GraphScope(msgspec.Struct, frozen=True, kw_only=True):
+    """The part of a graph worth reading: a folder's notes, a tag's, or the neighbourhood of one
+    note or memory. A thousand notes drawn at once are a hairball whatever the layout."""
+
+    folder: str = ""
+    tag: str = ""
+    # A note's path (relative to the notes folder) or a memory's id, and how many links away to go.
+    around: str = ""
+    hops: int = 1
+
+
+def _in_scope(memories: list[Memory], edges: list[Edge], scope: GraphScope) -> set[str]:
+    """The ids of the memories (or folded notes) the scope keeps."""
+    folder = scope.folder.strip("/")
+    keep = {m.id for m in memories
+            if (not folder or (m.source is not None and m.source.file_path.startswith(folder + "/")))
+            and (not scope.tag or scope.tag in (m.context.get("tags") or ()))}
+    if not scope.around:
+        return keep
+    seeds = {m.id for m in memories if scope.around in (m.id, m.source.file_path if m.source else None)}
+    neighbours: dict[str, set[str]] = {}
+    for edge in edges:
+        neighbours.setdefault(edge.source, set()).add(edge.target)
+        neighbours.setdefault(edge.target, set()).add(edge.source)
+    reached, frontier = set(seeds), set(seeds)
+    for _ in range(scope.hops):
+        frontier = {n for node in frontier for n in neighbours.get(node, ())} - reached
+        reached |= frontier
+    return keep & reached
+
+
+WHOLE_VAULT = GraphScope()
+
+
+class GraphFacets(msgspec.Struct, kw_only=True):
+    """What the graph page offers to narrow it by: folders (every level) and tags, each with its count
+    of notes, most used first."""
+
+    folders: list[tuple[str, int]]
+    tags: list[tuple[str, int]]
+
+
+def graph_facets(engine: "Engine", top: int = 200) -> GraphFacets:
+    notes: dict[str, set[str]] = {}
+    for memory in engine.memories():
+        if memory.source is not None:
+            notes.setdefault(memory.source.file_path, set()).update(memory.context.get("tags") or ())
+    folders: Counter[str] = Counter()
+    tags: Counter[str] = Counter()
+    for path, note_tags in notes.items():
+        parts = path.split("/")[:-1]
+        folders.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
+        tags.update(note_tags)
+    return GraphFacets(folders=sorted(folders.most_common(top)), tags=tags.most_common(top))
+
+
 def graph(engine: "Engine", fold_notes: bool = False, edge_types: tuple[str, ...] = EDGE_TYPES,
-          limit: int = GRAPH_LIMIT) -> GraphView:
+          scope: GraphScope = WHOLE_VAULT, limit: int = GRAPH_LIMIT) -> GraphView:
     """The memory graph; beyond `limit` memories, the most connected ones (then the newest) are kept.
     fold_notes: one node per note, its sections folded in (what a notes user thinks of as one thing),
-    with the links between notes; only edges of `edge_types` are drawn."""
+    with the links between notes; only edges of `edge_types` are drawn, and only what `scope` keeps."""
     memories = list(engine.memories())
     edges: list[Edge] = []
     degree: Counter[str] = Counter()
@@ -173,6 +229,11 @@ def graph(engine: "Engine", fold_notes: bool = False, edge_types: tuple[str, ...
     fold_notes = fold_notes and any(m.source is not None for m in memories)
     if fold_notes:
         memories, edges, degree = _folded(memories, edges)
+    if scope != WHOLE_VAULT:
+        kept_ids = _in_scope(memories, edges, scope)
+        memories = [m for m in memories if m.id in kept_ids]
+        edges = [e for e in edges if e.source in kept_ids and e.target in kept_ids]
+        degree = Counter(end for e in edges for end in (e.source, e.target))
     total = len(memories)
     if total > limit:
         memories.sort(key=lambda m: (degree[m.id], m.created_at), reverse=True)

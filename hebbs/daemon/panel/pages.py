@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -13,6 +13,9 @@ from hebbs.schema import Memory, MemoryKind, ScoringWeights
 
 from .html import (ago, bar, button_form, e, hidden, kind_badge, markdown, markdown_excerpt, memory_link, short, snippet, table, url,
                    when)
+
+if TYPE_CHECKING:
+    from .data import GraphFacets, GraphScope
 
 NAV = [("/", "Overview"), ("/recall", "Recall"), ("/graph", "Graph"), ("/timeline", "Timeline"),
        ("/contradictions", "Contradictions"), ("/insights", "Insights"), ("/queries", "Query log")]
@@ -364,14 +367,29 @@ def source_page(vault: str, memory_id: str, section: Any) -> str:
 
 # Graph, timeline ------------------------------------------------------------------------------------
 
-def graph_page(vault: str, fold: bool, types: tuple[str, ...], all_types: tuple[str, ...]) -> str:
+def graph_page(vault: str, fold: bool, types: tuple[str, ...], all_types: tuple[str, ...], scope: GraphScope,
+               facets: GraphFacets) -> str:
     checks = "".join(f'<label class="check"><input type="checkbox" name="type" value="{t}"{" checked" if t in types else ""}>'
                      f' <span class="edge-type et-{t.lower()}">{t}</span></label>' for t in all_types)
-    options = {"shown": "1", "fold": "1" if fold else "0", "type": list(types)}
+    options = {"shown": "1", "fold": "1" if fold else "0", "type": list(types), "folder": scope.folder,
+               "tag": scope.tag, "around": scope.around, "hops": str(scope.hops)}
     src = url("/api/graph", vault=vault, **options)
+
+    def choices(name: str, chosen: str, counted: list[tuple[str, int]], everything: str) -> str:
+        listed = "".join(f'<option value="{e(value)}"{" selected" if value == chosen else ""}>{e(value)} ({n})</option>'
+                         for value, n in counted)
+        return f'<select name="{name}"><option value="">{everything}</option>{listed}</select>'
+
+    hops = "".join(f'<option value="{n}"{" selected" if n == scope.hops else ""}>{n}</option>' for n in (1, 2, 3))
+    narrow = (f'<label>folder {choices("folder", scope.folder, facets.folders, "every folder")}</label>'
+              if facets.folders else "")
+    narrow += f'<label>tag {choices("tag", scope.tag, facets.tags, "any tag")}</label>' if facets.tags else ""
+    narrow += (f'<label>around <input type="search" name="around" value="{e(scope.around)}" '
+               f'placeholder="a note\'s path or a memory\'s id"></label><label>within <select name="hops">{hops}</select>'
+               ' links</label>')
     return f"""<form method="get" action="/graph" class="graph-tools card auto-submit" id="graph-options">{hidden(vault=vault, shown="1")}
 <label class="check"><input type="checkbox" name="fold" value="1"{" checked" if fold else ""}> one node per note (sections folded in)</label>
-<span class="legend" id="edge-types">{checks}</span><noscript><button>show</button></noscript></form>
+<span class="legend" id="edge-types">{checks}</span><span id="graph-scope">{narrow}</span><noscript><button>show</button></noscript></form>
 <div class="graph-tools card"><label>colour by <select id="graph-color"><option value="kind">kind</option>
 <option value="entity">entity</option></select></label>
 <label>focus <input type="search" id="graph-search" placeholder="search memories"></label>
