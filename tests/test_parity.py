@@ -42,6 +42,7 @@ CLIENT_ONLY = {
     "index": "markdown indexing runs in the daemon", "index_cancel": "stops an index run",
     "index_follow": "follows an index run started elsewhere", "list": "a notes folder's index state",
     "panel": "serves the daemon's web panel (hebbs palace)",
+    "reembed": "moves a vault to another model: the daemon closes it for the switch and opens it again",
 }
 # Client-only keyword arguments of shared methods: an engine is one vault, the daemon searches several.
 CLIENT_ONLY_PARAMETERS = {("recall", "brains"), ("prime", "brains")}
