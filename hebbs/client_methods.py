@@ -230,8 +230,8 @@ class Methods:
         return self.call(protocol.IndexFollow, path=path, progress=progress)
 
     def reembed(self, model: str | None = None, *, progress: ProgressCallback | None = None) -> ReembedSummary:
-        """Move the vault to another embedding model: every memory embedded again, streaming progress frames
-        (ReembedProgress), then a summary. Recall keeps the old model and its vectors until the switch, which
+        """Move the vault to another embedding model: every memory embedded again, with progress reports,
+        then a summary. Recall keeps the old model and its vectors until the switch, which
         writes every new vector and the model in one batch while the vault is closed for a moment; a run that
         is stopped (killed, cancelled, the client gone) keeps what it embedded, and the next run goes on from
         there. docs/embedding.md."""
@@ -523,8 +523,8 @@ class AsyncMethods:
         return await self.call(protocol.IndexFollow, path=path, progress=progress)
 
     async def reembed(self, model: str | None = None, *, progress: ProgressCallback | None = None) -> ReembedSummary:
-        """Move the vault to another embedding model: every memory embedded again, streaming progress frames
-        (ReembedProgress), then a summary. Recall keeps the old model and its vectors until the switch, which
+        """Move the vault to another embedding model: every memory embedded again, with progress reports,
+        then a summary. Recall keeps the old model and its vectors until the switch, which
         writes every new vector and the model in one batch while the vault is closed for a moment; a run that
         is stopped (killed, cancelled, the client gone) keeps what it embedded, and the next run goes on from
         there. docs/embedding.md."""

@@ -864,8 +864,8 @@ class IndexFollow(_Command, tag="index_follow"):
 
 @declare(result=ReembedSummary, method="reembed", progress=True, cli="reembed", shell="commands:ReembedShell")
 class Reembed(_Command, tag="reembed"):
-    """Move the vault to another embedding model: every memory embedded again, streaming progress frames
-    (ReembedProgress), then a summary. Recall keeps the old model and its vectors until the switch, which
+    """Move the vault to another embedding model: every memory embedded again, with progress reports,
+    then a summary. Recall keeps the old model and its vectors until the switch, which
     writes every new vector and the model in one batch while the vault is closed for a moment; a run that
     is stopped (killed, cancelled, the client gone) keeps what it embedded, and the next run goes on from
     there. docs/embedding.md."""

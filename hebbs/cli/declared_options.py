@@ -256,7 +256,7 @@ COMMANDS = {
          {'action': 'store_true',
           'help': 'search the project vault and the global vault together: one list, each result labelled'}),
     ], False),
-    'reembed': ('reembed', 'Move the vault to another embedding model: every memory embedded again, streaming progress frames (ReembedProgress), then a summary. Recall keeps the old model and its vectors until the switch, which writes every new vector and the model in one batch while the vault is closed for a moment; a run that is stopped (killed, cancelled, the client gone) keeps what it embedded, and the next run goes on from there. docs/embedding.md.', [
+    'reembed': ('reembed', 'Move the vault to another embedding model: every memory embedded again, with progress reports, then a summary. Recall keeps the old model and its vectors until the switch, which writes every new vector and the model in one batch while the vault is closed for a moment; a run that is stopped (killed, cancelled, the client gone) keeps what it embedded, and the next run goes on from there. docs/embedding.md.', [
         (('--model',),
          {'default': None,
           'action': 'store',

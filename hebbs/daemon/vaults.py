@@ -127,11 +127,13 @@ def start_sweeper(engine: "Engine") -> "DecaySweeper":
 
 
 class VaultPool:
-    def __init__(self, home: Path, idle_timeout: float, executor: Executor, models: ModelPool | None = None) -> None:
+    def __init__(self, home: Path, idle_timeout: float, executor: Executor, models: ModelPool | None = None,
+                 opener: Callable[[Path, ModelPool], "Engine"] = open_engine) -> None:
         self.home = home
         self.idle_timeout = idle_timeout
         self._executor = executor
         self.models = models or ModelPool()
+        self._opener = opener
         # Connection threads add slots too (slot()): walk it through list(), taken in one step.
         self._slots: dict[Path, VaultSlot] = {}
         self._slots_by_text: dict[str, VaultSlot] = {}
@@ -184,7 +186,7 @@ class VaultPool:
                         raise VaultNotInitialized(f"no hebbs vault at {slot.path} any more; "
                                                   f"run `hebbs init {folder}` to create one")
                     log.info("opening vault %s", slot.path)
-                    slot.engine = await self.run(open_engine, slot.path, self.models)
+                    slot.engine = await self.run(self._opener, slot.path, self.models)
                     slot.identity = slot.current_identity()
                     slot.sweeper = start_sweeper(slot.engine)
                 engine = slot.engine

@@ -118,13 +118,14 @@ def switch(path: Path, target: Embedder, progress: Progress | None = None) -> tu
                         vectors[mid] = row[1]
                     else:
                         redo.append(memory)
-            say(ReembedProgress(stage="switch", done=0, total=len(redo), model=target.model_id))
+            # Counted over every memory the switch writes: the staged ones are ready, the rest are embedded now.
+            total = len(vectors) + len(redo)
+            say(ReembedProgress(stage="switch", done=len(vectors), total=total, model=target.model_id))
             for start in range(0, len(redo), BATCH):
                 chunk = redo[start:start + BATCH]
                 for memory, vector in zip(chunk, target.embed_documents([embedding_text(m) for m in chunk])):
                     vectors[memory.id] = vector
-                say(ReembedProgress(stage="switch", done=min(start + BATCH, len(redo)), total=len(redo),
-                                    model=target.model_id))
+                say(ReembedProgress(stage="switch", done=len(vectors), total=total, model=target.model_id))
             _commit_switch(store, target, vectors, [mid for mid in ids if mid not in vectors])
         finally:
             store.unlock_writers()

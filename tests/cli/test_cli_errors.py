@@ -48,7 +48,7 @@ BASE: dict[str, list[str]] = {
     "reflect": [], "insights": [], "contradictions": ["commit", "--file", "{P}"], "export": ["-o", "{P}"],
     "import": ["{P}"], "status": [], "daemon": ["status"], "doctor": ["--export", "{P}"], "migrate": ["--to", "rocksdb"], "mcp": [],
     "palace": ["--no-browser"], "unconsolidate": [NO_SUCH_ID], "consolidate": [], "source": [NO_SUCH_ID], "proxy": ["--upstream", "http://127.0.0.1:9/v1"],
-    "count": [],
+    "count": [], "reembed": ["--model", "no-such-model"],
 }
 FOLDER_ARGS = {"init", "index", "watch", "list"}
 
