@@ -70,7 +70,9 @@ class ModelPool:
                 self._unload_unused()
                 used = sum(w.mib for w in self._warm.values())
                 if used + mib > self.budget_mib:
-                    held = ", ".join(f"{k} ({w.mib} MiB, {len(w.vaults)} vaults)" for k, w in self._warm.items())
+                    held = ", ".join(f"{k} ({w.mib} MiB, " + (f"{len(w.vaults)} open vaults)" if w.vaults
+                                                               else "the default, warm at start)")
+                                     for k, w in self._warm.items())
                     raise ModelBudgetExceeded(
                         f"loading {key} ({mib} MiB warm) would pass the daemon's model memory budget of "
                         f"{self.budget_mib} MiB: {held} take {used} MiB. Close the vaults using them, or raise "
