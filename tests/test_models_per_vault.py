@@ -353,3 +353,31 @@ def test_gemma_in_postgresql_by_reembed(make_daemon, monkeypatch, pg_server) -> 
                                                   (f"vectors_hnsw_{vault_id}_%",))]
     assert indexes and all("vector(768)" in d for d in indexes), indexes
     assert f"(model {GEMMA}," in home.hebbs("daemon", "status").stdout
+
+
+def test_a_shared_vault_moved_by_one_engine_refuses_the_others_old_model(tmp_path, pg_server, embedder, bge) -> None:
+    """Two engines (two machines) on one vault in PostgreSQL: one moves it to bge-small; the other, still
+    holding MiniLM, is refused its next write (its vectors would be MiniLM's) but keeps answering from
+    the MiniLM vectors it holds; opened again, it is on bge and writes."""
+    from pg_fixtures import attach
+
+    from hebbs.workflows import reembed
+
+    name = attach(tmp_path / "a", pg_server.url)
+    attach(tmp_path / "b", pg_server.url, name)
+    with Engine.open(tmp_path / "a", embedder=embedder) as a:
+        kept = a.remember(FACTS[0])
+        reembed.stage(a.vault, bge)
+    b = Engine.open(tmp_path / "b", embedder=embedder)
+    try:
+        reembed.switch(tmp_path / "a", bge)
+        with pytest.raises(ModelMismatch, match=BGE):
+            b.remember(FACTS[1])
+        assert b.recall(FACTS[0], top_k=1)[0].memory.id == kept.id
+    finally:
+        b.close()
+    with Engine.open(tmp_path / "b") as b:
+        assert b.embedder.model_id == BGE
+        added = b.remember(FACTS[1])
+        assert b.recall("when do deploys run", top_k=1)[0].memory.id == added.id
+        assert b.count() == 2
