@@ -210,10 +210,11 @@ def test_a_bge_vault_through_every_door(shared_daemon, door, store_kind, request
         assert client.count() == len(FACTS)
 
 
-def test_a_bge_vault_through_mcp(shared_daemon, request) -> None:
+@pytest.mark.parametrize("store_kind", STORES)
+def test_a_bge_vault_through_mcp(shared_daemon, store_kind, request) -> None:
     from mcp_server.test_mcp import call, run
 
-    root = _bge_vault_root(shared_daemon, "rocksdb", request)
+    root = _bge_vault_root(shared_daemon, store_kind, request)
 
     async def scenario(session: Any) -> Any:
         for fact in FACTS:

@@ -56,33 +56,52 @@ class ModelPool:
     def __init__(self, budget_mib: int = DEFAULT_MODEL_MEMORY_MB) -> None:
         self.budget_mib = budget_mib
         self._warm: dict[str, _Warm] = {}
+        # Models being loaded now, with the MiB reserved for each.
+        self._loading: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def acquire(self, spec: str | None, vault: Path | None = None, *, pinned: bool = False) -> "Embedder":
-        """The model's embedder, loaded if no vault holds it yet, counted for `vault` until release()."""
+        """The model's embedder, loaded if no vault holds it yet, counted for `vault` until release().
+        A model is loaded outside the lock (EmbeddingGemma takes half a minute; status must not wait for
+        it), its share of the budget reserved while it loads."""
         from hebbs.embedding.embed import get_embedder, resolve_model
 
         key = resolve_model(spec)
         with self._lock:
             warm = self._warm.get(key)
+            if warm is not None:
+                return self._held(warm, vault, pinned)
+            mib = warm_mib(spec)
+            self._unload_unused()
+            used = sum(w.mib for w in self._warm.values()) + sum(self._loading.values())
+            if used + mib > self.budget_mib and key not in self._loading:
+                held = ", ".join(f"{k} ({w.mib} MiB, " + (f"{len(w.vaults)} open vaults)" if w.vaults
+                                                           else "the default, warm at start)")
+                                 for k, w in self._warm.items())
+                raise ModelBudgetExceeded(
+                    f"loading {key} ({mib} MiB warm) would pass the daemon's model memory budget of "
+                    f"{self.budget_mib} MiB: {held} take {used} MiB. Close the vaults using them, or raise "
+                    f"[daemon] model_memory_mb in $HEBBS_HOME/config.toml (or $HEBBS_MODEL_MEMORY_MB)")
+            self._loading[key] = mib
+        try:
+            embedder = get_embedder(spec)  # loaded once, whoever asks first (its own lock)
+        finally:
+            with self._lock:
+                self._loading.pop(key, None)
+        with self._lock:
+            warm = self._warm.get(key)
             if warm is None:
-                mib = warm_mib(spec)
-                self._unload_unused()
-                used = sum(w.mib for w in self._warm.values())
-                if used + mib > self.budget_mib:
-                    held = ", ".join(f"{k} ({w.mib} MiB, " + (f"{len(w.vaults)} open vaults)" if w.vaults
-                                                               else "the default, warm at start)")
-                                     for k, w in self._warm.items())
-                    raise ModelBudgetExceeded(
-                        f"loading {key} ({mib} MiB warm) would pass the daemon's model memory budget of "
-                        f"{self.budget_mib} MiB: {held} take {used} MiB. Close the vaults using them, or raise "
-                        f"[daemon] model_memory_mb in $HEBBS_HOME/config.toml (or $HEBBS_MODEL_MEMORY_MB)")
-                warm = self._warm[key] = _Warm(get_embedder(spec), mib, pinned)
+                warm = self._warm[key] = _Warm(embedder, mib, pinned)
                 log.info("model %s loaded (%d MiB of the %d MiB budget)", key, mib, self.budget_mib)
-            warm.pinned = warm.pinned or pinned
-            if vault is not None:
-                warm.vaults[vault] = warm.vaults.get(vault, 0) + 1
-            return warm.embedder
+            return self._held(warm, vault, pinned)
+
+    @staticmethod
+    def _held(warm: _Warm, vault: Path | None, pinned: bool) -> "Embedder":
+        """One more hold of `vault` on the model (the caller holds the lock)."""
+        warm.pinned = warm.pinned or pinned
+        if vault is not None:
+            warm.vaults[vault] = warm.vaults.get(vault, 0) + 1
+        return warm.embedder
 
     def release(self, embedder: "Embedder", vault: Path) -> None:
         """One hold of `vault` on the model is let go (it closed): the model is unloaded when no vault holds it
@@ -109,8 +128,3 @@ class ModelPool:
             return [ModelStatus(id=w.embedder.model_id, dimension=w.embedder.dim, warm_mib=w.mib,
                                 vaults=sorted(str(v) for v in w.vaults), default=w.pinned)
                     for w in self._warm.values()]
-
-    @property
-    def used_mib(self) -> int:
-        with self._lock:
-            return sum(w.mib for w in self._warm.values())

@@ -71,7 +71,7 @@ def stage(vault: OpenVault, target: Embedder, progress: Progress | None = None) 
         shutil.rmtree(folder, ignore_errors=True)  # staged for another model, or nothing yet: start afresh
         folder.mkdir(mode=0o700)
         atomic_write(folder / _TARGET, json.dumps(wanted, sort_keys=True).encode())
-    staged = {mid for mid, _ in _parts(folder)}
+    staged = _staged_ids(folder)
     ids = [mid for mid, _ in vault.store.vectors()]
     todo = [mid for mid in ids if mid not in staged]
     resumed = len(ids) - len(todo)
@@ -95,11 +95,10 @@ def switch(path: Path, target: Embedder, progress: Progress | None = None) -> tu
     """Write the staged vectors and the new model into the closed vault's store, in one batch, embedding
     first what changed since it was staged. Returns (the old model's id, memories, embedded now)."""
     folder = staging_dir(path)
-    if _read_target(folder) is None or _read_target(folder)["model_id"] != target.model_id:  # type: ignore[index]
+    staged_for = _read_target(folder)
+    if staged_for is None or staged_for.get("model_id") != target.model_id:
         raise InvalidInput(f"nothing is staged for {target.model_id} in {folder}: run `hebbs reembed` again")
-    staged: dict[str, tuple[str, np.ndarray]] = {}
-    for mid, row in _parts(folder):
-        staged[mid] = row
+    staged = dict(_parts(folder))
     say = progress or (lambda _: None)
     store = open_store(path, load_config(path))
     try:
@@ -179,6 +178,18 @@ def _write_part(path: Path, ids: list[str], digests: list[str], vectors: np.ndar
     buffer = io.BytesIO()
     np.savez(buffer, ids=np.asarray(ids), digests=np.asarray(digests), vectors=np.asarray(vectors, dtype=np.float32))
     atomic_write(path, buffer.getvalue())
+
+
+def _staged_ids(folder: Path) -> set[str]:
+    """The ids staged so far (their vectors are not read: a large vault's would fill the memory)."""
+    ids: set[str] = set()
+    for part in sorted(folder.glob("part-*.npz")):
+        try:
+            with np.load(part) as data:
+                ids.update(str(mid) for mid in data["ids"].tolist())
+        except (OSError, ValueError, KeyError):
+            part.unlink(missing_ok=True)  # a part that cannot be read: its memories are embedded again
+    return ids
 
 
 def _parts(folder: Path) -> Iterator[tuple[str, tuple[str, np.ndarray]]]:
