@@ -277,7 +277,7 @@ def test_reembed_killed_mid_way_resumes_and_loses_nothing(make_daemon, bge) -> N
     root = home.project()
     vault = root / ".hebbs"
     texts = [f"note {n}: the {w} service owns the {n % 7} queue" for n, w in
-             enumerate(["billing", "search", "auth", "mail", "ledger"] * 120)]
+             enumerate(["billing", "search", "auth", "mail", "ledger"] * 200)]
     with home.client(root) as client:
         ids = [m.id for m in client.remember_many([{"content": t} for t in texts], consolidate=False)]
     reembed = processes.popen([str(Path(sys.executable).with_name("hebbs")), "--vault", str(root), "reembed",
