@@ -729,6 +729,9 @@ class ReembedShell:
     def send(args: argparse.Namespace, fields: dict[str, Any]) -> Any:
         from .progress import ProgressBar
 
+        model = fields["model"]
+        if model is not None and Path(model).expanduser().is_dir():  # a model folder: the daemon's cwd is not ours
+            fields = {**fields, "model": str(Path(model).expanduser().resolve())}
         bar = ProgressBar(sys.stderr, enabled=args.format != "json" and sys.stderr.isatty())
         try:
             with client_for(args) as client:
