@@ -94,7 +94,7 @@ class IndexHandlers:
                 if vault.model_id == target.model_id and vault.store.get_meta("model_files") == target.files:
                     await self.pool.run(reembed.discard_staging, slot.path)
                     return ReembedSummary(model=target.model_id, previous=vault.model_id, dimension=target.dim,
-                                          memories=engine.count())
+                                          memories=await self.pool.run(engine.count))
                 previous = vault.model_id
                 memories, resumed, embedded = await self._stream(
                     conn, request.id, slot, lambda progress: reembed.stage(vault, target, progress), stopped=stopped)
