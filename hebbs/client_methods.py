@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from .protocol import (DaemonStatus, IndexCancelled, PanelState, Pong, RememberItem, ReviseItem, Stopping)
     from .schema import (ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict,
                          Edge, EdgeType, ImportSummary, Insight, InsightInput, Inspection, Memory, NoteText,
-                         NoteWritten, QueryLogEntry, RecallResults, ReflectAutoResult, ReflectCommitted,
-                         ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
+                         NoteWritten, QueryLogEntry, RecallResults, ReembedSummary, ReflectAutoResult,
+                         ReflectCommitted, ReflectPrepared, ScoringWeights, Source, SourceSection, VaultStats)
     from .transport import ProgressCallback
 
 
@@ -228,6 +228,14 @@ class Methods:
         """Follow the index run on PATH/.hebbs started elsewhere: its progress frames, then its IndexSummary
         (null data when no run is going; a CANCELLED error when it is cancelled)."""
         return self.call(protocol.IndexFollow, path=path, progress=progress)
+
+    def reembed(self, model: str | None = None, *, progress: ProgressCallback | None = None) -> ReembedSummary:
+        """Move the vault to another embedding model: every memory embedded again, with progress reports,
+        then a summary. Recall keeps the old model and its vectors until the switch, which
+        writes every new vector and the model in one batch while the vault is closed for a moment; a run that
+        is stopped (killed, cancelled, the client gone) keeps what it embedded, and the next run goes on from
+        there. docs/embedding.md."""
+        return self.call(protocol.Reembed, model=model, progress=progress)
 
     def list(self, path: str | os.PathLike[str] | None = None, *, sections: bool = False) -> Any:
         """The notes folder's indexed files (and their sections when asked)."""
@@ -554,6 +562,14 @@ class AsyncMethods:
         """Follow the index run on PATH/.hebbs started elsewhere: its progress frames, then its IndexSummary
         (null data when no run is going; a CANCELLED error when it is cancelled)."""
         return await self.call(protocol.IndexFollow, path=path, progress=progress)
+
+    async def reembed(self, model: str | None = None, *, progress: ProgressCallback | None = None) -> ReembedSummary:
+        """Move the vault to another embedding model: every memory embedded again, with progress reports,
+        then a summary. Recall keeps the old model and its vectors until the switch, which
+        writes every new vector and the model in one batch while the vault is closed for a moment; a run that
+        is stopped (killed, cancelled, the client gone) keeps what it embedded, and the next run goes on from
+        there. docs/embedding.md."""
+        return await self.call(protocol.Reembed, model=model, progress=progress)
 
     async def list(self, path: str | os.PathLike[str] | None = None, *, sections: bool = False) -> Any:
         """The notes folder's indexed files (and their sections when asked)."""

@@ -328,6 +328,9 @@ class DaemonConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     frame_timeout: float | None = None
     # Size at which daemon.log is rotated (10 MiB; $HEBBS_LOG_MAX_BYTES).
     log_max_bytes: int | None = None
+    # MiB the warm embedding models of the open vaults may take together (3072; $HEBBS_MODEL_MEMORY_MB):
+    # opening a vault whose model would pass it is refused (MODEL_BUDGET; docs/embedding.md).
+    model_memory_mb: int | None = None
 
 
 class NotesConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):

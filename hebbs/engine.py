@@ -25,7 +25,7 @@ from .schema import (Access, ContradictionAutoResult, ContradictionCommitted, Co
                      ImportSummary, Insight, Inspection, Memory, MemoryKind, PendingContradiction, QueryLogEntry, RecallResults, ReflectAutoResult,
                      ReflectCommitted, ReflectPrepared, Source, SourceSection, VaultStats)
 from .embedding.embed import Embedder, get_embedder
-from .core.open_vault import OpenVault, open_store
+from .core.open_vault import OpenVault, open_store, vault_model
 from .workflows import consolidate as consolidation
 from .workflows import contradiction_review, decay, reflect
 from .workflows import edges as linking
@@ -132,14 +132,18 @@ class Engine:
 
     @classmethod
     def open(cls, path: os.PathLike | str, *, model: str | os.PathLike | None = None,
-             embedder: Embedder | None = None) -> "Engine":
+             embedder: Embedder | None = None,
+             load_model: Callable[[str | None], Embedder] | None = None) -> "Engine":
         """Open the vault at path, creating it if missing. A notes folder holding a vault made by
-        `hebbs init` opens that vault (path/.hebbs), as Client(path) does."""
+        `hebbs init` opens that vault (path/.hebbs), as Client(path) does. Its model is the one the vault
+        records, for a new vault the one its config names; `model` or `embedder` must be that model
+        (MODEL_MISMATCH otherwise). `load_model` loads the model by name in place of the process-wide
+        cache (the daemon's, which counts each warm model)."""
         path = _vault_directory(path)
         config = load_config(path)
         store = open_store(path, config)
         try:
-            embedder = embedder or get_embedder(model or config.model or store.get_meta("model_spec"))
+            embedder = embedder or (load_model or get_embedder)(model or vault_model(config, store))
             return cls(OpenVault.open(path, store, embedder, config))
         except BaseException as exc:
             # The frames of the failure still hold what they were reading (a RocksDB iterator that

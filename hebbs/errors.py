@@ -77,6 +77,13 @@ class ModelMismatch(HebbsError):
     status_code = "MODEL_MISMATCH"
 
 
+class ModelBudgetExceeded(HebbsError):
+    """Opening a vault would load its model past the daemon's model memory budget ([daemon] model_memory_mb):
+    the models warm for the vaults open now take it. Close those vaults, or raise the budget."""
+
+    status_code = "MODEL_BUDGET"
+
+
 class CorruptVault(HebbsError):
     """The vault's files cannot be read as a hebbs vault."""
 
@@ -168,6 +175,7 @@ class ProtocolError(HebbsError):
 ERRORS_BY_CODE: dict[str, type[HebbsError]] = {
     cls.status_code: cls
     for cls in (HebbsError, InvalidInput, KeyReused, Conflict, NotFound, VaultBusy, VaultNotInitialized, ModelMismatch,
+                ModelBudgetExceeded,
                 CorruptVault, DiskFull, LLMNotConfigured, LLMError, ModelError, MessageTooLarge, IndexingInProgress,
                 Cancelled, DaemonUnavailable, DaemonBusy, ProtocolError, StoreUnavailable, AccessDenied)
 }

@@ -28,7 +28,8 @@ from .errors import (ERRORS_BY_CODE, DaemonBusy, DaemonUnavailable, HebbsError, 
                      IndexingInProgress, InvalidInput, MessageTooLarge, ProtocolError)
 from .schema import (ImportSummary, Inspection, ContradictionAutoResult, ContradictionCommitted, ContradictionPrepared, ContradictionVerdict, Edge, EdgeType,
                      Insight, InsightInput, Memory, QueryLogEntry, RecallResult, RecallResults, ReflectAutoResult,
-                     NoteText, NoteWritten, ReflectCommitted, ReflectPrepared, ScoringWeights, Source,
+                     NoteText, NoteWritten, ReembedProgress, ReembedSummary, ReflectCommitted, ReflectPrepared,
+                     ScoringWeights, Source,
                      VaultStats)
 from .schema import SourceSection, decoder
 from .recall.options import RecallOptions
@@ -94,6 +95,20 @@ class SlotStatus(msgspec.Struct, kw_only=True):
     idle_s: float
     in_use: int
     indexing: bool = False
+    # The embedding model the vault is searched with, and the one a `reembed` in progress moves it to.
+    model: str | None = None
+    reembedding: str | None = None
+
+
+class ModelStatus(msgspec.Struct, kw_only=True):
+    """A model the daemon keeps warm: counted at `warm_mib` against its model memory budget, unloaded when
+    no open vault uses it (unless it is the default, warmed at start)."""
+
+    id: str
+    dimension: int
+    warm_mib: int
+    vaults: list[str] = []
+    default: bool = False
 
 
 class PanelState(msgspec.Struct, kw_only=True):
@@ -126,6 +141,9 @@ class DaemonStatus(msgspec.Struct, kw_only=True):
     subscriptions: int = 0
     requests: int = 0
     open_vaults: list[SlotStatus] = []
+    # The warm embedding models, and the MiB they may take together ([daemon] model_memory_mb).
+    models: list[ModelStatus] = []
+    model_memory_mb: int = 0
     vault: VaultStats | None = None
     # The Memory Palace, when this daemon serves it (None otherwise).
     panel: PanelState | None = None
@@ -845,6 +863,19 @@ class IndexFollow(_Command, tag="index_follow"):
     path: PathText | None = None
 
 
+@declare(result=ReembedSummary, method="reembed", progress=True, cli="reembed", shell="commands:ReembedShell")
+class Reembed(_Command, tag="reembed"):
+    """Move the vault to another embedding model: every memory embedded again, with progress reports,
+    then a summary. Recall keeps the old model and its vectors until the switch, which
+    writes every new vector and the model in one batch while the vault is closed for a moment; a run that
+    is stopped (killed, cancelled, the client gone) keeps what it embedded, and the next run goes on from
+    there. docs/embedding.md."""
+
+    model: Annotated[str | None, Meta(description="the model to move to: a name from the registry (hebbs/models/"
+                                      "registry.toml) or a model folder (default: the vault's config.toml "
+                                      "`model`, else the default model)")] = None
+
+
 @declare(retryable=True, vault="path", method="list", params="path, *", cli="list", flags="path=path",
          shell="statuscmds:ListShell")
 class List(_Command, tag="list"):
@@ -1276,6 +1307,8 @@ def progress_type(command: _Command) -> Any:
         from .notes.indexer import Progress
 
         return Progress
+    if isinstance(command, Reembed):
+        return ReembedProgress
     return dict[str, Any]
 
 

@@ -243,6 +243,31 @@ class VaultStats(msgspec.Struct, kw_only=True):
     store: str = "rocksdb"
 
 
+class ReembedProgress(msgspec.Struct, kw_only=True):
+    """One report of `hebbs reembed`. stage: "reembed" (memories staged with the new model, a stopped run's
+    included), "switch" (memories written or revised meanwhile, embedded while the vault is closed)."""
+
+    stage: str
+    done: int
+    total: int
+    model: str
+
+
+class ReembedSummary(msgspec.Struct, kw_only=True):
+    """What `hebbs reembed` did: the vault now holds `model`'s vectors, of `dimension`."""
+
+    model: str
+    previous: str
+    dimension: int
+    memories: int
+    # Staged by an earlier run that was stopped (killed, cancelled): not embedded again.
+    resumed: int = 0
+    # Memories sent to the model by this run, of which `caught_up` at the switch (written meanwhile).
+    embedded: int = 0
+    caught_up: int = 0
+    seconds: float = 0.0
+
+
 class QueryLogEntry(msgspec.Struct, kw_only=True):
     at: int
     cue: str | None

@@ -250,14 +250,14 @@ except VaultBusy as e:
         pass
 
 
-def test_opening_with_another_model_says_how_to_rebuild(tmp_path, embedder):
+def test_opening_with_another_model_says_how_to_move_it(tmp_path, embedder):
     Engine.open(tmp_path / "v", embedder=embedder).close()
     store = Store.open(tmp_path / "v" / "db")
     w = WriteSet()
     w.put_meta("model_id", "some-other-model")
     store.commit(w)
     store.close()
-    with pytest.raises(ModelMismatch, match="hebbs export"):
+    with pytest.raises(ModelMismatch, match="hebbs reembed --model all-MiniLM-L6-v2"):
         Engine.open(tmp_path / "v", embedder=embedder)
 
 

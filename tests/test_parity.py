@@ -44,6 +44,7 @@ CLIENT_ONLY = {
     "panel": "serves the daemon's web panel (hebbs palace)",
     "note_read": "a note of the notes folder and its version", "note_write": "notes the agent writes, as index runs "
     "in the daemon (in process: hebbs.notes.note_write)", "note_append": "the same, at a note's end",
+    "reembed": "moves a vault to another model: the daemon closes it for the switch and opens it again",
 }
 # Client-only keyword arguments of shared methods: an engine is one vault, the daemon searches several.
 CLIENT_ONLY_PARAMETERS = {("recall", "brains"), ("prime", "brains")}

@@ -719,3 +719,32 @@ def _count(n: int, noun: str) -> str:
 def _versions(n: int) -> str:
     """Earlier versions beside the memories they belong to: `hebbs count` does not count them as memories."""
     return f" (and {_count(n, 'earlier version')})" if n else ""
+
+
+class ReembedShell:
+    """`hebbs reembed`: a progress line on a terminal while the daemon embeds; Ctrl-C (the client gone)
+    stops it, keeping what it embedded for the next run."""
+
+    @staticmethod
+    def send(args: argparse.Namespace, fields: dict[str, Any]) -> Any:
+        from .progress import ProgressBar
+
+        model = fields["model"]
+        if model is not None and Path(model).expanduser().is_dir():  # a model folder: the daemon's cwd is not ours
+            fields = {**fields, "model": str(Path(model).expanduser().resolve())}
+        bar = ProgressBar(sys.stderr, enabled=args.format != "json" and sys.stderr.isatty())
+        try:
+            with client_for(args) as client:
+                return client.reembed(**fields, progress=bar)
+        finally:
+            bar.close()
+
+    @staticmethod
+    def show(args: argparse.Namespace, client: None, fields: dict[str, Any], done: Any) -> None:
+        if done.previous == done.model and not done.embedded:
+            print(f"the vault is embedded with {done.model} already ({_count(done.memories, 'memory')})")
+            return
+        resumed = f", {done.resumed} of them by a run stopped earlier" if done.resumed else ""
+        caught = f" ({done.caught_up} written meanwhile, embedded at the switch)" if done.caught_up else ""
+        print(f"moved {_count(done.memories, 'memory')} from {done.previous} to {done.model} "
+              f"({done.dimension} dimensions) in {done.seconds:.1f}s: {done.embedded} embedded now{caught}{resumed}")

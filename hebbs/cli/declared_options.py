@@ -256,6 +256,15 @@ COMMANDS = {
          {'action': 'store_true',
           'help': 'search the project vault and the global vault together: one list, each result labelled'}),
     ], False),
+    'reembed': ('reembed', 'Move the vault to another embedding model: every memory embedded again, with progress reports, then a summary. Recall keeps the old model and its vectors until the switch, which writes every new vector and the model in one batch while the vault is closed for a moment; a run that is stopped (killed, cancelled, the client gone) keeps what it embedded, and the next run goes on from there. docs/embedding.md.', [
+        (('--model',),
+         {'default': None,
+          'action': 'store',
+          'dest': 'model',
+          'help': 'the model to move to: a name from the registry (hebbs/models/registry.toml) or a model folder '
+                  "(default: the vault's config.toml `model`, else the default model)",
+          'metavar': 'MODEL'}),
+    ], False),
     'reflect': ('reflect', 'reflect-prepare then reflect-commit, the configured LLM doing the reasoning.', [
         (('--entity',),
          {'default': None,

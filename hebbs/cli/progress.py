@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-STAGES = {"parse": ("parsing", "files"), "embed": ("embedding", "sections"), "check": ("checking", "pairs")}
+STAGES = {"parse": ("parsing", "files"), "embed": ("embedding", "sections"), "check": ("checking", "pairs"),
+          "reembed": ("embedding", "memories"), "switch": ("switching", "memories")}
 BAR_WIDTH = 24
 REDRAW_SECONDS = 0.1
 MEASURED_SECONDS = 0.5

@@ -52,8 +52,10 @@ class StatusShell:
               f" ({status.refused_busy} refused as busy since the start)")
         if status.panel is not None:
             print(f"panel {status.panel.url}  (Memory Palace; the address carries this daemon's token)")
+        _models(status)
         for vault in status.open_vaults:
-            print(f"  open  {vault.path}  (idle {vault.idle_s:.0f}s{', indexing' if vault.indexing else ''})")
+            doing = ", indexing" if vault.indexing else f", moving to {vault.reembedding}" if vault.reembedding else ""
+            print(f"  open  {vault.path}  (model {vault.model}, idle {vault.idle_s:.0f}s{doing})")
         return 0
 
     @staticmethod
@@ -97,7 +99,17 @@ class StatusShell:
                 continue
             kinds = ", ".join(_count(n, KIND_NAMES.get(k, k.lower())) for k, n in sorted(stats.by_kind.items()))
             print(f"{name:<8} {stats.path}: {_count(stats.memories, 'memory')}" + (f" ({kinds})" if kinds else "")
-                  + _kept(stats.store, ", "))
+                  + f", model {stats.model}" + _kept(stats.store, ", "))
+        _models(daemon)
+
+
+def _models(status: Any) -> None:
+    """The warm models and what they take of the daemon's model memory budget."""
+    if not status.models:
+        return
+    held = ", ".join(f"{m.id} ({m.warm_mib} MiB, " + (_count(len(m.vaults), "vault") if m.vaults else "default")
+                     + ")" for m in status.models)
+    print(f"models   {held}: {sum(m.warm_mib for m in status.models)} of {status.model_memory_mb} MiB")
 
 
 def _said(args: argparse.Namespace, data: dict[str, Any], text: str) -> int:

@@ -138,6 +138,10 @@ class OpenVault:
         self.config = config
         self.embedder = embedder
         self.store = store
+        # The model the store records (checked against the embedder by _check_model at open, and again
+        # when another daemon's writes are caught up): every vector written must be its.
+        self.model_id: str = store.get_meta("model_id") or embedder.model_id
+        self.model_dim: int = int(store.get_meta("model_dim") or embedder.dim)
         self._write_lock = OwnedRLock()  # this process's writers and derived state
         # A vault shared through PostgreSQL: writers of every daemon take the store's writer lock too.
         self._shared = store.shared
@@ -242,6 +246,14 @@ class OpenVault:
                 return 0
             head = self.store.head_seq()
             if head <= self._write_seq:
+                return 0
+            if self._shared and self.store.get_meta("model_id") != self.model_id:
+                # Another daemon moved the vault to another model (`hebbs reembed`): its vectors must not
+                # meet this daemon's index or embedder. Writes are refused (check_vectors) until the vault
+                # is opened again; recall keeps the vectors this daemon holds, all of one model.
+                self.model_id = self.store.get_meta("model_id")
+                self.model_dim = int(self.store.get_meta("model_dim") or 0)
+                log.warning("vault %s was moved to model %s by another process: reopen it", self.path, self.model_id)
                 return 0
             touched = changelog.touched_since(self.store, self._write_seq, head)
             if touched is None and self._shared:
@@ -694,6 +706,8 @@ class OpenVault:
         learns `saved` and forgets `removed`, HNSW takes `vectors`, BM25 re-reads `reindexed`. A batch that
         touches either index also bumps the write sequence, in the same RocksDB batch. durable=False: the
         batch is not waited for (hebbs/store/durability.py), for what nobody is told was kept."""
+        if vectors is not None:
+            check_vectors(self, *vectors)
         touches_indexes = bool(removed) or vectors is not None or bool(reindexed)
         touched = [*removed, *(vectors[0] if vectors is not None else ()), *(m.id for m in reindexed)]
         if self._shared:
@@ -763,6 +777,17 @@ class OpenVault:
 
     def pending(self) -> list[PendingContradiction]:
         return [decode(raw, PendingContradiction) for _, raw in self.store.scan("pending")]
+
+
+def vault_model(config: VaultConfig, store: RecordStore) -> str | None:
+    """The model to open a vault with: the one its store records (what its vectors are), else for a new
+    vault the one its config names (None: the default). A config naming another model than the vault
+    holds is a switch asked for and not made yet: `hebbs reembed` makes it."""
+    recorded = store.get_meta("model_spec")
+    if recorded is not None and config.model is not None and config.model != recorded:
+        log.warning("vault %s holds %s vectors; its config names %s: `hebbs reembed` moves it there",
+                    store.path, recorded, config.model)
+    return recorded if recorded is not None else config.model
 
 
 def open_store(path: Path, config: VaultConfig) -> RecordStore:
@@ -837,17 +862,46 @@ def vault_of(owner: "OpenVault | HasVault") -> OpenVault:
 
 
 def _check_model(store: RecordStore, path: Path, embedder: Embedder) -> None:
+    """Record the model a new vault is embedded with (name, dimension, how to load it, its files' sha256),
+    or refuse an embedder that is not the recorded model: another name or dimension, or the same name
+    with other files (weights of another version). A vault recorded before the hashes were gets them."""
     recorded = store.get_meta("model_id")
+    writes = WriteSet()
     if recorded is None:
-        writes = WriteSet()
         writes.put_meta("schema_version", SCHEMA_VERSION)
         writes.put_meta("model_id", embedder.model_id)
         writes.put_meta("model_dim", embedder.dim)
         writes.put_meta("model_spec", getattr(embedder, "spec", None) or embedder.model_id)
+        writes.put_meta("model_files", embedder.files)
         store.commit(writes)
         return
     if recorded != embedder.model_id or store.get_meta("model_dim") != embedder.dim:
         raise ModelMismatch(
             f"vault {path} was built with model {recorded} ({store.get_meta('model_dim')}-d) but was opened with "
-            f"{embedder.model_id} ({embedder.dim}-d). Open it with model={recorded!r}, or rebuild: "
-            f"`hebbs export > memories.jsonl`, create a new vault with the new model, then `hebbs import memories.jsonl`.")
+            f"{embedder.model_id} ({embedder.dim}-d). Open it with model={recorded!r}, or move it to "
+            f"{embedder.model_id} with `hebbs reembed --model {embedder.spec}` (docs/embedding.md).")
+    files = store.get_meta("model_files")
+    if files is None:
+        if embedder.files and not store.read_only:
+            writes.put_meta("model_files", embedder.files)
+            store.commit(writes)
+        return
+    changed = sorted(name for name, digest in files.items() if embedder.files.get(name, digest) != digest)
+    if changed:
+        raise ModelMismatch(
+            f"vault {path} was embedded with {recorded} from other files than the ones found now "
+            f"({', '.join(changed)} differ: another version of the model). Install the version the vault was "
+            f"made with, or move the vault to these files with `hebbs reembed --model {embedder.spec}`.")
+
+
+def check_vectors(vault: OpenVault, ids: Sequence[str], vectors: np.ndarray) -> None:
+    """Refuse vectors that are not the vault's model's: of another dimension, or embedded by an embedder
+    other than the one the vault was opened with (swapped under it), or for a vault whose store moved to
+    another model meanwhile (`hebbs reembed` by another daemon of a shared vault)."""
+    shape = np.shape(vectors)
+    if len(shape) != 2 or shape[0] != len(ids) or shape[1] != vault.model_dim:
+        raise ModelMismatch(f"vault {vault.path} holds {vault.model_dim}-d vectors of {vault.model_id}; "
+                            f"refusing {shape[1] if len(shape) == 2 else shape}-d vectors")
+    if vault.embedder.model_id != vault.model_id or vault.embedder.dim != vault.model_dim:
+        raise ModelMismatch(f"vault {vault.path} is embedded with {vault.model_id}; refusing vectors of "
+                            f"{vault.embedder.model_id}")

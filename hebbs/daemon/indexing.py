@@ -1,13 +1,15 @@
-"""The daemon's markdown-vault commands (index, index_cancel, index_follow, list): runs that stream
-progress frames, may be followed from another connection and cancelled from any; and the notes an
-agent reads and writes (note_read, note_write, note_append: hebbs/notes/write.py). A mixin of
-handlers.Handlers, which gives it the pool."""
+"""The daemon's long runs over a vault and the notes an agent writes: the markdown-vault commands
+(index, index_cancel, index_follow, list) and reembed, which stream progress frames (an index run may
+be followed from another connection and cancelled from any, a reembed stops when its client goes);
+note_read, note_write and note_append (hebbs/notes/write.py). A mixin of handlers.Handlers, which
+gives it the pool."""
 
 from __future__ import annotations
 
 import asyncio
 import shlex
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,8 +18,8 @@ import msgspec
 from hebbs.errors import Cancelled, IndexingInProgress, InvalidInput
 from hebbs.paths import VAULT_DIR
 from hebbs.protocol import (Index, IndexCancel, IndexCancelled, IndexFollow, List, NoteAppend, NoteRead, NoteWrite,
-                            Request, ScanSummary)
-from hebbs.schema import NoteText, NoteWritten
+                            Reembed, Request, ScanSummary)
+from hebbs.schema import NoteText, NoteWritten, ReembedSummary
 
 from .calls import memories_by_id
 from .subscriptions import Connection
@@ -32,6 +34,9 @@ class IndexHandlers:
         from hebbs.notes import indexer as vault
 
         slot, root = self._notes_vault(request, command.path)
+        if slot.reembedding is not None:
+            raise IndexingInProgress(f"{slot.path} is being moved to the model {slot.reembedding}: index it once "
+                                     f"`hebbs reembed` is done")
         if slot.indexing:
             raise IndexingInProgress(
                 f"{root} is being indexed already: follow that run with `hebbs index --follow {_quote(root)}`, "
@@ -67,6 +72,48 @@ class IndexHandlers:
             slot.index_run = None
             slot.index_cancel = None
             slot.index_stop_reason = None
+
+    async def _reembed(self, conn: Connection, request: Request, command: Reembed) -> ReembedSummary:
+        """Stage the new model's vectors while the vault serves with the old one, then switch with the vault
+        closed for the moment it takes (requests wait for it), and open it again with the new model."""
+        from hebbs.config import load_config
+        from hebbs.workflows import reembed
+
+        slot = self.pool.slot(request.vault_path)
+        if slot.indexing or slot.reembedding is not None:
+            raise IndexingInProgress(f"{slot.path} is being {'indexed' if slot.indexing else 'reembedded'} "
+                                     f"already: run `hebbs reembed` again once that is done")
+        started = time.monotonic()
+        spec = command.model or load_config(slot.path).model
+        target = await self.pool.run(self.pool.models.acquire, spec, slot.path)
+        slot.reembedding = target.model_id
+        slot.index_cancel = threading.Event()
+        slot.index_stop_reason = None
+        stopped = "`hebbs reembed` goes on from what it embedded"
+        try:
+            async with self.pool.use(slot) as engine:
+                vault = engine.vault
+                if vault.model_id == target.model_id and vault.store.get_meta("model_files") == target.files:
+                    await self.pool.run(reembed.discard_staging, slot.path)
+                    return ReembedSummary(model=target.model_id, previous=vault.model_id, dimension=target.dim,
+                                          memories=await self.pool.run(engine.count))
+                previous = vault.model_id
+                memories, resumed, embedded = await self._stream(
+                    conn, request.id, slot, lambda progress: reembed.stage(vault, target, progress), stopped=stopped)
+            async with self.pool.closed(slot, reason="reembed"):
+                _, memories, caught_up = await self._stream(
+                    conn, request.id, slot, lambda progress: reembed.switch(slot.path, target, progress),
+                    stopped=stopped)
+            async with self.pool.use(slot) as engine:  # opened now, with the new model, before it is let go below
+                dimension = engine.embedder.dim
+            return ReembedSummary(model=target.model_id, previous=previous, dimension=dimension, memories=memories,
+                                  resumed=resumed, embedded=embedded + caught_up, caught_up=caught_up,
+                                  seconds=round(time.monotonic() - started, 2))
+        finally:
+            slot.reembedding = None
+            slot.index_cancel = None
+            slot.progress = None
+            self.pool.models.release(target, slot.path)  # the reopened vault holds it on its own account
 
     async def _index_cancel(self, conn: Connection, request: Request, command: IndexCancel) -> IndexCancelled:
         slot, root = self._notes_vault(request, command.path)
@@ -146,7 +193,7 @@ class IndexHandlers:
         return slot, slot.path.parent
 
     async def _stream(self, conn: Connection, request_id: Any, slot: VaultSlot,
-                      run: Callable[[Callable[[Any], None]], Any]) -> Any:
+                      run: Callable[[Callable[[Any], None]], Any], *, stopped: str | None = None) -> Any:
         """Run a blocking index job that reports progress, sending each report as a progress frame to
         the client and to whoever follows the run (index_follow).
 
@@ -163,10 +210,11 @@ class IndexHandlers:
 
         def report(progress: Any) -> None:
             if cancel is not None and cancel.is_set():
-                why = f"the index run was cancelled ({slot.index_stop_reason})" if slot.index_stop_reason \
-                    else "the index run was cancelled"
+                what = "reembed" if slot.reembedding is not None else "the index run"
+                why = f"{what} was cancelled ({slot.index_stop_reason})" if slot.index_stop_reason \
+                    else f"{what} was cancelled"
                 raise Cancelled(f"{why}; what it committed stays, and "
-                                f"`hebbs index {_quote(slot.path.parent)}` does the rest")
+                                + (stopped or f"`hebbs index {_quote(slot.path.parent)}` does the rest"))
 
             def put() -> None:
                 if latest and latest[-1].stage == progress.stage:

@@ -28,6 +28,7 @@ from hebbs.paths import ensure_home, hebbs_home, lock_path, log_path, pid_path, 
 from .limits import (DEFAULT_CONNECTION_IDLE_TIMEOUT, DEFAULT_FRAME_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits, check_seconds,
                      env_number, raise_fd_limit)
 from .logsetup import BACKUPS, DEFAULT_MAX_BYTES, setup_logging
+from .models import DEFAULT_MODEL_MEMORY_MB
 
 log = logging.getLogger("hebbs.daemon")
 
@@ -65,6 +66,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--log-max-bytes", type=int, default=None,
                         help=f"rotate daemon.log at this size, keeping {BACKUPS} old files "
                              f"(default: $HEBBS_LOG_MAX_BYTES or {DEFAULT_MAX_BYTES})")
+    parser.add_argument("--model-memory-mb", type=int, default=None,
+                        help=f"MiB the warm embedding models of the open vaults may take together; a vault whose "
+                             f"model would pass it is refused (default: $HEBBS_MODEL_MEMORY_MB or "
+                             f"{DEFAULT_MODEL_MEMORY_MB})")
     parser.add_argument("--log-level", default=os.environ.get("HEBBS_LOG_LEVEL", "INFO"))
     parser.add_argument("--detach", action="store_true",
                         help="run in the background; exit 0 once it listens (or another daemon serves), 1 if it failed")
@@ -74,12 +79,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                 "max_connections": ("HEBBS_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS, int),
                 "connection_idle_timeout": ("HEBBS_CONNECTION_IDLE_TIMEOUT", DEFAULT_CONNECTION_IDLE_TIMEOUT, float),
                 "frame_timeout": ("HEBBS_FRAME_TIMEOUT", DEFAULT_FRAME_TIMEOUT, float),
-                "log_max_bytes": ("HEBBS_LOG_MAX_BYTES", DEFAULT_MAX_BYTES, int)}
+                "log_max_bytes": ("HEBBS_LOG_MAX_BYTES", DEFAULT_MAX_BYTES, int),
+                "model_memory_mb": ("HEBBS_MODEL_MEMORY_MB", DEFAULT_MODEL_MEMORY_MB, int)}
     configured = _configured(parser, args.home)
     for field, (env, default, kind) in defaults.items():
         if getattr(args, field) is None:
             from_file = getattr(configured, field)
             setattr(args, field, env_number(env, default if from_file is None else from_file, kind))
+    if args.model_memory_mb < 1:
+        _refuse(parser, f"the model memory budget must be at least 1 MiB; got {args.model_memory_mb}")
     if args.log_max_bytes < 1:
         _refuse(parser, f"the log size cap must be at least 1 byte; got {args.log_max_bytes}")
     try:
@@ -212,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             log.info("removing stale %s left by a daemon that did not stop cleanly", stale.name)
             _unlink(stale)
     daemon = Daemon(home, idle_timeout=args.idle_timeout, vault_idle_timeout=args.vault_idle_timeout,
-                    version=version(), limits=limits, fd_limit=fd_limit)
+                    version=version(), limits=limits, fd_limit=fd_limit, model_memory_mb=args.model_memory_mb)
 
     def listening() -> None:
         nonlocal ready_fd

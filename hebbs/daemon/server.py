@@ -42,6 +42,7 @@ from hebbs.protocol import (ERROR, HEADER, OK, PROGRESS, BadRequest, DaemonStatu
 from .handlers import Handlers, Work
 from .subscriptions import Subscription
 from .limits import Limits
+from .models import DEFAULT_MODEL_MEMORY_MB, ModelPool
 from .vaults import VaultPool
 
 log = logging.getLogger("hebbs.daemon")
@@ -380,7 +381,8 @@ def _settle(future: "asyncio.Future[None]", error: BaseException | None) -> None
 
 class Daemon:
     def __init__(self, home: Path, *, idle_timeout: float, vault_idle_timeout: float, version: str,
-                 limits: Limits | None = None, fd_limit: int | None = None) -> None:
+                 limits: Limits | None = None, fd_limit: int | None = None,
+                 model_memory_mb: int = DEFAULT_MODEL_MEMORY_MB) -> None:
         self.home = home
         self.socket_path = socket_path(home)
         self.idle_timeout = idle_timeout
@@ -390,7 +392,7 @@ class Daemon:
         self.fd_limit = fd_limit
         self.started_at = time.time()
         self._executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="hebbs-engine")
-        self.pool = VaultPool(home, vault_idle_timeout, self._executor)
+        self.pool = VaultPool(home, vault_idle_timeout, self._executor, ModelPool(model_memory_mb))
         self.handlers = Handlers(self)
         self.connections: set[Connection] = set()
         self.requests = 0
@@ -499,9 +501,7 @@ class Daemon:
     async def _load_model(self) -> None:
         """Load and warm the default model at start, so the first recall does not pay for it."""
         def load() -> str:
-            from hebbs.embedding.embed import get_embedder
-
-            embedder = get_embedder(None)
+            embedder = self.pool.models.acquire(None, pinned=True)
             embedder.warm()
             return embedder.model_id
 
@@ -708,7 +708,8 @@ class Daemon:
             idle_timeout_s=self.idle_timeout, vault_idle_timeout_s=self.pool.idle_timeout, model=self.model_id,
             connections=len(self.connections), max_connections=self.limits.max_connections,
             refused_busy=self.refused_busy, subscriptions=sum(len(c.subscriptions) for c in list(self.connections)),
-            requests=self.requests, open_vaults=self.pool.describe(),
+            requests=self.requests, open_vaults=self.pool.describe(), models=self.pool.models.describe(),
+            model_memory_mb=self.pool.models.budget_mib,
             panel=None if self.panel is None else self.panel.serving(),
         )
         if vault_path:

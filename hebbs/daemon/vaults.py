@@ -29,11 +29,14 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from hebbs.errors import InvalidInput, ModelMismatch, VaultBusy, VaultNotInitialized
+from hebbs.errors import InvalidInput, VaultBusy, VaultNotInitialized
 from hebbs.paths import VAULT_DIR, is_vault_dir
 from hebbs.protocol import SlotStatus
 
+from .models import ModelPool
+
 if TYPE_CHECKING:
+    from hebbs.embedding.embed import Embedder
     from hebbs.workflows.decay import DecaySweeper
     from hebbs.engine import Engine
 
@@ -70,6 +73,8 @@ class VaultSlot:
         self._db_text = str(path / "db")
         self._path_text = str(path)
         self.indexing = False
+        # The model a `hebbs reembed` in progress moves the vault to (handlers: _reembed).
+        self.reembedding: str | None = None
         # The newest progress report of the index run in progress (hebbs.notes.indexer.Progress).
         self.progress: Any = None
         # The index run going on this vault: its outcome, its cancel flag (checked at each progress
@@ -94,17 +99,23 @@ class VaultSlot:
         return self.current_identity() != self.identity
 
 
-def open_engine(path: Path) -> "Engine":
-    """Open a vault with the process-wide embedder for its configured model (loaded once per daemon)."""
-    from hebbs.config import load_config
-    from hebbs.embedding.embed import get_embedder
+def open_engine(path: Path, models: ModelPool) -> "Engine":
+    """Open a vault with the warm embedder of its model (the one its store records; for a new vault the
+    one its config names), loaded once per daemon and counted against its model memory budget."""
     from hebbs.engine import Engine
 
+    taken: list["Embedder"] = []
+
+    def load(spec: str | None) -> "Embedder":
+        taken.append(models.acquire(spec, path))
+        return taken[-1]
+
     try:
-        return Engine.open(path, embedder=get_embedder(load_config(path).model))
-    except ModelMismatch:
-        # Built with another model than its config names: let the engine pick the recorded one.
-        return Engine.open(path)
+        return Engine.open(path, load_model=load)
+    except BaseException:
+        for embedder in taken:
+            models.release(embedder, path)
+        raise
 
 
 def start_sweeper(engine: "Engine") -> "DecaySweeper":
@@ -116,11 +127,12 @@ def start_sweeper(engine: "Engine") -> "DecaySweeper":
 
 
 class VaultPool:
-    def __init__(self, home: Path, idle_timeout: float, executor: Executor,
-                 opener: Callable[[Path], "Engine"] = open_engine) -> None:
+    def __init__(self, home: Path, idle_timeout: float, executor: Executor, models: ModelPool | None = None,
+                 opener: Callable[[Path, ModelPool], "Engine"] = open_engine) -> None:
         self.home = home
         self.idle_timeout = idle_timeout
         self._executor = executor
+        self.models = models or ModelPool()
         self._opener = opener
         # Connection threads add slots too (slot()): walk it through list(), taken in one step.
         self._slots: dict[Path, VaultSlot] = {}
@@ -174,7 +186,7 @@ class VaultPool:
                         raise VaultNotInitialized(f"no hebbs vault at {slot.path} any more; "
                                                   f"run `hebbs init {folder}` to create one")
                     log.info("opening vault %s", slot.path)
-                    slot.engine = await self.run(self._opener, slot.path)
+                    slot.engine = await self.run(self._opener, slot.path, self.models)
                     slot.identity = slot.current_identity()
                     slot.sweeper = start_sweeper(slot.engine)
                 engine = slot.engine
@@ -229,6 +241,26 @@ class VaultPool:
         except Exception:  # noqa: BLE001 - its files are gone or elsewhere: what is there now is opened next
             log.exception("closing the moved or deleted vault %s failed", slot.path)
 
+    @contextlib.asynccontextmanager
+    async def closed(self, slot: VaultSlot, reason: str) -> AsyncIterator[None]:
+        """The slot's vault closed once the requests inside it are done, and kept closed for the block:
+        requests arriving meanwhile wait (use() takes open_lock) and find it opened afresh after."""
+        async with slot.open_lock:
+            with slot.guard:
+                slot.closing = True
+            deadline = time.monotonic() + RETIRE_WAIT_S
+            while slot.active and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            if slot.active:
+                with slot.guard:
+                    slot.closing = False
+                raise VaultBusy(f"{slot.active} request(s) still run on {slot.path}; retry when they are done")
+            if slot.engine is not None:
+                await self._close_locked(slot, reason)
+            with slot.guard:
+                slot.closing = False
+            yield
+
     async def close_idle(self) -> None:
         if self.idle_timeout <= 0:
             return  # 0 = never, as for the daemon's own idle timeout
@@ -258,6 +290,7 @@ class VaultPool:
             await self.run(slot.engine.close)
         finally:
             # Only now: until the close is done the vault counts as open (its lock is still held).
+            self.models.release(slot.engine.embedder, slot.path)
             slot.engine = None
             slot.identity = None
             slot.closing = False
@@ -284,5 +317,6 @@ class VaultPool:
 
     def describe(self) -> list[SlotStatus]:
         now = time.monotonic()
-        return [SlotStatus(path=str(s.path), idle_s=round(now - s.last_used, 3), in_use=s.users, indexing=s.indexing)
-                for s in list(self._slots.values()) if s.engine is not None]
+        return [SlotStatus(path=str(s.path), idle_s=round(now - s.last_used, 3), in_use=s.users, indexing=s.indexing,
+                           model=engine.embedder.model_id, reembedding=s.reembedding)
+                for s in list(self._slots.values()) if (engine := s.engine) is not None]

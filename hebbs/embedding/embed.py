@@ -32,7 +32,7 @@ from hebbs.errors import ModelError
 from hebbs.fsutil import atomic_write
 from hebbs.offline import import_onnxruntime
 
-__all__ = ["Embedder", "ModelError", "get_embedder", "limit_blas_threads", "default_cache_dir"]
+__all__ = ["Embedder", "ModelError", "get_embedder", "unload_embedder", "resolve_model", "registry_entry", "limit_blas_threads", "default_cache_dir"]
 
 # Bump when hebbs/embedding/onnx_bert.py changes the graph it emits: cached graphs with another version
 # are rebuilt (the cache file name stays <sha256>.onnx, keyed by the weights only).
@@ -380,6 +380,16 @@ def _resolve(model: str | os.PathLike | None) -> _Resolved:
     )
 
 
+def resolve_model(model: str | os.PathLike | None) -> str:
+    """The registry id a model name or alias stands for (None: the default), or a model folder's absolute path."""
+    return _resolve(model).ref
+
+
+def registry_entry(ref: str) -> dict[str, Any] | None:
+    """The registry's entry for a resolved model (resolve_model), None for a model folder."""
+    return _registry()["models"].get(ref)
+
+
 def _wheel_model_dir(entry: dict[str, Any]) -> Path:
     """The model directory inside its wheel, found without importing the wheel's package."""
     return model_files.model_dir(entry, default_cache_dir())
@@ -557,6 +567,7 @@ class Embedder:
         threads: int | None = None,
         cue_graph: str = "float32",
         one_by_one: bool = False,
+        files: dict[str, str] | None = None,
     ) -> None:
         self._threads = _threads(threads)
         self._memories = _Sessions(onnx_path, self._threads, batch=session, one_by_one=one_by_one)
@@ -576,6 +587,9 @@ class Embedder:
         self.spec = spec or model_id
         self.max_tokens = int(max_tokens)
         self.sha256 = sha256  # weights digest for registry models: a stable fingerprint for vaults
+        # Every file the model is made of, by name, with its sha256: what a vault records of its model
+        # (core/open_vault.py), so that another file under the same name is refused.
+        self.files: dict[str, str] = dict(files or {})
         self.onnx_path = onnx_path
         # Two tokenizers: encode with truncation for embedding, without for count_tokens. Both are
         # configured here and never mutated again, so concurrent encode calls only share reads.
@@ -688,6 +702,7 @@ class Embedder:
             document_prompt=entry.get("document_prompt", ""),
             threads=threads,
             cue_graph=entry.get("cue_graph", "float32"),
+            files=dict(entry["sha256"]),
         )
 
     @classmethod
@@ -721,6 +736,7 @@ class Embedder:
             query_prompt=meta.get("query_prompt", ""),
             document_prompt=meta.get("document_prompt", ""),
             threads=threads,
+            files={p.name: _sha256_cached(p, default_cache_dir()) for p in (onnx_path, tokenizer_path)},
         )
 
     # -- embedding -------------------------------------------------------------------------------
@@ -895,6 +911,17 @@ def get_embedder(model: str | os.PathLike | None = None) -> Embedder:
         if key not in _embedders:
             _embedders[key] = Embedder.load(key.ref)
         return _embedders[key]
+
+
+def unload_embedder(embedder: Embedder) -> bool:
+    """Drop ``embedder`` from the process-wide cache (the daemon, once no open vault uses its model): its
+    sessions go with the last reference. False when the cache holds another one for that model."""
+    with _embedders_lock:
+        for key, held in list(_embedders.items()):
+            if held is embedder:
+                del _embedders[key]
+                return True
+    return False
 
 
 def limit_blas_threads(n: int = 1) -> Any:

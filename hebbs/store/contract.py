@@ -218,3 +218,8 @@ class RecordStore(Protocol):
     def work_claims(self, lease: float) -> Claims | None:
         """Work claims shared by the indexers of every daemon on this store; None: no other indexer shares it."""
         ...
+
+    def drop_vector_index(self) -> None:
+        """Drop the store's own index over the vault's vectors (pgvector's, built for one dimension), before
+        the vault moves to a model of another; vector_search builds it again. Nothing for a store without one."""
+        ...

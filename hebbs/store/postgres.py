@@ -726,6 +726,12 @@ class PgStore:
         self._run(f"CREATE INDEX IF NOT EXISTS {index} ON {SCHEMA}.vectors USING hnsw "
                   f"((embedding::{kind}({dim})) {kind}_cosine_ops) WHERE vault = {int(self.vault_id)}")
 
+    def drop_vector_index(self) -> None:
+        """The vault's HNSW indexes cast every vector to the old model's dimension: a vector of another
+        would fail the cast. ensure_vector_index builds one for the new dimension at the next open."""
+        self._run(f"DROP INDEX IF EXISTS {SCHEMA}.vectors_hnsw_{int(self.vault_id)}_vector, "
+                  f"{SCHEMA}.vectors_hnsw_{int(self.vault_id)}_halfvec")
+
     def nearest(self, vector: np.ndarray, k: int, dim: int, ef: int = 100, halfvec: bool = False) -> list[tuple[str, float]]:
         """The k nearest memories by cosine, from pgvector's HNSW index: (id, similarity)."""
         kind = "halfvec" if halfvec else "vector"

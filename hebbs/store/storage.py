@@ -571,6 +571,9 @@ class Store:
         """None: the open vault keeps the HNSW index of these vectors (index/vector.py)."""
         return None
 
+    def drop_vector_index(self) -> None:
+        """Nothing: the HNSW index is the open vault's, in the vault directory (workflows/reembed.py)."""
+
     # The write sequence and the change log (changelog.py) ------------------------------------
 
     def head_seq(self) -> int:

@@ -49,6 +49,7 @@ BASE: dict[str, list[str]] = {
     "import": ["{P}"], "status": [], "daemon": ["status"], "doctor": ["--export", "{P}"], "migrate": ["--to", "rocksdb"], "mcp": [],
     "palace": ["--no-browser"], "unconsolidate": [NO_SUCH_ID], "consolidate": [], "source": [NO_SUCH_ID], "proxy": ["--upstream", "http://127.0.0.1:9/v1"],
     "count": [], "note": ["write", "{P}", "a note"], "team": ["list", "--store", "postgresql://hebbs@127.0.0.1:9/postgres"],
+    "reembed": ["--model", "no-such-model"],
 }
 FOLDER_ARGS = {"init", "index", "watch", "list"}
 

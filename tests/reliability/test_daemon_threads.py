@@ -124,7 +124,7 @@ def test_try_use_never_hands_out_a_closing_vault(tmp_path, embedder):
     vault, _ = init_vault(tmp_path / "notes", home)
     # The shortest idle timeout there is (0 means never): a slot is idle as soon as it is released.
     pool = VaultPool(home, idle_timeout=1e-9, executor=ThreadPoolExecutor(2),
-                     opener=lambda path: Engine.open(path, embedder=embedder))
+                     opener=lambda path, models: Engine.open(path, embedder=embedder))
 
     async def scenario() -> None:
         slot: VaultSlot = pool.slot(str(vault))
