@@ -372,7 +372,11 @@ def _resolve(model: str | os.PathLike | None) -> _Resolved:
         if spec == mid or spec in entry.get("aliases", []):
             return _Resolved("registry", mid)
     path = Path(spec).expanduser()
-    if path.is_dir():
+    try:
+        is_folder = path.is_dir()
+    except OSError:  # a name too long for a path, or a folder we may not look into: not a model folder
+        is_folder = False
+    if is_folder:
         return _Resolved("path", str(path.resolve()))
     known = ", ".join(reg["models"])
     raise ModelError(
