@@ -165,6 +165,10 @@ def memory_view(memory: Memory, brain: str | None = None) -> dict[str, Any]:
     view: dict[str, Any] = {"id": memory.id, "content": memory.content, "importance": memory.importance}
     if memory.entity_id:
         view["entity_id"] = memory.entity_id
+    # Who stored it, when known: in a team's vault an agent weighs a teammate's note as theirs.
+    for name in ("author", "agent", "session"):
+        if getattr(memory, name):
+            view[name] = getattr(memory, name)
     if memory.context:
         view["context"] = memory.context
     if memory.kind.value != "EPISODE":
