@@ -183,6 +183,9 @@ def build_app(config: ProxyConfig, brains: Brains) -> Any:
         except BadBody as exc:
             return _error(exc.status, str(exc), "invalid_request_error", nothing)
         question = latest_user_text(body["messages"])
+        # Named before recalled memories join the messages: the conversation as the client sent it.
+        scope = Scope(agent=request.headers.get(AGENT_HEADER) or config.agent,
+                      session=request.headers.get(SESSION_HEADER) or conversation_id(body["messages"]))
         recalled = Recalled(abstained=True)
         if question and question.strip():
             recalled = await brains.recall(question, config.top_k)
@@ -192,8 +195,6 @@ def build_app(config: ProxyConfig, brains: Brains) -> Any:
         ids = [f.id for f in recalled.found]
         extra = _memory_headers(recalled)
         model = body.get("model") if isinstance(body.get("model"), str) else None
-        scope = Scope(agent=request.headers.get(AGENT_HEADER) or config.agent,
-                      session=request.headers.get(SESSION_HEADER) or conversation_id(body["messages"]))
 
         def remember_later(answer: Answer) -> BackgroundTask | None:
             if not config.remember or not question:

@@ -1036,3 +1036,25 @@ def test_a_notes_vaults_timeline_shows_the_notes_own_dates_not_the_day_they_were
     assert day_of.pop("dock") in {edited_on, edited_by}, events
     assert day_of == {"crane": "2021-03-04", "ferry": "2022-06-07", "lighthouse": "2019-08-09",
                       "pier": "2020-05-06"}, events
+
+
+def test_memory_page_and_recall_show_and_filter_who_stored_it(page: Any, palace: Palace) -> None:
+    """Issues 42 and 44 item 3: the panel shows a memory's author (and the daemon it came through), agent
+    and session, and the playground filters recall by them (last in this module: it adds two memories)."""
+    with palace.daemon.client(vault=palace.notes, agent="planner", session="sprint-12") as client:
+        planned = client.remember("The quarterly roadmap review moves to the first Monday.")
+        client.remember("The quarterly roadmap review is led by the product lead.", agent="scribe",
+                        session="sprint-11")
+    page.goto(palace.page_url(f"/memory?vault={q(palace.vault)}&id={planned.id}"))
+    facts = page.locator("main").inner_text()
+    assert planned.author in facts and planned.daemon in facts
+    assert "planner" in facts and "sprint-12" in facts
+    page.goto(palace.page_url(f"/recall?vault={q(palace.vault)}&cue={q('quarterly roadmap review')}&run=1"))
+    assert page.locator("article.result").count() >= 2
+    page.fill("input[name=agent]", "planner")
+    page.click("button.primary")
+    page.wait_for_url(re.compile(r"agent=planner"))
+    results = page.locator("article.result")
+    assert results.count() == 1 and "roadmap review moves" in results.first.inner_text()
+    assert "agent planner" in results.first.inner_text() and "session sprint-12" in results.first.inner_text()
+    assert "--agent planner" in page.locator("#command-line").inner_text()

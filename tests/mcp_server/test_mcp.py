@@ -73,7 +73,7 @@ def run(home: Path, cwd: Path, scenario: Callable[[ClientSession], Awaitable[Any
     return asyncio.run(go())
 
 
-async def call(session: ClientSession, tool: str, **arguments: Any) -> Any:
+async def call(session: ClientSession, tool: str, /, **arguments: Any) -> Any:
     """A tool's answer as the agent reads it (JSON text); a tool error fails the test with its message."""
     result = await session.call_tool(tool, arguments)
     text = result.content[0].text
