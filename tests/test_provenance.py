@@ -112,3 +112,21 @@ def test_bad_filter_values_are_refused(engine):
             engine.recall("anything", agent=bad)
         with pytest.raises(InvalidInput):
             engine.remember("anything", session=bad)
+
+
+def test_a_catalog_saved_before_the_fields_is_rebuilt(engine, monkeypatch, embedder):
+    """A catalog file written by an earlier hebbs has no author, agent or session columns: the open reads
+    it as stale and rebuilds the catalog from the records, whose fields then filter as before."""
+    import msgspec
+    import xxhash
+
+    crowd, few = _fill(engine, monkeypatch)
+    path = engine.path
+    engine.close()
+    saved = path / "index" / "catalog.bin"
+    fields = msgspec.msgpack.decode(saved.read_bytes()[16:])
+    old = msgspec.msgpack.encode(fields[:10])  # the snapshot as hebbs saved it before the three columns
+    saved.write_bytes(xxhash.xxh3_128_digest(old) + old)
+    with Engine.open(path, embedder=embedder) as again:
+        assert sorted(again.recall("deploy pipeline", top_k=3, agent="few").ids()) == sorted(few)
+        assert len(again.recall("deploy pipeline", top_k=40, author="alice").ids()) == 30

@@ -2,8 +2,8 @@
 that ranking a few hundred candidates never touches disk (only the final top_k records are read).
 
 Columnar, not one Python object per memory: the numbers live in one numpy structured array, the
-few strings (entity, superseded_by, context type, file) in lists where most slots hold None or a
-shared (interned) string. A memory costs about 60 bytes here plus its id in the id -> row map,
+few strings (entity, superseded_by, context type, file, author, agent, session) in lists where most
+slots hold None or a shared (interned) string. A memory costs about 85 bytes here plus its id in the id -> row map,
 where an object per memory cost about 400 and had to be built one by one at every open.
 
 At a clean close the catalog is written to a file stamped with RocksDB's last sequence number; the
