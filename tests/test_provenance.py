@@ -130,3 +130,15 @@ def test_a_catalog_saved_before_the_fields_is_rebuilt(engine, monkeypatch, embed
     with Engine.open(path, embedder=embedder) as again:
         assert sorted(again.recall("deploy pipeline", top_k=3, agent="few").ids()) == sorted(few)
         assert len(again.recall("deploy pipeline", top_k=40, author="alice").ids()) == 30
+
+
+def test_a_bad_author_name_is_said_where_it_was_set(engine, monkeypatch, tmp_path):
+    from hebbs import InvalidInput
+    from hebbs.config import load_config
+
+    monkeypatch.setenv("HEBBS_AUTHOR", "two\nlines")
+    with pytest.raises(InvalidInput, match=r"\$HEBBS_AUTHOR must be one line"):
+        engine.remember("Nothing is stored under a broken name.")
+    (tmp_path / "config.toml").write_text('author = "   "\n')
+    with pytest.raises(InvalidInput, match="author must be one line"):
+        load_config(tmp_path)

@@ -215,9 +215,10 @@ def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), ou
     # recall says whose memory each result is.
     for name in ("session", "agent", "author"):
         if len({getattr(r.memory, name) for r in results}) > 1:
-            headers.insert(4, name)
+            at = headers.index("entity")
+            headers.insert(at, name)
             for row, r in zip(rows, results):
-                row.insert(4, getattr(r.memory, name) or "-")
+                row.insert(at, getattr(r.memory, name) or "-")
     if any(isinstance(r.vault, str) for r in results):  # a merged recall over both brains
         headers.insert(3, "vault")
         for row, r in zip(rows, results):
