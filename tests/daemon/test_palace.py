@@ -1058,3 +1058,6 @@ def test_memory_page_and_recall_show_and_filter_who_stored_it(page: Any, palace:
     assert results.count() == 1 and "roadmap review moves" in results.first.inner_text()
     assert "agent planner" in results.first.inner_text() and "session sprint-12" in results.first.inner_text()
     assert "--agent planner" in page.locator("#command-line").inner_text()
+    page.goto(palace.page_url(f"/timeline?vault={q(palace.vault)}"))
+    timeline = page.locator("ol.timeline").inner_text()
+    assert "agent planner" in timeline and "session sprint-11" in timeline

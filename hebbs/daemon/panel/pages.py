@@ -227,9 +227,11 @@ def recall_results(vault: str, results: Any, form: dict[str, Any], command: str,
     return "".join(out)
 
 
-def _origin_chips(m: Memory) -> str:
+def _origin_chips(m: Memory, author: bool = True) -> str:
+    """Who stored it, as chips; the timeline leaves the author out (in most vaults one person's, on every line)."""
     return "".join(f'<span class="chip origin" title="{name}">{name} {e(value)}</span>'
-                   for name, value in (("by", m.author), ("agent", m.agent), ("session", m.session)) if value)
+                   for name, value in (("by", m.author if author else None), ("agent", m.agent),
+                                       ("session", m.session)) if value)
 
 
 # Memory ------------------------------------------------------------------------------------------
@@ -401,7 +403,7 @@ def timeline_page(vault: str, entity: str | None, kind: str | None, entities: li
         items.append(f'<li class="event{" superseded" if m.superseded_by else ""}"><div class="event-head">'
                      f'<time>{when(m.created_at)[11:19]}</time>{kind_badge(m.kind)}'
                      f'{f"<span class=chip>{e(m.entity_id)}</span>" if m.entity_id and not entity else ""}'
-                     f'<a class="mem-link" href="{url("/memory", vault=vault, id=m.id)}">open</a></div>'
+                     f'{_origin_chips(m, author=False)}<a class="mem-link" href="{url("/memory", vault=vault, id=m.id)}">open</a></div>'
                      f'<div class="markdown event-content" dir="auto">{markdown_excerpt(m.content)}</div></li>')
     return (notice(message) if message else "") + form + shown + f'<section class="card"><ol class="timeline">{"".join(items)}</ol></section>'
 
