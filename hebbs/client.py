@@ -273,8 +273,9 @@ class _BaseClient(Methods):
         raise NotImplementedError
 
     def _scoped(self, request: Any) -> None:
-        """This client's agent and session on the request and each of its items, where they give none."""
-        for target in [request, *(request.items or ())]:
+        """This client's agent and session on the request's one memory or each item of its batch, where
+        they give none."""
+        for target in request.items if request.items is not None else [request]:
             if target.agent is None:
                 target.agent = self.agent
             if target.session is None:
