@@ -37,6 +37,10 @@ MAX_FRAME = 16 * 1024 * 1024
 HEADER = struct.Struct(">I")
 
 OK, ERROR, PROGRESS = "ok", "error", "progress"
+# The HTTP doors (the proxy, MCP over HTTP) serve many agents: a request names the agent and the session
+# the memories it stores go under with these headers (Spec.scoped; docs/recall.md).
+AGENT_HEADER = "x-hebbs-agent"
+SESSION_HEADER = "x-hebbs-session"
 
 # Limits checked where a request is decoded, so that no value a later layer cannot hold (a path the
 # kernel refuses, a time past year 9999, an integer beyond 64 bits, a structure deeper than any

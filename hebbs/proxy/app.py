@@ -31,8 +31,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..websec import asgi_headers, bearer_matches, foreign_request, local_hosts, refuse
-from .memory import (AGENT_HEADER, SESSION_HEADER, Brains, Recalled, Scope, conversation_id, latest_user_text,
-                     system_message, with_memories)
+from ..protocol import AGENT_HEADER, SESSION_HEADER
+from .memory import Brains, Recalled, Scope, conversation_id, latest_user_text, system_message, with_memories
 
 log = logging.getLogger("hebbs.proxy")
 PASSED_HEADERS = ("content-type", "cache-control", "x-request-id", "openai-processing-ms", "retry-after")

@@ -31,10 +31,9 @@ EXCHANGE_PLACES = ("after", "first", "off")
 # Sources that fill top_k must not crowd out every earlier exchange: relevant exchanges keep at least
 # a quarter of the slots (at least one), and take any the sources leave free.
 EXCHANGE_SHARE = 0.25
-# A request names the agent and the session (conversation) its exchange is remembered under with these
-# headers; without the session header, the conversation's opening names it (conversation_id).
-AGENT_HEADER = "x-hebbs-agent"
-SESSION_HEADER = "x-hebbs-session"
+# A request names the agent and the session (conversation) its exchange is remembered under with
+# protocol.AGENT_HEADER and SESSION_HEADER; without the session header, the conversation's opening names
+# it (conversation_id).
 
 
 class Scope(msgspec.Struct, kw_only=True, frozen=True):
