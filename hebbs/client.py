@@ -90,7 +90,7 @@ def _remember_item(item: Any) -> RememberItem:
     if isinstance(item, Memory):
         item = {"content": item.content, "importance": item.importance, "context": item.context,
                 "entity_id": item.entity_id, "created_at": item.created_at, "kind": item.kind.value,
-                "source": item.source}
+                "source": item.source, "agent": item.agent, "session": item.session}
     if isinstance(item, str):
         item = {"content": item}
     if not isinstance(item, dict):
@@ -217,8 +217,13 @@ class _BaseClient(Methods):
     home: Path
 
     def __init__(self, vault: os.PathLike | str | None, global_: bool, home: os.PathLike | str | None,
-                 autostart: bool, cwd: os.PathLike | str | None) -> None:
+                 autostart: bool, cwd: os.PathLike | str | None, agent: str | None = None,
+                 session: str | None = None) -> None:
         self.home = hebbs_home(home)
+        # What the memories this client stores say about who stored them (Spec.scoped): an empty
+        # variable is no agent, as an unset one.
+        self.agent = agent or os.environ.get("HEBBS_AGENT") or None
+        self.session = session or os.environ.get("HEBBS_SESSION") or None
         self.autostart = autostart
         self.cwd = cwd
         self.vault_path, self._vault_error = _resolve(vault, global_, self.home, cwd)
@@ -242,6 +247,8 @@ class _BaseClient(Methods):
                                f"{', '.join(command.__struct_fields__)}")
         values = {f: _wire(v, f, command.__annotations__[f]) for f, v in fields.items()}
         request = command(**values)
+        if command.spec.scoped:
+            self._scoped(request)
         if command.spec.brains == "both" and brains is None:
             brains = [GLOBAL] if self.vault_path is not None and self.vault_path.resolve() == self.home.resolve() \
                 else BRAINS
@@ -264,6 +271,15 @@ class _BaseClient(Methods):
     def _send(self, command: _Command, *, vault: bool | str | None = None, progress: ProgressCallback | None = None,
               then: Callable[[Any], Any] | None = None) -> Any:
         raise NotImplementedError
+
+    def _scoped(self, request: Any) -> None:
+        """This client's agent and session on the request's one memory or each item of its batch, where
+        they give none."""
+        for target in request.items if request.items is not None else [request]:
+            if target.agent is None:
+                target.agent = self.agent
+            if target.session is None:
+                target.session = self.session
 
     def _vault(self) -> str:
         if self.vault_path is None:
@@ -290,13 +306,14 @@ class Client(_BaseClient):
 
     One connection, one request at a time: threads sharing a Client take turns (give each its own
     Client to run them side by side; they are cheap), or use AsyncClient. `timeout` bounds each
-    socket operation (None: wait as long as the daemon works).
+    socket operation (None: wait as long as the daemon works). `agent` and `session` (default:
+    $HEBBS_AGENT, $HEBBS_SESSION) go on each memory it stores that does not name its own.
     """
 
     def __init__(self, vault: os.PathLike | str | None = None, global_: bool = False,
                  home: os.PathLike | str | None = None, *, autostart: bool = True, timeout: float | None = None,
-                 cwd: os.PathLike | str | None = None) -> None:
-        super().__init__(vault, global_, home, autostart, cwd)
+                 cwd: os.PathLike | str | None = None, agent: str | None = None, session: str | None = None) -> None:
+        super().__init__(vault, global_, home, autostart, cwd, agent, session)
         self.timeout = timeout
         self._sock: socket.socket | None = None
         # Two threads on one connection interleave their frames: one read the other's reply header
@@ -507,8 +524,8 @@ class AsyncClient(AsyncMethods, _BaseClient):
 
     def __init__(self, vault: os.PathLike | str | None = None, global_: bool = False,
                  home: os.PathLike | str | None = None, *, autostart: bool = True,
-                 cwd: os.PathLike | str | None = None) -> None:
-        super().__init__(vault, global_, home, autostart, cwd)
+                 cwd: os.PathLike | str | None = None, agent: str | None = None, session: str | None = None) -> None:
+        super().__init__(vault, global_, home, autostart, cwd, agent, session)
         self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

@@ -68,6 +68,8 @@ class Methods:
         supersedes: Sequence[str] | str = (),
         edges: Sequence[tuple[str, str, float]] = (),
         key: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
         consolidate: bool | None = None,
     ) -> Memory:
         """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
@@ -79,7 +81,7 @@ class Methods:
         `consolidate` is False."""
         return self.call(protocol.Remember, method="remember", content=content, importance=importance, context=context,
                          entity_id=entity_id, created_at=created_at, kind=kind, source=source, supersedes=supersedes,
-                         edges=edges, key=key, consolidate=consolidate)
+                         edges=edges, key=key, agent=agent, session=session, consolidate=consolidate)
 
     def remember_many(
         self,
@@ -163,6 +165,9 @@ class Methods:
         now: int | str | datetime.datetime | None = None,
         brains: Sequence[str] | str | None = None,
         associate: bool = False,
+        author: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
     ) -> RecallResults:
         """Find the memories that answer a cue (without one: the most recent), ranked by one composite score;
         data is RecallResults: each result with its confidence, and whether the answer abstained.
@@ -173,7 +178,7 @@ class Methods:
                          time_range=time_range, weights=weights, include_superseded=include_superseded,
                          reinforce=reinforce, mmr_lambda=mmr_lambda, seed=seed, direction=direction,
                          max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy, now=now,
-                         brains=brains, associate=associate)
+                         brains=brains, associate=associate, author=author, agent=agent, session=session)
 
     def reinforce(self, ids: Sequence[str] | str, *, via: str = 'used') -> list[Memory]:
         """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
@@ -186,6 +191,9 @@ class Methods:
         max_memories: int = 20,
         *,
         now: int | str | datetime.datetime | None = None,
+        author: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
         brains: Sequence[str] | str | None = None,
     ) -> RecallResults:
         """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call.
@@ -193,7 +201,7 @@ class Methods:
         `brains` ("project", "global"): search them together, one merged list, each result labelled (default:
         this client's vault and the global one; the global one alone for a global client)."""
         return self.call(protocol.Prime, entity_id=entity_id, similarity_cue=similarity_cue, max_memories=max_memories,
-                         now=now, brains=brains)
+                         now=now, author=author, agent=agent, session=session, brains=brains)
 
     def index(
         self,
@@ -400,6 +408,8 @@ class AsyncMethods:
         supersedes: Sequence[str] | str = (),
         edges: Sequence[tuple[str, str, float]] = (),
         key: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
         consolidate: bool | None = None,
     ) -> Memory:
         """Store one memory (content and its fields) or a batch (items); data is a Memory or a list of them.
@@ -411,7 +421,8 @@ class AsyncMethods:
         `consolidate` is False."""
         return await self.call(protocol.Remember, method="remember", content=content, importance=importance,
                                context=context, entity_id=entity_id, created_at=created_at, kind=kind, source=source,
-                               supersedes=supersedes, edges=edges, key=key, consolidate=consolidate)
+                               supersedes=supersedes, edges=edges, key=key, agent=agent, session=session,
+                               consolidate=consolidate)
 
     async def remember_many(
         self,
@@ -496,6 +507,9 @@ class AsyncMethods:
         now: int | str | datetime.datetime | None = None,
         brains: Sequence[str] | str | None = None,
         associate: bool = False,
+        author: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
     ) -> RecallResults:
         """Find the memories that answer a cue (without one: the most recent), ranked by one composite score;
         data is RecallResults: each result with its confidence, and whether the answer abstained.
@@ -506,7 +520,7 @@ class AsyncMethods:
                                time_range=time_range, weights=weights, include_superseded=include_superseded,
                                reinforce=reinforce, mmr_lambda=mmr_lambda, seed=seed, direction=direction,
                                max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy, now=now,
-                               brains=brains, associate=associate)
+                               brains=brains, associate=associate, author=author, agent=agent, session=session)
 
     async def reinforce(self, ids: Sequence[str] | str, *, via: str = 'used') -> list[Memory]:
         """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
@@ -519,6 +533,9 @@ class AsyncMethods:
         max_memories: int = 20,
         *,
         now: int | str | datetime.datetime | None = None,
+        author: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
         brains: Sequence[str] | str | None = None,
     ) -> RecallResults:
         """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call.
@@ -526,7 +543,8 @@ class AsyncMethods:
         `brains` ("project", "global"): search them together, one merged list, each result labelled (default:
         this client's vault and the global one; the global one alone for a global client)."""
         return await self.call(protocol.Prime, entity_id=entity_id, similarity_cue=similarity_cue,
-                               max_memories=max_memories, now=now, brains=brains)
+                               max_memories=max_memories, now=now, author=author, agent=agent, session=session,
+                               brains=brains)
 
     async def index(
         self,

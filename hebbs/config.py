@@ -477,10 +477,18 @@ def with_store_location(text: str, url: str, name: str) -> str:
     return text[:header.end()] + lines + text[header.end():]
 
 
+# The longest author name: a name with a host, not a text.
+MAX_AUTHOR_CHARS = 200
+
+
 class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
     # The embedding model: a name from hebbs/models/registry.toml, or a folder with an .onnx file and
     # its tokenizer.json. Unset: all-MiniLM-L6-v2. A vault keeps the model it was made with.
     model: str | None = None
+    # Who you are, stamped as the author of every memory your daemon stores (docs/scale.md, "Who wrote
+    # what"). Read from $HEBBS_HOME/config.toml only: it belongs to a person, not to a vault a team shares.
+    # $HEBBS_AUTHOR overrides it; unset: user@host.
+    author: str | None = None
     store: StoreConfig = StoreConfig()
     index: IndexParams = IndexParams()
     recall: RecallConfig = RecallConfig()
@@ -492,6 +500,19 @@ class VaultConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fiel
     daemon: DaemonConfig = DaemonConfig()
     notes: NotesConfig = NotesConfig()
     sources: SourcesConfig = SourcesConfig()
+
+    def __post_init__(self) -> None:
+        if self.author is not None:
+            check_author(self.author, "author")
+
+
+def check_author(name: str, where: str) -> str:
+    """An author name as it is stored: one line of text, not empty, at most MAX_AUTHOR_CHARS."""
+    name = name.strip()
+    if not name or len(name) > MAX_AUTHOR_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ValueError(f"{where} must be one line of 1 to {MAX_AUTHOR_CHARS} characters, like \"dana@laptop\", "
+                         f"got {name!r}")
+    return name
 
 
 def load_config(vault_dir: Path) -> VaultConfig:

@@ -187,15 +187,17 @@ class Engine:
                  entity_id: str | None = None, created_at: Any = None, kind: MemoryKind | str = MemoryKind.EPISODE,
                  source: Source | None = None, supersedes: Sequence[str] = (),
                  edges: Sequence[tuple[str, str, float]] = (), key: str | None = None,
-                 consolidate: bool | None = None) -> Memory:
+                 agent: str | None = None, session: str | None = None, consolidate: bool | None = None) -> Memory:
         """Store one memory. `edges` are (target_id, edge type name, confidence) from the new memory.
         With `key`, a memory already stored under that key in this vault is returned instead (idempotent);
         the key given again with another text is refused (KeyReused, naming the stored text). A restatement of an existing memory is consolidated into it (returned with consolidated=True)
-        unless `consolidate` (default: config consolidation.on_remember) is off."""
+        unless `consolidate` (default: config consolidation.on_remember) is off. `agent` and `session`: the
+        agent that stores it and its session or conversation, which recall and prime can filter by; the
+        author (hebbs.paths.writer) is stamped, not given."""
         return self.remember_many([{
             "content": content, "importance": importance, "context": context, "entity_id": entity_id,
             "created_at": created_at, "kind": kind, "source": source, "supersedes": supersedes, "edges": edges,
-            "key": key,
+            "key": key, "agent": agent, "session": session,
         }], consolidate=consolidate)[0]
 
     @_acknowledged_when_durable
@@ -365,11 +367,13 @@ class Engine:
         return answer
 
     def prime(self, entity_id: str | None = None, similarity_cue: str | None = None,
-              max_memories: int = 20, *, now: Any = None) -> RecallResults:
+              max_memories: int = 20, *, now: Any = None, author: str | None = None, agent: str | None = None,
+              session: str | None = None) -> RecallResults:
         """An entity's most recent memories plus those most relevant to the cue, deduplicated, in one
         call (hebbs/recall/prime.py); it does not reinforce. `now`: the reference time for the cue's
-        time words and for recency."""
-        return prime(self, entity_id, similarity_cue, max_memories, now)
+        time words and for recency; `author`, `agent`, `session`: only memories stored by them."""
+        return prime(self, entity_id, similarity_cue, max_memories, now,
+                     origin={"author": author, "agent": agent, "session": session})
 
     def reinforce(self, ids: Sequence[str] | str, *, via: str = "used") -> list[Memory]:
         """Count these memories as used: access_count + 1 and last access now, which raises their

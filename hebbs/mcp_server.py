@@ -14,6 +14,7 @@ both by default; a write goes to the default brain (the project's, or the global
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import functools
 import inspect
@@ -35,7 +36,7 @@ from pydantic import Field, ValidationError
 
 from .recall.brains import BRAINS, GLOBAL, PROJECT
 from .client import AsyncClient
-from .protocol import COMMAND_TYPES, SHORT_ID_MIN, Inspection, Mcp, Micros, _Command
+from .protocol import AGENT_HEADER, COMMAND_TYPES, SESSION_HEADER, SHORT_ID_MIN, Inspection, Mcp, Micros, _Command
 from .errors import HebbsError, InvalidInput, NotFound, VaultNotInitialized
 from .paths import find_project_vault, hebbs_home, resolve_vault
 from .schema import ContradictionVerdict, InsightInput, Memory, RecallResult, RecallResults
@@ -167,6 +168,10 @@ def memory_view(memory: Memory, brain: str | None = None) -> dict[str, Any]:
     view: dict[str, Any] = {"id": memory.id, "content": memory.content, "importance": memory.importance}
     if memory.entity_id:
         view["entity_id"] = memory.entity_id
+    # Who stored it, when known: in a team's vault an agent weighs a teammate's note as theirs.
+    for name in ("author", "agent", "session"):
+        if getattr(memory, name):
+            view[name] = getattr(memory, name)
     if memory.context:
         view["context"] = memory.context
     if memory.kind.value != "EPISODE":
@@ -218,9 +223,27 @@ def _invalid_arguments(exc: ValidationError) -> str:
     return f"{'; '.join(problems)} [{InvalidInput.status_code}]"
 
 
+# The agent and session the HTTP request of the tool call running names (over stdio: none, and the
+# server's $HEBBS_AGENT and $HEBBS_SESSION apply): one server over HTTP serves many agents.
+_CALLER: contextvars.ContextVar[tuple[tuple[str, str], ...]] = contextvars.ContextVar("hebbs_mcp_caller", default=())
+
+
+def _caller(context: Context[Any, Any] | None) -> tuple[tuple[str, str], ...]:
+    """The agent and session the call's HTTP request names in its headers."""
+    try:
+        headers = getattr(context.request_context.request, "headers", None) if context is not None else None
+    except ValueError:  # no request: a call from inside the server
+        headers = None
+    if headers is None:
+        return ()
+    named = (("agent", headers.get(AGENT_HEADER)), ("session", headers.get(SESSION_HEADER)))
+    return tuple((name, value) for name, value in named if value)
+
+
 class _Server(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[Any, Any] | None = None) -> CallToolResult | InputRequiredResult:
+        named = _CALLER.set(_caller(context))
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -229,6 +252,8 @@ class _Server(MCPServer):
             if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
                 raise
             raise ToolError(f"Error executing tool {name}: {_invalid_arguments(exc.__cause__)}") from exc.__cause__
+        finally:
+            _CALLER.reset(named)
 
 
 # The tools -------------------------------------------------------------------------------------
@@ -489,6 +514,9 @@ def _function(tool: Tool, tools: HebbsTools) -> Callable[..., Awaitable[str]]:
             values["author"] = _client_name(ctx)
         if values.get("time_range") == (None, None):
             values["time_range"] = None
+        if tool.command.spec.scoped:
+            for field, value in _CALLER.get():
+                values.setdefault(field, value)
         try:
             answer, label = await route(Call(tools, tool, brain, values))
             return dump(view(answer, label, tools))

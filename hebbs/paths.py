@@ -7,11 +7,15 @@ without loading the engine.
 
 from __future__ import annotations
 
+import functools
+import getpass
 import os
 import secrets
 import shlex
+import socket
 from pathlib import Path
 
+from .config import check_author, load_config
 from .errors import InvalidInput, VaultNotInitialized
 from .fsutil import atomic_write
 
@@ -28,6 +32,35 @@ def hebbs_home(home: os.PathLike | str | None = None) -> Path:
     """The explicit home, else $HEBBS_HOME, else ~/.hebbs; absolute, not necessarily existing."""
     raw = home if home is not None else os.environ.get("HEBBS_HOME") or "~/.hebbs"
     return Path(raw).expanduser().absolute()
+
+
+def writer(home: os.PathLike | str | None = None) -> tuple[str, str]:
+    """(author, daemon) stamped on each memory this process stores: $HEBBS_AUTHOR, else `author` in
+    $HEBBS_HOME/config.toml, else user@host; and host:pid. Read again only when either source changes."""
+    home_dir = hebbs_home(home)
+    try:
+        stamp = (home_dir / CONFIG_FILE).stat().st_mtime_ns
+    except OSError:
+        stamp = 0
+    return _writer(home_dir, os.environ.get("HEBBS_AUTHOR"), stamp, os.getpid())
+
+
+@functools.lru_cache(maxsize=8)
+def _writer(home: Path, from_env: str | None, _config_stamp: int, pid: int) -> tuple[str, str]:
+    host = socket.gethostname()
+    if from_env:
+        try:
+            return check_author(from_env, "$HEBBS_AUTHOR"), f"{host}:{pid}"
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
+    configured = load_config(home).author
+    if configured is None:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):  # a uid without a passwd entry (a container)
+            user = str(os.getuid())
+        configured = f"{user}@{host}"
+    return configured.strip(), f"{host}:{pid}"
 
 
 def ensure_home(home: Path) -> Path:

@@ -39,6 +39,10 @@ MAX_FRAME = 16 * 1024 * 1024
 HEADER = struct.Struct(">I")
 
 OK, ERROR, PROGRESS = "ok", "error", "progress"
+# The HTTP doors (the proxy, MCP over HTTP) serve many agents: a request names the agent and the session
+# the memories it stores go under with these headers (Spec.scoped; docs/recall.md).
+AGENT_HEADER = "x-hebbs-agent"
+SESSION_HEADER = "x-hebbs-session"
 
 # Limits checked where a request is decoded, so that no value a later layer cannot hold (a path the
 # kernel refuses, a time past year 9999, an integer beyond 64 bits, a structure deeper than any
@@ -321,6 +325,10 @@ class Spec(NamedTuple):
     # item type) or a batch, never both; the Engine method takes the batch (one item as a batch of one),
     # and the reply is a list for a batch, the one answer for one item.
     batch: str | None = None
+    # The memories it stores carry the client's agent and session (its `agent` and `session`, else
+    # $HEBBS_AGENT and $HEBBS_SESSION) where the call gives none: the `agent` and `session` fields, and
+    # each item's of the batch.
+    scoped: bool = False
 
     @property
     def refreshes_panel(self) -> bool:
@@ -438,6 +446,9 @@ _SINCE = Arg("only memories created at or after this time, ISO 8601 (e.g. 2026-0
              field="time_range")
 _UNTIL = Arg("only memories created before this time, ISO 8601", field="time_range")
 _ABOUT = Arg("only memories about this entity")
+_AUTHOR = Arg("only memories stored by this person (as `author` shows them, e.g. 'dana@laptop')")
+_AGENT = Arg("only memories stored by this agent")
+_SESSION = Arg("only memories of this session or conversation")
 
 
 def _merge_recall(answers: list[Any], command: Any) -> Any:
@@ -514,10 +525,13 @@ class RememberItem(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omi
     edges: list[EdgeSpec] = []
     # Idempotency key: a memory already stored under it in this vault is returned, nothing is stored.
     key: str | None = None
+    # The agent that stores it and its session (schema.Memory); a client fills in its own when absent.
+    agent: Name | None = None
+    session: Name | None = None
 
 
 @declare(result=Memory, writes=True, engine="remember_many", batch="items", direct=True, cli="remember",
-         shell="commands:RememberShell",
+         shell="commands:RememberShell", scoped=True,
          also=(Method("remember", notes="`edges`: (target id, edge type[, confidence]); `supersedes`: ids it replaces; "
                       "`key`: a memory already stored under it is returned instead (idempotent; other text is refused: "
                       "KeyReused); without one the client gives the memory a key of its own, so sending it again "
@@ -562,6 +576,10 @@ class Remember(_Command, tag="remember"):
     key: Annotated[str | None, Meta(description=(
         "idempotency key: if a memory was stored under it in this vault, say so and store nothing (JSON: "
         "\"existing\": true); a different text is refused"))] = None
+    agent: Annotated[Name | None, Meta(description="the agent storing it, which recall can filter by "
+                                                   "(default: $HEBBS_AGENT, else none)")] = None
+    session: Annotated[Name | None, Meta(description="the session or conversation it belongs to, which recall can "
+                                                     "filter by (default: $HEBBS_SESSION, else none)")] = None
     items: list[RememberItem] | None = None
     # null: the vault's contradictions.check_on_remember.
     check_contradictions: bool | None = None
@@ -686,7 +704,7 @@ class Forget(_Command, tag="forget"):
               "strategies when the question asks for them.",
               args={"cue": Arg("what you are looking for, in words", required=True),
                     "top_k": Arg("how many results", ge=1, le=100), "entity_id": _ABOUT, "since": _SINCE,
-                    "until": _UNTIL,
+                    "until": _UNTIL, "author": _AUTHOR, "agent": _AGENT, "session": _SESSION,
                     "strategies": Arg("how to search: similarity (meaning), lexical (exact words and identifiers), "
                                       "temporal (newest first), causal (along cause edges), analogical, associative "
                                       "(used together); default: lexical and similarity fused, which suits nearly "
@@ -696,7 +714,7 @@ class Forget(_Command, tag="forget"):
              "asks what happened lately or what you stored recently, or to review a time span (since, until) "
              "or one entity's latest memories. It does not judge relevance: use recall for a question.",
              args={"limit": Arg("how many memories", field="top_k", ge=1, le=100), "entity_id": _ABOUT,
-                   "since": _SINCE, "until": _UNTIL},
+                   "since": _SINCE, "until": _UNTIL, "author": _AUTHOR, "agent": _AGENT, "session": _SESSION},
              route="read", view="recent", tool="recent", fixed={"cue": None, "strategies": ["temporal"]})))
 class Recall(_Command, tag="recall"):
     """Find the memories that answer a cue (without one: the most recent), ranked by one composite score;
@@ -744,6 +762,9 @@ class Recall(_Command, tag="recall"):
     # Also spread one hop along co-activation links (docs/consolidation.md); tagged `associative`.
     associate: Annotated[bool, Meta(description="also bring memories used together with the best matches (tagged "
                                                 "associative)")] = False
+    author: Annotated[Name | None, Meta(description="only memories this author's daemon stored (default: any author)")] = None
+    agent: Annotated[Name | None, Meta(description="only memories this agent stored (default: any agent)")] = None
+    session: Annotated[Name | None, Meta(description="only memories of this session (default: any session)")] = None
 
 
 def _same_options(request: type[msgspec.Struct], options: type, own: tuple[str, ...]) -> None:
@@ -783,7 +804,8 @@ class Reinforce(_Command, tag="reinforce"):
               "results in mind and do not recite them.",
               args={"cue": Arg("what the conversation is about", field="similarity_cue"),
                     "entity_id": Arg("only this entity's memories, e.g. 'user'"),
-                    "max_memories": Arg("how many memories in all", ge=1, le=1000)}, route="read", view="results"))
+                    "max_memories": Arg("how many memories in all", ge=1, le=1000), "author": _AUTHOR, "agent": _AGENT,
+                    "session": _SESSION}, route="read", view="results"))
 class Prime(_Command, tag="prime"):
     """An entity's most recent memories plus the most relevant to the cue, deduplicated, in one call."""
 
@@ -792,6 +814,9 @@ class Prime(_Command, tag="prime"):
                                                             "memories only)")] = None
     max_memories: Annotated[int, Meta(description="how many memories")] = 20
     now: AsOf = None
+    author: Annotated[Name | None, Meta(description="only memories this author's daemon stored (default: any author)")] = None
+    agent: Annotated[Name | None, Meta(description="only memories this agent stored (default: any agent)")] = None
+    session: Annotated[Name | None, Meta(description="only memories of this session (default: any session)")] = None
     # More vault directories to prime from with the request's (the global brain, usually); merged.
     vaults: list[PathText] | None = None
 

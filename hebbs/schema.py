@@ -108,6 +108,30 @@ class Memory(msgspec.Struct, kw_only=True, omit_defaults=True):
     # Only in remember's answer: the key given was already used, this is the memory it names; nothing was stored.
     existing: bool = False
 
+    # Who stored it, and in what scope (docs/recall.md, "Authors, agents and sessions"). Records written
+    # before these fields existed read them as None. author and daemon are stamped by the process that
+    # stores the memory (hebbs.paths.writer), never given by a client; agent and session by the caller.
+    # The name of the person whose daemon stored it: `author` in $HEBBS_HOME/config.toml, else user@host.
+    author: str | None = None
+    # The process it came through, host:pid (the daemon, for every door but an embedded Engine).
+    daemon: str | None = None
+    # The agent that stored it (mem0's agent_id), and the session or conversation (mem0's run_id, Zep's session).
+    agent: str | None = None
+    session: str | None = None
+
+
+class Origin(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+    """A recall's filter by who stored a memory: only memories whose author, agent and session are the ones
+    given (None: any). Applied where candidates are found (core.open_vault.Scope), so it never empties top_k."""
+
+    author: str | None = None
+    agent: str | None = None
+    session: str | None = None
+
+    @property
+    def narrowed(self) -> bool:
+        return self.author is not None or self.agent is not None or self.session is not None
+
 
 class Edge(msgspec.Struct, kw_only=True):
     """A typed, directed relation source -[edge_type]-> target between two memories."""

@@ -118,6 +118,18 @@ def _shown_int(value: int) -> str:
     return str(value) if value.bit_length() <= 128 else f"of {value.bit_length()} bits"
 
 
+def scope_name(value: Any, name: str) -> str | None:
+    """An author, agent or session (schema.Memory, Origin): a non-empty string of at most 512 bytes, or None."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"{name} must be a non-empty string or None, got {value!r}")
+    unicode_text(value, name)
+    if len(value.encode()) > 512:
+        raise InvalidInput(f"{name} is longer than 512 bytes")
+    return value
+
+
 def entity(value: Any) -> str | None:
     if value is None:
         return None

@@ -212,8 +212,10 @@ class RememberShell:
             print(f"consolidated into {memory.id}: said {memory.restatements + 1} times "
                   f"(importance {memory.importance:.2f}; `hebbs unconsolidate` undoes it)")
         else:
-            entity = f", entity {memory.entity_id}" if memory.entity_id else ""
-            print(f"remembered {memory.id} (importance {memory.importance:.2f}{entity})")
+            scope = "".join(f", {name} {value}" for name, value in (("entity", memory.entity_id),
+                                                                    ("agent", memory.agent), ("session", memory.session))
+                            if value)
+            print(f"remembered {memory.id} (importance {memory.importance:.2f}{scope})")
 
 
 class ReviseShell:

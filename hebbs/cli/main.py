@@ -254,6 +254,8 @@ def _other_commands(command: Any, common: argparse.ArgumentParser, shared: argpa
                    help="end a streamed answer silent this long mid-stream (default 120)")
     p.add_argument("--no-client-token", action="store_true",
                    help="serve without the client token ($HEBBS_HOME/proxy.token): any local user may use it")
+    p.add_argument("--agent", help="the agent remembered exchanges are stored by; a request's X-Hebbs-Agent header "
+                                   "overrides it (default: $HEBBS_AGENT, else none)")
 
     p = command("doctor", "check every file of a vault (read-only), say what is readable, and save it")
     p.add_argument("--export", metavar="FILE", help="write every readable memory here as JSON lines")

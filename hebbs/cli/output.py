@@ -212,6 +212,11 @@ def print_memory(memory: Memory, out: TextIO | None = None, *, last_restated_at:
         fields.append(("superseded by", memory.superseded_by))
     if memory.revision_of:
         fields.append(("revision of", memory.revision_of))
+    if memory.author is not None:  # unset on memories stored before authors were recorded
+        fields.append(("author", memory.author + (f" (via {memory.daemon})" if memory.daemon else "")))
+    for name, value in (("agent", memory.agent), ("session", memory.session)):
+        if value is not None:
+            fields.append((name, value))
     pad = max(len(name) for name, _ in fields)
     for name, value in fields:
         out.write(f"{name.ljust(pad)}  {value}\n")
@@ -235,6 +240,14 @@ def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), ou
         headers.remove("found by")
         for row in rows:
             del row[5]
+    # Who stored them, when they were not all stored by one author, agent and session: a team vault's
+    # recall says whose memory each result is.
+    for name in ("session", "agent", "author"):
+        if len({getattr(r.memory, name) for r in results}) > 1:
+            at = headers.index("entity")
+            headers.insert(at, name)
+            for row, r in zip(rows, results):
+                row.insert(at, getattr(r.memory, name) or "-")
     if any(isinstance(r.vault, str) for r in results):  # a merged recall over both brains
         headers.insert(3, "vault")
         for row, r in zip(rows, results):

@@ -17,7 +17,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = ProxyConfig(upstream=args.upstream, port=args.port, api_key_env=args.api_key_env,
                              remember=args.remember, top_k=args.top_k, stall_seconds=args.stall_seconds,
-                             client_token=token)
+                             client_token=token, agent=args.agent)
         brains = brains_for(args.vault, args.global_, args.home, remember=args.remember,
                             exchange_place=args.exchanges)
         from hebbs.proxy.app import api_key

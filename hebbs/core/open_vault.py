@@ -34,7 +34,7 @@ import numpy as np
 
 from ..config import VaultConfig
 from ..errors import CorruptVault, InvalidInput, ModelMismatch, NotFound
-from ..schema import Memory, MemoryKind, PendingContradiction
+from ..schema import Memory, MemoryKind, Origin, PendingContradiction
 from ..store import changelog
 from ..store.contract import RecordStore, VectorSearch
 from ..index.catalog import Catalog, CatalogEntry
@@ -78,17 +78,19 @@ def now_us() -> int:
 
 class Scope:
     """The memories a recall may return: not revisions, not superseded (unless include_superseded), of
-    one entity and within a time window when given. A Filter like any other, which searches can also
-    ask about many ids at once (`passing`): one vectorized pass over the catalog's columns."""
+    one entity, within a time window and stored by one author, agent and session when given. A Filter
+    like any other, which searches can also ask about many ids at once (`passing`): one vectorized pass
+    over the catalog's columns."""
 
-    __slots__ = ("_catalog", "entity_id", "window", "include_superseded")
+    __slots__ = ("_catalog", "entity_id", "window", "include_superseded", "origin")
 
     def __init__(self, catalog: Catalog, entity_id: str | None, window: tuple[int, int] | None,
-                 include_superseded: bool) -> None:
+                 include_superseded: bool, origin: Origin | None = None) -> None:
         self._catalog = catalog
         self.entity_id = entity_id
         self.window = window
         self.include_superseded = include_superseded
+        self.origin = origin if origin is not None and origin.narrowed else None
 
     def __call__(self, memory_id: str) -> bool:
         entry = self._catalog.get(memory_id)
@@ -98,16 +100,21 @@ class Scope:
             return False
         if self.entity_id is not None and entry.entity_id != self.entity_id:
             return False
+        if self.origin is not None and any(
+                wanted is not None and wanted != have for wanted, have in (
+                    (self.origin.author, entry.author), (self.origin.agent, entry.agent),
+                    (self.origin.session, entry.session))):
+            return False
         return self.window is None or self.window[0] <= entry.created_at <= self.window[1]
 
     def passing(self, ids: list[str]) -> list[bool]:
-        return self._catalog.in_scope(ids, self.entity_id, self.window, self.include_superseded)
+        return self._catalog.in_scope(ids, self.entity_id, self.window, self.include_superseded, self.origin)
 
     @property
     def narrowed(self) -> bool:
-        """To an entity or a time: most memories fail it, where a plain scope drops only revisions
-        and superseded memories."""
-        return self.entity_id is not None or self.window is not None
+        """To an entity, a time or who stored it: most memories fail it, where a plain scope drops only
+        revisions and superseded memories."""
+        return self.entity_id is not None or self.window is not None or self.origin is not None
 
     def few(self, at_most: int) -> list[str] | None:
         """The memories this scope passes, when it is narrowed to a time window holding at most
@@ -122,7 +129,7 @@ class Scope:
     def within(self, start: int, end: int) -> "Scope":
         """This scope narrowed to memories created from start to end."""
         window = (start, end) if self.window is None else (max(start, self.window[0]), min(end, self.window[1]))
-        return Scope(self._catalog, self.entity_id, window, self.include_superseded)
+        return Scope(self._catalog, self.entity_id, window, self.include_superseded, self.origin)
 
 
 def passing(allowed: Filter, ids: list[str]) -> list[bool]:
@@ -493,9 +500,9 @@ class OpenVault:
         return self._catalog.words_of(ids)
 
     def scope(self, entity_id: str | None = None, window: tuple[int, int] | None = None,
-              include_superseded: bool = False) -> Scope:
+              include_superseded: bool = False, origin: Origin | None = None) -> Scope:
         """The filter of what a recall may return (see Scope)."""
-        return Scope(self._catalog, entity_id, window, include_superseded)
+        return Scope(self._catalog, entity_id, window, include_superseded, origin)
 
     def __contains__(self, memory_id: object) -> bool:
         return memory_id in self._catalog

@@ -2,8 +2,8 @@
 that ranking a few hundred candidates never touches disk (only the final top_k records are read).
 
 Columnar, not one Python object per memory: the numbers live in one numpy structured array, the
-few strings (entity, superseded_by, context type, file) in lists where most slots hold None or a
-shared (interned) string. A memory costs about 60 bytes here plus its id in the id -> row map,
+few strings (entity, superseded_by, context type, file, author, agent, session) in lists where most
+slots hold None or a shared (interned) string. A memory costs about 85 bytes here plus its id in the id -> row map,
 where an object per memory cost about 400 and had to be built one by one at every open.
 
 At a clean close the catalog is written to a file stamped with RocksDB's last sequence number; the
@@ -24,7 +24,7 @@ import numpy as np
 import xxhash
 
 from ..fsutil import atomic_write
-from ..schema import Memory, MemoryKind, decoder
+from ..schema import Memory, MemoryKind, Origin, decoder
 from ..store.contract import RecordStore
 from ..store.storage import MEMORY_PREFIX, id_str
 
@@ -45,7 +45,7 @@ class CatalogEntry:
     """One memory's catalog fields, built on demand from the columns (a copy: changing it changes nothing)."""
 
     __slots__ = ("entity_id", "created_at", "superseded_by", "kind", "importance", "access_count", "context_type",
-                 "file", "words")
+                 "file", "words", "author", "agent", "session")
 
     entity_id: str | None
     created_at: int
@@ -56,6 +56,9 @@ class CatalogEntry:
     context_type: str | None
     file: str | None
     words: int
+    author: str | None
+    agent: str | None
+    session: str | None
 
 
 class _SourceFile(msgspec.Struct):
@@ -76,6 +79,9 @@ class _Fields(msgspec.Struct, kw_only=True):
     kind: MemoryKind = MemoryKind.EPISODE
     source: _SourceFile | None = None
     superseded_by: str | None = None
+    author: str | None = None
+    agent: str | None = None
+    session: str | None = None
 
 
 _decode_fields = msgspec.msgpack.Decoder(_Fields).decode
@@ -94,6 +100,14 @@ class _Snapshot(msgspec.Struct, array_like=True):
     context_type_codes: bytes
     file_values: list[str | None]
     file_codes: bytes
+    # Who stored each memory (Origin's fields), coded the same way. Required: a snapshot saved before
+    # they existed fails to decode, and the catalog is rebuilt from the records, which hold them.
+    author_values: list[str | None]
+    author_codes: bytes
+    agent_values: list[str | None]
+    agent_codes: bytes
+    session_values: list[str | None]
+    session_codes: bytes
 
 
 def _intern(value: str | None) -> str | None:
@@ -118,14 +132,17 @@ class _Columns:
     """One generation of the columns. Compaction builds a new one and swaps it in whole, so a reader
     that took a generation finds its rows where its map says they are."""
 
-    __slots__ = ("row", "ids", "numbers", "entity_id", "superseded_by", "context_type", "file")
+    __slots__ = ("row", "ids", "numbers", "entity_id", "superseded_by", "context_type", "file", "author", "agent",
+                 "session")
 
     def __init__(self, ids: list[str | None], numbers: np.ndarray, entity_id: list[str | None],
-                 superseded_by: list[str | None], context_type: list[str | None], file: list[str | None]) -> None:
+                 superseded_by: list[str | None], context_type: list[str | None], file: list[str | None],
+                 origin: tuple[list[str | None], list[str | None], list[str | None]] | None = None) -> None:
         self.numbers = np.zeros(max(1024, len(ids) + len(ids) // 8), dtype=_NUMBERS)
         self.numbers[:len(ids)] = numbers
         self.ids = ids
         self.entity_id, self.superseded_by, self.context_type, self.file = entity_id, superseded_by, context_type, file
+        self.author, self.agent, self.session = origin or ([None] * len(ids), [None] * len(ids), [None] * len(ids))
         self.row: dict[str, int] = dict(zip(ids, range(len(ids))))  # type: ignore[arg-type]
         self.row.pop(None, None)  # type: ignore[call-overload]
 
@@ -141,6 +158,7 @@ class _Columns:
         entry.superseded_by = self.superseded_by[row]
         entry.context_type = self.context_type[row]
         entry.file = self.file[row]
+        entry.author, entry.agent, entry.session = self.author[row], self.agent[row], self.session[row]
         return entry
 
 
@@ -172,11 +190,16 @@ class Catalog:
             cols.superseded_by.append(None)
             cols.context_type.append(None)
             cols.file.append(None)
+            cols.author.append(None)
+            cols.agent.append(None)
+            cols.session.append(None)
         context_type = memory.context.get("type")  # its decay half-life is its recency window (recall/scoring.py)
         cols.entity_id[row] = _intern(memory.entity_id)
         cols.superseded_by[row] = memory.superseded_by
         cols.context_type[row] = _intern(context_type) if isinstance(context_type, str) else None
         cols.file[row] = _intern(memory.source.file_path) if memory.source is not None else None
+        cols.author[row], cols.agent[row], cols.session[row] = (_intern(memory.author), _intern(memory.agent),
+                                                                _intern(memory.session))
         # fusion weighs long memories differently (fusion.lexical_weight_for)
         cols.numbers[row] = (memory.created_at, memory.importance, memory.access_count, _KIND_CODE[memory.kind],
                              len(memory.content.split()))
@@ -199,7 +222,9 @@ class Catalog:
             return
         self._cols = _Columns([cols.ids[r] for r in live], cols.numbers[live], [cols.entity_id[r] for r in live],
                               [cols.superseded_by[r] for r in live], [cols.context_type[r] for r in live],
-                              [cols.file[r] for r in live])
+                              [cols.file[r] for r in live], ([cols.author[r] for r in live],
+                                                             [cols.agent[r] for r in live],
+                                                             [cols.session[r] for r in live]))
 
     # Reading ---------------------------------------------------------------------------------
 
@@ -235,10 +260,11 @@ class Catalog:
         return [None if row < 0 else count for row, count in zip(rows, words)]
 
     def in_scope(self, ids: list[str], entity_id: str | None, window: tuple[int, int] | None,
-                 include_superseded: bool) -> list[bool]:
+                 include_superseded: bool, origin: Origin | None = None) -> list[bool]:
         """For each id, whether recall may return it: a known memory, not a revision, not superseded
-        (unless include_superseded), of this entity and created within this window (when given).
-        One vectorized pass over the columns instead of an entry per candidate."""
+        (unless include_superseded), of this entity, created within this window and stored by this
+        author, agent and session (each when given). One vectorized pass over the columns instead of
+        an entry per candidate."""
         if not ids:
             return []
         cols = self._cols
@@ -250,6 +276,11 @@ class Catalog:
             created = numbers["created_at"]
             keep &= (created >= window[0]) & (created <= window[1])
         out = keep.tolist()
+        if origin is not None and origin.narrowed:
+            for wanted, column in ((origin.author, cols.author), (origin.agent, cols.agent),
+                                   (origin.session, cols.session)):
+                if wanted is not None:
+                    out = [ok and column[row] == wanted for ok, row in zip(out, row_list)]
         if include_superseded and entity_id is None:
             return out
         superseded, entities = cols.superseded_by, cols.entity_id
@@ -285,6 +316,7 @@ class Catalog:
         superseded_by: list[str | None] = []
         context_type: list[str | None] = []
         file: list[str | None] = []
+        origin: tuple[list[str | None], list[str | None], list[str | None]] = ([], [], [])
         for key, raw in store.scan("default", MEMORY_PREFIX, cached=False):
             try:
                 m = _decode_fields(raw)
@@ -299,9 +331,12 @@ class Catalog:
             kind = m.context.get("type")
             context_type.append(_intern(kind) if isinstance(kind, str) else None)
             file.append(_intern(m.source.file_path) if m.source is not None else None)
+            origin[0].append(_intern(m.author))
+            origin[1].append(_intern(m.agent))
+            origin[2].append(_intern(m.session))
         catalog = cls()
         catalog._cols = _Columns(ids, np.array(numbers, dtype=_NUMBERS) if numbers else np.zeros(0, dtype=_NUMBERS),
-                                 entity_id, superseded_by, context_type, file)  # type: ignore[arg-type]
+                                 entity_id, superseded_by, context_type, file, origin)  # type: ignore[arg-type]
         return catalog
 
     def refresh(self, store: RecordStore, keys: set[bytes]) -> None:
@@ -327,8 +362,9 @@ class Catalog:
         entity = _encode_column(cols.entity_id)
         context_type = _encode_column(cols.context_type)
         file = _encode_column(cols.file)
+        origin = [part for column in (cols.author, cols.agent, cols.session) for part in _encode_column(column)]
         payload = msgspec.msgpack.encode(_Snapshot(db_seq, cols.ids, cols.numbers[:n].tobytes(),  # type: ignore[arg-type]
-                                                   cols.superseded_by, *entity, *context_type, *file))
+                                                   cols.superseded_by, *entity, *context_type, *file, *origin))
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         atomic_write(directory / _FILE, xxhash.xxh3_128_digest(payload) + payload)
 
@@ -359,9 +395,13 @@ class Catalog:
         entity = _decode_column(snapshot.entity_values, snapshot.entity_codes, n)
         context_type = _decode_column(snapshot.context_type_values, snapshot.context_type_codes, n)
         file = _decode_column(snapshot.file_values, snapshot.file_codes, n)
-        if entity is None or context_type is None or file is None:
+        author = _decode_column(snapshot.author_values, snapshot.author_codes, n)
+        agent = _decode_column(snapshot.agent_values, snapshot.agent_codes, n)
+        session = _decode_column(snapshot.session_values, snapshot.session_codes, n)
+        if entity is None or context_type is None or file is None or author is None or agent is None \
+                or session is None:
             return None
         catalog = cls()
         catalog._cols = _Columns(snapshot.ids, np.frombuffer(snapshot.numbers, dtype=_NUMBERS), entity,  # type: ignore[arg-type]
-                                 snapshot.superseded_by, context_type, file)
+                                 snapshot.superseded_by, context_type, file, (author, agent, session))
         return catalog, snapshot.db_seq

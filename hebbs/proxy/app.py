@@ -31,7 +31,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..websec import asgi_headers, bearer_matches, foreign_request, local_hosts, refuse
-from .memory import Brains, Recalled, latest_user_text, system_message, with_memories
+from ..protocol import AGENT_HEADER, SESSION_HEADER
+from .memory import Brains, Recalled, Scope, conversation_id, latest_user_text, system_message, with_memories
 
 log = logging.getLogger("hebbs.proxy")
 PASSED_HEADERS = ("content-type", "cache-control", "x-request-id", "openai-processing-ms", "retry-after")
@@ -54,6 +55,8 @@ class ProxyConfig(msgspec.Struct, kw_only=True):
     stall_seconds: float = 120.0
     # What clients give as their API key (`Authorization: Bearer`); None serves anyone on this machine.
     client_token: str | None = None
+    # The agent remembered exchanges are stored by (--agent); a request's X-Hebbs-Agent header wins.
+    agent: str | None = None
 
     def __post_init__(self) -> None:
         url = httpx.URL(self.upstream)
@@ -180,6 +183,9 @@ def build_app(config: ProxyConfig, brains: Brains) -> Any:
         except BadBody as exc:
             return _error(exc.status, str(exc), "invalid_request_error", nothing)
         question = latest_user_text(body["messages"])
+        # Named before recalled memories join the messages: the conversation as the client sent it.
+        scope = Scope(agent=request.headers.get(AGENT_HEADER) or config.agent,
+                      session=request.headers.get(SESSION_HEADER) or conversation_id(body["messages"]))
         recalled = Recalled(abstained=True)
         if question and question.strip():
             recalled = await brains.recall(question, config.top_k)
@@ -193,7 +199,7 @@ def build_app(config: ProxyConfig, brains: Brains) -> Any:
         def remember_later(answer: Answer) -> BackgroundTask | None:
             if not config.remember or not question:
                 return None
-            return BackgroundTask(_remember, brains, question, answer, model, ids)
+            return BackgroundTask(_remember, brains, question, answer, model, ids, scope)
 
         url = base + "/chat/completions"
         if body.get("stream"):
@@ -320,14 +326,15 @@ def _answer_text(reply: httpx.Response) -> str:
         return ""
 
 
-async def _remember(brains: Brains, question: str, answer: Answer, model: str | None, recalled: list[str]) -> None:
+async def _remember(brains: Brains, question: str, answer: Answer, model: str | None, recalled: list[str],
+                    scope: Scope) -> None:
     if not answer.whole:
         return  # cut short upstream (_relay logged it) or dropped by the client: half an answer is not memory
     if answer.too_long:
         log.warning("the answer was over %d characters: not remembering the exchange", MAX_ANSWER_CHARS)
         return
     try:
-        await brains.remember(question, "".join(answer.parts), model=model, recalled=recalled)
+        await brains.remember(question, "".join(answer.parts), model=model, recalled=recalled, scope=scope)
     except Exception as exc:  # the answer was already sent: a failed remember is logged, never raised
         log.warning("could not remember the exchange: %s", exc)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import math
 from pathlib import Path
@@ -29,6 +31,29 @@ EXCHANGE_PLACES = ("after", "first", "off")
 # Sources that fill top_k must not crowd out every earlier exchange: relevant exchanges keep at least
 # a quarter of the slots (at least one), and take any the sources leave free.
 EXCHANGE_SHARE = 0.25
+# A request names the agent and the session (conversation) its exchange is remembered under with
+# protocol.AGENT_HEADER and SESSION_HEADER; without the session header, the conversation's opening names
+# it (conversation_id).
+
+
+class Scope(msgspec.Struct, kw_only=True, frozen=True):
+    """The agent and session a remembered exchange is stored under (schema.Memory's)."""
+
+    agent: str | None = None
+    session: str | None = None
+
+
+def conversation_id(messages: list[Any]) -> str | None:
+    """A session for a conversation that names none: each request of a chat repeats its history, so the
+    messages up to its first user message are the same in every request of it (and differ between chats
+    that open differently: two that open with the very same words share one; X-Hebbs-Session tells them apart)."""
+    opening: list[Any] = []
+    for message in messages:
+        opening.append(message)
+        if isinstance(message, dict) and message.get("role") == "user":
+            text = json.dumps(opening, sort_keys=True, ensure_ascii=False, default=str)
+            return "chat-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return None
 
 
 def exchange_slots(top_k: int, sources: int, earlier: int) -> int:
@@ -147,10 +172,12 @@ class Brains:
         found.sort(key=lambda f: f.confidence, reverse=True)
         return Recalled(found=found[:top_k], abstained=not found)
 
-    async def remember(self, question: str, answer: str, *, model: str | None, recalled: list[str]) -> list[str]:
+    async def remember(self, question: str, answer: str, *, model: str | None, recalled: list[str],
+                       scope: Scope | None = None) -> list[str]:
         """The user's message and the assistant's answer, linked by one exchange id, in the exchanges
-        vault; returns their ids. Never folded into an earlier memory with the same text: two
-        exchanges that got the same answer are two answers, each replying to its own question."""
+        vault, stored by the scope's agent and session (the client's own where it names none); returns
+        their ids. Never folded into an earlier memory with the same text: two exchanges that got the
+        same answer are two answers, each replying to its own question."""
         target = self.exchanges or self.project or self.global_brain
         if target is None or not question.strip():
             return []
@@ -158,13 +185,15 @@ class Brains:
         base: dict[str, Any] = {"type": EXCHANGE_TYPE, "origin": ORIGIN, "exchange": exchange}
         if model:
             base["model"] = model
+        scope = scope or Scope()
+        who = {k: v for k, v in (("agent", scope.agent), ("session", scope.session)) if v}
         [asked] = await target.remember_many([{"content": question, "context": {**base, "role": "user",
-                                                                                 "recalled": recalled}}],
+                                                                                 "recalled": recalled}, **who}],
                                              consolidate=False)
         ids = [asked.id]
         if answer.strip():
             [said] = await target.remember_many([{"content": answer, "context": {**base, "role": "assistant",
-                                                                                "reply_to": asked.id}}],
+                                                                                "reply_to": asked.id}, **who}],
                                                 consolidate=False)
             ids.append(said.id)
         return ids

@@ -46,6 +46,10 @@ class RecallOptions:
     analogy: Sequence[str] | None = None
     now: Any = None
     associate: bool = False
+    # Only memories stored by this author, agent and session (schema.Origin).
+    author: str | None = None
+    agent: str | None = None
+    session: str | None = None
 
 
 def pooled(top_k: int, include_superseded: bool) -> int:

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import validate
 from ..errors import InvalidInput, NotFound
-from ..schema import (Memory, RecallResult, RecallResults, ScoreComponents, ScoringWeights, TimeUnderstood)
+from ..schema import (Memory, Origin, RecallResult, RecallResults, ScoreComponents, ScoringWeights, TimeUnderstood)
 from ..core.memory_text import lexical_text
 from ..core.open_vault import OpenVault, now_us
 from . import background, confidence, registry, scoring, timewords
@@ -53,6 +53,7 @@ def plan(vault: OpenVault, options: RecallOptions) -> Request:
     top_k = validate.top_k(o.top_k)
     weights = scoring.check_weights(o.weights or DEFAULT_WEIGHTS)
     entity_id = validate.entity(o.entity_id)
+    origin = {name: validate.scope_name(getattr(o, name), name) for name in ("author", "agent", "session")}
     window = validate.time_range(o.time_range)
     reference = validate.timestamp_us(o.now, "now") if o.now is not None else now_us()
     cue = validate.content(o.cue, "cue") if o.cue is not None else None
@@ -73,7 +74,7 @@ def plan(vault: OpenVault, options: RecallOptions) -> Request:
         lam = 1.0 if names == {"similarity"} else vault.config.recall.mmr_lambda
     alpha = validate.unit_float(o.alpha, "alpha") if o.alpha is not None and "analogical" in names else None
     checked = dataclasses.replace(o, cue=cue, top_k=top_k, weights=weights, entity_id=entity_id, seed=seed,
-                                  mmr_lambda=lam, alpha=alpha)
+                                  mmr_lambda=lam, alpha=alpha, **origin)
     return Request(options=checked, names=names, window=window, reference=reference, understood=understood)
 
 
@@ -111,7 +112,8 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
     r, o = request, request.options
     weights = cast(ScoringWeights, o.weights)  # plan checked it
 
-    allowed = vault.scope(o.entity_id, r.window, o.include_superseded)
+    allowed = vault.scope(o.entity_id, r.window, o.include_superseded,
+                          Origin(author=o.author, agent=o.agent, session=o.session))
     fusion = vault.config.recall.fusion
     # What confidence reads from the cue alone, read before the cue is embedded: whether the cue less
     # its unseen words will be embedded too, in the same run (CueEmbedder).

@@ -23,19 +23,21 @@ MAX_PRIME = 1000
 
 
 def prime(engine: Recaller, entity_id: str | None, similarity_cue: str | None = None,
-          max_memories: int = 20, now: Any = None) -> RecallResults:
+          max_memories: int = 20, now: Any = None, origin: dict[str, str | None] | None = None) -> RecallResults:
     """The entity's most recent memories plus the most relevant to the cue (None: across every entity);
-    `now` is the reference time for the cue's time words and for recency."""
+    `now` is the reference time for the cue's time words and for recency; `origin` (author, agent, session)
+    narrows both recalls to the memories stored by them."""
+    origin = origin or {}
     if isinstance(max_memories, bool) or not isinstance(max_memories, int) or not 1 <= max_memories <= MAX_PRIME:
         raise InvalidInput(f"max_memories must be an integer from 1 to {MAX_PRIME}, got {max_memories!r}")
     recent = engine.recall(None, strategies=["temporal"], top_k=max_memories, entity_id=entity_id,
-                           reinforce=False, now=now).results
+                           reinforce=False, now=now, **origin).results
     relevant: list[RecallResult] = []
     judged = RecallResults()
     if similarity_cue is not None:
         # The default (lexical + dense fused) recall: a cue naming an identifier must find it here too.
         judged = engine.recall(similarity_cue, top_k=max_memories, entity_id=entity_id, reinforce=False,
-                               now=now)
+                               now=now, **origin)
         relevant = judged.results
     picked: dict[str, RecallResult] = {}
     for pair in _interleave(relevant, recent):

@@ -49,8 +49,8 @@ class Query:
 
     @property
     def filtered(self) -> bool:
-        """An entity or time filter: few memories pass it, so searches oversample more."""
-        return self.entity_id is not None or self.window is not None
+        """An entity, time or origin filter: few memories pass it, so searches oversample more."""
+        return self.entity_id is not None or self.window is not None or getattr(self.allowed, "narrowed", False)
 
     @cached_property
     def cue_vector(self) -> np.ndarray | None:

@@ -310,6 +310,7 @@ def merge(writes: WriteSet, survivor: Memory, new: Memory, stamp: int, decay_val
         source=new.source, superseded_by=survivor.id, revision_of=survivor.id, restatement_of=survivor.id,
         consolidation_gain=ConsolidationGain(importance=round(importance - survivor.importance, 6),
                                              accessed_before=survivor.last_accessed_at),
+        author=new.author, daemon=new.daemon, agent=new.agent, session=new.session,
     )
     writes.put_memory(record)
     writes.put_edge(survivor.id, EdgeType.REVISED_FROM, record.id, 1.0, stamp)
@@ -336,6 +337,7 @@ def restore(writes: WriteSet, vault: OpenVault, record: Memory, vector: np.ndarr
         id=record.id, content=record.content, importance=record.importance, context=record.context,
         entity_id=record.entity_id, created_at=record.created_at, updated_at=stamp, last_accessed_at=stamp,
         kind=MemoryKind.EPISODE, source=record.source, decay_score=record.importance,
+        author=record.author, daemon=record.daemon, agent=record.agent, session=record.session,
     )
     writes.put_memory(restored)
     for key in temporal_keys(restored.entity_id, restored.created_at, restored.id):

@@ -23,6 +23,7 @@ from ..schema import EdgeType, Memory, MemoryKind, Source
 from ..store import idempotency
 from ..core.memory_text import embedding_text
 from ..core.open_vault import OpenVault, now_us
+from ..paths import writer
 from ..store.storage import WriteSet, encode_vector, id_bytes, temporal_keys, vector_key
 from . import consolidate, contradiction_review, decay
 
@@ -33,7 +34,7 @@ REUSED_TEXT_CHARS = 300
 # What a client may write; REVISION records are made by revise only.
 CLIENT_KINDS = (MemoryKind.EPISODE, MemoryKind.INSIGHT)
 ITEM_FIELDS = {"content", "importance", "context", "entity_id", "created_at", "kind", "source", "supersedes",
-               "edges", "key"}
+               "edges", "key", "agent", "session"}
 
 
 def remember_many(vault: OpenVault, items: Iterable[dict[str, Any]], *, check_contradictions: bool | None = None,
@@ -41,7 +42,8 @@ def remember_many(vault: OpenVault, items: Iterable[dict[str, Any]], *, check_co
     """Store many memories, all or none: embedded in spans, then written as one RocksDB batch, so a
     crash at any point leaves every item of the call stored or none of them. Returns, per item, the
     memory that holds it (new, the one its key named, or the one it was consolidated into)."""
-    everything = [_prepare(item, n) for n, item in enumerate(items)]
+    author, daemon = writer()
+    everything = [_prepare(item, n, author, daemon) for n, item in enumerate(items)]
     if not everything:
         return []
     prepared = _unkeyed(vault, everything)
@@ -87,7 +89,7 @@ def _result(p: _Prepared) -> Memory:
     return p.memory
 
 
-def _prepare(item: dict[str, Any], n: int) -> _Prepared:
+def _prepare(item: dict[str, Any], n: int, author: str, daemon: str) -> _Prepared:
     if not isinstance(item, dict):
         raise InvalidInput(f"item {n} must be a dict with at least 'content'")
     unknown = set(item) - ITEM_FIELDS
@@ -107,7 +109,8 @@ def _prepare(item: dict[str, Any], n: int) -> _Prepared:
         id=str(ULID()), content=validate.content(item.get("content")), importance=importance,
         context=validate.context(item.get("context")), entity_id=validate.entity(item.get("entity_id")),
         created_at=stamp if created is None else created, updated_at=stamp, last_accessed_at=stamp,
-        kind=kind, source=source, decay_score=importance,
+        kind=kind, source=source, decay_score=importance, author=author, daemon=daemon,
+        agent=validate.scope_name(item.get("agent"), "agent"), session=validate.scope_name(item.get("session"), "session"),
     )
     supersedes = [validate.memory_id(s, "supersedes") for s in item.get("supersedes") or ()]
     edges = [validate.edge_spec(e) for e in item.get("edges") or ()]

@@ -118,6 +118,7 @@ def _revise_into(vault: OpenVault, batch: _Batch, memory_id: str, content: str |
             entity_id=memory.entity_id, created_at=memory.updated_at or memory.created_at,
             updated_at=stamp, last_accessed_at=stamp, kind=MemoryKind.REVISION, source=memory.source,
             superseded_by=memory.id, revision_of=memory.id,
+            author=memory.author, daemon=memory.daemon, agent=memory.agent, session=memory.session,
         )
         writes.put_memory(revision)
         batch.revisions.append(revision)

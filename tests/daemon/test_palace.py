@@ -1102,3 +1102,28 @@ def test_a_person_adds_to_a_memory_s_note_from_its_page_and_a_stale_page_is_refu
     stale = raw(palace, "POST", "/note/append", body=form.replace("nine", "ten"), headers=cookie)
     assert stale.status == 409 and "nothing appended" in stale.body.decode()
     assert note.read_text() == before
+
+
+def test_memory_page_and_recall_show_and_filter_who_stored_it(page: Any, palace: Palace) -> None:
+    """Issues 42 and 44 item 3: the panel shows a memory's author (and the daemon it came through), agent
+    and session, and the playground filters recall by them (last in this module: it adds two memories)."""
+    with palace.daemon.client(vault=palace.notes, agent="planner", session="sprint-12") as client:
+        planned = client.remember("The quarterly roadmap review moves to the first Monday.")
+        client.remember("The quarterly roadmap review is led by the product lead.", agent="scribe",
+                        session="sprint-11")
+    page.goto(palace.page_url(f"/memory?vault={q(palace.vault)}&id={planned.id}"))
+    facts = page.locator("main").inner_text()
+    assert planned.author in facts and planned.daemon in facts
+    assert "planner" in facts and "sprint-12" in facts
+    page.goto(palace.page_url(f"/recall?vault={q(palace.vault)}&cue={q('quarterly roadmap review')}&run=1"))
+    assert page.locator("article.result").count() >= 2
+    page.fill("input[name=agent]", "planner")
+    page.click("button.primary")
+    page.wait_for_url(re.compile(r"agent=planner"))
+    results = page.locator("article.result")
+    assert results.count() == 1 and "roadmap review moves" in results.first.inner_text()
+    assert "agent planner" in results.first.inner_text() and "session sprint-12" in results.first.inner_text()
+    assert "--agent planner" in page.locator("#command-line").inner_text()
+    page.goto(palace.page_url(f"/timeline?vault={q(palace.vault)}"))
+    timeline = page.locator("ol.timeline").inner_text()
+    assert "agent planner" in timeline and "session sprint-11" in timeline

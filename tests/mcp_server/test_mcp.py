@@ -52,26 +52,29 @@ def project(daemon: Any) -> Iterator[Path]:
 
 
 @asynccontextmanager
-async def mcp_session(home: Path, cwd: Path, *args: str) -> AsyncIterator[ClientSession]:
+async def mcp_session(home: Path, cwd: Path, *args: str, env: dict[str, str] | None = None
+                      ) -> AsyncIterator[ClientSession]:
     import os
 
     params = StdioServerParameters(command=str(Path(sys.executable).with_name("hebbs")), args=["mcp", *args],
-                                   env={"HEBBS_HOME": str(home), "HEBBS_MODEL_CACHE": os.environ["HEBBS_MODEL_CACHE"]},
+                                   env={"HEBBS_HOME": str(home), "HEBBS_MODEL_CACHE": os.environ["HEBBS_MODEL_CACHE"],
+                                        **(env or {})},
                                    cwd=str(cwd))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
 
 
-def run(home: Path, cwd: Path, scenario: Callable[[ClientSession], Awaitable[Any]], *args: str) -> Any:
+def run(home: Path, cwd: Path, scenario: Callable[[ClientSession], Awaitable[Any]], *args: str,
+        env: dict[str, str] | None = None) -> Any:
     async def go() -> Any:
-        async with mcp_session(home, cwd, *args) as session:
+        async with mcp_session(home, cwd, *args, env=env) as session:
             return await scenario(session)
 
     return asyncio.run(go())
 
 
-async def call(session: ClientSession, tool: str, **arguments: Any) -> Any:
+async def call(session: ClientSession, tool: str, /, **arguments: Any) -> Any:
     """A tool's answer as the agent reads it (JSON text); a tool error fails the test with its message."""
     result = await session.call_tool(tool, arguments)
     text = result.content[0].text
@@ -463,3 +466,30 @@ def test_a_wrong_vault_fails_at_start(daemon: Any, tmp_path: Path) -> None:
     done = daemon.hebbs("mcp", "--vault", str(tmp_path), cwd=tmp_path, stdin="", check=False)
     assert done.returncode == 1
     assert "VAULT_NOT_INITIALIZED" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_agent_and_session_come_from_the_environment_and_filter_reads(daemon: Any, project: Path) -> None:
+    """Issue 44 item 3: an MCP server configured with HEBBS_AGENT and HEBBS_SESSION (its `env` in the agent's
+    MCP config) stores every memory under them; recall, recent and prime take agent, session and author."""
+    fact = "The nightly backup of the orders database runs at 02:00 UTC."
+
+    async def store(session: ClientSession) -> Any:
+        return await call(session, "remember", content=fact, brain="project")
+
+    stored = run(daemon.home, project, store, env={"HEBBS_AGENT": "claude-code", "HEBBS_SESSION": "conv-9"})
+    assert (stored["agent"], stored["session"]) == ("claude-code", "conv-9") and stored["author"]
+    run(daemon.home, project, lambda s: call(s, "remember", content="The orders database backup is kept 30 days.",
+                                              brain="project"), env={"HEBBS_AGENT": "other"})
+
+    async def read(session: ClientSession) -> Any:
+        found = await call(session, "recall", cue="orders database backup", agent="claude-code", brain="project")
+        recent = await call(session, "recent", session="conv-9", brain="project")
+        primed = await call(session, "prime", cue="orders database backup", agent="other", brain="project")
+        mine = await call(session, "recall", cue="orders database backup", author=stored["author"], brain="project")
+        return found, recent, primed, mine
+
+    found, recent, primed, mine = run(daemon.home, project, read)
+    assert [r["content"] for r in found["results"]] == [fact]
+    assert [r["content"] for r in recent["results"]] == [fact]
+    assert [r["agent"] for r in primed["results"]] == ["other"]
+    assert len(mine["results"]) == 2

@@ -59,9 +59,10 @@ class HttpServer:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     @asynccontextmanager
-    async def session(self) -> AsyncIterator[ClientSession]:
-        """An agent's MCP session, configured as docs/mcp.md says: the URL and the token as a bearer token."""
-        async with create_mcp_http_client(headers={"authorization": f"Bearer {self.token}"}) as http, \
+    async def session(self, **headers: str) -> AsyncIterator[ClientSession]:
+        """An agent's MCP session, configured as docs/mcp.md says: the URL and the token as a bearer token
+        (and the agent's own headers)."""
+        async with create_mcp_http_client(headers={"authorization": f"Bearer {self.token}", **headers}) as http, \
                 streamable_http_client(self.url, http_client=http) as (read, write), \
                 ClientSession(read, write) as session:
             await session.initialize()
@@ -116,6 +117,23 @@ def test_an_agent_over_http_remembers_and_recalls(server: HttpServer, shared_dae
     assert token_file.stat().st_mode & 0o777 == 0o600
     access = [line for line in server.log.read_text().splitlines() if "POST /mcp" in line]
     assert access and not [line for line in access if server.token in line]  # access lines never carry it
+
+
+def test_each_agent_over_http_stores_under_its_own_agent_and_session(server: HttpServer) -> None:
+    """Issue 44 item 3: one server, many agents: each names itself with X-Hebbs-Agent and X-Hebbs-Session
+    (docs/mcp.md); what it stores goes under them, and recall filters by them."""
+    async def scenario() -> Any:
+        async with server.session(**{"x-hebbs-agent": "coder", "x-hebbs-session": "pr-311"}) as coder, \
+                server.session(**{"x-hebbs-agent": "reviewer"}) as reviewer:
+            mine = await call(coder, "remember", content="The search indexer batches 500 documents per commit")
+            theirs = await call(reviewer, "remember", content="The search indexer commit batch should be 1000")
+            only = await call(reviewer, "recall", cue="search indexer batch size", agent="coder")
+            return mine, theirs, only
+
+    mine, theirs, only = asyncio.run(scenario())
+    assert (mine["agent"], mine["session"]) == ("coder", "pr-311")
+    assert theirs["agent"] == "reviewer" and "session" not in theirs
+    assert [r["id"] for r in only["results"]] == [mine["id"]]
 
 
 def test_two_agents_at_once_share_the_memory(server: HttpServer) -> None:

@@ -468,3 +468,45 @@ def test_earlier_exchanges_keep_a_share_when_notes_fill_top_k(shared_daemon, pro
         assert earlier in injected and "asked by the user in an earlier chat" in injected
     finally:
         running.stop()
+
+
+def test_exchanges_carry_the_agent_and_one_session_per_conversation(shared_daemon, project, upstream, tmp_path):
+    """Issue 44 item 3: the proxy stores each exchange under an agent (--agent, or the request's
+    X-Hebbs-Agent) and a session: the request's X-Hebbs-Session, else one id per conversation, the same for
+    every request of a chat (each repeats its history) and another for a chat that opens differently."""
+    running = Proxy(shared_daemon, project, upstream, tmp_path / "proxy.log", "--agent", "coder")
+    vault = exchanges(shared_daemon, project)
+
+    def stored(n: int) -> list[Any]:
+        shared_daemon.wait_until(lambda: len([m for m in vault.export() if m.context.get("role") == "user"]) == n,
+                                 what=f"{n} exchanges remembered")
+        return sorted((m for m in vault.export() if m.context.get("role") == "user"), key=lambda m: m.created_at)
+
+    try:
+        with running.client() as client:
+            first = chat("Which queue does the billing worker read from?")
+            assert client.post("/v1/chat/completions", json=first).status_code == 200
+            stored(1)
+            again = {**first, "messages": [*first["messages"], {"role": "assistant", "content": "billing-jobs"},
+                                           {"role": "user", "content": "And how many workers read it?"}]}
+            assert client.post("/v1/chat/completions", json=again).status_code == 200
+            stored(2)
+            other = chat("What port does the metrics exporter listen on?")
+            assert client.post("/v1/chat/completions", json=other,
+                               headers={"x-hebbs-agent": "reviewer"}).status_code == 200
+            stored(3)
+            named = chat("Where are the deploy keys kept?")
+            assert client.post("/v1/chat/completions", json=named,
+                               headers={"x-hebbs-session": "ticket-42"}).status_code == 200
+            asked = stored(4)
+    finally:
+        running.stop()
+    assert [m.agent for m in asked] == ["coder", "coder", "reviewer", "coder"]
+    assert asked[0].session == asked[1].session and asked[0].session.startswith("chat-")
+    assert asked[2].session not in (asked[0].session, None) and asked[3].session == "ticket-42"
+    # Each answer is stored under its question's agent and session.
+    answers = [m for m in vault.export() if m.context.get("role") == "assistant"]
+    assert {(m.agent, m.session) for m in answers} == {(m.agent, m.session) for m in asked}
+    # And recall narrows to one conversation.
+    found = vault.recall("workers billing queue", top_k=5, session=asked[0].session)
+    assert found.results and {r.memory.session for r in found.results} == {asked[0].session}

@@ -489,6 +489,7 @@ def recall_form(q: QueryParams, reinforce_allowed: bool) -> tuple[dict[str, Any]
             "entity": q.get("entity") or "", "since": q.get("since") or "", "until": q.get("until") or "",
             "seed": (q.get("seed") or "").strip(), "direction": direction, "depth": depth, "mmr": mmr,
             "include_superseded": bool(q.get("include_superseded")),
+            **{name: (q.get(name) or "").strip() for name in pages.ORIGIN_FILTERS},
             # Shown checked as asked; honoured only for a POST (the route says when it was not).
             "reinforce": bool(q.get("reinforce")) if q.get("run") else False}
     form["reinforce_now"] = form["reinforce"] and reinforce_allowed
@@ -509,6 +510,9 @@ def command_line(vault: str, home: Path, form: dict[str, Any]) -> str:
         words += ["--top-k", str(form["top_k"])]
     if form["entity"]:
         words += ["--entity", form["entity"]]
+    for name in pages.ORIGIN_FILTERS:
+        if form.get(name):
+            words += [f"--{name}", form[name]]
     if form.get("mmr") is not None:
         words += ["--mmr", f'{form["mmr"]:g}']
     w = form["weights"]
@@ -531,7 +535,8 @@ def recall_command(form: dict[str, Any]) -> tuple[Recall, list[str]]:
     fields: dict[str, Any] = dict(
         cue=form["cue"] or None, strategies=form["strategies"] or None, top_k=form["top_k"],
         entity_id=form["entity"] or None, time_range=window, weights=ScoringWeights(**form["weights"]),
-        include_superseded=form["include_superseded"], reinforce=form["reinforce_now"], mmr_lambda=form.get("mmr"))
+        include_superseded=form["include_superseded"], reinforce=form["reinforce_now"], mmr_lambda=form.get("mmr"),
+        **{name: form.get(name) or None for name in pages.ORIGIN_FILTERS})
     ignored: list[str] = []
     if "causal" in form["strategies"]:
         wanted = {"seed": form["seed"] or None, "direction": form["direction"], "max_depth": form["depth"]}

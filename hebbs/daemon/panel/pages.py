@@ -153,6 +153,9 @@ def sweep_text(sweeper: Any) -> str | None:
 
 # Recall playground -----------------------------------------------------------------------------------
 
+# The recall filters by who stored a memory (schema.Origin), each a text field of the playground.
+ORIGIN_FILTERS = ("author", "agent", "session")
+
 def recall_form(vault: str, csrf: str, form: dict[str, Any], entities: list[tuple[str, int]]) -> str:
     checks = "".join(
         f'<label class="check"><input type="checkbox" name="strategy" value="{s}"'
@@ -178,6 +181,8 @@ def recall_form(vault: str, csrf: str, form: dict[str, Any], entities: list[tupl
 <label>top-k <input type="number" name="top_k" min="1" max="1000" value="{form["top_k"]}"></label>
 <label title="MMR lambda: 1 = pure relevance, score order; lower = more diverse, restatements last; 0 = diversity alone after the best">diversity <input type="number" name="mmr" min="0" max="1" step="0.05" value="{"" if form.get("mmr") is None else f'{form["mmr"]:g}'}" placeholder="default" size="5"> <span class="muted">1 = score order, 0 = most diverse</span></label>
 <label>entity <select name="entity">{options}</select></label>
+{"".join(f'<label>{name} <input name="{name}" value="{e(form.get(name, ""))}" placeholder="any" size="14"></label>'
+         for name in ORIGIN_FILTERS)}
 <label>from <input type="datetime-local" name="since" value="{e(form["since"])}"></label>
 <label>to <input type="datetime-local" name="until" value="{e(form["until"])}"> <span class="muted">UTC</span></label>
 <label class="check"><input type="checkbox" name="include_superseded" value="1"{" checked" if form["include_superseded"] else ""}> include superseded</label>
@@ -215,7 +220,7 @@ def recall_results(vault: str, results: Any, form: dict[str, Any], command: str,
         m = r.memory
         out.append(f"""<article class="card result" data-memory-id="{e(m.id)}">
 <div class="result-head"><span class="rank">#{rank}</span><span class="score" title="composite score">{r.score:.3f}</span>
-{kind_badge(m.kind)}{f'<span class="chip entity">{e(m.entity_id)}</span>' if m.entity_id else ''}{strategies}{conf_html}
+{kind_badge(m.kind)}{f'<span class="chip entity">{e(m.entity_id)}</span>' if m.entity_id else ''}{strategies}{conf_html}{_origin_chips(m)}
 {'<span class="chip warn">superseded</span>' if m.superseded_by else ''}</div>
 <p class="content">{memory_link(vault, m, 400)}</p>
 <div class="bars">{bars}</div>
@@ -223,6 +228,13 @@ def recall_results(vault: str, results: Any, form: dict[str, Any], command: str,
     if not results.results:
         out.append('<p class="muted">No memory matched.</p>')
     return "".join(out)
+
+
+def _origin_chips(m: Memory, author: bool = True) -> str:
+    """Who stored it, as chips; the timeline leaves the author out (in most vaults one person's, on every line)."""
+    return "".join(f'<span class="chip origin" title="{name}">{name} {e(value)}</span>'
+                   for name, value in (("by", m.author if author else None), ("agent", m.agent),
+                                       ("session", m.session)) if value)
 
 
 # Memory ------------------------------------------------------------------------------------------
@@ -251,6 +263,10 @@ def memory_page(vault: str, csrf: str, inspection: Any, others: dict[str, Memory
             ("importance", f"{m.importance:.2f}"), ("decay score", f"{m.decay_score:.3f}"),
             ("pinned", "yes (never decays)" if pinned else "no"),
             ("created", when(m.created_at)), ("updated", when(m.updated_at))]
+    # Unset on memories stored before they were recorded: shown only when known.
+    if m.author is not None:
+        meta.append(("author", e(m.author) + (f' <span class="muted">via {e(m.daemon)}</span>' if m.daemon else "")))
+    meta += [(name, e(value)) for name, value in (("agent", m.agent), ("session", m.session)) if value is not None]
     meta_html = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in meta)
     context = {k: v for k, v in m.context.items()}
     context_html = f'<pre class="context">{e(_json(context))}</pre>' if context else '<p class="muted">no context</p>'
@@ -417,7 +433,7 @@ def timeline_page(vault: str, entity: str | None, kind: str | None, entities: li
         items.append(f'<li class="event{" superseded" if m.superseded_by else ""}"><div class="event-head">'
                      f'<time>{when(m.created_at)[11:19]}</time>{kind_badge(m.kind)}'
                      f'{f"<span class=chip>{e(m.entity_id)}</span>" if m.entity_id and not entity else ""}'
-                     f'<a class="mem-link" href="{url("/memory", vault=vault, id=m.id)}">open</a></div>'
+                     f'{_origin_chips(m, author=False)}<a class="mem-link" href="{url("/memory", vault=vault, id=m.id)}">open</a></div>'
                      f'<div class="markdown event-content" dir="auto">{markdown_excerpt(m.content)}</div></li>')
     return (notice(message) if message else "") + form + shown + f'<section class="card"><ol class="timeline">{"".join(items)}</ol></section>'
 
