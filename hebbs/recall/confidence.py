@@ -83,19 +83,31 @@ TIME_ONLY_GENERALITY = 0.5
 
 # A cue that names what the vault knows and asks for something no memory holds ("Who is Acme's CEO?"
 # over a vault of Acme facts, none with "CEO") matched a memory about Acme well enough on the rest of
-# its words (0.38 against the threshold of 0.22). So when a specific word of the cue (generality at
-# least UNSEEN_GENERALITY: "ceo", not "work") is in no memory of the vault, a candidate that would be
-# an answer is asked whether that word brings the cue closer to it: the cue's cosine to it against
-# the cosine of the cue without those words. A word the memory covers in meaning moves the cue toward
-# it ("What does Dana drink?" to "Dana prefers green tea": +0.12); a word it does not cover moves the
-# cue away ("CEO" from "Acme has 250 employees": -0.07), and below -UNSEEN_MARGIN the candidate's
-# confidence is at most UNSEEN_CAP, under the default threshold: the memory matches what the cue
-# names, not what it asks. The margin is the threshold rule's: false abstentions on bench_abstention.py's
-# fit part stay within 3%, as without the rule, where a smaller margin passed it (docs/honesty.md).
-# It costs one embedding of the shortened cue, only for a recall that would answer and has such a word.
-UNSEEN_GENERALITY = 0.5
+# its words (0.38 against the threshold of 0.22): the memory matches what the cue names, not what it
+# asks. So a candidate that would answer is asked whether it answers (confidence.answer_check, run by
+# pipeline.judge_confidence) when the cue holds words that no memory of the vault holds (its unseen
+# words: any word that is not a stopword, "founded" and "phone" as much as "CEO") and the candidate
+# holds at most one of the cue's terms (ENTITY_ONLY: it shares the thing the cue names and nothing of
+# what it asks; one that holds two, "pytest ... tests" for "which testing library does the user like",
+# speaks to what is asked and is left to the calibration: paraphrases are what the check must not
+# catch). Such a candidate does not answer when
+# - an unseen word is written as a name ("Portugal" in "What is the capital of Portugal?"): the cue is
+#   about something the vault has never seen;
+# - the cue asks for a quantity (QUANTITY: "how many", "phone number") and the memory holds no number;
+# - the unseen words move the cue away from it: the cue's cosine to it against the cosine of the cue
+#   without those words. A word the memory covers in meaning moves the cue toward it ("What does Dana
+#   drink?" to "Dana prefers green tea": +0.12); a word it does not cover moves the cue away ("CEO" from
+#   "Acme has 250 employees": -0.07), and below -UNSEEN_MARGIN it does not answer.
+# Its confidence is then at most UNSEEN_CAP, under the default threshold. The margin is the threshold
+# rule's: false abstentions on bench_abstention.py's fit part stay within 3% (docs/honesty.md).
+# The check costs one embedding of the shortened cue, only for a recall that would answer and has such
+# a word.
+UNSEEN_GENERALITY = 0.0
+# The generality from which a word of the cue's rest counts as naming a thing (below).
+NAMED_GENERALITY = 0.5
 UNSEEN_MARGIN = 0.05
 UNSEEN_CAP = 0.2
+ENTITY_ONLY = 1
 # A cue whose rest names one thing at most (no more than one specific word once the unseen ones are
 # out: "Who is Acme's CEO?" is "Who is Acme's" and "CEO") asks only for that thing's attribute, and
 # every memory about the thing matches the rest alike: the rest says nothing of which one answers,
@@ -108,6 +120,13 @@ UNSEEN_NAMED_MARGIN = 0.01
 # little of whether it is answered, and embedding the rest of it would cost as much as the cue did
 # (every cue of bench_abstention.py has at most 15 terms; CISI's queries have 20 at the median).
 UNSEEN_MAX_TERMS = 16
+# A cue that asks for a count, an amount, an age or a number is answered by a memory that holds one.
+QUANTITY = re.compile(r"\b(?:how\s+(?:many|much|old)|(?:phone|fax|account|order|invoice|serial)\s+numbers?|"
+                      r"what\s+number|how\s+large|how\s+big)\b", re.I)
+NUMBER = re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
+                    r"fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|"
+                    r"ninety|hundreds?|thousands?|millions?|billions?|dozens?|couple|several|single|twice|"
+                    r"once|half)\b", re.I)
 
 # Any fixed moment will do: only which words form the time phrase matters here, not its range.
 _TIME_REFERENCE_US = 1_700_000_000_000_000
@@ -197,6 +216,11 @@ class Judgement(NamedTuple):
     # How far those words may move the cue away from a candidate that would answer: UNSEEN_MARGIN,
     # or UNSEEN_NAMED_MARGIN when the rest of the cue names one thing at most.
     margin: float = UNSEEN_MARGIN
+    # How many of the cue's terms each candidate holds (ENTITY_ONLY), the unseen words written as
+    # names, and whether the cue asks for a quantity (answer_check).
+    covered: list[int] = []
+    names: list[str] = []
+    quantity: bool = False
 
     def features(self, i: int) -> dict[str, float]:
         """Candidate i's features by name, to 6 decimals (rounded for the results shown only)."""
@@ -213,6 +237,8 @@ class CueReading(NamedTuple):
     unseen: list[str]  # the cue's specific words that no memory holds (see UNSEEN_MARGIN), as written
     rest: str  # the cue without them
     margin: float
+    names: list[str]  # those of them written as names ("Portugal"): things the vault never saw
+    quantity: bool  # the cue asks for a count, an amount or a number (QUANTITY)
 
     @property
     def rest_to_embed(self) -> str | None:
@@ -235,9 +261,33 @@ def read_cue(cue: str, word_ranks: Mapping[str, int] | None, doc_freq: Callable[
               ] if len(names) <= UNSEEN_MAX_TERMS else []
     rest = " ".join(chunk for chunk, _ in chunks if chunk not in unseen) if unseen else ""
     left = {t for chunk, tokens in chunks if chunk not in unseen for t in tokens}
-    named = sum(1 for t in left if weighted.get(t, 0.0) >= UNSEEN_GENERALITY)
+    named = sum(1 for t in left if weighted.get(t, 0.0) >= NAMED_GENERALITY)
     margin = UNSEEN_NAMED_MARGIN if named <= 1 else UNSEEN_MARGIN
-    return CueReading(weighted, chunks, freqs, unseen, rest, margin)
+    return CueReading(weighted, chunks, freqs, unseen, rest, margin, _written_as_names(chunks, unseen),
+                      QUANTITY.search(cue) is not None)
+
+
+def _written_as_names(chunks: list[tuple[str, list[str]]], unseen: list[str]) -> list[str]:
+    """The unseen words written as a name: capitalized, not all capitals ("CEO", "API" are asked about
+    as things of a kind), and not the first word of a sentence (capitalized by grammar alone)."""
+    names = []
+    for n, (chunk, _) in enumerate(chunks):
+        word = chunk.strip(_PUNCTUATION)
+        if chunk not in unseen or n == 0 or chunks[n - 1][0].rstrip("\"')").endswith((".", "?", "!", ":")):
+            continue
+        if word[:1].isupper() and any(c.islower() for c in word[1:]):
+            names.append(word)
+    return names
+
+
+def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], float]) -> bool:
+    """Whether candidate i, which would answer, does (see UNSEEN_GENERALITY above): `text` is its
+    text, `toward` how far the cue's unseen words bring the cue to it (asked only when needed)."""
+    if not judged.unseen or judged.covered[i] > ENTITY_ONLY:
+        return True
+    if judged.names or (judged.quantity and NUMBER.search(text) is None):
+        return False
+    return toward() >= -judged.margin
 
 
 def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[str]],
@@ -272,7 +322,9 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
     items = list(zip(names, weights))
     time_only = in_time is not None and all(w < TIME_ONLY_GENERALITY for w in weighted.values())
     rows = []
+    covered_terms = []
     for i, (cosine, terms) in enumerate(zip(cosines, memory_terms)):
+        covered_terms.append(sum(1 for term in names if term in terms))
         timed = in_time is not None and bool(in_time[i])
         if time_only and timed:
             coverage, known_terms, missing = 1.0, 1.0, 0.0
@@ -298,7 +350,8 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
              + c[5] * row[5] + c[6] * row[6] + c[7] * row[7])
         confidences.append(round(_logistic(z), 4))
     words = [chunk.strip(_PUNCTUATION) for chunk in unseen]
-    return Judgement(confidences, rows, words if reading.rest_to_embed is not None else [], rest, reading.margin)
+    return Judgement(confidences, rows, words if reading.rest_to_embed is not None else [], rest, reading.margin,
+                     covered_terms, reading.names, reading.quantity)
 
 
 def abstains(confidences: Sequence[float], threshold: float) -> bool:
