@@ -87,10 +87,10 @@ TIME_ONLY_GENERALITY = 0.5
 # asks. So a candidate that would answer is asked whether it answers (confidence.answer_check, run by
 # pipeline.judge_confidence) when the cue holds words that no memory of the vault holds (its unseen
 # words: any word that is not a stopword, "founded" and "phone" as much as "CEO") and the candidate
-# holds at most one of the cue's terms (ENTITY_ONLY: it shares the thing the cue names and nothing of
-# what it asks; one that holds two, "pytest ... tests" for "which testing library does the user like",
-# speaks to what is asked and is left to the calibration: paraphrases are what the check must not
-# catch). Such a candidate does not answer when
+# holds none of the cue's terms that set it apart from the other candidates (asks_more_than_the_entity:
+# it shares the thing the cue names and nothing of what it asks; one that holds such a term, "pytest
+# ... tests" for "which testing library does the user like", speaks to what is asked and is left to
+# the calibration: paraphrases are what the check must not catch). Such a candidate does not answer when
 # - an unseen word is written as a name ("Portugal" in "What is the capital of Portugal?"): the cue is
 #   about something the vault has never seen;
 # - the cue asks for a quantity (QUANTITY: "how many", "phone number") and the memory holds no number;
@@ -107,7 +107,7 @@ UNSEEN_GENERALITY = 0.0
 NAMED_GENERALITY = 0.5
 UNSEEN_MARGIN = 0.05
 UNSEEN_CAP = 0.2
-ENTITY_ONLY = 1
+ENTITY_SHARE = 0.5
 # A cue whose rest names one thing at most (no more than one specific word once the unseen ones are
 # out: "Who is Acme's CEO?" is "Who is Acme's" and "CEO") asks only for that thing's attribute, and
 # every memory about the thing matches the rest alike: the rest says nothing of which one answers,
@@ -216,9 +216,9 @@ class Judgement(NamedTuple):
     # How far those words may move the cue away from a candidate that would answer: UNSEEN_MARGIN,
     # or UNSEEN_NAMED_MARGIN when the rest of the cue names one thing at most.
     margin: float = UNSEEN_MARGIN
-    # How many of the cue's terms each candidate holds (ENTITY_ONLY), the unseen words written as
+    # The cue's terms each candidate holds (asks_more_than_the_entity), the unseen words written as
     # names, and whether the cue asks for a quantity (answer_check).
-    covered: list[int] = []
+    covered: list[frozenset[str]] = []
     names: list[str] = []
     quantity: bool = False
 
@@ -267,6 +267,19 @@ def read_cue(cue: str, word_ranks: Mapping[str, int] | None, doc_freq: Callable[
                       QUANTITY.search(cue) is not None)
 
 
+def asks_more_than_the_entity(covered: Sequence[frozenset[str]], i: int) -> bool:
+    """Whether candidate i holds a cue term that sets it apart: one held by at most ENTITY_SHARE of the
+    candidates that hold any cue term. The terms most of them hold name what the cue is about ("Acme",
+    "billing service", "the user"); one that few hold is what it asks ("test" in "which testing library
+    does the user like", held by the pytest preference alone). When it is the only one that holds any,
+    nothing tells the thing from what is asked: a candidate that holds two of the cue's terms holds more
+    than a name."""
+    holders = [terms for terms in covered if terms]
+    if len(holders) == 1:
+        return len(covered[i]) > 1
+    return any(sum(1 for terms in holders if term in terms) <= ENTITY_SHARE * len(holders) for term in covered[i])
+
+
 def _written_as_names(chunks: list[tuple[str, list[str]]], unseen: list[str]) -> list[str]:
     """The unseen words written as a name: capitalized, not all capitals ("CEO", "API" are asked about
     as things of a kind), and not the first word of a sentence (capitalized by grammar alone)."""
@@ -283,8 +296,10 @@ def _written_as_names(chunks: list[tuple[str, list[str]]], unseen: list[str]) ->
 def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], float]) -> bool:
     """Whether candidate i, which would answer, does (see UNSEEN_GENERALITY above): `text` is its
     text, `toward` how far the cue's unseen words bring the cue to it (asked only when needed)."""
-    if not judged.unseen or judged.covered[i] > ENTITY_ONLY:
+    if not judged.unseen or asks_more_than_the_entity(judged.covered, i):
         return True
+    if judged.values[i][FEATURES.index("in_time")] > 0:
+        return True  # from the time the cue names: it shares that with the cue too, not only a name
     if judged.names or (judged.quantity and NUMBER.search(text) is None):
         return False
     return toward() >= -judged.margin
@@ -324,7 +339,7 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
     rows = []
     covered_terms = []
     for i, (cosine, terms) in enumerate(zip(cosines, memory_terms)):
-        covered_terms.append(sum(1 for term in names if term in terms))
+        covered_terms.append(frozenset(term for term in names if term in terms))
         timed = in_time is not None and bool(in_time[i])
         if time_only and timed:
             coverage, known_terms, missing = 1.0, 1.0, 0.0
