@@ -86,7 +86,8 @@ TIME_ONLY_GENERALITY = 0.5
 # its words (0.38 against the threshold of 0.22): the memory matches what the cue names, not what it
 # asks. So a candidate that would answer is asked whether it answers (confidence.answer_check, run by
 # pipeline.judge_confidence) when the cue holds words that no memory of the vault holds (its unseen
-# words: any word that is not a stopword, "founded" and "phone" as much as "CEO") and the candidate
+# words: any word past the language's most common ones, generality UNSEEN_GENERALITY: "founded" and
+# "phone" as much as "CEO", not "written" in "how should tests be written") and the candidate
 # holds none of the cue's terms that set it apart from the other candidates (asks_more_than_the_entity:
 # it shares the thing the cue names and nothing of what it asks; one that holds such a term, "pytest
 # ... tests" for "which testing library does the user like", speaks to what is asked and is left to
@@ -102,7 +103,7 @@ TIME_ONLY_GENERALITY = 0.5
 # rule's: false abstentions on bench_abstention.py's fit part stay within 3% (docs/honesty.md).
 # The check costs one embedding of the shortened cue, only for a recall that would answer and has such
 # a word.
-UNSEEN_GENERALITY = 0.0
+UNSEEN_GENERALITY = 0.15
 # The generality from which a word of the cue's rest counts as naming a thing (below).
 NAMED_GENERALITY = 0.5
 UNSEEN_MARGIN = 0.05
