@@ -25,9 +25,10 @@ same thing in every vault:
     in_time        1 when the cue names a time and the memory is from it: its date is not in its
                    words, and a memory from the day a question names is likelier its answer
 
-Each candidate's confidence is its own; the answer's confidence is the best over every candidate
-the recall considered (the CONSIDERED best by fused relevance, and those returned), so top_k does
-not change it, and when it comes from a candidate top_k leaves out, the answer says so.
+Each candidate's confidence is its own, judged beside every candidate the recall considered (the
+CONSIDERED best by fused relevance, and those returned), so top_k does not change it; the answer's
+confidence, and whether it abstains, are the results' (a cue does not pass on a candidate nobody is
+shown), and when a better candidate is one top_k leaves out, the answer says so.
 
 A time phrase of the cue ("on 9 November, 2022", "last week") is not matched against the memories'
 text: recall reads it as a time range (timewords.py) and a memory's date is not in its words, so
