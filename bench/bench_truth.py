@@ -47,13 +47,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from bench.datasets import truth
 from bench.report import write_json
 from hebbs import Engine
 from hebbs.recall import confidence as conf
 from hebbs.recall.options import RecallOptions
 from hebbs.schema import RecallResult, ScoringWeights
 
-HERE = Path(__file__).resolve().parent
 TOP_K = 5
 DAY_US = 86_400 * 1_000_000
 BACKGROUND = ["The office wifi password is rotated by IT every quarter",
@@ -66,17 +66,6 @@ PLAIN = ScoringWeights(relevance=1.0, recency=0.0, importance=0.0, reinforcement
 CATEGORIES = ("newest value at rank 1", "older value reachable", "conflict marked", "point-in-time correct",
               "never-stored abstained", "paraphrase answered")
 GOAL = 0.95
-
-
-def load(files: list[Path]) -> list[dict[str, Any]]:
-    rows = []
-    for path in files:
-        for n, line in enumerate(path.read_text().splitlines()):
-            if line.strip():
-                row = json.loads(line)
-                row["where"] = f"{path.name}:{n + 1}"
-                rows.append(row)
-    return rows
 
 
 def features() -> dict[str, bool]:
@@ -146,11 +135,11 @@ def judge(engine: Engine, row: dict[str, Any], have: dict[str, bool], threshold:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", type=Path, nargs="*", default=sorted((HERE / "datasets").glob("truth_*.jsonl")))
+    parser.add_argument("--files", type=Path, nargs="*", default=truth.FILES)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--show-misses", action="store_true", help="print every case the code gets wrong")
     args = parser.parse_args()
-    rows = load(args.files)
+    rows = truth.load(args.files)
     have = features()
     print(f"{len(rows)} cases from {', '.join(p.name for p in args.files)}; features here: "
           + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in have.items()))
