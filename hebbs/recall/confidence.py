@@ -298,10 +298,12 @@ def _written_as_names(chunks: list[tuple[str, list[str]]], unseen: list[str]) ->
 def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], float]) -> bool:
     """Whether candidate i, which would answer, does (see UNSEEN_GENERALITY above): `text` is its
     text, `toward` how far the cue's unseen words bring the cue to it (asked only when needed)."""
-    if not judged.unseen or asks_more_than_the_entity(judged.covered, i):
-        return True
-    if judged.values[i][FEATURES.index("in_time")] > 0:
+    if not judged.unseen or judged.values[i][FEATURES.index("in_time")] > 0:
         return True  # from the time the cue names: it shares that with the cue too, not only a name
+    if asks_more_than_the_entity(judged.covered, i):
+        # It holds some of what is asked: the unseen words may still not move the cue away from it
+        # beyond the general margin.
+        return toward() >= -UNSEEN_MARGIN
     if judged.names or (judged.quantity and NUMBER.search(text) is None):
         return False
     return toward() >= -judged.margin
