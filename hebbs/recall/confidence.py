@@ -222,6 +222,7 @@ class Judgement(NamedTuple):
     # names, and whether the cue asks for a quantity (answer_check).
     covered: list[frozenset[str]] = []
     names: list[str] = []
+    strangers: bool = False
     quantity: bool = False
 
     def features(self, i: int) -> dict[str, float]:
@@ -240,6 +241,7 @@ class CueReading(NamedTuple):
     rest: str  # the cue without them
     margin: float
     names: list[str]  # those of them written as names ("Portugal"): things the vault never saw
+    strangers: bool  # every word of the cue written as a name is one of those
     quantity: bool  # the cue asks for a count, an amount or a number (QUANTITY)
 
     @property
@@ -265,7 +267,7 @@ def read_cue(cue: str, word_ranks: Mapping[str, int] | None, doc_freq: Callable[
     left = {t for chunk, tokens in chunks if chunk not in unseen for t in tokens}
     named = sum(1 for t in left if weighted.get(t, 0.0) >= NAMED_GENERALITY)
     margin = UNSEEN_NAMED_MARGIN if named <= 1 else UNSEEN_MARGIN
-    return CueReading(weighted, chunks, freqs, unseen, rest, margin, _written_as_names(chunks, unseen),
+    return CueReading(weighted, chunks, freqs, unseen, rest, margin, *_written_as_names(chunks, unseen),
                       QUANTITY.search(cue) is not None)
 
 
@@ -282,17 +284,21 @@ def asks_more_than_the_entity(covered: Sequence[frozenset[str]], i: int) -> bool
     return any(sum(1 for terms in holders if term in terms) <= ENTITY_SHARE * len(holders) for term in covered[i])
 
 
-def _written_as_names(chunks: list[tuple[str, list[str]]], unseen: list[str]) -> list[str]:
+def _written_as_names(chunks: list[tuple[str, list[str]]], unseen: list[str]) -> tuple[list[str], bool]:
     """The unseen words written as a name: capitalized, not all capitals ("CEO", "API" are asked about
-    as things of a kind), and not the first word of a sentence (capitalized by grammar alone)."""
-    names = []
-    for n, (chunk, _) in enumerate(chunks):
+    as things of a kind), and not the first word of a sentence (capitalized by grammar alone); and
+    whether every word of the cue written as a name is unseen (the cue is about strangers only)."""
+    names, known = [], False
+    for n, (chunk, tokens) in enumerate(chunks):
         word = chunk.strip(_PUNCTUATION)
-        if chunk not in unseen or n == 0 or chunks[n - 1][0].rstrip("\"')").endswith((".", "?", "!", ":")):
+        if not tokens or n == 0 or chunks[n - 1][0].rstrip("\"')").endswith((".", "?", "!", ":")):
             continue
         if word[:1].isupper() and any(c.islower() for c in word[1:]):
-            names.append(word)
-    return names
+            if chunk in unseen:
+                names.append(word)
+            else:
+                known = True
+    return names, bool(names) and not known
 
 
 def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], float]) -> bool:
@@ -300,6 +306,8 @@ def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], fl
     text, `toward` how far the cue's unseen words bring the cue to it (asked only when needed)."""
     if not judged.unseen or judged.values[i][FEATURES.index("in_time")] > 0:
         return True  # from the time the cue names: it shares that with the cue too, not only a name
+    if judged.strangers:
+        return False  # every name the cue gives is one the vault never saw: it is about someone else
     if asks_more_than_the_entity(judged.covered, i):
         # It holds some of what is asked: the unseen words may still not move the cue away from it
         # beyond the general margin.
@@ -370,7 +378,7 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
         confidences.append(round(_logistic(z), 4))
     words = [chunk.strip(_PUNCTUATION) for chunk in unseen]
     return Judgement(confidences, rows, words if reading.rest_to_embed is not None else [], rest, reading.margin,
-                     covered_terms, reading.names, reading.quantity)
+                     covered_terms, reading.names, reading.strangers, reading.quantity)
 
 
 def abstains(confidences: Sequence[float], threshold: float) -> bool:
