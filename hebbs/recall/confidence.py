@@ -85,25 +85,27 @@ TIME_ONLY_GENERALITY = 0.5
 # A cue that names what the vault knows and asks for something no memory holds ("Who is Acme's CEO?"
 # over a vault of Acme facts, none with "CEO") matched a memory about Acme well enough on the rest of
 # its words (0.38 against the threshold of 0.22): the memory matches what the cue names, not what it
-# asks. So a candidate that would answer is asked whether it answers (confidence.answer_check, run by
+# asks. So a candidate that would answer is asked whether it answers (answer_check, run by
 # pipeline.judge_confidence) when the cue holds words that no memory of the vault holds (its unseen
 # words: any word past the language's most common ones, generality UNSEEN_GENERALITY: "founded" and
-# "phone" as much as "CEO", not "written" in "how should tests be written") and the candidate
-# holds none of the cue's terms that set it apart from the other candidates (asks_more_than_the_entity:
-# it shares the thing the cue names and nothing of what it asks; one that holds such a term, "pytest
-# ... tests" for "which testing library does the user like", speaks to what is asked and is left to
-# the calibration: paraphrases are what the check must not catch). Such a candidate does not answer when
-# - an unseen word is written as a name ("Portugal" in "What is the capital of Portugal?"): the cue is
-#   about something the vault has never seen;
-# - the cue asks for a quantity (QUANTITY: "how many", "phone number") and the memory holds no number;
-# - the unseen words move the cue away from it: the cue's cosine to it against the cosine of the cue
-#   without those words. A word the memory covers in meaning moves the cue toward it ("What does Dana
-#   drink?" to "Dana prefers green tea": +0.12); a word it does not cover moves the cue away ("CEO" from
-#   "Acme has 250 employees": -0.07), and below -UNSEEN_MARGIN it does not answer.
-# Its confidence is then at most UNSEEN_CAP, under the default threshold. The margin is the threshold
-# rule's: false abstentions on bench_abstention.py's fit part stay within 3% (docs/honesty.md).
-# The check costs one embedding of the shortened cue, only for a recall that would answer and has such
-# a word.
+# "phone" as much as "CEO", not "written" in "how should tests be written"). It does not answer when
+# - every word the cue writes as a name is unseen ("Melanie" over another conversation): the cue is
+#   about strangers;
+# - the unseen words move the cue away from it beyond UNSEEN_MARGIN: the cue's cosine to it against
+#   the cosine of the cue without those words. A word the memory covers in meaning moves the cue
+#   toward it ("What does Dana drink?" to "Dana prefers green tea": +0.12); a word it does not cover
+#   moves the cue away ("CEO" from "Acme has 250 employees": -0.07).
+# A candidate that holds none of the cue's terms that set it apart from the other candidates
+# (asks_more_than_the_entity: it shares the thing the cue names and nothing of what it asks; one that
+# holds such a term, "pytest ... tests" for "which testing library does the user like", speaks to
+# what is asked) is held closer: it does not answer either when an unseen word is written as a name
+# ("Portugal"), when the cue asks for a quantity (QUANTITY: "how many", "phone number") and it holds
+# no number, or when the unseen words move the cue away from it beyond its margin (UNSEEN_NAMED_MARGIN
+# when the rest of the cue names one thing, below).
+# Its confidence is then at most UNSEEN_CAP, under the default threshold. The margins are the
+# threshold rule's: false abstentions on bench_abstention.py's fit part stay within 3%
+# (docs/honesty.md). The check costs one embedding of the shortened cue, only for a recall that
+# would answer and has such a word.
 UNSEEN_GENERALITY = 0.15
 # The generality from which a word of the cue's rest counts as naming a thing (below).
 NAMED_GENERALITY = 0.5
