@@ -226,6 +226,8 @@ class Judgement(NamedTuple):
     names: list[str] = []
     strangers: bool = False
     quantity: bool = False
+    seen_terms: frozenset[str] = frozenset()  # the cue's terms that some memory holds
+    weights: Mapping[str, float] = {}  # the cue's terms and their generality
 
     def features(self, i: int) -> dict[str, float]:
         """Candidate i's features by name, to 6 decimals (rounded for the results shown only)."""
@@ -312,7 +314,11 @@ def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], fl
         return False  # every name the cue gives is one the vault never saw: it is about someone else
     if asks_more_than_the_entity(judged.covered, i):
         # It holds some of what is asked: the unseen words may still not move the cue away from it
-        # beyond the general margin.
+        # beyond the general margin, unless it holds all the rest, two specific terms or more
+        # ("add retries to the upload client": "add" said nothing the memory lacks).
+        if judged.covered[i] >= judged.seen_terms and sum(
+                1 for t in judged.covered[i] if judged.weights.get(t, 0.0) >= NAMED_GENERALITY) >= 2:
+            return True
         return toward() >= -UNSEEN_MARGIN
     if judged.names or (judged.quantity and NUMBER.search(text) is None):
         return False
@@ -380,7 +386,8 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
         confidences.append(round(_logistic(z), 4))
     words = [chunk.strip(_PUNCTUATION) for chunk in unseen]
     return Judgement(confidences, rows, words if reading.rest_to_embed is not None else [], rest, reading.margin,
-                     covered_terms, reading.names, reading.strangers, reading.quantity)
+                     covered_terms, reading.names, reading.strangers, reading.quantity,
+                     frozenset(t for t in names if freqs.get(t, 0) > 0), weighted)
 
 
 def abstains(confidences: Sequence[float], threshold: float) -> bool:
