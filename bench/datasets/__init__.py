@@ -6,6 +6,7 @@
 - jekyll: the Jekyll documentation folder and its cues (abstention).
 - pairs: the labelled pair sets committed under bench/data (contradictions, consolidation, paraphrases).
 - passages: the end-to-end passages and cues, drawn from LoCoMo and CISI.
+- truth: bench_truth's scripted fact timelines (truth_*.jsonl beside it).
 
 A dataset module reads; it never builds a vault or measures anything (the benches do).
 """

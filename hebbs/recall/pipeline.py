@@ -218,11 +218,19 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
     sure = [i for i, c in enumerate(confidences) if c >= answer.threshold] if unseen else []
     capped = set()
     if sure:
-        rest = embed(judged.rest)
-        stored = cached_vectors(vault, {} if vectors is None else vectors, [ids[i] for i in sure])
-        moved = (stored @ cue_vector - stored @ rest).tolist()  # how far the unseen words bring the cue to each
-        for i, toward in zip(sure, moved):
-            if toward < -judged.margin:
+        # Whether each candidate that would answer does (confidence.answer_check); the cue less its
+        # unseen words is embedded only when one of them asks how far those words bring the cue to it.
+        rest: list[np.ndarray] = []
+        stored = dict(zip([ids[i] for i in sure],
+                          cached_vectors(vault, {} if vectors is None else vectors, [ids[i] for i in sure])))
+
+        def toward(i: int) -> float:
+            if not rest:
+                rest.append(embed(judged.rest))
+            return float(stored[ids[i]] @ cue_vector - stored[ids[i]] @ rest[0])
+
+        for i in sure:
+            if not confidence.answer_check(judged, i, lexical_text(memories[i]), lambda i=i: toward(i)):
                 confidences[i] = min(confidences[i], confidence.UNSEEN_CAP)
                 capped.add(i)
     for i, result in enumerate(answer.results):
@@ -230,28 +238,28 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
         result.details["confidence_features"] = judged.features(i)
         if i in capped:
             result.details["confidence_unseen"] = judged.unseen
-    if capped and max(confidences) < answer.threshold:
+    # The verdict is the results': a cue does not pass because a candidate top_k leaves out is confident
+    # (issue 41: every result shown was below the threshold and the answer did not abstain).
+    judged_shown = confidences[:len(answer.results)] if answer.results else confidences
+    if capped and max(judged_shown, default=0.0) < answer.threshold:
         # Said only where it decides the answer: it abstains because of it.
         answer.notes.append(f"no memory holds {', '.join(repr(w) for w in judged.unseen)}: the matches of the "
-                            f"rest of the cue do not cover it")
-    best = max(range(len(confidences)), key=confidences.__getitem__, default=None)
+                            f"rest of the cue do not answer it")
+    best = max(range(len(judged_shown)), key=judged_shown.__getitem__, default=None)
     answer.confidence = 0.0 if best is None else confidences[best]
-    answer.abstained = confidence.abstains(confidences, answer.threshold)
-    hidden = best is not None and best >= len(answer.results)
+    answer.abstained = confidence.abstains(judged_shown, answer.threshold)
+    hidden = max(range(len(answer.results), len(confidences)), key=confidences.__getitem__, default=None)
     if answer.abstained and not answer.results:
         # The cue's own hits over the scope say whether there was anything to find at all.
         answer.notes.append(f"{confidence.NOTE} ("
                             + ("no memory in this scope" if scope_empty()
                                else "the strategies asked for brought no candidate") + ")")
     elif answer.abstained:
-        where = (f"candidate {ids[best]}, ranked below these results" if hidden
-                 else "the best of the results below")
         answer.notes.append(f"{confidence.NOTE} (best confidence {answer.confidence:.2f} < "
-                            f"{answer.threshold:.2f}: {where}); the weak candidates follow")
-    elif hidden and all(r.confidence is None or r.confidence < answer.threshold for r in answer.results):
-        answer.notes.append(f"the most confident match (candidate {ids[best]}, confidence "
-                            f"{answer.confidence:.2f}) ranks below the results shown: raise top_k to see it")
-
+                            f"{answer.threshold:.2f}); the weak candidates follow")
+        if hidden is not None and confidences[hidden] >= answer.threshold:
+            answer.notes.append(f"a more confident match (candidate {ids[hidden]}, confidence "
+                                f"{confidences[hidden]:.2f}) ranks below the results shown: raise top_k to see it")
 
 def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, top_k: int, lam: float,
          include_superseded: bool, stamp: int, preferred: tuple[int, int] | None,
