@@ -236,42 +236,50 @@ def child(setting: str, args: argparse.Namespace) -> dict:
         data = shared("data/locomo-dev")
         conversations = [c for c in locomo.load(data) if c["name"] in set(args.conversations)]
         raws = {c["name"]: json.loads((data / f"{c['name']}.json").read_text()) for c in conversations}
+        if args.reuse:  # vaults of this model an earlier run built (their indexing is not timed again)
+            shutil.copytree(args.reuse, work / "answers", dirs_exist_ok=True)
         for conv in conversations:  # as bench_abstention's build_vaults, with this setting's model
+            if (work / "answers" / f"locomo-{conv['name']}").exists():
+                continue
             with engine_open(work / "answers" / f"locomo-{conv['name']}") as engine:
                 t = time.perf_counter()
                 engine.remember_many([{"content": x["text"], "created_at": x["created_at"]} for x in conv["turns"]],
                                      check_contradictions=False)
                 indexing.append((len(conv["turns"]), time.perf_counter() - t))
         notes = work / "answers" / "notes"
-        for rel in notes_sample(notes_data.DEFAULT_VAULT, args.notes_files):
+        for rel in [] if args.no_notes else notes_sample(notes_data.DEFAULT_VAULT, args.notes_files):
             (notes / "corpus" / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(notes_data.DEFAULT_VAULT / rel, notes / "corpus" / rel)
-        with engine_open(notes / ".hebbs") as engine:
-            index_notes(engine, notes, contradictions=False)
+        if not args.no_notes:
+            with engine_open(notes / ".hebbs") as engine:
+                index_notes(engine, notes, contradictions=False)
         turns = sum(len(c["turns"]) for c in conversations)
         # The notes vault holds Hugo's docs alone: docs_cues' answerable cues (about hebbs) are not
         # answerable there, its unanswerable ones stay so.
         rows = [r for r in ab.cues(conversations, raws)
-                if not (r["vault"].startswith("notes") and r["answerable"] and "Hugo" not in r["kind"])]
+                if not (r["vault"].startswith("notes") and (args.no_notes or r["answerable"] and "Hugo" not in r["kind"]))]
         t = time.perf_counter()
         _answer_rows(engine_open, work / "answers", rows)
         out["recalls"] = {"n": len(rows), "s": time.perf_counter() - t}
-        out["notes"] = _notes_scores(rows)
+        if not args.no_notes:
+            out["notes"] = _notes_scores(rows)
         out["locomo"] = _locomo_recall(rows)
-        out["abstention"] = _abstention(rows)
+        if any(r["part"] == "report" for r in rows):
+            out["abstention"] = _abstention(rows)
         out["turns"] = turns
         if args.rows_dir:
             args.rows_dir.mkdir(parents=True, exist_ok=True)
             (args.rows_dir / f"{setting}.json").write_text(json.dumps(rows))
         print(f"[{setting}] answers done: {json.dumps(out['locomo'])} {json.dumps(out['notes'])}", file=sys.stderr)
-        for name, module in (("cisi", cisi), ("medline", medline)):
+        for name, module in () if args.no_documents else (("cisi", cisi), ("medline", medline)):
             texts, queries = sub_collection(*module.load(module.DEFAULT_DATA), args.docs)
             queries = queries[: args.queries] if args.queries else queries
             out[name] = _documents(engine_open, name, texts, queries, indexing)
             print(f"[{setting}] {name}: {json.dumps(out[name])}", file=sys.stderr)
         passages = sum(n for n, _ in indexing)
-        out["indexing"] = {"passages": passages, "s": sum(s for _, s in indexing),
-                           "per_s": passages / sum(s for _, s in indexing)}
+        if passages:
+            out["indexing"] = {"passages": passages, "s": sum(s for _, s in indexing),
+                               "per_s": passages / sum(s for _, s in indexing)}
         if not cue_graph:  # the daemon serves the model's own cue graph
             out["daemon"] = _daemon(model, work / "daemon")
             print(f"[{setting}] daemon: {json.dumps(out['daemon'])}", file=sys.stderr)
@@ -280,37 +288,63 @@ def child(setting: str, args: argparse.Namespace) -> dict:
     return out
 
 
-def quality(r: dict) -> float:
+QUALITY_PARTS = ("notes", "locomo", "cisi", "medline")
+
+
+def quality(r: dict) -> float | None:
+    """The mean of notes MRR@10, LoCoMo R@10 and CISI's and MEDLINE's nDCG@10; None when a part was left out."""
+    if any(part not in r for part in QUALITY_PARTS):
+        return None
     return statistics.fmean([r["notes"]["mrr@10"], r["locomo"]["recall@10"], r["cisi"]["ndcg@10"],
                              r["medline"]["ndcg@10"]])
 
 
 def pick_default(results: dict[str, dict]) -> tuple[str, dict[str, str]]:
-    """Issue 43's rule, against MiniLM measured in the same run; returns (setting, why each was out)."""
+    """Issue 43's rule, against MiniLM measured in the same run; returns (setting, why each was out).
+    A setting with a part left out is out unless it is MiniLM."""
     base = results["minilm"]
-    base_index = 1 / base["indexing"]["per_s"]
     out: dict[str, str] = {}
     for name, r in results.items():
         reasons = []
         if r["cue_ms"]["short p50"] > WITHIN * base["cue_ms"]["short p50"]:
             reasons.append(f"short cue {r['cue_ms']['short p50'] / base['cue_ms']['short p50']:.1f}x MiniLM's")
-        if 1 / r["indexing"]["per_s"] > WITHIN * base_index:
+        if "indexing" in r and base["indexing"]["per_s"] / r["indexing"]["per_s"] > WITHIN:
             reasons.append(f"indexing {base['indexing']['per_s'] / r['indexing']['per_s']:.1f}x MiniLM's time")
-        daemon = r.get("daemon") or results.get(name.split("-")[0], {}).get("daemon")
+        daemon = r.get("daemon")
         if daemon and daemon["rss_mb"] >= RSS_LIMIT_MB:
-            reasons.append(f"daemon RSS {daemon['rss_mb']:.0f} MB")
+            reasons.append(f"warm daemon RSS {daemon['rss_mb']:.0f} MB")
+        if quality(r) is None:
+            reasons.append("quality not measured in full")
         out[name] = "; ".join(reasons)
     eligible = [n for n in results if not out[n]]
-    return max(eligible, key=lambda n: quality(results[n])), out
+    return max(eligible, key=lambda n: quality(results[n]) or 0.0), out
 
 
-def table(results: dict[str, dict]) -> list[str]:
+def _locomo_of(rows_dir: Path | None, setting: str, conversation: str) -> float | None:
+    """LoCoMo R@10 over one conversation's questions, from the rows a run kept."""
+    path = rows_dir / f"{setting}.json" if rows_dir else None
+    if path is None or not path.exists():
+        return None
+    rows = [r for r in json.loads(path.read_text()) if r["vault"] == f"locomo-{conversation}"]
+    return _locomo_recall(rows)["recall@10"] if rows else None
+
+
+def _cell(fn, r: dict) -> str:
+    try:
+        return fn(r)
+    except (KeyError, TypeError):
+        return "not measured"
+
+
+def table(results: dict[str, dict], rows_dir: Path | None = None, conversation: str = "30") -> list[str]:
+    each = {name: _locomo_of(rows_dir, name, conversation) for name in results}
     rows = [
         ("model (cue graph)", lambda r: f"{r['model']} ({r['cue_graph']})"),
         ("notes hit@1 / MRR@10", lambda r: f"{r['notes']['hit@1']:.3f} / {r['notes']['mrr@10']:.3f}"),
         ("CISI nDCG@10 / R@100", lambda r: f"{r['cisi']['ndcg@10']:.3f} / {r['cisi']['recall@100']:.3f}"),
         ("MEDLINE nDCG@10 / R@100", lambda r: f"{r['medline']['ndcg@10']:.3f} / {r['medline']['recall@100']:.3f}"),
-        ("LoCoMo dev R@10 (default recall)", lambda r: f"{r['locomo']['recall@10']:.3f}"),
+        ("LoCoMo dev R@10 (default recall)", lambda r: f"{r['locomo']['recall@10']:.3f} ({r['locomo']['questions']} q.)"),
+        (f"LoCoMo conversation {conversation} alone, R@10", lambda r: f"{each[r['setting']]:.3f}"),
         ("abstained: false / unanswerable", lambda r: f"{r['abstention']['false_abstained']:.1%} / "
                                                       f"{r['abstention']['unanswerable_abstained']:.1%}"),
         ("confidence ROC AUC (held out)", lambda r: f"{r['abstention']['auc']:.3f}"),
@@ -319,13 +353,14 @@ def table(results: dict[str, dict]) -> list[str]:
         ("cue paragraph p50 / p99 ms", lambda r: f"{r['cue_ms']['paragraph p50']:.1f} / "
                                                  f"{r['cue_ms']['paragraph p99']:.1f}"),
         ("indexing passages/s", lambda r: f"{r['indexing']['per_s']:.1f}"),
-        ("daemon RSS warm MB", lambda r: f"{r['daemon']['rss_mb']:.0f}" if "daemon" in r else "as above"),
-        ("first index of docs/ s", lambda r: f"{r['daemon']['first_index_s']:.1f}" if "daemon" in r else "as above"),
-        ("vault size (docs/) MB", lambda r: f"{r['daemon']['vault_mb']:.1f}" if "daemon" in r else "as above"),
+        ("warm daemon RSS MB", lambda r: f"{r['daemon']['rss_mb']:.0f}"),
+        ("first index of docs/ s (sections)", lambda r: f"{r['daemon']['first_index_s']:.1f} "
+                                                        f"({r['daemon']['sections']:.0f})"),
+        ("vault size (docs/) MB", lambda r: f"{r['daemon']['vault_mb']:.1f}"),
     ]
     lines = ["| | " + " | ".join(results) + " |", "|---|" + "---|" * len(results)]
     for label, cell in rows:
-        lines.append(f"| {label} | " + " | ".join(cell(r) for r in results.values()) + " |")
+        lines.append(f"| {label} | " + " | ".join(_cell(cell, r) for r in results.values()) + " |")
     return lines
 
 
@@ -342,6 +377,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40, help="timed runs of each cue")
     parser.add_argument("--rows-dir", type=Path, help="keep each setting's recall rows (scripts/fit_calibration.py)")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / f"{dt.date.today()}-models.md")
+    parser.add_argument("--note", action="append", default=[], help="a line to add under the data (what a "
+                        "setting left out and why)")
+    parser.add_argument("--no-notes", action="store_true", help="leave the notes vault out (its rows too)")
+    parser.add_argument("--no-documents", action="store_true", help="leave CISI and MEDLINE out")
+    parser.add_argument("--reuse", type=Path, help="a folder of this model's LoCoMo vaults (locomo-N) built before")
+    parser.add_argument("--keep", type=Path, help="also keep each setting's figures (SETTING.json) here")
+    parser.add_argument("--report-only", action="store_true", help="no run: the table from the figures --keep kept")
     parser.add_argument("--child", choices=list(SETTINGS), help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -350,17 +392,25 @@ def main() -> None:
         return
     started = time.perf_counter()
     results: dict[str, dict] = {}
+    if args.report_only:
+        results = {s: json.loads((args.keep / f"{s}.json").read_text()) for s in args.settings
+                   if (args.keep / f"{s}.json").exists()}
     with tempfile.TemporaryDirectory(prefix="hebbs-models-") as tmp:
-        for setting in args.settings:
+        for setting in [] if args.report_only else args.settings:
             path = Path(tmp) / f"{setting}.json"
             argv = module_argv("bench.bench_models", "--child", setting, "--json", path, "--rounds", args.rounds,
                                "--queries", args.queries, "--docs", args.docs, "--notes-files", args.notes_files,
                                "--conversations", *args.conversations)
             if args.rows_dir:
                 argv += ["--rows-dir", str(args.rows_dir)]
+            argv += [f for f, on in (("--no-notes", args.no_notes), ("--no-documents", args.no_documents)) if on]
+            argv += ["--reuse", str(args.reuse)] if args.reuse else []
             t = time.perf_counter()
             run(argv, check=True, env=os.environ.copy())
             results[setting] = json.loads(path.read_text())
+            if args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, args.keep / f"{setting}.json")
             print(f"{setting}: {time.perf_counter() - t:.0f} s", file=sys.stderr)
     pick, out_by = pick_default(results)
     first = next(iter(results.values()))
@@ -374,16 +424,18 @@ def main() -> None:
              f"{' (a seeded sample of the abstracts, each query judged on those: figures not comparable with the full collections)' if args.docs else ''}; abstention on the held-out part "
              f"({first['abstention']['answerable']} answerable, {first['abstention']['unanswerable']} unanswerable "
              "cues), each model's calibration fitted on the fit part; the daemon indexes docs/'s "
-             f"{int(first['daemon']['pages'])} pages under {DAEMON_DOCS_BYTES // 1000} KB.", "", *table(results), ""]
+             f"{int(first['daemon']['pages'])} pages under {DAEMON_DOCS_BYTES // 1000} KB.", "", *[f"- {n}" for n in args.note], "",
+             *table(results, args.rows_dir, args.conversations[0]), ""]
     for name, why in out_by.items():
         lines.append(f"- {name}: {'within the rule' if not why else 'out: ' + why}")
     lines += ["", f"The rule picks **{pick}** ({results[pick]['model']}): the best quality within 3x MiniLM's warm "
               "short cue and indexing time, under 1 GB of warm daemon RSS.", "",
               "Fitted calibration (bench_abstention.fit on the fit part):", ""]
     for name, r in results.items():
-        a = r["abstention"]
-        lines.append(f"- {name}: coefficients {a['coefficients']}, intercept {a['intercept']}, "
-                     f"threshold {a['threshold']}")
+        a = r.get("abstention")
+        if a:
+            lines.append(f"- {name}: coefficients {a['coefficients']}, intercept {a['intercept']}, "
+                         f"threshold {a['threshold']}")
     text = "\n".join(lines) + "\n"
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
