@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import bench_abstention as ab
+from bench.workloads import abstention as ab
 from bench import bench_consolidation as bc
 from bench.datasets import pairs as pair_sets
 from bench.datasets.locomo import load as load_locomo
