@@ -3,8 +3,9 @@ memory; and which one issue 43's rule makes the default.
 
 Each setting (a registry model, optionally with another cue graph) runs in a child process of its
 own, one after the other, over the same data:
-- notes: the notes corpus (bench/notes_corpus.md) with this repository's docs/ beside it, its 50
-  questions (bench/notes_questions.jsonl): hit@1 and MRR@10 by file, default recall.
+- notes: the notes corpus (bench/notes_corpus.md), the notes that answer its 50 questions
+  (bench/notes_questions.jsonl) and a seeded sample of the others: hit@1 and MRR@10 by file, default
+  recall. docs_cues' unanswerable cues are asked of it too (its answerable ones are about hebbs).
 - LoCoMo dev (../shared/data/locomo-dev), one vault per conversation: evidence recall@10 of default
   recall (top_k 10), the same recalls bench_abstention.py makes.
 - abstention, bench_abstention.py's cues and split: the calibration fitted for this model on the fit
@@ -14,17 +15,19 @@ own, one after the other, over the same data:
 - CISI and MEDLINE (bench/datasets): nDCG@10 and recall@100 of default recall.
 - one cue's embedding, warm (the cue session), short and paragraph: p50 and p99 of interleaved runs.
 - indexing: passages per second of remember_many over the LoCoMo turns and the abstracts.
-- a real daemon on a fresh vault of this repository's docs/ (`[embedding] model` set in its config):
-  the first index's wall time, the daemon's RSS once warm (after the index and 20 recalls), the
-  vault's size on disk.
+- a real daemon on a fresh vault of this repository's docs/ pages under 20 KB (`model` set in its
+  config.toml): the first index's wall time (the model's load included), the daemon's RSS once warm
+  (after the index and 20 recalls), the vault's size on disk.
 
-Subsampling (--conversations, --queries) is printed with the figures. The default rule: the best
+Subsampling (--conversations, --docs, --notes-files, --queries) is printed with the figures. The default rule: the best
 quality (mean of the notes MRR, LoCoMo R@10 and CISI/MEDLINE nDCG@10) among the settings whose warm
 short-cue p50 is within 3x MiniLM's, whose indexing time per passage is within 3x MiniLM's and whose
 warm daemon stays under 1 GB RSS.
 
-    .venv/bin/python -m bench models [--settings minilm bge gemma] [--conversations 26 30 42]
-                                     [--out bench/results/DATE-models.md] [--rows-dir DIR]
+    .venv/bin/python -m bench models [--settings minilm bge gemma] [--conversations 30 42] [--docs 300]
+                                     [--out bench/results/DATE-models.md] [--rows-dir DIR] [--keep DIR2]
+
+(the run of bench/results/2026-12-06-models.md; its notes say what EmbeddingGemma's left out).
 
 Evaluation data (LoCoMo, CISI) is read from shared/, never copied into the package.
 """
