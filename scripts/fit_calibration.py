@@ -100,14 +100,17 @@ def fit_model(model: str, rows_dir: Path | None, texts: list[tuple[str, str]], b
     for name in CUTOFFS:
         out[name] = mapped_cutoff(base, getattr(ref, name), own)
     rows_path = rows_dir / f"{SETTING_OF[model]}.json" if rows_dir else None
-    if rows_path is not None and rows_path.exists():
-        rows = [r for r in json.loads(rows_path.read_text()) if r["part"] == "fit" and r["goal"]]
+    rows = ([r for r in json.loads(rows_path.read_text()) if r["part"] == "fit" and r["goal"]]
+            if rows_path is not None and rows_path.exists() else [])
+    if {r["answerable"] for r in rows} != {True, False}:
+        # A fit needs cues of both kinds (one LoCoMo conversation alone has no unanswerable goal cue:
+        # those come from the other conversations); without them the model keeps confidence.py's own.
+        print(f"{model}: no answerable and unanswerable fit rows in {rows_path}: cut-offs only", file=sys.stderr)
+    else:
         coefficients, intercept = ab.fit(rows)
         out["abstain_threshold"] = ab.pick_threshold(rows, [ab.best(r, coefficients, intercept) for r in rows])
         out["confidence"] = {"features": list(ab.conf.FEATURES), "coefficients": list(coefficients),
                              "intercept": intercept}
-    else:
-        print(f"{model}: no recall rows in {rows_dir}: cut-offs only", file=sys.stderr)
     return out
 
 
