@@ -237,8 +237,9 @@ def child(setting: str, args: argparse.Namespace) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"hebbs-models-{setting}-"))
     try:
         data = shared("data/locomo-dev")
-        conversations = [c for c in locomo.load(data) if c["name"] in set(args.conversations)]
-        raws = {c["name"]: json.loads((data / f"{c['name']}.json").read_text()) for c in conversations}
+        every = locomo.load(data)
+        conversations = [c for c in every if c["name"] in set(args.conversations)]
+        raws = {c["name"]: json.loads((data / f"{c['name']}.json").read_text()) for c in every}
         if args.reuse:  # vaults of this model an earlier run built (their indexing is not timed again)
             shutil.copytree(args.reuse, work / "answers", dirs_exist_ok=True)
         for conv in conversations:  # as bench_abstention's build_vaults, with this setting's model
@@ -259,8 +260,12 @@ def child(setting: str, args: argparse.Namespace) -> dict:
         turns = sum(len(c["turns"]) for c in conversations)
         # The notes vault holds Hugo's docs alone: docs_cues' answerable cues (about hebbs) are not
         # answerable there, its unanswerable ones stay so.
-        rows = [r for r in ab.cues(conversations, raws)
-                if not (r["vault"].startswith("notes") and (args.no_notes or r["answerable"] and "Hugo" not in r["kind"]))]
+        # --cross-all: the other conversations' questions are asked of these vaults as unanswerable cues
+        # (as bench_abstention does with all five) without building the other vaults.
+        asked = ab.cues(every if args.cross_all else conversations, raws)
+        built = {f"locomo-{c['name']}" for c in conversations}
+        rows = [r for r in asked if (r["vault"] in built or r["vault"].startswith("notes"))
+                and not (r["vault"].startswith("notes") and (args.no_notes or r["answerable"] and "Hugo" not in r["kind"]))]
         t = time.perf_counter()
         _answer_rows(engine_open, work / "answers", rows)
         out["recalls"] = {"n": len(rows), "s": time.perf_counter() - t}
@@ -283,7 +288,7 @@ def child(setting: str, args: argparse.Namespace) -> dict:
         if passages:
             out["indexing"] = {"passages": passages, "s": sum(s for _, s in indexing),
                                "per_s": passages / sum(s for _, s in indexing)}
-        if not cue_graph:  # the daemon serves the model's own cue graph
+        if not cue_graph and not args.no_daemon:  # the daemon serves the model's own cue graph
             out["daemon"] = _daemon(model, work / "daemon")
             print(f"[{setting}] daemon: {json.dumps(out['daemon'])}", file=sys.stderr)
     finally:
@@ -387,6 +392,9 @@ def main() -> None:
     parser.add_argument("--note", action="append", default=[], help="a line to add under the data (what a "
                         "setting left out and why)")
     parser.add_argument("--no-notes", action="store_true", help="leave the notes vault out (its rows too)")
+    parser.add_argument("--no-daemon", action="store_true", help="leave the daemon's docs/ index out")
+    parser.add_argument("--cross-all", action="store_true", help="ask every other LoCoMo dev conversation's "
+                        "questions as unanswerable cues, not only those of --conversations")
     parser.add_argument("--no-documents", action="store_true", help="leave CISI and MEDLINE out")
     parser.add_argument("--reuse", type=Path, help="a folder of this model's LoCoMo vaults (locomo-N) built before")
     parser.add_argument("--keep", type=Path, help="also keep each setting's figures (SETTING.json) here")
