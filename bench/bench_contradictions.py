@@ -42,6 +42,7 @@ from bench.datasets import pairs
 from bench.datasets.locomo import load
 from bench.harness import shared
 
+from hebbs.models import calibration
 from hebbs.workflows import contradiction_check as cc
 from hebbs.workflows.contradiction_check import subject_of
 
@@ -72,7 +73,7 @@ def collect(workdir: Path, data: Path, out: Path) -> None:
                 for mid, m in memories.items():
                     for other, sim in engine.neighbors(mid, 5):
                         pair = frozenset((mid, other))
-                        if sim < cc.MIN_SIMILARITY or pair in seen:
+                        if sim < calibration(engine.embedder.model_id).contradiction_similarity or pair in seen:
                             continue
                         seen.add(pair)
                         b = memories[other]

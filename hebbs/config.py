@@ -147,8 +147,8 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # diversity surfaces the other evidence turns a question needs; 0.7 and below pushed relevant turns out.
     mmr_lambda: float = 0.9
     # With MMR on (lambda below 1), a candidate this similar (cosine) to one already picked is a restatement of it,
-    # and comes after every result that is not.
-    duplicate_similarity: float = 0.95
+    # and comes after every result that is not. Unset: the model's own (hebbs.models.calibration; 0.95 under MiniLM).
+    duplicate_similarity: float | None = None
     # Analogical recall: weight of embedding similarity against structural similarity.
     analogical_alpha: float = 0.5
     # On: a cue of several sentences is embedded as the mean of its sentences' embeddings (recall.query.
@@ -159,8 +159,9 @@ class RecallConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # searches the cue's own embedding, the plain vector search a caller compares with hnswlib.
     cue_by_sentence: bool = False
     # A recall whose best result's confidence is below this abstains: "nothing relevant known"
-    # (hebbs/recall/confidence.py; the default was chosen on data, docs/honesty.md).
-    abstain_threshold: float = DEFAULT_ABSTAIN_THRESHOLD
+    # (hebbs/recall/confidence.py; the default was chosen on data, docs/honesty.md). Unset: the one fitted
+    # with the vault's model's calibration (hebbs.models.calibration; DEFAULT_ABSTAIN_THRESHOLD under MiniLM).
+    abstain_threshold: float | None = None
     # The query log (`hebbs queries`, the panel's Queries page) keeps at most this many recalls, the
     # newest, and none older than query_log_days: every recall adds one entry (a few hundred bytes), so
     # a daemon serving an agent for months would otherwise grow it without end. Nothing else reads it:
@@ -243,8 +244,9 @@ class ContradictionsConfig(msgspec.Struct, kw_only=True, frozen=True, forbid_unk
     check_on_remember: bool = True
     # Few neighbours keep the check cheap: a conflicting claim is nearly always among the closest.
     neighbors: int = 5
-    # Only neighbours at least this similar (cosine) are compared.
-    min_similarity: float = 0.5
+    # Only neighbours at least this similar (cosine) are compared. Unset: the model's own
+    # (hebbs.models.calibration; 0.5 under MiniLM).
+    min_similarity: float | None = None
     # Pairs whose confidence is above this are queued for review (docs/contradictions.md).
     threshold: float = 0.35
 
@@ -569,10 +571,10 @@ ef_search = 50
 recency_window = "half_life"     # or a number of days, the same for every memory
 untyped_recency_days = 730.0     # the window of a memory without a type of its own
 mmr_lambda = 0.9                # 1 = score order, lower = more diverse, 0 = diversity alone after the best
-duplicate_similarity = 0.95
+# duplicate_similarity = 0.95    # MiniLM's; unset, each model's own (docs/embedding.md)
 analogical_alpha = 0.5
 cue_by_sentence = false         # true: a paragraph cue is the mean of its sentences (a pass of the model each)
-# abstain_threshold = %ABSTAIN%  # goes with the calibration in hebbs/recall/confidence.py: set it only to override
+# abstain_threshold = %ABSTAIN%  # MiniLM's; unset, the one fitted with the model's calibration: set it only to override
 query_log_keep = 10000          # the query log keeps the newest recalls, at most this many
 query_log_days = 90.0           # and none older than this
 
@@ -616,6 +618,7 @@ status = 3.0
 [contradictions]
 check_on_remember = true
 neighbors = 5
+# min_similarity = 0.5            # MiniLM's; unset, each model's own (docs/embedding.md)
 
 # Where reflect-commit and contradiction reviews write notes, inside the notes folder (a vault indexed from one).
 [notes]

@@ -605,9 +605,10 @@ def abstain_threshold_section() -> str:
     from hebbs.config import DEFAULT_ABSTAIN_THRESHOLD
 
     return (f"The default threshold is **{DEFAULT_ABSTAIN_THRESHOLD}** (`recall.abstain_threshold`; "
-            "`DEFAULT_ABSTAIN_THRESHOLD` in hebbs/config.py): a recall whose best confidence is below it "
-            "abstains. A vault's config.toml can set its own; every answer says the one it was held against "
-            "(`threshold`).")
+            "`DEFAULT_ABSTAIN_THRESHOLD` in hebbs/config.py) for a vault of all-MiniLM-L6-v2: a recall whose best "
+            "confidence is below it abstains. A vault of another model uses the threshold fitted with that model's "
+            "calibration (hebbs/models/registry.toml, docs/embedding.md). A vault's config.toml can set its own; "
+            "every answer says the one it was held against (`threshold`).")
 
 
 SECTIONS = {

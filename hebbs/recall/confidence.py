@@ -328,7 +328,8 @@ def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], fl
 def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[str]],
            background: float, doc_freq: Callable[[list[str]], dict[str, int]], docs: int,
            word_ranks: Mapping[str, int] | None = None, in_time: Sequence[bool] | None = None,
-           reading: CueReading | None = None) -> Judgement:
+           reading: CueReading | None = None,
+           calibration: tuple[Sequence[float], float] | None = None) -> Judgement:
     """The judgement of each candidate, in order: how likely it is relevant to the cue.
 
     The candidates are all that the recall considered (its best CONSIDERED by fused relevance, and
@@ -377,11 +378,12 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
     best_cosine = max((row[0] for row in rows), default=0.0)
     best_coverage = max((row[2] for row in rows), default=0.0)
     confidences = []
-    c = COEFFICIENTS
+    # The vault's model's own (hebbs.models.calibration), else these, fitted on MiniLM's cosines.
+    c, intercept = calibration if calibration is not None else (COEFFICIENTS, INTERCEPT)
     for row in rows:
         row[5] = row[0] - best_cosine
         row[6] = row[2] - best_coverage
-        z = (INTERCEPT + c[0] * row[0] + c[1] * row[1] + c[2] * row[2] + c[3] * row[3] + c[4] * row[4]
+        z = (intercept + c[0] * row[0] + c[1] * row[1] + c[2] * row[2] + c[3] * row[3] + c[4] * row[4]
              + c[5] * row[5] + c[6] * row[6] + c[7] * row[7])
         confidences.append(round(_logistic(z), 4))
     words = [chunk.strip(_PUNCTUATION) for chunk in unseen]

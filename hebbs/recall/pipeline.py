@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import validate
 from ..errors import InvalidInput, NotFound
+from ..models import calibration
 from ..schema import (Memory, Origin, RecallResult, RecallResults, ScoreComponents, ScoringWeights, TimeUnderstood)
 from ..core.memory_text import lexical_text
 from ..core.open_vault import OpenVault, now_us
@@ -177,6 +178,17 @@ def run_strategies(vault: OpenVault, names: set[str], query: Query) -> tuple[rc.
     return candidates, notes
 
 
+def calibrated_confidence(vault: OpenVault) -> tuple[tuple[Sequence[float], float] | None, float]:
+    """The vault's model's confidence calibration (None: confidence.py's own, fitted on MiniLM) and the
+    threshold that goes with it, unless the vault's config sets one."""
+    own = calibration(vault.embedder.model_id)
+    fitted = own.confidence_for(confidence.FEATURES)
+    configured = vault.config.recall.abstain_threshold
+    if configured is not None:
+        return fitted, configured
+    return fitted, own.abstain_threshold if fitted is not None else confidence.DEFAULT_THRESHOLD
+
+
 def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vector: np.ndarray,
                      vectors: dict[str, np.ndarray] | None = None, considered: Sequence[str] = (),
                      cosines: dict[str, float] | None = None, embed: Callable[[str], np.ndarray] | None = None,
@@ -207,13 +219,15 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
     in_time = (None if understood is None
                else [understood.start <= m.created_at <= understood.end for m in memories])
     mean = background.vault_mean(vault)
+    fitted, threshold = calibrated_confidence(vault)
     judged = confidence.assess(cue, [known[mid] for mid in ids],
                                [lexical.terms_of(lexical_text(m)) for m in memories],
                                float(np.dot(cue_vector, mean)) if mean is not None else 0.0,
                                lexical.doc_freqs, max(1, lexical.count()),
-                               word_ranks=vault.embedder.word_ranks(), in_time=in_time, reading=reading)
+                               word_ranks=vault.embedder.word_ranks(), in_time=in_time, reading=reading,
+                               calibration=fitted)
     confidences = judged.confidences
-    answer.threshold = vault.config.recall.abstain_threshold
+    answer.threshold = threshold
     unseen = judged.unseen if embed is not None else []
     sure = [i for i, c in enumerate(confidences) if c >= answer.threshold] if unseen else []
     capped = set()
@@ -330,7 +344,8 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
         # neighbour support has not read already; the confidence step reads none of them again.
         pool_vectors = cached_vectors(vault, {} if vectors is None else vectors, pool_ids)
         order = rc.mmr_order([score for score, _, _ in pool], pool_vectors, lam, top_k,
-                             config.recall.duplicate_similarity)
+                             calibration(vault.embedder.model_id).duplicate_similarity
+                             if config.recall.duplicate_similarity is None else config.recall.duplicate_similarity)
         ranked = [pool[i] for i in order]
     else:
         # Room for superseded memories that will be moved below their successors.

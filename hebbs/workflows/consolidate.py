@@ -3,7 +3,8 @@
 The test (docs/consolidation.md, measured by bench/bench_consolidation.py) needs all of:
 - the same entity and kind, neither superseded, and the same context type unless the text is the very
   same (then the context is only what came with it: one memory, which keeps the type);
-- near-identical meaning: cosine of the embeddings >= MIN_COSINE;
+- near-identical meaning: cosine of the embeddings >= the model's restatement_cosine (hebbs.models.calibration:
+  0.9 under MiniLM, fitted per model);
 - near-identical wording: word-set Jaccard >= MIN_JACCARD, and words only added or dropped, none
   replaced, and only light words at that (function words, intensifiers, discourse markers: "As I
   said, ..." restates; "... with my dad" tells something new);
@@ -25,6 +26,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from hebbs.errors import InvalidInput
+from hebbs.models import Calibration, calibration
 from hebbs.schema import ConsolidationGain, EdgeType, Memory, MemoryKind
 from hebbs.index.lexical import STOPWORDS
 from hebbs.core.open_vault import OpenVault, now_us
@@ -35,7 +37,6 @@ from .contradiction_check import ANTONYMS, stem
 from .revise import get
 from .synonyms import form, synonyms
 
-MIN_COSINE = 0.9
 MIN_JACCARD = 0.6
 # A restatement adds this much importance (capped at 1): said again, it matters a little more.
 IMPORTANCE_STEP = 0.05
@@ -134,8 +135,8 @@ def same_order(a: str, b: str) -> bool:
     return list(dict.fromkeys(w for w in wa if w in shared)) == list(dict.fromkeys(w for w in wb if w in shared))
 
 
-def is_restatement(new_text: str, old_text: str, cosine: float) -> bool:
-    return (cosine >= MIN_COSINE and jaccard(new_text, old_text) >= MIN_JACCARD
+def is_restatement(new_text: str, old_text: str, cosine: float, least_cosine: float) -> bool:
+    return (cosine >= least_cosine and jaccard(new_text, old_text) >= MIN_JACCARD
             and no_substitution(new_text, old_text) and same_guards(new_text, old_text)
             and same_order(new_text, old_text))
 
@@ -145,13 +146,13 @@ def same_text(a: str, b: str) -> bool:
     return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
 
 
-def restates(new: Memory, old: Memory, cosine: float) -> bool:
+def restates(new: Memory, old: Memory, cosine: float, least_cosine: float) -> bool:
     """Whether new restates old. A different context type is a different memory to decay (a "fact"
     folded into an untyped copy faded in 30 days instead of 180), unless the text is the very same:
     then it is one memory, which keeps the type (merge() carries the context over)."""
     if _context_type(new) != _context_type(old) and not same_text(new.content, old.content):
         return False
-    return is_restatement(new.content, old.content, cosine)
+    return is_restatement(new.content, old.content, cosine, least_cosine)
 
 
 # Paraphrases: the same fact in other words ("the flight leaves at 07:40" / "departs at 07:40"),
@@ -160,10 +161,8 @@ def restates(new: Memory, old: Memory, cosine: float) -> bool:
 # has the figures). Whole-sentence cosine cannot tell a synonym from an antonym (starts/ends 0.92,
 # leaves/departs 0.91), so what decides is what the two texts do not share: the same guard tokens
 # and units in any order, no antonym swapped in, no change of tense, and replaced words that both
-# tests below accept.
-PARAPHRASE_COSINE = 0.90
-# A text that only adds words to the other ("is located on" / "is on") must be this close to it.
-PARAPHRASE_ADDED = 0.95
+# tests below accept. The least cosine of a paraphrase, and of one that only adds words to the other
+# ("is located on" / "is on"), are the model's (hebbs.models.calibration: 0.90 and 0.95 under MiniLM).
 # Replaced words: how much of the closeness that masking them loses the other text's words bring back
 # (the smaller of the two ways round). A synonym brings nearly all of it back; an antonym or a sibling
 # (weekdays / weekends) less. Sentence cosine alone ranks them the other way as often as not.
@@ -246,9 +245,10 @@ def _synonym_swaps(wa: list[str], wb: list[str]) -> bool:
                and not {x, y} & (STOPWORDS | _RELATIONS) and synonyms(x, y) for x, y in swaps)
 
 
-def is_paraphrase(embed, a: str, b: str, cosine: float) -> bool:
-    """Whether b says a's fact in other words. `embed(texts)` gives one vector per text."""
-    if cosine < PARAPHRASE_COSINE or not _same_guard_counts(a, b):
+def is_paraphrase(embed, a: str, b: str, cosine: float, cal: Calibration) -> bool:
+    """Whether b says a's fact in other words. `embed(texts)` gives one vector per text, under the model
+    `cal` was fitted for."""
+    if cosine < cal.paraphrase_cosine or not _same_guard_counts(a, b):
         return False
     wa, wb = words(a), words(b)
     only_a, only_b = set(wa) - set(wb), set(wb) - set(wa)
@@ -263,7 +263,7 @@ def is_paraphrase(embed, a: str, b: str, cosine: float) -> bool:
     if _synonym_swaps(wa, wb):
         return True
     if not only_a or not only_b:
-        return cosine >= PARAPHRASE_ADDED and not (only_a | only_b) & _NOT_LIGHT
+        return cosine >= cal.paraphrase_added_cosine and not (only_a | only_b) & _NOT_LIGHT
     if (only_a | only_b) <= STOPWORDS | _RELATIONS:
         return False  # only function words replaced: "open until 10pm" / "open from 10pm"
     va, vb, ma, mb = (v / np.linalg.norm(v) for v in np.asarray(
@@ -282,6 +282,7 @@ def is_paraphrase(embed, a: str, b: str, cosine: float) -> bool:
 def find_restated(vault: OpenVault, memory: Memory, vector: np.ndarray, exclude: Iterable[str] = ()) -> str | None:
     """The id of the existing memory that `memory` restates, or None."""
     skip = set(exclude) | {memory.id}
+    least = calibration(vault.embedder.model_id).restatement_cosine
 
     def allowed(mid: str) -> bool:
         entry = vault.entry(mid)
@@ -290,7 +291,7 @@ def find_restated(vault: OpenVault, memory: Memory, vector: np.ndarray, exclude:
 
     for mid, cosine in vault.similar(vector, _NEIGHBOURS, allowed):
         old = vault.memory(mid)
-        if old is not None and restates(memory, old, cosine):
+        if old is not None and restates(memory, old, cosine, least):
             return mid
     return None
 
@@ -368,6 +369,7 @@ def sweep_pairs(vault: OpenVault) -> list[tuple[str, str]]:
     folded away: its file would bring it back at the next index."""
     folded: set[str] = set()
     pairs: list[tuple[str, str]] = []
+    least = calibration(vault.embedder.model_id).restatement_cosine
     live = sorted(((mid, e) for mid, e in vault.entries()
                    if e.kind != MemoryKind.REVISION and e.superseded_by is None), key=lambda x: (x[1].created_at, x[0]))
     for mid, entry in live:
@@ -386,7 +388,7 @@ def sweep_pairs(vault: OpenVault) -> list[tuple[str, str]]:
 
         for other, cosine in vault.similar(vector, _SWEEP_NEIGHBOURS, newer_peer):
             restatement = vault.memory(other)
-            if restatement is not None and (restates(restatement, memory, cosine)
+            if restatement is not None and (restates(restatement, memory, cosine, least)
                                             or _paraphrases(vault, restatement, memory, cosine)):
                 pairs.append((other, mid))
                 folded.add(other)
@@ -396,7 +398,8 @@ def sweep_pairs(vault: OpenVault) -> list[tuple[str, str]]:
 def _paraphrases(vault: OpenVault, new: Memory, old: Memory, cosine: float) -> bool:
     kind = _context_type(old)
     return (kind == _context_type(new) and kind not in FROZEN_TYPES
-            and is_paraphrase(vault.embedder.embed_documents, old.content, new.content, cosine))
+            and is_paraphrase(vault.embedder.embed_documents, old.content, new.content, cosine,
+                              calibration(vault.embedder.model_id)))
 
 
 def sweep(vault: OpenVault, *, dry_run: bool = False) -> list[tuple[str, str]]:

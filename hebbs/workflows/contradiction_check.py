@@ -16,13 +16,13 @@ import msgspec
 from ulid import ULID
 
 from ..errors import NotFound
+from ..models import calibration
 from ..schema import Memory, PendingContradiction
 
 __all__ = ["Verdict", "classify", "find_candidates", "subject_of", "stem", "ANTONYMS", "MAX_CONFIDENCE", "THRESHOLD"]
 
 MAX_CONFIDENCE = 0.75
 THRESHOLD = 0.35
-MIN_SIMILARITY = 0.5
 NEIGHBORS = 10
 
 W_ANTONYM = 0.45
@@ -438,14 +438,18 @@ def _quote(text: str, limit: int = 160) -> str:
 
 
 def find_candidates(engine: Any, memory_ids: Iterable[str], *, k: int = NEIGHBORS,
-                    min_similarity: float = MIN_SIMILARITY, threshold: float = THRESHOLD,
+                    min_similarity: float | None = None, threshold: float = THRESHOLD,
                     skip: Callable[[Memory, Memory], bool] | None = None,
                     progress: Callable[[int, int], None] | None = None) -> list[PendingContradiction]:
     """Contradiction candidates between each given memory and its k nearest neighbours.
 
     `engine` is a hebbs Engine (neighbors, get). `skip(a, b)` drops pairs that are not worth judging
     (for a vault: two chunks of one section, which overlap by design). Each unordered pair is judged once.
+    `min_similarity`: the least cosine of a neighbour worth judging, by default the model's own
+    (hebbs.models.calibration: 0.5 under MiniLM).
     """
+    if min_similarity is None:
+        min_similarity = calibration(engine.embedder.model_id).contradiction_similarity
     ids = list(dict.fromkeys(memory_ids))
     memories: dict[str, Memory | None] = {}
     # Each memory is read and split into sentences once per call, however often it is a neighbour.
