@@ -1,0 +1,139 @@
+"""What is true now (issue 41, findings 1-4; docs/honesty.md "What is true now"): a changed value kept
+as a change, the newer value first and marked current, confirmed conflicts marked at every door, and
+recall as of a point in time. Through a real daemon, with the SDK and the CLI; the engine-level test
+of the point in time runs on both stores (RocksDB and PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from hebbs import Client, Engine
+
+if TYPE_CHECKING:
+    from daemon_fixtures import DaemonHome
+
+pytest_plugins = ["daemon_fixtures"]
+
+DAY_US = 86_400 * 1_000_000
+UNRELATED = ["The user lives in Lisbon", "The user works as a data engineer", "The user prefers tea over coffee",
+             "The user drives a blue Toyota", "The user plays the piano on weekends"]
+# (older value, newer value, the cue): SKILL.md's own example and the two others issue 41 found.
+CHANGES = [("The user has 2 cats named Miso and Tofu", "The user has 3 cats named Miso and Tofu",
+            "how many cats does the user have"),
+           ("The on-call phone extension is 4411", "The on-call phone extension is 4412",
+            "what is the on-call extension"),
+           ("Our API rate limit is 100 requests per minute", "Our API rate limit is 200 requests per minute",
+            "what is the API rate limit")]
+
+
+def _remember_timeline(client: Client, now: int) -> None:
+    client.remember_many([{"content": t, "created_at": now - 40 * DAY_US} for t in UNRELATED])
+    for older, newer, _ in CHANGES:
+        # The older value is worded exactly as the newer and only a little older: nothing but the
+        # change itself can put the newer first.
+        client.remember(older, created_at=now - 3 * DAY_US)
+        client.remember(newer, created_at=now - 2 * DAY_US)
+
+
+def _cli_recall(daemon: DaemonHome, where: list[str], cue: str, *extra: str) -> dict[str, Any]:
+    done = daemon.hebbs("recall", cue, "--top-k", "3", "--format", "json", *where, *extra)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("where", ["global", "project"])
+def test_a_changed_value_is_kept_as_a_change_newest_first(shared_daemon: DaemonHome, project: Path,
+                                                          where: str) -> None:
+    """Findings 1 and 2: `recall CUE --top-k 3` showed one of the two values (MMR took the other for
+    a restatement), sometimes the older first, and nothing said which is current. Now the newer is
+    rank 1 and current, the older right below it, marked as the older value with the newer's id."""
+    now = time.time_ns() // 1000
+    client = shared_daemon.client(global_=True) if where == "global" else shared_daemon.client(vault=project)
+    args = ["--global"] if where == "global" else ["--vault", str(project)]
+    with client:
+        _remember_timeline(client, now)
+        for older, newer, cue in CHANGES:
+            found = client.recall(cue, top_k=3)
+            contents = [r.memory.content for r in found]
+            assert contents[:2] == [newer, older], (cue, contents)
+            first, second = found[0], found[1]
+            assert first.current and first.newer is None and not first.marks
+            assert not second.current and second.newer == first.memory.id
+            assert second.memory.newer_value == first.memory.id and second.memory.valid_until == first.memory.created_at
+            assert any(m.startswith("older value: ") and first.memory.id in m for m in second.marks), second.marks
+            # The command line shows the same, in JSON and in its table.
+            shown = _cli_recall(shared_daemon, args, cue)
+            assert [r["memory"]["content"] for r in shown["results"]][:2] == [newer, older]
+            assert shown["results"][0]["current"] is True and shown["results"][1]["current"] is False
+            assert shown["results"][1]["newer"] == first.memory.id
+            table = shared_daemon.hebbs("recall", cue, "--top-k", "3", *args).stdout
+            assert "[older value " in table and "is no longer current" in table, table
+
+
+def test_recall_as_of_a_time_returns_what_was_true_then(shared_daemon: DaemonHome, project: Path) -> None:
+    """Finding 4: `--now 2026-06-01` returned a memory created in December and hid what was true in
+    June. `--as-of` leaves out what was created later and makes the value of then the current one;
+    `--now` stays the clock for recency and time words, and hides nothing (one meaning each)."""
+    june, december = 1_780_272_000_000_000, 1_796_083_200_000_000  # 2026-06-01, 2026-12-01 (UTC)
+    with shared_daemon.client(vault=project) as client:
+        client.remember_many([{"content": t, "created_at": june - 40 * DAY_US} for t in UNRELATED])
+        old = client.remember("The user has 2 cats named Miso and Tofu", created_at=june - 30 * DAY_US)
+        new = client.remember("The user has 3 cats named Miso and Tofu", created_at=december)
+        cue = "how many cats does the user have"
+        then = client.recall(cue, top_k=3, as_of="2026-06-01")
+        assert then.ids()[0] == old.id and new.id not in then.ids()
+        assert then[0].current and not then[0].marks
+        today = client.recall(cue, top_k=3)
+        assert today.ids()[:2] == [new.id, old.id] and not today[1].current
+        clock_only = client.recall(cue, top_k=3, now="2026-06-01")
+        assert new.id in clock_only.ids()  # --now is the clock, not a point in time
+        shown = _cli_recall(shared_daemon, ["--vault", str(project)], cue, "--as-of", "2026-06-01")
+        assert shown["results"][0]["memory"]["id"] == old.id
+        assert new.id not in [r["memory"]["id"] for r in shown["results"]]
+        help_text = shared_daemon.hebbs("recall", "--help").stdout
+        assert "--as-of" in help_text and "hides nothing" in " ".join(help_text.split())
+
+
+def test_a_confirmed_conflict_is_marked_at_every_door(shared_daemon: DaemonHome, project: Path) -> None:
+    """Finding 3: after a `contradiction` verdict both facts came back unflagged. Now each result
+    names the other (conflicts_with, and a mark) in the SDK, the CLI's JSON and table."""
+    with shared_daemon.client(vault=project) as client:
+        client.remember_many([{"content": t} for t in UNRELATED])
+        a = client.remember("Acme uses Salesforce as its CRM")
+        b = client.remember("Acme does not use Salesforce as its CRM")
+        pending = [p for p in client.contradiction_prepare().candidates
+                   if {p.memory_a.id, p.memory_b.id} == {a.id, b.id}]
+        assert pending, "the checker queues the pair"
+        client.contradiction_commit([{"pending_id": pending[0].pending_id, "verdict": "contradiction"}])
+        found = client.recall("Does Acme use Salesforce?", top_k=3)
+        by_id = {r.memory.id: r for r in found}
+        assert {a.id, b.id} <= set(by_id)
+        assert by_id[a.id].conflicts_with == [b.id] and by_id[b.id].conflicts_with == [a.id]
+        assert all(any("conflicts with" in m for m in by_id[x].marks) for x in (a.id, b.id))
+        shown = _cli_recall(shared_daemon, ["--vault", str(project)], "Does Acme use Salesforce?")
+        assert {r["memory"]["id"]: r["conflicts_with"] for r in shown["results"]}[a.id] == [b.id]
+        table = shared_daemon.hebbs("recall", "Does Acme use Salesforce?", "--top-k", "3", "--vault",
+                                    str(project)).stdout
+        assert "[conflicts with" in table
+
+
+def test_as_of_on_both_stores(engine: Engine) -> None:
+    """The point in time reads only record fields (valid_until, newer_value, superseded_by) that
+    both stores keep (run on each, conftest's BOTH_STORES): a value superseded after the time is the
+    current one then, and one replaced before it is gone."""
+    t0 = 1_750_000_000_000_000
+    first = engine.remember("The staging database runs Postgres 14", created_at=t0)
+    second = engine.remember("The staging database runs Postgres 15", created_at=t0 + 10 * DAY_US,
+                             supersedes=[first.id])
+    third = engine.remember("The staging database runs Postgres 16", created_at=t0 + 20 * DAY_US,
+                            supersedes=[second.id])
+    cue = "which Postgres does staging run"
+    assert engine.recall(cue, top_k=3, as_of=t0 + 5 * DAY_US).ids() == [first.id]
+    assert engine.recall(cue, top_k=3, as_of=t0 + 15 * DAY_US).ids() == [second.id]
+    assert engine.recall(cue, top_k=3).ids() == [third.id]
+    assert engine.recall(cue, top_k=3, as_of=t0 - DAY_US).ids() == []
+    assert engine.get(first.id).valid_until == second.created_at
