@@ -675,7 +675,9 @@ class Forget(_Command, tag="forget"):
                     "strategies": Arg("how to search: similarity (meaning), lexical (exact words and identifiers), "
                                       "temporal (newest first), causal (along cause edges), analogical, associative "
                                       "(used together); default: lexical and similarity fused, which suits nearly "
-                                      "every question")},
+                                      "every question"),
+                    "as_of": Arg("what was true at this time, ISO 8601 (e.g. 2026-06-01): memories created later are "
+                                 "left out and a value changed later counts as current (default: now)")},
               route="read", view="results"),
          Mcp("List the most recent memories, newest first, from both brains by default. Call it when the user "
              "asks what happened lately or what you stored recently, or to review a time span (since, until) "

@@ -183,6 +183,12 @@ def print_memory(memory: Memory, out: TextIO | None = None, *, last_restated_at:
         fields.append(("source", memory.source.file_path + (f" ({heading})" if heading else "") + diverged))
     if memory.superseded_by:
         fields.append(("superseded by", memory.superseded_by))
+    if memory.newer_value:
+        fields.append(("older value", f"{memory.value_change or 'changed'}, newer: {memory.newer_value}"))
+    if memory.valid_until is not None:
+        fields.append(("true until", when(memory.valid_until)))
+    if memory.conflicts_with:
+        fields.append(("conflicts with", ", ".join(memory.conflicts_with)))
     if memory.revision_of:
         fields.append(("revision of", memory.revision_of))
     pad = max(len(name) for name, _ in fields)

@@ -37,7 +37,7 @@ IMPORT_KEY_PREFIX = "import:"
 RECORDS = ("header", "memory", "link", "edge", "access", "pending", "file", "original")
 EMBED_SPAN = 512
 # Each memory's links to others: renamed through the import's id map.
-LINKS = ("superseded_by", "revision_of", "restatement_of")
+LINKS = ("superseded_by", "revision_of", "restatement_of", "newer_value")
 
 
 def export_records(vault: OpenVault) -> Iterator[dict[str, Any]]:
@@ -169,7 +169,8 @@ def _map_ids(vault: OpenVault, memories: list[Memory], keys: dict[str, str], sum
 
 def _write_memories(vault: OpenVault, chunk: list[Memory], keys: dict[str, str], ids: dict[str, str]) -> None:
     # Links to other memories are set afterwards (_write_links), once every memory has its new id.
-    renamed = [msgspec.structs.replace(old, id=ids[old.id], consolidated=False, **{k: None for k in LINKS})
+    renamed = [msgspec.structs.replace(old, id=ids[old.id], consolidated=False, **{k: None for k in LINKS},
+                                       conflicts_with=sorted(ids[o] for o in old.conflicts_with if o in ids))
                for old in chunk]
     vectors = np.asarray(vault.embedder.embed_documents([embedding_text(m) for m in renamed]))
     writes = WriteSet()
