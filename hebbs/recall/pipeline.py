@@ -338,7 +338,7 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
         # neighbour support has not read already; the confidence step reads none of them again.
         pool_vectors = cached_vectors(vault, {} if vectors is None else vectors, pool_ids)
         index = {mid: i for i, mid in enumerate(pool_ids)}
-        apart = [(index[a], index[b]) for a, others in partners.items() for b in others if b in index]
+        apart = [(index[a], index[b]) for a, others in partners.items() if a in index for b in others if b in index]
         order = rc.mmr_order([score for score, _, _ in pool], pool_vectors, lam, top_k,
                              config.recall.duplicate_similarity, apart)
         ranked = [pool[i] for i in order]

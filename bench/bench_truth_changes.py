@@ -1,0 +1,132 @@
+"""Facts over time (issue 41, findings 1-4): changed values, conflicts and point-in-time recall, with and without the links.
+
+Each case of bench/datasets/truth_changes.jsonl (datasets/truth_changes.py says its fields) is a
+vault of its own: its memories stored in order with their times, then its cue recalled with top_k 3
+(the question an agent asks), in two configurations over the same memories in the same run:
+
+    without   remember with the contradiction check off: no value is linked to a newer one, so recall
+              ranks and diversifies the two values as before the links existed; a point-in-time case
+              asks with `now=AS_OF` (what `--now` was taken for)
+    with      the default: a newer value is linked on the older record when remembered, recall keeps
+              both, the newer first and marked current; a point-in-time case asks with `as_of=AS_OF`
+
+Printed per category: newest value at rank 1, older value reachable (in the top 3), older marked
+(current false), conflict marked (both shown, each naming the other), point in time correct (the
+value of then at rank 1, nothing created later shown); and the precision of the automatic link: the
+links made on `change` cases over all links made on `change` and `not_a_change` cases.
+
+    .venv/bin/python -m bench.bench_truth_changes [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from bench.datasets import truth_changes
+from hebbs import Engine
+from hebbs.embedding.embed import Embedder, get_embedder
+from hebbs.validate import timestamp_us
+
+TOP_K = 3
+
+
+def run_case(case: dict[str, Any], linked: bool, embedder: Embedder, scratch: Path) -> dict[str, Any]:
+    folder = Path(tempfile.mkdtemp(dir=scratch))
+    engine = Engine.open(folder / "vault", embedder=embedder)
+    try:
+        ids: dict[str, str] = {}
+        for m in case["memories"]:
+            [stored] = engine.remember_many([{"content": m["content"], "created_at": timestamp_us(m["at"], "at")}],
+                                            check_contradictions=linked)
+            ids[m["content"]] = stored.id
+        links = sum(1 for mid in ids.values() if engine.get(mid).newer_value is not None)
+        if case["category"] == "conflict":
+            pair = {ids[t] for t in case["conflicting"]}
+            pending = [p.id for p in engine.pending() if {p.memory_a, p.memory_b} == pair]
+            if pending:
+                engine.contradiction_commit([{"pending_id": pending[0], "verdict": case["verdict"]}])
+            else:  # the checker did not queue it: an agent's verdict is an edge it adds by hand
+                a, b = sorted(pair)
+                engine.add_edge(a, "CONTRADICTS", b)
+        options: dict[str, Any] = {}
+        if "as_of" in case:
+            options = {"as_of": case["as_of"]} if linked else {"now": case["as_of"]}
+        found = engine.recall(case["cue"], top_k=TOP_K, **options)
+        shown = [r.memory.id for r in found]
+        out: dict[str, Any] = {"links": links}
+        if case["category"] in ("change", "point_in_time"):
+            current = ids[case["current"]]
+            out["newest_first"] = bool(shown) and shown[0] == current
+            older = [ids[t] for t in case["older"]]
+            if older:
+                out["older_reachable"] = all(o in shown for o in older[-1:])
+                out["older_marked"] = all(not r.current for r in found if r.memory.id in older)
+            if case["category"] == "point_in_time":
+                out["nothing_later"] = not any(ids[t] in shown for t in case["absent"])
+                out["point_in_time"] = out["newest_first"] and out["nothing_later"]
+        elif case["category"] == "conflict":
+            a, b = (ids[t] for t in case["conflicting"])
+            by_id = {r.memory.id: r for r in found}
+            out["both_shown"] = a in by_id and b in by_id
+            out["conflict_marked"] = out["both_shown"] and by_id[a].conflicts_with == [b] and by_id[b].conflicts_with == [a]
+        else:
+            out["both_current"] = all(r.current for r in found)
+        return out
+    finally:
+        engine.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="bench_truth_changes.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=None, help="the first N cases of each category only")
+    args = parser.parse_args()
+    cases = truth_changes.load()
+    if args.limit:
+        per: dict[str, int] = defaultdict(int)
+        cases = [c for c in cases if (per.__setitem__(c["category"], per[c["category"]] + 1) or per[c["category"]])
+                 <= args.limit]
+    embedder = get_embedder()
+    scratch = Path(tempfile.mkdtemp(prefix="hbtruth"))
+    started = time.perf_counter()
+    try:
+        totals: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
+        links = {mode: {"change": 0, "not_a_change": 0} for mode in ("without", "with")}
+        by_kind: dict[tuple[str, str], list[bool]] = defaultdict(list)
+        for case in cases:
+            for mode in ("without", "with"):
+                got = run_case(case, mode == "with", embedder, scratch)
+                if case["category"] in links[mode]:
+                    links[mode][case["category"]] += got["links"]
+                for name, value in got.items():
+                    if name != "links":
+                        totals[(case["category"], name, mode)].append(bool(value))
+                if mode == "with" and case["category"] == "change":
+                    by_kind[(case["value_kind"], "newest_first")].append(bool(got["newest_first"]))
+                    by_kind[(case["value_kind"], "older_marked")].append(bool(got.get("older_marked")))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"{len(cases)} cases, top_k {TOP_K}, {time.perf_counter() - started:.0f} s")
+    print(f"{'category':<14} {'measure':<16} {'n':>4} {'without':>8} {'with':>8}")
+    for category, name in sorted({(c, n) for c, n, _ in totals}):
+        without, with_ = totals[(category, name, "without")], totals[(category, name, "with")]
+        print(f"{category:<14} {name:<16} {len(with_):>4} {sum(without) / len(without):>8.3f} "
+              f"{sum(with_) / len(with_):>8.3f}")
+    print("change cases with links, by value kind:")
+    for (kind, name), values in sorted(by_kind.items()):
+        print(f"  {kind:<10} {name:<14} {sum(values)}/{len(values)}")
+    made = links["with"]
+    total = made["change"] + made["not_a_change"]
+    precision = made["change"] / total if total else float("nan")
+    print(f"automatic links: {made['change']} on change cases, {made['not_a_change']} on not-a-change cases: "
+          f"precision {precision:.3f}")
+
+
+if __name__ == "__main__":
+    main()
