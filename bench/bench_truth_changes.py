@@ -11,11 +11,20 @@ vault of its own: its memories stored in order with their times, then its cue re
               both, the newer first and marked current; a point-in-time case asks with `as_of=AS_OF`
 
 Printed per category: newest value at rank 1, older value reachable (in the top 3), older marked
-(current false), conflict marked (both shown, each naming the other), point in time correct (the
+(shown, with current false), conflict marked (both shown, each naming the other), point in time correct (the
 value of then at rank 1, nothing created later shown); and the precision of the automatic link: the
-links made on `change` cases over all links made on `change` and `not_a_change` cases.
+links made on `change` cases over all links made on `change` and `not_a_change` cases. A conflict is marked from its verdict in both
+configurations (the verdict, not the link, records it); that recall marked none before issue 41 is
+what tests/recall/test_truth_values.py shows failing on the code before it.
 
-    .venv/bin/python -m bench.bench_truth_changes [--limit N]
+Part 2, the automatic link on the labelled contradiction pairs of bench/data/contradiction_pairs*.jsonl
+(real notes, docs and conversations; bench_contradictions.py scores the checker on them): how many
+pairs the link would join (flagged above the threshold and a changed value by
+contradiction_check.value_change), and how many of those are labelled contradictions. LoCoMo's
+turns are read from ../shared/data/locomo-dev (evaluation only); a pair whose conversation is not
+there is counted as skipped.
+
+    .venv/bin/python -m bench.bench_truth_changes [--limit N] [--data ../shared/data/locomo-dev]
 """
 
 from __future__ import annotations
@@ -28,10 +37,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.datasets import truth_changes
+from bench.datasets import pairs, truth_changes
+from bench.datasets.locomo import load as load_locomo
+from bench.harness import shared
 from hebbs import Engine
 from hebbs.embedding.embed import Embedder, get_embedder
 from hebbs.validate import timestamp_us
+from hebbs.workflows import contradiction_check as cc
 
 TOP_K = 3
 
@@ -66,7 +78,7 @@ def run_case(case: dict[str, Any], linked: bool, embedder: Embedder, scratch: Pa
             older = [ids[t] for t in case["older"]]
             if older:
                 out["older_reachable"] = all(o in shown for o in older[-1:])
-                out["older_marked"] = all(not r.current for r in found if r.memory.id in older)
+                out["older_marked"] = any(r.memory.id == older[-1] and not r.current for r in found)
             if case["category"] == "point_in_time":
                 out["nothing_later"] = not any(ids[t] in shown for t in case["absent"])
                 out["point_in_time"] = out["newest_first"] and out["nothing_later"]
@@ -83,10 +95,39 @@ def run_case(case: dict[str, Any], linked: bool, embedder: Embedder, scratch: Pa
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def link_precision(data: Path) -> None:
+    turns = {(conv["name"], t["dia_id"]): t["text"] for conv in load_locomo(data) for t in conv["turns"]}
+    counts: dict[tuple[str, bool], int] = defaultdict(int)
+    judged = skipped = 0
+    for path in (pairs.CONTRADICTIONS, *pairs.CONTRADICTIONS_HELD_OUT):
+        for row in pairs.rows(path):
+            if row["source"] == "locomo":
+                keys = (row["conversation"], row["a"]), (row["conversation"], row["b"])
+                if not all(k in turns for k in keys):
+                    skipped += 1
+                    continue
+                a, b = (turns[k] for k in keys)
+            else:
+                a, b = row["a"], row["b"]
+            judged += 1
+            verdict = cc.classify(a, b, tuple(row.get("subjects") or (None, None)))
+            if verdict.confidence > cc.THRESHOLD and cc.value_change(verdict.reasons) is not None:
+                source = row["source"] if row["source"] in ("locomo", "planted") else "docs"
+                counts[(source, bool(row["contradiction"]))] += 1
+    right = sum(n for (_, truth), n in counts.items() if truth)
+    linked = sum(counts.values())
+    print(f"labelled contradiction pairs: {judged} judged, {skipped} skipped (conversation not in {data})")
+    for (source, truth), n in sorted(counts.items()):
+        print(f"  linked, {source}, labelled {'contradiction' if truth else 'not one'}: {n}")
+    print(f"  precision of the link: {right}/{linked} = {right / linked if linked else float('nan'):.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="bench_truth_changes.py", description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=None, help="the first N cases of each category only")
+    parser.add_argument("--data", type=Path, default=shared("data/locomo-dev"), help="LoCoMo's conversations")
     args = parser.parse_args()
+    link_precision(args.data)
     cases = truth_changes.load()
     if args.limit:
         per: dict[str, int] = defaultdict(int)
