@@ -6,8 +6,10 @@ of the point in time runs on both stores (RocksDB and PostgreSQL)."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -46,13 +48,23 @@ def _cli_recall(daemon: DaemonHome, where: list[str], cue: str, *extra: str) -> 
 
 
 @pytest.mark.parametrize("where", ["global", "project"])
-def test_a_changed_value_is_kept_as_a_change_newest_first(shared_daemon: DaemonHome, project: Path,
-                                                          where: str) -> None:
+def test_a_changed_value_is_kept_as_a_change_newest_first(make_daemon: Callable[..., DaemonHome], where: str) -> None:
     """Findings 1 and 2: `recall CUE --top-k 3` showed one of the two values (MMR took the other for
     a restatement), sometimes the older first, and nothing said which is current. Now the newer is
-    rank 1 and current, the older right below it, marked as the older value with the newer's id."""
+    rank 1 and current, the older right below it, marked as the older value with the newer's id. A
+    daemon of its own: its global vault holds only these memories."""
     now = time.time_ns() // 1000
-    client = shared_daemon.client(global_=True) if where == "global" else shared_daemon.client(vault=project)
+    daemon = make_daemon(idle_timeout=0)
+    daemon.start()
+    project = daemon.project()
+    try:
+        _changed_values_shown(daemon, project, where, now)
+    finally:
+        shutil.rmtree(project, ignore_errors=True)
+
+
+def _changed_values_shown(daemon: DaemonHome, project: Path, where: str, now: int) -> None:
+    client = daemon.client(global_=True) if where == "global" else daemon.client(vault=project)
     args = ["--global"] if where == "global" else ["--vault", str(project)]
     with client:
         _remember_timeline(client, now)
@@ -66,11 +78,11 @@ def test_a_changed_value_is_kept_as_a_change_newest_first(shared_daemon: DaemonH
             assert second.memory.newer_value == first.memory.id and second.memory.valid_until == first.memory.created_at
             assert any(m.startswith("older value: ") and first.memory.id in m for m in second.marks), second.marks
             # The command line shows the same, in JSON and in its table.
-            shown = _cli_recall(shared_daemon, args, cue)
+            shown = _cli_recall(daemon, args, cue)
             assert [r["memory"]["content"] for r in shown["results"]][:2] == [newer, older]
             assert shown["results"][0]["current"] is True and shown["results"][1]["current"] is False
             assert shown["results"][1]["newer"] == first.memory.id
-            table = shared_daemon.hebbs("recall", cue, "--top-k", "3", *args).stdout
+            table = daemon.hebbs("recall", cue, "--top-k", "3", *args).stdout
             assert "[older value " in table and "is no longer current" in table, table
 
 
