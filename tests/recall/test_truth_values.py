@@ -149,3 +149,26 @@ def test_as_of_on_both_stores(engine: Engine) -> None:
     assert engine.recall(cue, top_k=3).ids() == [third.id]
     assert engine.recall(cue, top_k=3, as_of=t0 - DAY_US).ids() == []
     assert engine.get(first.id).valid_until == second.created_at
+
+
+def test_export_and_import_keep_a_change_and_a_conflict(engine: Engine, tmp_path: Path, embedder: Any) -> None:
+    """The links are ids: an import gives memories new ids, and the older value still names its
+    newer one, a conflict still names the other memory (rebuilt from the CONTRADICTS edges)."""
+    old = engine.remember("The on-call phone extension is 4411", created_at=1_750_000_000_000_000)
+    new = engine.remember("The on-call phone extension is 4412", created_at=1_760_000_000_000_000)
+    a = engine.remember("The team's standup is at 9:30 every morning")
+    b = engine.remember("The team has no standup meeting at all")
+    engine.add_edge(a.id, "CONTRADICTS", b.id)
+    assert engine.get(old.id).newer_value == new.id and engine.get(b.id).conflicts_with == [a.id]
+    records = list(engine.export_records())
+    other = Engine.open(tmp_path / "other", embedder=embedder)
+    try:
+        ids = other.import_records(records).ids
+        moved = other.get(ids[old.id])
+        assert moved.newer_value == ids[new.id] and moved.value_change == "4411 -> 4412"
+        assert other.get(ids[a.id]).conflicts_with == [ids[b.id]]
+        assert other.get(ids[b.id]).conflicts_with == [ids[a.id]]
+    finally:
+        other.close()
+    engine.remove_edge(a.id, "CONTRADICTS", b.id)  # the edge gone, neither memory names the other
+    assert engine.get(a.id).conflicts_with == [] and engine.get(b.id).conflicts_with == []
