@@ -172,3 +172,27 @@ def test_export_and_import_keep_a_change_and_a_conflict(engine: Engine, tmp_path
         other.close()
     engine.remove_edge(a.id, "CONTRADICTS", b.id)  # the edge gone, neither memory names the other
     assert engine.get(a.id).conflicts_with == [] and engine.get(b.id).conflicts_with == []
+
+
+def test_a_verdict_settles_a_linked_change(engine: Engine) -> None:
+    """The link marks; a verdict decides: neutral undoes it (both current again), revision hides the
+    older value (superseded, true until the newer's time), contradiction makes the two a conflict."""
+    t0 = 1_750_000_000_000_000
+    cue = "what is the on-call extension"
+    for verdict in ("neutral", "revision", "contradiction"):
+        old = engine.remember(f"The {verdict} desk phone extension is 4411", created_at=t0)
+        new = engine.remember(f"The {verdict} desk phone extension is 4412", created_at=t0 + DAY_US)
+        assert engine.get(old.id).newer_value == new.id
+        [pending] = [p.id for p in engine.pending() if {p.memory_a, p.memory_b} == {old.id, new.id}]
+        engine.contradiction_commit([{"pending_id": pending, "verdict": verdict}])
+        settled = engine.get(old.id)
+        found = {r.memory.id: r for r in engine.recall(f"{verdict} desk {cue}", top_k=5)}
+        if verdict == "neutral":
+            assert settled.newer_value is None and settled.valid_until is None
+            assert found[old.id].current and found[new.id].current
+        elif verdict == "revision":
+            assert settled.superseded_by == new.id and settled.valid_until == new.created_at
+            assert old.id not in found
+        else:
+            assert settled.newer_value is None and settled.conflicts_with == [new.id]
+            assert found[old.id].current and found[old.id].conflicts_with == [new.id]
