@@ -202,7 +202,8 @@ class RecallResult(msgspec.Struct, kw_only=True):
     # it (newer names that memory); the result then ranks below it (docs/honesty.md "What is true now").
     current: bool = True
     newer: str | None = None
-    # Memories this one was confirmed to contradict (a `contradiction` verdict): both are shown, neither is current.
+    # Memories this one was confirmed to contradict (a `contradiction` verdict): both are shown, and
+    # `current` says nothing of which is true (that is not known).
     conflicts_with: list[str] = []
     # What every door shows beside the result: "older value: 2 -> 3 on 2026-12-04 (newer: 01J...)",
     # "conflicts with 01J... (confirmed contradiction)".

@@ -354,12 +354,14 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
             results.append(RecallResult(memory=memory, score=score, components=parts,
                                         strategies=cand.strategies, details=cand.details))
     results = below_successors(results, include_superseded)[:top_k]
-    mark(vault, results, records, include_superseded, as_of)
+    mark(vault, results, include_superseded, as_of)
     return results
 
 
 def successor(memory: Memory, include_superseded: bool) -> str | None:
-    """The newer memory that replaced this one (when superseded ones are asked for) or changed its value."""
+    """The newer memory that replaced this one or changed its value. A superseded memory is in a
+    recall only when asked for or as of a time before its successor; one that also has a newer value
+    names that one unless superseded memories are asked for."""
     if memory.superseded_by is not None and (include_superseded or memory.newer_value is None):
         return memory.superseded_by
     return memory.newer_value
@@ -424,8 +426,7 @@ def true_then(vault: OpenVault, candidates: rc.Candidates, as_of: int, records: 
             del candidates[memory.id]
 
 
-def mark(vault: OpenVault, results: list[RecallResult], records: dict[str, Memory | None],
-         include_superseded: bool, as_of: int | None) -> None:
+def mark(vault: OpenVault, results: list[RecallResult], include_superseded: bool, as_of: int | None) -> None:
     """Each result's `current`, `newer`, `conflicts_with` and `marks`, as of the recall's time."""
     for r in results:
         m = r.memory
