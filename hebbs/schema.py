@@ -116,6 +116,8 @@ class Memory(msgspec.Struct, kw_only=True, omit_defaults=True):
     newer_value: str | None = None
     # What changed, in the checker's words: "2 -> 3".
     value_change: str | None = None
+    # On the newer memory of such a pair: the older one whose value it changed (its history).
+    older_value: str | None = None
     # Memories a `contradiction` verdict (or a CONTRADICTS edge added by hand) says this one disagrees with.
     conflicts_with: list[str] = []
 

@@ -185,6 +185,8 @@ def print_memory(memory: Memory, out: TextIO | None = None, *, last_restated_at:
         fields.append(("superseded by", memory.superseded_by))
     if memory.newer_value:
         fields.append(("older value", f"{memory.value_change or 'changed'}, newer: {memory.newer_value}"))
+    if memory.older_value:
+        fields.append(("newer value of", memory.older_value))
     if memory.valid_until is not None:
         fields.append(("true until", when(memory.valid_until)))
     if memory.conflicts_with:

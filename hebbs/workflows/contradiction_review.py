@@ -80,6 +80,8 @@ def link_changes(vault: OpenVault, found: Sequence[PendingContradiction]) -> lis
             before, after = values if older.id == a.id else values[::-1]
             changed[older.id] = msgspec.structs.replace(older, newer_value=newer.id, valid_until=newer.created_at,
                                                         value_change=f"{before} -> {after}")
+            if newer.older_value is None:
+                changed[newer.id] = msgspec.structs.replace(newer, older_value=older.id)
         if changed:
             writes = WriteSet()
             for memory in changed.values():
@@ -89,7 +91,9 @@ def link_changes(vault: OpenVault, found: Sequence[PendingContradiction]) -> lis
 
 
 def _unlinked(memory: Memory, other: Memory) -> Memory:
-    """memory without its newer-value link to other: a verdict said they are not one value changed."""
+    """memory without its value link to other, either way: a verdict said they are not one value changed."""
+    if memory.older_value == other.id:
+        memory = msgspec.structs.replace(memory, older_value=None)
     if memory.newer_value != other.id:
         return memory
     return msgspec.structs.replace(memory, newer_value=None, value_change=None,
@@ -194,7 +198,7 @@ def commit(engine: OpenVault | HasVault, verdicts: Any) -> ContradictionCommitte
                     changed.get(item.memory_b) or vault.store.get_memory(item.memory_b)
                 if a is not None and b is not None:
                     for one, other in ((a, b), (b, a)):
-                        if one.newer_value == other.id:
+                        if other.id in (one.newer_value, one.older_value):
                             changed[one.id] = _unlinked(one, other)
                             writes.put_memory(changed[one.id])
                 continue

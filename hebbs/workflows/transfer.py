@@ -37,7 +37,7 @@ IMPORT_KEY_PREFIX = "import:"
 RECORDS = ("header", "memory", "link", "edge", "access", "pending", "file", "original")
 EMBED_SPAN = 512
 # Each memory's links to others: renamed through the import's id map.
-LINKS = ("superseded_by", "revision_of", "restatement_of", "newer_value")
+LINKS = ("superseded_by", "revision_of", "restatement_of", "newer_value", "older_value")
 
 
 def export_records(vault: OpenVault) -> Iterator[dict[str, Any]]:

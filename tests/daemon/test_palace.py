@@ -1063,3 +1063,5 @@ def test_recall_page_marks_an_older_value_and_a_conflict_and_recalls_as_of(palac
     assert "conflicts with" in ferry
     memory = raw_text(palace, "GET", f"/memory?vault={q(palace.home)}&id={old.id}", headers=cookie)
     assert "older value (5511 -&gt; 5512)" in memory
+    newer = raw_text(palace, "GET", f"/memory?vault={q(palace.home)}&id={new.id}", headers=cookie)
+    assert "newer value of" in newer and old.id[-8:] in newer and "(5511 -&gt; 5512)" in newer

@@ -76,6 +76,7 @@ def _changed_values_shown(daemon: DaemonHome, project: Path, where: str, now: in
             assert first.current and first.newer is None and not first.marks
             assert not second.current and second.newer == first.memory.id
             assert second.memory.newer_value == first.memory.id and second.memory.valid_until == first.memory.created_at
+            assert first.memory.older_value == second.memory.id  # the newer keeps its history
             assert any(m.startswith("older value: ") and first.memory.id in m for m in second.marks), second.marks
             # The command line shows the same, in JSON and in its table.
             shown = _cli_recall(daemon, args, cue)
@@ -84,6 +85,10 @@ def _changed_values_shown(daemon: DaemonHome, project: Path, where: str, now: in
             assert shown["results"][1]["newer"] == first.memory.id
             table = daemon.hebbs("recall", cue, "--top-k", "3", *args).stdout
             assert "[older value " in table and "is no longer current" in table, table
+            shown_old = daemon.hebbs("get", second.memory.id, *args).stdout
+            shown_new = daemon.hebbs("get", first.memory.id, *args).stdout
+            assert "older value" in shown_old and first.memory.id in shown_old and "true until" in shown_old
+            assert "newer value of" in shown_new and second.memory.id in shown_new, shown_new
 
 
 def test_recall_as_of_a_time_returns_what_was_true_then(shared_daemon: DaemonHome, project: Path) -> None:
@@ -166,6 +171,7 @@ def test_export_and_import_keep_a_change_and_a_conflict(engine: Engine, tmp_path
         ids = other.import_records(records).ids
         moved = other.get(ids[old.id])
         assert moved.newer_value == ids[new.id] and moved.value_change == "4411 -> 4412"
+        assert other.get(ids[new.id]).older_value == ids[old.id]
         assert other.get(ids[a.id]).conflicts_with == [ids[b.id]]
         assert other.get(ids[b.id]).conflicts_with == [ids[a.id]]
     finally:
@@ -187,6 +193,8 @@ def test_a_verdict_settles_a_linked_change(engine: Engine) -> None:
         engine.contradiction_commit([{"pending_id": pending, "verdict": verdict}])
         settled = engine.get(old.id)
         found = {r.memory.id: r for r in engine.recall(f"{verdict} desk {cue}", top_k=5)}
+        if verdict != "revision":
+            assert engine.get(new.id).older_value is None  # no longer one value changed
         if verdict == "neutral":
             assert settled.newer_value is None and settled.valid_until is None
             assert found[old.id].current and found[new.id].current

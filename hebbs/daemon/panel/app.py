@@ -222,7 +222,7 @@ class Routes:
             inspection = await self.data.command(Inspect(id=_required(request, "id")), vault)
             m = inspection.memory
             ids = ([x for ed in inspection.edges for x in (ed.source, ed.target)]
-                   + [x for x in (m.superseded_by, m.newer_value) if x])
+                   + [x for x in (m.superseded_by, m.newer_value, m.older_value) if x])
             others = await self.data.view(vault, data.memories_by_id, ids[:400])
             chain = await self.data.view(vault, data.supersession, m)
             lines = await asyncio.to_thread(data.line_range, vault, self.home, m) if m.source else None

@@ -279,6 +279,10 @@ def memory_page(vault: str, csrf: str, inspection: Any, others: dict[str, Memory
         superseded = notice(f"older value ({m.value_change or 'changed'}): a newer memory states another value; recall "
                             f"shows this one below it, marked") + (
             f'<p>true until {when(m.valid_until or 0)}; newer: {memory_link(vault, newer)}</p>' if newer else "")
+    if m.older_value:
+        older = others.get(m.older_value)
+        superseded += (f'<p>newer value of {memory_link(vault, older)}'
+                       f'{" (" + e(older.value_change) + ")" if older.value_change else ""}</p>' if older else "")
     if m.conflicts_with:
         superseded += notice("confirmed contradiction: this memory and " + ", ".join(short(o) for o in m.conflicts_with)
                              + " disagree; which is true is not known")
