@@ -1,7 +1,9 @@
 """Facts over time (issue 41, findings 1-4): changed values, conflicts and point-in-time recall, with and without the links.
 
-Each case of bench/datasets/truth_changes.jsonl (datasets/truth_changes.py says its fields) is a
-vault of its own: its memories stored in order with their times, then its cue recalled with top_k 3
+Each case of bench/datasets/truth_changes.jsonl (in bench_truth.py's format: `kind`, `memories`
+[{`text`, `at`}], `cue`, `expect`, `older`, `as_of`; plus `absent`, what a point in time must not
+show, and `also_current`, for `not_a_change`: the same sentence about another subject or object,
+which an automatic link must leave alone) is a vault of its own: its memories stored in order with their times, then its cue recalled with top_k 3
 (the question an agent asks), in two configurations over the same memories in the same run:
 
     without   remember with the contradiction check off: no value is linked to a newer one, so recall
@@ -37,7 +39,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.datasets import pairs, truth_changes
+from bench.datasets import pairs, read_jsonl
 from bench.datasets.locomo import load as load_locomo
 from bench.harness import shared
 from hebbs import Engine
@@ -46,6 +48,7 @@ from hebbs.validate import timestamp_us
 from hebbs.workflows import contradiction_check as cc
 
 TOP_K = 3
+CASES = Path(pairs.__file__).resolve().parent / "truth_changes.jsonl"
 
 
 def run_case(case: dict[str, Any], linked: bool, embedder: Embedder, scratch: Path) -> dict[str, Any]:
@@ -54,15 +57,15 @@ def run_case(case: dict[str, Any], linked: bool, embedder: Embedder, scratch: Pa
     try:
         ids: dict[str, str] = {}
         for m in case["memories"]:
-            [stored] = engine.remember_many([{"content": m["content"], "created_at": timestamp_us(m["at"], "at")}],
+            [stored] = engine.remember_many([{"content": m["text"], "created_at": timestamp_us(m["at"], "at")}],
                                             check_contradictions=linked)
-            ids[m["content"]] = stored.id
+            ids[m["text"]] = stored.id
         links = sum(1 for mid in ids.values() if engine.get(mid).newer_value is not None)
-        if case["category"] == "conflict":
-            pair = {ids[t] for t in case["conflicting"]}
+        if case["kind"] == "conflict":
+            pair = {ids[case["older"]], ids[case["expect"]]}
             pending = [p.id for p in engine.pending() if {p.memory_a, p.memory_b} == pair]
             if pending:
-                engine.contradiction_commit([{"pending_id": pending[0], "verdict": case["verdict"]}])
+                engine.contradiction_commit([{"pending_id": pending[0], "verdict": "contradiction"}])
             else:  # the checker did not queue it: an agent's verdict is an edge it adds by hand
                 a, b = sorted(pair)
                 engine.add_edge(a, "CONTRADICTS", b)
@@ -72,18 +75,18 @@ def run_case(case: dict[str, Any], linked: bool, embedder: Embedder, scratch: Pa
         found = engine.recall(case["cue"], top_k=TOP_K, **options)
         shown = [r.memory.id for r in found]
         out: dict[str, Any] = {"links": links}
-        if case["category"] in ("change", "point_in_time"):
-            current = ids[case["current"]]
+        if case["kind"] in ("change", "point_in_time"):
+            current = ids[case["expect"]]
             out["newest_first"] = bool(shown) and shown[0] == current
-            older = [ids[t] for t in case["older"]]
-            if older:
-                out["older_reachable"] = all(o in shown for o in older[-1:])
-                out["older_marked"] = any(r.memory.id == older[-1] and not r.current for r in found)
-            if case["category"] == "point_in_time":
+            if case.get("older"):
+                older = ids[case["older"]]
+                out["older_reachable"] = older in shown
+                out["older_marked"] = any(r.memory.id == older and not r.current for r in found)
+            if case["kind"] == "point_in_time":
                 out["nothing_later"] = not any(ids[t] in shown for t in case["absent"])
                 out["point_in_time"] = out["newest_first"] and out["nothing_later"]
-        elif case["category"] == "conflict":
-            a, b = (ids[t] for t in case["conflicting"])
+        elif case["kind"] == "conflict":
+            a, b = ids[case["older"]], ids[case["expect"]]
             by_id = {r.memory.id: r for r in found}
             out["both_shown"] = a in by_id and b in by_id
             out["conflict_marked"] = out["both_shown"] and by_id[a].conflicts_with == [b] and by_id[b].conflicts_with == [a]
@@ -128,11 +131,10 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=shared("data/locomo-dev"), help="LoCoMo's conversations")
     args = parser.parse_args()
     link_precision(args.data)
-    cases = truth_changes.load()
+    cases = read_jsonl(CASES)
     if args.limit:
         per: dict[str, int] = defaultdict(int)
-        cases = [c for c in cases if (per.__setitem__(c["category"], per[c["category"]] + 1) or per[c["category"]])
-                 <= args.limit]
+        cases = [c for c in cases if (per.__setitem__(c["kind"], per[c["kind"]] + 1) or per[c["kind"]]) <= args.limit]
     embedder = get_embedder()
     scratch = Path(tempfile.mkdtemp(prefix="hbtruth"))
     started = time.perf_counter()
@@ -143,12 +145,12 @@ def main() -> None:
         for case in cases:
             for mode in ("without", "with"):
                 got = run_case(case, mode == "with", embedder, scratch)
-                if case["category"] in links[mode]:
-                    links[mode][case["category"]] += got["links"]
+                if case["kind"] in links[mode]:
+                    links[mode][case["kind"]] += got["links"]
                 for name, value in got.items():
                     if name != "links":
-                        totals[(case["category"], name, mode)].append(bool(value))
-                if mode == "with" and case["category"] == "change":
+                        totals[(case["kind"], name, mode)].append(bool(value))
+                if mode == "with" and case["kind"] == "change":
                     by_kind[(case["value_kind"], "newest_first")].append(bool(got["newest_first"]))
                     by_kind[(case["value_kind"], "older_marked")].append(bool(got.get("older_marked")))
     finally:

@@ -90,7 +90,7 @@ def link_changes(vault: OpenVault, found: Sequence[PendingContradiction]) -> lis
     return list(changed.values())
 
 
-def _unlinked(memory: Memory, other: Memory) -> Memory:
+def unlinked(memory: Memory, other: Memory) -> Memory:
     """memory without its value link to other, either way: a verdict said they are not one value changed."""
     if memory.older_value == other.id:
         memory = msgspec.structs.replace(memory, older_value=None)
@@ -199,14 +199,14 @@ def commit(engine: OpenVault | HasVault, verdicts: Any) -> ContradictionCommitte
                 if a is not None and b is not None:
                     for one, other in ((a, b), (b, a)):
                         if other.id in (one.newer_value, one.older_value):
-                            changed[one.id] = _unlinked(one, other)
+                            changed[one.id] = unlinked(one, other)
                             writes.put_memory(changed[one.id])
                 continue
             a, b = memory(item.memory_a), memory(item.memory_b)
             if v.verdict == "contradiction":
                 # Which of the two is true is not known: neither is the other's older value.
-                a = msgspec.structs.replace(_unlinked(a, b), conflicts_with=sorted({*a.conflicts_with, b.id}))
-                b = msgspec.structs.replace(_unlinked(b, a), conflicts_with=sorted({*b.conflicts_with, a.id}))
+                a = msgspec.structs.replace(unlinked(a, b), conflicts_with=sorted({*a.conflicts_with, b.id}))
+                b = msgspec.structs.replace(unlinked(b, a), conflicts_with=sorted({*b.conflicts_with, a.id}))
                 for one in (a, b):
                     changed[one.id] = one
                     writes.put_memory(one)

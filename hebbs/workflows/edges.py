@@ -11,6 +11,7 @@ from ..recall import analogical
 from ..schema import Edge, EdgeType, Memory
 from ..core.open_vault import OpenVault, now_us
 from ..store.storage import WriteSet, edge_keys
+from .contradiction_review import unlinked
 
 
 def add_edge(vault: OpenVault, source: str, edge_type: str | EdgeType, target: str, confidence: float = 1.0) -> Edge:
@@ -50,18 +51,21 @@ def remove_edge(vault: OpenVault, source: str, edge_type: str | EdgeType, target
 def _conflicts(vault: OpenVault, writes: WriteSet, kind: EdgeType, source: str, target: str,
                joined: bool) -> list[Memory]:
     """A CONTRADICTS edge is what recall marks as a conflict, read from each memory's conflicts_with
-    (no edge scan per recall): both memories learn of the edge added or removed, in its batch."""
+    (no edge scan per recall): both memories learn of the edge added or removed, in its batch. Added,
+    it is a `contradiction` verdict given by hand: neither memory is then the other's older value."""
     if kind != EdgeType.CONTRADICTS:
         return []
+    pair = {mid: vault.memory(mid) for mid in (source, target)}
     changed = []
     for one, other in ((source, target), (target, source)):
-        memory = vault.memory(one)
+        memory, partner = pair[one], pair[other]
         if memory is None:
             continue
         others = set(memory.conflicts_with)
         others = others | {other} if joined else others - {other}
-        if others != set(memory.conflicts_with):
-            changed.append(msgspec.structs.replace(memory, conflicts_with=sorted(others)))
+        settled = unlinked(memory, partner) if joined and partner is not None else memory
+        if others != set(memory.conflicts_with) or settled is not memory:
+            changed.append(msgspec.structs.replace(settled, conflicts_with=sorted(others)))
             writes.put_memory(changed[-1])
     return changed
 

@@ -204,3 +204,17 @@ def test_a_verdict_settles_a_linked_change(engine: Engine) -> None:
         else:
             assert settled.newer_value is None and settled.conflicts_with == [new.id]
             assert found[old.id].current and found[old.id].conflicts_with == [new.id]
+
+
+def test_a_contradicts_edge_added_by_hand_is_a_conflict_not_a_change(engine: Engine) -> None:
+    """An agent's CONTRADICTS edge is a `contradiction` verdict given by hand: the value link between
+    the two goes, and each names the other as a conflict."""
+    old = engine.remember("The lab door code is 1234", created_at=1_750_000_000_000_000)
+    new = engine.remember("The lab door code is 9876", created_at=1_760_000_000_000_000)
+    assert engine.get(old.id).newer_value == new.id and engine.get(new.id).older_value == old.id
+    engine.add_edge(new.id, "CONTRADICTS", old.id)
+    a, b = engine.get(old.id), engine.get(new.id)
+    assert a.newer_value is None and a.valid_until is None and b.older_value is None
+    assert a.conflicts_with == [new.id] and b.conflicts_with == [old.id]
+    found = {r.memory.id: r for r in engine.recall("what is the lab door code", top_k=3)}
+    assert found[old.id].current and found[old.id].conflicts_with == [new.id]
