@@ -183,7 +183,7 @@ def _wire(value: Any, field: str, annotation: str) -> Any:
         return [_remember_item(item) for item in value]
     if "ScoringWeights" in annotation:
         return _weights(value)
-    if "Micros" in annotation or annotation == "AsOf":
+    if "Micros" in annotation or annotation in ("AsOf", "PointInTime"):
         return to_micros(value, field)
     if "PathText" in annotation:
         if not annotation.startswith("list["):

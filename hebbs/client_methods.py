@@ -163,6 +163,7 @@ class Methods:
         alpha: float | None = None,
         analogy: Sequence[str] | str | None = None,
         now: int | str | datetime.datetime | None = None,
+        as_of: int | str | datetime.datetime | None = None,
         brains: Sequence[str] | str | None = None,
         associate: bool = False,
         author: str | None = None,
@@ -178,7 +179,7 @@ class Methods:
                          time_range=time_range, weights=weights, include_superseded=include_superseded,
                          reinforce=reinforce, mmr_lambda=mmr_lambda, seed=seed, direction=direction,
                          max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy, now=now,
-                         brains=brains, associate=associate, author=author, agent=agent, session=session)
+                         as_of=as_of, brains=brains, associate=associate, author=author, agent=agent, session=session)
 
     def reinforce(self, ids: Sequence[str] | str, *, via: str = 'used') -> list[Memory]:
         """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""
@@ -505,6 +506,7 @@ class AsyncMethods:
         alpha: float | None = None,
         analogy: Sequence[str] | str | None = None,
         now: int | str | datetime.datetime | None = None,
+        as_of: int | str | datetime.datetime | None = None,
         brains: Sequence[str] | str | None = None,
         associate: bool = False,
         author: str | None = None,
@@ -520,7 +522,8 @@ class AsyncMethods:
                                time_range=time_range, weights=weights, include_superseded=include_superseded,
                                reinforce=reinforce, mmr_lambda=mmr_lambda, seed=seed, direction=direction,
                                max_depth=max_depth, edge_types=edge_types, alpha=alpha, analogy=analogy, now=now,
-                               brains=brains, associate=associate, author=author, agent=agent, session=session)
+                               as_of=as_of, brains=brains, associate=associate, author=author, agent=agent,
+                               session=session)
 
     async def reinforce(self, ids: Sequence[str] | str, *, via: str = 'used') -> list[Memory]:
         """Count these memories as used (full ids or unique suffixes of 6+); data is the updated memories."""

@@ -352,7 +352,9 @@ class Engine:
         """Causal recall walks the graph from `seed` (or the cue's best match) along `edge_types` in
         `direction` up to `max_depth`; analogical recall re-ranks by shape with weight 1 - `alpha`, and
         `analogy=(a, b, c)` asks a:b::c:? (docs/recall.md). `now` (default: the current time) is the
-        reference for time words in the cue and for recency: recall "as of" that time.
+        clock: the reference for time words in the cue and for recency; it hides nothing. `as_of` is a
+        point in time: what was true then (memories created later left out, a value changed later
+        current; docs/honesty.md "What is true now"), and the clock unless `now` is given.
 
         Recall changes nothing that ranking reads: the same call twice gives the same answer. Call
         reinforce(ids) for the memories actually used, or pass reinforce=True to count every returned

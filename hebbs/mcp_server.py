@@ -52,6 +52,8 @@ notes folder: architecture, decisions, conventions).
   and keep what it returns in mind without reciting it. Read the insights resources too.
 - Before answering anything that depends on earlier preferences, decisions or facts, call `recall`.
   If it says `abstained`, or nothing relevant comes back, say you do not know rather than guess.
+  A result with `current: false` is an older value (`newer` names the memory that changed it):
+  answer from the newer one. Results with `conflicts_with` disagree: say so rather than pick one.
 - When the user states a preference, corrects you, makes a decision or tells you a new fact, call
   `remember` (one self-contained fact per call). A preference of the user goes to the global brain.
 - After answering from recalled memories, call `used` once with all the ids your answer relied on
@@ -191,6 +193,14 @@ def result_view(result: RecallResult, brain: str | None) -> dict[str, Any]:
     if result.confidence is not None:  # absent without a cue
         view["confidence"] = round(result.confidence, 3)
     view["found_by"] = result.strategies
+    if not result.current:
+        # Said where an agent reads the result: an older value is history, not the answer.
+        view["current"] = False
+        view["newer"] = result.newer
+    if result.conflicts_with:
+        view["conflicts_with"] = result.conflicts_with
+    if result.marks:
+        view["marks"] = result.marks
     return view
 
 
@@ -333,6 +343,9 @@ def _agent_type(type_: Any, required: bool = False) -> Any:
     field when one fails), a time as ISO 8601 text, a Struct as the JSON object pydantic checks."""
     if type_ == Micros:
         return str
+    if get_origin(type_) is Annotated and any(isinstance(m, msgspec.Meta) and (m.extra or {}).get("micros")
+                                              for m in get_args(type_)[1:]):
+        return str | None  # a point in time (AsOf, PointInTime), as ISO 8601 text
     if get_origin(type_) is Annotated:
         return _agent_type(get_args(type_)[0], required)
     if get_origin(type_) in (Union, types.UnionType):

@@ -244,8 +244,12 @@ EdgeTypeName = Annotated[str, Meta(max_length=MAX_NAME_CHARS, extra={"choices": 
 # The reference time for time words in a cue and for recency, microseconds (the CLI also takes ISO 8601
 # text); null: the current time. Not Micros: a time before 1970 was always taken here.
 AsOf = Annotated[int | None, Meta(extra={"micros": True}, description=(
-    "recall as of this ISO 8601 time (or microseconds): the reference for time words in the cue (\"last week\") "
-    "and for recency (default: the current time)"))]
+    "the clock, as an ISO 8601 time (or microseconds): the reference for time words in the cue (\"last week\") "
+    "and for recency; it hides nothing (for what was true then: --as-of) (default: the current time)"))]
+# A point in time: what was true then (docs/honesty.md "What is true now").
+PointInTime = Annotated[int | None, Meta(extra={"micros": True}, description=(
+    "what was true at this ISO 8601 time (or microseconds; a date alone: its start, 00:00 UTC): memories "
+    "created later are left out, a value changed later is the current one, and the time is the clock too"))]
 
 
 def recall_strategies() -> tuple[str, ...]:
@@ -708,7 +712,9 @@ class Forget(_Command, tag="forget"):
                     "strategies": Arg("how to search: similarity (meaning), lexical (exact words and identifiers), "
                                       "temporal (newest first), causal (along cause edges), analogical, associative "
                                       "(used together); default: lexical and similarity fused, which suits nearly "
-                                      "every question")},
+                                      "every question"),
+                    "as_of": Arg("what was true at this time, ISO 8601 (e.g. 2026-06-01): memories created later are "
+                                 "left out and a value changed later counts as current (default: now)")},
               route="read", view="results"),
          Mcp("List the most recent memories, newest first, from both brains by default. Call it when the user "
              "asks what happened lately or what you stored recently, or to review a time span (since, until) "
@@ -757,6 +763,7 @@ class Recall(_Command, tag="recall"):
     analogy: Annotated[list[str] | None, Meta(extra={"nargs": 3, "metavar": ("A", "B", "C")}, description=(
         "analogical: A is to B as C is to ?; each a memory id or a text"))] = None
     now: AsOf = None
+    as_of: PointInTime = None
     # More vault directories to search with the request's: one merged list, each result labelled (hebbs/recall/brains.py).
     vaults: list[PathText] | None = None
     # Also spread one hop along co-activation links (docs/consolidation.md); tagged `associative`.

@@ -107,6 +107,19 @@ class Memory(msgspec.Struct, kw_only=True, omit_defaults=True):
     consolidated: bool = False
     # Only in remember's answer: the key given was already used, this is the memory it names; nothing was stored.
     existing: bool = False
+    # A fact's time (docs/honesty.md "What is true now"): it holds from created_at until valid_until, when
+    # a newer memory replaced it (superseded_by) or stated another value for it (newer_value); None: still holds.
+    valid_until: int | None = None
+    # The id of a newer memory about the same thing that states another value ("3 cats" after "2 cats"),
+    # linked when the newer one is remembered (workflows/contradiction_review.py). Unlike superseded_by
+    # it leaves this memory in recall, marked as the older value and ranked below the newer one.
+    newer_value: str | None = None
+    # What changed, in the checker's words: "2 -> 3".
+    value_change: str | None = None
+    # On the newer memory of such a pair: the older one whose value it changed (its history).
+    older_value: str | None = None
+    # Memories a `contradiction` verdict (or a CONTRADICTS edge added by hand) says this one disagrees with.
+    conflicts_with: list[str] = []
 
     # Who stored it, and in what scope (docs/recall.md, "Authors, agents and sessions"). Records written
     # before these fields existed read them as None. author and daemon are stamped by the process that
@@ -211,6 +224,16 @@ class RecallResult(msgspec.Struct, kw_only=True):
     # How likely this memory is relevant to the cue, 0..1, calibrated on data (hebbs/recall/confidence.py);
     # unlike score it ignores recency, importance and reinforcement. None when there was no cue.
     confidence: float | None = None
+    # False when a newer memory, as of the recall's time, replaced this one or states another value for
+    # it (newer names that memory); the result then ranks below it (docs/honesty.md "What is true now").
+    current: bool = True
+    newer: str | None = None
+    # Memories this one was confirmed to contradict (a `contradiction` verdict): both are shown, and
+    # `current` says nothing of which is true (that is not known).
+    conflicts_with: list[str] = []
+    # What every door shows beside the result: "older value: 2 -> 3 on 2026-12-04 (newer: 01J...)",
+    # "conflicts with 01J... (confirmed contradiction)".
+    marks: list[str] = []
     # Set only by a recall over several vaults (hebbs/recall/brains.py): "project" or "global", and the vault directory.
     vault: str | msgspec.UnsetType = msgspec.UNSET
     vault_path: str | msgspec.UnsetType = msgspec.UNSET

@@ -89,7 +89,7 @@ def embedder(_model_graph_built):
 # PostgreSQL with pgvector (hebbs/store/postgres.py), through the `store_kind` parameter of `engine`.
 BOTH_STORES = {"test_engine", "test_engine_inputs", "test_causal", "test_analogical", "test_decay",
                "test_contradiction_review", "test_reflect", "test_consolidation", "test_association",
-               "test_multistrategy", "test_time_recall", "test_query_log", "test_provenance"}
+               "test_multistrategy", "test_time_recall", "test_query_log", "test_provenance", "test_truth_values"}
 
 
 def pytest_generate_tests(metafunc):

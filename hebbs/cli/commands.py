@@ -29,7 +29,7 @@ IMPORT_BATCH_BYTES = MAX_FRAME // 4
 # An imported memory is stored under this idempotency key, so importing the same file twice stores it once.
 IMPORT_KEY_PREFIX = "import:"
 # A memory's links to other memories: sent after every memory of the file (hebbs/workflows/transfer.py).
-IMPORT_LINKS = ("superseded_by", "revision_of", "restatement_of")
+IMPORT_LINKS = ("superseded_by", "revision_of", "restatement_of", "newer_value", "older_value")
 
 
 def client_for(args: argparse.Namespace) -> Client:

@@ -127,8 +127,9 @@ COMMANDS = {
          {'default': None,
           'action': 'store',
           'dest': 'now',
-          'help': 'recall as of this ISO 8601 time (or microseconds): the reference for time words in the cue '
-                  '("last week") and for recency (default: the current time)',
+          'help': 'the clock, as an ISO 8601 time (or microseconds): the reference for time words in the cue '
+                  '("last week") and for recency; it hides nothing (for what was true then: --as-of) (default: the '
+                  'current time)',
           'type': 'time',
           'metavar': 'TIME'}),
         (('--author',),
@@ -261,8 +262,18 @@ COMMANDS = {
          {'default': None,
           'action': 'store',
           'dest': 'now',
-          'help': 'recall as of this ISO 8601 time (or microseconds): the reference for time words in the cue '
-                  '("last week") and for recency (default: the current time)',
+          'help': 'the clock, as an ISO 8601 time (or microseconds): the reference for time words in the cue '
+                  '("last week") and for recency; it hides nothing (for what was true then: --as-of) (default: the '
+                  'current time)',
+          'type': 'time',
+          'metavar': 'TIME'}),
+        (('--as-of',),
+         {'default': None,
+          'action': 'store',
+          'dest': 'as_of',
+          'help': 'what was true at this ISO 8601 time (or microseconds; a date alone: its start, 00:00 UTC): '
+                  'memories created later are left out, a value changed later is the current one, and the time is '
+                  'the clock too',
           'type': 'time',
           'metavar': 'TIME'}),
         (('--associate',),

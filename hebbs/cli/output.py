@@ -210,6 +210,14 @@ def print_memory(memory: Memory, out: TextIO | None = None, *, last_restated_at:
         fields.append(("source", memory.source.file_path + (f" ({heading})" if heading else "") + diverged))
     if memory.superseded_by:
         fields.append(("superseded by", memory.superseded_by))
+    if memory.newer_value:
+        fields.append(("older value", f"{memory.value_change or 'changed'}, newer: {memory.newer_value}"))
+    if memory.older_value:
+        fields.append(("newer value of", memory.older_value))
+    if memory.valid_until is not None:
+        fields.append(("true until", when(memory.valid_until)))
+    if memory.conflicts_with:
+        fields.append(("conflicts with", ", ".join(memory.conflicts_with)))
     if memory.revision_of:
         fields.append(("revision of", memory.revision_of))
     if memory.author is not None:  # unset on memories stored before authors were recorded
@@ -234,7 +242,7 @@ def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), ou
         out.write("no memories found\n")
     # Confidence leads: it says whether a result answers the cue; the score is the order before MMR moved it.
     rows = [[str(n), "-" if r.confidence is None else f"{r.confidence:.2f}", f"{r.score:.3f}", short_id(r.memory.id),
-             r.memory.entity_id or "-", ",".join(r.strategies), _marked(r.memory)] for n, r in enumerate(results, 1)]
+             r.memory.entity_id or "-", ",".join(r.strategies), _marked(r)] for n, r in enumerate(results, 1)]
     headers = ["rank", "conf", "score", "id", "entity", "found by", "content"]
     if width() < STRATEGIES_FROM:  # at 80 columns the content needs that room more
         headers.remove("found by")
@@ -257,15 +265,27 @@ def print_results(results: Sequence[RecallResult], notes: Sequence[str] = (), ou
     if any(a.score < b.score for a, b in zip(results, results[1:])):
         out.write("note: ranked by score, then diversified (MMR): a result much like one above it moves down, "
                   "so the rank, not the score, gives the order\n")
+    if any(not r.current for r in results):
+        out.write("note: an [older value] is no longer current: a newer memory (named) states another value, "
+                  "and ranks above it\n")
+    if any(r.conflicts_with for r in results):
+        out.write("note: memories marked [conflicts with ...] were confirmed to contradict each other: "
+                  "which one is true is not known\n")
     for note in notes:
         out.write(f"note: {note}\n")
 
 
-def _marked(memory: Any) -> str:
-    """The content, saying first when a newer memory replaced it (shown with --include-superseded)."""
-    if memory.superseded_by:
-        return f"[superseded by {short_id(memory.superseded_by)}] {memory.content}"
-    return memory.content
+def _marked(result: RecallResult) -> str:
+    """The content, saying first when it is not the current value (a newer memory changed or replaced
+    it) and which memories it was confirmed to contradict (docs/honesty.md "What is true now")."""
+    memory, marks = result.memory, []
+    if not result.current and result.newer is not None:
+        if memory.newer_value == result.newer and memory.value_change:
+            marks.append(f"older value {memory.value_change}, newer {short_id(result.newer)}")
+        else:
+            marks.append(f"superseded by {short_id(result.newer)}")
+    marks += [f"conflicts with {short_id(other)}" for other in result.conflicts_with]
+    return "".join(f"[{mark}] " for mark in marks) + memory.content
 
 
 def print_error(message: str, status_code: str, json_mode: bool) -> None:

@@ -74,6 +74,11 @@ class Found(msgspec.Struct, kw_only=True):
     file: str | None = None
     heading: str | None = None
     asked_before: bool = False  # a user message an earlier exchange through the proxy stored
+    # An older value: the memory that changed it (recall's `newer`), and what changed ("2 -> 3").
+    newer: str | None = None
+    change: str | None = None
+    # Memories a contradiction verdict says this one disagrees with.
+    conflicts_with: list[str] = []
 
 
 class Recalled(msgspec.Struct, kw_only=True):
@@ -236,9 +241,12 @@ def _found(brain: str, r: RecallResult) -> Found:
     ctx = r.memory.context
     file = source.file_path if source is not None else ctx.get("file")
     heading_path = (source.heading_path if source is not None else None) or ctx.get("heading_path") or []
+    newer = None if r.current else r.newer
     return Found(id=r.memory.id, brain=brain, confidence=round(float(r.confidence or 0.0), 4),
                  content=r.memory.content, file=file, heading=" > ".join(heading_path) or None,
-                 asked_before=ctx.get("origin") == ORIGIN and ctx.get("role") == "user")
+                 asked_before=ctx.get("origin") == ORIGIN and ctx.get("role") == "user", newer=newer,
+                 change=r.memory.value_change if newer is not None and newer == r.memory.newer_value else None,
+                 conflicts_with=list(r.conflicts_with))
 
 
 def system_message(found: list[Found]) -> dict[str, str]:
@@ -250,6 +258,13 @@ def system_message(found: list[Found]) -> dict[str, str]:
             where += f", {f.file}" + (f" > {f.heading}" if f.heading else "")
         if f.asked_before:
             where += ", asked by the user in an earlier chat"
+        # Said in the line itself: two values of one fact shown as two plain memories read as two facts.
+        if f.newer is not None:
+            where += (f"; OLDER VALUE ({f.change}), no longer current: [{f.newer}] is newer" if f.change
+                      else f"; OUTDATED: replaced by [{f.newer}]")
+        if f.conflicts_with:
+            where += ("; CONFLICT: disagrees with " + ", ".join(f"[{other}]" for other in f.conflicts_with)
+                      + ", which is true is not known")
         lines.append(f"[{f.id}] ({where}; confidence {f.confidence:.2f}) {f.content}")
     return {"role": "system", "content": "\n".join(lines)}
 

@@ -7,7 +7,7 @@ merges them, applies the composite score (scoring.py), and orders the result.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import functools
 import heapq
@@ -243,11 +243,13 @@ def _min_max(hits: list[tuple[str, float]]) -> dict[str, float]:
 
 
 def mmr_order(scores: list[float], vectors: np.ndarray, lam: float, k: int,
-              duplicate_similarity: float = 1.0) -> list[int]:
+              duplicate_similarity: float = 1.0, apart: Sequence[tuple[int, int]] = ()) -> list[int]:
     """Maximal marginal relevance: pick, one at a time, the candidate best balancing its score
     against its similarity to what is already picked: lam = 1 would be score order, lam = 0 diversity
     alone after the best (the caller does not call it at 1). A candidate at least duplicate_similarity
-    to a picked one is a restatement: it comes only after every non-duplicate. Returns indexes, at most k."""
+    to a picked one is a restatement: it comes only after every non-duplicate. The pairs `apart`
+    (indexes) disagree, a value and its newer value: however alike their words, neither restates the
+    other, so neither counts as similar to the other. Returns indexes, at most k."""
     n = len(scores)
     if n == 0:
         return []
@@ -258,6 +260,8 @@ def mmr_order(scores: list[float], vectors: np.ndarray, lam: float, k: int,
     if top > 0:
         rel = rel / top
     sims = vectors @ vectors.T
+    for i, j in apart:
+        sims[i, j] = sims[j, i] = 0.0
     picked: list[int] = []
     max_sim = np.full(n, 0.0)
     base = lam * rel

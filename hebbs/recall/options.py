@@ -45,6 +45,7 @@ class RecallOptions:
     alpha: float | None = None
     analogy: Sequence[str] | None = None
     now: Any = None
+    as_of: Any = None
     associate: bool = False
     # Only memories stored by this author, agent and session (schema.Origin).
     author: str | None = None

@@ -16,7 +16,7 @@ from typing import cast
 
 import numpy as np
 
-from .. import validate
+from .. import timefmt, validate
 from ..errors import InvalidInput, NotFound
 from ..models import calibration
 from ..schema import (Memory, Origin, RecallResult, RecallResults, ScoreComponents, ScoringWeights, TimeUnderstood)
@@ -41,6 +41,7 @@ class Request:
     window: tuple[int, int] | None
     reference: int  # "now" for recency and time words
     understood: timewords.TimeRange | None
+    as_of: int | None = None  # the point in time asked about: what was true then
 
 
 def mmr_pool(top_k: int) -> int:
@@ -56,7 +57,13 @@ def plan(vault: OpenVault, options: RecallOptions) -> Request:
     entity_id = validate.entity(o.entity_id)
     origin = {name: validate.scope_name(getattr(o, name), name) for name in ("author", "agent", "session")}
     window = validate.time_range(o.time_range)
-    reference = validate.timestamp_us(o.now, "now") if o.now is not None else now_us()
+    as_of = validate.timestamp_us(o.as_of, "as_of")
+    if as_of is not None:
+        # Nothing created after the point in time; with a range, the part of it up to then.
+        window = (0, as_of) if window is None else (window[0], min(window[1], as_of))
+    # The clock: now, else the point in time asked about (then, "last week" means the week before it).
+    reference = (validate.timestamp_us(o.now, "now") if o.now is not None
+                 else as_of if as_of is not None else now_us())
     cue = validate.content(o.cue, "cue") if o.cue is not None else None
     understood = (timewords.understand(cue, reference)
                   if cue is not None and window is None and vault.config.recall.time_words.enabled else None)
@@ -76,7 +83,8 @@ def plan(vault: OpenVault, options: RecallOptions) -> Request:
     alpha = validate.unit_float(o.alpha, "alpha") if o.alpha is not None and "analogical" in names else None
     checked = dataclasses.replace(o, cue=cue, top_k=top_k, weights=weights, entity_id=entity_id, seed=seed,
                                   mmr_lambda=lam, alpha=alpha, **origin)
-    return Request(options=checked, names=names, window=window, reference=reference, understood=understood)
+    return Request(options=checked, names=names, window=window, reference=reference, understood=understood,
+                   as_of=as_of)
 
 
 def strategy_names(cue: str | None, strategies: Sequence[str] | None, *, seed: str | None = None,
@@ -113,7 +121,9 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
     r, o = request, request.options
     weights = cast(ScoringWeights, o.weights)  # plan checked it
 
-    allowed = vault.scope(o.entity_id, r.window, o.include_superseded,
+    # As of a time, a memory superseded later was still true then: the scope lets superseded ones in,
+    # and those replaced by then leave below (true_then), unless asked for.
+    allowed = vault.scope(o.entity_id, r.window, o.include_superseded or r.as_of is not None,
                           Origin(author=o.author, agent=o.agent, session=o.session))
     fusion = vault.config.recall.fusion
     # What confidence reads from the cue alone, read before the cue is embedded: whether the cue less
@@ -146,8 +156,10 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
 
     preferred = None if understood is None else (understood.start, understood.end)
     vectors = query.vectors
+    if r.as_of is not None and not o.include_superseded:
+        true_then(vault, candidates, r.as_of, query.memories)
     results = rank(vault, candidates, weights, o.top_k, o.mmr_lambda, o.include_superseded, r.reference,
-                   preferred, vectors, query.memories)
+                   preferred, vectors, query.memories, r.as_of)
     if not results and r.names == {"associative"}:
         notes.append("associative recall follows associations learnt from use (memories used together: "
                      "`hebbs used ID ID`, or recall with reinforce); none of this cue's best matches has a strong "
@@ -278,11 +290,14 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
 def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, top_k: int, lam: float,
          include_superseded: bool, stamp: int, preferred: tuple[int, int] | None,
          vectors: dict[str, np.ndarray] | None = None,
-         records: dict[str, Memory | None] | None = None) -> list[RecallResult]:
+         records: dict[str, Memory | None] | None = None, as_of: int | None = None) -> list[RecallResult]:
     """The top_k candidates by composite score, diversified by MMR when lam < 1 (1 is pure relevance:
     score order, nothing moved; 0 is diversity alone after the best). The stored vectors
     MMR reads are left in `vectors`, by memory id, for the confidence step; `records`: the memories
-    already read in this recall, by id (those read here are added)."""
+    already read in this recall, by id (those read here are added). Two memories that disagree (a
+    value and its newer value, a confirmed conflict) are never each other's restatement: when one
+    is shown the other comes too, the older value below the newer, each marked (`disagreeing`)."""
+    records = {} if records is None else records
     config = vault.config
     diversify = lam < 1.0
     needed = mmr_pool(top_k) if diversify else pooled(top_k, include_superseded)
@@ -335,39 +350,146 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
     scored.sort(key=lambda item: (-item[0], item[1]))
     ranked = [(score, items[index][0], ScoreComponents(relevance=f[0], recency=f[1], importance=f[2], reinforcement=f[3]))
               for score, index, f in scored[:needed]]
+    pool = ranked[:mmr_pool(top_k)] if diversify else ranked
+    pool_ids = [mid for _, mid, _ in pool]
+    # The pool's records say which of its memories disagree (record fields, no edge scan): read once,
+    # and the results' reads below come from the same cache.
+    partners = disagreeing(vault, cached_memories(vault, records, pool_ids), include_superseded, as_of)
     if diversify and len(ranked) > 1:
         # The pool MMR picks from: with lambda near 1 a candidate far below the top_k never gets
         # picked, and a pool of POOL_FACTOR * top_k alone made every recall's cost grow with top_k.
-        pool = ranked[:mmr_pool(top_k)]
-        pool_ids = [mid for _, mid, _ in pool]
         # From RocksDB, four times cheaper than the HNSW graph (hnswlib's get_items), and only those
         # neighbour support has not read already; the confidence step reads none of them again.
         pool_vectors = cached_vectors(vault, {} if vectors is None else vectors, pool_ids)
+        index = {mid: i for i, mid in enumerate(pool_ids)}
+        apart = [(index[a], index[b]) for a, others in partners.items() if a in index for b in others if b in index]
         order = rc.mmr_order([score for score, _, _ in pool], pool_vectors, lam, top_k,
                              calibration(vault.embedder.model_id).duplicate_similarity
-                             if config.recall.duplicate_similarity is None else config.recall.duplicate_similarity)
+                             if config.recall.duplicate_similarity is None else config.recall.duplicate_similarity,
+                             apart)
         ranked = [pool[i] for i in order]
     else:
         # Room for superseded memories that will be moved below their successors.
         ranked = ranked[:pooled(top_k, include_superseded)]
+    ranked = with_partners(ranked, pool, partners, top_k)
     results = []
-    memories = cached_memories(vault, {} if records is None else records, [mid for _, mid, _ in ranked])
+    memories = cached_memories(vault, records, [mid for _, mid, _ in ranked])
     for (score, mid, parts), memory in zip(ranked, memories):
         if memory is not None:
             cand = candidates[mid]
             results.append(RecallResult(memory=memory, score=score, components=parts,
                                         strategies=cand.strategies, details=cand.details))
-    if include_superseded:
-        results = below_successors(results)
-    return results[:top_k]
+    results = below_successors(results, include_superseded)[:top_k]
+    mark(vault, results, include_superseded, as_of)
+    return results
 
 
-def below_successors(results: list[RecallResult]) -> list[RecallResult]:
-    """A superseded memory never ranks above the memory that replaced it."""
-    position = {r.memory.id: i for i, r in enumerate(results)}
-    ordered = [r for r in results if r.memory.superseded_by is None or r.memory.superseded_by not in position]
+def successor(memory: Memory, include_superseded: bool) -> str | None:
+    """The newer memory that replaced this one or changed its value. A superseded memory is in a
+    recall only when asked for or as of a time before its successor; one that also has a newer value
+    names that one unless superseded memories are asked for."""
+    if memory.superseded_by is not None and (include_superseded or memory.newer_value is None):
+        return memory.superseded_by
+    return memory.newer_value
+
+
+def _holds(vault: OpenVault, memory_id: str, as_of: int | None) -> bool:
+    """Whether a memory exists (none was forgotten since) and, as of a time, was already created then."""
+    entry = vault.entry(memory_id)
+    return entry is not None and (as_of is None or entry.created_at <= as_of)
+
+
+def disagreeing(vault: OpenVault, memories: Sequence[Memory | None], include_superseded: bool,
+                as_of: int | None) -> dict[str, set[str]]:
+    """{memory id: the ids it disagrees with}, both ways, for these memories: a value and its newer
+    value, a superseded memory and its successor (when asked for), a confirmed conflict. Only what
+    still exists, and as of a time, what existed then."""
+    out: dict[str, set[str]] = {}
+    for m in memories:
+        if m is None:
+            continue
+        newer = successor(m, include_superseded)
+        for other in ([newer] if newer is not None else []) + list(m.conflicts_with):
+            if _holds(vault, other, as_of):
+                out.setdefault(m.id, set()).add(other)
+                out.setdefault(other, set()).add(m.id)
+    return out
+
+
+def with_partners(ranked: list[tuple[float, str, ScoreComponents]], pool: list[tuple[float, str, ScoreComponents]],
+                  partners: dict[str, set[str]], top_k: int) -> list[tuple[float, str, ScoreComponents]]:
+    """The picks, each followed by the pool's memories that disagree with it and were not picked: the
+    other value is what makes the answer honest, so it comes right after the pick and takes the place
+    of the last pick that is not part of such a pair. At most top_k picks are kept."""
+    out = list(ranked[:top_k])
+    if not partners:
+        return out
+    by_id = {item[1]: item for item in pool}
+    position = 0
+    while position < len(out):
+        mid = out[position][1]
+        shown = {m for _, m, _ in out}
+        for other in sorted(partners.get(mid, ())):
+            if other in shown or other not in by_id:
+                continue
+            free = next((i for i in range(len(out) - 1, position, -1) if out[i][1] not in partners), None)
+            if len(out) >= top_k:
+                if free is None:
+                    break
+                del out[free]
+            out.insert(position + 1, by_id[other])
+            shown.add(other)
+        position += 1
+    return out
+
+
+def true_then(vault: OpenVault, candidates: rc.Candidates, as_of: int, records: dict[str, Memory | None]) -> None:
+    """Drops the candidates superseded by a memory created at or before `as_of`: replaced by then
+    (the scope let every superseded memory in, since one replaced later was still true at as_of)."""
+    replaced = [mid for mid in candidates if (entry := vault.entry(mid)) is not None and entry.superseded_by]
+    for memory in cached_memories(vault, records, replaced):
+        if memory is not None and memory.superseded_by is not None and _holds(vault, memory.superseded_by, as_of):
+            del candidates[memory.id]
+
+
+def mark(vault: OpenVault, results: list[RecallResult], include_superseded: bool, as_of: int | None) -> None:
+    """Each result's `current`, `newer`, `conflicts_with` and `marks`, as of the recall's time."""
     for r in results:
-        if r.memory.superseded_by is not None and r.memory.superseded_by in position:
-            successor = next(i for i, o in enumerate(ordered) if o.memory.id == r.memory.superseded_by)
-            ordered.insert(successor + 1, r)
+        m = r.memory
+        newer = successor(m, include_superseded)
+        if newer is not None and _holds(vault, newer, as_of):
+            r.current, r.newer = False, newer
+            entry = vault.entry(newer)
+            when = format_day(m.valid_until if m.valid_until is not None else entry.created_at if entry else 0)
+            if newer == m.newer_value and m.value_change:
+                r.marks.append(f"older value: {m.value_change} on {when} (newer: {newer})")
+            else:
+                r.marks.append(f"replaced on {when} (newer: {newer})")
+        r.conflicts_with = [other for other in m.conflicts_with if _holds(vault, other, as_of)]
+        for other in r.conflicts_with:
+            r.marks.append(f"conflicts with {other} (confirmed contradiction: which is true is not known)")
+
+
+def format_day(micros: int) -> str:
+    return timefmt.utc_text(micros, "%Y-%m-%d")
+
+
+def below_successors(results: list[RecallResult], include_superseded: bool) -> list[RecallResult]:
+    """A superseded memory, or an older value, never ranks above the memory that replaced it: it
+    comes right after it."""
+    newer = {r.memory.id: successor(r.memory, include_superseded) for r in results}
+    shown = set(newer)
+    if not any(n in shown for n in newer.values()):
+        return results
+    ordered = [r for r in results if newer[r.memory.id] not in shown]
+    placed = {r.memory.id for r in ordered}
+    while len(ordered) < len(results):
+        for r in results:
+            if r.memory.id not in placed and newer[r.memory.id] in placed:
+                at = next(i for i, o in enumerate(ordered) if o.memory.id == newer[r.memory.id])
+                ordered.insert(at + 1, r)
+                placed.add(r.memory.id)
+                break
+        else:
+            ordered += [r for r in results if r.memory.id not in placed]  # a cycle: left in score order
     return ordered

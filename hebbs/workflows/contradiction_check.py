@@ -19,7 +19,8 @@ from ..errors import NotFound
 from ..models import calibration
 from ..schema import Memory, PendingContradiction
 
-__all__ = ["Verdict", "classify", "find_candidates", "subject_of", "stem", "ANTONYMS", "MAX_CONFIDENCE", "THRESHOLD"]
+__all__ = ["Verdict", "classify", "find_candidates", "subject_of", "stem", "value_change", "ANTONYMS", "MAX_CONFIDENCE",
+           "THRESHOLD"]
 
 MAX_CONFIDENCE = 0.75
 THRESHOLD = 0.35
@@ -430,6 +431,24 @@ def _cues(x: _Sentence, y: _Sentence,
         score += W_REVISION
         reasons.append("revision marker: " + ", ".join(sorted(x.markers ^ y.markers)))
     return score, reasons
+
+
+_DIFFER = re.compile(r"^(?:numbers|values) differ: (.+) vs (.+)$")
+
+
+def value_change(reasons: list[str]) -> tuple[str, str] | None:
+    """The value each side of a candidate states, (a's, b's), when the checker found one statement
+    whose value differs (a number, a literal, or only one side negating) and nothing that says the
+    two are about different things (its "different objects?", "different versions?" ... doubts):
+    then the newer is a change of the older, not another fact. None otherwise."""
+    if any(r.startswith("different ") for r in reasons):
+        return None
+    for reason in reasons:
+        if m := _DIFFER.match(reason):
+            return m.group(1), m.group(2)
+        if reason.startswith("negation: only "):
+            return ("no", "yes") if reason == "negation: only a negates" else ("yes", "no")
+    return None
 
 
 def _quote(text: str, limit: int = 160) -> str:

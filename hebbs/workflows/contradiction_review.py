@@ -53,7 +53,51 @@ def queue_for_new(engine: OpenVault | HasVault, memories: Sequence[Memory]) -> i
         skip=lambda a, b: MemoryKind.INSIGHT in (a.kind, b.kind))
     if not found:
         return 0
+    link_changes(vault, found)
     return vault.add_pending(found)
+
+
+def link_changes(vault: OpenVault, found: Sequence[PendingContradiction]) -> list[Memory]:
+    """Record each candidate that is a changed value (contradiction_check.value_change: "numbers
+    differ: 3 vs 2" of one statement, about the same entity) on the older memory: newer_value, what
+    changed and valid_until. Recall then ranks the newer first and keeps the older, marked, instead
+    of dropping it as a restatement (docs/honesty.md "What is true now"). The candidate stays queued:
+    a verdict can still make it a revision (hidden), a contradiction (both marked) or neutral (the link
+    is undone). An older memory linked already keeps its first newer value (2 -> 3 -> 4 is a chain)."""
+    changed: dict[str, Memory] = {}
+    with vault.writing():
+        for item in found:
+            values = contradiction_check.value_change(item.reasons)
+            if values is None:
+                continue
+            a = changed.get(item.memory_a) or vault.memory(item.memory_a)
+            b = changed.get(item.memory_b) or vault.memory(item.memory_b)
+            if a is None or b is None or a.entity_id != b.entity_id:
+                continue
+            older, newer = sorted((a, b), key=lambda m: (m.created_at, m.id))
+            if older.newer_value is not None or older.superseded_by is not None or older.created_at == newer.created_at:
+                continue
+            before, after = values if older.id == a.id else values[::-1]
+            changed[older.id] = msgspec.structs.replace(older, newer_value=newer.id, valid_until=newer.created_at,
+                                                        value_change=f"{before} -> {after}")
+            if newer.older_value is None:
+                changed[newer.id] = msgspec.structs.replace(newer, older_value=older.id)
+        if changed:
+            writes = WriteSet()
+            for memory in changed.values():
+                writes.put_memory(memory)
+            vault.apply(writes, saved=list(changed.values()))
+    return list(changed.values())
+
+
+def unlinked(memory: Memory, other: Memory) -> Memory:
+    """memory without its value link to other, either way: a verdict said they are not one value changed."""
+    if memory.older_value == other.id:
+        memory = msgspec.structs.replace(memory, older_value=None)
+    if memory.newer_value != other.id:
+        return memory
+    return msgspec.structs.replace(memory, newer_value=None, value_change=None,
+                                   valid_until=None if memory.superseded_by is None else memory.valid_until)
 
 
 # Prepare -------------------------------------------------------------------------------------
@@ -150,9 +194,22 @@ def commit(engine: OpenVault | HasVault, verdicts: Any) -> ContradictionCommitte
             writes.delete("pending", id_bytes(item.id))
             if v.verdict == "neutral":
                 result.dismissed.append(item.id)
+                a, b = changed.get(item.memory_a) or vault.store.get_memory(item.memory_a), \
+                    changed.get(item.memory_b) or vault.store.get_memory(item.memory_b)
+                if a is not None and b is not None:
+                    for one, other in ((a, b), (b, a)):
+                        if other.id in (one.newer_value, one.older_value):
+                            changed[one.id] = unlinked(one, other)
+                            writes.put_memory(changed[one.id])
                 continue
             a, b = memory(item.memory_a), memory(item.memory_b)
             if v.verdict == "contradiction":
+                # Which of the two is true is not known: neither is the other's older value.
+                a = msgspec.structs.replace(unlinked(a, b), conflicts_with=sorted({*a.conflicts_with, b.id}))
+                b = msgspec.structs.replace(unlinked(b, a), conflicts_with=sorted({*b.conflicts_with, a.id}))
+                for one in (a, b):
+                    changed[one.id] = one
+                    writes.put_memory(one)
                 for source, target in ((a.id, b.id), (b.id, a.id)):
                     writes.put_edge(source, EdgeType.CONTRADICTS, target, v.confidence, stamp)
                     result.edges.append(Edge(source=source, target=target, edge_type=EdgeType.CONTRADICTS.name,
@@ -164,7 +221,7 @@ def commit(engine: OpenVault | HasVault, verdicts: Any) -> ContradictionCommitte
             if older.superseded_by is not None:
                 raise InvalidInput(f"pending {item.id}: memory {older.id} is already superseded by "
                                    f"{older.superseded_by}")
-            older = msgspec.structs.replace(older, superseded_by=newer.id, updated_at=stamp)
+            older = msgspec.structs.replace(older, superseded_by=newer.id, valid_until=newer.created_at, updated_at=stamp)
             changed[older.id] = older
             writes.put_memory(older)
             writes.put_edge(newer.id, EdgeType.REVISED_FROM, older.id, 1.0, stamp)

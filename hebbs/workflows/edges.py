@@ -3,12 +3,15 @@ same batch (a memory's shape is its edges)."""
 
 from __future__ import annotations
 
+import msgspec
+
 from .. import validate
 from ..errors import InvalidInput, NotFound
 from ..recall import analogical
-from ..schema import Edge, EdgeType
+from ..schema import Edge, EdgeType, Memory
 from ..core.open_vault import OpenVault, now_us
 from ..store.storage import WriteSet, edge_keys
+from .contradiction_review import unlinked
 
 
 def add_edge(vault: OpenVault, source: str, edge_type: str | EdgeType, target: str, confidence: float = 1.0) -> Edge:
@@ -25,7 +28,7 @@ def add_edge(vault: OpenVault, source: str, edge_type: str | EdgeType, target: s
         writes = WriteSet()
         writes.put_edge(source, kind, target, confidence, stamp)
         analogical.refresh_structure(vault.store, writes)
-        vault.apply(writes)
+        vault.apply(writes, saved=_conflicts(vault, writes, kind, source, target, True))
         return Edge(source=source, target=target, edge_type=kind.name, confidence=confidence, created_at=stamp)
 
 
@@ -41,7 +44,30 @@ def remove_edge(vault: OpenVault, source: str, edge_type: str | EdgeType, target
         writes.delete("graph", forward)
         writes.delete("graph", reverse)
         analogical.refresh_structure(vault.store, writes)
-        vault.apply(writes)
+        both_ways = vault.store.get("graph", edge_keys(target, kind, source)[0]) is not None
+        vault.apply(writes, saved=[] if both_ways else _conflicts(vault, writes, kind, source, target, False))
+
+
+def _conflicts(vault: OpenVault, writes: WriteSet, kind: EdgeType, source: str, target: str,
+               joined: bool) -> list[Memory]:
+    """A CONTRADICTS edge is what recall marks as a conflict, read from each memory's conflicts_with
+    (no edge scan per recall): both memories learn of the edge added or removed, in its batch. Added,
+    it is a `contradiction` verdict given by hand: neither memory is then the other's older value."""
+    if kind != EdgeType.CONTRADICTS:
+        return []
+    pair = {mid: vault.memory(mid) for mid in (source, target)}
+    changed = []
+    for one, other in ((source, target), (target, source)):
+        memory, partner = pair[one], pair[other]
+        if memory is None:
+            continue
+        others = set(memory.conflicts_with)
+        others = others | {other} if joined else others - {other}
+        settled = unlinked(memory, partner) if joined and partner is not None else memory
+        if others != set(memory.conflicts_with) or settled is not memory:
+            changed.append(msgspec.structs.replace(settled, conflicts_with=sorted(others)))
+            writes.put_memory(changed[-1])
+    return changed
 
 
 def edges(vault: OpenVault, memory_id: str, direction: str = "both") -> list[Edge]:

@@ -220,19 +220,20 @@ def _write_new(vault: OpenVault, chunk: list[_Prepared], vectors: np.ndarray, me
             latest_by_entity[m.entity_id] = (m.created_at, m.id)
         for target, edge_type, confidence in p.edges:
             writes.put_edge(m.id, edge_type, target, confidence, stamp)
-        superseded += [_mark_superseded(vault, writes, old_id, m.id, stamp) for old_id in p.supersedes]
+        superseded += [_mark_superseded(vault, writes, old_id, m, stamp) for old_id in p.supersedes]
     analogical.refresh_structure(vault.store, writes)
     new = [p.memory for p in chunk]
     vault.apply(writes, saved=new + superseded + list(survivors.values()) + records,
                 vectors=([m.id for m in new], vectors) if new else None, reindexed=new)
 
 
-def _mark_superseded(vault: OpenVault, writes: WriteSet, old_id: str, new_id: str, stamp: int) -> Memory:
+def _mark_superseded(vault: OpenVault, writes: WriteSet, old_id: str, new: Memory, stamp: int) -> Memory:
     old = vault.memory(old_id) if old_id in vault else None
     if old is None:
         raise NotFound(f"memory {old_id} does not exist")
-    old.superseded_by = new_id
+    old.superseded_by = new.id
+    old.valid_until = new.created_at  # what held until the new memory's time (recall --as-of before it shows it)
     old.updated_at = stamp
     writes.put_memory(old)
-    writes.put_edge(new_id, EdgeType.REVISED_FROM, old_id, 1.0, stamp)
+    writes.put_edge(new.id, EdgeType.REVISED_FROM, old_id, 1.0, stamp)
     return old

@@ -37,7 +37,7 @@ IMPORT_KEY_PREFIX = "import:"
 RECORDS = ("header", "memory", "link", "edge", "access", "pending", "file", "original")
 EMBED_SPAN = 512
 # Each memory's links to others: renamed through the import's id map.
-LINKS = ("superseded_by", "revision_of", "restatement_of")
+LINKS = ("superseded_by", "revision_of", "restatement_of", "newer_value", "older_value")
 
 
 def export_records(vault: OpenVault) -> Iterator[dict[str, Any]]:
@@ -169,7 +169,9 @@ def _map_ids(vault: OpenVault, memories: list[Memory], keys: dict[str, str], sum
 
 def _write_memories(vault: OpenVault, chunk: list[Memory], keys: dict[str, str], ids: dict[str, str]) -> None:
     # Links to other memories are set afterwards (_write_links), once every memory has its new id.
-    renamed = [msgspec.structs.replace(old, id=ids[old.id], consolidated=False, **{k: None for k in LINKS})
+    # conflicts_with comes back from the file's CONTRADICTS edges (_write_refs), whose ids are all mapped by then.
+    renamed = [msgspec.structs.replace(old, id=ids[old.id], consolidated=False, **{k: None for k in LINKS},
+                                       conflicts_with=[])
                for old in chunk]
     vectors = np.asarray(vault.embedder.embed_documents([embedding_text(m) for m in renamed]))
     writes = WriteSet()
@@ -213,6 +215,7 @@ def _write_refs(vault: OpenVault, rest: dict[str, list[dict[str, Any]]], summary
     """Edges, accesses, contradiction candidates and kept originals, through the id map; each written
     so that a re-run changes nothing (a memory that has an access log keeps its own)."""
     writes = WriteSet()
+    conflicts: dict[str, set[str]] = {}  # recall reads a conflict from each memory's conflicts_with
     for edge in rest["edge"]:
         source = _need(vault, summary, edge.get("source"), "an edge")
         target = _need(vault, summary, edge.get("target"), "an edge")
@@ -222,6 +225,13 @@ def _write_refs(vault: OpenVault, rest: dict[str, list[dict[str, Any]]], summary
             raise InvalidInput(f"unknown edge type {edge.get('edge_type')!r}") from None
         writes.put_edge(source, edge_type, target, float(edge.get("confidence", 1.0)), int(edge.get("created_at", 0)))
         summary.edges += 1
+        if edge_type == EdgeType.CONTRADICTS:
+            conflicts.setdefault(source, set()).add(target)
+            conflicts.setdefault(target, set()).add(source)
+    for memory_id, others in conflicts.items():
+        memory = vault.memory(memory_id)
+        if memory is not None and not others <= set(memory.conflicts_with):
+            writes.put_memory(msgspec.structs.replace(memory, conflicts_with=sorted(others | set(memory.conflicts_with))))
     accesses: dict[str, list[tuple[int, str]]] = {}
     for access in rest["access"]:
         memory_id = _need(vault, summary, access.get("memory"), "an access")

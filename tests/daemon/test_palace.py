@@ -1127,3 +1127,32 @@ def test_memory_page_and_recall_show_and_filter_who_stored_it(page: Any, palace:
     page.goto(palace.page_url(f"/timeline?vault={q(palace.vault)}"))
     timeline = page.locator("ol.timeline").inner_text()
     assert "agent planner" in timeline and "session sprint-11" in timeline
+
+
+def test_recall_page_marks_an_older_value_and_a_conflict_and_recalls_as_of(palace: Palace) -> None:
+    """Issue 41 in the panel: the older of two values carries an "older value" chip naming the newer,
+    a confirmed conflict a "conflicts with" chip, the memory page says so, and "as of" recalls what
+    was true then."""
+    day = 86_400 * 1_000_000
+    june = 1_780_272_000_000_000  # 2026-06-01
+    with palace.daemon.client(global_=True) as client:
+        old = client.remember("The harbour office phone extension is 5511", created_at=june - 30 * day)
+        new = client.remember("The harbour office phone extension is 5512", created_at=june + 30 * day)
+        a = client.remember("The harbour ferry leaves at 7:15 every morning")
+        b = client.remember("The harbour ferry never runs in the morning")
+        client.add_edge(a.id, "CONTRADICTS", b.id)
+    cookie = palace.cookie()
+    cue = q("harbour office extension")
+    page = raw_text(palace, "GET", f"/recall?vault={q(palace.home)}&cue={cue}&run=1", headers=cookie)
+    assert page.index(new.id) < page.index(old.id)
+    assert "older value 5511 -&gt; 5512 · newer" in page
+    then = raw_text(palace, "GET", f"/recall?vault={q(palace.home)}&cue={cue}&run=1&as_of=2026-06-01T00:00",
+                    headers=cookie)
+    assert old.id in then and new.id not in then and "--as-of 2026-06-01T00:00Z" in then
+    ferry = raw_text(palace, "GET", f"/recall?vault={q(palace.home)}&cue={q('when does the harbour ferry leave')}"
+                     f"&run=1", headers=cookie)
+    assert "conflicts with" in ferry
+    memory = raw_text(palace, "GET", f"/memory?vault={q(palace.home)}&id={old.id}", headers=cookie)
+    assert "older value (5511 -&gt; 5512)" in memory
+    newer = raw_text(palace, "GET", f"/memory?vault={q(palace.home)}&id={new.id}", headers=cookie)
+    assert "newer value of" in newer and old.id[-8:] in newer and "(5511 -&gt; 5512)" in newer

@@ -493,3 +493,32 @@ def test_agent_and_session_come_from_the_environment_and_filter_reads(daemon: An
     assert [r["content"] for r in recent["results"]] == [fact]
     assert [r["agent"] for r in primed["results"]] == ["other"]
     assert len(mine["results"]) == 2
+
+
+def test_recall_marks_an_older_value_a_conflict_and_answers_as_of_a_time(daemon: Any, project: Path) -> None:
+    """Issue 41, findings 1-4 through MCP: the older of two values comes back with current false and
+    the newer's id, a confirmed conflict names the other memory, and as_of returns what was true then."""
+    day = 86_400 * 1_000_000
+    june = 1_780_272_000_000_000  # 2026-06-01
+    with daemon.client(project) as hb:
+        old = hb.remember("The on-call phone extension is 4411", created_at=june - 30 * day)
+        new = hb.remember("The on-call phone extension is 4412", created_at=june + 30 * day)
+        a = hb.remember("The team's standup is at 9:30 every morning")
+        b = hb.remember("The team has no standup meeting at all")
+        hb.add_edge(a.id, "CONTRADICTS", b.id)
+
+    async def scenario(session: ClientSession) -> dict[str, Any]:
+        return {"now": await call(session, "recall", cue="what is the on-call extension", top_k=3, brain="project"),
+                "june": await call(session, "recall", cue="what is the on-call extension", top_k=3,
+                                   brain="project", as_of="2026-06-01"),
+                "standup": await call(session, "recall", cue="when is the standup", top_k=3, brain="project")}
+
+    out = run(daemon.home, project, scenario)
+    now = out["now"]["results"]
+    assert [r["id"] for r in now[:2]] == [new.id, old.id]
+    assert "current" not in now[0] and now[1]["current"] is False and now[1]["newer"] == new.id
+    assert any("older value: 4411 -> 4412" in m for m in now[1]["marks"])
+    assert [r["id"] for r in out["june"]["results"]][:1] == [old.id]
+    assert new.id not in [r["id"] for r in out["june"]["results"]]
+    standup = {r["id"]: r for r in out["standup"]["results"]}
+    assert standup[a.id]["conflicts_with"] == [b.id] and standup[b.id]["conflicts_with"] == [a.id]

@@ -510,3 +510,27 @@ def test_exchanges_carry_the_agent_and_one_session_per_conversation(shared_daemo
     # And recall narrows to one conversation.
     found = vault.recall("workers billing queue", top_k=5, session=asked[0].session)
     assert found.results and {r.memory.session for r in found.results} == {asked[0].session}
+
+
+def test_two_values_of_a_fact_are_injected_as_a_change_and_a_conflict_as_one(proxy, shared_daemon, project):
+    """Issue 41, finding 3: the proxy injected two disagreeing memories as plain memories. Now the
+    older value says it is no longer current and names the newer one, and a confirmed conflict says
+    the two disagree."""
+    now = time.time_ns() // 1000
+    day = 86_400 * 1_000_000
+    with shared_daemon.client(vault=project) as client:
+        old = client.remember("The user has 2 cats named Miso and Tofu", created_at=now - 3 * day)
+        new = client.remember("The user has 3 cats named Miso and Tofu", created_at=now - 2 * day)
+        a = client.remember("The team's standup is at 9:30 every morning")
+        b = client.remember("The team has no standup meeting at all")
+        client.add_edge(a.id, "CONTRADICTS", b.id)
+    with proxy.client() as client:
+        client.post("/v1/chat/completions", json=chat("How many cats does the user have?"))
+        cats = proxy.upstream.received[-1]["body"]["messages"][1]["content"]
+        client.post("/v1/chat/completions", json=chat("When is the team's standup?"))
+        standup = proxy.upstream.received[-1]["body"]["messages"][1]["content"]
+    line = next(line for line in cats.splitlines() if line.startswith(f"[{old.id}]"))
+    assert f"OLDER VALUE (2 -> 3), no longer current: [{new.id}] is newer" in line
+    assert cats.index(f"[{new.id}]") < cats.index(f"[{old.id}]")
+    line = next(line for line in standup.splitlines() if line.startswith(f"[{a.id}]"))
+    assert f"CONFLICT: disagrees with [{b.id}]" in line

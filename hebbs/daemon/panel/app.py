@@ -223,7 +223,8 @@ class Routes:
         async def render(vault: str) -> str:
             inspection = await self.data.command(Inspect(id=_required(request, "id")), vault)
             m = inspection.memory
-            ids = [x for ed in inspection.edges for x in (ed.source, ed.target)] + ([m.superseded_by] if m.superseded_by else [])
+            ids = ([x for ed in inspection.edges for x in (ed.source, ed.target)]
+                   + [x for x in (m.superseded_by, m.newer_value, m.older_value) if x])
             others = await self.data.view(vault, data.memories_by_id, ids[:400])
             chain = await self.data.view(vault, data.supersession, m)
             lines = await asyncio.to_thread(data.line_range, vault, self.home, m) if m.source else None
@@ -487,6 +488,7 @@ def recall_form(q: QueryParams, reinforce_allowed: bool) -> tuple[dict[str, Any]
         direction = RECALL_DEFAULTS.direction
     form = {"cue": (q.get("cue") or "").strip(), "strategies": strategies, "weights": weights, "top_k": top_k,
             "entity": q.get("entity") or "", "since": q.get("since") or "", "until": q.get("until") or "",
+            "as_of": q.get("as_of") or "",
             "seed": (q.get("seed") or "").strip(), "direction": direction, "depth": depth, "mmr": mmr,
             "include_superseded": bool(q.get("include_superseded")),
             **{name: (q.get(name) or "").strip() for name in pages.ORIGIN_FILTERS},
@@ -520,6 +522,8 @@ def command_line(vault: str, home: Path, form: dict[str, Any]) -> str:
         words += ["--weights", ":".join(f"{w[name]:g}" for name, _ in pages.WEIGHTS)]
     if form["since"] or form["until"]:
         words += ["--time-range", f'{form["since"] and form["since"] + "Z"}..{form["until"] and form["until"] + "Z"}']
+    if form["as_of"]:
+        words += ["--as-of", form["as_of"] + "Z"]
     if form["include_superseded"]:
         words.append("--include-superseded")
     if form["reinforce"]:
@@ -536,7 +540,7 @@ def recall_command(form: dict[str, Any]) -> tuple[Recall, list[str]]:
         cue=form["cue"] or None, strategies=form["strategies"] or None, top_k=form["top_k"],
         entity_id=form["entity"] or None, time_range=window, weights=ScoringWeights(**form["weights"]),
         include_superseded=form["include_superseded"], reinforce=form["reinforce_now"], mmr_lambda=form.get("mmr"),
-        **{name: form.get(name) or None for name in pages.ORIGIN_FILTERS})
+        as_of=_micros(form["as_of"], "as of"), **{name: form.get(name) or None for name in pages.ORIGIN_FILTERS})
     ignored: list[str] = []
     if "causal" in form["strategies"]:
         wanted = {"seed": form["seed"] or None, "direction": form["direction"], "max_depth": form["depth"]}

@@ -185,6 +185,7 @@ def recall_form(vault: str, csrf: str, form: dict[str, Any], entities: list[tupl
          for name in ORIGIN_FILTERS)}
 <label>from <input type="datetime-local" name="since" value="{e(form["since"])}"></label>
 <label>to <input type="datetime-local" name="until" value="{e(form["until"])}"> <span class="muted">UTC</span></label>
+<label title="what was true then: memories created later left out, a value changed later current">as of <input type="datetime-local" name="as_of" value="{e(form.get("as_of", ""))}"> <span class="muted">UTC</span></label>
 <label class="check"><input type="checkbox" name="include_superseded" value="1"{" checked" if form["include_superseded"] else ""}> include superseded</label>
 <label class="check"><input type="checkbox" name="reinforce" value="1"{" checked" if form["reinforce"] else ""}> count as used (reinforce)</label>
 </fieldset>
@@ -221,7 +222,7 @@ def recall_results(vault: str, results: Any, form: dict[str, Any], command: str,
         out.append(f"""<article class="card result" data-memory-id="{e(m.id)}">
 <div class="result-head"><span class="rank">#{rank}</span><span class="score" title="composite score">{r.score:.3f}</span>
 {kind_badge(m.kind)}{f'<span class="chip entity">{e(m.entity_id)}</span>' if m.entity_id else ''}{strategies}{conf_html}{_origin_chips(m)}
-{'<span class="chip warn">superseded</span>' if m.superseded_by else ''}</div>
+{_truth_chips(r)}</div>
 <p class="content">{memory_link(vault, m, 400)}</p>
 <div class="bars">{bars}</div>
 <p class="muted small">{e(details)} · created {when(m.created_at)} · id {e(short(m.id))}</p></article>""")
@@ -235,6 +236,19 @@ def _origin_chips(m: Memory, author: bool = True) -> str:
     return "".join(f'<span class="chip origin" title="{name}">{name} {e(value)}</span>'
                    for name, value in (("by", m.author if author else None), ("agent", m.agent),
                                        ("session", m.session)) if value)
+
+
+def _truth_chips(r: Any) -> str:
+    """What a result says of its truth (docs/honesty.md "What is true now"): an older value and the
+    memory that changed it, a replaced memory, a confirmed conflict; each mark's words as its title."""
+    m, chips = r.memory, []
+    if not r.current and r.newer:
+        label = (f"older value {m.value_change}" if m.newer_value == r.newer and m.value_change else "superseded")
+        chips.append(f'<span class="chip warn" title="{e("; ".join(r.marks))}">{e(label)} · newer '
+                     f'{e(short(r.newer))}</span>')
+    chips += [f'<span class="chip warn" title="confirmed contradiction: which is true is not known">conflicts '
+              f'with {e(short(other))}</span>' for other in r.conflicts_with]
+    return "".join(chips)
 
 
 # Memory ------------------------------------------------------------------------------------------
@@ -291,6 +305,18 @@ def memory_page(vault: str, csrf: str, inspection: Any, others: dict[str, Memory
         newer = others.get(m.superseded_by)
         superseded = notice("superseded: a newer memory replaced this one; recall leaves it out") + (
             f'<p>replaced by {memory_link(vault, newer)}</p>' if newer else "")
+    elif m.newer_value:
+        newer = others.get(m.newer_value)
+        superseded = notice(f"older value ({m.value_change or 'changed'}): a newer memory states another value; recall "
+                            f"shows this one below it, marked") + (
+            f'<p>true until {when(m.valid_until or 0)}; newer: {memory_link(vault, newer)}</p>' if newer else "")
+    if m.older_value:
+        older = others.get(m.older_value)
+        superseded += (f'<p>newer value of {memory_link(vault, older)}'
+                       f'{" (" + e(older.value_change) + ")" if older.value_change else ""}</p>' if older else "")
+    if m.conflicts_with:
+        superseded += notice("confirmed contradiction: this memory and " + ", ".join(short(o) for o in m.conflicts_with)
+                             + " disagree; which is true is not known")
     edges_out = [ed for ed in inspection.edges if ed.source == m.id]
     edges_in = [ed for ed in inspection.edges if ed.target == m.id]
 
