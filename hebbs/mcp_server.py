@@ -36,7 +36,8 @@ from pydantic import Field, ValidationError
 
 from .recall.brains import BRAINS, GLOBAL, PROJECT
 from .client import AsyncClient
-from .protocol import AGENT_HEADER, COMMAND_TYPES, SESSION_HEADER, SHORT_ID_MIN, Inspection, Mcp, Micros, _Command
+from .protocol import (AGENT_HEADER, COMMAND_TYPES, SESSION_HEADER, SHORT_ID_MIN, Inspection, Mcp, Micros, NoteAppend,
+                       NoteWrite, _Command)
 from .errors import HebbsError, InvalidInput, NotFound, VaultNotInitialized
 from .paths import find_project_vault, hebbs_home, resolve_vault
 from .schema import ContradictionVerdict, InsightInput, Memory, RecallResult, RecallResults
@@ -522,7 +523,8 @@ def _function(tool: Tool, tools: HebbsTools) -> Callable[..., Awaitable[str]]:
         for name, value in given.items():
             field = tool.fills[name]
             values[field] = (*values.get(field, ()), value) if field == "time_range" else value
-        if "author" in tool.command.__struct_fields__ and values.get("author") is None:
+        # Only a note's author: on recall and prime `author` is a filter, which must stay unset unless asked.
+        if tool.command in (NoteWrite, NoteAppend) and values.get("author") is None:
             # A note says who wrote it: the agent's own name, else the name its MCP client gave at initialize.
             values["author"] = _client_name(ctx)
         if values.get("time_range") == (None, None):

@@ -8,7 +8,6 @@ without loading the engine.
 from __future__ import annotations
 
 import functools
-import getpass
 import os
 import secrets
 import shlex
@@ -55,12 +54,27 @@ def _writer(home: Path, from_env: str | None, _config_stamp: int, pid: int) -> t
             raise InvalidInput(str(exc)) from None
     configured = load_config(home).author
     if configured is None:
-        try:
-            user = getpass.getuser()
-        except (KeyError, OSError):  # a uid without a passwd entry (a container)
-            user = str(os.getuid())
-        configured = f"{user}@{host}"
+        configured = f"{_user_name()}@{host}"
     return configured.strip(), f"{host}:{pid}"
+
+
+def _user_name() -> str:
+    """The login name: $USER or $LOGNAME, else this uid's line of /etc/passwd, else the uid. Never a
+    passwd lookup through NSS (getpass, pwd), which may ask nscd, LDAP or another server: the daemon
+    makes no network attempt (tests/reliability/test_daemon_offline.py)."""
+    named = os.environ.get("USER") or os.environ.get("LOGNAME")
+    if named:
+        return named
+    uid = str(os.getuid())
+    try:
+        with open("/etc/passwd", encoding="utf-8", errors="replace") as passwd:
+            for line in passwd:
+                fields = line.split(":")
+                if len(fields) > 2 and fields[2] == uid:
+                    return fields[0]
+    except OSError:
+        pass
+    return uid
 
 
 def ensure_home(home: Path) -> Path:
