@@ -66,7 +66,7 @@ def build(model: str, work: Path, conversations: list[str], docs: int, notes_fil
         shutil.copy2(notes_data.DEFAULT_VAULT / rel, notes / "corpus" / rel)
     engine = Engine.open(notes / ".hebbs", model=model)
     index_notes(engine, notes, contradictions=False)
-    out["engines"]["notes"] = engine
+    out["engines"]["notes/.hebbs"] = engine  # the vault name bench_abstention's cues give
     out["rows"] = [r for r in ab.cues(convs, raws)
                    if r["kind"] in ("locomo answerable", "notes answerable (Hugo)")]
     for name, module in (("cisi", cisi), ("medline", medline)):
