@@ -112,18 +112,25 @@ def main() -> None:
     parser.add_argument("--conversations", nargs="+", default=["30", "42"])
     parser.add_argument("--docs", type=int, default=300)
     parser.add_argument("--notes-files", type=int, default=30)
+    parser.add_argument("--start", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="start from these weights (a second pass from a first pass's), not MiniLM's")
+    parser.add_argument("--try", dest="tries", nargs="*", default=[], metavar="KEY=V1,V2",
+                        help="these candidates instead of CANDIDATES (a second pass past the edge of the first's)")
     args = parser.parse_args()
+    start = {k: float(v) for k, v in (item.split("=") for item in args.start)}
+    candidates = ({k: tuple(float(x) for x in v.split(",")) for k, v in (item.split("=") for item in args.tries)}
+                  or CANDIDATES)
     work = Path(tempfile.mkdtemp(prefix="hebbs-fit-fusion-"))
     t = time.perf_counter()
     built: dict = {"engines": {}, "docs": {}}
     try:
         built = build(args.model, work, args.conversations, args.docs, args.notes_files)
         print(f"built in {time.perf_counter() - t:.0f} s; {len(built['rows'])} cues", file=sys.stderr)
-        kept = dict(MINILM_FUSION)
+        kept = {**MINILM_FUSION, **start}
         best = evaluate(built, FusionParams(**kept))
         print("| setting | " + " | ".join(PARTS) + " | mean |\n|---|---|---|---|---|---|")
-        print(line("MiniLM's " + ", ".join(f"{k} {v}" for k, v in kept.items()), best), flush=True)
-        for key, values in CANDIDATES.items():
+        print(line(("from " if start else "MiniLM's ") + ", ".join(f"{k} {v}" for k, v in kept.items()), best), flush=True)
+        for key, values in candidates.items():
             choice = None
             for value in values:
                 figures = evaluate(built, FusionParams(**{**kept, key: value}))
