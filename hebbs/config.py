@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path, PurePosixPath
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -19,6 +20,11 @@ CONFIG_FILE = "config.toml"
 # bench/bench_abstention.py --fit, the highest threshold at which at most 3% of the fit part's
 # answerable cues abstain: one standard error under the 4% goal (docs/honesty.md).
 DEFAULT_ABSTAIN_THRESHOLD = 0.22
+# The fusion weights chosen on MiniLM's cosines (FusionParams.MODEL_KEYS): on LoCoMo min-max normalized
+# scores weighted 0.6 lexical / 0.4 dense beat either channel alone; identifiers 0.8; long memories 0.4;
+# neighbour support 0.2 (docs/retrieval.md, bench/results/history.md). Another model's are its own.
+MINILM_FUSION: dict[str, float] = {"lexical_weight": 0.6, "identifier_lexical_weight": 0.8,
+                                   "long_lexical_weight": 0.4, "neighbor_weight": 0.2}
 
 
 class IndexParams(msgspec.Struct, kw_only=True, frozen=True):
@@ -47,20 +53,29 @@ class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     weighted 0.6 lexical / 0.4 dense beat either channel alone in every question category, where
     plain reciprocal rank fusion fell between them; long memories (note sections, abstracts) lean
     on the dense channel instead.
-    """
 
-    # The lexical (BM25) channel's share of relevance; the similarity channel has the rest.
-    lexical_weight: float = 0.6
+    The four weights that trade one channel against the other (MODEL_KEYS) were chosen on MiniLM's
+    cosines, so each model has its own (docs/embedding.md): unset, a vault uses its model's.
+    """
+    # Code reads MODEL_KEYS through value(): a FusionParams not resolved for a model (for_model) has MiniLM's.
+
+    MODEL_KEYS: ClassVar[tuple[str, ...]] = ("lexical_weight", "identifier_lexical_weight",
+                                             "long_lexical_weight", "neighbor_weight")
+
+    # The lexical (BM25) channel's share of relevance; the similarity channel has the rest. Unset: the
+    # model's own (0.6 under MiniLM).
+    lexical_weight: float | None = None
     # Used instead of lexical_weight when the cue contains an identifier (ERR_CONN_RESET, v2.3.1,
-    # --top-k, file.md, camelCase): an exact token match is then the strongest evidence there is.
-    identifier_lexical_weight: float = 0.8
+    # --top-k, file.md, camelCase): an exact token match is then the strongest evidence there is. Unset:
+    # the model's own (0.8 under MiniLM).
+    identifier_lexical_weight: float | None = None
     # Each channel's scores are min-max normalized over its top `normalization_depth` hits, so the
     # weights compare like with like: a channel's best hit scores 1, its depth-th hit 0.
     normalization_depth: int = 50
     # Long memories lean on the dense channel (recall.fusion.lexical_weight_for): lexical_weight applies
     # while the median memory in play has at most short_words words, long_lexical_weight from
-    # long_words on, log-linear in between.
-    long_lexical_weight: float = 0.4
+    # long_words on, log-linear in between. Unset: the model's own (0.4 under MiniLM).
+    long_lexical_weight: float | None = None
     short_words: int = 30
     long_words: int = 100
     # Sections of one note support each other (recall.fusion.sibling_support): a section gains
@@ -69,10 +84,10 @@ class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     sibling_count: int = 2
     # Memories alike in meaning support each other (recall.fusion.neighbor_support): each of the
     # neighbor_pool best candidates moves neighbor_weight of the way towards the cosine-weighted mean
-    # relevance of its neighbor_count nearest candidates. 0 turns it off.
+    # relevance of its neighbor_count nearest candidates. 0 turns it off. Unset: the model's own (0.2 under MiniLM).
     # neighbor_pool 100 takes every candidate of a 50-deep search of both channels, and the tail of a
     # top_k 100 recall. Each value was chosen on every benchmark set at once (bench/results/history.md).
-    neighbor_weight: float = 0.2
+    neighbor_weight: float | None = None
     neighbor_count: int = 5
     neighbor_pool: int = 100
     # How many candidates each channel contributes: max(normalization_depth, top_k * candidate_factor).
@@ -107,10 +122,22 @@ class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
             raise ValueError("recall.fusion.feedback_terms, feedback_docs and feedback_min_terms must be >= 0")
         if not 0 <= self.rank_weight <= 1 or self.rank_k < 0:
             raise ValueError("recall.fusion.rank_weight must be from 0 to 1 and rank_k >= 0")
-        if not 0 <= self.neighbor_weight <= 1:
-            raise ValueError(f"recall.fusion.neighbor_weight must be from 0 to 1, got {self.neighbor_weight}")
+        for key in self.MODEL_KEYS:
+            value = getattr(self, key)
+            if value is not None and not 0 <= value <= 1:
+                raise ValueError(f"recall.fusion.{key} must be from 0 to 1, got {value}")
         if self.neighbor_count < 0 or self.neighbor_pool < 0:
             raise ValueError("recall.fusion.neighbor_count and neighbor_pool must be >= 0")
+
+    def value(self, key: str) -> float:
+        """One of MODEL_KEYS: as set, else MiniLM's."""
+        value = getattr(self, key)
+        return MINILM_FUSION[key] if value is None else float(value)
+
+    def for_model(self, fitted: Mapping[str, float]) -> FusionParams:
+        """These settings with each unset MODEL_KEYS weight the model's `fitted` one (MiniLM's when it has none)."""
+        unset = {key: float(fitted.get(key, MINILM_FUSION[key])) for key in self.MODEL_KEYS if getattr(self, key) is None}
+        return msgspec.structs.replace(self, **unset) if unset else self
 
 
 class TimeWordsParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
@@ -582,16 +609,16 @@ query_log_days = 90.0           # and none older than this
 enabled = true
 
 [recall.fusion]
-lexical_weight = 0.6
-identifier_lexical_weight = 0.8
+# lexical_weight = 0.6               # MiniLM's; unset, each model's own (docs/embedding.md)
+# identifier_lexical_weight = 0.8    # MiniLM's; unset, each model's own (docs/embedding.md)
 normalization_depth = 50
 candidate_factor = 1
-long_lexical_weight = 0.4
+# long_lexical_weight = 0.4          # MiniLM's; unset, each model's own (docs/embedding.md)
 short_words = 30
 long_words = 100
 sibling_weight = 0.2
 sibling_count = 2
-neighbor_weight = 0.2
+# neighbor_weight = 0.2              # MiniLM's; unset, each model's own (docs/embedding.md)
 neighbor_count = 5
 neighbor_pool = 100
 feedback_weight = 0.5

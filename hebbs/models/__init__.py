@@ -50,6 +50,10 @@ class Calibration:
     # recall/fusion.py's MMR: a candidate this similar to one already picked is a duplicate (config
     # recall.duplicate_similarity overrides it).
     duplicate_similarity: float
+    # recall/fusion.py: the fusion weights fitted on this model (config.FusionParams.MODEL_KEYS, by
+    # scripts/fit_fusion.py); a weight it does not name is MiniLM's (config.MINILM_FUSION). Config
+    # [recall.fusion] overrides each.
+    fusion: tuple[tuple[str, float], ...] = ()
 
     def confidence_for(self, features: tuple[str, ...]) -> tuple[tuple[float, ...], float] | None:
         """(coefficients, intercept) in the order of `features`, or None when fitted on other features."""
@@ -78,4 +82,5 @@ def calibration(model_id: str | None) -> Calibration:
         paraphrase_added_cosine=float(table["paraphrase_added_cosine"]),
         contradiction_similarity=float(table["contradiction_similarity"]),
         duplicate_similarity=float(table["duplicate_similarity"]),
+        fusion=tuple((key, float(value)) for key, value in table.get("fusion", {}).items()),
     )

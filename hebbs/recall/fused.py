@@ -37,7 +37,7 @@ def recall(vault: OpenVault, query: Query) -> Found:
     if params.sibling_weight > 0 and params.sibling_count > 0:
         files = dict(zip(fused, vault.files_of(list(fused))))
         sibling_support(fused, files.__getitem__, params.sibling_weight, params.sibling_count)
-    neighbor_support(fused, lambda ids: query.stored_vectors(vault, ids), params.neighbor_weight, params.neighbor_count, params.neighbor_pool)
+    neighbor_support(fused, lambda ids: query.stored_vectors(vault, ids), params.value("neighbor_weight"), params.neighbor_count, params.neighbor_pool)
     return fused, []
 
 

@@ -66,7 +66,7 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
     the best candidates).
     """
     if has_identifier(cue):
-        wl = params.identifier_lexical_weight
+        wl = params.value("identifier_lexical_weight")
     else:
         wl = lexical_weight_for(params, [words_of(mid) for mid, _ in in_play(sim_hits, lex_hits)]
                                 if words_of is not None else [])
@@ -118,14 +118,15 @@ def lexical_weight_for(params: FusionParams, lengths: list[int]) -> float:
     evidence; in a 200-word section it is weak, and there the model's reading of the whole text is
     the better judge. lexical_weight applies up to short_words, long_lexical_weight from long_words
     on, and in between it moves linearly in log(length)."""
+    short = params.value("lexical_weight")
     if not lengths:
-        return params.lexical_weight
+        return short
     median = max(1, sorted(lengths)[len(lengths) // 2])
     lo, hi = params.short_words, params.long_words
     if median <= lo or hi <= lo:
-        return params.lexical_weight
+        return short
     t = min(1.0, (math.log(median) - math.log(lo)) / (math.log(hi) - math.log(lo)))
-    return params.lexical_weight + t * (params.long_lexical_weight - params.lexical_weight)
+    return short + t * (params.value("long_lexical_weight") - short)
 
 
 def sibling_support(candidates: Candidates, group_of: Callable[[str], str | None], weight: float,

@@ -14,9 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+import msgspec
 import numpy as np
 
 from .. import timefmt, validate
+from ..config import RecallConfig
 from ..errors import InvalidInput, NotFound
 from ..models import calibration
 from ..schema import (Memory, Origin, RecallResult, RecallResults, ScoreComponents, ScoringWeights, TimeUnderstood)
@@ -125,7 +127,8 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
     # and those replaced by then leave below (true_then), unless asked for.
     allowed = vault.scope(o.entity_id, r.window, o.include_superseded or r.as_of is not None,
                           Origin(author=o.author, agent=o.agent, session=o.session))
-    fusion = vault.config.recall.fusion
+    settings = recall_settings(vault)
+    fusion = settings.fusion
     # What confidence reads from the cue alone, read before the cue is embedded: whether the cue less
     # its unseen words will be embedded too, in the same run (CueEmbedder).
     reading = (confidence.read_cue(o.cue, vault.embedder.word_ranks(), vault.lexical_index.doc_freqs)
@@ -135,7 +138,7 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
         # a plain vector search of the cue's own embedding.
         cue=o.cue, embed=CueEmbedder(vault.embedder, vault.config.recall.cue_by_sentence and r.names != {"similarity"},
                                      o.cue, None if reading is None else reading.rest_to_embed),
-        allowed=allowed, settings=vault.config.recall,
+        allowed=allowed, settings=settings,
         limit=max(fusion.normalization_depth, o.top_k * fusion.candidate_factor),
         entity_id=o.entity_id, window=r.window, seed=o.seed, direction=o.direction, max_depth=o.max_depth,
         edge_types=o.edge_types, analogy=o.analogy, alpha=o.alpha,
@@ -188,6 +191,14 @@ def run_strategies(vault: OpenVault, names: set[str], query: Query) -> tuple[rc.
                 candidates = found  # a strategy's candidates are its own, built fresh for this call: no copy
             notes += said
     return candidates, notes
+
+
+def recall_settings(vault: OpenVault) -> RecallConfig:
+    """The vault's [recall] settings with each fusion weight it leaves unset its model's own
+    (hebbs.models.calibration): MiniLM's weights were chosen on MiniLM's cosines."""
+    recall = vault.config.recall
+    fusion = recall.fusion.for_model(dict(calibration(vault.embedder.model_id).fusion))
+    return recall if fusion is recall.fusion else msgspec.structs.replace(recall, fusion=fusion)
 
 
 def calibrated_confidence(vault: OpenVault) -> tuple[tuple[Sequence[float], float] | None, float]:

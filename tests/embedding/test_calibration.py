@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from hebbs import Engine
-from hebbs.config import DEFAULT_ABSTAIN_THRESHOLD
+from hebbs.config import DEFAULT_ABSTAIN_THRESHOLD, MINILM_FUSION, FusionParams, RecallConfig, VaultConfig
 from hebbs.models import calibration, load_registry
 from hebbs.recall import confidence
+from hebbs.recall.pipeline import recall_settings
 from scripts.fit_calibration import mapped_cutoff
 
 FACTS = ["Dana prefers green tea in the morning.", "The staging server restarts every Sunday at 03:00.",
@@ -69,3 +70,41 @@ def test_a_cut_off_maps_to_the_one_that_lets_the_same_pairs_through() -> None:
     reference = np.linspace(0.0, 1.0, 101)
     other = 0.5 + reference / 2  # a model whose cosines are squeezed into 0.5..1
     assert math.isclose(mapped_cutoff(reference, 0.9, other), 0.9475, abs_tol=0.003)
+
+
+def _fusion(tmp_path: Path, model: str, config: str = "") -> tuple[float, FusionParams]:
+    """The lexical weight a recall of short facts fused with (its details), and the vault's resolved fusion."""
+    vault = tmp_path / f"fusion-{model}"
+    vault.mkdir()
+    if config:
+        (vault / "config.toml").write_text(config)
+    with Engine.open(vault, model=model) as engine:
+        engine.remember_many([{"content": f} for f in FACTS])
+        found = engine.recall(CUE, top_k=3, reinforce=False)
+        return found.results[0].details["lexical_weight"], recall_settings(engine.vault).fusion
+
+
+def test_a_vault_fuses_with_its_models_weights(tmp_path: Path) -> None:
+    bge = dict(calibration("bge-small-en-v1.5").fusion)
+    assert set(bge) == set(FusionParams.MODEL_KEYS) and bge != MINILM_FUSION  # fitted: scripts/fit_fusion.py
+    weight, fusion = _fusion(tmp_path, "bge-small-en-v1.5")
+    assert weight == bge["lexical_weight"]
+    assert {key: fusion.value(key) for key in FusionParams.MODEL_KEYS} == bge
+    weight, fusion = _fusion(tmp_path, "all-MiniLM-L6-v2")
+    assert weight == MINILM_FUSION["lexical_weight"]
+    assert {key: fusion.value(key) for key in FusionParams.MODEL_KEYS} == MINILM_FUSION
+
+
+def test_a_configured_fusion_weight_wins_over_the_models(tmp_path: Path) -> None:
+    weight, fusion = _fusion(tmp_path, "bge-small-en-v1.5", "[recall.fusion]\nlexical_weight = 0.45\n")
+    assert weight == 0.45
+    assert fusion.value("neighbor_weight") == dict(calibration("bge-small-en-v1.5").fusion)["neighbor_weight"]
+
+
+def test_a_new_vaults_config_leaves_the_fusion_weights_to_its_model(tmp_path: Path) -> None:
+    from hebbs.config import DEFAULT_CONFIG_TEXT
+    import msgspec
+
+    written = msgspec.toml.decode(DEFAULT_CONFIG_TEXT.encode(), type=VaultConfig)
+    assert written.recall == RecallConfig()
+    assert all(getattr(written.recall.fusion, key) is None for key in FusionParams.MODEL_KEYS)

@@ -74,12 +74,12 @@ def test_sibling_support_off_changes_nothing():
 
 
 def test_lexical_weight_follows_the_length_of_the_memories_in_play():
-    p = FusionParams()
-    assert rc.lexical_weight_for(p, []) == p.lexical_weight
-    assert rc.lexical_weight_for(p, [12, 20, 25]) == p.lexical_weight
-    assert rc.lexical_weight_for(p, [150, 300, 220]) == p.long_lexical_weight
+    p = FusionParams(lexical_weight=0.6, long_lexical_weight=0.4)
+    assert rc.lexical_weight_for(p, []) == 0.6
+    assert rc.lexical_weight_for(p, [12, 20, 25]) == 0.6
+    assert rc.lexical_weight_for(p, [150, 300, 220]) == 0.4
     middle = rc.lexical_weight_for(p, [50, 55, 60])
-    assert p.long_lexical_weight < middle < p.lexical_weight
+    assert 0.4 < middle < 0.6
 
 
 def test_fast_ulid_text_matches_the_ulid_library():
