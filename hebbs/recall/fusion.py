@@ -71,7 +71,12 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
         wl = lexical_weight_for(params, [words_of(mid) for mid, _ in in_play(sim_hits, lex_hits)]
                                 if words_of is not None else [])
     sim = _min_max(sim_hits[:params.normalization_depth])
-    lex = _min_max(lex_hits[:params.normalization_depth])
+    # A lexical search that ran out of matches before the depth has the rest of the vault at BM25 0:
+    # that is its background, not its weakest match. In a small vault every hit may share one cue word
+    # (a name: "Acme"), and stretching their length-only differences to 0..1 let the shortest memory
+    # about Acme outrank the one the dense channel found for what the cue asks.
+    lex = _min_max(lex_hits[:params.normalization_depth],
+                   floor=0.0 if len(lex_hits) < params.normalization_depth else None)
     sim_rank = {mid: r for r, (mid, _) in enumerate(sim_hits)}
     lex_rank = {mid: r for r, (mid, _) in enumerate(lex_hits)}
     out: Candidates = {}
@@ -232,11 +237,12 @@ def has_identifier(cue: str) -> bool:
     return _IDENTIFIER.search(cue) is not None
 
 
-def _min_max(hits: list[tuple[str, float]]) -> dict[str, float]:
+def _min_max(hits: list[tuple[str, float]], floor: float | None = None) -> dict[str, float]:
+    """Scores scaled so the best is 1 and the worst (or `floor`, when given) is 0."""
     if not hits:
         return {}
     scores = [score for _, score in hits]
-    hi, lo = max(scores), min(scores)
+    hi, lo = max(scores), min(scores) if floor is None else floor
     if hi <= lo:
         return {mid: 1.0 for mid, _ in hits}
     return {mid: (score - lo) / (hi - lo) for mid, score in hits}
