@@ -1,6 +1,6 @@
 """bench_truth's scripted fact timelines: bench/datasets/truth_*.jsonl (the format is in
 bench/bench_truth.py's docstring). truth_abstain.jsonl holds the never-stored attributes and the
-paraphrases; truth_changes.jsonl, where present, the changes, conflicts and point-in-time cases."""
+paraphrases; truth_changes.jsonl the changes, conflicts, point-in-time and not-a-change cases."""
 
 from __future__ import annotations
 

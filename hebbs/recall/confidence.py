@@ -325,6 +325,13 @@ def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], fl
     return toward() >= -judged.margin
 
 
+def answers_quantity(judged: "Judgement", i: int, text: str) -> bool:
+    """Whether candidate i may answer a cue that asks for a quantity: it holds a number, it is from
+    the time the cue names, or it holds a cue term that sets it apart (asks_more_than_the_entity)."""
+    return (judged.values[i][FEATURES.index("in_time")] > 0 or NUMBER.search(text) is not None
+            or asks_more_than_the_entity(judged.covered, i))
+
+
 def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[str]],
            background: float, doc_freq: Callable[[list[str]], dict[str, int]], docs: int,
            word_ranks: Mapping[str, int] | None = None, in_time: Sequence[bool] | None = None,

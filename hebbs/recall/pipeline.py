@@ -270,6 +270,15 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
             if not confidence.answer_check(judged, i, lexical_text(memories[i]), lambda i=i: toward(i)):
                 confidences[i] = min(confidences[i], confidence.UNSEEN_CAP)
                 capped.add(i)
+    if judged.quantity:
+        # A cue that asks how many, how much or how old, and a candidate that shares only what the cue
+        # names and holds no number: it does not answer, whether or not the cue has words no memory
+        # holds ("How old is Dana?" over "Dana works as a nurse": "old" is common, so not unseen).
+        for i, c in enumerate(confidences):
+            if c >= answer.threshold and i not in capped and not confidence.answers_quantity(
+                    judged, i, lexical_text(memories[i])):
+                confidences[i] = min(c, confidence.UNSEEN_CAP)
+                capped.add(i)
     for i, result in enumerate(answer.results):
         result.confidence = confidences[i]
         result.details["confidence_features"] = judged.features(i)

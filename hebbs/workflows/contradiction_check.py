@@ -228,11 +228,14 @@ def _instructed(toks: list[str]) -> frozenset[str]:
 
 
 def stem(word: str) -> str:
-    """Just enough stemming that "uses" and "use", "renewed" and "renews" count as the same word."""
+    """Just enough stemming that "uses" and "use", "renewed" and "renews" count as the same word; a
+    final "e" goes too, so that "likes" (stripped of "es") meets "like" and "serves" meets "serve"
+    ("The user likes spicy food" / "The user does not like spicy food" was no negation)."""
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[:-len(suffix)]
-    return word
+            word = word[:-len(suffix)]
+            break
+    return word[:-1] if word.endswith("e") and len(word) >= 4 else word
 
 
 def classify(a: str, b: str, subjects: tuple[str | None, str | None] = (None, None)) -> Verdict:
@@ -358,7 +361,9 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subje
             only_x, only_y = x.words - y.words, y.words - x.words
             if any(r.startswith("values differ") for r in reasons):
                 # The differing literal is the disagreement, not a sign of two objects.
-                only_x, only_y = only_x - x.literal_words, only_y - y.literal_words
+                # (words are stemmed, a literal's words as written: both forms go)
+                only_x = only_x - x.literal_words - {stem(t) for t in x.literal_words}
+                only_y = only_y - y.literal_words - {stem(t) for t in y.literal_words}
             if only_x and only_y:
                 score *= DIFFERENT_OBJECTS
                 reasons.append(f"different objects? only a: {', '.join(sorted(only_x)[:3])}; "

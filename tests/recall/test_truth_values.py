@@ -218,3 +218,17 @@ def test_a_contradicts_edge_added_by_hand_is_a_conflict_not_a_change(engine: Eng
     assert a.conflicts_with == [new.id] and b.conflicts_with == [old.id]
     found = {r.memory.id: r for r in engine.recall("what is the lab door code", top_k=3)}
     assert found[old.id].current and found[old.id].conflicts_with == [new.id]
+
+
+def test_a_negation_in_another_verb_form_is_a_change(engine: Engine) -> None:
+    """"likes" / "does not like": the check's stemming took "likes" to "lik" and left "like" whole, so
+    the negation bore on no word of the other memory, and the older value was not marked."""
+    t0 = 1_750_000_000_000_000
+    old = engine.remember("The user likes spicy food", created_at=t0)
+    new = engine.remember("The user does not like spicy food", created_at=t0 + DAY_US)
+    assert engine.get(old.id).newer_value == new.id
+    found = {r.memory.id: r for r in engine.recall("does the user like spicy food", top_k=3)}
+    assert found[new.id].current and not found[old.id].current
+    cats = engine.remember("The user likes cats", created_at=t0)
+    engine.remember("The user likes dogs", created_at=t0 + DAY_US)
+    assert engine.get(cats.id).newer_value is None  # two likes, not one value changed
