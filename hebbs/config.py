@@ -70,8 +70,7 @@ class FusionParams(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fie
     # the model's own (0.8 under MiniLM).
     identifier_lexical_weight: float | None = None
     # Each channel's scores are min-max normalized over its top `normalization_depth` hits, so the
-    # weights compare like with like: a channel's best hit scores 1, its depth-th hit 0. In a vault
-    # of fewer memories the lexical channel's 0 is BM25's 0 (the rest of the vault), not its last hit.
+    # weights compare like with like: a channel's best hit scores 1, its depth-th hit 0.
     normalization_depth: int = 50
     # Long memories lean on the dense channel (recall.fusion.lexical_weight_for): lexical_weight applies
     # while the median memory in play has at most short_words words, long_lexical_weight from

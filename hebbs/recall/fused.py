@@ -27,13 +27,11 @@ def recall(vault: OpenVault, query: Query) -> Found:
     cue_terms = feedback_cue_terms(query, params)
     # With feedback, this first fusion only picks the candidates whose terms expand the cue: its
     # relevances without the details the answer would carry.
-    size = vault.indexed_count()
-    fused = fuse(query.cue, sim_hits, lex_hits, params, words_of=words.__getitem__, details=cue_terms is None,
-                 vault_size=size)
+    fused = fuse(query.cue, sim_hits, lex_hits, params, words_of=words.__getitem__, details=cue_terms is None)
     expanded = None if cue_terms is None else feedback_hits(vault, query, fused, params, cue_terms)
     if expanded is not None:
         words.update(_words(vault, [], expanded))
-        fused = fuse(query.cue, sim_hits, expanded, params, words_of=words.__getitem__, vault_size=size)
+        fused = fuse(query.cue, sim_hits, expanded, params, words_of=words.__getitem__)
         for cand in fused.values():
             cand.details["lexical_feedback"] = True  # its bm25 score is the expanded cue's
     if params.sibling_weight > 0 and params.sibling_count > 0:

@@ -52,7 +52,7 @@ def merge(into: Candidates, found: Candidates) -> None:
 
 def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, float]],
          params: FusionParams, words_of: Callable[[str], int] | None = None, *,
-         details: bool = True, vault_size: int | None = None) -> Candidates:
+         details: bool = True) -> Candidates:
     """Score fusion of the dense and lexical channels into one relevance in 0..1.
 
     Each channel's scores are min-max normalized over its own top hits for this query: the best
@@ -63,7 +63,7 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
     memories in play are long (see lexical_weight_for). Past the normalization depth, where both
     channels give 0, a small reciprocal-rank floor orders the tail (FusionParams.rank_weight).
     details=False: the same relevances without strategies or details (a first pass that only picks
-    the best candidates). vault_size: how many memories the vault holds (the lexical background below).
+    the best candidates).
     """
     if has_identifier(cue):
         wl = params.value("identifier_lexical_weight")
@@ -71,14 +71,7 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
         wl = lexical_weight_for(params, [words_of(mid) for mid, _ in in_play(sim_hits, lex_hits)]
                                 if words_of is not None else [])
     sim = _min_max(sim_hits[:params.normalization_depth])
-    # In a vault smaller than the depth there is no depth-th hit to be the lexical background: the
-    # rest of the vault, at BM25 0, is. Its hits may all share one cue word and nothing else (a name:
-    # six facts about Dana), and stretching their length-only differences to 0..1 put the shortest
-    # fact above the one the dense channel found for what the cue asks. Not for a search that runs
-    # out in a larger vault: there the few hits hold the cue's rare words, and spreading them is what
-    # the notes bench measured best (0 there too cost notes hit@1 0.800 -> 0.780; bench/results).
-    lex = _min_max(lex_hits[:params.normalization_depth],
-                   floor=0.0 if vault_size is not None and vault_size < params.normalization_depth else None)
+    lex = _min_max(lex_hits[:params.normalization_depth])
     sim_rank = {mid: r for r, (mid, _) in enumerate(sim_hits)}
     lex_rank = {mid: r for r, (mid, _) in enumerate(lex_hits)}
     out: Candidates = {}
@@ -240,12 +233,11 @@ def has_identifier(cue: str) -> bool:
     return _IDENTIFIER.search(cue) is not None
 
 
-def _min_max(hits: list[tuple[str, float]], floor: float | None = None) -> dict[str, float]:
-    """Scores scaled so the best is 1 and the worst (or `floor`, when given) is 0."""
+def _min_max(hits: list[tuple[str, float]]) -> dict[str, float]:
     if not hits:
         return {}
     scores = [score for _, score in hits]
-    hi, lo = max(scores), min(scores) if floor is None else floor
+    hi, lo = max(scores), min(scores)
     if hi <= lo:
         return {mid: 1.0 for mid, _ in hits}
     return {mid: (score - lo) / (hi - lo) for mid, score in hits}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -162,7 +163,7 @@ def run(vault: OpenVault, request: Request) -> RecallResults:
     if r.as_of is not None and not o.include_superseded:
         true_then(vault, candidates, r.as_of, query.memories)
     results = rank(vault, candidates, weights, o.top_k, o.mmr_lambda, o.include_superseded, r.reference,
-                   preferred, vectors, query.memories, r.as_of)
+                   preferred, vectors, query.memories, r.as_of, cue=o.cue)
     if not results and r.names == {"associative"}:
         notes.append("associative recall follows associations learnt from use (memories used together: "
                      "`hebbs used ID ID`, or recall with reinforce); none of this cue's best matches has a strong "
@@ -310,7 +311,8 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
 def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, top_k: int, lam: float,
          include_superseded: bool, stamp: int, preferred: tuple[int, int] | None,
          vectors: dict[str, np.ndarray] | None = None,
-         records: dict[str, Memory | None] | None = None, as_of: int | None = None) -> list[RecallResult]:
+         records: dict[str, Memory | None] | None = None, as_of: int | None = None,
+         cue: str | None = None) -> list[RecallResult]:
     """The top_k candidates by composite score, diversified by MMR when lam < 1 (1 is pure relevance:
     score order, nothing moved; 0 is diversity alone after the best). The stored vectors
     MMR reads are left in `vectors`, by memory id, for the confidence step; `records`: the memories
@@ -399,7 +401,7 @@ def rank(vault: OpenVault, candidates: rc.Candidates, weights: ScoringWeights, t
             cand = candidates[mid]
             results.append(RecallResult(memory=memory, score=score, components=parts,
                                         strategies=cand.strategies, details=cand.details))
-    results = below_successors(results, include_superseded)[:top_k]
+    results = below_successors(results, include_superseded, cue)[:top_k]
     mark(vault, results, include_superseded, as_of)
     return results
 
@@ -494,10 +496,26 @@ def format_day(micros: int) -> str:
     return timefmt.utc_text(micros, "%Y-%m-%d")
 
 
-def below_successors(results: list[RecallResult], include_superseded: bool) -> list[RecallResult]:
+_VALUE_TOKENS = re.compile(r"[\w.:/-]+")
+
+
+def _names_its_value(memory: Memory, asked: set[str]) -> bool:
+    """Whether the cue holds a value this older value stated (its side of value_change, "7 -> 8")."""
+    if not asked or memory.newer_value is None or not memory.value_change:
+        return False
+    stated = memory.value_change.split(" -> ", 1)[0].lower()
+    return any(token in asked for token in _VALUE_TOKENS.findall(stated))
+
+
+def below_successors(results: list[RecallResult], include_superseded: bool,
+                     cue: str | None = None) -> list[RecallResult]:
     """A superseded memory, or an older value, never ranks above the memory that replaced it: it
-    comes right after it."""
-    newer = {r.memory.id: successor(r.memory, include_superseded) for r in results}
+    comes right after it. Unless the cue names the older value itself ("late memory 7", "which crane
+    lifts 70 tonnes"): then it asks about that one, and the score decides (the mark still says it is
+    not current)."""
+    asked = set(_VALUE_TOKENS.findall(cue.lower())) if cue else set()
+    newer = {r.memory.id: None if _names_its_value(r.memory, asked) else successor(r.memory, include_superseded)
+             for r in results}
     shown = set(newer)
     if not any(n in shown for n in newer.values()):
         return results

@@ -450,6 +450,10 @@ def value_change(reasons: list[str]) -> tuple[str, str] | None:
         return None
     for reason in reasons:
         if m := _DIFFER.match(reason):
+            # Several values differing at once ("crane 7 lifts 70" against "crane 8 lifts 80") are
+            # another item of a series, not one value changed.
+            if ", " in m.group(1) or ", " in m.group(2):
+                return None
             return m.group(1), m.group(2)
         if reason.startswith("negation: only "):
             return ("no", "yes") if reason == "negation: only a negates" else ("yes", "no")

@@ -15,6 +15,7 @@ leaves either all of it or none.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -66,9 +67,18 @@ def link_changes(vault: OpenVault, found: Sequence[PendingContradiction]) -> lis
     is undone). An older memory linked already keeps its first newer value (2 -> 3 -> 4 is a chain)."""
     changed: dict[str, Memory] = {}
     with vault.writing():
-        for item in found:
-            values = contradiction_check.value_change(item.reasons)
-            if values is None:
+        changes = [(item, values) for item in found
+                   if (values := contradiction_check.value_change(item.reasons)) is not None]
+        # A memory that differs by one value from several current ones is an item of a series
+        # ("note 7: ...", "note 14: ...", a numbered crane each), not a value that changed: no link.
+        current_partners: Counter[str] = Counter()
+        for item, _ in changes:
+            for one, other in ((item.memory_a, item.memory_b), (item.memory_b, item.memory_a)):
+                partner = vault.memory(other)
+                if partner is not None and partner.newer_value is None:
+                    current_partners[one] += 1
+        for item, values in changes:
+            if current_partners[item.memory_a] > 1 or current_partners[item.memory_b] > 1:
                 continue
             a = changed.get(item.memory_a) or vault.memory(item.memory_a)
             b = changed.get(item.memory_b) or vault.memory(item.memory_b)

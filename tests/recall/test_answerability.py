@@ -84,17 +84,6 @@ def test_a_cue_does_not_pass_on_a_candidate_below_the_results_shown(shared_daemo
     assert not two["abstained"] and two["confidence"] >= two["threshold"]
 
 
-def test_a_name_every_memory_shares_does_not_rank_the_shortest_first(engine: Any) -> None:
-    """Six facts about Dana all hold "Dana" and no other word of "does Dana have any animals": the
-    lexical channel's differences among them are BM25's length norm alone, and stretched to 0..1 they
-    put "Dana works as a nurse" (the shortest) above the dog, which the dense channel finds first."""
-    for text in ("Dana drinks green tea every morning", "Dana is allergic to peanuts", "Dana lives in Lisbon",
-                 "Dana plays the guitar on weekends", "Dana works as a nurse", "Dana has a dog named Rex"):
-        engine.remember(text)
-    found = engine.recall("does Dana have any animals", top_k=3)
-    assert found.results[0].memory.content == "Dana has a dog named Rex"
-
-
 def test_a_quantity_no_memory_holds_abstains_without_an_unseen_word(engine: Any) -> None:
     """"How old is Dana?" over facts about Dana, none with a number: "old" is a common word, so no
     word of the cue is unseen and the answer check was never asked; "Dana lives in Lisbon" answered

@@ -62,6 +62,7 @@ def test_connections_beyond_the_cap_get_busy():
     # (test_idle_connections_make_room_for_a_new_cli_call).
     daemon = ForegroundDaemon("--max-connections", str(CAP), "--frame-timeout", "600").start()
     held = [_busy(daemon) for _ in range(CAP)]
+    idle: list = []
     try:
         # Over the cap: the SDK raises DaemonBusy (a DaemonUnavailable), and a raw client reads BUSY.
         with pytest.raises(DaemonBusy, match="limit"):
@@ -78,10 +79,13 @@ def test_connections_beyond_the_cap_get_busy():
         held.pop().close()
 
         def served() -> bool:
+            client = daemon.client(timeout=30)
             try:
-                return daemon.client(timeout=30).ping().pong
+                pong = client.ping().pong
             except DaemonBusy:
                 return False
+            idle.append(client)  # kept open, idle: a connection the daemon knows is there, not one closing
+            return pong
 
         wait_until(served, 30, "a closed connection's slot to be freed")
         # The cap is reached again, by the idle connection of the client just served: it makes room.
@@ -90,6 +94,8 @@ def test_connections_beyond_the_cap_get_busy():
     finally:
         for sock in held:
             sock.close()
+        for client in idle:
+            client.close()
         daemon.stop()
 
 
