@@ -222,18 +222,27 @@ class VaultPool:
             slot.active -= 1
             slot.last_used = time.monotonic()
 
-    async def _retire(self, slot: VaultSlot) -> None:
-        """Close a vault whose folder was deleted or moved under it (the caller holds open_lock),
-        once the requests already running on it are done."""
-        log.warning("vault %s was deleted or moved while open: closing the old files", slot.path)
+    @staticmethod
+    async def _drained(slot: VaultSlot) -> bool:
+        """Whether the requests already running on the slot finished within RETIRE_WAIT_S; new direct
+        requests meanwhile go through the loop and wait for open_lock (the caller holds it). On False
+        the slot serves again as before."""
         with slot.guard:
-            slot.closing = True  # new direct requests go through the loop and wait for open_lock
+            slot.closing = True
         deadline = time.monotonic() + RETIRE_WAIT_S
         while slot.active and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         if slot.active:
             with slot.guard:
                 slot.closing = False
+            return False
+        return True
+
+    async def _retire(self, slot: VaultSlot) -> None:
+        """Close a vault whose folder was deleted or moved under it (the caller holds open_lock),
+        once the requests already running on it are done."""
+        log.warning("vault %s was deleted or moved while open: closing the old files", slot.path)
+        if not await self._drained(slot):
             raise VaultBusy(f"the vault at {slot.path} was deleted or moved while {slot.active} request(s) "
                             f"still run on it; retry when they are done")
         try:
@@ -246,14 +255,7 @@ class VaultPool:
         """The slot's vault closed once the requests inside it are done, and kept closed for the block:
         requests arriving meanwhile wait (use() takes open_lock) and find it opened afresh after."""
         async with slot.open_lock:
-            with slot.guard:
-                slot.closing = True
-            deadline = time.monotonic() + RETIRE_WAIT_S
-            while slot.active and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
-            if slot.active:
-                with slot.guard:
-                    slot.closing = False
+            if not await self._drained(slot):
                 raise VaultBusy(f"{slot.active} request(s) still run on {slot.path}; retry when they are done")
             if slot.engine is not None:
                 await self._close_locked(slot, reason)
