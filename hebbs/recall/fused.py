@@ -27,7 +27,9 @@ def recall(vault: OpenVault, query: Query) -> Found:
     cue_terms = feedback_cue_terms(query, params)
     # With feedback, this first fusion only picks the candidates whose terms expand the cue: its
     # relevances without the details the answer would carry.
-    fused = fuse(query.cue, sim_hits, lex_hits, params, words_of=words.__getitem__, details=cue_terms is None)
+    same = lexical_hits_hold_the_same(vault, query, lex_hits)
+    fused = fuse(query.cue, sim_hits, lex_hits, params, words_of=words.__getitem__, details=cue_terms is None,
+                 same_words=same)
     expanded = None if cue_terms is None else feedback_hits(vault, query, fused, params, cue_terms)
     if expanded is not None:
         words.update(_words(vault, [], expanded))
@@ -39,6 +41,17 @@ def recall(vault: OpenVault, query: Query) -> Found:
         sibling_support(fused, files.__getitem__, params.sibling_weight, params.sibling_count)
     neighbor_support(fused, lambda ids: query.stored_vectors(vault, ids), params.value("neighbor_weight"), params.neighbor_count, params.neighbor_pool)
     return fused, []
+
+
+def lexical_hits_hold_the_same(vault: OpenVault, query: Query, lex_hits: Hits) -> bool:
+    """Whether every lexical hit holds the same cue words (fusion.fuse's same_words): the cue has one
+    word the vault holds, or each word it holds is in as many memories as there are hits (the search
+    found them all, in scope: a word's memories are then exactly the hits)."""
+    terms = list(dict.fromkeys(tokenize(query.cue or "")))
+    if not lex_hits or not terms:
+        return False
+    held = [n for n in vault.lexical_index.doc_freqs(terms).values() if n > 0]
+    return len(held) == 1 or (len(lex_hits) < query.limit and all(n == len(lex_hits) for n in held))
 
 
 def _words(vault: OpenVault, sim_hits: Hits, lex_hits: Hits) -> dict[str, int]:

@@ -52,7 +52,7 @@ def merge(into: Candidates, found: Candidates) -> None:
 
 def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, float]],
          params: FusionParams, words_of: Callable[[str], int] | None = None, *,
-         details: bool = True) -> Candidates:
+         details: bool = True, same_words: bool = False) -> Candidates:
     """Score fusion of the dense and lexical channels into one relevance in 0..1.
 
     Each channel's scores are min-max normalized over its own top hits for this query: the best
@@ -64,6 +64,13 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
     channels give 0, a small reciprocal-rank floor orders the tail (FusionParams.rank_weight).
     details=False: the same relevances without strategies or details (a first pass that only picks
     the best candidates).
+
+    same_words: every lexical hit holds the same cue words (lexical_hits_hold_the_same). When the
+    memories in play are short too (a word occurs once in each), BM25 then tells them apart by
+    their length alone, and min-max stretched that to the channel's whole 0..1: among seven facts
+    about Acme, "Acme is on the Enterprise plan" outranked "Acme's main contact is Dana Lee" for
+    "who should I talk to at Acme" for being the shortest. There every hit gets the channel's 1:
+    it holds the words, and the dense channel decides among them.
     """
     if has_identifier(cue):
         wl = params.value("identifier_lexical_weight")
@@ -71,7 +78,10 @@ def fuse(cue: str, sim_hits: list[tuple[str, float]], lex_hits: list[tuple[str, 
         wl = lexical_weight_for(params, [words_of(mid) for mid, _ in in_play(sim_hits, lex_hits)]
                                 if words_of is not None else [])
     sim = _min_max(sim_hits[:params.normalization_depth])
-    lex = _min_max(lex_hits[:params.normalization_depth])
+    if same_words and wl == params.value("lexical_weight"):
+        lex = dict.fromkeys((mid for mid, _ in lex_hits[:params.normalization_depth]), 1.0)
+    else:
+        lex = _min_max(lex_hits[:params.normalization_depth])
     sim_rank = {mid: r for r, (mid, _) in enumerate(sim_hits)}
     lex_rank = {mid: r for r, (mid, _) in enumerate(lex_hits)}
     out: Candidates = {}
