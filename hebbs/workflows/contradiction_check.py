@@ -347,12 +347,16 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subje
         for y in ys:
             if x.question or y.question or x.key in keys_y or y.key in keys_x:
                 continue
-            shared = len(x.words & y.words)
+            # A named value that differs (_named_value) is where they disagree, not what they share.
+            named = _named_value(x, y)
+            words_x, words_y = (x.words, y.words) if named is None else (
+                x.words - _value_words(named[0]), y.words - _value_words(named[1]))
+            shared = len(words_x & words_y)
             if shared < 2:
                 continue
             # Jaccard, not containment: two sentences about different subjects that share a
             # sentence pattern ("X cost us 40 hours" / "Y cost us 300 hours") must not count.
-            overlap = shared / len(x.words | y.words)
+            overlap = shared / len(words_x | words_y)
             if overlap < MIN_OVERLAP:
                 continue
             score, reasons = _cues(x, y, subject_words)
@@ -360,10 +364,12 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subje
                 continue
             only_x, only_y = x.words - y.words, y.words - x.words
             if any(r.startswith("values differ") for r in reasons):
-                # The differing literal is the disagreement, not a sign of two objects.
+                # The differing literal or name is the disagreement, not a sign of two objects.
                 # (words are stemmed, a literal's words as written: both forms go)
                 only_x = only_x - x.literal_words - {stem(t) for t in x.literal_words}
                 only_y = only_y - y.literal_words - {stem(t) for t in y.literal_words}
+                if named is not None:
+                    only_x, only_y = only_x - _value_words(named[0]), only_y - _value_words(named[1])
             if only_x and only_y:
                 score *= DIFFERENT_OBJECTS
                 reasons.append(f"different objects? only a: {', '.join(sorted(only_x)[:3])}; "
@@ -431,11 +437,55 @@ def _cues(x: _Sentence, y: _Sentence,
             if len(x.template[:slot].split()) >= 3 and not (named or example or respelled):
                 score += W_VALUE
                 reasons.append(f"values differ: {p} vs {q}")
+    if not reasons and (named := _named_value(x, y)) is not None:
+        score += W_VALUE
+        reasons.append(f"values differ: {named[0]} vs {named[1]}")
     if x.markers != y.markers and score:
         # A change marker alone is common prose; it only strengthens another cue.
         score += W_REVISION
         reasons.append("revision marker: " + ", ".join(sorted(x.markers ^ y.markers)))
     return score, reasons
+
+
+# "Dana's manager is Priya Shah" / "... is Lukas Berg": one statement whose value, after "is", is
+# another name. Only after a copula: "X is A" holds one value at a time, where "the user likes Vim"
+# and "... likes Emacs" may both be true. The value is the sentence's tail past the copula's words,
+# a name or a single word of at most NAMED_VALUE_WORDS words on each side, no function word in it
+# ("is in the Alps" / "is near the lake" say two things about one cabin).
+_COPULA = {"is", "are", "was", "were"}
+NAMED_VALUE_WORDS = 3
+
+
+def _value_words(value: str) -> frozenset[str]:
+    """A named value's words, as written and stemmed (a sentence's words are stemmed)."""
+    tokens = _TOKEN.findall(value.lower())
+    return frozenset(tokens) | frozenset(stem(t) for t in tokens)
+
+
+def _named_value(x: _Sentence, y: _Sentence) -> tuple[str, str] | None:
+    """The two values of one copula statement that differ only in its named value, else None."""
+    wx, wy = x.text.rstrip(".!;").split(), y.text.rstrip(".!;").split()
+    if x.numbers or y.numbers or x.negated != y.negated:
+        return None  # numbers and negation have their own cues
+    n = 0
+    while n < min(len(wx), len(wy)) and wx[n].lower() == wy[n].lower():
+        n += 1
+    head = [w.lower() for w in wx[:n]]
+    if n < 3 or not _COPULA & set(head) or head[-1] in _NEGATIONS:
+        return None
+    vx, vy = wx[n:], wy[n:]
+    if not (1 <= len(vx) <= NAMED_VALUE_WORDS and 1 <= len(vy) <= NAMED_VALUE_WORDS):
+        return None
+    tokens_x = [t for w in vx for t in _TOKEN.findall(w.lower())]
+    tokens_y = [t for w in vy for t in _TOKEN.findall(w.lower())]
+    if not tokens_x or not tokens_y or set(tokens_x) & set(tokens_y):
+        return None
+    if any(t in _STOP or t in _CUE_WORDS for t in tokens_x + tokens_y):
+        return None
+    p, q = " ".join(vx), " ".join(vy)
+    if SequenceMatcher(None, p.lower(), q.lower()).ratio() >= RESPELLED:
+        return None  # a typo fixed
+    return p, q
 
 
 _DIFFER = re.compile(r"^(?:numbers|values) differ: (.+) vs (.+)$")

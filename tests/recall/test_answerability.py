@@ -95,3 +95,20 @@ def test_a_quantity_no_memory_holds_abstains_without_an_unseen_word(engine: Any)
     engine.remember("Dana has 2 dogs named Rex and Bo")
     found = engine.recall("How many dogs does Dana have?", top_k=3)
     assert not found.abstained and found.results[0].memory.content == "Dana has 2 dogs named Rex and Bo"
+
+
+def test_a_paraphrase_is_not_ranked_under_the_entitys_shortest_fact(engine: Any) -> None:
+    """bench_truth's paraphrases: among seven facts about Acme, "who should I talk to at Acme" put
+    "Acme is on the Enterprise plan" first and the main contact third. Every lexical hit held "Acme"
+    alone, and BM25 told them apart by length, which min-max made the channel's whole range; the
+    dense channel, which reads what is asked, was outweighed. Hits that hold the same cue words are
+    now equal in the lexical channel, and the meaning decides among them."""
+    engine.remember_many([{"content": t} for t in (
+        "Acme uses Salesforce as its CRM", "Acme's office is in Berlin", "Acme's main contact is Dana Lee",
+        "Acme is on the Enterprise plan", "Acme pays invoices net 30", "Acme's contract renews every March",
+        "Acme asked for SSO support last quarter")], check_contradictions=False)
+    for cue, expected in (("who should I talk to at Acme", "Acme's main contact is Dana Lee"),
+                          ("what month does Acme's agreement come up again", "Acme's contract renews every March")):
+        found = engine.recall(cue, top_k=3)
+        assert found[0].memory.content == expected, (cue, [r.memory.content for r in found])
+        assert found[0].details["lexical_rank"] > 1  # BM25 alone still ranks the shorter fact first

@@ -232,3 +232,29 @@ def test_a_negation_in_another_verb_form_is_a_change(engine: Engine) -> None:
     cats = engine.remember("The user likes cats", created_at=t0)
     engine.remember("The user likes dogs", created_at=t0 + DAY_US)
     assert engine.get(cats.id).newer_value is None  # two likes, not one value changed
+
+
+def test_a_changed_name_after_is_is_a_change(engine: Engine) -> None:
+    """bench_truth's names and places: "Dana's manager is Priya Shah", then "... is Lukas Berg" was
+    not linked (the check knew numbers, literals and negation only), so the older name stayed current.
+    A copula holds one value at a time; a verb that may hold several ("likes") and a tail that says
+    another thing ("is near the lake") are left alone."""
+    t0 = 1_750_000_000_000_000
+    pairs = [("Dana's manager is Priya Shah", "Dana's manager is Lukas Berg", "who is Dana's manager"),
+             ("The team offsite this year is in Porto", "The team offsite this year is in Krakow",
+              "where is the team offsite"),
+             ("The default branch of the main repository is master",
+              "The default branch of the main repository is trunk", "what is the default branch")]
+    for older, newer, cue in pairs:
+        old = engine.remember(older, created_at=t0)
+        new = engine.remember(newer, created_at=t0 + DAY_US)
+        assert engine.get(old.id).newer_value == new.id, older
+        found = engine.recall(cue, top_k=3)
+        assert [r.memory.id for r in found][:2] == [new.id, old.id], cue
+        assert found[0].current and not found[1].current
+    for older, newer in (("The user likes Vim", "The user likes Emacs"),
+                         ("The cabin is in the Alps", "The cabin is near the lake"),
+                         ("Alice is on call this week", "Bob is on call this week")):
+        old = engine.remember(older, created_at=t0)
+        engine.remember(newer, created_at=t0 + DAY_US)
+        assert engine.get(old.id).newer_value is None, older
