@@ -25,6 +25,10 @@ from .calls import memories_by_id
 from .subscriptions import Connection
 from .vaults import VaultPool, VaultSlot
 
+# Progress reports of one stage waiting for a slow client or a busy event loop, at most: a run's
+# stage has a report per batch, and a terminal draws each one it gets.
+PENDING_PER_STAGE = 8
+
 
 
 class IndexHandlers:
@@ -197,9 +201,11 @@ class IndexHandlers:
         """Run a blocking index job that reports progress, sending each report as a progress frame to
         the client and to whoever follows the run (index_follow).
 
-        Reports arrive from a worker thread; when they come faster than the client reads, only the
-        newest of each stage is sent: a stage's last report (embedding 160/160) is never replaced by
-        the next stage's first, so the client's line for it ends where the stage did. A report is also where the job stops when cancelled (index_cancel, or the
+        Reports arrive from a worker thread; when they come faster than the client reads, a stage
+        keeps PENDING_PER_STAGE of them waiting, the newest replacing the last beyond that: a stage's
+        last report (embedding 160/160) is never replaced by the next stage's first, so the client's
+        line for it ends where the stage did, and a busy event loop that wakes once for several
+        batches still sends each of them. A report is also where the job stops when cancelled (index_cancel, or the
         client went away): the indexer commits in batches and keeps its manifest marked dirty until
         it is done, so the next run adopts what was committed and does the rest.
         """
@@ -217,7 +223,10 @@ class IndexHandlers:
                                 + (stopped or f"`hebbs index {_quote(slot.path.parent)}` does the rest"))
 
             def put() -> None:
-                if latest and latest[-1].stage == progress.stage:
+                same = 0
+                while same < len(latest) and latest[-1 - same].stage == progress.stage:
+                    same += 1
+                if same >= PENDING_PER_STAGE:
                     latest[-1] = progress
                 else:
                     latest.append(progress)
