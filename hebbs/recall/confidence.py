@@ -127,10 +127,25 @@ UNSEEN_MAX_TERMS = 16
 # A cue that asks for a count, an amount, an age or a number is answered by a memory that holds one.
 QUANTITY = re.compile(r"\b(?:how\s+(?:many|much|old)|(?:phone|fax|account|order|invoice|serial)\s+numbers?|"
                       r"what\s+number|how\s+large|how\s+big)\b", re.I)
+# "How many employees does Acme have?" counts things: a count is written before what it counts ("250
+# people", "3 cats", "twice"), and a number that ends a phrase is a value of another kind ("pays
+# invoices net 30", "is on Postgres 15"). For "how much", "how old" and numbers asked for, any number.
+COUNT_CUE = re.compile(r"\bhow\s+many\b", re.I)
 NUMBER = re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
                     r"fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|"
                     r"ninety|hundreds?|thousands?|millions?|billions?|dozens?|couple|several|single|twice|"
                     r"once|half)\b", re.I)
+
+COUNTED = re.compile(r"(?:\d[\d,.]*|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+                     r"thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|"
+                     r"sixty|seventy|eighty|ninety|hundreds?|thousands?|millions?|billions?|dozens?|several|"
+                     r"couple|single)\b)\s+(?:of\s+)?[A-Za-z]|\b(?:once|twice|thrice)\b", re.I)
+
+
+def holds_quantity(text: str, count: bool) -> bool:
+    """Whether a memory's text holds what a quantity cue asks for: a count (COUNT_CUE) or any number."""
+    return (COUNTED if count else NUMBER).search(text) is not None
+
 
 # Any fixed moment will do: only which words form the time phrase matters here, not its range.
 _TIME_REFERENCE_US = 1_700_000_000_000_000
@@ -228,6 +243,7 @@ class Judgement(NamedTuple):
     quantity: bool = False
     seen_terms: frozenset[str] = frozenset()  # the cue's terms that some memory holds
     weights: Mapping[str, float] = {}  # the cue's terms and their generality
+    count: bool = False  # the quantity asked is a count (COUNT_CUE)
 
     def features(self, i: int) -> dict[str, float]:
         """Candidate i's features by name, to 6 decimals (rounded for the results shown only)."""
@@ -247,6 +263,7 @@ class CueReading(NamedTuple):
     names: list[str]  # those of them written as names ("Portugal"): things the vault never saw
     strangers: bool  # every word of the cue written as a name is one of those
     quantity: bool  # the cue asks for a count, an amount or a number (QUANTITY)
+    count: bool  # a count (COUNT_CUE)
 
     @property
     def rest_to_embed(self) -> str | None:
@@ -272,7 +289,7 @@ def read_cue(cue: str, word_ranks: Mapping[str, int] | None, doc_freq: Callable[
     named = sum(1 for t in left if weighted.get(t, 0.0) >= NAMED_GENERALITY)
     margin = UNSEEN_NAMED_MARGIN if named <= 1 else UNSEEN_MARGIN
     return CueReading(weighted, chunks, freqs, unseen, rest, margin, *_written_as_names(chunks, unseen),
-                      QUANTITY.search(cue) is not None)
+                      QUANTITY.search(cue) is not None, COUNT_CUE.search(cue) is not None)
 
 
 def asks_more_than_the_entity(covered: Sequence[frozenset[str]], i: int) -> bool:
@@ -320,7 +337,7 @@ def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], fl
                 1 for t in judged.covered[i] if judged.weights.get(t, 0.0) >= NAMED_GENERALITY) >= 2:
             return True
         return toward() >= -UNSEEN_MARGIN
-    if judged.names or (judged.quantity and NUMBER.search(text) is None):
+    if judged.names or (judged.quantity and not holds_quantity(text, judged.count)):
         return False
     return toward() >= -judged.margin
 
@@ -328,7 +345,7 @@ def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], fl
 def answers_quantity(judged: "Judgement", i: int, text: str) -> bool:
     """Whether candidate i may answer a cue that asks for a quantity: it holds a number, it is from
     the time the cue names, or it holds a cue term that sets it apart (asks_more_than_the_entity)."""
-    return (judged.values[i][FEATURES.index("in_time")] > 0 or NUMBER.search(text) is not None
+    return (judged.values[i][FEATURES.index("in_time")] > 0 or holds_quantity(text, judged.count)
             or asks_more_than_the_entity(judged.covered, i))
 
 
@@ -396,7 +413,7 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
     words = [chunk.strip(_PUNCTUATION) for chunk in unseen]
     return Judgement(confidences, rows, words if reading.rest_to_embed is not None else [], rest, reading.margin,
                      covered_terms, reading.names, reading.strangers, reading.quantity,
-                     frozenset(t for t in names if freqs.get(t, 0) > 0), weighted)
+                     frozenset(t for t in names if freqs.get(t, 0) > 0), weighted, reading.count)
 
 
 def abstains(confidences: Sequence[float], threshold: float) -> bool:

@@ -290,8 +290,12 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
     judged_shown = confidences[:len(answer.results)] if answer.results else confidences
     if capped and max(judged_shown, default=0.0) < answer.threshold:
         # Said only where it decides the answer: it abstains because of it.
-        answer.notes.append(f"no memory holds {', '.join(repr(w) for w in judged.unseen)}: the matches of the "
-                            f"rest of the cue do not answer it")
+        if judged.unseen:
+            answer.notes.append(f"no memory holds {', '.join(repr(w) for w in judged.unseen)}: the matches of the "
+                                f"rest of the cue do not answer it")
+        else:
+            answer.notes.append("the cue asks for a number and the matches that hold none share only what it "
+                                "names: they do not answer it")
     best = max(range(len(judged_shown)), key=judged_shown.__getitem__, default=None)
     answer.confidence = 0.0 if best is None else confidences[best]
     answer.abstained = confidence.abstains(judged_shown, answer.threshold)

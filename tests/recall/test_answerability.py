@@ -91,7 +91,11 @@ def test_a_quantity_no_memory_holds_abstains_without_an_unseen_word(engine: Any)
     for text in ("Dana drinks green tea every morning", "Dana is allergic to peanuts", "Dana lives in Lisbon",
                  "Dana plays the guitar on weekends", "Dana works as a nurse"):
         engine.remember(text)
-    assert engine.recall("How old is Dana?", top_k=3).abstained
+    old = engine.recall("How old is Dana?", top_k=3)
+    assert old.abstained
+    # The note says why; it read "no memory holds : ..." (no word named) when the number decided.
+    assert not any(n.startswith("no memory holds") for n in old.notes), old.notes
+    assert any(n.startswith("the cue asks for a number") for n in old.notes), old.notes
     engine.remember("Dana has 2 dogs named Rex and Bo")
     found = engine.recall("How many dogs does Dana have?", top_k=3)
     assert not found.abstained and found.results[0].memory.content == "Dana has 2 dogs named Rex and Bo"
@@ -112,3 +116,16 @@ def test_a_paraphrase_is_not_ranked_under_the_entitys_shortest_fact(engine: Any)
         found = engine.recall(cue, top_k=3)
         assert found[0].memory.content == expected, (cue, [r.memory.content for r in found])
         assert found[0].details["lexical_rank"] > 1  # BM25 alone still ranks the shorter fact first
+
+
+def test_a_count_is_answered_by_a_count_not_by_any_number(engine: Any) -> None:
+    """"How many employees does Acme have?" answered 0.29 with "Acme pays invoices net 30" once that fact
+    ranked among the results shown: it holds a number, which was all the quantity rule asked. A count
+    is written before what it counts; a fact that states one answers, in other words too."""
+    engine.remember_many([{"content": t} for t in (
+        "Acme pays invoices net 30", "Acme's office is in Berlin", "Acme is on the Enterprise plan",
+        "Acme's main contact is Dana Lee", "Acme's staging database is Postgres 15")], check_contradictions=False)
+    assert engine.recall("How many employees does Acme have?", top_k=5).abstained
+    engine.remember("Acme has 250 people on staff")
+    found = engine.recall("How many employees does Acme have?", top_k=5)
+    assert not found.abstained and found[0].memory.content == "Acme has 250 people on staff"
