@@ -142,9 +142,34 @@ COUNTED = re.compile(r"(?:\d[\d,.]*|\b(?:one|two|three|four|five|six|seven|eight
                      r"couple|single)\b)\s+(?:of\s+)?[A-Za-z]|\b(?:once|twice|thrice)\b", re.I)
 
 
-def holds_quantity(text: str, count: bool) -> bool:
-    """Whether a memory's text holds what a quantity cue asks for: a count (COUNT_CUE) or any number."""
-    return (COUNTED if count else NUMBER).search(text) is not None
+# "When was Umbrella founded?" asks for a time: a memory that shares only what the cue names answers it
+# when it says when ("in 1999", "last week", "every March"), or when it is from the time the cue names.
+WHEN_CUE = re.compile(r"^\W*when\b|\b(?:what|which)\s+(?:year|date|day|month|time)\b", re.I)
+TIME_WORD = re.compile(r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+                       r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|monday|tuesday|wednesday|"
+                       r"thursday|friday|saturday|sunday|weekends?|spring|summer|autumn|fall|winter|quarter|"
+                       r"yesterday|today|tonight|tomorrow|ago|since|until|recently|daily|weekly|monthly|yearly|"
+                       r"annually|(?:19|20)\d\d|\d{1,2}[:/.]\d{2})\b", re.I)
+
+
+def holds_time(text: str) -> bool:
+    """Whether a memory's text says when: a time phrase recall would read in a cue, or a time word."""
+    return TIME_WORD.search(text) is not None or understand(text, _TIME_REFERENCE_US) is not None
+
+
+# "How old is Priya?" asks for an age: "is 34", "3 years old", "born in 1990"; "has two rabbits" counts
+# something else.
+AGE_CUE = re.compile(r"\bhow\s+old\b", re.I)
+_NUMERAL = (r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|"
+            r"sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)")
+AGED = re.compile(rf"\b{_NUMERAL}[\s-]*(?:years?|yrs?|months?|weeks?)\b|\b(?:aged?|is|turned|turns|turning)\s+"
+                  rf"{_NUMERAL}\b|\bborn\b", re.I)
+
+
+def holds_quantity(text: str, count: bool, age: bool = False) -> bool:
+    """Whether a memory's text holds what a quantity cue asks for: an age (AGE_CUE), a count
+    (COUNT_CUE) or any number."""
+    return (AGED if age else COUNTED if count else NUMBER).search(text) is not None
 
 
 # Any fixed moment will do: only which words form the time phrase matters here, not its range.
@@ -244,6 +269,8 @@ class Judgement(NamedTuple):
     seen_terms: frozenset[str] = frozenset()  # the cue's terms that some memory holds
     weights: Mapping[str, float] = {}  # the cue's terms and their generality
     count: bool = False  # the quantity asked is a count (COUNT_CUE)
+    when: bool = False  # the cue asks for a time (WHEN_CUE)
+    age: bool = False  # an age (AGE_CUE)
 
     def features(self, i: int) -> dict[str, float]:
         """Candidate i's features by name, to 6 decimals (rounded for the results shown only)."""
@@ -264,6 +291,8 @@ class CueReading(NamedTuple):
     strangers: bool  # every word of the cue written as a name is one of those
     quantity: bool  # the cue asks for a count, an amount or a number (QUANTITY)
     count: bool  # a count (COUNT_CUE)
+    when: bool  # the cue asks for a time (WHEN_CUE)
+    age: bool  # an age (AGE_CUE)
 
     @property
     def rest_to_embed(self) -> str | None:
@@ -289,7 +318,8 @@ def read_cue(cue: str, word_ranks: Mapping[str, int] | None, doc_freq: Callable[
     named = sum(1 for t in left if weighted.get(t, 0.0) >= NAMED_GENERALITY)
     margin = UNSEEN_NAMED_MARGIN if named <= 1 else UNSEEN_MARGIN
     return CueReading(weighted, chunks, freqs, unseen, rest, margin, *_written_as_names(chunks, unseen),
-                      QUANTITY.search(cue) is not None, COUNT_CUE.search(cue) is not None)
+                      QUANTITY.search(cue) is not None, COUNT_CUE.search(cue) is not None,
+                      WHEN_CUE.search(cue) is not None, AGE_CUE.search(cue) is not None)
 
 
 def asks_more_than_the_entity(covered: Sequence[frozenset[str]], i: int) -> bool:
@@ -337,16 +367,19 @@ def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], fl
                 1 for t in judged.covered[i] if judged.weights.get(t, 0.0) >= NAMED_GENERALITY) >= 2:
             return True
         return toward() >= -UNSEEN_MARGIN
-    if judged.names or (judged.quantity and not holds_quantity(text, judged.count)):
+    if judged.names or (judged.quantity and not holds_quantity(text, judged.count, judged.age)):
         return False
     return toward() >= -judged.margin
 
 
-def answers_quantity(judged: "Judgement", i: int, text: str) -> bool:
-    """Whether candidate i may answer a cue that asks for a quantity: it holds a number, it is from
-    the time the cue names, or it holds a cue term that sets it apart (asks_more_than_the_entity)."""
-    return (judged.values[i][FEATURES.index("in_time")] > 0 or holds_quantity(text, judged.count)
-            or asks_more_than_the_entity(judged.covered, i))
+def holds_the_kind_asked(judged: "Judgement", i: int, text: str) -> bool:
+    """Whether candidate i may answer a cue that asks for a quantity or a time: it holds one (a
+    number, a count for "how many", a time), it is from the time the cue names, or it holds a cue term
+    that sets it apart (asks_more_than_the_entity)."""
+    if judged.values[i][FEATURES.index("in_time")] > 0 or asks_more_than_the_entity(judged.covered, i):
+        return True
+    return ((not judged.quantity or holds_quantity(text, judged.count, judged.age))
+            and (not judged.when or holds_time(text)))
 
 
 def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[str]],
@@ -413,7 +446,8 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
     words = [chunk.strip(_PUNCTUATION) for chunk in unseen]
     return Judgement(confidences, rows, words if reading.rest_to_embed is not None else [], rest, reading.margin,
                      covered_terms, reading.names, reading.strangers, reading.quantity,
-                     frozenset(t for t in names if freqs.get(t, 0) > 0), weighted, reading.count)
+                     frozenset(t for t in names if freqs.get(t, 0) > 0), weighted, reading.count, reading.when,
+                     reading.age)
 
 
 def abstains(confidences: Sequence[float], threshold: float) -> bool:

@@ -271,12 +271,12 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
             if not confidence.answer_check(judged, i, lexical_text(memories[i]), lambda i=i: toward(i)):
                 confidences[i] = min(confidences[i], confidence.UNSEEN_CAP)
                 capped.add(i)
-    if judged.quantity:
-        # A cue that asks how many, how much or how old, and a candidate that shares only what the cue
-        # names and holds no number: it does not answer, whether or not the cue has words no memory
-        # holds ("How old is Dana?" over "Dana works as a nurse": "old" is common, so not unseen).
+    if judged.quantity or judged.when:
+        # A cue that asks how many, how much, how old or when, and a candidate that shares only what the
+        # cue names and holds no number (no time): it does not answer, whether or not the cue has words
+        # no memory holds ("How old is Dana?" over "Dana works as a nurse": "old" is common, so not unseen).
         for i, c in enumerate(confidences):
-            if c >= answer.threshold and i not in capped and not confidence.answers_quantity(
+            if c >= answer.threshold and i not in capped and not confidence.holds_the_kind_asked(
                     judged, i, lexical_text(memories[i])):
                 confidences[i] = min(c, confidence.UNSEEN_CAP)
                 capped.add(i)
@@ -294,8 +294,8 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
             answer.notes.append(f"no memory holds {', '.join(repr(w) for w in judged.unseen)}: the matches of the "
                                 f"rest of the cue do not answer it")
         else:
-            answer.notes.append("the cue asks for a number and the matches that hold none share only what it "
-                                "names: they do not answer it")
+            answer.notes.append(f"the cue asks for {'a number' if judged.quantity else 'a time'} and the matches "
+                                f"that hold none share only what it names: they do not answer it")
     best = max(range(len(judged_shown)), key=judged_shown.__getitem__, default=None)
     answer.confidence = 0.0 if best is None else confidences[best]
     answer.abstained = confidence.abstains(judged_shown, answer.threshold)

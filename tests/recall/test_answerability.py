@@ -129,3 +129,22 @@ def test_a_count_is_answered_by_a_count_not_by_any_number(engine: Any) -> None:
     engine.remember("Acme has 250 people on staff")
     found = engine.recall("How many employees does Acme have?", top_k=5)
     assert not found.abstained and found[0].memory.content == "Acme has 250 people on staff"
+
+
+def test_a_time_or_an_age_is_answered_by_one(engine: Any) -> None:
+    """"When was Umbrella founded?" answered 0.73 with "Umbrella is on the Business plan", and "How old
+    is Priya?" 0.81 with "Priya has two rabbits" (a number, so the quantity rule let it pass). A memory
+    that shares only what the cue names answers a "when" when it says when, an age when it states one."""
+    engine.remember_many([{"content": t} for t in (
+        "Umbrella is on the Business plan", "Umbrella's office is in Lyon", "Umbrella pays invoices net 30",
+        "Priya has two rabbits", "Priya lives in Oslo", "Priya works as an architect")], check_contradictions=False)
+    for cue in ("When was Umbrella founded?", "How old is Priya?"):
+        found = engine.recall(cue, top_k=5)
+        assert found.abstained, (cue, found.confidence, [r.memory.content for r in found])
+        assert any(n.startswith("the cue asks for") or n.startswith("no memory holds") for n in found.notes), found.notes
+    engine.remember_many([{"content": "Umbrella was founded in 1999"}, {"content": "Priya is 34"}],
+                         check_contradictions=False)
+    for cue, expected in (("When was Umbrella founded?", "Umbrella was founded in 1999"),
+                          ("How old is Priya?", "Priya is 34")):
+        found = engine.recall(cue, top_k=5)
+        assert not found.abstained and found[0].memory.content == expected, (cue, [r.memory.content for r in found])
