@@ -152,6 +152,18 @@ TIME_WORD = re.compile(r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|m
                        r"annually|(?:19|20)\d\d|\d{1,2}[:/.]\d{2})\b", re.I)
 
 
+# "Where did Kenji go to university?" asks for a place: "lives in Sapporo", "at the beach", "is where
+# ..." say where; "works as a teacher" does not.
+WHERE_CUE = re.compile(r"^\W*where\b|\b(?:which|what)\s+(?:city|country|town|place|state|region)\b", re.I)
+PLACE = re.compile(r"\b(?i:in|at|near|from|to|into|around|across|outside|inside|by|on)\s+(?:(?i:the|a|an|my|our|his|"
+                   r"her|their|this|that)\s+\w+|[A-Z][\w'-]+)|\b(?i:where|here|there|abroad|home)\b")
+
+
+def holds_place(text: str) -> bool:
+    """Whether a memory's text says where: a place after a preposition of place, or "where"."""
+    return PLACE.search(text) is not None
+
+
 def holds_time(text: str) -> bool:
     """Whether a memory's text says when: a time phrase recall would read in a cue, or a time word."""
     return TIME_WORD.search(text) is not None or understand(text, _TIME_REFERENCE_US) is not None
@@ -271,6 +283,7 @@ class Judgement(NamedTuple):
     count: bool = False  # the quantity asked is a count (COUNT_CUE)
     when: bool = False  # the cue asks for a time (WHEN_CUE)
     age: bool = False  # an age (AGE_CUE)
+    where: bool = False  # a place (WHERE_CUE)
 
     def features(self, i: int) -> dict[str, float]:
         """Candidate i's features by name, to 6 decimals (rounded for the results shown only)."""
@@ -293,6 +306,7 @@ class CueReading(NamedTuple):
     count: bool  # a count (COUNT_CUE)
     when: bool  # the cue asks for a time (WHEN_CUE)
     age: bool  # an age (AGE_CUE)
+    where: bool  # a place (WHERE_CUE)
 
     @property
     def rest_to_embed(self) -> str | None:
@@ -319,7 +333,8 @@ def read_cue(cue: str, word_ranks: Mapping[str, int] | None, doc_freq: Callable[
     margin = UNSEEN_NAMED_MARGIN if named <= 1 else UNSEEN_MARGIN
     return CueReading(weighted, chunks, freqs, unseen, rest, margin, *_written_as_names(chunks, unseen),
                       QUANTITY.search(cue) is not None, COUNT_CUE.search(cue) is not None,
-                      WHEN_CUE.search(cue) is not None, AGE_CUE.search(cue) is not None)
+                      WHEN_CUE.search(cue) is not None, AGE_CUE.search(cue) is not None,
+                      WHERE_CUE.search(cue) is not None)
 
 
 def asks_more_than_the_entity(covered: Sequence[frozenset[str]], i: int) -> bool:
@@ -369,6 +384,8 @@ def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], fl
         return toward() >= -UNSEEN_MARGIN
     if judged.names or (judged.quantity and not holds_quantity(text, judged.count, judged.age)):
         return False
+    if judged.where and holds_place(text):
+        return True
     return toward() >= -judged.margin
 
 
@@ -379,7 +396,7 @@ def holds_the_kind_asked(judged: "Judgement", i: int, text: str) -> bool:
     if judged.values[i][FEATURES.index("in_time")] > 0 or asks_more_than_the_entity(judged.covered, i):
         return True
     return ((not judged.quantity or holds_quantity(text, judged.count, judged.age))
-            and (not judged.when or holds_time(text)))
+            and (not judged.when or holds_time(text)) and (not judged.where or holds_place(text)))
 
 
 def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[str]],
@@ -447,7 +464,7 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
     return Judgement(confidences, rows, words if reading.rest_to_embed is not None else [], rest, reading.margin,
                      covered_terms, reading.names, reading.strangers, reading.quantity,
                      frozenset(t for t in names if freqs.get(t, 0) > 0), weighted, reading.count, reading.when,
-                     reading.age)
+                     reading.age, reading.where)
 
 
 def abstains(confidences: Sequence[float], threshold: float) -> bool:

@@ -148,3 +148,20 @@ def test_a_time_or_an_age_is_answered_by_one(engine: Any) -> None:
                           ("How old is Priya?", "Priya is 34")):
         found = engine.recall(cue, top_k=5)
         assert not found.abstained and found[0].memory.content == expected, (cue, [r.memory.content for r in found])
+
+
+def test_a_place_is_answered_by_a_memory_that_says_where(engine: Any) -> None:
+    """"Where did Kenji go to university?" answered 0.84 with "Kenji works as a teacher"; and "which
+    city does Kenji call home" answered only because a memory that says nothing of a city was not held
+    back, while "Kenji lives in Sapporo" was (the unseen "call" moved the cue away from it). A memory
+    that shares only the name answers a "where" when it says where, and then that is enough."""
+    engine.remember_many([{"content": t} for t in (
+        "Kenji works as a teacher", "Kenji has a cat named Mochi", "Kenji drinks barley tea every morning",
+        "Kenji is allergic to eggs", "Kenji plays the guitar on weekends")], check_contradictions=False)
+    found = engine.recall("Where did Kenji go to university?", top_k=5)
+    assert found.abstained, (found.confidence, [r.memory.content for r in found])
+    engine.remember("Kenji lives in Sapporo")
+    found = engine.recall("which city does Kenji call home", top_k=5)
+    assert not found.abstained and found[0].memory.content == "Kenji lives in Sapporo"
+    assert found[0].confidence >= found.threshold  # the answer is the memory that says where
+    assert all(r.confidence < found.threshold for r in found.results[1:]), [(r.memory.content, r.confidence) for r in found]
