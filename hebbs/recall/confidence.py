@@ -145,7 +145,7 @@ COUNTED = re.compile(r"(?:\d[\d,.]*|\b(?:one|two|three|four|five|six|seven|eight
 # "When was Umbrella founded?" asks for a time: a memory that shares only what the cue names answers it
 # when it says when ("in 1999", "last week", "every March"), or when it is from the time the cue names.
 WHEN_CUE = re.compile(r"^\W*when\b|\b(?:what|which)\s+(?:year|date|day|month|time)\b", re.I)
-TIME_WORD = re.compile(r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+TIME_WORD = re.compile(r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|(?-i:May)|june?|july?|aug(?:ust)?|"
                        r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|monday|tuesday|wednesday|"
                        r"thursday|friday|saturday|sunday|weekends?|spring|summer|autumn|fall|winter|quarter|"
                        r"yesterday|today|tonight|tomorrow|ago|since|until|recently|daily|weekly|monthly|yearly|"
@@ -390,9 +390,9 @@ def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], fl
 
 
 def holds_the_kind_asked(judged: "Judgement", i: int, text: str) -> bool:
-    """Whether candidate i may answer a cue that asks for a quantity or a time: it holds one (a
-    number, a count for "how many", a time), it is from the time the cue names, or it holds a cue term
-    that sets it apart (asks_more_than_the_entity)."""
+    """Whether candidate i may answer a cue that asks for a quantity, a time or a place: it holds one
+    (a number, a count for "how many", an age for "how old", a time, a place), it is from the time the
+    cue names, or it holds a cue term that sets it apart (asks_more_than_the_entity)."""
     if judged.values[i][FEATURES.index("in_time")] > 0 or asks_more_than_the_entity(judged.covered, i):
         return True
     return ((not judged.quantity or holds_quantity(text, judged.count, judged.age))

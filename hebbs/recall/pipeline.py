@@ -272,9 +272,10 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
                 confidences[i] = min(confidences[i], confidence.UNSEEN_CAP)
                 capped.add(i)
     if judged.quantity or judged.when or judged.where:
-        # A cue that asks how many, how much, how old or when, and a candidate that shares only what the
-        # cue names and holds no number (no time): it does not answer, whether or not the cue has words
-        # no memory holds ("How old is Dana?" over "Dana works as a nurse": "old" is common, so not unseen).
+        # A cue that asks how many, how much, how old, when or where, and a candidate that shares only
+        # what the cue names and holds no number (no time, no place): it does not answer, whether or not
+        # the cue has words no memory holds ("How old is Dana?" over "Dana works as a nurse": "old" is
+        # common, so not unseen).
         for i, c in enumerate(confidences):
             if c >= answer.threshold and i not in capped and not confidence.holds_the_kind_asked(
                     judged, i, lexical_text(memories[i])):
@@ -294,8 +295,9 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
             answer.notes.append(f"no memory holds {', '.join(repr(w) for w in judged.unseen)}: the matches of the "
                                 f"rest of the cue do not answer it")
         else:
-            answer.notes.append(f"the cue asks for {'a number' if judged.quantity else 'a time' if judged.when else 'a place'} and the matches "
-                                f"that hold none share only what it names: they do not answer it")
+            kind = "a number" if judged.quantity else "a time" if judged.when else "a place"
+            answer.notes.append(f"the cue asks for {kind} and the matches that hold none share only what it "
+                                f"names: they do not answer it")
     best = max(range(len(judged_shown)), key=judged_shown.__getitem__, default=None)
     answer.confidence = 0.0 if best is None else confidences[best]
     answer.abstained = confidence.abstains(judged_shown, answer.threshold)
