@@ -46,7 +46,11 @@ A conflict gets the verdict a reviewer would give: `contradiction_commit` on the
 CONTRADICTS edge when the checker queued none. Timelines are asked with top_k 3 (issue 41's finding 1
 asked so), the abstention cases with top_k 5.
 
-    .venv/bin/python -m bench truth [--files ...] [--data ../shared/data/locomo-dev] [--show-misses] [--json out.json]
+    .venv/bin/python -m bench truth [--files ...] [--data ../shared/data/locomo-dev] [--model ID] [--show-misses]
+                                    [--json out.json]
+
+--model: the vaults' embedding model (a registry id; default: the default model). The peers then judge
+with that model's own calibration and threshold (hebbs.models.calibration), as recall does.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ from bench.harness import shared
 from bench.report import write_json
 from hebbs import Engine
 from hebbs.embedding.embed import get_embedder
+from hebbs.models import calibration
 from hebbs.recall import confidence as conf
 from hebbs.schema import ScoringWeights
 from hebbs.validate import timestamp_us
@@ -141,25 +146,36 @@ def timeline(engine: Engine, ids: dict[str, str], row: dict[str, Any], linked: b
     return out
 
 
-def shown_confidence(found: Any) -> float:
+def peer_calibration(model_id: str) -> tuple[tuple[float, ...], float, float]:
+    """The peers' calibration: the model's own coefficients, intercept and threshold (confidence.py's for MiniLM)."""
+    own = calibration(model_id)
+    fitted = own.confidence_for(conf.FEATURES)
+    if fitted is None:
+        return conf.COEFFICIENTS, conf.INTERCEPT, conf.DEFAULT_THRESHOLD
+    return (*fitted, own.abstain_threshold if own.abstain_threshold is not None else conf.DEFAULT_THRESHOLD)
+
+
+def shown_confidence(found: Any, fitted: tuple[tuple[float, ...], float, float]) -> float:
     """The peers' answer confidence: the calibration alone over the results shown."""
-    return max((conf.calibrated(r.details["confidence_features"]) for r in found), default=0.0)
+    return max((conf.calibrated(r.details["confidence_features"], fitted[0], fitted[1]) for r in found), default=0.0)
 
 
-def abstention(engine: Engine, row: dict[str, Any], threshold: float) -> dict[str, tuple[bool, bool, bool]]:
+def abstention(engine: Engine, row: dict[str, Any], fitted: tuple[tuple[float, ...], float, float]
+               ) -> dict[str, tuple[bool, bool, bool]]:
     """One abstention case: (hebbs, plain, no check) for each category it counts in."""
     cue = row["cue"]
+    threshold = fitted[2]
     found = engine.recall(cue, top_k=TOP_K)
     plain = engine.recall(cue, top_k=TOP_K, weights=PLAIN, mmr_lambda=1.0)
     first, plain_first = [r.memory.content for r in found][:1], [r.memory.content for r in plain][:1]
-    sure = shown_confidence(found) >= threshold
+    sure = shown_confidence(found, fitted) >= threshold
     if row["kind"] == "never_stored":
-        return {"never-stored abstained": (found.abstained, shown_confidence(plain) < threshold, not sure)}
+        return {"never-stored abstained": (found.abstained, shown_confidence(plain, fitted) < threshold, not sure)}
     expect = [row["expect"]]
     return {"paraphrase answered": (first == expect and not found.abstained,
-                                    plain_first == expect and shown_confidence(plain) >= threshold,
+                                    plain_first == expect and shown_confidence(plain, fitted) >= threshold,
                                     first == expect and sure),
-            "answerable, not abstained": (not found.abstained, shown_confidence(plain) >= threshold, sure)}
+            "answerable, not abstained": (not found.abstained, shown_confidence(plain, fitted) >= threshold, sure)}
 
 
 def link_precision(data: Path) -> str:
@@ -190,6 +206,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=Path, nargs="*", default=truth.FILES)
     parser.add_argument("--data", type=Path, default=shared("data/locomo-dev"), help="LoCoMo's conversations")
+    parser.add_argument("--model", help="the vaults' embedding model (registry id; default: the default model)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--show-misses", action="store_true", help="print every case the code gets wrong")
     args = parser.parse_args()
@@ -202,7 +219,9 @@ def main() -> None:
     by_kind: dict[tuple[str, str], list[bool]] = defaultdict(list)
     links = {"change": 0, "not_a_change": 0}
     misses = []
-    embedder = get_embedder()
+    embedder = get_embedder(args.model)
+    fitted = peer_calibration(embedder.model_id)
+    print(f"model: {embedder.model_id}")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hebbs-truth-") as tmp:
         for n, cases in enumerate(worlds.values()):
@@ -227,9 +246,7 @@ def main() -> None:
             else:
                 with Engine.open(Path(tmp) / f"v{n}", embedder=embedder) as engine:
                     build(engine, memories, linked=True, background=True)
-                    # The peers use confidence.py's calibration (MiniLM's, the default model's): its threshold.
-                    threshold = engine.config.recall.abstain_threshold or conf.DEFAULT_THRESHOLD
-                    judged = [(r, dict(abstention(engine, r, threshold))) for r in cases]
+                    judged = [(r, dict(abstention(engine, r, fitted))) for r in cases]
             for row, categories in judged:
                 for category, measured in categories.items():
                     tallies[category].append(measured)

@@ -378,8 +378,7 @@ def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], fl
         # It holds some of what is asked: the unseen words may still not move the cue away from it
         # beyond the general margin, unless it holds all the rest, two specific terms or more
         # ("add retries to the upload client": "add" said nothing the memory lacks).
-        if judged.covered[i] >= judged.seen_terms and sum(
-                1 for t in judged.covered[i] if judged.weights.get(t, 0.0) >= NAMED_GENERALITY) >= 2:
+        if holds_all_it_asks(judged, i):
             return True
         return toward() >= -UNSEEN_MARGIN
     if judged.names or (judged.quantity and not holds_quantity(text, judged.count, judged.age)):
@@ -389,11 +388,21 @@ def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], fl
     return toward() >= -judged.margin
 
 
+def holds_all_it_asks(judged: "Judgement", i: int) -> bool:
+    """Whether candidate i holds every cue term some memory holds, two specific ones or more: it is
+    about just what the cue asks."""
+    return judged.covered[i] >= judged.seen_terms and sum(
+        1 for t in judged.covered[i] if judged.weights.get(t, 0.0) >= NAMED_GENERALITY) >= 2
+
+
 def holds_the_kind_asked(judged: "Judgement", i: int, text: str) -> bool:
     """Whether candidate i may answer a cue that asks for a quantity, a time or a place: it holds one
     (a number, a count for "how many", an age for "how old", a time, a place), it is from the time the
-    cue names, or it holds a cue term that sets it apart (asks_more_than_the_entity)."""
-    if judged.values[i][FEATURES.index("in_time")] > 0 or asks_more_than_the_entity(judged.covered, i):
+    cue names, it holds a cue term that sets it apart (asks_more_than_the_entity), or it holds every
+    term of the cue (holds_all_it_asks: "Which CRM does Acme use, and when is the contract renewed?",
+    an earlier exchange, for "When is the Acme CRM contract renewed?", where every candidate holds them)."""
+    if (judged.values[i][FEATURES.index("in_time")] > 0 or asks_more_than_the_entity(judged.covered, i)
+            or holds_all_it_asks(judged, i)):
         return True
     return ((not judged.quantity or holds_quantity(text, judged.count, judged.age))
             and (not judged.when or holds_time(text)) and (not judged.where or holds_place(text)))
