@@ -428,10 +428,13 @@ class Client(_BaseClient):
         finally:
             side.close()
 
-    def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "Subscription":
-        """A stream of memories matching what you feed it (on a connection of its own)."""
+    def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5, *,
+                  author: str | None = None, agent: str | None = None, session: str | None = None) -> "Subscription":
+        """A stream of memories matching what you feed it (on a connection of its own); `author`, `agent`
+        and `session` narrow it as they narrow recall."""
         return Subscription(Client(self._vault(), home=self.home, autostart=self.autostart, timeout=self.timeout),
-                            entity_id, confidence_threshold)
+                            Subscribe(entity_id=entity_id, confidence_threshold=confidence_threshold,
+                                      author=author, agent=agent, session=session))
 
 
 class Subscription:
@@ -441,15 +444,14 @@ class Subscription:
     remembered here too, so none is delivered twice.
     """
 
-    def __init__(self, client: Client, entity_id: str | None, confidence_threshold: float) -> None:
+    def __init__(self, client: Client, request: Subscribe) -> None:
         self._client = client
-        self.entity_id = entity_id
-        self.confidence_threshold = confidence_threshold
+        self.request = request  # sent again when the daemon restarted
         self.delivered: set[str] = set()
         self.info = self._open()
 
     def _open(self) -> Subscribed:
-        return self._client.request(Subscribe(entity_id=self.entity_id, confidence_threshold=self.confidence_threshold))
+        return self._client.request(self.request)
 
     @property
     def id(self) -> str:
@@ -634,9 +636,12 @@ class AsyncClient(AsyncMethods, _BaseClient):
         finally:
             writer.close()
 
-    async def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5) -> "AsyncSubscription":
+    async def subscribe(self, entity_id: str | None = None, confidence_threshold: float = 0.5, *,
+                        author: str | None = None, agent: str | None = None,
+                        session: str | None = None) -> "AsyncSubscription":
         subscription = AsyncSubscription(AsyncClient(self._vault(), home=self.home, autostart=self.autostart),
-                                         entity_id, confidence_threshold)
+                                         Subscribe(entity_id=entity_id, confidence_threshold=confidence_threshold,
+                                                   author=author, agent=agent, session=session))
         await subscription._subscribe()
         return subscription
 
@@ -644,18 +649,16 @@ class AsyncClient(AsyncMethods, _BaseClient):
 class AsyncSubscription:
     """Subscription for AsyncClient: `await sub.feed(text)` returns the new matches."""
 
-    def __init__(self, client: AsyncClient, entity_id: str | None, confidence_threshold: float) -> None:
+    def __init__(self, client: AsyncClient, request: Subscribe) -> None:
         self._client = client
-        self.entity_id = entity_id
-        self.confidence_threshold = confidence_threshold
+        self.request = request
         self.delivered: set[str] = set()
         self.info: Subscribed | None = None
 
     async def _subscribe(self) -> None:
         # The subscription lives on one connection: drop any pooled others so the feed reuses it.
         await self._client.close()
-        self.info = await self._client.request(
-            Subscribe(entity_id=self.entity_id, confidence_threshold=self.confidence_threshold))
+        self.info = await self._client.request(self.request)
 
     @property
     def id(self) -> str:

@@ -836,6 +836,9 @@ class Subscribe(_Command, tag="subscribe"):
 
     entity_id: Annotated[Name | None, Meta(description="only this entity's memories (default: every entity)")] = None
     confidence_threshold: Annotated[float, Meta(description="minimum confidence, 0..1")] = 0.5
+    author: Annotated[Name | None, Meta(description="only memories this author's daemon stored (default: any author)")] = None
+    agent: Annotated[Name | None, Meta(description="only memories this agent stored (default: any agent)")] = None
+    session: Annotated[Name | None, Meta(description="only memories of this session (default: any session)")] = None
 
 
 @declare(result=Fed, vault=False)

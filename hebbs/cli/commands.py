@@ -409,8 +409,9 @@ class SubscribeShell:
 
     @staticmethod
     def send(args: argparse.Namespace, fields: dict[str, Any]) -> None:
-        with client_for(args) as client, client.subscribe(fields["entity_id"],
-                                                         fields["confidence_threshold"]) as subscription:
+        with client_for(args) as client, client.subscribe(
+                fields["entity_id"], fields["confidence_threshold"], author=fields["author"], agent=fields["agent"],
+                session=fields["session"]) as subscription:
             if not _json(args):
                 print(f"subscribed ({subscription.id}); reading lines from stdin, Ctrl-D ends", file=sys.stderr)
             for line in _lines_or_pushes(subscription):

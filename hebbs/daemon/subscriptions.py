@@ -37,12 +37,13 @@ class Subscription:
     """What one subscribe asked for, and which memories it has already been sent."""
 
     def __init__(self, subscription_id: str, request_id: Any, slot: VaultSlot, entity_id: str | None,
-                 threshold: float) -> None:
+                 threshold: float, origin: dict[str, str | None]) -> None:
         self.id = subscription_id
         self.request_id = request_id
         self.slot = slot
         self.entity_id = entity_id
         self.threshold = threshold
+        self.origin = origin  # recall's author / agent / session filters
         self.pushed: set[str] = set()
         self.opened_at = time.time_ns() // 1000  # memories created since are "stored later"
         self.cues: deque[str] = deque(maxlen=CUES_KEPT)
@@ -94,7 +95,8 @@ class SubscriptionHandlers:
         slot = self.pool.slot(request.vault_path)
         threshold = validate.unit_float(command.confidence_threshold, "confidence_threshold")
         entity_id = validate.entity(command.entity_id)
-        subscription = Subscription(secrets.token_hex(6), request.id, slot, entity_id, threshold)
+        origin = {"author": command.author, "agent": command.agent, "session": command.session}
+        subscription = Subscription(secrets.token_hex(6), request.id, slot, entity_id, threshold, origin)
         conn.open_pushes()
         conn.subscriptions[subscription.id] = subscription
         return Subscribed(subscription_id=subscription.id, entity_id=entity_id, confidence_threshold=threshold)
@@ -128,7 +130,7 @@ class SubscriptionHandlers:
                 # too, not only once this daemon's listener has caught up (within a second).
                 await self.pool.run(engine.vault.catch_up)
             found = await self.pool.run(engine.recall, text, strategies=["similarity"], top_k=FEED_TOP_K,
-                                        entity_id=sub.entity_id, reinforce=False)
+                                        entity_id=sub.entity_id, reinforce=False, **sub.origin)
         return [r for r in found.results if (r.confidence or 0.0) >= sub.threshold
                 and r.memory.id not in sub.pushed and r.memory.created_at >= since]
 

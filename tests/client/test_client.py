@@ -221,7 +221,7 @@ def test_a_subscription_holds_a_bounded_queue() -> None:
     from hebbs.schema import Memory, RecallResult, ScoreComponents
 
     parts = ScoreComponents(relevance=0.5, recency=0.5, importance=0.5, reinforcement=0.0)
-    sub = Subscription("s", 1, None, None, 0.5)  # type: ignore[arg-type]
+    sub = Subscription("s", 1, None, None, 0.5, {})  # type: ignore[arg-type]
     sub.hold(RecallResult(memory=Memory(id=f"m{i}", content="x"), score=0.5, components=parts)
              for i in range(PUSH_QUEUE + 3))
     push = sub.take()

@@ -102,3 +102,44 @@ def test_cli_and_sdk_set_agent_and_session(shared_daemon, project):
     with home.client(project) as original:
         assert moved == sorted((m.agent, m.session, m.author) for m in original.export())
     assert ("item-bot", "s-sdk", by_client.author) in moved
+
+
+def test_a_subscription_narrows_to_an_agent_or_a_session(shared_daemon, project):
+    """A feed pushed every agent's memories: a planner subscribing to what it sees got the scribe's
+    notes too. `subscribe` now takes recall's author / agent / session filters, at every door; pushes
+    for memories stored later are narrowed alike."""
+    import asyncio
+
+    home = shared_daemon
+    with home.client(project) as hb:
+        hb.remember("The billing migration moves invoices to the new ledger in May.", agent="planner",
+                    session="s-1")
+        hb.remember("The billing migration needs a rollback plan for the ledger.", agent="scribe", session="s-2")
+        with hb.subscribe(confidence_threshold=0.0, agent="planner") as mine:
+            got = mine.feed("the billing migration to the new ledger")
+            assert got and {r.memory.agent for r in got} == {"planner"}, [(r.memory.agent, r.memory.content) for r in got]
+            hb.remember("The billing migration is paused until the ledger audit ends.", agent="scribe")
+            hb.remember("The billing migration restarts once the ledger audit is signed off.", agent="planner")
+            later = mine.wait(30)
+            assert later and {r.memory.agent for r in later} == {"planner"}, [r.memory.content for r in later]
+        with hb.subscribe(confidence_threshold=0.0, session="s-2") as theirs:
+            assert {r.memory.session for r in theirs.feed("the billing migration to the new ledger")} == {"s-2"}
+
+    async def in_async() -> set[str | None]:
+        from hebbs import AsyncClient
+
+        async with AsyncClient(vault=project, home=home.home) as ahb:
+            sub = await ahb.subscribe(confidence_threshold=0.0, agent="scribe")
+            try:
+                return {r.memory.agent for r in await sub.feed("the billing migration and the ledger")}
+            finally:
+                await sub.close()
+
+    assert asyncio.run(in_async()) == {"scribe"}
+    done = processes.run([str(Path(sys.executable).with_name("hebbs")), "subscribe", "--threshold", "0", "--agent",
+                          "planner", "--format", "json", "--vault", str(project)],
+                         env=home.env(), input="the billing migration to the new ledger\n", capture_output=True,
+                         text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert lines and {m["memory"]["agent"] for line in lines for m in line["matches"]} == {"planner"}
