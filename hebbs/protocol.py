@@ -246,6 +246,10 @@ EdgeTypeName = Annotated[str, Meta(max_length=MAX_NAME_CHARS, extra={"choices": 
 AsOf = Annotated[int | None, Meta(extra={"micros": True}, description=(
     "the clock, as an ISO 8601 time (or microseconds): the reference for time words in the cue (\"last week\") "
     "and for recency; it hides nothing (for what was true then: --as-of) (default: the current time)"))]
+# Who stored a memory, as recall, prime and subscribe filter by it (schema.Memory's author, agent, session).
+ByAuthor = Annotated[Name | None, Meta(description="only memories this author's daemon stored (default: any author)")]
+ByAgent = Annotated[Name | None, Meta(description="only memories this agent stored (default: any agent)")]
+BySession = Annotated[Name | None, Meta(description="only memories of this session (default: any session)")]
 # A point in time: what was true then (docs/honesty.md "What is true now").
 PointInTime = Annotated[int | None, Meta(extra={"micros": True}, description=(
     "what was true at this ISO 8601 time (or microseconds; a date alone: its start, 00:00 UTC): memories "
@@ -769,9 +773,9 @@ class Recall(_Command, tag="recall"):
     # Also spread one hop along co-activation links (docs/consolidation.md); tagged `associative`.
     associate: Annotated[bool, Meta(description="also bring memories used together with the best matches (tagged "
                                                 "associative)")] = False
-    author: Annotated[Name | None, Meta(description="only memories this author's daemon stored (default: any author)")] = None
-    agent: Annotated[Name | None, Meta(description="only memories this agent stored (default: any agent)")] = None
-    session: Annotated[Name | None, Meta(description="only memories of this session (default: any session)")] = None
+    author: ByAuthor = None
+    agent: ByAgent = None
+    session: BySession = None
 
 
 def _same_options(request: type[msgspec.Struct], options: type, own: tuple[str, ...]) -> None:
@@ -821,9 +825,9 @@ class Prime(_Command, tag="prime"):
                                                             "memories only)")] = None
     max_memories: Annotated[int, Meta(description="how many memories")] = 20
     now: AsOf = None
-    author: Annotated[Name | None, Meta(description="only memories this author's daemon stored (default: any author)")] = None
-    agent: Annotated[Name | None, Meta(description="only memories this agent stored (default: any agent)")] = None
-    session: Annotated[Name | None, Meta(description="only memories of this session (default: any session)")] = None
+    author: ByAuthor = None
+    agent: ByAgent = None
+    session: BySession = None
     # More vault directories to prime from with the request's (the global brain, usually); merged.
     vaults: list[PathText] | None = None
 
@@ -836,9 +840,9 @@ class Subscribe(_Command, tag="subscribe"):
 
     entity_id: Annotated[Name | None, Meta(description="only this entity's memories (default: every entity)")] = None
     confidence_threshold: Annotated[float, Meta(description="minimum confidence, 0..1")] = 0.5
-    author: Annotated[Name | None, Meta(description="only memories this author's daemon stored (default: any author)")] = None
-    agent: Annotated[Name | None, Meta(description="only memories this agent stored (default: any agent)")] = None
-    session: Annotated[Name | None, Meta(description="only memories of this session (default: any session)")] = None
+    author: ByAuthor = None
+    agent: ByAgent = None
+    session: BySession = None
 
 
 @declare(result=Fed, vault=False)
