@@ -53,7 +53,7 @@ log = logging.getLogger("hebbs.lexical")  # the name users and tests filter on
 
 # Bump whenever `tokenize` or the schema changes: a mismatch makes `open` discard the old index
 # (applied_seq -1) so the engine rebuilds it with the new rules instead of mixing two token sets.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 ID_BYTES = 16
 STATE_FILE = "hebbs-lexical.json"
@@ -99,8 +99,11 @@ can will just should would could shall may might must
 as until while because
 """.split())
 
-# Apostrophes inside a word are dropped ("don't" -> "dont", "user's" -> "users" -> "user").
+# Apostrophes inside a word are dropped ("don't" -> "dont").
 _INNER_APOSTROPHE = re.compile(r"(?<=[^\W_])['\u2019](?=[^\W_])")
+# A possessive "'s" goes whole before that: "James's" was "jamess", a word no text about James holds
+# ("James" stems to "jame"); "user's" gives "user" as "users" did.
+_POSSESSIVE = re.compile(r"(?<=[^\W_])['\u2019]s\b", re.I)
 # Characters that can never be part of an identifier: whitespace, brackets, quotes, list and
 # sentence punctuation, and operators that glue a flag to its value ("--top-k=5").
 _SPLIT = re.compile(r"[\s()\[\]{}<>\"'`\u2018\u2019\u201c\u201d,;!?|*=&^\\]+")
@@ -184,7 +187,8 @@ def tokenize(text: str) -> list[str]:
     """Split text into index terms that keep identifiers intact while still matching plain words.
 
     Rules, in order:
-    1. Apostrophes between letters are removed ("don't" -> "dont", "user's" -> "users").
+    1. A possessive "'s" is removed ("James's" -> "James", "user's" -> "user"), then apostrophes
+       between letters ("don't" -> "dont").
     2. Text is cut into chunks at whitespace, brackets, quotes, `, ; ! ? | * = & ^ \\`.
        `. - _ / : @ # $ ~ +` do NOT cut, so "file.md", "ERR_CONN_RESET", "v2.3.1", "a/b.py",
        "std::vec", "bob@x.io" stay whole.
@@ -204,7 +208,7 @@ def tokenize(text: str) -> list[str]:
     (CJK) are not segmented: a run of them is one token.
     """
     out: list[str] = []
-    for chunk in _SPLIT.split(_INNER_APOSTROPHE.sub("", text)):
+    for chunk in _SPLIT.split(_INNER_APOSTROPHE.sub("", _POSSESSIVE.sub("", text))):
         if chunk:
             out += _cached_chunk_tokens(chunk)
     return out
