@@ -7,10 +7,9 @@ serves recall and remember again."""
 
 from __future__ import annotations
 
-import threading
 import time
 
-from pg_fixtures import running_ha_cluster
+from pg_fixtures import KeyedWriter, running_ha_cluster
 
 pytest_plugins = ["daemon_fixtures"]
 
@@ -28,43 +27,19 @@ def test_leader_killed_during_writes_patroni_promotes_and_nothing_acknowledged_i
         standby = next(m["name"] for m in cluster.members() if m["role"] == "sync_standby")
         home = DaemonHome()
         folder = short_tmp("hbn")
-        acked: dict[str, tuple[str, float]] = {}
-        retried: list[str] = []
-        errors: list[BaseException] = []
-        stop = threading.Event()
         try:
             home.hebbs("init", str(folder), "--store", cluster.url(), "--name", "autofailover")
             pid = home.start()
-
-            def writer() -> None:
-                client = home.client(folder, autostart=False)
-                n = 0
-                try:
-                    while not stop.is_set():
-                        key = f"k{n}"
-                        try:
-                            memory = client.remember(f"write {key} through the failover", key=key,
-                                                     consolidate=False)
-                        except StoreUnavailable as exc:
-                            retried.append(exc.status_code)
-                            continue  # the same key again: stored once if the cut-off write committed
-                        acked[key] = (memory.id, time.monotonic())
-                        n += 1
-                except BaseException as exc:  # noqa: BLE001 - reported by the test
-                    errors.append(exc)
-                finally:
-                    client.close()
-
-            thread = threading.Thread(target=writer)
-            thread.start()
-            wait_until(lambda: len(acked) >= 10 or errors, what="writes before the kill")
-            before = len(acked)
-            killed_at = time.monotonic()
-            old.kill9()
-            wait_until(lambda: len(acked) >= before + 10 or errors, timeout=180, what="writes after the failover")
-            stop.set()
-            thread.join()
+            with KeyedWriter(lambda: home.client(folder, autostart=False), "write {key} through the failover",
+                             retry=(StoreUnavailable,)) as writer:
+                acked, errors = writer.acked, writer.errors
+                wait_until(lambda: len(acked) >= 10 or errors, what="writes before the kill")
+                before = len(acked)
+                killed_at = time.monotonic()
+                old.kill9()
+                wait_until(lambda: len(acked) >= before + 10 or errors, timeout=180, what="writes after the failover")
             assert not errors, errors
+            retried = writer.retried
             assert set(retried) <= {"STORE_UNAVAILABLE"}
             new = cluster.leader()
             assert new is not None and new.name == standby  # only the synchronous standby may be promoted
@@ -83,7 +58,6 @@ def test_leader_killed_during_writes_patroni_promotes_and_nothing_acknowledged_i
             finally:
                 client.close()
         finally:
-            stop.set()
             home.cleanup()
 
 

@@ -5,10 +5,9 @@ it acknowledged is on the new primary."""
 
 from __future__ import annotations
 
-import threading
 import time
 
-from pg_fixtures import running_cluster
+from pg_fixtures import KeyedWriter, running_cluster
 
 pytest_plugins = ["daemon_fixtures"]
 
@@ -21,37 +20,17 @@ def test_primary_killed_and_replica_promoted_during_writes_loses_nothing():
         assert primary.sql("SELECT sync_state FROM pg_stat_replication") in ("sync", "quorum")
         home = DaemonHome()
         folder = short_tmp("hbn")
-        acked: dict[str, tuple[str, float]] = {}
-        errors: list[BaseException] = []
-        stop = threading.Event()
         try:
             home.hebbs("init", str(folder), "--store", cluster.multi_host_url(), "--name", "failover")
             pid = home.start()
-
-            def writer() -> None:
-                client = home.client(folder, autostart=False)
-                n = 0
-                try:
-                    while not stop.is_set():
-                        key = f"k{n}"
-                        memory = client.remember(f"write {key} on the cluster", key=key, consolidate=False)
-                        acked[key] = (memory.id, time.monotonic())
-                        n += 1
-                except BaseException as exc:  # noqa: BLE001 - reported by the test
-                    errors.append(exc)
-                finally:
-                    client.close()
-
-            thread = threading.Thread(target=writer)
-            thread.start()
-            wait_until(lambda: len(acked) >= 20 or errors, what="writes before the kill")
-            before = len(acked)
-            killed_at = time.monotonic()
-            primary.kill9()
-            replica.promote()
-            wait_until(lambda: len(acked) >= before + 20 or errors, what="writes after the failover")
-            stop.set()
-            thread.join()
+            with KeyedWriter(lambda: home.client(folder, autostart=False), "write {key} on the cluster") as writer:
+                acked, errors = writer.acked, writer.errors
+                wait_until(lambda: len(acked) >= 20 or errors, what="writes before the kill")
+                before = len(acked)
+                killed_at = time.monotonic()
+                primary.kill9()
+                replica.promote()
+                wait_until(lambda: len(acked) >= before + 20 or errors, what="writes after the failover")
             assert not errors, errors
             first_after = min(at for _, at in acked.values() if at > killed_at)
             print(f"first acknowledged write {first_after - killed_at:.2f} s after the kill")
@@ -64,5 +43,4 @@ def test_primary_killed_and_replica_promoted_during_writes_loses_nothing():
             assert not lost, f"acknowledged writes lost in the failover: {lost}"
             assert len(ids) == len(acked)
         finally:
-            stop.set()
             home.cleanup()
