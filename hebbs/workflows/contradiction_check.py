@@ -359,7 +359,7 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subje
             overlap = shared / len(words_x | words_y)
             if overlap < MIN_OVERLAP:
                 continue
-            score, reasons = _cues(x, y, subject_words)
+            score, reasons = _cues(x, y, subject_words, named_value=named)
             if not reasons:
                 continue
             only_x, only_y = x.words - y.words, y.words - x.words
@@ -391,7 +391,9 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subje
 
 
 def _cues(x: _Sentence, y: _Sentence,
-          subject_words: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())) -> tuple[float, list[str]]:
+          subject_words: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset()),
+          named_value: tuple[str, str] | None = None) -> tuple[float, list[str]]:
+    """The pair's cues and their score; `named_value`: its _named_value, which the caller read already."""
     score = 0.0
     reasons: list[str] = []
     sa, sb = subject_words
@@ -437,9 +439,9 @@ def _cues(x: _Sentence, y: _Sentence,
             if len(x.template[:slot].split()) >= 3 and not (named or example or respelled):
                 score += W_VALUE
                 reasons.append(f"values differ: {p} vs {q}")
-    if not reasons and (named := _named_value(x, y)) is not None:
+    if not reasons and named_value is not None:
         score += W_VALUE
-        reasons.append(f"values differ: {named[0]} vs {named[1]}")
+        reasons.append(f"values differ: {named_value[0]} vs {named_value[1]}")
     if x.markers != y.markers and score:
         # A change marker alone is common prose; it only strengthens another cue.
         score += W_REVISION
