@@ -3,8 +3,11 @@ is the model's own, and a vault reads its model's; real models, real RocksDB vau
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,14 +39,19 @@ def test_minilm_keeps_the_cut_offs_its_rules_were_written_against() -> None:
     assert ref.confidence_for(confidence.FEATURES) is None  # confidence.py's own calibration
 
 
-def _recall(tmp_path: Path, model: str, config: str = "") -> tuple[float, float, list[float]]:
-    vault = tmp_path / model
+@contextlib.contextmanager
+def _recalled(vault: Path, model: str, config: str) -> Iterator[tuple[Engine, Any]]:
+    """A fresh vault of `model` (with `config`) holding FACTS, and its recall of CUE."""
     vault.mkdir()
     if config:
         (vault / "config.toml").write_text(config)
     with Engine.open(vault, model=model) as engine:
         engine.remember_many([{"content": f} for f in FACTS])
-        found = engine.recall(CUE, top_k=3, reinforce=False)
+        yield engine, engine.recall(CUE, top_k=3, reinforce=False)
+
+
+def _recall(tmp_path: Path, model: str, config: str = "") -> tuple[float, float, list[float]]:
+    with _recalled(tmp_path / model, model, config) as (_, found):
         best = found.results[0]
         features = [best.details["confidence_features"][f] for f in confidence.FEATURES]
         return found.threshold, best.confidence, features
@@ -74,13 +82,7 @@ def test_a_cut_off_maps_to_the_one_that_lets_the_same_pairs_through() -> None:
 
 def _fusion(tmp_path: Path, model: str, config: str = "") -> tuple[float, FusionParams]:
     """The lexical weight a recall of short facts fused with (its details), and the vault's resolved fusion."""
-    vault = tmp_path / f"fusion-{model}"
-    vault.mkdir()
-    if config:
-        (vault / "config.toml").write_text(config)
-    with Engine.open(vault, model=model) as engine:
-        engine.remember_many([{"content": f} for f in FACTS])
-        found = engine.recall(CUE, top_k=3, reinforce=False)
+    with _recalled(tmp_path / f"fusion-{model}", model, config) as (engine, found):
         return found.results[0].details["lexical_weight"], recall_settings(engine.vault).fusion
 
 
