@@ -68,7 +68,7 @@ from bench.datasets.locomo import load as load_locomo
 from bench.harness import shared
 from bench.report import write_json
 from hebbs import Engine
-from hebbs.embedding.embed import get_embedder
+from hebbs.embedding.embed import ModelError, get_embedder
 from hebbs.models import calibration
 from hebbs.recall import confidence as conf
 from hebbs.schema import ScoringWeights
@@ -219,7 +219,10 @@ def main() -> None:
     by_kind: dict[tuple[str, str], list[bool]] = defaultdict(list)
     links = {"change": 0, "not_a_change": 0}
     misses = []
-    embedder = get_embedder(args.model)
+    try:
+        embedder = get_embedder(args.model)
+    except ModelError as exc:
+        parser.error(str(exc))
     fitted = peer_calibration(embedder.model_id)
     print(f"model: {embedder.model_id}")
     started = time.perf_counter()
