@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from scripts.patroni_local import HaCluster
 from scripts.postgres_local import Cluster, Server
@@ -105,47 +102,3 @@ def pooler(server: Server, mode: str, pool_size: int = 20) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-
-class KeyedWriter:
-    """A thread that remembers through a client of its own (`connect()`), one keyed memory after another,
-    until stopped, as a daemon's user writes through a failover: `acked` maps each acknowledged key to
-    (memory id, monotonic time); an error of a `retry` type is retried with the same key (stored once if
-    the cut-off write had committed) and its status code kept in `retried`; any other ends the thread,
-    kept in `errors`."""
-
-    def __init__(self, connect: Callable[[], Any], text: str, retry: tuple[type[BaseException], ...] = ()) -> None:
-        self.acked: dict[str, tuple[str, float]] = {}
-        self.retried: list[str] = []
-        self.errors: list[BaseException] = []
-        self._connect, self._text, self._retry = connect, text, retry
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._write)
-
-    def __enter__(self) -> "KeyedWriter":
-        self._thread.start()
-        return self
-
-    def __exit__(self, exc_type: object, *exc: object) -> None:
-        self._stop.set()
-        if exc_type is None:
-            self._thread.join()
-        # else: the test's cleanup stops the daemon, which ends a write waiting on it, and the thread with it
-
-    def _write(self) -> None:
-        client = self._connect()
-        n = 0
-        try:
-            while not self._stop.is_set():
-                key = f"k{n}"
-                try:
-                    memory = client.remember(self._text.format(key=key), key=key, consolidate=False)
-                except self._retry as exc:
-                    self.retried.append(getattr(exc, "status_code", type(exc).__name__))
-                    continue
-                self.acked[key] = (memory.id, time.monotonic())
-                n += 1
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            self.errors.append(exc)
-        finally:
-            client.close()

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 
-from pg_fixtures import KeyedWriter, running_ha_cluster
+from bench.workloads.team.common import KeyedWriter
+from pg_fixtures import running_ha_cluster
 
 pytest_plugins = ["daemon_fixtures"]
 

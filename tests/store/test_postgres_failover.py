@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import time
 
-from pg_fixtures import KeyedWriter, running_cluster
+from bench.workloads.team.common import KeyedWriter
+from pg_fixtures import running_cluster
 
 pytest_plugins = ["daemon_fixtures"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -16,7 +15,7 @@ from scripts.postgres_local import Cluster
 from hebbs.store.storage import WriteSet
 
 from bench.workloads.facts import CUES, fill
-from bench.workloads.team.common import Daemon, attach, found_after, timed
+from bench.workloads.team.common import Daemon, KeyedWriter, attach, found_after, timed
 
 
 def failover(work: Path) -> dict:
@@ -28,38 +27,24 @@ def failover(work: Path) -> dict:
         folder = work / "failover"
         attach(folder / ".hebbs", cluster.multi_host_url(), "failover")
         daemon = Daemon(folder)
-        acked: list[float] = []
-        stop = threading.Event()
         try:
-            client = daemon.client()
-
-            def write() -> None:
-                n = 0
-                while not stop.is_set():
-                    client.remember(f"failover write {n}", key=f"f{n}", consolidate=False)
-                    acked.append(time.perf_counter())
-                    n += 1
-
-            thread = threading.Thread(target=write)
-            thread.start()
-            while len(acked) < 20:
-                time.sleep(0.05)
-            killed = time.perf_counter()
-            primary.kill9()
-            promote_started = time.perf_counter()
-            replica.promote()
-            promoted = time.perf_counter()
-            while not any(t > promoted for t in acked):
-                time.sleep(0.01)
-            stop.set()
-            thread.join()
-            client.close()
-            first = min(t for t in acked if t > killed)
+            with KeyedWriter(daemon.client, "failover write {key}") as writer:
+                while len(writer.acked) < 20 and not writer.errors:
+                    time.sleep(0.05)
+                killed = time.monotonic()
+                primary.kill9()
+                promote_started = time.monotonic()
+                replica.promote()
+                promoted = time.monotonic()
+                while not writer.errors and not any(at > promoted for _, at in list(writer.acked.values())):
+                    time.sleep(0.01)
+            if writer.errors:
+                raise writer.errors[0]
+            first = min(at for _, at in writer.acked.values() if at > killed)
             count = int(replica.sql("SELECT count(*) FROM hebbs.memories"))
             return {"promote_s": promoted - promote_started, "first_write_after_kill_s": first - killed,
-                    "acknowledged": len(acked), "on_new_primary": count}
+                    "acknowledged": len(writer.acked), "on_new_primary": count}
         finally:
-            stop.set()
             daemon.stop()
     finally:
         cluster.remove()
