@@ -159,6 +159,32 @@ PLACE = re.compile(r"\b(?i:in|at|near|from|to|into|around|across|outside|inside|
                    r"her|their|this|that)\s+\w+|[A-Z][\w'-]+)|\b(?i:where|here|there|abroad|home)\b")
 
 
+# "What is Dana's email address?" and "What is Globex's website?" ask for a value written in a form of its
+# own: a memory answers them when it holds one ("dana@example.com", "globex.com"); "Dana lives in Lisbon"
+# does not, however close its meaning ("address"). Only a question that ends on the form asks for it
+# ("what", "which"): "What did Dana email me about?" and "Which website does Dana read?" ask for no address.
+FORM_QUESTION = re.compile(r"^\W*(?:what|which)\b", re.I)
+FORMS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
+    "an email address": (re.compile(r"\be-?mail(?:\s+address)?\W*$", re.I),
+                         re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")),
+    "a web address": (re.compile(r"\b(?:web\s*site|home\s*page|url|web\s+address|domain\s+name)\W*$", re.I),
+                      re.compile(r"https?://|\bwww\.|\b[a-z0-9-]+\.(?:com|org|net|io|dev|app|ai|co|edu|gov|[a-z]{2})\b",
+                                 re.I)),
+}
+
+
+def form_asked(cue: str) -> str | None:
+    """The form of value the cue asks for (a key of FORMS), or None."""
+    if FORM_QUESTION.search(cue) is None:
+        return None
+    return next((name for name, (asked, _) in FORMS.items() if asked.search(cue)), None)
+
+
+def holds_form(text: str, form: str) -> bool:
+    """Whether a memory's text holds a value of the form FORMS names."""
+    return FORMS[form][1].search(text) is not None
+
+
 def holds_place(text: str) -> bool:
     """Whether a memory's text says where: a place after a preposition of place, or "where"."""
     return PLACE.search(text) is not None
@@ -284,6 +310,7 @@ class Judgement(NamedTuple):
     when: bool = False  # the cue asks for a time (WHEN_CUE)
     age: bool = False  # an age (AGE_CUE)
     where: bool = False  # a place (WHERE_CUE)
+    form: str | None = None  # a value of a form of its own (FORMS)
 
     def features(self, i: int) -> dict[str, float]:
         """Candidate i's features by name, to 6 decimals (rounded for the results shown only)."""
@@ -307,6 +334,7 @@ class CueReading(NamedTuple):
     when: bool  # the cue asks for a time (WHEN_CUE)
     age: bool  # an age (AGE_CUE)
     where: bool  # a place (WHERE_CUE)
+    form: str | None  # a value of a form of its own (FORMS)
 
     @property
     def rest_to_embed(self) -> str | None:
@@ -334,7 +362,7 @@ def read_cue(cue: str, word_ranks: Mapping[str, int] | None, doc_freq: Callable[
     return CueReading(weighted, chunks, freqs, unseen, rest, margin, *_written_as_names(chunks, unseen),
                       QUANTITY.search(cue) is not None, COUNT_CUE.search(cue) is not None,
                       WHEN_CUE.search(cue) is not None, AGE_CUE.search(cue) is not None,
-                      WHERE_CUE.search(cue) is not None)
+                      WHERE_CUE.search(cue) is not None, form_asked(cue))
 
 
 def asks_more_than_the_entity(covered: Sequence[frozenset[str]], i: int) -> bool:
@@ -396,8 +424,9 @@ def holds_all_it_asks(judged: "Judgement", i: int) -> bool:
 
 
 def holds_the_kind_asked(judged: "Judgement", i: int, text: str) -> bool:
-    """Whether candidate i may answer a cue that asks for a quantity, a time or a place: it holds one
-    (a number, a count for "how many", an age for "how old", a time, a place), it is from the time the
+    """Whether candidate i may answer a cue that asks for a quantity, a time, a place or a value of a form
+    of its own: it holds one (a number, a count for "how many", an age for "how old", a time, a place, an
+    email or web address), it is from the time the
     cue names, it holds a cue term that sets it apart (asks_more_than_the_entity), or it holds every
     term of the cue (holds_all_it_asks: "Which CRM does Acme use, and when is the contract renewed?",
     an earlier exchange, for "When is the Acme CRM contract renewed?", where every candidate holds them)."""
@@ -405,7 +434,8 @@ def holds_the_kind_asked(judged: "Judgement", i: int, text: str) -> bool:
             or holds_all_it_asks(judged, i)):
         return True
     return ((not judged.quantity or holds_quantity(text, judged.count, judged.age))
-            and (not judged.when or holds_time(text)) and (not judged.where or holds_place(text)))
+            and (not judged.when or holds_time(text)) and (not judged.where or holds_place(text))
+            and (judged.form is None or holds_form(text, judged.form)))
 
 
 def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[str]],
@@ -473,7 +503,7 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
     return Judgement(confidences, rows, words if reading.rest_to_embed is not None else [], rest, reading.margin,
                      covered_terms, reading.names, reading.strangers, reading.quantity,
                      frozenset(t for t in names if freqs.get(t, 0) > 0), weighted, reading.count, reading.when,
-                     reading.age, reading.where)
+                     reading.age, reading.where, reading.form)
 
 
 def abstains(confidences: Sequence[float], threshold: float) -> bool:

@@ -271,9 +271,9 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
             if not confidence.answer_check(judged, i, lexical_text(memories[i]), lambda i=i: toward(i)):
                 confidences[i] = min(confidences[i], confidence.UNSEEN_CAP)
                 capped.add(i)
-    if judged.quantity or judged.when or judged.where:
-        # A cue that asks how many, how much, how old, when or where, and a candidate that shares only
-        # what the cue names and holds no number (no time, no place): it does not answer, whether or not
+    if judged.quantity or judged.when or judged.where or judged.form:
+        # A cue that asks how many, how much, how old, when, where or for an address, and a candidate that
+        # shares only what the cue names and holds no number (no time, place, address): it does not answer, whether or not
         # the cue has words no memory holds ("How old is Dana?" over "Dana works as a nurse": "old" is
         # common, so not unseen).
         for i, c in enumerate(confidences):
@@ -295,7 +295,8 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
             answer.notes.append(f"no memory holds {', '.join(repr(w) for w in judged.unseen)}: the matches of the "
                                 f"rest of the cue do not answer it")
         else:
-            kind = "a number" if judged.quantity else "a time" if judged.when else "a place"
+            kind = ("a number" if judged.quantity else "a time" if judged.when else "a place" if judged.where
+                    else judged.form)
             answer.notes.append(f"the cue asks for {kind} and the matches that hold none share only what it "
                                 f"names: they do not answer it")
     best = max(range(len(judged_shown)), key=judged_shown.__getitem__, default=None)

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hebbs.recall import confidence
+
 if TYPE_CHECKING:
     from daemon_fixtures import DaemonHome
 
@@ -165,3 +167,25 @@ def test_a_place_is_answered_by_a_memory_that_says_where(engine: Any) -> None:
     assert not found.abstained and found[0].memory.content == "Kenji lives in Sapporo"
     assert found[0].confidence >= found.threshold  # the answer is the memory that says where
     assert all(r.confidence < found.threshold for r in found.results[1:]), [(r.memory.content, r.confidence) for r in found]
+
+
+def test_an_address_is_answered_by_a_memory_that_holds_one(engine: Any) -> None:
+    """"What is Dana's email address?" answered 0.30 with "Dana lives in Lisbon" ("address" is close in
+    meaning), and "What is Globex's website?" 0.51 with "Globex is on the Team plan". A question that
+    ends on an email or web address is answered by a memory that holds one, in other words too."""
+    engine.remember_many([{"content": t} for t in (
+        "Dana lives in Lisbon", "Dana works as a nurse", "Dana has a dog named Rex",
+        "Globex's office is in Toronto", "Globex is on the Team plan", "Globex uses HubSpot as its CRM")],
+        check_contradictions=False)
+    for cue in ("What is Dana's email address?", "What is Globex's website?"):
+        found = engine.recall(cue, top_k=5)
+        assert found.abstained, (cue, found.confidence, [r.memory.content for r in found])
+        assert any(n.startswith("the cue asks for") or n.startswith("no memory holds") for n in found.notes), found.notes
+    engine.remember_many([{"content": "Dana can be reached at dana.lee@example.com"},
+                          {"content": "Globex's home page is globex.com"}], check_contradictions=False)
+    for cue, expected in (("What is Dana's email address?", "Dana can be reached at dana.lee@example.com"),
+                          ("What is Globex's website?", "Globex's home page is globex.com")):
+        found = engine.recall(cue, top_k=5)
+        assert not found.abstained and found[0].memory.content == expected, (cue, [r.memory.content for r in found])
+    # "email" as a verb asks for no address: the rule leaves the cue to the calibration.
+    assert confidence.form_asked("What did Dana email me about?") is None
