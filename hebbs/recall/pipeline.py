@@ -309,7 +309,10 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
                             + ("no memory in this scope" if scope_empty()
                                else "the strategies asked for brought no candidate") + ")")
     elif answer.abstained:
-        answer.notes.append(f"{confidence.NOTE} (best confidence {answer.confidence:.2f} < "
+        # To four places where two would round up to the threshold: 0.2195 read "0.22 < 0.22".
+        best_text = (f"{answer.confidence:.2f}" if round(answer.confidence, 2) < answer.threshold
+                     else f"{answer.confidence:.4f}")
+        answer.notes.append(f"{confidence.NOTE} (best confidence {best_text} < "
                             f"{answer.threshold:.2f}); the weak candidates follow")
         if hidden is not None and confidences[hidden] >= answer.threshold:
             answer.notes.append(f"a more confident match (candidate {ids[hidden]}, confidence "
