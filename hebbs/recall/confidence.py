@@ -161,8 +161,9 @@ PLACE = re.compile(r"\b(?i:in|at|near|from|to|into|around|across|outside|inside|
 
 # "What is Dana's email address?" and "What is Globex's website?" ask for a value written in a form of its
 # own: a memory answers them when it holds one ("dana@example.com", "globex.com"); "Dana lives in Lisbon"
-# does not, however close its meaning ("address"). Only a question that ends on the form asks for it
-# ("what", "which"): "What did Dana email me about?" and "Which website does Dana read?" ask for no address.
+# does not, however close its meaning ("address"). Only a question ("what", "which") asks for it, and for an
+# address only one that ends on it: "What did Dana email me about?" and "Which website does Dana read?"
+# ask for no address.
 FORM_QUESTION = re.compile(r"^\W*(?:what|which)\b", re.I)
 FORMS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
     "an email address": (re.compile(r"\be-?mail(?:\s+address)?\W*$", re.I),
@@ -170,6 +171,12 @@ FORMS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
     "a web address": (re.compile(r"\b(?:web\s*site|home\s*page|url|web\s+address|domain\s+name)\W*$", re.I),
                       re.compile(r"https?://|\bwww\.|\b[a-z0-9-]+\.(?:com|org|net|io|dev|app|ai|co|edu|gov|[a-z]{2})\b",
                                  re.I)),
+    # "What was Acme's revenue last year?" over "Acme pays invoices net 30": any number would do for a
+    # quantity, but a sum of money is written with its currency or its scale.
+    "an amount of money": (re.compile(r"\b(?:revenue|turnover|price|cost|salary|budget|income|profit|fee|rent|"
+                                      r"valuation)s?\b", re.I),
+                           re.compile(r"[$€£¥]\s?\d|\d\s?(?:[kmb]n?|million|billion|thousand)?\s?(?:usd|eur|gbp|chf|"
+                                      r"jpy|dollars?|euros?|pounds?|yen)\b|\d\s?(?:million|billion|bn)\b", re.I)),
 }
 
 

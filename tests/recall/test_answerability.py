@@ -5,9 +5,12 @@ in other words still answers, and a cue does not pass on a candidate that top_k 
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from hebbs.recall import confidence
 
@@ -189,3 +192,22 @@ def test_an_address_is_answered_by_a_memory_that_holds_one(engine: Any) -> None:
         assert not found.abstained and found[0].memory.content == expected, (cue, [r.memory.content for r in found])
     # "email" as a verb asks for no address: the rule leaves the cue to the calibration.
     assert confidence.form_asked("What did Dana email me about?") is None
+
+
+def test_an_amount_of_money_is_answered_by_a_sum(engine: Any) -> None:
+    """"What was Acme's revenue last year?" answered 0.33 with "Acme asked for SSO support last quarter"
+    (and a number would not do: "Acme pays invoices net 30" is no revenue). A sum of money has its
+    currency or its scale; one stated in other words answers. The abstain note's confidence is never
+    written as the threshold it is below ("0.22 < 0.22" for 0.2195)."""
+    engine.remember_many([{"content": t} for t in (
+        "Acme pays invoices net 30", "Acme's office is in Berlin", "Acme is on the Enterprise plan",
+        "Acme asked for SSO support last quarter", "Acme's main contact is Dana Lee")], check_contradictions=False)
+    cue = "What was Acme's revenue last year?"
+    found = engine.recall(cue, top_k=5)
+    assert found.abstained, (found.confidence, [r.memory.content for r in found])
+    note = next(n for n in found.notes if "nothing relevant known" in n)
+    shown, threshold = re.search(r"best confidence ([\d.]+) < ([\d.]+)", note).groups()
+    assert float(shown) < float(threshold) and float(shown) == pytest.approx(found.confidence, abs=0.005), note
+    engine.remember("Acme made 40 million dollars in sales last year")
+    found = engine.recall(cue, top_k=5)
+    assert not found.abstained and found[0].memory.content == "Acme made 40 million dollars in sales last year"
