@@ -172,9 +172,10 @@ FORMS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
                       re.compile(r"https?://|\bwww\.|\b[a-z0-9-]+\.(?:com|org|net|io|dev|app|ai|co|edu|gov|[a-z]{2})\b",
                                  re.I)),
     # "What was Acme's revenue last year?" over "Acme pays invoices net 30": any number would do for a
-    # quantity, but a sum of money is written with its currency or its scale.
-    "an amount of money": (re.compile(r"\b(?:revenue|turnover|price|cost|salary|budget|income|profit|fee|rent|"
-                                      r"valuation)s?\b", re.I),
+    # quantity, but a sum of money is written with its currency or its scale. Not "cost" or "budget":
+    # in a project's notes they are as often time and memory ("what does a recall cost").
+    "an amount of money": (re.compile(r"\b(?:revenue|turnover|price|salary|income|profit|fee|rent|valuation)s?\b",
+                                      re.I),
                            re.compile(r"[$€£¥]\s?\d|\d\s?(?:[kmb]n?|million|billion|thousand)?\s?(?:usd|eur|gbp|chf|"
                                       r"jpy|dollars?|euros?|pounds?|yen)\b|\d\s?(?:million|billion|bn)\b", re.I)),
 }
