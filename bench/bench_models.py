@@ -418,7 +418,8 @@ def main() -> None:
                                "--conversations", *args.conversations)
             if args.rows_dir:
                 argv += ["--rows-dir", str(args.rows_dir)]
-            argv += [f for f, on in (("--no-notes", args.no_notes), ("--no-documents", args.no_documents)) if on]
+            argv += [f for f, on in (("--no-notes", args.no_notes), ("--no-documents", args.no_documents),
+                                     ("--no-daemon", args.no_daemon), ("--cross-all", args.cross_all)) if on]
             argv += ["--reuse", str(args.reuse)] if args.reuse else []
             t = time.perf_counter()
             run(argv, check=True, env=os.environ.copy())
