@@ -428,6 +428,13 @@ def main() -> None:
                 args.keep.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, args.keep / f"{setting}.json")
             print(f"{setting}: {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    if args.no_notes or args.no_documents or args.no_daemon or "minilm" not in results:
+        # The table and the rule need every part, and MiniLM measured in the same run: a partial run
+        # (rows for scripts/fit_calibration.py, one model's LoCoMo figure) prints what it measured.
+        for name, r in results.items():
+            print(f"{name}: {json.dumps({k: v for k, v in r.items() if k != 'abstention'})}")
+        print("partial run (a part left out, or no minilm to compare with): no table, no default picked")
+        return
     pick, out_by = pick_default(results)
     first = next(iter(results.values()))
     title = ("the table rebuilt from the figures each setting's run kept (--keep)" if args.report_only
