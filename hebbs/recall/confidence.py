@@ -434,10 +434,10 @@ def holds_all_it_asks(judged: "Judgement", i: int) -> bool:
 def holds_the_kind_asked(judged: "Judgement", i: int, text: str) -> bool:
     """Whether candidate i may answer a cue that asks for a quantity, a time, a place or a value of a form
     of its own: it holds one (a number, a count for "how many", an age for "how old", a time, a place, an
-    email or web address), it is from the time the
-    cue names, it holds a cue term that sets it apart (asks_more_than_the_entity), or it holds every
-    term of the cue (holds_all_it_asks: "Which CRM does Acme use, and when is the contract renewed?",
-    an earlier exchange, for "When is the Acme CRM contract renewed?", where every candidate holds them)."""
+    email or web address, a sum of money), it is from the time the cue names, it holds a cue term that
+    sets it apart (asks_more_than_the_entity), or it holds every term of the cue (holds_all_it_asks:
+    "Which CRM does Acme use, and when is the contract renewed?", an earlier exchange, for "When is the
+    Acme CRM contract renewed?", where every candidate holds them)."""
     if (judged.values[i][FEATURES.index("in_time")] > 0 or asks_more_than_the_entity(judged.covered, i)
             or holds_all_it_asks(judged, i)):
         return True

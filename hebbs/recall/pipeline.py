@@ -272,10 +272,10 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
                 confidences[i] = min(confidences[i], confidence.UNSEEN_CAP)
                 capped.add(i)
     if judged.quantity or judged.when or judged.where or judged.form:
-        # A cue that asks how many, how much, how old, when, where or for an address, and a candidate that
-        # shares only what the cue names and holds no number (no time, place, address): it does not answer, whether or not
-        # the cue has words no memory holds ("How old is Dana?" over "Dana works as a nurse": "old" is
-        # common, so not unseen).
+        # A cue that asks how many, how much, how old, when, where, for an address or a sum, and a
+        # candidate that shares only what the cue names and holds no number (no time, place, address,
+        # sum): it does not answer, whether or not the cue has words no memory holds ("How old is
+        # Dana?" over "Dana works as a nurse": "old" is common, so not unseen).
         for i, c in enumerate(confidences):
             if c >= answer.threshold and i not in capped and not confidence.holds_the_kind_asked(
                     judged, i, lexical_text(memories[i])):
