@@ -98,11 +98,10 @@ def found_after(client, token: str, acked: float) -> float:
 
 class KeyedWriter:
     """A thread that remembers through a client of its own (`connect()`), one keyed memory after another,
-    until stopped, as a daemon's user writes through a failover (the team bench's
-    failover parts and tests/store's failover tests): `acked` maps each acknowledged key to
-    (memory id, monotonic time); an error of a `retry` type is retried with the same key (stored once if
-    the cut-off write had committed) and its status code kept in `retried`; any other ends the thread,
-    kept in `errors`."""
+    until stopped, as a daemon's user writes through a failover (the team bench's failover parts and
+    tests/store's failover tests): `acked` maps each acknowledged key to (memory id, monotonic time); an
+    error of a `retry` type is retried with the same key (stored once if the cut-off write had committed)
+    and its status code kept in `retried`; any other ends the thread, kept in `errors`."""
 
     def __init__(self, connect: Callable[[], Any], text: str, retry: tuple[type[BaseException], ...] = ()) -> None:
         self.acked: dict[str, tuple[str, float]] = {}
