@@ -20,7 +20,7 @@ from typing import Any
 from .errors import HebbsError, InvalidInput
 from .mcp_server import build_server, checked_tools
 from .paths import kept_token
-from .websec import asgi_headers, bearer_matches, foreign_request, local_hosts, refuse
+from .websec import JsonGuard, bearer_matches, foreign_request, local_hosts
 
 TOKEN_FILE = "mcp.token"
 DEFAULT_PORT = 6383
@@ -56,25 +56,21 @@ def address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-class Guard:
+class Guard(JsonGuard):
     """ASGI middleware in front of the SDK's app: every refusal a JSON-RPC error an MCP client shows."""
 
     def __init__(self, app: Any, hosts: frozenset[str], port: int, token: str) -> None:
-        self.app = app
+        super().__init__(app)
         self.hosts = hosts
         self.port = port
         self.token = token
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        refusal = self.refusal(asgi_headers(scope))
-        if refusal is None:
-            return await self.app(scope, receive, send)
-        status, message = refusal
-        await refuse(send, status, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}})
+    def refusal(self, method: str, headers: dict[str, str]) -> tuple[int, Any] | None:
+        why = self._why(headers)
+        return None if why is None else (why[0], {"jsonrpc": "2.0", "id": None,
+                                                  "error": {"code": -32600, "message": why[1]}})
 
-    def refusal(self, headers: dict[str, str]) -> tuple[int, str] | None:
+    def _why(self, headers: dict[str, str]) -> tuple[int, str] | None:
         if headers.get("host") not in self.hosts:
             return 403, f"hebbs mcp answers only to Host {' or '.join(sorted(self.hosts))}"
         foreign = foreign_request(headers, self.port)

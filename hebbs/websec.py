@@ -64,3 +64,23 @@ async def refuse(send: Callable[[dict[str, Any]], Awaitable[None]], status: int,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
                             *extra]})
     await send({"type": "http.response.body", "body": data})
+
+
+class JsonGuard:
+    """ASGI middleware in front of a JSON API on loopback (`hebbs proxy`, `hebbs mcp --http`): `refusal`
+    says why a request is refused, as its status and the JSON body the API's own clients read, or None
+    to pass it on. What is not HTTP (the server's lifespan) always passes."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        refused = self.refusal(scope["method"], asgi_headers(scope))
+        if refused is None:
+            return await self.app(scope, receive, send)
+        await refuse(send, *refused)
+
+    def refusal(self, method: str, headers: dict[str, str]) -> tuple[int, Any] | None:
+        raise NotImplementedError

@@ -30,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..websec import asgi_headers, bearer_matches, foreign_request, local_hosts, refuse
+from ..websec import JsonGuard, bearer_matches, foreign_request, local_hosts
 from ..protocol import AGENT_HEADER, SESSION_HEADER
 from .memory import Brains, Recalled, Scope, conversation_id, latest_user_text, system_message, with_memories
 
@@ -365,24 +365,22 @@ def _unreachable(exc: httpx.HTTPError, headers: dict[str, str] | None = None) ->
                   headers)
 
 
-class Guard:
+class Guard(JsonGuard):
     """Who the proxy answers (see the module's docstring); every refusal in OpenAI's error shape."""
 
     def __init__(self, app: Any, port: int, token: str | None) -> None:
-        self.app = app
+        super().__init__(app)
         self.port = port
         self.token = token
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        refusal = self._refusal(scope["method"], asgi_headers(scope))
-        if refusal is None:
-            return await self.app(scope, receive, send)
-        status, kind, message = refusal
-        await refuse(send, status, {"error": {"message": message, "type": kind, "code": None}})
+    def refusal(self, method: str, headers: dict[str, str]) -> tuple[int, Any] | None:
+        why = self._why(method, headers)
+        if why is None:
+            return None
+        status, kind, message = why
+        return status, {"error": {"message": message, "type": kind, "code": None}}
 
-    def _refusal(self, method: str, headers: dict[str, str]) -> tuple[int, str, str] | None:
+    def _why(self, method: str, headers: dict[str, str]) -> tuple[int, str, str] | None:
         if headers.get("host") not in local_hosts(self.port):
             return 403, "forbidden", "hebbs proxy answers only to Host 127.0.0.1 or localhost"
         foreign = foreign_request(headers, self.port)
