@@ -347,22 +347,28 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subje
         for y in ys:
             if x.question or y.question or x.key in keys_y or y.key in keys_x:
                 continue
-            # A named value that differs (_named_value) is where they disagree, not what they share.
-            named = _named_value(x, y)
-            words_x, words_y = (x.words, y.words) if named is None else (
-                x.words - _value_words(named[0]), y.words - _value_words(named[1]))
+            # A named value that differs (_named_value) is where they disagree, not what they share; so is
+            # a value a change statement gives (_changed_value): there only the subject is compared.
+            changed = _changed_value(x, y)
+            named = None if changed is not None else _named_value(x, y)
+            if named is not None:
+                words_x, words_y = x.words - _value_words(named[0]), y.words - _value_words(named[1])
+            else:
+                words_x, words_y = x.words, y.words
             shared = len(words_x & words_y)
-            if shared < 2:
-                continue
             # Jaccard, not containment: two sentences about different subjects that share a
             # sentence pattern ("X cost us 40 hours" / "Y cost us 300 hours") must not count.
-            overlap = shared / len(words_x | words_y)
-            if overlap < MIN_OVERLAP:
+            overlap = 1.0 if changed is not None else shared / max(1, len(words_x | words_y))
+            if changed is None and (shared < 2 or overlap < MIN_OVERLAP):
                 continue
-            score, reasons = _cues(x, y, subject_words, named_value=named)
+            if changed is not None:
+                score, reasons = W_VALUE + W_REVISION, [f"values differ: {changed.a} vs {changed.b}",
+                                                        f"a change: {changed.how}"]
+            else:
+                score, reasons = _cues(x, y, subject_words, named_value=named)
             if not reasons:
                 continue
-            only_x, only_y = x.words - y.words, y.words - x.words
+            only_x, only_y = (frozenset(), frozenset()) if changed is not None else (x.words - y.words, y.words - x.words)
             if any(r.startswith("values differ") for r in reasons):
                 # The differing literal or name is the disagreement, not a sign of two objects.
                 # (words are stemmed, a literal's words as written: both forms go)
@@ -374,7 +380,7 @@ def _judge(xs: tuple[_Sentence, ...], ys: tuple[_Sentence, ...], different_subje
                 score *= DIFFERENT_OBJECTS
                 reasons.append(f"different objects? only a: {', '.join(sorted(only_x)[:3])}; "
                                f"only b: {', '.join(sorted(only_y)[:3])}")
-            elif x.versions and y.versions and not x.versions & y.versions:
+            elif x.versions and y.versions and not x.versions & y.versions and changed is None:
                 score *= DIFFERENT_OBJECTS
                 reasons.append(f"different versions? {', '.join(sorted(x.versions))} / {', '.join(sorted(y.versions))}")
             elif different_subjects is not None:
@@ -488,6 +494,95 @@ def _named_value(x: _Sentence, y: _Sentence) -> tuple[str, str] | None:
     if SequenceMatcher(None, p.lower(), q.lower()).ratio() >= RESPELLED:
         return None  # a typo fixed
     return p, q
+
+
+# A value said to have changed: "The standup meeting moved to 10:00" after "The standup meeting is at 9:30",
+# "The staging server was upgraded to Ubuntu 24.04" after "... runs Ubuntu 22.04". One sentence says its
+# subject changed to a value (CHANGED_TO), the other states the same subject's value (STATED: a copula or
+# a verb that takes a value); the subject must name the same thing in two content words at least ("It
+# moved to Friday" says not what moved). Or one sentence says "now" (or "instead", "no longer" ...: a
+# revision marker) and otherwise repeats the other but for one value of at most NAMED_VALUE_WORDS words
+# in the same place, with at least CHANGE_CONTEXT words around it: "We deploy on Tuesdays" / "We deploy
+# on Thursdays now", "Maria is the tech lead of the payments team" / "Jonas is now the tech lead ...".
+# Without a marker, "likes Vim" / "likes Emacs" may both be true; with one, the newer says it replaced it.
+# Either way both values must be values (_value_like): "The release branch is protected" and "... moved to
+# main" are two facts.
+_CHANGE_VERBS = (r"changed|moved|raised|lowered|increased|decreased|reduced|upgraded|downgraded|updated|bumped|"
+                 r"switched|renamed|migrated|cut|extended|shortened|went\s+up|went\s+down")
+CHANGED_TO = re.compile(rf"^(?P<subject>.+?)\s+(?:(?:has|have|had)\s+(?:been\s+)?|(?:was|were|got|is|are)\s+)?"
+                        rf"(?P<verb>{_CHANGE_VERBS})(?:\s+from\s+.+?)?\s+to\s+(?P<value>.+?)(?:\s+now)?$", re.I)
+STATED = re.compile(r"^(?P<subject>.+?)\s+(?:is|are|was|were|runs(?:\s+on)?|uses|costs|takes|lasts|meets|starts)"
+                    r"\s+(?:(?:at|on|in|to)\s+)?(?P<value>.+?)$", re.I)
+CHANGE_CONTEXT = 3
+CHANGED_VALUE_WORDS = 5
+
+
+class _Change(msgspec.Struct):
+    a: str  # the first sentence's value
+    b: str  # the second's
+    subject: frozenset[str]  # what both are about (stemmed content words)
+    how: str  # the change verb or the revision marker that says so
+
+
+def _value_like(value: str) -> bool:
+    """Whether a value is one a fact holds one of at a time: a number, a name or a code ("10:00",
+    "Ubuntu 24.04", "Jonas", "tulip77"), not a state ("is protected" / "moved to main" say two things)."""
+    return any(c.isdigit() for c in value) or any(w[:1].isupper() for w in value.split())
+
+
+def _subject_of_statement(subject: str) -> frozenset[str]:
+    return frozenset(stem(t) for t in _TOKEN.findall(subject.lower().replace("’", "'"))
+                     if t not in _STOP and len(t) > 1 and not t.endswith("'s"))
+
+
+def _changed_value(x: _Sentence, y: _Sentence) -> _Change | None:
+    """The two values of one thing when one sentence says it changed (see CHANGED_TO above), else None."""
+    tx, ty = x.text.strip().rstrip(".!;"), y.text.strip().rstrip(".!;")
+    for first, (p, q) in ((True, (tx, ty)), (False, (ty, tx))):
+        change, state = CHANGED_TO.match(q), STATED.match(p)
+        if change is None or state is None or CHANGED_TO.match(p) is not None:
+            continue
+        subject = _subject_of_statement(change["subject"])
+        if len(subject) < 2 or subject != _subject_of_statement(state["subject"]):
+            continue
+        old, new = state["value"], change["value"]
+        if (old.lower() == new.lower() or len(old.split()) > CHANGED_VALUE_WORDS
+                or len(new.split()) > CHANGED_VALUE_WORDS or not (_value_like(old) and _value_like(new))):
+            continue
+        how = " ".join(change["verb"].lower().split()) + " to"
+        return _Change(old, new, subject, how) if first else _Change(new, old, subject, how)
+    return _marked_swap(x, y)
+
+
+def _marked_swap(x: _Sentence, y: _Sentence) -> _Change | None:
+    """One sentence repeating the other with a revision marker and one value swapped (see above)."""
+    if x.markers == y.markers or x.negated != y.negated:
+        return None
+    marker_words = {w for m in x.markers ^ y.markers for w in m.rstrip(":").split()}
+
+    def words(sentence: _Sentence) -> list[str]:
+        return [w for w in sentence.text.strip().rstrip(".!;").split() if w.lower().strip(",") not in marker_words]
+
+    wx, wy = words(x), words(y)
+    n = 0
+    while n < min(len(wx), len(wy)) and wx[n].lower() == wy[n].lower():
+        n += 1
+    m = 0
+    while m < min(len(wx), len(wy)) - n and wx[-1 - m].lower() == wy[-1 - m].lower():
+        m += 1
+    vx, vy = wx[n:len(wx) - m], wy[n:len(wy) - m]
+    if n + m < CHANGE_CONTEXT or not (1 <= len(vx) <= NAMED_VALUE_WORDS and 1 <= len(vy) <= NAMED_VALUE_WORDS):
+        return None
+    tokens = [t for w in vx + vy for t in _TOKEN.findall(w.lower())]
+    if not tokens or any(t in _STOP or t in _CUE_WORDS for t in tokens):
+        return None
+    p, q = " ".join(vx), " ".join(vy)
+    if SequenceMatcher(None, p.lower(), q.lower()).ratio() >= RESPELLED or not (_value_like(p) and _value_like(q)):
+        return None
+    subject = _subject_of_statement(" ".join(wx[:n] + wx[len(wx) - m:]))
+    if not subject:
+        return None
+    return _Change(p, q, subject, ", ".join(sorted(x.markers ^ y.markers)))
 
 
 _DIFFER = re.compile(r"^(?:numbers|values) differ: (.+) vs (.+)$")

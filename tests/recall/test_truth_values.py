@@ -258,3 +258,33 @@ def test_a_changed_name_after_is_is_a_change(engine: Engine) -> None:
         old = engine.remember(older, created_at=t0)
         engine.remember(newer, created_at=t0 + DAY_US)
         assert engine.get(old.id).newer_value is None, older
+
+
+def test_a_value_said_to_have_changed_is_a_change(engine: Engine) -> None:
+    """Tried as a new user, in words of one's own: "The standup meeting is at 9:30", then "The standup
+    meeting moved to 10:00", and five more such pairs, were two current facts, the older one often first:
+    the check read the same statement with another value, and these say "moved to", "was upgraded to",
+    "changed to", "now". A change verb with "to" about the same subject, or "now" in a sentence that
+    otherwise repeats the other but for one value, makes the newer the older's successor; a state that is
+    no value ("is protected" / "moved to main") and "now" about another thing are left alone."""
+    t0 = 1_750_000_000_000_000
+    pairs = [("The standup meeting is at 9:30", "The standup meeting moved to 10:00", "when is standup"),
+             ("The staging server runs Ubuntu 22.04", "The staging server was upgraded to Ubuntu 24.04",
+              "what OS does the staging server run"),
+             ("The office wifi password is sunflower42", "The office wifi password changed to tulip77",
+              "what is the office wifi password"),
+             ("We deploy on Tuesdays", "We deploy on Thursdays now", "which day do we deploy"),
+             ("Maria is the tech lead of the payments team", "Jonas is now the tech lead of the payments team",
+              "who leads the payments team")]
+    for older, newer, cue in pairs:
+        old = engine.remember(older, created_at=t0)
+        new = engine.remember(newer, created_at=t0 + DAY_US)
+        assert engine.get(old.id).newer_value == new.id, older
+        found = engine.recall(cue, top_k=3)
+        assert [r.memory.id for r in found][:2] == [new.id, old.id], cue
+        assert found[0].current and not found[1].current
+    for older, newer in (("The release branch is protected", "The release branch moved to main"),
+                         ("Bob owns the billing service", "Alice now owns the search service")):
+        old = engine.remember(older, created_at=t0)
+        engine.remember(newer, created_at=t0 + DAY_US)
+        assert engine.get(old.id).newer_value is None, older
