@@ -146,8 +146,8 @@ COUNTED = re.compile(r"(?:\d[\d,.]*|\b(?:one|two|three|four|five|six|seven|eight
 # when it says when ("in 1999", "last week", "every March"), or when it is from the time the cue names.
 WHEN_CUE = re.compile(r"^\W*when\b|\b(?:what|which)\s+(?:year|date|day|month|time)\b", re.I)
 TIME_WORD = re.compile(r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|(?-i:May)|june?|july?|aug(?:ust)?|"
-                       r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|monday|tuesday|wednesday|"
-                       r"thursday|friday|saturday|sunday|weekends?|spring|summer|autumn|fall|winter|quarter|"
+                       r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|mondays?|tuesdays?|wednesdays?|"
+                       r"thursdays?|fridays?|saturdays?|sundays?|weekends?|spring|summer|autumn|fall|winter|quarter|"
                        r"yesterday|today|tonight|tomorrow|ago|since|until|recently|daily|weekly|monthly|yearly|"
                        r"annually|(?:19|20)\d\d|\d{1,2}[:/.]\d{2})\b", re.I)
 

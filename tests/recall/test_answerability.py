@@ -211,3 +211,14 @@ def test_an_amount_of_money_is_answered_by_a_sum(engine: Any) -> None:
     engine.remember("Acme made 40 million dollars in sales last year")
     found = engine.recall(cue, top_k=5)
     assert not found.abstained and found[0].memory.content == "Acme made 40 million dollars in sales last year"
+
+
+def test_a_weekday_in_the_plural_says_when(engine: Any) -> None:
+    """"which day do we deploy" abstained (0.20) over "We deploy on Thursdays": the time rule knew
+    "Thursday" and not "Thursdays", so the memory that says when was taken for one that does not."""
+    engine.remember_many([{"content": t} for t in (
+        "We deploy on Thursdays", "The deploy pipeline runs on GitHub Actions", "Deploys need one approval")],
+        check_contradictions=False)
+    found = engine.recall("which day do we deploy", top_k=3)
+    assert not found.abstained and found[0].memory.content == "We deploy on Thursdays", (
+        found.confidence, [(r.memory.content, r.confidence) for r in found])
