@@ -129,14 +129,15 @@ QUANTITY = re.compile(r"\b(?:how\s+(?:many|much|old)|(?:phone|fax|account|order|
                       r"what\s+number|how\s+large|how\s+big)\b", re.I)
 # "How many employees does Acme have?" counts things: a count is written before what it counts ("250
 # people", "3 cats", "twice"), and a number that ends a phrase is a value of another kind ("pays
-# invoices net 30", "is on Postgres 15"). For "how much", "how old" and numbers asked for, any number.
+# invoices net 30", "is on Postgres 15"), as is one that ends a name ("the eu-west-1 region", "v2 API").
+# For "how much", "how old" and numbers asked for, any number.
 COUNT_CUE = re.compile(r"\bhow\s+many\b", re.I)
 NUMBER = re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
                     r"fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|"
                     r"ninety|hundreds?|thousands?|millions?|billions?|dozens?|couple|several|single|twice|"
                     r"once|half)\b", re.I)
 
-COUNTED = re.compile(r"(?:\d[\d,.]*|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+COUNTED = re.compile(r"(?:(?<![\w-])\d[\d,.]*|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
                      r"thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|"
                      r"sixty|seventy|eighty|ninety|hundreds?|thousands?|millions?|billions?|dozens?|several|"
                      r"couple|single)\b)\s+(?:of\s+)?[A-Za-z]|\b(?:once|twice|thrice)\b", re.I)

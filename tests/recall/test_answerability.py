@@ -131,6 +131,8 @@ def test_a_count_is_answered_by_a_count_not_by_any_number(engine: Any) -> None:
         "Acme pays invoices net 30", "Acme's office is in Berlin", "Acme is on the Enterprise plan",
         "Acme's main contact is Dana Lee", "Acme's staging database is Postgres 15")], check_contradictions=False)
     assert engine.recall("How many employees does Acme have?", top_k=5).abstained
+    # A number that ends a name counts nothing: "the eu-west-1 region" counted one region.
+    assert not confidence.holds_quantity("Customer data is stored in the eu-west-1 region", count=True)
     engine.remember("Acme has 250 people on staff")
     found = engine.recall("How many employees does Acme have?", top_k=5)
     assert not found.abstained and found[0].memory.content == "Acme has 250 people on staff"
