@@ -499,20 +499,21 @@ def _named_value(x: _Sentence, y: _Sentence) -> tuple[str, str] | None:
 # A value said to have changed: "The standup meeting moved to 10:00" after "The standup meeting is at 9:30",
 # "The staging server was upgraded to Ubuntu 24.04" after "... runs Ubuntu 22.04". One sentence says its
 # subject changed to a value (CHANGED_TO), the other states the same subject's value (STATED: a copula or
-# a verb that takes a value); the subject must name the same thing in two content words at least ("It
-# moved to Friday" says not what moved). Or one sentence says "now" (or "instead", "no longer" ...: a
-# revision marker) and otherwise repeats the other but for one value of at most NAMED_VALUE_WORDS words
-# in the same place, with at least CHANGE_CONTEXT words around it: "We deploy on Tuesdays" / "We deploy
-# on Thursdays now", "Maria is the tech lead of the payments team" / "Jonas is now the tech lead ...".
+# a verb that takes a value; "Sara lives in Berlin" / "Sara moved to Munich"); the subject must name the
+# same thing in a content word at least ("It moved to Friday" says not what moved), and both values must
+# be values (_value_like): "The release branch is protected" and "... moved to main" are two facts. Or one
+# sentence says "now" (or "instead", "no longer" ...: a revision marker) and otherwise repeats the other
+# but for one value of at most NAMED_VALUE_WORDS words in the same place, with at least CHANGE_CONTEXT
+# words around it: "We deploy on Tuesdays" / "We deploy on Thursdays now", "Dana works as a nurse" / "...
+# as a teacher now", "Maria is the tech lead of the payments team" / "Jonas is now the tech lead ...".
 # Without a marker, "likes Vim" / "likes Emacs" may both be true; with one, the newer says it replaced it.
-# Either way both values must be values (_value_like): "The release branch is protected" and "... moved to
-# main" are two facts.
 _CHANGE_VERBS = (r"changed|moved|raised|lowered|increased|decreased|reduced|upgraded|downgraded|updated|bumped|"
                  r"switched|renamed|migrated|cut|extended|shortened|went\s+up|went\s+down")
 CHANGED_TO = re.compile(rf"^(?P<subject>.+?)\s+(?:(?:has|have|had)\s+(?:been\s+)?|(?:was|were|got|is|are)\s+)?"
                         rf"(?P<verb>{_CHANGE_VERBS})(?:\s+from\s+.+?)?\s+to\s+(?P<value>.+?)(?:\s+now)?$", re.I)
-STATED = re.compile(r"^(?P<subject>.+?)\s+(?:is|are|was|were|runs(?:\s+on)?|uses|costs|takes|lasts|meets|starts)"
-                    r"\s+(?:(?:at|on|in|to)\s+)?(?P<value>.+?)$", re.I)
+STATED = re.compile(r"^(?P<subject>.+?)\s+(?:is|are|was|were|runs(?:\s+on)?|uses|costs|takes|lasts|meets|starts|"
+                    r"lives|works|(?:is|are)\s+(?:based|located|hosted))"
+                    r"\s+(?:(?:at|on|in|to|for|as)\s+)?(?P<value>.+?)$", re.I)
 CHANGE_CONTEXT = 3
 CHANGED_VALUE_WORDS = 5
 
@@ -543,7 +544,7 @@ def _changed_value(x: _Sentence, y: _Sentence) -> _Change | None:
         if change is None or state is None or CHANGED_TO.match(p) is not None:
             continue
         subject = _subject_of_statement(change["subject"])
-        if len(subject) < 2 or subject != _subject_of_statement(state["subject"]):
+        if not subject or subject != _subject_of_statement(state["subject"]):
             continue
         old, new = state["value"], change["value"]
         if (old.lower() == new.lower() or len(old.split()) > CHANGED_VALUE_WORDS
@@ -577,7 +578,7 @@ def _marked_swap(x: _Sentence, y: _Sentence) -> _Change | None:
     if not tokens or any(t in _STOP or t in _CUE_WORDS for t in tokens):
         return None
     p, q = " ".join(vx), " ".join(vy)
-    if SequenceMatcher(None, p.lower(), q.lower()).ratio() >= RESPELLED or not (_value_like(p) and _value_like(q)):
+    if SequenceMatcher(None, p.lower(), q.lower()).ratio() >= RESPELLED:
         return None
     subject = _subject_of_statement(" ".join(wx[:n] + wx[len(wx) - m:]))
     if not subject:

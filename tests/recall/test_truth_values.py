@@ -275,7 +275,9 @@ def test_a_value_said_to_have_changed_is_a_change(engine: Engine) -> None:
               "what is the office wifi password"),
              ("We deploy on Tuesdays", "We deploy on Thursdays now", "which day do we deploy"),
              ("Maria is the tech lead of the payments team", "Jonas is now the tech lead of the payments team",
-              "who leads the payments team")]
+              "who leads the payments team"),
+             ("Sara lives in Berlin", "Sara moved to Munich", "where does Sara live"),
+             ("Dana works as a nurse", "Dana works as a teacher now", "what is Dana's job")]
     for older, newer, cue in pairs:
         old = engine.remember(older, created_at=t0)
         new = engine.remember(newer, created_at=t0 + DAY_US)
