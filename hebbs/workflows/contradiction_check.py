@@ -521,7 +521,6 @@ CHANGED_VALUE_WORDS = 5
 class _Change(msgspec.Struct):
     a: str  # the first sentence's value
     b: str  # the second's
-    subject: frozenset[str]  # what both are about (stemmed content words)
     how: str  # the change verb or the revision marker that says so
 
 
@@ -536,22 +535,31 @@ def _subject_of_statement(subject: str) -> frozenset[str]:
                      if t not in _STOP and len(t) > 1 and not t.endswith("'s"))
 
 
+@lru_cache(maxsize=4096)
+def _statement(text: str) -> tuple[tuple[frozenset[str], str, str] | None, tuple[frozenset[str], str] | None]:
+    """A sentence read as a change (its subject, its new value, its verb) and as a stated value (its
+    subject, its value): each None when it is not one. Read once per sentence, not once per pair."""
+    text = text.strip().rstrip(".!;")
+    change, state = CHANGED_TO.match(text), STATED.match(text)
+    return ((_subject_of_statement(change["subject"]), change["value"], " ".join(change["verb"].lower().split()))
+            if change is not None else None,
+            (_subject_of_statement(state["subject"]), state["value"]) if state is not None and change is None else None)
+
+
 def _changed_value(x: _Sentence, y: _Sentence) -> _Change | None:
     """The two values of one thing when one sentence says it changed (see CHANGED_TO above), else None."""
-    tx, ty = x.text.strip().rstrip(".!;"), y.text.strip().rstrip(".!;")
-    for first, (p, q) in ((True, (tx, ty)), (False, (ty, tx))):
-        change, state = CHANGED_TO.match(q), STATED.match(p)
-        if change is None or state is None or CHANGED_TO.match(p) is not None:
+    (change_x, state_x), (change_y, state_y) = _statement(x.text), _statement(y.text)
+    for first, change, state in ((True, change_y, state_x), (False, change_x, state_y)):
+        if change is None or state is None:
             continue
-        subject = _subject_of_statement(change["subject"])
-        if not subject or subject != _subject_of_statement(state["subject"]):
+        subject, new, verb = change
+        if not subject or subject != state[0]:
             continue
-        old, new = state["value"], change["value"]
+        old = state[1]
         if (old.lower() == new.lower() or len(old.split()) > CHANGED_VALUE_WORDS
                 or len(new.split()) > CHANGED_VALUE_WORDS or not (_value_like(old) and _value_like(new))):
             continue
-        how = " ".join(change["verb"].lower().split()) + " to"
-        return _Change(old, new, subject, how) if first else _Change(new, old, subject, how)
+        return _Change(old, new, verb + " to") if first else _Change(new, old, verb + " to")
     return _marked_swap(x, y)
 
 
@@ -580,10 +588,9 @@ def _marked_swap(x: _Sentence, y: _Sentence) -> _Change | None:
     p, q = " ".join(vx), " ".join(vy)
     if SequenceMatcher(None, p.lower(), q.lower()).ratio() >= RESPELLED:
         return None
-    subject = _subject_of_statement(" ".join(wx[:n] + wx[len(wx) - m:]))
-    if not subject:
+    if not _subject_of_statement(" ".join(wx[:n] + wx[len(wx) - m:])):
         return None
-    return _Change(p, q, subject, ", ".join(sorted(x.markers ^ y.markers)))
+    return _Change(p, q, ", ".join(sorted(x.markers ^ y.markers)))
 
 
 _DIFFER = re.compile(r"^(?:numbers|values) differ: (.+) vs (.+)$")
