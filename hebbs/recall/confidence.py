@@ -170,8 +170,8 @@ FORMS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
     "an email address": (re.compile(r"\be-?mail(?:\s+address)?\W*$", re.I),
                          re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")),
     "a web address": (re.compile(r"\b(?:web\s*site|home\s*page|url|web\s+address|domain\s+name)\W*$", re.I),
-                      re.compile(r"https?://|\bwww\.|\b[a-z0-9-]+\.(?:com|org|net|io|dev|app|ai|co|edu|gov|[a-z]{2})\b",
-                                 re.I)),
+                      re.compile(r"https?://|\bwww\.|\b[a-z0-9-]+\.(?:com|org|net|io|dev|app|ai|co|edu|gov|[a-z]{2})\b|"
+                                 r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?|\blocalhost\b", re.I)),
     # "What was Acme's revenue last year?" over "Acme pays invoices net 30": any number would do for a
     # quantity, but a sum of money is written with its currency or its scale. Not "cost" or "budget":
     # in a project's notes they are as often time and memory ("what does a recall cost").

@@ -194,6 +194,9 @@ def test_an_address_is_answered_by_a_memory_that_holds_one(engine: Any) -> None:
         assert not found.abstained and found[0].memory.content == expected, (cue, [r.memory.content for r in found])
     # "email" as a verb asks for no address: the rule leaves the cue to the calibration.
     assert confidence.form_asked("What did Dana email me about?") is None
+    # A loopback address is a web address too ("What is the panel's URL?" over this repository's docs).
+    assert confidence.holds_form("the panel is served on 127.0.0.1:6381", "a web address")
+    assert confidence.holds_form("open http://localhost:6381/", "a web address")
 
 
 def test_an_amount_of_money_is_answered_by_a_sum(engine: Any) -> None:
