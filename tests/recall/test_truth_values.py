@@ -234,30 +234,43 @@ def test_a_negation_in_another_verb_form_is_a_change(engine: Engine) -> None:
     assert engine.get(cats.id).newer_value is None  # two likes, not one value changed
 
 
+CHANGE_T0 = 1_750_000_000_000_000
+
+
+def _assert_changes(engine: Engine, pairs: list[tuple[str, str, str]]) -> None:
+    """Each (older, newer, cue), the newer a day later: linked as the older's successor, ranked above it
+    for the cue, the older marked."""
+    for older, newer, cue in pairs:
+        old = engine.remember(older, created_at=CHANGE_T0)
+        new = engine.remember(newer, created_at=CHANGE_T0 + DAY_US)
+        assert engine.get(old.id).newer_value == new.id, older
+        found = engine.recall(cue, top_k=3)
+        assert [r.memory.id for r in found][:2] == [new.id, old.id], cue
+        assert found[0].current and not found[1].current
+
+
+def _assert_two_facts(engine: Engine, pairs: list[tuple[str, str]]) -> None:
+    """Each (older, newer), the newer a day later: two facts, the older not linked to the newer."""
+    for older, newer in pairs:
+        old = engine.remember(older, created_at=CHANGE_T0)
+        engine.remember(newer, created_at=CHANGE_T0 + DAY_US)
+        assert engine.get(old.id).newer_value is None, older
+
+
 def test_a_changed_name_after_is_is_a_change(engine: Engine) -> None:
     """bench_truth's names and places: "Dana's manager is Priya Shah", then "... is Lukas Berg" was
     not linked (the check knew numbers, literals and negation only), so the older name stayed current.
     A copula holds one value at a time; a verb that may hold several ("likes") and a tail that says
     another thing ("is near the lake") are left alone."""
-    t0 = 1_750_000_000_000_000
     pairs = [("Dana's manager is Priya Shah", "Dana's manager is Lukas Berg", "who is Dana's manager"),
              ("The team offsite this year is in Porto", "The team offsite this year is in Krakow",
               "where is the team offsite"),
              ("The default branch of the main repository is master",
               "The default branch of the main repository is trunk", "what is the default branch")]
-    for older, newer, cue in pairs:
-        old = engine.remember(older, created_at=t0)
-        new = engine.remember(newer, created_at=t0 + DAY_US)
-        assert engine.get(old.id).newer_value == new.id, older
-        found = engine.recall(cue, top_k=3)
-        assert [r.memory.id for r in found][:2] == [new.id, old.id], cue
-        assert found[0].current and not found[1].current
-    for older, newer in (("The user likes Vim", "The user likes Emacs"),
-                         ("The cabin is in the Alps", "The cabin is near the lake"),
-                         ("Alice is on call this week", "Bob is on call this week")):
-        old = engine.remember(older, created_at=t0)
-        engine.remember(newer, created_at=t0 + DAY_US)
-        assert engine.get(old.id).newer_value is None, older
+    _assert_changes(engine, pairs)
+    _assert_two_facts(engine, [("The user likes Vim", "The user likes Emacs"),
+                               ("The cabin is in the Alps", "The cabin is near the lake"),
+                               ("Alice is on call this week", "Bob is on call this week")])
 
 
 def test_a_value_said_to_have_changed_is_a_change(engine: Engine) -> None:
@@ -267,7 +280,6 @@ def test_a_value_said_to_have_changed_is_a_change(engine: Engine) -> None:
     "changed to", "now". A change verb with "to" about the same subject, or "now" in a sentence that
     otherwise repeats the other but for one value, makes the newer the older's successor; a state that is
     no value ("is protected" / "moved to main") and "now" about another thing are left alone."""
-    t0 = 1_750_000_000_000_000
     pairs = [("The standup meeting is at 9:30", "The standup meeting moved to 10:00", "when is standup"),
              ("The staging server runs Ubuntu 22.04", "The staging server was upgraded to Ubuntu 24.04",
               "what OS does the staging server run"),
@@ -278,15 +290,6 @@ def test_a_value_said_to_have_changed_is_a_change(engine: Engine) -> None:
               "who leads the payments team"),
              ("Sara lives in Berlin", "Sara moved to Munich", "where does Sara live"),
              ("Dana works as a nurse", "Dana works as a teacher now", "what is Dana's job")]
-    for older, newer, cue in pairs:
-        old = engine.remember(older, created_at=t0)
-        new = engine.remember(newer, created_at=t0 + DAY_US)
-        assert engine.get(old.id).newer_value == new.id, older
-        found = engine.recall(cue, top_k=3)
-        assert [r.memory.id for r in found][:2] == [new.id, old.id], cue
-        assert found[0].current and not found[1].current
-    for older, newer in (("The release branch is protected", "The release branch moved to main"),
-                         ("Bob owns the billing service", "Alice now owns the search service")):
-        old = engine.remember(older, created_at=t0)
-        engine.remember(newer, created_at=t0 + DAY_US)
-        assert engine.get(old.id).newer_value is None, older
+    _assert_changes(engine, pairs)
+    _assert_two_facts(engine, [("The release branch is protected", "The release branch moved to main"),
+                               ("Bob owns the billing service", "Alice now owns the search service")])
