@@ -300,26 +300,15 @@ class Judgement(NamedTuple):
     in the order of FEATURES)."""
     confidences: list[float]
     values: list[list[float]]
-    # The cue's specific words that no memory holds, and the cue without them (pipeline.judge_confidence
-    # asks whether those words bring the cue closer to a candidate: UNSEEN_MARGIN).
+    # The cue's specific words that no memory holds, as written (pipeline.judge_confidence asks whether
+    # they bring the cue closer to a candidate: UNSEEN_MARGIN); empty when nothing would be left without them.
     unseen: list[str]
-    rest: str
-    # How far those words may move the cue away from a candidate that would answer: UNSEEN_MARGIN,
-    # or UNSEEN_NAMED_MARGIN when the rest of the cue names one thing at most.
-    margin: float = UNSEEN_MARGIN
-    # The cue's terms each candidate holds (asks_more_than_the_entity), the unseen words written as
-    # names, and whether the cue asks for a quantity (answer_check).
-    covered: list[frozenset[str]] = []
-    names: list[str] = []
-    strangers: bool = False
-    quantity: bool = False
-    seen_terms: frozenset[str] = frozenset()  # the cue's terms that some memory holds
-    weights: Mapping[str, float] = {}  # the cue's terms and their generality
-    count: bool = False  # the quantity asked is a count (COUNT_CUE)
-    when: bool = False  # the cue asks for a time (WHEN_CUE)
-    age: bool = False  # an age (AGE_CUE)
-    where: bool = False  # a place (WHERE_CUE)
-    form: str | None = None  # a value of a form of its own (FORMS)
+    # The cue's terms each candidate holds (asks_more_than_the_entity), and those some memory holds.
+    covered: list[frozenset[str]]
+    seen_terms: frozenset[str]
+    # What was read from the cue alone: its rest without the unseen words, their margin, the names among
+    # them, and the kind of value it asks for (answer_check, holds_the_kind_asked).
+    reading: "CueReading"
 
     def features(self, i: int) -> dict[str, float]:
         """Candidate i's features by name, to 6 decimals (rounded for the results shown only)."""
@@ -409,7 +398,7 @@ def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], fl
     text, `toward` how far the cue's unseen words bring the cue to it (asked only when needed)."""
     if not judged.unseen or judged.values[i][FEATURES.index("in_time")] > 0:
         return True  # from the time the cue names: it shares that with the cue too, not only a name
-    if judged.strangers:
+    if judged.reading.strangers:
         return False  # every name the cue gives is one the vault never saw: it is about someone else
     if asks_more_than_the_entity(judged.covered, i):
         # It holds some of what is asked: the unseen words may still not move the cue away from it
@@ -418,18 +407,19 @@ def answer_check(judged: "Judgement", i: int, text: str, toward: Callable[[], fl
         if holds_all_it_asks(judged, i):
             return True
         return toward() >= -UNSEEN_MARGIN
-    if judged.names or (judged.quantity and not holds_quantity(text, judged.count, judged.age)):
+    asked = judged.reading
+    if asked.names or (asked.quantity and not holds_quantity(text, asked.count, asked.age)):
         return False
-    if judged.where and holds_place(text):
+    if asked.where and holds_place(text):
         return True
-    return toward() >= -judged.margin
+    return toward() >= -asked.margin
 
 
 def holds_all_it_asks(judged: "Judgement", i: int) -> bool:
     """Whether candidate i holds every cue term some memory holds, two specific ones or more: it is
     about just what the cue asks."""
     return judged.covered[i] >= judged.seen_terms and sum(
-        1 for t in judged.covered[i] if judged.weights.get(t, 0.0) >= NAMED_GENERALITY) >= 2
+        1 for t in judged.covered[i] if judged.reading.weighted.get(t, 0.0) >= NAMED_GENERALITY) >= 2
 
 
 def holds_the_kind_asked(judged: "Judgement", i: int, text: str) -> bool:
@@ -442,9 +432,10 @@ def holds_the_kind_asked(judged: "Judgement", i: int, text: str) -> bool:
     if (judged.values[i][FEATURES.index("in_time")] > 0 or asks_more_than_the_entity(judged.covered, i)
             or holds_all_it_asks(judged, i)):
         return True
-    return ((not judged.quantity or holds_quantity(text, judged.count, judged.age))
-            and (not judged.when or holds_time(text)) and (not judged.where or holds_place(text))
-            and (judged.form is None or holds_form(text, judged.form)))
+    asked = judged.reading
+    return ((not asked.quantity or holds_quantity(text, asked.count, asked.age))
+            and (not asked.when or holds_time(text)) and (not asked.where or holds_place(text))
+            and (asked.form is None or holds_form(text, asked.form)))
 
 
 def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[str]],
@@ -469,7 +460,7 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
     A candidate's features are built as a row, not a dict, and only the results shown get theirs
     as a dict (`Judgement.features`): the dicts were most of what confidence cost."""
     reading = read_cue(cue, word_ranks, doc_freq) if reading is None else reading
-    weighted, freqs, unseen, rest = reading.weighted, reading.freqs, reading.unseen, reading.rest
+    weighted, freqs, unseen = reading.weighted, reading.freqs, reading.unseen
     names = list(weighted)
     weights = [idf(freqs.get(t, 0), docs) * weighted[t] for t in names]
     total = sum(weights)
@@ -509,10 +500,8 @@ def assess(cue: str, cosines: Sequence[float], memory_terms: Sequence[Container[
              + c[5] * row[5] + c[6] * row[6] + c[7] * row[7])
         confidences.append(round(_logistic(z), 4))
     words = [chunk.strip(_PUNCTUATION) for chunk in unseen]
-    return Judgement(confidences, rows, words if reading.rest_to_embed is not None else [], rest, reading.margin,
-                     covered_terms, reading.names, reading.strangers, reading.quantity,
-                     frozenset(t for t in names if freqs.get(t, 0) > 0), weighted, reading.count, reading.when,
-                     reading.age, reading.where, reading.form)
+    return Judgement(confidences, rows, words if reading.rest_to_embed is not None else [], covered_terms,
+                     frozenset(t for t in names if freqs.get(t, 0) > 0), reading)
 
 
 def abstains(confidences: Sequence[float], threshold: float) -> bool:

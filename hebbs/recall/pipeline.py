@@ -264,14 +264,15 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
 
         def toward(i: int) -> float:
             if not rest:
-                rest.append(embed(judged.rest))
+                rest.append(embed(judged.reading.rest))
             return float(stored[ids[i]] @ cue_vector - stored[ids[i]] @ rest[0])
 
         for i in sure:
             if not confidence.answer_check(judged, i, lexical_text(memories[i]), lambda i=i: toward(i)):
                 confidences[i] = min(confidences[i], confidence.UNSEEN_CAP)
                 capped.add(i)
-    if judged.quantity or judged.when or judged.where or judged.form:
+    asked = judged.reading
+    if asked.quantity or asked.when or asked.where or asked.form:
         # A cue that asks how many, how much, how old, when, where, for an address or a sum, and a
         # candidate that shares only what the cue names and holds no number (no time, place, address,
         # sum): it does not answer, whether or not the cue has words no memory holds ("How old is
@@ -295,8 +296,8 @@ def judge_confidence(vault: OpenVault, answer: RecallResults, cue: str, cue_vect
             answer.notes.append(f"no memory holds {', '.join(repr(w) for w in judged.unseen)}: the matches of the "
                                 f"rest of the cue do not answer it")
         else:
-            kind = ("a number" if judged.quantity else "a time" if judged.when else "a place" if judged.where
-                    else judged.form)
+            kind = ("a number" if asked.quantity else "a time" if asked.when else "a place" if asked.where
+                    else asked.form)
             answer.notes.append(f"the cue asks for {kind} and the matches that hold none share only what it "
                                 f"names: they do not answer it")
     best = max(range(len(judged_shown)), key=judged_shown.__getitem__, default=None)
