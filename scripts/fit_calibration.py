@@ -145,7 +145,9 @@ def write(blocks: dict[str, str]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows-dir", type=Path, help="bench_models' --rows-dir (the confidence calibration)")
-    parser.add_argument("--models", nargs="+", default=[m for m in load_registry()["models"] if m != REFERENCE])
+    fitted = [m for m in load_registry()["models"] if m != REFERENCE]
+    # Only a registry model has a calibration table to write: a folder of the user's gets the default's.
+    parser.add_argument("--models", nargs="+", default=fitted, choices=fitted)
     parser.add_argument("--write", action="store_true", help="write the tables into hebbs/models/registry.toml")
     args = parser.parse_args()
     texts = pair_texts()

@@ -28,6 +28,7 @@ from bench import baselines as bl
 from bench.bench_models import notes_sample, sub_collection
 from bench.harness import shared
 from hebbs.config import MINILM_FUSION, FusionParams
+from hebbs.models import load_registry
 
 # Each weight's candidates around MiniLM's value, tried in this order (the one-at-a-time sweep).
 CANDIDATES: dict[str, tuple[float, ...]] = {
@@ -108,7 +109,8 @@ def line(label: str, figures: dict[str, float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True)
+    # A registry model: its fusion table goes into hebbs/models/registry.toml.
+    parser.add_argument("--model", required=True, choices=list(load_registry()["models"]))
     parser.add_argument("--conversations", nargs="+", default=["30", "42"])
     parser.add_argument("--docs", type=int, default=300)
     parser.add_argument("--notes-files", type=int, default=30)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import processes
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,3 +112,13 @@ def test_a_new_vaults_config_leaves_the_fusion_weights_to_its_model(tmp_path: Pa
     written = msgspec.toml.decode(DEFAULT_CONFIG_TEXT.encode(), type=VaultConfig)
     assert written.recall == RecallConfig()
     assert all(getattr(written.recall.fusion, key) is None for key in FusionParams.MODEL_KEYS)
+
+
+def test_the_fitting_scripts_refuse_a_model_the_registry_lacks() -> None:
+    """`scripts.fit_fusion --model nope` and `scripts.fit_calibration --models nope` ended in a ModelError
+    traceback after loading the data; a model without a registry table is now a usage error at once."""
+    repo = Path(__file__).resolve().parents[2]
+    for argv in (["scripts.fit_fusion", "--model", "nope"], ["scripts.fit_calibration", "--models", "nope"]):
+        ran = processes.run([sys.executable, "-m", *argv], cwd=repo, capture_output=True, text=True)
+        assert ran.returncode == 2 and "invalid choice: 'nope'" in ran.stderr, ran.stderr
+        assert "Traceback" not in ran.stderr
